@@ -1,0 +1,249 @@
+//! The `Store` interface: a key-value store with atomic write batches and
+//! prefix scans, whose reads and writes are counted.
+//!
+//! Backends live in `sesame-store`; every backend embeds an [`IoCounter`]
+//! and passes the generic store suite there.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+/// One operation of a [`WriteBatch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOp {
+    /// Insert or overwrite `key` with `value`.
+    Put {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// Remove `key` if present.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+/// A list of writes applied all or nothing, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    ops: Vec<WriteOp>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty batch with room for `n` operations.
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            ops: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds a put.
+    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push(WriteOp::Put {
+            key: key.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push(WriteOp::Delete { key: key.into() });
+        self
+    }
+
+    /// The operations, in order.
+    pub fn ops(&self) -> &[WriteOp] {
+        &self.ops
+    }
+
+    /// Consumes the batch into its operations.
+    pub fn into_ops(self) -> Vec<WriteOp> {
+        self.ops
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// Counts of store operations, as reported by [`Store::io_counts`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoCounts {
+    /// Point reads (`get`), one per key asked for.
+    pub reads: u64,
+    /// Key-value pairs written or deleted.
+    pub writes: u64,
+    /// Prefix scans.
+    pub scans: u64,
+    /// Pairs returned by prefix scans.
+    pub scanned: u64,
+    /// Bytes of keys and values returned by reads and scans.
+    pub bytes_read: u64,
+    /// Bytes of keys and values written.
+    pub bytes_written: u64,
+}
+
+impl IoCounts {
+    /// The operations between `earlier` and `self`.
+    pub fn since(&self, earlier: &IoCounts) -> IoCounts {
+        IoCounts {
+            reads: self.reads.wrapping_sub(earlier.reads),
+            writes: self.writes.wrapping_sub(earlier.writes),
+            scans: self.scans.wrapping_sub(earlier.scans),
+            scanned: self.scanned.wrapping_sub(earlier.scanned),
+            bytes_read: self.bytes_read.wrapping_sub(earlier.bytes_read),
+            bytes_written: self.bytes_written.wrapping_sub(earlier.bytes_written),
+        }
+    }
+
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &IoCounts) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.scans += other.scans;
+        self.scanned += other.scanned;
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+    }
+}
+
+/// Thread-safe operation counters a backend embeds.
+#[derive(Debug, Default)]
+pub struct IoCounter {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    scans: AtomicU64,
+    scanned: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+impl IoCounter {
+    /// Records a point read that returned `bytes` bytes.
+    pub fn read(&self, bytes: usize) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Records a prefix scan that returned `pairs` pairs of `bytes` bytes.
+    pub fn scan(&self, pairs: usize, bytes: usize) {
+        self.scans.fetch_add(1, Ordering::Relaxed);
+        self.scanned.fetch_add(pairs as u64, Ordering::Relaxed);
+        self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Records the writes of a committed batch.
+    pub fn batch(&self, batch: &WriteBatch) {
+        let bytes: usize = batch
+            .ops()
+            .iter()
+            .map(|op| match op {
+                WriteOp::Put { key, value } => key.len() + value.len(),
+                WriteOp::Delete { key } => key.len(),
+            })
+            .sum();
+        self.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.bytes_written.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> IoCounts {
+        IoCounts {
+            reads: self.reads.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            scans: self.scans.load(Ordering::Relaxed),
+            scanned: self.scanned.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A key-value store with atomic write batches and prefix scans.
+///
+/// Keys and values are byte strings. Methods take `&self`: a store is shared
+/// by the threads of a server, and each backend synchronises internally.
+/// A write batch is applied all or nothing, also if the process dies while
+/// it is being written.
+pub trait Store: Send + Sync {
+    /// The value of `key`, if present.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// The values of many keys, in order. Backends may override this with a
+    /// faster multi-get; each key counts as one read.
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+
+    /// Applies `batch` atomically.
+    fn write(&self, batch: WriteBatch) -> Result<()>;
+
+    /// Inserts or overwrites one pair.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::with_capacity(1);
+        b.put(key, value);
+        self.write(b)
+    }
+
+    /// Removes one key if present.
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::with_capacity(1);
+        b.delete(key);
+        self.write(b)
+    }
+
+    /// Every pair whose key starts with `prefix`, in ascending key order.
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+
+    /// Operation counts since the store was opened.
+    fn io_counts(&self) -> IoCounts;
+
+    /// Makes every committed batch durable (a no-op where commits already
+    /// are).
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// A short name of the backend, for reports ("memory", "redb", ...).
+    fn backend(&self) -> &'static str;
+}
+
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        (**self).get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        (**self).get_many(keys)
+    }
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        (**self).write(batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        (**self).scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> IoCounts {
+        (**self).io_counts()
+    }
+    fn flush(&self) -> Result<()> {
+        (**self).flush()
+    }
+    fn backend(&self) -> &'static str {
+        (**self).backend()
+    }
+}

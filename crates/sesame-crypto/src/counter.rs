@@ -1,0 +1,226 @@
+//! Counting of primitive calls.
+//!
+//! Every primitive in this crate reports each call here, by [`Primitive`]
+//! kind. Two figures are kept per kind, as in Bogatov, Kollios and Reyzin
+//! (VLDB 2019, Table 4):
+//!
+//! - **total**: every call, including calls a primitive makes inside
+//!   another primitive (a PRG built on a PRF counts both);
+//! - **pure**: only calls made from outside any primitive, that is the
+//!   calls a scheme makes itself.
+//!
+//! Counters are thread-local plain integers, so counting costs a few
+//! instructions and needs no synchronisation; it stays on in benchmarks.
+//! A measurement takes a [`snapshot`] before and after and subtracts
+//! ([`PrimitiveCounts::since`]). Work done on another thread is counted on
+//! that thread.
+
+use std::cell::Cell;
+
+use serde::{Deserialize, Serialize};
+
+/// The kinds of primitive that are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Primitive {
+    /// Pseudorandom function evaluation (one output).
+    Prf,
+    /// Pseudorandom generator: one request for output bytes.
+    Prg,
+    /// Pseudorandom permutation evaluation (forward or inverse).
+    Prp,
+    /// Symmetric (authenticated) encryption or decryption of one message.
+    Ske,
+    /// Cryptographic hash evaluation (plain or keyed).
+    Hash,
+    /// Hypergeometric sample (BCLO OPE).
+    HgSample,
+    /// Property-preserving hash evaluation or comparison (CLOZ ORE).
+    Pph,
+    /// Pairing evaluation.
+    Pairing,
+    /// Scalar multiplication / exponentiation in a prime-order group.
+    GroupExp,
+    /// Public-key encryption or decryption.
+    Pke,
+    /// Tree traversal step of a stateful scheme (FH-OPE).
+    Traversal,
+}
+
+impl Primitive {
+    /// Every kind, in a fixed order.
+    pub const ALL: [Primitive; KINDS] = [
+        Primitive::Prf,
+        Primitive::Prg,
+        Primitive::Prp,
+        Primitive::Ske,
+        Primitive::Hash,
+        Primitive::HgSample,
+        Primitive::Pph,
+        Primitive::Pairing,
+        Primitive::GroupExp,
+        Primitive::Pke,
+        Primitive::Traversal,
+    ];
+
+    /// A short lower-case name used in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Primitive::Prf => "prf",
+            Primitive::Prg => "prg",
+            Primitive::Prp => "prp",
+            Primitive::Ske => "ske",
+            Primitive::Hash => "hash",
+            Primitive::HgSample => "hg",
+            Primitive::Pph => "pph",
+            Primitive::Pairing => "pairing",
+            Primitive::GroupExp => "group_exp",
+            Primitive::Pke => "pke",
+            Primitive::Traversal => "traversal",
+        }
+    }
+
+    const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Number of primitive kinds.
+pub const KINDS: usize = 11;
+
+thread_local! {
+    static TOTAL: [Cell<u64>; KINDS] = const { [const { Cell::new(0) }; KINDS] };
+    static PURE: [Cell<u64>; KINDS] = const { [const { Cell::new(0) }; KINDS] };
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Records `n` calls of `kind` made at the current nesting depth.
+///
+/// Use this for a leaf primitive that calls no other counted primitive.
+#[inline]
+pub fn record(kind: Primitive, n: u64) {
+    let i = kind.index();
+    TOTAL.with(|t| t[i].set(t[i].get().wrapping_add(n)));
+    if DEPTH.with(Cell::get) == 0 {
+        PURE.with(|p| p[i].set(p[i].get().wrapping_add(n)));
+    }
+}
+
+/// Records one call of `kind` and marks the current thread as inside a
+/// primitive until the returned guard is dropped, so that primitives called
+/// meanwhile count as total but not as pure.
+#[inline]
+pub fn enter(kind: Primitive) -> Nested {
+    record(kind, 1);
+    DEPTH.with(|d| d.set(d.get() + 1));
+    Nested { _private: () }
+}
+
+/// Guard returned by [`enter`]; leaving the primitive when dropped.
+#[must_use = "the primitive is left when this guard is dropped"]
+pub struct Nested {
+    _private: (),
+}
+
+impl Drop for Nested {
+    #[inline]
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// Counts of primitive calls by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrimitiveCounts {
+    /// Every call, nested ones included, indexed like [`Primitive::ALL`].
+    pub total: [u64; KINDS],
+    /// Calls made from outside any primitive, indexed like [`Primitive::ALL`].
+    pub pure: [u64; KINDS],
+}
+
+impl PrimitiveCounts {
+    /// Total calls of `kind`.
+    pub fn total(&self, kind: Primitive) -> u64 {
+        self.total[kind.index()]
+    }
+
+    /// Pure calls of `kind`.
+    pub fn pure(&self, kind: Primitive) -> u64 {
+        self.pure[kind.index()]
+    }
+
+    /// The calls made between `earlier` and `self`.
+    pub fn since(&self, earlier: &PrimitiveCounts) -> PrimitiveCounts {
+        let mut out = PrimitiveCounts::default();
+        for i in 0..KINDS {
+            out.total[i] = self.total[i].wrapping_sub(earlier.total[i]);
+            out.pure[i] = self.pure[i].wrapping_sub(earlier.pure[i]);
+        }
+        out
+    }
+
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &PrimitiveCounts) {
+        for i in 0..KINDS {
+            self.total[i] = self.total[i].wrapping_add(other.total[i]);
+            self.pure[i] = self.pure[i].wrapping_add(other.pure[i]);
+        }
+    }
+
+    /// Kinds with a non-zero total, with (total, pure).
+    pub fn nonzero(&self) -> impl Iterator<Item = (Primitive, u64, u64)> + '_ {
+        Primitive::ALL
+            .iter()
+            .map(|&k| (k, self.total(k), self.pure(k)))
+            .filter(|&(_, t, _)| t != 0)
+    }
+}
+
+/// The counts of the current thread so far.
+pub fn snapshot() -> PrimitiveCounts {
+    let mut out = PrimitiveCounts::default();
+    TOTAL.with(|t| {
+        for (o, c) in out.total.iter_mut().zip(t.iter()) {
+            *o = c.get();
+        }
+    });
+    PURE.with(|p| {
+        for (o, c) in out.pure.iter_mut().zip(p.iter()) {
+            *o = c.get();
+        }
+    });
+    out
+}
+
+/// Runs `f` and returns its result with the primitive calls it made.
+pub fn measure<T>(f: impl FnOnce() -> T) -> (T, PrimitiveCounts) {
+    let before = snapshot();
+    let out = f();
+    (out, snapshot().since(&before))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_calls_count_in_total_but_not_pure() {
+        let ((), c) = measure(|| {
+            let _outer = enter(Primitive::Prg);
+            record(Primitive::Prf, 3);
+        });
+        assert_eq!(c.total(Primitive::Prg), 1);
+        assert_eq!(c.pure(Primitive::Prg), 1);
+        assert_eq!(c.total(Primitive::Prf), 3);
+        assert_eq!(c.pure(Primitive::Prf), 0);
+        let ((), c) = measure(|| record(Primitive::Prf, 2));
+        assert_eq!(c.pure(Primitive::Prf), 2);
+    }
+
+    #[test]
+    fn all_lists_every_kind_in_index_order() {
+        for (i, k) in Primitive::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i);
+        }
+    }
+}
