@@ -1,7 +1,28 @@
 //! The shared vocabulary of Sesame.
+//!
+//! - [`channel`]: how a scheme's client half reaches its server half
+//!   ([`Channel`], [`LocalChannel`], [`Service`], [`Handler`]);
+//! - [`store`]: the key-value [`Store`] the server half keeps its index in;
+//! - [`meter`]: the [`Meter`] every layer reports to, and its [`Snapshot`];
+//! - [`network`]: [`NetworkModel`] profiles that turn a snapshot into a
+//!   modelled time over LAN or WAN;
+//! - [`wire`]: the versioned binary encoding of every message;
+//! - [`scheme`]: scheme descriptors and the [`Registry`].
+//!
+//! Scheme crates depend on this crate and on `sesame-crypto` only; they do
+//! no I/O of their own.
 
+pub mod channel;
 pub mod error;
+pub mod meter;
+pub mod network;
+pub mod scheme;
 pub mod store;
+pub mod wire;
 
+pub use channel::{Channel, Handler, LocalChannel, Service, Typed};
 pub use error::{Error, Result};
+pub use meter::{Meter, ServerReport, Snapshot, Span};
+pub use network::NetworkModel;
+pub use scheme::{BackwardPrivacy, QueryKind, Registry, SchemeDescriptor, SchemeKind};
 pub use store::{IoCounter, IoCounts, Store, WriteBatch, WriteOp};
