@@ -24,5 +24,5 @@ pub use channel::{Channel, Handler, LocalChannel, Service, Typed};
 pub use error::{Error, Result};
 pub use meter::{Meter, ServerReport, Snapshot, Span};
 pub use network::NetworkModel;
-pub use scheme::{BackwardPrivacy, QueryKind, Registry, SchemeDescriptor, SchemeKind};
-pub use store::{IoCounter, IoCounts, Store, WriteBatch, WriteOp};
+pub use scheme::{BackwardPrivacy, Params, QueryKind, Registry, SchemeDescriptor, SchemeKind};
+pub use store::{IoCounter, IoCounts, Prefixed, Store, WriteBatch, WriteOp};

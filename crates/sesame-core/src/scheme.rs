@@ -196,3 +196,76 @@ mod tests {
         assert_eq!(r.of_kind(SchemeKind::Ore).count(), 0);
     }
 }
+
+/// Scheme parameters given at index creation, as `name=value` pairs
+/// (`block=512`, `h=5`, ...). Each scheme documents the names it reads and
+/// refuses the ones it does not know.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Params {
+    pairs: std::collections::BTreeMap<String, String>,
+}
+
+impl Params {
+    /// No parameters: every scheme's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses `a=1,b=2` (empty text gives no parameters).
+    pub fn parse(text: &str) -> crate::Result<Self> {
+        let mut p = Params::new();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                crate::Error::InvalidArgument(format!("parameter {item:?} is not name=value"))
+            })?;
+            p.set(k.trim(), v.trim());
+        }
+        Ok(p)
+    }
+
+    /// Sets one parameter.
+    pub fn set(&mut self, name: &str, value: impl ToString) -> &mut Self {
+        self.pairs.insert(name.to_owned(), value.to_string());
+        self
+    }
+
+    /// The parameter `name` parsed as `T`, or `default` when absent.
+    pub fn get_or<T: std::str::FromStr>(&self, name: &str, default: T) -> crate::Result<T> {
+        match self.pairs.get(name) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| {
+                crate::Error::InvalidArgument(format!("parameter {name}={v:?} is not valid"))
+            }),
+        }
+    }
+
+    /// Fails if a parameter is not among `known`.
+    pub fn only(&self, scheme: &str, known: &[&str]) -> crate::Result<()> {
+        match self.pairs.keys().find(|k| !known.contains(&k.as_str())) {
+            None => Ok(()),
+            Some(k) => Err(crate::Error::InvalidArgument(format!(
+                "scheme {scheme} has no parameter {k:?} (known: {})",
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            ))),
+        }
+    }
+
+    /// Whether no parameter is set.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+}
+
+impl fmt::Display for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (k, v) in &self.pairs {
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            write!(f, "{k}={v}")?;
+        }
+        Ok(())
+    }
+}

@@ -247,3 +247,77 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         (**self).backend()
     }
 }
+
+/// A view of a store under a fixed key prefix: the server gives each index
+/// its own key space this way. Keys seen through the view have the prefix
+/// removed.
+#[derive(Clone, Debug)]
+pub struct Prefixed<S> {
+    inner: S,
+    prefix: Vec<u8>,
+}
+
+impl<S: Store> Prefixed<S> {
+    /// The part of `inner` whose keys start with `prefix`.
+    pub fn new(inner: S, prefix: impl Into<Vec<u8>>) -> Self {
+        Self {
+            inner,
+            prefix: prefix.into(),
+        }
+    }
+
+    fn key(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
+    }
+}
+
+impl<S: Store> Store for Prefixed<S> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(&self.key(key))
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let full: Vec<Vec<u8>> = keys.iter().map(|k| self.key(k)).collect();
+        let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+        self.inner.get_many(&refs)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        let mut out = WriteBatch::with_capacity(batch.len());
+        for op in batch.into_ops() {
+            match op {
+                WriteOp::Put { key, value } => out.put(self.key(&key), value),
+                WriteOp::Delete { key } => out.delete(self.key(&key)),
+            };
+        }
+        self.inner.write(out)
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let n = self.prefix.len();
+        Ok(self
+            .inner
+            .scan_prefix(&self.key(prefix))?
+            .into_iter()
+            .map(|(mut k, v)| {
+                k.drain(..n);
+                (k, v)
+            })
+            .collect())
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.inner.io_counts()
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+}
