@@ -26,6 +26,16 @@ pub trait Service: Send {
     fn io_counts(&self) -> IoCounts;
 }
 
+impl<S: Service + ?Sized> Service for Box<S> {
+    fn handle(&mut self, request: &[u8]) -> Result<Vec<u8>> {
+        (**self).handle(request)
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        (**self).io_counts()
+    }
+}
+
 /// A typed server half: a scheme's `Server` implements this, and
 /// [`Typed`] turns it into a [`Service`].
 pub trait Handler: Send {

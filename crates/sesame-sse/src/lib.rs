@@ -4,12 +4,15 @@
 //! [`api::KeywordScheme`] in [`schemes`].
 
 pub mod api;
+pub mod common;
+pub mod pibas;
+pub mod two_lev;
 
 pub use api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
 
 /// Every keyword scheme, in a fixed order.
 pub fn schemes() -> Vec<KeywordScheme> {
-    Vec::new()
+    vec![pibas::scheme(), two_lev::scheme()]
 }
 
 /// The keyword scheme called `name` (case-insensitive).
