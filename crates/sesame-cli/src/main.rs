@@ -1,0 +1,273 @@
+//! `sesame`: encrypted document search from the command line.
+//!
+//! ```text
+//! sesame init [--scheme NAME] [--params a=1,b=2]   create a profile
+//! sesame add PATH...                              encrypt and index files
+//! sesame search KEYWORD                           ids and paths of matching documents
+//! sesame get DOC_ID                               a decrypted document, to stdout
+//! sesame list                                     the documents of the index
+//! sesame schemes [--long]                         the registered schemes
+//! sesame bench EXPERIMENT [...]                   the benchmark harness
+//! ```
+//!
+//! Every command takes `--dir DIR` (default `$SESAME_HOME`, else
+//! `./.sesame`). The passphrase comes from `SESAME_PASSPHRASE` or a prompt
+//! on the terminal. Every error is one line on standard error, `error: ...`,
+//! and a non-zero exit status (2 for a mistake on the command line or in
+//! the environment, 1 otherwise). See
+//! `docs/cli.md`.
+
+mod args;
+mod error;
+mod passphrase;
+mod progress;
+mod schemes;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use sesame_client::{insecure, ClientError, KdfParams, Profile, DEFAULT_INDEX};
+use sesame_core::Params;
+
+use crate::args::{Cli, Command, InitArgs};
+use crate::error::{one_line, CliError};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Help and version go out as clap writes them; a usage mistake is one
+/// line, like every other error.
+fn clap_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        _ => {
+            let text = e.render().to_string();
+            // Keep what precedes clap's "Usage:" block, on one line.
+            let message = text.split("\nUsage:").next().unwrap_or(&text);
+            let message = one_line(message.trim_start_matches("error:").trim());
+            eprintln!("error: {message} (see `sesame --help`)");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let dir = profile_dir(cli.dir);
+    match cli.command {
+        Command::Init(args) => init(&dir, args),
+        Command::Add { paths } => add(&dir, &paths),
+        Command::Search { keyword } => search(&dir, &keyword),
+        Command::Get { id } => get(&dir, &id),
+        Command::List => list(&dir),
+        Command::Schemes { long } => {
+            let all = sesame_sse::schemes();
+            let text = if long {
+                schemes::long(&all)
+            } else {
+                schemes::table(&all)
+            };
+            write_stdout(text.as_bytes())
+        }
+        Command::Bench(args) => Ok(sesame_bench::run(&args)?),
+    }
+}
+
+/// `--dir`, else `$SESAME_HOME`, else `./.sesame`.
+fn profile_dir(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| {
+        std::env::var_os("SESAME_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+    .unwrap_or_else(|| PathBuf::from(".sesame"))
+}
+
+/// Whether the insecure test-only key derivation was asked for.
+fn fast_kdf(args: &InitArgs) -> Result<bool, CliError> {
+    match std::env::var("SESAME_KDF").as_deref() {
+        Ok("fast") => Ok(true),
+        Ok("") | Err(std::env::VarError::NotPresent) => Ok(args.insecure_fast_kdf),
+        Ok(other) => Err(CliError::Usage(format!(
+            "SESAME_KDF={other:?} is not understood (the only value is \"fast\", for tests)"
+        ))),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(CliError::Usage("SESAME_KDF is not valid UTF-8".into()))
+        }
+    }
+}
+
+fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
+    // Refuse what can be refused before the passphrase is asked.
+    if Profile::exists(dir) {
+        return Err(ClientError::ProfileExists(dir.to_path_buf()).into());
+    }
+    let params = Params::parse(&args.params).map_err(|e| {
+        let e = e.to_string();
+        CliError::Usage(format!(
+            "--params: {}",
+            e.trim_start_matches("invalid argument: ")
+        ))
+    })?;
+    sesame_client::check_scheme(&args.scheme, &params)?;
+    let fast = fast_kdf(&args)?;
+    let pass = passphrase::passphrase(true)?;
+    let kdf = if fast {
+        eprintln!("warning: INSECURE key derivation (SESAME_KDF=fast): for tests only");
+        insecure::fast_kdf()
+    } else {
+        KdfParams::default()
+    };
+    let profile = Profile::create_with_kdf(dir, &pass, &args.scheme, &params, kdf)?;
+    let d = sesame_sse::scheme(&args.scheme)
+        .map(|s| s.descriptor)
+        .ok_or_else(|| CliError::Other(format!("scheme {} vanished", args.scheme)))?;
+    let mut out = format!(
+        "created profile {} (scheme {}, {}; key derivation {})\n",
+        dir.display(),
+        d.name,
+        d.kind,
+        profile.kdf()
+    );
+    if !params.is_empty() {
+        out.push_str(&format!("scheme parameters: {params}\n"));
+    }
+    write_stdout(out.as_bytes())
+}
+
+/// Opens the profile (asking for the passphrase) and its default index.
+fn open(dir: &std::path::Path) -> Result<sesame_client::Session, CliError> {
+    if !Profile::exists(dir) {
+        return Err(ClientError::NoProfile(dir.to_path_buf()).into());
+    }
+    let pass = passphrase::passphrase(false)?;
+    let profile = Profile::open(dir, &pass)?;
+    Ok(profile.session(DEFAULT_INDEX)?)
+}
+
+fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
+    // A path that is not there is reported before the passphrase is asked.
+    for p in paths {
+        if let Err(e) = std::fs::metadata(p) {
+            let message = if e.kind() == std::io::ErrorKind::NotFound {
+                "no such file or directory".to_owned()
+            } else {
+                one_line(&e.to_string())
+            };
+            return Err(ClientError::Io {
+                action: "read",
+                path: p.clone(),
+                message,
+            }
+            .into());
+        }
+    }
+    let mut session = open(dir)?;
+    let mut bar = progress::Bar::new();
+    let report = session.add_documents(paths, &mut |p| bar.update(p));
+    bar.finish();
+    let report = report?;
+    let mut out = format!(
+        "added {} document{} ({} distinct keywords, {} keyword-document pairs)\n",
+        report.added.len(),
+        plural(report.added.len()),
+        report.keywords,
+        report.pairs
+    );
+    if report.rebuilt {
+        out.push_str(&format!(
+            "static scheme: index rebuilt over {} document{}\n",
+            report.indexed,
+            plural(report.indexed)
+        ));
+    } else if !report.added.is_empty() {
+        out.push_str(&format!(
+            "dynamic scheme: {} update{} sent; {} document{} indexed\n",
+            report.added.len(),
+            plural(report.added.len()),
+            report.indexed,
+            plural(report.indexed)
+        ));
+    }
+    write_stdout(out.as_bytes())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn search(dir: &std::path::Path, keyword: &str) -> Result<(), CliError> {
+    // A query that is not one keyword is refused before the passphrase
+    // is asked.
+    sesame_client::query_keyword(keyword)?;
+    let mut session = open(dir)?;
+    let hits = session.search(keyword)?;
+    if hits.is_empty() {
+        eprintln!("no documents match {keyword:?}");
+    }
+    let mut out = String::new();
+    for h in hits {
+        out.push_str(&format!("{}\t{}\n", h.id, h.path));
+    }
+    write_stdout(out.as_bytes())
+}
+
+fn get(dir: &std::path::Path, id: &str) -> Result<(), CliError> {
+    let id: u64 = id.trim().parse().map_err(|_| {
+        CliError::Usage(format!(
+            "document id {id:?} is not a number (see `sesame search` or `sesame list`)"
+        ))
+    })?;
+    let mut session = open(dir)?;
+    let content = session.get(id)?;
+    write_stdout(&content)
+}
+
+fn list(dir: &std::path::Path) -> Result<(), CliError> {
+    let session = open(dir)?;
+    let mut out = String::new();
+    for d in session.documents() {
+        out.push_str(&format!("{}\t{}\t{}\n", d.id, d.size, d.path));
+    }
+    write_stdout(out.as_bytes())
+}
+
+/// Writes to standard output; a closed pipe (`sesame get 1 | head`) is not
+/// an error.
+fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::Other(format!(
+            "cannot write to standard output: {}",
+            one_line(&e.to_string())
+        ))),
+    }
+}

@@ -1,0 +1,403 @@
+//! Runs the built `sesame` binary: the happy path, and every mistake a user
+//! can make giving one line on standard error and a non-zero exit status.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const PASS: &str = "test passphrase";
+
+struct Env {
+    tmp: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let docs = tmp.path().join("docs");
+        fs::create_dir_all(docs.join("sub")).unwrap();
+        fs::write(docs.join("a.txt"), "The quick brown fox jumps.").unwrap();
+        fs::write(docs.join("b.txt"), "A lazy dog; the FOX sleeps.").unwrap();
+        fs::write(docs.join("sub/c.md"), "Größe ÉCOLE naïve dog").unwrap();
+        fs::write(tmp.path().join("loose.bin"), b"raw \xff\x00 bytes dog").unwrap();
+        Env { tmp }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.tmp.path().join(p)
+    }
+
+    /// `sesame ARGS` in the temp dir with the profile in `./.sesame`, the
+    /// passphrase in the environment, and no terminal.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sesame"));
+        c.args(args)
+            .current_dir(self.tmp.path())
+            .env_remove("SESAME_HOME")
+            .env("SESAME_PASSPHRASE", PASS)
+            .env("SESAME_KDF", "fast")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Runs a command that must succeed; its standard output.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "sesame {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn init(&self, scheme: &str) {
+        let out = self.ok(&["init", "--scheme", scheme]);
+        assert!(out.contains(&format!("scheme {scheme}")), "{out}");
+    }
+}
+
+/// The command failed with exactly one `error: ...` line on standard error
+/// containing `needle`; returns that line.
+fn one_error(out: &Output, needle: &str) -> String {
+    assert!(!out.status.success(), "expected a failure");
+    let err = String::from_utf8(out.stderr.clone()).unwrap();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr is not one line: {err:?}");
+    assert!(lines[0].starts_with("error: "), "{err:?}");
+    assert!(lines[0].contains(needle), "{err:?} lacks {needle:?}");
+    assert!(!err.contains("panicked") && !err.contains("{ ") && !err.contains("Os {"));
+    lines[0].to_owned()
+}
+
+/// Lines `id<TAB>path` of a search, as (id, file name).
+fn hits(out: &str) -> Vec<(u64, String)> {
+    out.lines()
+        .map(|l| {
+            let (id, path) = l.split_once('\t').unwrap();
+            let name = Path::new(path)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (id.parse().unwrap(), name)
+        })
+        .collect()
+}
+
+fn session(scheme: &str) {
+    let env = Env::new();
+    env.init(scheme);
+    assert!(env.path(".sesame/profile.json").is_file());
+
+    let out = env.run(&["add", "docs"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("added 3 documents"), "{stdout}");
+    assert!(
+        stdout.contains("static scheme: index rebuilt over 3 documents"),
+        "{stdout}"
+    );
+    // No progress bar without a terminal.
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let found = hits(&env.ok(&["search", "fox"]));
+    assert_eq!(found, [(1, "a.txt".into()), (2, "b.txt".into())]);
+    // Capital sharp s lower-cases to ß; "GRÖSSE" is another word.
+    assert_eq!(hits(&env.ok(&["search", "GRÖẞE"])), [(3, "c.md".into())]);
+    assert_eq!(hits(&env.ok(&["search", "GRÖSSE"])).len(), 0);
+    assert_eq!(hits(&env.ok(&["search", "École"])), [(3, "c.md".into())]);
+    let out = env.run(&["search", "absent"]);
+    assert!(out.status.success() && out.stdout.is_empty());
+
+    // More documents: the static index is rebuilt over all of them.
+    let stdout = env.ok(&["add", "loose.bin"]);
+    assert!(stdout.contains("added 1 document "), "{stdout}");
+    assert!(
+        stdout.contains("static scheme: index rebuilt over 4 documents"),
+        "{stdout}"
+    );
+    assert_eq!(
+        hits(&env.ok(&["search", "dog"])),
+        [
+            (2, "b.txt".into()),
+            (3, "c.md".into()),
+            (4, "loose.bin".into())
+        ]
+    );
+
+    let out = env.run(&["get", "1"]);
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"The quick brown fox jumps.");
+    assert_eq!(env.run(&["get", "4"]).stdout, b"raw \xff\x00 bytes dog");
+
+    let list = env.ok(&["list"]);
+    assert_eq!(list.lines().count(), 4);
+    assert!(list.lines().next().unwrap().starts_with("1\t26\t"));
+}
+
+#[test]
+fn init_add_search_get_pibas() {
+    session("pibas");
+}
+
+#[test]
+fn init_add_search_get_2lev() {
+    session("2lev");
+}
+
+#[test]
+fn schemes_table_lists_every_scheme() {
+    let env = Env::new();
+    let out = env.ok(&["schemes"]);
+    let mut lines = out.lines();
+    let head = lines.next().unwrap();
+    for col in ["NAME", "KIND", "PAPER", "QUERIES", "LEAKAGE"] {
+        assert!(head.contains(col), "{head}");
+    }
+    for s in sesame_sse_names() {
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!("{s} "))),
+            "{s}: {out}"
+        );
+    }
+    assert!(out.contains("static SSE") && out.contains("Cash et al., NDSS 2014"));
+    let long = env.ok(&["schemes", "--long"]);
+    assert!(long.contains("leakage:") && long.contains("docs/schemes/"));
+}
+
+fn sesame_sse_names() -> Vec<&'static str> {
+    vec!["pibas", "2lev"]
+}
+
+#[test]
+fn sesame_home_and_dir_choose_the_profile() {
+    let env = Env::new();
+    let home = env.path("home");
+    let out = env
+        .cmd(&["init"])
+        .env("SESAME_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(home.join("profile.json").is_file());
+    assert!(!env.path(".sesame").exists());
+    let out = env
+        .cmd(&["add", "docs/a.txt"])
+        .env("SESAME_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let other = env.path("other");
+    env.ok(&["init", "--dir", other.to_str().unwrap(), "--scheme", "2lev"]);
+    let out = env.ok(&["--dir", other.to_str().unwrap(), "search", "fox"]);
+    assert!(out.is_empty(), "a fresh profile has no documents");
+}
+
+#[test]
+fn missing_file_is_one_line() {
+    let env = Env::new();
+    env.init("pibas");
+    let line = one_error(&env.run(&["add", "docs", "nope.txt"]), "nope.txt");
+    assert_eq!(
+        line,
+        "error: cannot read nope.txt: no such file or directory"
+    );
+    // Nothing was added.
+    assert!(env.ok(&["list"]).is_empty());
+}
+
+#[test]
+fn unreadable_file_is_one_line() {
+    let env = Env::new();
+    env.init("pibas");
+    // A path through a file.
+    one_error(
+        &env.run(&["add", "docs/a.txt/x"]),
+        "cannot read docs/a.txt/x",
+    );
+    // A file the user may not read (root reads everything, so only as
+    // another user).
+    let locked = env.path("docs/locked.txt");
+    fs::write(&locked, "secret").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+        if fs::read(&locked).is_err() {
+            one_error(&env.run(&["add", "docs"]), "locked.txt: permission denied");
+        }
+    }
+    // Not a regular file.
+    #[cfg(target_os = "linux")]
+    one_error(
+        &env.run(&["add", "/dev/null"]),
+        "not a regular file or directory",
+    );
+    assert!(env.ok(&["list"]).is_empty());
+}
+
+#[test]
+fn empty_and_multi_word_queries_are_one_line() {
+    let env = Env::new();
+    env.init("pibas");
+    one_error(&env.run(&["search", ""]), "empty query");
+    one_error(&env.run(&["search", "?!"]), "empty query");
+    let out = env.run(&["search", "two words"]);
+    assert_eq!(out.status.code(), Some(2));
+    one_error(&out, "search takes one");
+}
+
+#[test]
+fn unknown_scheme_and_bad_params_are_one_line() {
+    let env = Env::new();
+    let line = one_error(
+        &env.run(&["init", "--scheme", "nope"]),
+        "unknown scheme \"nope\"",
+    );
+    assert!(line.contains("pibas") && line.contains("2lev"));
+    one_error(&env.run(&["init", "--params", "block"]), "--params");
+    one_error(&env.run(&["init", "--params", "zz=1"]), "zz");
+    one_error(&env.run(&["init", "--params", "block=0"]), "block");
+    assert!(!env.path(".sesame").exists());
+}
+
+#[test]
+fn no_profile_is_one_line() {
+    let env = Env::new();
+    for args in [
+        &["add", "docs"][..],
+        &["search", "fox"],
+        &["get", "1"],
+        &["list"],
+    ] {
+        one_error(&env.run(args), "no Sesame profile in .sesame");
+    }
+}
+
+#[test]
+fn existing_profile_is_one_line() {
+    let env = Env::new();
+    env.init("pibas");
+    one_error(&env.run(&["init"]), "already exists");
+}
+
+#[test]
+fn wrong_passphrase_is_one_line_and_changes_nothing() {
+    let env = Env::new();
+    env.init("pibas");
+    env.ok(&["add", "docs"]);
+    let before = fs::read(env.path(".sesame/indexes/default.state")).unwrap();
+    for args in [&["add", "loose.bin"][..], &["search", "fox"], &["get", "1"]] {
+        let out = env
+            .cmd(args)
+            .env("SESAME_PASSPHRASE", "wrong")
+            .output()
+            .unwrap();
+        assert_eq!(
+            one_error(&out, "wrong passphrase"),
+            "error: wrong passphrase"
+        );
+    }
+    assert_eq!(
+        fs::read(env.path(".sesame/indexes/default.state")).unwrap(),
+        before
+    );
+    assert_eq!(env.ok(&["list"]).lines().count(), 3);
+}
+
+#[test]
+fn no_passphrase_without_a_terminal_is_one_line() {
+    let env = Env::new();
+    let out = env
+        .cmd(&["init"])
+        .env_remove("SESAME_PASSPHRASE")
+        .output()
+        .unwrap();
+    one_error(&out, "no passphrase: set SESAME_PASSPHRASE");
+    assert!(!env.path(".sesame").exists());
+}
+
+#[test]
+fn bad_doc_ids_are_one_line() {
+    let env = Env::new();
+    env.init("pibas");
+    env.ok(&["add", "docs"]);
+    one_error(
+        &env.run(&["get", "abc"]),
+        "document id \"abc\" is not a number",
+    );
+    one_error(&env.run(&["get", "-1"]), "is not a number");
+    one_error(&env.run(&["get", "99"]), "no document with id 99");
+    one_error(&env.run(&["get", "0"]), "no document with id 0");
+}
+
+#[test]
+fn tampered_state_is_one_line() {
+    let env = Env::new();
+    env.init("pibas");
+    env.ok(&["add", "docs"]);
+    let state = env.path(".sesame/indexes/default.state");
+    let mut bytes = fs::read(&state).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&state, &bytes).unwrap();
+    one_error(&env.run(&["search", "fox"]), "corrupt or was tampered with");
+}
+
+#[test]
+fn usage_mistakes_are_one_line() {
+    let env = Env::new();
+    for (args, needle) in [
+        (&["search"][..], "KEYWORD"),
+        (&["add"], "PATH"),
+        (&["bogus"], "bogus"),
+        (&["search", "a", "--what"], "--what"),
+    ] {
+        let out = env.run(args);
+        assert_eq!(out.status.code(), Some(2));
+        one_error(&out, needle);
+    }
+    let out = env
+        .cmd(&["init"])
+        .env("SESAME_KDF", "slow")
+        .output()
+        .unwrap();
+    one_error(&out, "SESAME_KDF");
+}
+
+#[test]
+fn insecure_kdf_warns() {
+    let env = Env::new();
+    let out = env.run(&["init"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("INSECURE"), "{err}");
+    let header = fs::read_to_string(env.path(".sesame/profile.json")).unwrap();
+    assert!(header.contains("\"m_kib\": 8"));
+}
+
+#[test]
+fn help_and_bench_list_work() {
+    let env = Env::new();
+    let help = env.ok(&["--help"]);
+    for cmd in ["init", "add", "search", "get", "schemes", "bench"] {
+        assert!(help.contains(cmd));
+    }
+    assert!(env.ok(&["init", "--help"]).contains("INSECURE"));
+    assert!(!env.ok(&["bench", "list"]).is_empty());
+    one_error(
+        &env.run(&["bench", "no-such-experiment"]),
+        "unknown experiment",
+    );
+}

@@ -1,0 +1,224 @@
+//! The document service: encrypted documents stored beside the index.
+//!
+//! The client encrypts each document (AES-256-GCM-SIV under the profile's
+//! document key) before it leaves; the server half keeps the blobs in a
+//! [`Store`] under its own key space and never sees a key or a plaintext.
+//! Requests and responses cross a [`Channel`] in the versioned wire
+//! encoding, like a scheme's messages, so the same code runs in-process
+//! and over a network.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sesame_core::{channel, Channel, Error, Handler, IoCounts, Result, Store, WriteBatch};
+
+/// A document identifier (the same identifiers the index returns).
+pub type DocId = u64;
+
+/// A request to the document service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DocRequest {
+    /// Stores (or replaces) encrypted documents.
+    PutDocs(Vec<(DocId, Vec<u8>)>),
+    /// Returns one encrypted document.
+    GetDoc(DocId),
+    /// Returns several encrypted documents, in order.
+    GetDocs(Vec<DocId>),
+    /// Removes one document.
+    DeleteDoc(DocId),
+    /// Lists the identifiers of every stored document.
+    ListDocIds,
+}
+
+/// A response of the document service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DocResponse {
+    /// The documents are stored.
+    Stored,
+    /// The document asked for, if stored.
+    Doc(Option<Vec<u8>>),
+    /// The documents asked for, in order.
+    Docs(Vec<Option<Vec<u8>>>),
+    /// Whether a document was there to delete.
+    Deleted(bool),
+    /// The stored identifiers, ascending.
+    DocIds(Vec<DocId>),
+}
+
+/// Store key of a document: `b` and the identifier big-endian, so a prefix
+/// scan lists identifiers in order.
+fn doc_key(id: DocId) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = b'b';
+    k[1..].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// The server half of the document service.
+pub struct DocServer {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for DocServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocServer").finish_non_exhaustive()
+    }
+}
+
+impl DocServer {
+    /// A server keeping documents in `store` (the index's document key
+    /// space).
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        DocServer { store }
+    }
+}
+
+impl Handler for DocServer {
+    type Request = DocRequest;
+    type Response = DocResponse;
+
+    fn handle(&mut self, request: DocRequest) -> Result<DocResponse> {
+        match request {
+            DocRequest::PutDocs(docs) => {
+                let mut batch = WriteBatch::with_capacity(docs.len());
+                for (id, blob) in docs {
+                    batch.put(doc_key(id).to_vec(), blob);
+                }
+                self.store.write(batch)?;
+                Ok(DocResponse::Stored)
+            }
+            DocRequest::GetDoc(id) => Ok(DocResponse::Doc(self.store.get(&doc_key(id))?)),
+            DocRequest::GetDocs(ids) => {
+                let keys: Vec<[u8; 9]> = ids.iter().map(|&id| doc_key(id)).collect();
+                let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+                Ok(DocResponse::Docs(self.store.get_many(&refs)?))
+            }
+            DocRequest::DeleteDoc(id) => {
+                let key = doc_key(id);
+                let present = self.store.get(&key)?.is_some();
+                if present {
+                    self.store.delete(&key)?;
+                }
+                Ok(DocResponse::Deleted(present))
+            }
+            DocRequest::ListDocIds => {
+                let mut ids = Vec::new();
+                for (k, _) in self.store.scan_prefix(b"b")? {
+                    let bytes: [u8; 8] =
+                        k.get(1..).and_then(|b| b.try_into().ok()).ok_or_else(|| {
+                            Error::StoreCorrupt(format!("document key of {} bytes", k.len()))
+                        })?;
+                    ids.push(DocId::from_be_bytes(bytes));
+                }
+                Ok(DocResponse::DocIds(ids))
+            }
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}
+
+/// The client half of the document service: typed calls over a channel.
+/// It moves ciphertexts only; encryption happens in the session.
+#[derive(Debug)]
+pub struct DocClient;
+
+impl DocClient {
+    /// Stores encrypted documents.
+    pub fn put(channel: &mut dyn Channel, docs: Vec<(DocId, Vec<u8>)>) -> Result<()> {
+        match channel::call(channel, &DocRequest::PutDocs(docs))? {
+            DocResponse::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// One encrypted document, if stored.
+    pub fn get(channel: &mut dyn Channel, id: DocId) -> Result<Option<Vec<u8>>> {
+        match channel::call(channel, &DocRequest::GetDoc(id))? {
+            DocResponse::Doc(d) => Ok(d),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Several encrypted documents, in the order asked.
+    pub fn get_many(channel: &mut dyn Channel, ids: &[DocId]) -> Result<Vec<Option<Vec<u8>>>> {
+        match channel::call(channel, &DocRequest::GetDocs(ids.to_vec()))? {
+            DocResponse::Docs(d) if d.len() == ids.len() => Ok(d),
+            DocResponse::Docs(d) => Err(Error::Protocol(format!(
+                "asked for {} documents, got {}",
+                ids.len(),
+                d.len()
+            ))),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Removes a document; whether it was there.
+    pub fn delete(channel: &mut dyn Channel, id: DocId) -> Result<bool> {
+        match channel::call(channel, &DocRequest::DeleteDoc(id))? {
+            DocResponse::Deleted(d) => Ok(d),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The identifiers of every stored document.
+    pub fn list(channel: &mut dyn Channel) -> Result<Vec<DocId>> {
+        match channel::call(channel, &DocRequest::ListDocIds)? {
+            DocResponse::DocIds(ids) => Ok(ids),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+fn unexpected(r: &DocResponse) -> Error {
+    Error::Protocol(format!(
+        "unexpected document service response {}",
+        match r {
+            DocResponse::Stored => "Stored",
+            DocResponse::Doc(_) => "Doc",
+            DocResponse::Docs(_) => "Docs",
+            DocResponse::Deleted(_) => "Deleted",
+            DocResponse::DocIds(_) => "DocIds",
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sesame_core::{wire, LocalChannel, Typed};
+    use sesame_store::MemoryStore;
+
+    #[test]
+    fn put_get_list_delete_round_trip() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut ch = LocalChannel::new(Typed(DocServer::new(store)));
+        DocClient::put(&mut ch, vec![(2, b"two".to_vec()), (1, b"one".to_vec())]).unwrap();
+        assert_eq!(DocClient::get(&mut ch, 1).unwrap(), Some(b"one".to_vec()));
+        assert_eq!(DocClient::get(&mut ch, 3).unwrap(), None);
+        assert_eq!(
+            DocClient::get_many(&mut ch, &[2, 9]).unwrap(),
+            vec![Some(b"two".to_vec()), None]
+        );
+        assert_eq!(DocClient::list(&mut ch).unwrap(), vec![1, 2]);
+        assert!(DocClient::delete(&mut ch, 1).unwrap());
+        assert!(!DocClient::delete(&mut ch, 1).unwrap());
+        assert_eq!(DocClient::list(&mut ch).unwrap(), vec![2]);
+    }
+
+    #[test]
+    fn messages_round_trip_on_the_wire() {
+        for m in [
+            DocRequest::PutDocs(vec![(7, vec![1, 2, 3])]),
+            DocRequest::GetDoc(u64::MAX),
+            DocRequest::GetDocs(vec![1, 2]),
+            DocRequest::DeleteDoc(0),
+            DocRequest::ListDocIds,
+        ] {
+            let bytes = wire::encode(&m).unwrap();
+            assert_eq!(wire::decode::<DocRequest>(&bytes).unwrap(), m);
+        }
+    }
+}

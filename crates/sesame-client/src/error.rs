@@ -1,0 +1,148 @@
+//! The error type of the client SDK.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+/// Everything that can go wrong in the client SDK.
+///
+/// Each variant is a cause the caller can act on, and its message is one
+/// line meant for a person. Decryption failures stay opaque: a wrong key, an
+/// altered byte and a swapped file all read the same
+/// ([`ClientError::WrongPassphrase`], [`ClientError::StateCorrupt`],
+/// [`ClientError::DocumentCorrupt`]).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The directory holds no profile (no `profile.json`).
+    #[error("no Sesame profile in {}", .0.display())]
+    NoProfile(PathBuf),
+    /// A profile already exists in the directory.
+    #[error("a Sesame profile already exists in {}", .0.display())]
+    ProfileExists(PathBuf),
+    /// The passphrase does not open the profile (or its header was altered).
+    #[error("wrong passphrase")]
+    WrongPassphrase,
+    /// The profile header cannot be read as a profile.
+    #[error("profile header {} is damaged: {reason}", path.display())]
+    ProfileCorrupt {
+        /// The header file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An index's encrypted client state does not decrypt or decode: it is
+    /// corrupt or was tampered with. Nothing was changed.
+    #[error("client state of index {index:?} ({}) is corrupt or was tampered with", path.display())]
+    StateCorrupt {
+        /// The index.
+        index: String,
+        /// Its state file.
+        path: PathBuf,
+    },
+    /// The profile's store is open in another process.
+    #[error("the profile store {} is in use by another Sesame process", .0.display())]
+    StoreBusy(PathBuf),
+    /// No scheme of this name is registered.
+    #[error("unknown scheme {name:?} (known: {})", known.join(", "))]
+    UnknownScheme {
+        /// The name asked for.
+        name: String,
+        /// The registered names.
+        known: Vec<String>,
+    },
+    /// The profile has no index of this name.
+    #[error("no index named {0:?} in this profile")]
+    UnknownIndex(String),
+    /// The profile already has an index of this name.
+    #[error("an index named {0:?} already exists")]
+    IndexExists(String),
+    /// No document has this identifier.
+    #[error("no document with id {0}")]
+    UnknownDocument(u64),
+    /// The server does not hold a document the client state lists.
+    #[error("document {0} is missing from the store")]
+    DocumentMissing(u64),
+    /// A stored document does not decrypt: it is corrupt or was tampered
+    /// with.
+    #[error("document {0} is corrupt or was tampered with")]
+    DocumentCorrupt(u64),
+    /// A file is larger than a document may be.
+    #[error("{} is too large to add ({size} bytes; at most {max})", path.display())]
+    DocumentTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes.
+        size: u64,
+        /// The largest accepted size in bytes.
+        max: u64,
+    },
+    /// A file or directory could not be read or written.
+    #[error("cannot {action} {}: {message}", path.display())]
+    Io {
+        /// What was being done ("read", "write", "create", ...).
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
+    /// The query holds no keyword.
+    #[error("empty query: give a keyword (letters or digits)")]
+    EmptyQuery,
+    /// The query is not one keyword.
+    #[error("{0}")]
+    InvalidQuery(String),
+    /// An argument is not acceptable (index name, scheme parameters,
+    /// passphrase, key-derivation parameters).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// An error of a scheme, channel or store.
+    #[error(transparent)]
+    Core(#[from] sesame_core::Error),
+}
+
+/// `Result` with [`ClientError`].
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+impl ClientError {
+    /// An I/O error on `path`, with the operating system's message in plain
+    /// words.
+    pub(crate) fn io(action: &'static str, path: &Path, e: &std::io::Error) -> Self {
+        ClientError::Io {
+            action,
+            path: path.to_path_buf(),
+            message: io_message(e),
+        }
+    }
+}
+
+/// The operating system's message for `e`, without the `(os error N)` tail
+/// for the common cases.
+fn io_message(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => "no such file or directory".into(),
+        K::PermissionDenied => "permission denied".into(),
+        K::AlreadyExists => "already exists".into(),
+        _ => OneLine(&e.to_string()).to_string(),
+    }
+}
+
+/// Displays text on one line.
+struct OneLine<'a>(&'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for part in self.0.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if !first {
+                f.write_str(" ")?;
+            }
+            first = false;
+            f.write_str(part)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+#![doc = include_str!("../README.md")]
+
+mod backend;
+mod collect;
+pub mod doc_service;
+mod error;
+mod fsutil;
+pub mod insecure;
+mod kdf;
+mod profile;
+mod session;
+mod state;
+pub mod tokenize;
+
+pub use backend::{Backend, EmbeddedBackend};
+pub use collect::MAX_DOCUMENT;
+pub use doc_service::DocId;
+pub use error::{ClientError, Result};
+pub use kdf::KdfParams;
+pub use profile::{check_scheme, Profile, DEFAULT_INDEX, HEADER_FILE, INDEX_DIR, STORE_FILE};
+pub use session::{AddReport, Phase, Progress, Session};
+pub use state::DocumentInfo;
+pub use tokenize::{query_keyword, tokenize, tokenize_bytes};

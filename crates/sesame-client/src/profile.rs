@@ -1,0 +1,423 @@
+//! Client profiles: a directory holding the key-derivation header, the
+//! encrypted client state of each index, and (in embedded mode) the store.
+//!
+//! ```text
+//! DIR/
+//!   profile.json          header: format, profile id, Argon2id parameters and salt, key check
+//!   indexes/NAME.state    encrypted client state of index NAME
+//!   store.redb            embedded store: index entries and encrypted documents
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use rand_core::{CryptoRngCore, OsRng, RngCore};
+use serde::{Deserialize, Serialize};
+use sesame_core::Params;
+use sesame_crypto::{Aes256GcmSiv, Key};
+use sesame_sse::KeywordScheme;
+
+use crate::backend::{Backend, EmbeddedBackend};
+use crate::error::{ClientError, Result};
+use crate::fsutil;
+use crate::kdf::{KdfParams, SALT_LEN};
+use crate::session::Session;
+use crate::state::{IndexState, StateCipher};
+
+/// Name of the header file in a profile directory.
+pub const HEADER_FILE: &str = "profile.json";
+/// Name of the embedded store file in a profile directory.
+pub const STORE_FILE: &str = "store.redb";
+/// Name of the directory of index states.
+pub const INDEX_DIR: &str = "indexes";
+/// The index [`Profile::create`] makes and the CLI uses.
+pub const DEFAULT_INDEX: &str = "default";
+
+/// Format tag of the header this build writes and reads.
+const FORMAT: &str = "sesame-profile/1";
+/// Text sealed in the header's key check.
+const CHECK_TEXT: &[u8] = b"sesame profile key check v1";
+
+/// HKDF labels of the sub-keys of the master key.
+mod label {
+    pub const CHECK: &str = "sesame-client/v1/key-check";
+    pub const STATE: &str = "sesame-client/v1/state";
+    pub const DOCUMENTS: &str = "sesame-client/v1/documents";
+}
+
+/// The profile header as stored in `profile.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    format: String,
+    /// Random profile identifier, hex.
+    id: String,
+    kdf: KdfHeader,
+    /// AEAD seal of [`CHECK_TEXT`] under the key-check key, hex.
+    check: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KdfHeader {
+    algorithm: String,
+    /// Memory in KiB.
+    m_kib: u32,
+    /// Passes.
+    t: u32,
+    /// Lanes.
+    p: u32,
+    /// Salt, hex.
+    salt: String,
+}
+
+impl KdfHeader {
+    fn params(&self) -> KdfParams {
+        KdfParams {
+            m_kib: self.m_kib,
+            t: self.t,
+            p: self.p,
+        }
+    }
+}
+
+impl Header {
+    /// Associated data of the key check: binds every header field, so an
+    /// altered header does not open.
+    fn check_aad(&self) -> Vec<u8> {
+        format!(
+            "sesame-client/key-check/v1\0{}\0{}\0{}\0{}\0{}\0{}\0{}",
+            self.format,
+            self.id,
+            self.kdf.algorithm,
+            self.kdf.m_kib,
+            self.kdf.t,
+            self.kdf.p,
+            self.kdf.salt
+        )
+        .into_bytes()
+    }
+}
+
+/// An open profile: its directory and the keys derived from the passphrase.
+///
+/// Opening a profile only reads its header; nothing is written until an
+/// index is changed.
+pub struct Profile {
+    dir: PathBuf,
+    id: String,
+    kdf: KdfParams,
+    state_key: Key<32>,
+    doc_key: Key<32>,
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profile")
+            .field("dir", &self.dir)
+            .field("id", &self.id)
+            .field("kdf", &self.kdf)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Profile {
+    /// Creates a profile in `dir` (made if absent) with the default
+    /// Argon2id parameters, and its [`DEFAULT_INDEX`] bound to `scheme`
+    /// with `params`.
+    pub fn create(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        scheme: &str,
+        params: &Params,
+    ) -> Result<Profile> {
+        Self::create_with_kdf(dir, passphrase, scheme, params, KdfParams::default())
+    }
+
+    /// As [`Profile::create`], with explicit Argon2id parameters (see
+    /// [`crate::insecure::fast_kdf`] for tests).
+    pub fn create_with_kdf(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        scheme: &str,
+        params: &Params,
+        kdf: KdfParams,
+    ) -> Result<Profile> {
+        let dir = dir.as_ref();
+        let header_path = dir.join(HEADER_FILE);
+        if header_path.exists() {
+            return Err(ClientError::ProfileExists(dir.to_path_buf()));
+        }
+        if passphrase.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "the passphrase is empty".into(),
+            ));
+        }
+        kdf.validate()?;
+        let found = find_scheme(scheme)?;
+        let rng = &mut OsRng;
+        // Check the parameters before anything is written.
+        let client = new_client(&found, rng, params)?;
+
+        let mut salt = [0u8; SALT_LEN];
+        rng.fill_bytes(&mut salt);
+        let mut id = [0u8; 16];
+        rng.fill_bytes(&mut id);
+        let master = kdf.derive(passphrase, &salt)?;
+        let mut header = Header {
+            format: FORMAT.into(),
+            id: hex::encode(id),
+            kdf: KdfHeader {
+                algorithm: "argon2id".into(),
+                m_kib: kdf.m_kib,
+                t: kdf.t,
+                p: kdf.p,
+                salt: hex::encode(salt),
+            },
+            check: String::new(),
+        };
+        let check_key: Key<32> = master.derive(label::CHECK);
+        let sealed = Aes256GcmSiv::new(&check_key)
+            .seal(rng, &header.check_aad(), CHECK_TEXT)
+            .map_err(|_| ClientError::InvalidArgument("key check does not seal".into()))?;
+        header.check = hex::encode(sealed);
+
+        fsutil::create_private_dir(&dir.join(INDEX_DIR))?;
+        let profile = Profile::from_master(dir, &header, &master);
+        let state = IndexState {
+            scheme: found.descriptor.name.to_owned(),
+            params: params.clone(),
+            generation: 0,
+            next_doc: 1,
+            client: client.save_state()?,
+            catalog: Default::default(),
+        };
+        profile.save_state(rng, DEFAULT_INDEX, &state)?;
+        let json = serde_json::to_vec_pretty(&header)
+            .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
+        // The header goes last: its presence is what makes a profile.
+        fsutil::write_atomic(&header_path, &json)?;
+        Ok(profile)
+    }
+
+    /// Opens the profile in `dir` with `passphrase`.
+    ///
+    /// A wrong passphrase gives [`ClientError::WrongPassphrase`]; nothing in
+    /// the directory is written either way.
+    pub fn open(dir: impl AsRef<Path>, passphrase: &str) -> Result<Profile> {
+        let dir = dir.as_ref();
+        let header_path = dir.join(HEADER_FILE);
+        let bytes = match std::fs::read(&header_path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ClientError::NoProfile(dir.to_path_buf()))
+            }
+            Err(e) => return Err(ClientError::io("read", &header_path, &e)),
+        };
+        let damaged = |reason: String| ClientError::ProfileCorrupt {
+            path: header_path.clone(),
+            reason,
+        };
+        let header: Header = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+        if header.format != FORMAT {
+            return Err(damaged(format!(
+                "format {:?}, this build reads {FORMAT:?}",
+                header.format
+            )));
+        }
+        if header.kdf.algorithm != "argon2id" {
+            return Err(damaged(format!(
+                "key derivation {:?}, expected \"argon2id\"",
+                header.kdf.algorithm
+            )));
+        }
+        let salt = hex::decode(&header.kdf.salt)
+            .ok()
+            .filter(|s| s.len() == SALT_LEN)
+            .ok_or_else(|| damaged("the salt is not 16 bytes of hex".into()))?;
+        let check =
+            hex::decode(&header.check).map_err(|_| damaged("the key check is not hex".into()))?;
+        if hex::decode(&header.id).map(|i| i.len()) != Ok(16) {
+            return Err(damaged("the profile id is not 16 bytes of hex".into()));
+        }
+        header
+            .kdf
+            .params()
+            .validate()
+            .map_err(|e| damaged(e.to_string()))?;
+
+        let master = header.kdf.params().derive(passphrase, &salt)?;
+        let check_key: Key<32> = master.derive(label::CHECK);
+        match Aes256GcmSiv::new(&check_key).open(&header.check_aad(), &check) {
+            Ok(text) if text == CHECK_TEXT => Ok(Profile::from_master(dir, &header, &master)),
+            _ => Err(ClientError::WrongPassphrase),
+        }
+    }
+
+    /// Whether `dir` holds a profile header.
+    pub fn exists(dir: impl AsRef<Path>) -> bool {
+        dir.as_ref().join(HEADER_FILE).is_file()
+    }
+
+    fn from_master(dir: &Path, header: &Header, master: &Key<32>) -> Profile {
+        Profile {
+            dir: dir.to_path_buf(),
+            id: header.id.clone(),
+            kdf: header.kdf.params(),
+            state_key: master.derive(label::STATE),
+            doc_key: master.derive(label::DOCUMENTS),
+        }
+    }
+
+    /// The profile directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The random profile identifier (hex).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The Argon2id parameters of the profile.
+    pub fn kdf(&self) -> KdfParams {
+        self.kdf
+    }
+
+    /// Path of the embedded store.
+    pub fn store_path(&self) -> PathBuf {
+        self.dir.join(STORE_FILE)
+    }
+
+    /// Path of the state file of `index`.
+    pub fn state_path(&self, index: &str) -> PathBuf {
+        self.dir.join(INDEX_DIR).join(format!("{index}.state"))
+    }
+
+    /// The names of the profile's indexes, sorted.
+    pub fn indexes(&self) -> Result<Vec<String>> {
+        let dir = self.dir.join(INDEX_DIR);
+        let entries = std::fs::read_dir(&dir).map_err(|e| ClientError::io("read", &dir, &e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| ClientError::io("read", &dir, &e))?;
+            let name = entry.file_name();
+            if let Some(index) = name.to_str().and_then(|n| n.strip_suffix(".state")) {
+                if check_index_name(index).is_ok() {
+                    out.push(index.to_owned());
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Adds an index bound to `scheme` with `params`.
+    pub fn create_index(&self, index: &str, scheme: &str, params: &Params) -> Result<()> {
+        check_index_name(index)?;
+        if self.state_path(index).exists() {
+            return Err(ClientError::IndexExists(index.to_owned()));
+        }
+        let found = find_scheme(scheme)?;
+        let rng = &mut OsRng;
+        let client = new_client(&found, rng, params)?;
+        let state = IndexState {
+            scheme: found.descriptor.name.to_owned(),
+            params: params.clone(),
+            generation: 0,
+            next_doc: 1,
+            client: client.save_state()?,
+            catalog: Default::default(),
+        };
+        self.save_state(rng, index, &state)
+    }
+
+    /// A session on `index`, with the scheme and document servers running
+    /// in this process over the profile's `store.redb`.
+    pub fn session(&self, index: &str) -> Result<Session> {
+        check_index_name(index)?;
+        // Fail on a missing or damaged state before the store is created.
+        let state = self.load_state(index)?;
+        let backend = EmbeddedBackend::open(&self.store_path())?;
+        Session::new(self, index, state, Box::new(backend))
+    }
+
+    /// A session on `index` whose server halves are reached through
+    /// `backend` (another store, or a remote server).
+    pub fn session_with(&self, index: &str, backend: Box<dyn Backend>) -> Result<Session> {
+        check_index_name(index)?;
+        let state = self.load_state(index)?;
+        Session::new(self, index, state, backend)
+    }
+
+    pub(crate) fn state_cipher(&self) -> StateCipher {
+        StateCipher::new(&self.state_key, &self.id)
+    }
+
+    pub(crate) fn doc_key(&self) -> &Key<32> {
+        &self.doc_key
+    }
+
+    pub(crate) fn load_state(&self, index: &str) -> Result<IndexState> {
+        self.state_cipher().load(&self.state_path(index), index)
+    }
+
+    fn save_state(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        index: &str,
+        state: &IndexState,
+    ) -> Result<()> {
+        self.state_cipher()
+            .save(rng, &self.state_path(index), index, state)
+    }
+}
+
+/// Index names are 1 to 64 characters of `a-z`, `0-9`, `-` and `_`: they
+/// name a file and a store key prefix.
+pub(crate) fn check_index_name(index: &str) -> Result<()> {
+    let ok = !index.is_empty()
+        && index.len() <= 64
+        && index
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ClientError::InvalidArgument(format!(
+            "index name {index:?} must be 1 to 64 characters of a-z, 0-9, - and _"
+        )))
+    }
+}
+
+/// Checks that `scheme` names a registered keyword scheme and that it
+/// accepts `params`, without writing anything: lets a caller refuse a bad
+/// name before it asks for a passphrase.
+pub fn check_scheme(scheme: &str, params: &Params) -> Result<()> {
+    let found = find_scheme(scheme)?;
+    new_client(&found, &mut OsRng, params).map(drop)
+}
+
+/// The registered keyword scheme called `name`.
+pub(crate) fn find_scheme(name: &str) -> Result<KeywordScheme> {
+    sesame_sse::scheme(name).ok_or_else(|| ClientError::UnknownScheme {
+        name: name.to_owned(),
+        known: sesame_sse::schemes()
+            .iter()
+            .map(|s| s.descriptor.name.to_owned())
+            .collect(),
+    })
+}
+
+/// A fresh scheme client; bad parameters are the caller's mistake.
+pub(crate) fn new_client(
+    scheme: &KeywordScheme,
+    rng: &mut dyn CryptoRngCore,
+    params: &Params,
+) -> Result<Box<dyn sesame_sse::KeywordClient>> {
+    (scheme.new_client)(rng, params).map_err(|e| match e {
+        sesame_core::Error::InvalidArgument(m) => {
+            ClientError::InvalidArgument(format!("scheme parameters: {m}"))
+        }
+        other => ClientError::Core(other),
+    })
+}
