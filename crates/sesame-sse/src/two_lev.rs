@@ -68,9 +68,6 @@ pub fn scheme() -> KeywordScheme {
 /// than 64 levels with blocks of at least two slots).
 const MAX_LEVELS: u8 = 64;
 
-/// Entries per setup request.
-const SETUP_CHUNK: usize = 1 << 14;
-
 /// A 2Lev request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
@@ -280,8 +277,8 @@ impl KeywordClient for TwoLevClient {
         loop {
             let request = Request::Put {
                 reset,
-                dict: dict.by_ref().take(SETUP_CHUNK).collect(),
-                array: array.by_ref().take(SETUP_CHUNK).collect(),
+                dict: crate::pibas::take_chunk(&mut dict, |e| 16 + e.1.len()),
+                array: crate::pibas::take_chunk(&mut array, |e| 8 + e.1.len()),
             };
             match channel::call(channel, &request)? {
                 Response::Stored => {}

@@ -1,0 +1,107 @@
+//! The [`Experiment`] trait, the context an experiment runs in, and the
+//! registry of experiments.
+
+use std::path::PathBuf;
+
+use rand_chacha::ChaCha20Rng;
+
+use crate::error::BenchError;
+use crate::result::ResultSet;
+
+/// How big an experiment runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scale {
+    /// The paper's sizes, or as close as this machine allows.
+    Full,
+    /// Shrunk so that every experiment together runs in under a minute
+    /// (`--quick`, the CI smoke test).
+    Quick,
+    /// Smaller still: a few seconds in a debug build (the crate's own
+    /// tests).
+    Tiny,
+}
+
+impl Scale {
+    /// `full`, `quick` or `tiny`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Full => "full",
+            Scale::Quick => "quick",
+            Scale::Tiny => "tiny",
+        }
+    }
+}
+
+/// What an experiment gets to run with.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    /// The size to run at.
+    pub scale: Scale,
+    /// The seed of every random choice: data, workload and scheme keys.
+    pub seed: u64,
+    /// Where the fetched data sets are (`--data`).
+    pub data_dir: PathBuf,
+    /// A scratch folder for store files, removed after the run.
+    pub work_dir: PathBuf,
+}
+
+impl Ctx {
+    /// The value for the current scale.
+    pub fn pick<T>(&self, full: T, quick: T, tiny: T) -> T {
+        match self.scale {
+            Scale::Full => full,
+            Scale::Quick => quick,
+            Scale::Tiny => tiny,
+        }
+    }
+
+    /// A seeded random stream for `label` (see [`crate::data::rng`]).
+    pub fn rng(&self, label: &str) -> ChaCha20Rng {
+        crate::data::rng(self.seed, label)
+    }
+
+    /// An empty result set for `experiment`, with its header filled in.
+    pub fn result_set(&self, experiment: &dyn Experiment) -> ResultSet {
+        ResultSet {
+            experiment: experiment.name().to_owned(),
+            title: experiment.title().to_owned(),
+            seed_paper: experiment.seed_paper().to_owned(),
+            scale: self.scale.name().to_owned(),
+            seed: self.seed,
+            notes: Vec::new(),
+            display: Vec::new(),
+            rows: Vec::new(),
+            charts: Vec::new(),
+        }
+    }
+}
+
+/// One reproducible experiment, run by `sesame bench NAME`.
+pub trait Experiment: Send + Sync {
+    /// Registry name, lower-case with dashes (`sse-static`).
+    fn name(&self) -> &'static str;
+
+    /// One-line title.
+    fn title(&self) -> &'static str;
+
+    /// The seed paper whose evaluation it follows, and where in it.
+    fn seed_paper(&self) -> &'static str;
+
+    /// Runs the experiment and returns what it measured.
+    fn run(&self, ctx: &Ctx) -> Result<ResultSet, BenchError>;
+}
+
+/// Every experiment, in a fixed order.
+pub fn experiments() -> Vec<Box<dyn Experiment>> {
+    vec![
+        Box::new(crate::experiments::datasets::Datasets),
+        Box::new(crate::experiments::sse_static::SseStatic),
+    ]
+}
+
+/// The experiment called `name` (case-insensitive).
+pub fn experiment(name: &str) -> Option<Box<dyn Experiment>> {
+    experiments()
+        .into_iter()
+        .find(|e| e.name().eq_ignore_ascii_case(name))
+}

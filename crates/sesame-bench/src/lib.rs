@@ -1,0 +1,111 @@
+#![doc = include_str!("../README.md")]
+
+pub mod args;
+pub mod data;
+pub mod error;
+pub mod experiment;
+pub mod experiments;
+pub mod measure;
+pub mod plot;
+pub mod report;
+pub mod result;
+
+use std::io::Write;
+
+pub use args::BenchArgs;
+pub use error::BenchError;
+pub use experiment::{experiment, experiments, Ctx, Experiment, Scale};
+pub use result::{Chart, PaperFigure, ResultSet, Row, Value};
+
+/// Runs `sesame bench`: prints the tables on standard output and writes the
+/// reports under `args.out`.
+pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    run_to(args, &mut out).map(|_| ())
+}
+
+/// Prints the registered experiments.
+pub fn list(out: &mut dyn Write) -> Result<(), BenchError> {
+    let all = experiments();
+    let width = all.iter().map(|e| e.name().len()).max().unwrap_or(0);
+    for e in &all {
+        writeln!(out, "{:<width$}  {}", e.name(), e.title()).map_err(stdout_err)?;
+        writeln!(out, "{:<width$}  reproduces {}", "", e.seed_paper()).map_err(stdout_err)?;
+    }
+    Ok(())
+}
+
+fn stdout_err(e: std::io::Error) -> BenchError {
+    BenchError::io("write", "standard output", e)
+}
+
+/// As [`run`], printing to `out`, and returning the result sets.
+///
+/// With `all`, every experiment runs even if one fails; the first error is
+/// returned at the end.
+pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, BenchError> {
+    let chosen: Vec<Box<dyn Experiment>> = match args.experiment.as_str() {
+        "list" => {
+            list(out)?;
+            return Ok(Vec::new());
+        }
+        "all" => experiments(),
+        name => vec![
+            experiment(name).ok_or_else(|| BenchError::UnknownExperiment {
+                name: name.to_owned(),
+                known: experiments()
+                    .iter()
+                    .map(|e| e.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?,
+        ],
+    };
+    let scale = if args.tiny {
+        Scale::Tiny
+    } else if args.quick {
+        Scale::Quick
+    } else {
+        Scale::Full
+    };
+    let work = tempfile::Builder::new()
+        .prefix("sesame-bench-")
+        .tempdir()
+        .map_err(|e| BenchError::io("create", std::env::temp_dir(), e))?;
+    let ctx = Ctx {
+        scale,
+        seed: args.seed,
+        data_dir: args.data.clone(),
+        work_dir: work.path().to_path_buf(),
+    };
+    let mut results = Vec::new();
+    let mut first_error = None;
+    for e in chosen {
+        let started = std::time::Instant::now();
+        let outcome = e
+            .run(&ctx)
+            .and_then(|rs| report::write_all(&rs, &args.out.join(e.name())).map(|w| (rs, w)));
+        match outcome {
+            Ok((rs, written)) => {
+                write!(out, "{}", rs.to_text()).map_err(stdout_err)?;
+                writeln!(
+                    out,
+                    "({:.1} s; report: {})\n",
+                    started.elapsed().as_secs_f64(),
+                    written.html.display()
+                )
+                .map_err(stdout_err)?;
+                results.push(rs);
+            }
+            Err(err) => {
+                writeln!(out, "== {} failed: {err}\n", e.name()).map_err(stdout_err)?;
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(results),
+    }
+}
