@@ -46,6 +46,10 @@ pub trait KeywordClient: Send {
 
     /// Adds or deletes (`doc`, keyword) pairs. Static schemes return
     /// [`sesame_core::Error::Unsupported`].
+    ///
+    /// The default sends the requests of [`KeywordClient::prepare_update`]
+    /// and checks each answer with [`KeywordClient::check_update_response`];
+    /// interactive schemes override it.
     fn update(
         &mut self,
         rng: &mut dyn CryptoRngCore,
@@ -54,9 +58,45 @@ pub trait KeywordClient: Send {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<()> {
-        let _ = (rng, channel, op, doc, keywords);
-        Err(sesame_core::Error::Unsupported(format!(
-            "{} is a static scheme: rebuild the index with setup",
+        let Some(requests) = self.prepare_update(rng, op, doc, keywords)? else {
+            return Err(sesame_core::Error::Unsupported(format!(
+                "{} does not support updates: rebuild the index with setup",
+                self.descriptor().name
+            )));
+        };
+        for request in requests {
+            let response = channel.call(&request)?;
+            self.check_update_response(&response)?;
+        }
+        Ok(())
+    }
+
+    /// Computes the encoded requests that carry an update and advances the
+    /// client state as if they had been sent, without sending anything.
+    ///
+    /// This is what makes updates crash-safe: the SDK persists the new
+    /// state together with these requests (a pending intent) before sending
+    /// them, and resends them after a crash. Every request must therefore
+    /// be idempotent: the server ends in the same state whether it receives
+    /// it once or several times. Static schemes, and dynamic schemes whose
+    /// updates need the server's answers, return `Ok(None)`.
+    fn prepare_update(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let _ = (rng, op, doc, keywords);
+        Ok(None)
+    }
+
+    /// Checks the server's answer to one request of
+    /// [`KeywordClient::prepare_update`].
+    fn check_update_response(&self, response: &[u8]) -> Result<()> {
+        let _ = response;
+        Err(sesame_core::Error::Protocol(format!(
+            "{} sent no update requests",
             self.descriptor().name
         )))
     }
