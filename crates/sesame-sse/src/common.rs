@@ -97,9 +97,22 @@ pub fn labels(prf: &Aes128Prf, from: u64, n: usize) -> Vec<[u8; 16]> {
 /// XORs the keystream of (`tag`, `c`) into `data` (encryption and
 /// decryption are the same).
 pub fn xor_keystream(prf: &Aes128Prf, tag: Tag, c: u64, data: &mut [u8]) {
+    // Short values (a single identifier, a small block) take their pad from
+    // the stack: this runs once per result on the server's search path.
+    const ON_STACK: usize = 8;
     let blocks = data.len().div_ceil(16);
-    let mut pad: Vec<[u8; 16]> = (0..blocks as u32).map(|j| block(tag, c, j)).collect();
-    prf.eval_in_place(&mut pad);
+    let mut stack = [[0u8; 16]; ON_STACK];
+    let mut heap = Vec::new();
+    let pad: &mut [[u8; 16]] = if blocks <= ON_STACK {
+        &mut stack[..blocks]
+    } else {
+        heap.resize(blocks, [0u8; 16]);
+        &mut heap
+    };
+    for (j, p) in pad.iter_mut().enumerate() {
+        *p = block(tag, c, j as u32);
+    }
+    prf.eval_in_place(pad);
     for (d, p) in data.iter_mut().zip(pad.iter().flatten()) {
         *d ^= p;
     }

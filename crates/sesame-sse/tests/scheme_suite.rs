@@ -67,7 +67,7 @@ fn check_static(s: &KeywordScheme, params: &Params, db: &Multimap, seed: u64) {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("SESAME_SUITE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(400)
+        std::env::var("SESAME_SUITE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(600)
     ))]
 
     #[test]
