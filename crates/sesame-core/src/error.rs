@@ -33,7 +33,10 @@ pub enum Error {
     /// The store's data is corrupt.
     #[error("store is corrupt: {0}")]
     StoreCorrupt(String),
-    /// The store could not be read or written (I/O, locking, space).
+    /// The store is in use by another process or another open handle.
+    #[error("store is busy: {0}")]
+    StoreBusy(String),
+    /// The store could not be read or written (I/O, space).
     #[error("store I/O error: {0}")]
     StoreIo(String),
     /// A cryptographic check failed: wrong key, tampered or corrupt data.

@@ -1,1 +1,36 @@
-//! Store backends of Sesame.
+#![doc = include_str!("../README.md")]
+
+mod memory;
+mod probe;
+mod redb_error;
+mod redb_store;
+mod spec;
+#[cfg(feature = "test-suite")]
+pub mod suite;
+
+pub use memory::MemoryStore;
+pub use redb_store::{RedbStore, FORMAT_KEY, FORMAT_VERSION};
+pub use spec::open_store;
+
+/// The smallest key greater than every key that starts with `prefix`, or
+/// `None` where no such key exists (`prefix` is empty or all `0xFF`).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let keep = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut end = prefix[..=keep].to_vec();
+    end[keep] += 1;
+    Some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_edges() {
+        assert_eq!(prefix_end(b""), None);
+        assert_eq!(prefix_end(&[0xFF, 0xFF]), None);
+        assert_eq!(prefix_end(&[0x01, 0xFF]), Some(vec![0x02]));
+        assert_eq!(prefix_end(&[0x00]), Some(vec![0x01]));
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+    }
+}

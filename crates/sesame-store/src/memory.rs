@@ -1,0 +1,100 @@
+//! The in-memory backend.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use sesame_core::{IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+
+use crate::prefix_end;
+
+/// A store in a `BTreeMap` behind a lock: nothing survives the process.
+///
+/// A batch is applied under the write lock, so readers see all of it or none
+/// of it. Readers run in parallel; writers one at a time.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+    io: IoCounter,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    // A panic elsewhere cannot leave the map half-written: no code that holds
+    // the lock panics between two operations of a batch short of running out
+    // of memory, which aborts. So a poisoned lock is safe to take over.
+    fn read_map(&self) -> RwLockReadGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
+        self.map.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_map(&self) -> RwLockWriteGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
+        self.map.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Store for MemoryStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let value = self.read_map().get(key).cloned();
+        self.io.read(value.as_ref().map_or(0, Vec::len));
+        Ok(value)
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let map = self.read_map();
+        Ok(keys
+            .iter()
+            .map(|key| {
+                let value = map.get(*key).cloned();
+                self.io.read(value.as_ref().map_or(0, Vec::len));
+                value
+            })
+            .collect())
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.io.batch(&batch);
+        let mut map = self.write_map();
+        for op in batch.into_ops() {
+            match op {
+                WriteOp::Put { key, value } => {
+                    map.insert(key, value);
+                }
+                WriteOp::Delete { key } => {
+                    map.remove(&key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let end = prefix_end(prefix);
+        let upper = match &end {
+            Some(end) => Bound::Excluded(end.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = self
+            .read_map()
+            .range::<[u8], _>((Bound::Included(prefix), upper))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.io.scan(pairs.len(), bytes);
+        Ok(pairs)
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.io.counts()
+    }
+
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+}

@@ -1,0 +1,48 @@
+//! Opening a store from a textual spec, as given on a command line.
+
+use std::sync::Arc;
+
+use sesame_core::{Error, Result, Store};
+
+use crate::{MemoryStore, RedbStore};
+
+/// Opens the store that `spec` names:
+///
+/// | spec                                  | store                              |
+/// |---------------------------------------|------------------------------------|
+/// | `memory`, `mem`, `memory:`, `mem:`     | a new, empty [`MemoryStore`]       |
+/// | `redb:PATH`                           | [`RedbStore::open`]`(PATH)`        |
+/// | `PATH` (no `scheme://`)                | [`RedbStore::open`]`(PATH)`        |
+/// | `postgres://...`, `postgresql://...`  | [`Error::Unsupported`]: not built in |
+///
+/// Any other `scheme://...` gives [`Error::Unsupported`]; an empty spec gives
+/// [`Error::InvalidArgument`].
+pub fn open_store(spec: &str) -> Result<Arc<dyn Store>> {
+    if matches!(spec, "memory" | "mem" | "memory:" | "mem:") {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    if let Some(path) = spec.strip_prefix("redb:") {
+        if path.is_empty() {
+            return Err(Error::InvalidArgument(
+                "store spec \"redb:\" names no file; write redb:PATH".to_string(),
+            ));
+        }
+        return Ok(Arc::new(RedbStore::open(path)?));
+    }
+    if let Some((scheme, _)) = spec.split_once("://") {
+        return Err(match scheme {
+            "postgres" | "postgresql" => Error::Unsupported(
+                "PostgreSQL store backend is not built in (store spec postgres://...)".to_string(),
+            ),
+            _ => Error::Unsupported(format!(
+                "unknown store scheme {scheme:?}; use memory, redb:PATH or a file path"
+            )),
+        });
+    }
+    if spec.is_empty() {
+        return Err(Error::InvalidArgument(
+            "empty store spec; use memory, redb:PATH or a file path".to_string(),
+        ));
+    }
+    Ok(Arc::new(RedbStore::open(spec)?))
+}

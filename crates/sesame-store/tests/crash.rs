@@ -1,0 +1,177 @@
+//! A write batch is all or nothing when the writing process dies in the
+//! middle of it.
+//!
+//! The test re-runs this test binary as a child process that writes large
+//! batches to a redb store in a loop, kills it with SIGKILL at a moment that
+//! varies from run to run, reopens the store and checks that it holds exactly
+//! one whole batch. `crash_child` is the child's entry point; in a normal test
+//! run (without `SESAME_CRASH_CHILD`) it does nothing.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sesame_core::{Store, WriteBatch};
+use sesame_store::RedbStore;
+
+/// Names the store file the child writes; set only for the child.
+const CHILD_ENV: &str = "SESAME_CRASH_CHILD";
+/// What the child prints after each commit, followed by the batch number.
+const COMMITTED: &str = "SESAME-COMMITTED ";
+/// Keys per batch.
+const KEYS: u32 = 200;
+/// Bytes per value: a batch is 200 KiB of values.
+const VALUE_LEN: usize = 1024;
+/// Batches the child commits before the parent starts its countdown.
+const BEFORE_KILL: u64 = 3;
+/// Crash runs, each with its own delay.
+const RUNS: u64 = 8;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key/{i:05}").into_bytes()
+}
+
+/// The value of key `i` in batch `batch`: the batch number, the key index,
+/// then filler that also depends on both, so a torn value shows.
+fn value(batch: u64, i: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(VALUE_LEN);
+    v.extend_from_slice(&batch.to_be_bytes());
+    v.extend_from_slice(&i.to_be_bytes());
+    v.resize(VALUE_LEN, (batch as u8) ^ (i as u8));
+    v
+}
+
+/// The child: writes batch after batch until it is killed (or, should the
+/// parent be gone, for 30 s at most).
+#[test]
+fn crash_child() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let store = RedbStore::open(&path).expect("child opens the store");
+    let start = Instant::now();
+    let mut batch_no = 1u64;
+    while start.elapsed() < Duration::from_secs(30) {
+        let mut batch = WriteBatch::with_capacity(KEYS as usize + 1);
+        for i in 0..KEYS {
+            batch.put(key(i), value(batch_no, i));
+        }
+        // A key present after odd batches only: deletes are atomic too.
+        if batch_no % 2 == 1 {
+            batch.put(b"odd".as_slice(), batch_no.to_be_bytes().as_slice());
+        } else {
+            batch.delete(b"odd".as_slice());
+        }
+        store.write(batch).expect("child writes a batch");
+        println!("{COMMITTED}{batch_no}");
+        batch_no += 1;
+    }
+}
+
+/// Runs a child on `path`, kills it `delay` after it reported
+/// `BEFORE_KILL` commits; returns the last commit it reported.
+fn run_and_kill(path: &Path, delay: Duration) -> u64 {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "crash_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_ENV, path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(n) = line.split(COMMITTED).nth(1) {
+                let n: u64 = n.trim().parse().unwrap();
+                if tx.send(n).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let mut last = 0;
+    while last < BEFORE_KILL {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(n) => last = n,
+            Err(err) => {
+                let _ = child.kill();
+                panic!("the child stopped reporting commits: {err}");
+            }
+        }
+    }
+    std::thread::sleep(delay);
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the child was killed, not finished");
+    reader.join().unwrap();
+    rx.try_iter().fold(last, u64::max)
+}
+
+/// Every key carries the same batch, no more and no fewer keys, and that
+/// batch is no older than the last one the child saw committed.
+fn check(path: &Path, reported: u64) -> u64 {
+    let store = RedbStore::open(path).expect("reopen after the crash");
+    let pairs = store.scan_prefix(b"key/").unwrap();
+    assert_eq!(pairs.len(), KEYS as usize, "a whole batch of keys");
+    let batch = u64::from_be_bytes(pairs[0].1[..8].try_into().unwrap());
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        assert_eq!(k, &key(i as u32));
+        assert!(
+            v == &value(batch, i as u32),
+            "key {i} is not from batch {batch}: torn batch"
+        );
+    }
+    let odd = store.get(b"odd").unwrap();
+    if batch % 2 == 1 {
+        assert_eq!(odd, Some(batch.to_be_bytes().to_vec()), "batch {batch}");
+    } else {
+        assert_eq!(odd, None, "batch {batch} deleted it");
+    }
+    assert!(
+        batch >= reported,
+        "batch {reported} was reported committed, the store holds {batch}"
+    );
+    // The recovered store takes new batches.
+    store.put(b"after", b"crash").unwrap();
+    batch
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+#[test]
+fn a_killed_writer_leaves_whole_batches() {
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let dir = tempfile::tempdir().unwrap();
+    for run in 0..RUNS {
+        let path = dir.path().join(format!("crash{run}.redb"));
+        // Spread the delays over about two batches of the child.
+        let delay_ms = splitmix(u64::from(seed) + run) % 50;
+        let reported = run_and_kill(&path, Duration::from_millis(delay_ms));
+        let batch = check(&path, reported);
+        eprintln!(
+            "run {run}: killed {delay_ms} ms after commit {BEFORE_KILL}; last reported \
+             {reported}, store holds batch {batch}"
+        );
+    }
+}

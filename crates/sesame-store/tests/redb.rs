@@ -1,0 +1,144 @@
+//! What is particular to the redb backend: files, reopening, locking, and
+//! `open_store`.
+
+#![allow(clippy::unwrap_used)]
+
+use sesame_core::{Error, IoCounts, Store, WriteBatch};
+use sesame_store::{open_store, RedbStore, FORMAT_KEY, FORMAT_VERSION};
+
+#[test]
+fn reopen_sees_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.redb");
+    let want: Vec<(Vec<u8>, Vec<u8>)>;
+    {
+        let store = RedbStore::open(&path).unwrap();
+        assert_eq!(store.path(), Some(path.as_path()));
+        let mut batch = WriteBatch::new();
+        for i in 0..1000u32 {
+            batch.put(i.to_be_bytes().to_vec(), vec![i as u8; (i % 100) as usize]);
+        }
+        store.write(batch).unwrap();
+        let mut batch = WriteBatch::new();
+        for i in (0..1000u32).step_by(3) {
+            batch.delete(i.to_be_bytes().to_vec());
+        }
+        store.write(batch).unwrap();
+        store.put(b"", b"empty key").unwrap();
+        store.flush().unwrap();
+        want = store.scan_prefix(b"").unwrap();
+        assert_eq!(want.len(), 1 + 1000 - 334);
+    }
+    let store = RedbStore::open(&path).unwrap();
+    assert_eq!(
+        store.io_counts(),
+        IoCounts::default(),
+        "counts start at zero"
+    );
+    assert_eq!(store.scan_prefix(b"").unwrap(), want);
+    assert_eq!(store.get(b"").unwrap().as_deref(), Some(&b"empty key"[..]));
+    drop(store);
+    let store = RedbStore::open_checked(&path).unwrap();
+    assert_eq!(store.scan_prefix(b"").unwrap(), want);
+}
+
+#[test]
+fn a_new_store_carries_the_marker_and_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.redb");
+    drop(RedbStore::open(&path).unwrap());
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("new.redb")]);
+
+    let db = redb::Database::open(&path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let meta = txn
+        .open_table(redb::TableDefinition::<&str, &str>::new("sesame.meta"))
+        .unwrap();
+    assert_eq!(
+        meta.get(FORMAT_KEY).unwrap().unwrap().value(),
+        FORMAT_VERSION
+    );
+}
+
+#[test]
+fn a_store_open_elsewhere_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.redb");
+    let first = RedbStore::open(&path).unwrap();
+    first.put(b"k", b"v").unwrap();
+    let err = RedbStore::open(&path).unwrap_err();
+    assert!(matches!(err, Error::StoreBusy(_)), "{err:?}");
+    assert!(err.to_string().contains("already open"), "{err}");
+    assert!(err.to_string().contains("store.redb"), "{err}");
+    assert_eq!(first.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    drop(first);
+    let again = RedbStore::open(&path).unwrap();
+    assert_eq!(again.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn bad_paths_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = RedbStore::open(dir.path()).unwrap_err();
+    assert!(matches!(err, Error::StoreForeign(_)), "{err:?}");
+    assert!(err.to_string().contains("directory"), "{err}");
+
+    let missing = dir.path().join("no/such/dir/store.redb");
+    let err = RedbStore::open(&missing).unwrap_err();
+    assert!(matches!(err, Error::StoreIo(_)), "{err:?}");
+    assert!(err.to_string().contains("no/such/dir"), "{err}");
+}
+
+#[test]
+fn open_store_specs() {
+    let dir = tempfile::tempdir().unwrap();
+    for spec in ["memory", "mem", "mem:", "memory:"] {
+        assert_eq!(open_store(spec).unwrap().backend(), "memory", "{spec}");
+    }
+
+    let path = dir.path().join("a.redb");
+    let store = open_store(&format!("redb:{}", path.display())).unwrap();
+    assert_eq!(store.backend(), "redb");
+    store.put(b"k", b"v").unwrap();
+    drop(store);
+    let store = open_store(path.to_str().unwrap()).unwrap();
+    assert_eq!(store.backend(), "redb");
+    assert_eq!(store.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+
+    for spec in ["postgres://sesame@localhost/db", "postgresql://x/y"] {
+        let err = open_store(spec).err().unwrap();
+        assert!(matches!(err, Error::Unsupported(_)), "{err:?}");
+        assert!(err.to_string().contains("PostgreSQL"), "{err}");
+    }
+    let err = open_store("s3://bucket/key").err().unwrap();
+    assert!(matches!(err, Error::Unsupported(_)), "{err:?}");
+    assert!(err.to_string().contains("\"s3\""), "{err}");
+    for spec in ["", "redb:"] {
+        let err = open_store(spec).err().unwrap();
+        assert!(
+            matches!(err, Error::InvalidArgument(_)),
+            "{spec:?}: {err:?}"
+        );
+    }
+}
+
+/// One transaction per batch: a large batch is fast enough to load an index.
+#[test]
+fn a_large_batch_is_one_commit() {
+    let store = RedbStore::open_in_memory().unwrap();
+    let mut batch = WriteBatch::with_capacity(20_000);
+    for i in 0..20_000u32 {
+        batch.put(i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec());
+    }
+    store.write(batch).unwrap();
+    assert_eq!(store.io_counts().writes, 20_000);
+    assert_eq!(store.scan_prefix(&[0, 0, 0x40]).unwrap().len(), 256);
+    assert_eq!(
+        store.get(&19_999u32.to_be_bytes()).unwrap(),
+        Some(19_999u32.to_le_bytes().to_vec())
+    );
+}

@@ -1,0 +1,57 @@
+//! The generic store suite over every backend of this crate.
+
+#![allow(clippy::unwrap_used)]
+
+use sesame_core::{IoCounts, Result, Store, WriteBatch};
+use sesame_store::RedbStore;
+
+/// A redb store in a file of its own temporary directory.
+struct TempRedb {
+    store: RedbStore,
+    _dir: tempfile::TempDir,
+}
+
+impl TempRedb {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store = RedbStore::open(dir.path().join("store.redb")).expect("open redb store");
+        Self { store, _dir: dir }
+    }
+}
+
+impl Store for TempRedb {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.store.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.store.get_many(keys)
+    }
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.store.write(batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.store.scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+}
+
+mod memory {
+    sesame_store::store_suite!(sesame_store::MemoryStore::new);
+}
+
+mod redb_in_memory {
+    sesame_store::store_suite!(|| sesame_store::RedbStore::open_in_memory().expect("open"));
+}
+
+mod redb_file {
+    sesame_store::store_suite!(super::TempRedb::new, 16);
+}
+
+mod spec_memory {
+    sesame_store::store_suite!(|| sesame_store::open_store("memory").expect("open"));
+}
