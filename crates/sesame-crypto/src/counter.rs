@@ -88,10 +88,23 @@ impl Primitive {
 /// Number of primitive kinds.
 pub const KINDS: usize = 11;
 
+/// The counters of one thread. Pure counts are derived as `total - nested`,
+/// so a top-level call (the common case) updates a single counter.
+struct Counters {
+    total: [Cell<u64>; KINDS],
+    /// Calls made inside another primitive.
+    nested: [Cell<u64>; KINDS],
+    depth: Cell<u32>,
+}
+
 thread_local! {
-    static TOTAL: [Cell<u64>; KINDS] = const { [const { Cell::new(0) }; KINDS] };
-    static PURE: [Cell<u64>; KINDS] = const { [const { Cell::new(0) }; KINDS] };
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    static COUNTERS: Counters = const {
+        Counters {
+            total: [const { Cell::new(0) }; KINDS],
+            nested: [const { Cell::new(0) }; KINDS],
+            depth: Cell::new(0),
+        }
+    };
 }
 
 /// Records `n` calls of `kind` made at the current nesting depth.
@@ -100,10 +113,12 @@ thread_local! {
 #[inline]
 pub fn record(kind: Primitive, n: u64) {
     let i = kind.index();
-    TOTAL.with(|t| t[i].set(t[i].get().wrapping_add(n)));
-    if DEPTH.with(Cell::get) == 0 {
-        PURE.with(|p| p[i].set(p[i].get().wrapping_add(n)));
-    }
+    COUNTERS.with(|c| {
+        c.total[i].set(c.total[i].get().wrapping_add(n));
+        if c.depth.get() != 0 {
+            c.nested[i].set(c.nested[i].get().wrapping_add(n));
+        }
+    });
 }
 
 /// Records one call of `kind` and marks the current thread as inside a
@@ -112,7 +127,7 @@ pub fn record(kind: Primitive, n: u64) {
 #[inline]
 pub fn enter(kind: Primitive) -> Nested {
     record(kind, 1);
-    DEPTH.with(|d| d.set(d.get() + 1));
+    COUNTERS.with(|c| c.depth.set(c.depth.get() + 1));
     Nested { _private: () }
 }
 
@@ -125,7 +140,7 @@ pub struct Nested {
 impl Drop for Nested {
     #[inline]
     fn drop(&mut self) {
-        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+        COUNTERS.with(|c| c.depth.set(c.depth.get().saturating_sub(1)));
     }
 }
 
@@ -179,14 +194,10 @@ impl PrimitiveCounts {
 /// The counts of the current thread so far.
 pub fn snapshot() -> PrimitiveCounts {
     let mut out = PrimitiveCounts::default();
-    TOTAL.with(|t| {
-        for (o, c) in out.total.iter_mut().zip(t.iter()) {
-            *o = c.get();
-        }
-    });
-    PURE.with(|p| {
-        for (o, c) in out.pure.iter_mut().zip(p.iter()) {
-            *o = c.get();
+    COUNTERS.with(|c| {
+        for i in 0..KINDS {
+            out.total[i] = c.total[i].get();
+            out.pure[i] = c.total[i].get().wrapping_sub(c.nested[i].get());
         }
     });
     out

@@ -1,0 +1,448 @@
+//! GGM tree: a puncturable PRF on `depth`-bit inputs.
+//!
+//! Goldreich, Goldwasser and Micali (1986): from a 16-byte seed `s`, the
+//! length-doubling PRG `G(s) = AES_s(0^128) || AES_s(0^127 1)` gives a left
+//! child `AES_s(0)` and a right child `AES_s(1)`. A leaf `i` of a tree of
+//! depth `d` is reached by following the `d` bits of `i`, most significant
+//! first. Using the seed as the AES key makes `G` a PRG under the standard
+//! assumption that AES is a PRF (no ideal-cipher model needed); it costs one
+//! AES key expansion per node.
+//!
+//! Puncturing at a set of revoked leaves yields the minimal cover: the
+//! maximal subtrees that contain no revoked leaf, each given as
+//! `(level, prefix, node key)`. A holder of the cover derives every other
+//! leaf and learns nothing about the revoked ones.
+//!
+//! Counting: every node expansion (one or both children of a node) is one
+//! [`Primitive::Prg`] call; `leaf`, `cover`/`puncture` and
+//! [`GgmNode::leaf`] are each one [`Primitive::Prf`] call with the
+//! expansions nested in them.
+
+use core::fmt;
+
+use aes::cipher::{BlockEncrypt, KeyInit};
+use aes::{Aes128Enc, Block};
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
+use crate::counter::{self, Primitive};
+use crate::error::{Error, Result};
+use crate::key::Key;
+
+/// Deepest supported tree: leaves are `u64`.
+pub const GGM_MAX_DEPTH: u8 = 64;
+
+/// The child of `seed` on side `bit`, `AES_seed(bit)`; one Prg call.
+fn child(seed: &Key<16>, bit: u8) -> Key<16> {
+    counter::record(Primitive::Prg, 1);
+    let cipher = Aes128Enc::new(seed.as_bytes().into());
+    let mut block = Block::default();
+    block[15] = bit;
+    cipher.encrypt_block(&mut block);
+    let out = Key::from_bytes(block.into());
+    block.as_mut_slice().zeroize();
+    out
+}
+
+/// Both children of `seed` with one key schedule; one Prg call.
+fn children(seed: &Key<16>) -> (Key<16>, Key<16>) {
+    counter::record(Primitive::Prg, 1);
+    let cipher = Aes128Enc::new(seed.as_bytes().into());
+    let mut blocks = [Block::default(); 2];
+    blocks[1][15] = 1;
+    cipher.encrypt_blocks(&mut blocks);
+    let out = (
+        Key::from_bytes(blocks[0].into()),
+        Key::from_bytes(blocks[1].into()),
+    );
+    for b in &mut blocks {
+        b.as_mut_slice().zeroize();
+    }
+    out
+}
+
+/// Number of leaves `2^depth` (as `u128`, `depth <= 64`).
+fn leaf_count(depth: u8) -> u128 {
+    1u128 << depth
+}
+
+fn check_leaf(depth: u8, leaf: u64) -> Result<()> {
+    if u128::from(leaf) >= leaf_count(depth) {
+        return Err(Error::OutOfDomain {
+            value: leaf,
+            size: leaf_count(depth),
+        });
+    }
+    Ok(())
+}
+
+fn check_depth(depth: u8) -> Result<()> {
+    if depth > GGM_MAX_DEPTH {
+        return Err(Error::InvalidParameter {
+            what: "GGM depth",
+            reason: "must be at most 64",
+        });
+    }
+    Ok(())
+}
+
+/// A GGM tree of depth `d` over a secret root seed.
+pub struct GgmTree {
+    depth: u8,
+    root: Key<16>,
+}
+
+impl GgmTree {
+    /// The tree of depth `depth` (`<= 64`, leaves `0..2^depth`) under `root`.
+    pub fn new(root: Key<16>, depth: u8) -> Result<Self> {
+        check_depth(depth)?;
+        Ok(GgmTree { depth, root })
+    }
+
+    /// A tree with a fresh random root.
+    pub fn generate<R: CryptoRngCore + ?Sized>(rng: &mut R, depth: u8) -> Result<Self> {
+        Self::new(Key::generate(rng), depth)
+    }
+
+    /// The depth.
+    pub fn depth(&self) -> u8 {
+        self.depth
+    }
+
+    /// The root as a node covering every leaf (a copy of the secret).
+    pub fn root(&self) -> GgmNode {
+        GgmNode {
+            depth: self.depth,
+            level: 0,
+            prefix: 0,
+            key: self.root.clone_secret(),
+        }
+    }
+
+    /// The value of leaf `i`; one Prf call with `depth` nested Prg calls.
+    pub fn leaf(&self, i: u64) -> Result<Key<16>> {
+        check_leaf(self.depth, i)?;
+        let _prf = counter::enter(Primitive::Prf);
+        Ok(descend(&self.root, self.depth, 0, i))
+    }
+
+    /// The minimal cover of the leaves not in `revoked`: the maximal
+    /// subtrees free of revoked leaves, left to right. Revoked indices may
+    /// repeat and come in any order; one out of range is an error. One Prf
+    /// call, with one nested Prg call per node expanded.
+    pub fn cover(&self, revoked: &[u64]) -> Result<Vec<GgmNode>> {
+        let mut sorted = revoked.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if let Some(&last) = sorted.last() {
+            check_leaf(self.depth, last)?;
+        }
+        let _prf = counter::enter(Primitive::Prf);
+        let mut out = Vec::new();
+        cover_rec(self.root(), &sorted, &mut out);
+        Ok(out)
+    }
+
+    /// The key punctured at `revoked`: its [`cover`](Self::cover).
+    pub fn puncture(&self, revoked: &[u64]) -> Result<PuncturedKey> {
+        Ok(PuncturedKey {
+            depth: self.depth,
+            nodes: self.cover(revoked)?,
+        })
+    }
+}
+
+/// The root is a [`Key`], which wipes itself.
+impl ZeroizeOnDrop for GgmTree {}
+
+impl fmt::Debug for GgmTree {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GgmTree")
+            .field("depth", &self.depth)
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+/// Key of leaf `i` below the node `(level, key)`; uncounted walk with one
+/// Prg call per level.
+fn descend(key: &Key<16>, depth: u8, level: u8, i: u64) -> Key<16> {
+    let mut cur = key.clone_secret();
+    for l in level..depth {
+        // l < depth <= 64, so the shift is at most 63.
+        let bit = ((i >> (depth - 1 - l)) & 1) as u8;
+        cur = child(&cur, bit);
+    }
+    cur
+}
+
+/// Appends to `out` the minimal cover of the leaves below `node` that are
+/// not in `revoked` (sorted, distinct, all below `node`).
+fn cover_rec(node: GgmNode, revoked: &[u64], out: &mut Vec<GgmNode>) {
+    if revoked.is_empty() {
+        out.push(node);
+        return;
+    }
+    let below = node.depth - node.level;
+    if revoked.len() as u128 == 1u128 << below {
+        return;
+    }
+    // Not all leaves revoked, so the node has children: level < depth.
+    let shift = below - 1;
+    let split = revoked.partition_point(|&r| (r >> shift) & 1 == 0);
+    let (left, right) = children(&node.key);
+    let prefix = node.prefix << 1;
+    let level = node.level + 1;
+    let depth = node.depth;
+    drop(node);
+    cover_rec(
+        GgmNode {
+            depth,
+            level,
+            prefix,
+            key: left,
+        },
+        &revoked[..split],
+        out,
+    );
+    cover_rec(
+        GgmNode {
+            depth,
+            level,
+            prefix: prefix | 1,
+            key: right,
+        },
+        &revoked[split..],
+        out,
+    );
+}
+
+/// A subtree of a GGM tree: the node at `level` whose path from the root is
+/// the `level` bits of `prefix`, with its secret key.
+///
+/// Serialisable, key included: a serialised node is as secret as the
+/// leaves below it. Deserialisation checks `level <= depth <= 64` and
+/// `prefix < 2^level`.
+#[derive(Deserialize, PartialEq, Eq)]
+#[serde(try_from = "NodeRepr")]
+pub struct GgmNode {
+    depth: u8,
+    level: u8,
+    prefix: u64,
+    key: Key<16>,
+}
+
+#[derive(Serialize, Deserialize, Zeroize, ZeroizeOnDrop)]
+struct NodeRepr {
+    depth: u8,
+    level: u8,
+    prefix: u64,
+    key: [u8; 16],
+}
+
+impl Serialize for GgmNode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+        // The copy of the key in the representation is wiped on drop.
+        NodeRepr {
+            depth: self.depth,
+            level: self.level,
+            prefix: self.prefix,
+            key: *self.key.as_bytes(),
+        }
+        .serialize(s)
+    }
+}
+
+impl TryFrom<NodeRepr> for GgmNode {
+    type Error = Error;
+
+    fn try_from(r: NodeRepr) -> Result<Self> {
+        check_depth(r.depth)?;
+        if r.level > r.depth {
+            return Err(Error::InvalidParameter {
+                what: "GGM node level",
+                reason: "must be at most the depth",
+            });
+        }
+        if u128::from(r.prefix) >= leaf_count(r.level) {
+            return Err(Error::InvalidParameter {
+                what: "GGM node prefix",
+                reason: "must be below 2^level",
+            });
+        }
+        Ok(GgmNode {
+            depth: r.depth,
+            level: r.level,
+            prefix: r.prefix,
+            key: Key::from_bytes(r.key),
+        })
+    }
+}
+
+impl GgmNode {
+    /// Depth of the tree the node belongs to.
+    pub fn depth(&self) -> u8 {
+        self.depth
+    }
+
+    /// Distance from the root (0 for the root, `depth` for a leaf).
+    pub fn level(&self) -> u8 {
+        self.level
+    }
+
+    /// The path from the root, `level` bits.
+    pub fn prefix(&self) -> u64 {
+        self.prefix
+    }
+
+    /// The node key (secret).
+    pub fn key(&self) -> &Key<16> {
+        &self.key
+    }
+
+    /// An explicit copy of the node and its secret.
+    pub fn clone_secret(&self) -> Self {
+        GgmNode {
+            depth: self.depth,
+            level: self.level,
+            prefix: self.prefix,
+            key: self.key.clone_secret(),
+        }
+    }
+
+    /// The leaves below this node, `first..=last`.
+    pub fn leaves(&self) -> (u64, u64) {
+        let below = u32::from(self.depth - self.level);
+        // prefix < 2^level, so prefix << below < 2^depth <= 2^64.
+        let first = self.prefix.checked_shl(below).unwrap_or(0);
+        let span = ((1u128 << below) - 1) as u64;
+        (first, first | span)
+    }
+
+    /// Whether leaf `i` is below this node.
+    pub fn covers(&self, i: u64) -> bool {
+        let (first, last) = self.leaves();
+        (first..=last).contains(&i)
+    }
+
+    /// The value of leaf `i` derived from this node; fails if the node does
+    /// not cover `i`. One Prf call with `depth - level` nested Prg calls.
+    pub fn leaf(&self, i: u64) -> Result<Key<16>> {
+        if !self.covers(i) {
+            return Err(Error::LeafNotCovered { leaf: i });
+        }
+        let _prf = counter::enter(Primitive::Prf);
+        Ok(descend(&self.key, self.depth, self.level, i))
+    }
+}
+
+/// The node key is a [`Key`], which wipes itself.
+impl ZeroizeOnDrop for GgmNode {}
+
+impl fmt::Debug for GgmNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GgmNode")
+            .field("depth", &self.depth)
+            .field("level", &self.level)
+            .field("prefix", &self.prefix)
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+/// A GGM key punctured at a set of leaves: the minimal cover of the others.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PuncturedKey {
+    depth: u8,
+    nodes: Vec<GgmNode>,
+}
+
+impl PuncturedKey {
+    /// The cover nodes, left to right.
+    pub fn nodes(&self) -> &[GgmNode] {
+        &self.nodes
+    }
+
+    /// The value of leaf `i`, or [`Error::LeafNotCovered`] if `i` was
+    /// punctured (or is out of range). One Prf call.
+    pub fn leaf(&self, i: u64) -> Result<Key<16>> {
+        let idx = self.nodes.partition_point(|n| n.leaves().1 < i);
+        match self.nodes.get(idx) {
+            Some(n) if n.depth == self.depth => n.leaf(i),
+            _ => Err(Error::LeafNotCovered { leaf: i }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(depth: u8) -> GgmTree {
+        GgmTree::new(Key::from_bytes([3; 16]), depth).expect("depth <= 64")
+    }
+
+    #[test]
+    fn depth_and_range_are_checked() {
+        assert!(GgmTree::new(Key::from_bytes([0; 16]), 65).is_err());
+        let t = tree(3);
+        assert!(t.leaf(7).is_ok());
+        assert!(t.leaf(8).is_err());
+        assert!(t.cover(&[8]).is_err());
+        let t64 = tree(64);
+        assert!(t64.leaf(u64::MAX).is_ok());
+        assert_eq!(t64.root().leaves(), (0, u64::MAX));
+        let t0 = tree(0);
+        assert_eq!(t0.leaf(0).expect("one leaf"), Key::from_bytes([3; 16]));
+        assert!(t0.cover(&[0]).expect("in range").is_empty());
+    }
+
+    #[test]
+    fn leaves_follow_the_bits() {
+        let t = tree(2);
+        let root = Key::from_bytes([3; 16]);
+        let expected = child(&child(&root, 1), 0);
+        assert_eq!(t.leaf(2).expect("in range"), expected);
+        let (l, r) = children(&root);
+        assert_eq!(l, child(&root, 0));
+        assert_eq!(r, child(&root, 1));
+    }
+
+    #[test]
+    fn cover_of_one_revoked_leaf_is_the_copath() {
+        let t = tree(4);
+        let cover = t.cover(&[5]).expect("in range");
+        assert_eq!(cover.len(), 4);
+        for i in 0..16 {
+            let n = cover.iter().filter(|n| n.covers(i)).count();
+            assert_eq!(n, usize::from(i != 5));
+        }
+        let p = t.puncture(&[5]).expect("in range");
+        assert_eq!(p.leaf(5), Err(Error::LeafNotCovered { leaf: 5 }));
+        assert_eq!(p.leaf(6).expect("covered"), t.leaf(6).expect("in range"));
+        assert!(p.leaf(16).is_err());
+    }
+
+    #[test]
+    fn serde_round_trip_and_validation() {
+        let t = tree(5);
+        let cover = t.cover(&[0, 31]).expect("in range");
+        let json = serde_json::to_string(&cover).expect("serialises");
+        let back: Vec<GgmNode> = serde_json::from_str(&json).expect("round trip");
+        assert_eq!(back, cover);
+        let bad = r#"{"depth":3,"level":2,"prefix":4,"key":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}"#;
+        assert!(serde_json::from_str::<GgmNode>(bad).is_err());
+        let bad = r#"{"depth":3,"level":4,"prefix":0,"key":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}"#;
+        assert!(serde_json::from_str::<GgmNode>(bad).is_err());
+        let bad = r#"{"depth":65,"level":0,"prefix":0,"key":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}"#;
+        assert!(serde_json::from_str::<GgmNode>(bad).is_err());
+    }
+
+    #[test]
+    fn debug_is_redacted() {
+        let t = tree(2);
+        assert!(format!("{t:?}").contains("[redacted]"));
+        assert!(format!("{:?}", t.root()).contains("[redacted]"));
+    }
+}
