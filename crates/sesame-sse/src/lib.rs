@@ -5,14 +5,23 @@
 
 pub mod api;
 pub mod common;
+pub mod fast;
 pub mod pibas;
+pub mod simple;
 pub mod two_lev;
+pub mod uedsse;
 
 pub use api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
 
 /// Every keyword scheme, in a fixed order.
 pub fn schemes() -> Vec<KeywordScheme> {
-    vec![pibas::scheme(), two_lev::scheme()]
+    vec![
+        pibas::scheme(),
+        two_lev::scheme(),
+        fast::scheme(),
+        uedsse::scheme(),
+        simple::scheme(),
+    ]
 }
 
 /// The keyword scheme called `name` (case-insensitive).

@@ -1,0 +1,527 @@
+//! `uedsse`: seed 000's evaluation, in the paper's shape.
+//!
+//! - Fig. 2: UE Enc, ReEnc and Dec time per operation versus the number of
+//!   documents encrypted (10 .. 100,000);
+//! - Fig. 3 / 4: update time per document of FAST and UEDSSE under LAN and
+//!   WAN versus the number of documents inserted;
+//! - Fig. 5 / 6: search time of FAST and UEDSSE under LAN and WAN versus
+//!   the number of matching documents (per search and per document);
+//! - Table 4: communication of a search, SIMPLE versus UEDSSE, for 10 ..
+//!   100,000 matching documents, and the reduction.
+//!
+//! Every search result is checked. WAN figures use the `wan103` model
+//! (10 Mbit/s as in the paper, 103 ms one-way delay: the paper gives no
+//! delay). See `docs/experiments/uedsse.md`.
+
+use std::time::Instant;
+
+use rand::RngCore;
+use sesame_core::{Channel, Params, Snapshot};
+use sesame_sse::uedsse::{UeKey, PAYLOAD_LEN};
+use sesame_sse::{KeywordScheme, Multimap, UpdateOp};
+
+use crate::error::BenchError;
+use crate::experiment::{Ctx, Experiment};
+use crate::measure::{add_snapshot, local_channel, Backend};
+use crate::result::{Axis, Chart, ResultSet, Row, Value};
+
+/// The `uedsse` experiment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Uedsse;
+
+const SOURCE_FIG2: &str = "seed 000 Fig. 2, at 1000 documents";
+const SOURCE_FIG3: &str = "seed 000 Fig. 3 (LAN), at 1000 documents";
+const SOURCE_FIG5: &str =
+    "seed 000 Fig. 5 (LAN), at 100 documents; read as ms per matching document";
+const SOURCE_TABLE4: &str = "seed 000 Table 4 (KB = 1024 bytes)";
+
+/// UE operations run before the timed ones.
+const WARM_UP: usize = 200;
+
+/// Table 4 of the paper: matching documents, SIMPLE KB, UEDSSE KB.
+pub const TABLE4: [(usize, f64, f64); 5] = [
+    (10, 1.13, 0.37),
+    (100, 10.97, 3.19),
+    (1000, 109.41, 31.31),
+    (10_000, 1093.78, 312.56),
+    (100_000, 10937.54, 3125.06),
+];
+
+/// Sizes of one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Documents for the UE sweep and the update sweep.
+    pub documents: Vec<usize>,
+    /// Matching documents for the search sweep and Table 4.
+    pub matches: Vec<usize>,
+    /// Searches per result size and scheme.
+    pub queries: usize,
+}
+
+impl Plan {
+    /// Full: 10 .. 10^5 everywhere (the paper's sizes); quick: up to 10^3;
+    /// tiny: 10 and 100.
+    pub fn for_ctx(ctx: &Ctx) -> Plan {
+        let full = vec![10, 100, 1_000, 10_000, 100_000];
+        Plan {
+            documents: ctx.pick(full.clone(), vec![10, 100, 1_000], vec![10, 100]),
+            matches: ctx.pick(full, vec![10, 100, 1_000], vec![10, 100]),
+            queries: ctx.pick(3, 2, 1),
+        }
+    }
+}
+
+fn scheme(name: &str) -> Result<KeywordScheme, BenchError> {
+    sesame_sse::scheme(name).ok_or_else(|| {
+        BenchError::InvalidArgument(format!("scheme {name} is not registered in sesame-sse"))
+    })
+}
+
+fn ms_per(elapsed: std::time::Duration, n: usize) -> f64 {
+    elapsed.as_secs_f64() * 1e3 / n.max(1) as f64
+}
+
+/// Fig. 2: the UE operations over `n` random payloads.
+fn ue_row(ctx: &Ctx, n: usize) -> Result<Row, BenchError> {
+    let mut rng = ctx.rng(&format!("ue/{n}"));
+    let k = UeKey::generate(&mut rng);
+    let k2 = UeKey::generate(&mut rng);
+    let payloads: Vec<[u8; PAYLOAD_LEN]> = (0..n)
+        .map(|_| {
+            let mut p = [0u8; PAYLOAD_LEN];
+            rng.fill_bytes(&mut p);
+            p
+        })
+        .collect();
+    let err = |what: &str| BenchError::WrongResult(format!("UE {what} failed at {n} documents"));
+    // Warm caches and the CPU's clock before timing (small sizes would
+    // otherwise measure a cold start).
+    for p in payloads.iter().cycle().take(WARM_UP) {
+        let c = k.encrypt(p).map_err(|_| err("Enc"))?;
+        k.decrypt(&c).map_err(|_| err("Dec"))?;
+    }
+    let t = Instant::now();
+    let cts = payloads
+        .iter()
+        .map(|p| k.encrypt(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| err("Enc"))?;
+    let enc = t.elapsed();
+    let t = Instant::now();
+    let token = k.update_token(&k2);
+    let fresh = cts
+        .iter()
+        .map(|c| token.re_encrypt(c))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| err("ReEnc"))?;
+    let reenc = t.elapsed();
+    let t = Instant::now();
+    let back = fresh
+        .iter()
+        .map(|c| k2.decrypt(c))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| err("Dec"))?;
+    let dec = t.elapsed();
+    if back != payloads {
+        return Err(err("round trip"));
+    }
+    let mut row = Row::new().param("op", "ue").param("documents", n);
+    row.set("enc_ms", ms_per(enc, n))
+        .set("reenc_ms", ms_per(reenc, n))
+        .set("dec_ms", ms_per(dec, n));
+    if n == 1000 {
+        row.paper("enc_ms", 0.399, "ms per Enc", SOURCE_FIG2)
+            .paper("reenc_ms", 0.535, "ms per ReEnc", SOURCE_FIG2)
+            .paper("dec_ms", 0.528, "ms per Dec", SOURCE_FIG2);
+    }
+    Ok(row)
+}
+
+/// Fig. 3 / 4: `n` documents inserted one update (one round) each, one
+/// keyword per document out of 10.
+fn update_row(ctx: &Ctx, name: &str, n: usize) -> Result<Row, BenchError> {
+    let s = scheme(name)?;
+    let mut rng = ctx.rng(&format!("update/{name}/{n}"));
+    let (store, _) = Backend::Memory.open(&ctx.work_dir, "unused")?;
+    let mut client = (s.new_client)(&mut rng, &Params::new())
+        .map_err(|e| BenchError::scheme(format!("{name}: new client"), e))?;
+    let mut ch = local_channel((s.new_server)(store));
+    client
+        .setup(&mut rng, &mut ch, &Multimap::new())
+        .map_err(|e| BenchError::scheme(format!("{name}: setup"), e))?;
+    let keywords: Vec<Vec<u8>> = (0..10).map(|i| format!("w{i}").into_bytes()).collect();
+    let span = ch.meter().span();
+    for doc in 0..n {
+        let w = std::slice::from_ref(&keywords[doc % keywords.len()]);
+        client
+            .update(&mut rng, &mut ch, UpdateOp::Add, doc as u64, w)
+            .map_err(|e| BenchError::scheme(format!("{name}: update"), e))?;
+    }
+    let snap = span.finish();
+    // The last keyword's documents must all be there.
+    let w = &keywords[(n - 1) % keywords.len()];
+    let want: Vec<u64> = (0..n as u64)
+        .filter(|d| *d as usize % keywords.len() == (n - 1) % keywords.len())
+        .collect();
+    let got = client
+        .search(&mut rng, &mut ch, w)
+        .map_err(|e| BenchError::scheme(format!("{name}: search after updates"), e))?;
+    if got != want {
+        return Err(BenchError::WrongResult(format!(
+            "{name}: {} ids after {n} updates, expected {}",
+            got.len(),
+            want.len()
+        )));
+    }
+    let mut row = Row::new()
+        .param("op", "update")
+        .param("scheme", name)
+        .param("documents", n);
+    add_snapshot(&mut row, &snap, n as u64);
+    if n == 1000 {
+        let paper = if name == "fast" { 0.011 } else { 0.441 };
+        row.paper("lan_ms", paper, "ms per update", SOURCE_FIG3);
+    }
+    Ok(row)
+}
+
+/// The keyword of the search sweep that matches `n` documents.
+fn level_keyword(n: usize) -> Vec<u8> {
+    format!("m{n}").into_bytes()
+}
+
+/// Fig. 5 / 6 and Table 4: one index holding a keyword per result size;
+/// `queries` searches each.
+fn search_rows(ctx: &Ctx, name: &str, plan: &Plan) -> Result<Vec<Row>, BenchError> {
+    let s = scheme(name)?;
+    let mut rng = ctx.rng(&format!("search/{name}"));
+    let mut db = Multimap::new();
+    for &n in &plan.matches {
+        db.insert(level_keyword(n), (0..n as u64).collect());
+    }
+    let (store, _) = Backend::Memory.open(&ctx.work_dir, "unused")?;
+    let mut client = (s.new_client)(&mut rng, &Params::new())
+        .map_err(|e| BenchError::scheme(format!("{name}: new client"), e))?;
+    let mut ch = local_channel((s.new_server)(store));
+    client
+        .setup(&mut rng, &mut ch, &db)
+        .map_err(|e| BenchError::scheme(format!("{name}: setup"), e))?;
+    let mut rows = Vec::new();
+    for &n in &plan.matches {
+        let w = level_keyword(n);
+        let mut total = Snapshot::default();
+        for _ in 0..plan.queries {
+            let span = ch.meter().span();
+            let ids = client
+                .search(&mut rng, &mut ch, &w)
+                .map_err(|e| BenchError::scheme(format!("{name}: search"), e))?;
+            total.add(&span.finish());
+            if ids.len() != n || ids.iter().enumerate().any(|(i, &id)| id != i as u64) {
+                return Err(BenchError::WrongResult(format!(
+                    "{name}: search of {n} documents gave {} ids",
+                    ids.len()
+                )));
+            }
+        }
+        let mut row = Row::new()
+            .param("op", "search")
+            .param("scheme", name)
+            .param("matches", n)
+            .param("queries", plan.queries);
+        add_snapshot(&mut row, &total, plan.queries as u64);
+        let get = |row: &Row, f: &str| row.figures.get(f).copied().unwrap_or(0.0);
+        let (lan, wan) = (get(&row, "lan_ms"), get(&row, "wan103_ms"));
+        let server = get(&row, "server_ms");
+        let kb = (get(&row, "bytes_up") + get(&row, "bytes_down")) / 1024.0;
+        row.set("lan_ms_per_doc", lan / n as f64)
+            .set("wan103_ms_per_doc", wan / n as f64)
+            .set("server_ms_per_doc", server / n as f64)
+            .set("kb", kb);
+        if n == 100 {
+            match name {
+                "fast" => {
+                    row.paper("lan_ms_per_doc", 0.016, "ms per document", SOURCE_FIG5);
+                }
+                "uedsse" => {
+                    row.paper("lan_ms_per_doc", 0.74, "ms per document", SOURCE_FIG5);
+                }
+                _ => {}
+            }
+        }
+        if let Some(&(_, simple_kb, uedsse_kb)) = TABLE4.iter().find(|t| t.0 == n) {
+            match name {
+                "simple" => {
+                    row.paper("kb", simple_kb, "KB per search", SOURCE_TABLE4);
+                }
+                "uedsse" => {
+                    row.paper("kb", uedsse_kb, "KB per search", SOURCE_TABLE4);
+                }
+                _ => {}
+            }
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Table 4's reduction rows from the SIMPLE and UEDSSE search rows.
+fn reduction_rows(rows: &[Row]) -> Vec<Row> {
+    let kb = |scheme: &str, n: usize| {
+        rows.iter()
+            .find(|r| {
+                r.params.get("op") == Some(&Value::from("search"))
+                    && r.params.get("scheme") == Some(&Value::from(scheme))
+                    && r.number("matches") == Some(n as f64)
+            })
+            .and_then(|r| r.figures.get("kb").copied())
+    };
+    let mut out = Vec::new();
+    let matches: Vec<usize> = rows
+        .iter()
+        .filter(|r| r.params.get("op") == Some(&Value::from("search")))
+        .filter_map(|r| r.number("matches").map(|m| m as usize))
+        .fold(Vec::new(), |mut v, m| {
+            if !v.contains(&m) {
+                v.push(m);
+            }
+            v
+        });
+    for n in matches {
+        let (Some(simple), Some(ue)) = (kb("simple", n), kb("uedsse", n)) else {
+            continue;
+        };
+        let mut row = Row::new().param("op", "table4").param("matches", n);
+        row.set("simple_kb", simple)
+            .set("uedsse_kb", ue)
+            .set("reduction_pct", 100.0 * (1.0 - ue / simple));
+        if let Some(&(_, s, u)) = TABLE4.iter().find(|t| t.0 == n) {
+            row.paper("simple_kb", s, "KB", SOURCE_TABLE4)
+                .paper("uedsse_kb", u, "KB", SOURCE_TABLE4)
+                .paper("reduction_pct", 100.0 * (1.0 - u / s), "%", SOURCE_TABLE4);
+        }
+        out.push(row);
+    }
+    out
+}
+
+fn charts() -> Vec<Chart> {
+    let log = |label: &str| Axis {
+        label: label.to_owned(),
+        log: true,
+    };
+    let chart =
+        |file: &str, title: &str, op: &str, x: &str, y: &[&str], xl: &str, yl: &str| Chart {
+            file: file.to_owned(),
+            title: title.to_owned(),
+            x: x.to_owned(),
+            y: y.iter().map(|s| (*s).to_owned()).collect(),
+            series: if op == "ue" {
+                Vec::new()
+            } else {
+                vec!["scheme".to_owned()]
+            },
+            filter: vec![("op".to_owned(), Value::from(op))],
+            x_axis: log(xl),
+            y_axis: log(yl),
+        };
+    let mut fig5 = chart(
+        "fig5-search-lan",
+        "Fig. 5: search time per matching document, LAN",
+        "search",
+        "matches",
+        &["lan_ms_per_doc"],
+        "matching documents",
+        "ms per document",
+    );
+    let mut fig6 = chart(
+        "fig6-search-wan",
+        "Fig. 6: search time per matching document, WAN (10 Mbit/s, 103 ms)",
+        "search",
+        "matches",
+        &["wan103_ms_per_doc"],
+        "matching documents",
+        "ms per document",
+    );
+    for c in [&mut fig5, &mut fig6] {
+        c.series = vec!["scheme".to_owned()];
+    }
+    let mut fig2 = chart(
+        "fig2-ue",
+        "Fig. 2: UE Enc, ReEnc, Dec time per operation",
+        "ue",
+        "documents",
+        &["enc_ms", "reenc_ms", "dec_ms"],
+        "documents",
+        "ms per operation",
+    );
+    // Linear, as in the paper: the curves are flat.
+    fig2.y_axis.log = false;
+    vec![
+        fig2,
+        chart(
+            "fig3-update-lan",
+            "Fig. 3: update time per document, LAN",
+            "update",
+            "documents",
+            &["lan_ms"],
+            "documents inserted",
+            "ms per update",
+        ),
+        chart(
+            "fig4-update-wan",
+            "Fig. 4: update time per document, WAN (10 Mbit/s, 103 ms)",
+            "update",
+            "documents",
+            &["wan103_ms"],
+            "documents inserted",
+            "ms per update",
+        ),
+        fig5,
+        fig6,
+        chart(
+            "table4-communication",
+            "Table 4: communication per search, SIMPLE vs UEDSSE (KB)",
+            "search",
+            "matches",
+            &["kb"],
+            "matching documents",
+            "KB per search (up + down)",
+        ),
+    ]
+}
+
+impl Experiment for Uedsse {
+    fn name(&self) -> &'static str {
+        "uedsse"
+    }
+
+    fn title(&self) -> &'static str {
+        "UEDSSE vs FAST vs SIMPLE: UE costs, update, search, communication"
+    }
+
+    fn seed_paper(&self) -> &'static str {
+        "seed 000 (UEDSSE), §6: Fig. 2-6 and Table 4"
+    }
+
+    fn run(&self, ctx: &Ctx) -> Result<ResultSet, BenchError> {
+        let mut rs = ctx.result_set(self);
+        rs.display = [
+            "enc_ms",
+            "reenc_ms",
+            "dec_ms",
+            "client_ms",
+            "server_ms",
+            "lan_ms",
+            "wan103_ms",
+            "lan_ms_per_doc",
+            "wan103_ms_per_doc",
+            "bytes_up",
+            "bytes_down",
+            "kb",
+            "simple_kb",
+            "uedsse_kb",
+            "reduction_pct",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        rs.charts = charts();
+        let plan = Plan::for_ctx(ctx);
+        for &n in &plan.documents {
+            rs.rows.push(ue_row(ctx, n)?);
+        }
+        for name in ["fast", "uedsse"] {
+            for &n in &plan.documents {
+                rs.rows.push(update_row(ctx, name, n)?);
+            }
+        }
+        for name in ["fast", "uedsse", "simple"] {
+            let rows = search_rows(ctx, name, &plan)?;
+            rs.rows.extend(rows);
+        }
+        let reductions = reduction_rows(&rs.rows);
+        rs.rows.extend(reductions);
+        rs.notes.push(
+            "times are in-process on the memory store (client and server on one thread); lan and \
+             wan103 add rounds x RTT and bytes / bandwidth; the paper's WAN is 10 Mbit/s with no \
+             stated delay: wan103 takes 103 ms one way"
+                .to_owned(),
+        );
+        rs.notes.push(format!(
+            "updates: one update (one round) per document, documents spread over 10 keywords; \
+             searches: {} per result size, every result checked; UEDSSE and SIMPLE searches \
+             refresh the index, so each search runs on the previous one's ciphertexts",
+            plan.queries
+        ));
+        rs.notes.push(
+            "search figures per matching document (lan_ms_per_doc) are the paper's unit for \
+             Fig. 5/6 (see docs/experiments/uedsse.md); kb = (bytes up + down) / 1024"
+                .to_owned(),
+        );
+        Ok(rs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiny_run_has_every_figure_of_the_paper() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = Ctx {
+            scale: crate::experiment::Scale::Tiny,
+            seed: 1,
+            data_dir: dir.path().to_owned(),
+            work_dir: dir.path().to_owned(),
+        };
+        let rs = Uedsse.run(&ctx).unwrap();
+        let count = |op: &str| {
+            rs.rows
+                .iter()
+                .filter(|r| r.params.get("op") == Some(&Value::from(op)))
+                .count()
+        };
+        // Two sizes: UE rows, 2 schemes x 2 update rows, 3 x 2 search rows,
+        // 2 Table 4 rows.
+        assert_eq!(
+            (
+                count("ue"),
+                count("update"),
+                count("search"),
+                count("table4")
+            ),
+            (2, 4, 6, 2)
+        );
+        let t4 = rs
+            .rows
+            .iter()
+            .find(|r| {
+                r.params.get("op") == Some(&Value::from("table4"))
+                    && r.number("matches") == Some(100.0)
+            })
+            .unwrap();
+        let pct = t4.figures.get("reduction_pct").copied().unwrap();
+        assert!(pct > 60.0 && pct < 75.0, "{pct}");
+        for c in &rs.charts {
+            assert!(rs.rows.iter().any(|r| c.selects(r)), "{}", c.file);
+        }
+    }
+
+    #[test]
+    fn reduction_matches_the_papers_arithmetic() {
+        let mut rows = Vec::new();
+        for (scheme, kb) in [("simple", 10.97), ("uedsse", 3.19)] {
+            let mut r = Row::new()
+                .param("op", "search")
+                .param("scheme", scheme)
+                .param("matches", 100usize);
+            r.set("kb", kb);
+            rows.push(r);
+        }
+        let red = reduction_rows(&rows);
+        assert_eq!(red.len(), 1);
+        let pct = red[0].figures.get("reduction_pct").copied().unwrap();
+        // The paper's 70.92% at 100 documents.
+        assert!((pct - 70.92).abs() < 0.01, "{pct}");
+    }
+}

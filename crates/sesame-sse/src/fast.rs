@@ -1,0 +1,507 @@
+//! FAST: the forward-private dynamic scheme of Song, Dong, Yuan, Xu and
+//! Zhao, "Forward Private Searchable Symmetric Encryption with Optimized
+//! I/O Efficiency", IEEE TDSC 2018 (arXiv 1710.00183), built from
+//! symmetric primitives only; the baseline of seed 000's evaluation.
+//!
+//! For each keyword w the client keeps the state `st_c` of its latest
+//! update; `t_w = F(k_s, w)`. An update of (op, w, ind) draws a fresh
+//! 128-bit key `k_{c+1}`, moves the state forward with a keyed permutation,
+//! `st_{c+1} = P(k_{c+1}, st_c)` (the first update starts from a random
+//! `st_0`), and stores
+//!
+//! ```text
+//! T[H1(t_w ‖ st_{c+1})] = (ind ‖ op ‖ k_{c+1}) ⊕ H2(t_w ‖ st_{c+1})
+//! ```
+//!
+//! A search sends `(t_w, st_c)`; the server walks back, each entry giving
+//! the key of the permutation that leads to the previous state
+//! (`st_{i-1} = P⁻¹(k_i, st_i)`), until a label is missing, and cancels
+//! additions against later deletions. Without a future `k_{c+1}` the
+//! server cannot move a state forward: updates after a search are
+//! unlinkable to it (forward privacy).
+//!
+//! `P` is AES-128 keyed with `k_{c+1}`; `H1`, `H2` are SHA-256 with a
+//! domain byte; `F` is HMAC-SHA256. See `docs/schemes/fast.md` for leakage
+//! and deviations.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use aes::cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{
+    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+};
+use sesame_crypto::counter::{self, Primitive};
+use sesame_crypto::hash::sha256;
+use sesame_crypto::key::Key;
+use sesame_crypto::prf::HmacPrf;
+use zeroize::Zeroize;
+
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::common;
+
+/// Descriptor of FAST.
+pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
+    name: "fast",
+    title: "FAST (forward-private SSE from symmetric primitives)",
+    citation: "X. Song, C. Dong, D. Yuan, Q. Xu, M. Zhao. Forward Private Searchable Symmetric \
+               Encryption with Optimized I/O Efficiency. IEEE Transactions on Dependable and \
+               Secure Computing, 2018 (arXiv 1710.00183)",
+    kind: SchemeKind::DynamicSse,
+    forward_private: true,
+    backward_privacy: BackwardPrivacy::None,
+    queries: &[QueryKind::Exact],
+    leakage: "Update: the number of keywords of the update and the time; nothing links it to \
+              earlier searches (forward privacy). Search: the search pattern (t_w is \
+              deterministic), the number of updates on the keyword and which entries they are, \
+              and, response-revealing, every identifier the keyword was ever updated with: \
+              live results, deleted identifiers and which deletion cancelled which addition \
+              (no backward privacy).",
+    doc: "docs/schemes/fast.md",
+};
+
+/// The registry entry of FAST.
+pub fn scheme() -> KeywordScheme {
+    KeywordScheme {
+        descriptor: &DESCRIPTOR,
+        params: &[],
+        new_client: |rng, params| Ok(Box::new(FastClient::new(rng, params)?)),
+        restore_client: |bytes| Ok(Box::new(FastClient::restore(bytes)?)),
+        new_server: |store| Box::new(Typed(FastServer::new(store))),
+    }
+}
+
+/// Security parameter λ in bytes: states, keyword tokens, permutation keys.
+pub const LAMBDA: usize = 16;
+
+/// Bytes of a label `H1(t_w ‖ st)` (a whole SHA-256 digest, as in the
+/// paper's implementation).
+pub const LABEL_LEN: usize = 32;
+
+/// Bytes of an encrypted entry: `ind (8) ‖ op (1) ‖ k (16)`.
+pub const VALUE_LEN: usize = 8 + 1 + LAMBDA;
+
+/// Operation byte of an addition.
+const OP_ADD: u8 = 0;
+/// Operation byte of a deletion.
+const OP_DEL: u8 = 1;
+
+/// Domain bytes of the two random oracles.
+const H1: u8 = 1;
+const H2: u8 = 2;
+
+/// An index entry: (label, encrypted value).
+pub type Entry = ([u8; LABEL_LEN], [u8; VALUE_LEN]);
+
+/// A FAST request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Stores entries; `reset` first removes the earlier index.
+    Put {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// The entries.
+        entries: Vec<Entry>,
+    },
+    /// The identifiers of the keyword whose token and latest state these
+    /// are.
+    Search {
+        /// Keyword token `t_w`.
+        tw: [u8; LAMBDA],
+        /// State of the latest update `st_c`.
+        st: [u8; LAMBDA],
+    },
+}
+
+/// A FAST response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// The entries are stored.
+    Stored,
+    /// The live identifiers.
+    Ids(Vec<DocId>),
+}
+
+/// `H_tag(t_w ‖ st)`: SHA-256 over one 33-byte block; one Hash call.
+pub(crate) fn oracle(tag: u8, tw: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; 32] {
+    let mut input = [0u8; 1 + 2 * LAMBDA];
+    input[0] = tag;
+    input[1..=LAMBDA].copy_from_slice(tw);
+    input[LAMBDA + 1..].copy_from_slice(st);
+    sha256(&input)
+}
+
+/// `P(k, st)`: AES-128 under `k`; one Prp call.
+fn permute(k: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; LAMBDA] {
+    counter::record(Primitive::Prp, 1);
+    let cipher = aes::Aes128Enc::new(k.into());
+    let mut block = aes::Block::from(*st);
+    cipher.encrypt_block(&mut block);
+    block.into()
+}
+
+/// `P⁻¹(k, st)`: AES-128 decryption under `k`; one Prp call.
+fn unpermute(k: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; LAMBDA] {
+    counter::record(Primitive::Prp, 1);
+    let cipher = aes::Aes128Dec::new(k.into());
+    let mut block = aes::Block::from(*st);
+    cipher.decrypt_block(&mut block);
+    block.into()
+}
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    master: [u8; 32],
+    states: Vec<(Vec<u8>, [u8; LAMBDA])>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        self.master.zeroize();
+        for (_, st) in &mut self.states {
+            st.zeroize();
+        }
+    }
+}
+
+/// The client half of FAST: the master key and, per keyword, the state of
+/// its latest update.
+pub struct FastClient {
+    master: Key<32>,
+    tw_prf: HmacPrf,
+    states: BTreeMap<Vec<u8>, [u8; LAMBDA]>,
+}
+
+impl std::fmt::Debug for FastClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastClient")
+            .field("keywords", &self.states.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for FastClient {
+    fn drop(&mut self) {
+        for st in self.states.values_mut() {
+            st.zeroize();
+        }
+    }
+}
+
+impl FastClient {
+    /// A client with a fresh key. FAST has no parameters.
+    pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
+        params.only(DESCRIPTOR.name, &[])?;
+        Ok(Self::with_key(Key::generate(rng), BTreeMap::new()))
+    }
+
+    fn with_key(master: Key<32>, states: BTreeMap<Vec<u8>, [u8; LAMBDA]>) -> Self {
+        let tw_prf = HmacPrf::new(&master.derive("sesame-sse/fast/tw"));
+        Self {
+            master,
+            tw_prf,
+            states,
+        }
+    }
+
+    /// A client from saved state.
+    pub fn restore(bytes: &[u8]) -> Result<Self> {
+        let s: State = sesame_core::wire::decode(bytes)?;
+        let mut states = BTreeMap::new();
+        for (w, st) in &s.states {
+            if states.insert(w.clone(), *st).is_some() {
+                return Err(Error::Malformed("FAST state lists a keyword twice".into()));
+            }
+        }
+        Ok(Self::with_key(Key::from_bytes(s.master), states))
+    }
+
+    /// The keyword token `t_w = F(k_s, w)` (HMAC-SHA256, first λ bytes).
+    fn token(&self, keyword: &[u8]) -> [u8; LAMBDA] {
+        let full = self.tw_prf.eval_bytes(keyword);
+        let mut tw = [0u8; LAMBDA];
+        tw.copy_from_slice(&full[..LAMBDA]);
+        tw
+    }
+
+    /// The entry of one update, advancing the keyword's state.
+    fn entry(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        op: UpdateOp,
+        doc: DocId,
+        keyword: &[u8],
+    ) -> Entry {
+        let tw = self.token(keyword);
+        let st = match self.states.get(keyword) {
+            Some(st) => *st,
+            None => {
+                let mut st0 = [0u8; LAMBDA];
+                rng.fill_bytes(&mut st0);
+                st0
+            }
+        };
+        let mut k = [0u8; LAMBDA];
+        rng.fill_bytes(&mut k);
+        let next = permute(&k, &st);
+        let mut value = [0u8; VALUE_LEN];
+        value[..8].copy_from_slice(&doc.to_le_bytes());
+        value[8] = match op {
+            UpdateOp::Add => OP_ADD,
+            UpdateOp::Delete => OP_DEL,
+        };
+        value[9..].copy_from_slice(&k);
+        k.zeroize();
+        let pad = oracle(H2, &tw, &next);
+        for (v, p) in value.iter_mut().zip(pad) {
+            *v ^= p;
+        }
+        let label = oracle(H1, &tw, &next);
+        self.states.insert(keyword.to_vec(), next);
+        (label, value)
+    }
+
+    fn entries(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Vec<Entry>> {
+        if doc == common::PAD {
+            return Err(Error::InvalidArgument(format!(
+                "document identifier {} is reserved",
+                common::PAD
+            )));
+        }
+        let mut out: Vec<Entry> = keywords
+            .iter()
+            .map(|w| self.entry(rng, op, doc, w))
+            .collect();
+        // The order of the entries says nothing about the keywords.
+        out.sort_unstable_by_key(|e| e.0);
+        Ok(out)
+    }
+}
+
+impl KeywordClient for FastClient {
+    fn descriptor(&self) -> &'static SchemeDescriptor {
+        &DESCRIPTOR
+    }
+
+    fn setup(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        db: &Multimap,
+    ) -> Result<()> {
+        common::check_ids(db)?;
+        self.states.clear();
+        let mut entries = Vec::new();
+        for (w, ids) in db {
+            for id in common::normalise(ids.clone()) {
+                entries.push(self.entry(rng, UpdateOp::Add, id, w));
+            }
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        upload(channel, entries)
+    }
+
+    fn prepare_update(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let entries = self.entries(rng, op, doc, keywords)?;
+        if entries.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let request = Request::Put {
+            reset: false,
+            entries,
+        };
+        Ok(Some(vec![sesame_core::wire::encode(&request)?]))
+    }
+
+    fn check_update_response(&self, response: &[u8]) -> Result<()> {
+        match sesame_core::wire::decode(response)? {
+            Response::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn search(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        keyword: &[u8],
+    ) -> Result<Vec<DocId>> {
+        let Some(st) = self.states.get(keyword).copied() else {
+            return Ok(Vec::new());
+        };
+        let request = Request::Search {
+            tw: self.token(keyword),
+            st,
+        };
+        match channel::call(channel, &request)? {
+            Response::Ids(ids) => Ok(common::normalise(ids)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn save_state(&self) -> Result<Vec<u8>> {
+        let s = State {
+            master: *self.master.as_bytes(),
+            states: self.states.iter().map(|(w, st)| (w.clone(), *st)).collect(),
+        };
+        sesame_core::wire::encode(&s)
+    }
+}
+
+fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
+    let mut reset = true;
+    let mut rest = entries.into_iter().peekable();
+    loop {
+        let chunk = crate::pibas::take_chunk(&mut rest, |_| LABEL_LEN + VALUE_LEN);
+        match channel::call(
+            channel,
+            &Request::Put {
+                reset,
+                entries: chunk,
+            },
+        )? {
+            Response::Stored => {}
+            other => return Err(unexpected(&other)),
+        }
+        reset = false;
+        if rest.peek().is_none() {
+            return Ok(());
+        }
+    }
+}
+
+fn unexpected(r: &Response) -> Error {
+    Error::Protocol(format!(
+        "unexpected FAST response {}",
+        match r {
+            Response::Stored => "Stored",
+            Response::Ids(_) => "Ids",
+        }
+    ))
+}
+
+/// Store key of a label.
+fn entry_key(label: &[u8; LABEL_LEN]) -> [u8; LABEL_LEN + 1] {
+    let mut k = [0u8; LABEL_LEN + 1];
+    k[0] = b'e';
+    k[1..].copy_from_slice(label);
+    k
+}
+
+/// The server half of FAST.
+pub struct FastServer {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for FastServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastServer").finish_non_exhaustive()
+    }
+}
+
+impl FastServer {
+    /// A server keeping its index in `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// Walks the keyword's chain back from `st` and returns the live
+    /// identifiers, sorted. A deletion cancels every older addition of its
+    /// identifier (set semantics).
+    pub fn search(&self, tw: [u8; LAMBDA], mut st: [u8; LAMBDA]) -> Result<Vec<DocId>> {
+        let mut ids = Vec::new();
+        let mut deleted: HashSet<DocId> = HashSet::new();
+        loop {
+            let label = oracle(H1, &tw, &st);
+            let Some(value) = self.store.get(&entry_key(&label))? else {
+                break;
+            };
+            let value: [u8; VALUE_LEN] = value
+                .as_slice()
+                .try_into()
+                .map_err(|_| Error::StoreCorrupt(format!("FAST entry of {} bytes", value.len())))?;
+            let pad = oracle(H2, &tw, &st);
+            let mut plain = [0u8; VALUE_LEN];
+            for ((o, v), p) in plain.iter_mut().zip(value).zip(pad) {
+                *o = v ^ p;
+            }
+            let mut id = [0u8; 8];
+            id.copy_from_slice(&plain[..8]);
+            let id = DocId::from_le_bytes(id);
+            match plain[8] {
+                OP_ADD => {
+                    if !deleted.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+                OP_DEL => {
+                    deleted.insert(id);
+                }
+                op => {
+                    return Err(Error::StoreCorrupt(format!(
+                        "FAST entry with operation {op}"
+                    )))
+                }
+            }
+            let mut k = [0u8; LAMBDA];
+            k.copy_from_slice(&plain[9..]);
+            st = unpermute(&k, &st);
+            k.zeroize();
+        }
+        Ok(common::normalise(ids))
+    }
+}
+
+impl Handler for FastServer {
+    type Request = Request;
+    type Response = Response;
+
+    fn handle(&mut self, request: Request) -> Result<Response> {
+        match request {
+            Request::Put { reset, entries } => {
+                if reset {
+                    crate::pibas::clear(self.store.as_ref())?;
+                }
+                let mut batch = WriteBatch::with_capacity(entries.len());
+                for (label, value) in entries {
+                    batch.put(entry_key(&label).to_vec(), value.to_vec());
+                }
+                self.store.write(batch)?;
+                Ok(Response::Stored)
+            }
+            Request::Search { tw, st } => Ok(Response::Ids(self.search(tw, st)?)),
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutation_inverts() {
+        let k = [3u8; LAMBDA];
+        let st = [9u8; LAMBDA];
+        assert_eq!(unpermute(&k, &permute(&k, &st)), st);
+        assert_ne!(permute(&k, &st), st);
+    }
+}

@@ -1,0 +1,340 @@
+//! SIMPLE: seed 000's baseline that refreshes results on the client.
+//!
+//! Same index and updates as [`crate::uedsse`]. A search takes two rounds:
+//!
+//! 1. the client sends `(t_w, st_c)`; the server walks the keyword's chain
+//!    and returns the live encrypted identifiers, changing nothing;
+//! 2. the client decrypts them with `k_w`, draws a fresh key `k_w'` and
+//!    fresh chain states, re-encrypts every live identifier under `k_w'`
+//!    into a new chain of additions, and uploads it together with
+//!    `(t_w, st_c)`; the server deletes every entry of the old chain and
+//!    stores the new one in one atomic batch.
+//!
+//! This is the "download, decrypt, re-encrypt, upload" refresh the paper
+//! compares UEDSSE against (Table 4). See `docs/schemes/simple.md`.
+
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{
+    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+};
+
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::common;
+use crate::uedsse::{
+    self, entry_key, entry_value, walk, ChainClient, Entry, KeywordState, UeKey, EID_LEN, LAMBDA,
+    OP_ADD,
+};
+
+/// Descriptor of SIMPLE.
+pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
+    name: "simple",
+    title: "SIMPLE (client-side refresh baseline of UEDSSE)",
+    citation: "Seed 000: the SIMPLE baseline of the UEDSSE evaluation (client downloads, \
+               decrypts, re-encrypts and re-uploads the results of every search)",
+    kind: SchemeKind::DynamicSse,
+    forward_private: true,
+    backward_privacy: BackwardPrivacy::TypeIII,
+    queries: &[QueryKind::Exact],
+    leakage: "Update: the number of keywords of the update and the time (forward private). \
+              Search: t_w (the search pattern), the keyword's chain (update history), which \
+              deletion cancels which addition, the number of live results; the refresh then \
+              replaces the chain, and the server links the old chain to the new one (it sees \
+              both in one request). Document identifiers stay encrypted.",
+    doc: "docs/schemes/simple.md",
+};
+
+/// The registry entry of SIMPLE.
+pub fn scheme() -> KeywordScheme {
+    KeywordScheme {
+        descriptor: &DESCRIPTOR,
+        params: &[],
+        new_client: |rng, params| Ok(Box::new(SimpleClient::new(rng, params)?)),
+        restore_client: |bytes| Ok(Box::new(SimpleClient::restore(bytes)?)),
+        new_server: |store| Box::new(Typed(SimpleServer::new(store))),
+    }
+}
+
+/// A SIMPLE request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Stores entries; `reset` first removes the earlier index.
+    Put {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// The entries.
+        entries: Vec<Entry>,
+    },
+    /// Round 1 of a search: the live encrypted identifiers of the chain
+    /// starting at (`tw`, `st`).
+    Fetch {
+        /// Keyword token.
+        tw: [u8; LAMBDA],
+        /// Latest state.
+        st: [u8; LAMBDA],
+    },
+    /// Round 2: delete the chain starting at (`tw`, `st`) and store
+    /// `entries` instead, atomically.
+    Refresh {
+        /// Keyword token.
+        tw: [u8; LAMBDA],
+        /// Latest state of the old chain.
+        st: [u8; LAMBDA],
+        /// The new chain.
+        entries: Vec<Entry>,
+    },
+}
+
+/// A SIMPLE response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// Stored (or refreshed).
+    Stored,
+    /// The live encrypted identifiers.
+    Eids(Vec<[u8; EID_LEN]>),
+}
+
+/// The client half of SIMPLE.
+pub struct SimpleClient {
+    core: ChainClient,
+}
+
+impl std::fmt::Debug for SimpleClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimpleClient")
+            .field("keywords", &self.core.keywords.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimpleClient {
+    /// A client with a fresh key. SIMPLE has no parameters.
+    pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
+        params.only(DESCRIPTOR.name, &[])?;
+        Ok(Self {
+            core: ChainClient::generate(rng),
+        })
+    }
+
+    /// A client from saved state.
+    pub fn restore(bytes: &[u8]) -> Result<Self> {
+        Ok(Self {
+            core: ChainClient::restore(bytes, "SIMPLE")?,
+        })
+    }
+
+    /// The new chain of `ids` (sorted, live) under `key`, newest last;
+    /// returns the entries (sorted by label) and the new head state.
+    fn rebuild(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        keyword: &[u8],
+        ids: &[DocId],
+        key: &UeKey,
+    ) -> Result<(Vec<Entry>, [u8; LAMBDA])> {
+        let tw = self.core.token(keyword);
+        let mut prev = [0u8; LAMBDA];
+        let mut entries = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let next = ChainClient::fresh_state(rng);
+            let eid = key
+                .encrypt(&self.core.payload(keyword, id))
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            entries.push(ChainClient::chain_entry(
+                &tw,
+                &prev,
+                &next,
+                OP_ADD,
+                eid.to_bytes(),
+            ));
+            prev = next;
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        Ok((entries, prev))
+    }
+}
+
+impl KeywordClient for SimpleClient {
+    fn descriptor(&self) -> &'static SchemeDescriptor {
+        &DESCRIPTOR
+    }
+
+    fn setup(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        db: &Multimap,
+    ) -> Result<()> {
+        let entries = self.core.setup_entries(rng, db)?;
+        let mut reset = true;
+        let mut rest = entries.into_iter().peekable();
+        loop {
+            let chunk = crate::pibas::take_chunk(&mut rest, |_| {
+                uedsse::LABEL_LEN + uedsse::U_LEN + EID_LEN
+            });
+            expect_stored(channel::call(
+                channel,
+                &Request::Put {
+                    reset,
+                    entries: chunk,
+                },
+            )?)?;
+            reset = false;
+            if rest.peek().is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn prepare_update(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let entries = self.core.update_entries(rng, op, doc, keywords)?;
+        if entries.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let request = Request::Put {
+            reset: false,
+            entries,
+        };
+        Ok(Some(vec![sesame_core::wire::encode(&request)?]))
+    }
+
+    fn check_update_response(&self, response: &[u8]) -> Result<()> {
+        expect_stored(sesame_core::wire::decode(response)?)
+    }
+
+    fn search(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        keyword: &[u8],
+    ) -> Result<Vec<DocId>> {
+        let Some(ks) = self.core.keywords.get(keyword) else {
+            return Ok(Vec::new());
+        };
+        let tw = self.core.token(keyword);
+        let st = ks.st;
+        let eids = match channel::call(channel, &Request::Fetch { tw, st })? {
+            Response::Eids(eids) => eids,
+            other => return Err(unexpected(&other)),
+        };
+        let ids = eids
+            .iter()
+            .map(|eid| self.core.open(&ks.key, keyword, eid))
+            .collect::<Result<Vec<_>>>()?;
+        let ids = common::normalise(ids);
+        let next = UeKey::generate(rng);
+        let (entries, head) = self.rebuild(rng, keyword, &ids, &next)?;
+        expect_stored(channel::call(
+            channel,
+            &Request::Refresh { tw, st, entries },
+        )?)?;
+        if ids.is_empty() {
+            self.core.keywords.remove(keyword);
+        } else {
+            self.core.keywords.insert(
+                keyword.to_vec(),
+                KeywordState {
+                    st: head,
+                    key: next,
+                },
+            );
+        }
+        Ok(ids)
+    }
+
+    fn save_state(&self) -> Result<Vec<u8>> {
+        self.core.save()
+    }
+}
+
+fn expect_stored(r: Response) -> Result<()> {
+    match r {
+        Response::Stored => Ok(()),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn unexpected(r: &Response) -> Error {
+    Error::Protocol(format!(
+        "unexpected SIMPLE response {}",
+        match r {
+            Response::Stored => "Stored",
+            Response::Eids(_) => "Eids",
+        }
+    ))
+}
+
+/// The server half of SIMPLE.
+pub struct SimpleServer {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for SimpleServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimpleServer").finish_non_exhaustive()
+    }
+}
+
+impl SimpleServer {
+    /// A server keeping its index in `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// The live encrypted identifiers of a chain, each once.
+    pub fn fetch(&self, tw: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> Result<Vec<[u8; EID_LEN]>> {
+        let mut seen = std::collections::HashSet::new();
+        Ok(walk(self.store.as_ref(), tw, st)?
+            .into_iter()
+            .filter(|v| v.live && seen.insert(v.eid))
+            .map(|v| v.eid)
+            .collect())
+    }
+
+    /// Replaces the chain at (`tw`, `st`) by `entries` in one batch. A
+    /// repeated request finds the old chain gone and stores the same
+    /// entries again: it is idempotent.
+    pub fn refresh(&self, tw: &[u8; LAMBDA], st: &[u8; LAMBDA], entries: Vec<Entry>) -> Result<()> {
+        let old = walk(self.store.as_ref(), tw, st)?;
+        let mut batch = WriteBatch::with_capacity(old.len() + entries.len());
+        for v in old {
+            batch.delete(v.key.to_vec());
+        }
+        for (label, u, eid) in entries {
+            batch.put(entry_key(&label).to_vec(), entry_value(&u, &eid));
+        }
+        self.store.write(batch)
+    }
+}
+
+impl Handler for SimpleServer {
+    type Request = Request;
+    type Response = Response;
+
+    fn handle(&mut self, request: Request) -> Result<Response> {
+        match request {
+            Request::Put { reset, entries } => {
+                uedsse::put_entries(self.store.as_ref(), reset, entries)?;
+                Ok(Response::Stored)
+            }
+            Request::Fetch { tw, st } => Ok(Response::Eids(self.fetch(&tw, &st)?)),
+            Request::Refresh { tw, st, entries } => {
+                self.refresh(&tw, &st, entries)?;
+                Ok(Response::Stored)
+            }
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}
