@@ -96,6 +96,8 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(crate::experiments::datasets::Datasets),
         Box::new(crate::experiments::sse_static::SseStatic),
+        Box::new(crate::experiments::ore::Ore),
+        Box::new(crate::experiments::uedsse::Uedsse),
     ]
 }
 
