@@ -1,8 +1,8 @@
 //! Building blocks shared by the static schemes: per-keyword keys, counter
 //! blocks, fixed-size blocks of identifiers and their encryption.
 
-use serde::{Deserialize, Serialize};
-use sesame_core::{Error, Result};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use sesame_core::{channel, Channel, Error, Result};
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 use zeroize::Zeroize;
@@ -179,6 +179,53 @@ pub fn positive(params: &sesame_core::Params, name: &str, default: usize) -> Res
         )));
     }
     Ok(v)
+}
+
+/// Payload bytes per setup request: far below the wire limit, large enough
+/// that a request costs little besides its bytes.
+pub const SETUP_CHUNK_BYTES: usize = 16 << 20;
+
+/// Takes items from `rest` until their payload reaches
+/// [`SETUP_CHUNK_BYTES`] (at least one item when any is left).
+pub fn take_chunk<T>(
+    rest: &mut std::iter::Peekable<impl Iterator<Item = T>>,
+    size: impl Fn(&T) -> usize,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    while bytes < SETUP_CHUNK_BYTES {
+        let Some(item) = rest.next() else { break };
+        bytes += size(&item);
+        out.push(item);
+    }
+    out
+}
+
+/// Uploads `items` in requests of about [`SETUP_CHUNK_BYTES`] each (at
+/// least one request, also for no items). `request(reset, chunk)` builds a
+/// request, `reset` being true for the first only; `acknowledged` checks
+/// each response.
+pub fn upload<T, Req, Resp>(
+    channel: &mut dyn Channel,
+    items: Vec<T>,
+    size: impl Fn(&T) -> usize,
+    request: impl Fn(bool, Vec<T>) -> Req,
+    acknowledged: impl Fn(Resp) -> Result<()>,
+) -> Result<()>
+where
+    Req: Serialize,
+    Resp: DeserializeOwned,
+{
+    let mut reset = true;
+    let mut rest = items.into_iter().peekable();
+    loop {
+        let chunk = take_chunk(&mut rest, &size);
+        acknowledged(channel::call(channel, &request(reset, chunk))?)?;
+        reset = false;
+        if rest.peek().is_none() {
+            return Ok(());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -364,25 +364,16 @@ impl KeywordClient for FastClient {
 }
 
 fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
-    let mut reset = true;
-    let mut rest = entries.into_iter().peekable();
-    loop {
-        let chunk = crate::pibas::take_chunk(&mut rest, |_| LABEL_LEN + VALUE_LEN);
-        match channel::call(
-            channel,
-            &Request::Put {
-                reset,
-                entries: chunk,
-            },
-        )? {
-            Response::Stored => {}
-            other => return Err(unexpected(&other)),
-        }
-        reset = false;
-        if rest.peek().is_none() {
-            return Ok(());
-        }
-    }
+    crate::common::upload(
+        channel,
+        entries,
+        |_| LABEL_LEN + VALUE_LEN,
+        |reset, entries| Request::Put { reset, entries },
+        |r: Response| match r {
+            Response::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        },
+    )
 }
 
 fn unexpected(r: &Response) -> Error {

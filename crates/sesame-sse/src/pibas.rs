@@ -55,9 +55,6 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
-/// Payload bytes per setup request: far below the wire limit, large enough
-/// that a request costs little besides its bytes.
-pub(crate) const SETUP_CHUNK_BYTES: usize = 16 << 20;
 
 /// A PiBas request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,42 +198,17 @@ impl KeywordClient for PiBasClient {
     }
 }
 
-/// Takes items from `rest` until their payload reaches
-/// [`SETUP_CHUNK_BYTES`] (at least one item when any is left).
-pub(crate) fn take_chunk<T>(
-    rest: &mut std::iter::Peekable<impl Iterator<Item = T>>,
-    size: impl Fn(&T) -> usize,
-) -> Vec<T> {
-    let mut out = Vec::new();
-    let mut bytes = 0;
-    while bytes < SETUP_CHUNK_BYTES {
-        let Some(item) = rest.next() else { break };
-        bytes += size(&item);
-        out.push(item);
-    }
-    out
-}
-
 fn upload(channel: &mut dyn Channel, entries: Vec<([u8; 16], Vec<u8>)>) -> Result<()> {
-    let mut reset = true;
-    let mut rest = entries.into_iter().peekable();
-    loop {
-        let chunk = take_chunk(&mut rest, |e| 16 + e.1.len());
-        match channel::call(
-            channel,
-            &Request::Put {
-                reset,
-                entries: chunk,
-            },
-        )? {
-            Response::Stored => {}
-            other => return Err(unexpected(&other)),
-        }
-        reset = false;
-        if rest.peek().is_none() {
-            return Ok(());
-        }
-    }
+    common::upload(
+        channel,
+        entries,
+        |e| 16 + e.1.len(),
+        |reset, entries| Request::Put { reset, entries },
+        |r: Response| match r {
+            Response::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        },
+    )
 }
 
 fn unexpected(r: &Response) -> Error {

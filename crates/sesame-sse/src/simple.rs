@@ -172,7 +172,7 @@ impl KeywordClient for SimpleClient {
         let mut reset = true;
         let mut rest = entries.into_iter().peekable();
         loop {
-            let chunk = crate::pibas::take_chunk(&mut rest, |_| {
+            let chunk = crate::common::take_chunk(&mut rest, |_| {
                 uedsse::LABEL_LEN + uedsse::U_LEN + EID_LEN
             });
             expect_stored(channel::call(

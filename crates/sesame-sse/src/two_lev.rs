@@ -277,8 +277,8 @@ impl KeywordClient for TwoLevClient {
         loop {
             let request = Request::Put {
                 reset,
-                dict: crate::pibas::take_chunk(&mut dict, |e| 16 + e.1.len()),
-                array: crate::pibas::take_chunk(&mut array, |e| 8 + e.1.len()),
+                dict: crate::common::take_chunk(&mut dict, |e| 16 + e.1.len()),
+                array: crate::common::take_chunk(&mut array, |e| 8 + e.1.len()),
             };
             match channel::call(channel, &request)? {
                 Response::Stored => {}

@@ -660,25 +660,16 @@ impl KeywordClient for UedsseClient {
 }
 
 fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
-    let mut reset = true;
-    let mut rest = entries.into_iter().peekable();
-    loop {
-        let chunk = crate::pibas::take_chunk(&mut rest, |_| LABEL_LEN + U_LEN + EID_LEN);
-        match channel::call(
-            channel,
-            &Request::Put {
-                reset,
-                entries: chunk,
-            },
-        )? {
-            Response::Stored => {}
-            other => return Err(unexpected(&other)),
-        }
-        reset = false;
-        if rest.peek().is_none() {
-            return Ok(());
-        }
-    }
+    crate::common::upload(
+        channel,
+        entries,
+        |_| LABEL_LEN + U_LEN + EID_LEN,
+        |reset, entries| Request::Put { reset, entries },
+        |r: Response| match r {
+            Response::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        },
+    )
 }
 
 fn unexpected(r: &Response) -> Error {
