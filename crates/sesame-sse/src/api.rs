@@ -112,6 +112,20 @@ pub trait KeywordClient: Send {
 
     /// The client state (keys included) to persist.
     fn save_state(&self) -> Result<Vec<u8>>;
+
+    /// Answers a query of any kind (see [`crate::query`]). The default
+    /// answers exact queries with [`KeywordClient::search`] and conjunctive
+    /// ones by intersecting searches, when the descriptor lists them; other
+    /// kinds are [`sesame_core::Error::Unsupported`]. Schemes with prefix,
+    /// wildcard or ranked search override it.
+    fn query(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        query: &crate::query::Query,
+    ) -> Result<crate::query::QueryResult> {
+        crate::query::basic_query(self, rng, channel, query)
+    }
 }
 
 /// A registered keyword scheme: its descriptor and constructors.

@@ -1,0 +1,674 @@
+//! SUISE: "Searchable encryption with secure and efficient updates",
+//! F. Hahn and F. Kerschbaum, ACM CCS 2014, as implemented in seed 001
+//! (Liu, Tong, Lam: SSE schemes on mobile devices), and SUISE2, the seed's
+//! prefix variant that also indexes every prefix of every keyword.
+//!
+//! The server keeps, per document, a list of randomised keyword
+//! ciphertexts `(p, AES(s_w, p))`, where `s_w = F(k_s, w)` is the
+//! keyword's search key and `p` a pseudorandom label of the (document,
+//! keyword) pair. A first search for `w` sends `s_w`; the server scans
+//! every list, recomputes `AES(s_w, p)` and keeps the documents where it
+//! matches, and stores the result as the inverted entry of `w` under
+//! `s_w`. Later searches read that entry. An update of a keyword that was
+//! searched before also names the entry so that the server keeps it
+//! current; updates of keywords never searched reveal nothing that links
+//! them to a keyword.
+//!
+//! See `docs/schemes/suise.md` for leakage and deviations.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{
+    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+};
+use sesame_crypto::key::Key;
+use sesame_crypto::prf::{Aes128Prf, HmacPrf};
+
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::common;
+use crate::query::{self, Query, QueryResult};
+
+const LEAKAGE: &str = "Setup and update: the document identifier and the number of \
+    (keyword, document) pairs it gains or loses; for a keyword already searched, which \
+    searched keyword it is. Search: the search pattern (s_w is deterministic) and the \
+    identifiers of the matching documents (response-revealing); after the first search of a \
+    keyword the server keeps its result list in plaintext identifiers, so every later update \
+    of that keyword is linked to it (no forward privacy).";
+
+/// Descriptor of SUISE.
+pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
+    name: "suise",
+    title: "SUISE (dynamic SSE with lazily built inverted index)",
+    citation: "F. Hahn, F. Kerschbaum. Searchable Encryption with Secure and Efficient Updates. \
+               ACM CCS 2014, pp. 310-320",
+    kind: SchemeKind::DynamicSse,
+    forward_private: false,
+    backward_privacy: BackwardPrivacy::None,
+    queries: &[QueryKind::Exact, QueryKind::Conjunctive],
+    leakage: LEAKAGE,
+    doc: "docs/schemes/suise.md",
+};
+
+/// Descriptor of SUISE2, the prefix variant.
+pub static DESCRIPTOR2: SchemeDescriptor = SchemeDescriptor {
+    name: "suise2",
+    title: "SUISE2 (SUISE indexing every keyword prefix, seed 001)",
+    citation: "F. Hahn, F. Kerschbaum. Searchable Encryption with Secure and Efficient Updates. \
+               ACM CCS 2014; prefix variant of D. Y. W. Liu, C. T. Tong, W. W. M. Lam, \
+               Performance Analysis of SSE Schemes on Mobile Devices, 2018",
+    kind: SchemeKind::DynamicSse,
+    forward_private: false,
+    backward_privacy: BackwardPrivacy::None,
+    queries: &[QueryKind::Exact, QueryKind::Prefix, QueryKind::Conjunctive],
+    leakage: "As SUISE, for every prefix of every keyword as well: updates reveal the number \
+              of (prefix, document) pairs, hence the total length of the keywords; a prefix \
+              search reveals its result like an exact one.",
+    doc: "docs/schemes/suise.md",
+};
+
+/// The registry entry of SUISE.
+pub fn scheme() -> KeywordScheme {
+    KeywordScheme {
+        descriptor: &DESCRIPTOR,
+        params: &[],
+        new_client: |rng, params| Ok(Box::new(SuiseClient::new(rng, params, false)?)),
+        restore_client: |bytes| Ok(Box::new(SuiseClient::restore(bytes, false)?)),
+        new_server: |store| Box::new(Typed(SuiseServer::new(store))),
+    }
+}
+
+/// The registry entry of SUISE2.
+pub fn scheme2() -> KeywordScheme {
+    KeywordScheme {
+        descriptor: &DESCRIPTOR2,
+        params: &[],
+        new_client: |rng, params| Ok(Box::new(SuiseClient::new(rng, params, true)?)),
+        restore_client: |bytes| Ok(Box::new(SuiseClient::restore(bytes, true)?)),
+        new_server: |store| Box::new(Typed(SuiseServer::new(store))),
+    }
+}
+
+/// Bytes of a search key, a pair label and a keyword ciphertext.
+pub const LAMBDA: usize = 16;
+
+/// Token tag of an exact keyword.
+const EXACT: u8 = 0;
+/// Token tag of a prefix.
+const PREFIX: u8 = 1;
+
+/// One keyword ciphertext of a document: (pair label `p`, `AES(s_w, p)`).
+pub type Pair = ([u8; LAMBDA], [u8; LAMBDA]);
+
+/// A keyword ciphertext with the search key of its token when the token
+/// was searched before (so that the server updates its inverted entry).
+pub type NamedPair = (Pair, Option<[u8; LAMBDA]>);
+
+/// A SUISE request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Stores the keyword ciphertexts of documents; `reset` first removes
+    /// the earlier index.
+    Put {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// Per document and list (0: exact keywords, 1: SUISE2's
+        /// prefixes) its keyword ciphertexts.
+        docs: Vec<(DocId, u8, Vec<Pair>)>,
+    },
+    /// Adds keyword ciphertexts to a document; a pair whose keyword was
+    /// searched before names its inverted entry.
+    Add {
+        /// The document.
+        doc: DocId,
+        /// The document's list (0: exact, 1: prefixes).
+        list: u8,
+        /// Ciphertexts, each with its search key if searched before.
+        pairs: Vec<(Pair, Option<[u8; LAMBDA]>)>,
+    },
+    /// Removes keyword ciphertexts (by label) from a document.
+    Delete {
+        /// The document.
+        doc: DocId,
+        /// The document's list (0: exact, 1: prefixes).
+        list: u8,
+        /// Labels, each with its search key if searched before.
+        labels: Vec<([u8; LAMBDA], Option<[u8; LAMBDA]>)>,
+    },
+    /// The documents of the keyword whose search key this is.
+    Search {
+        /// `s_w`.
+        key: [u8; LAMBDA],
+        /// The lists to scan if there is no inverted entry (0: exact, 1:
+        /// prefixes).
+        list: u8,
+    },
+}
+
+/// A SUISE response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// The update is stored.
+    Stored,
+    /// The matching documents.
+    Ids(Vec<DocId>),
+}
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    master: [u8; 32],
+    searched: Vec<Vec<u8>>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.master);
+    }
+}
+
+/// The client half of SUISE and SUISE2: the key and the set of tokens
+/// searched so far (to name their inverted entries in updates).
+pub struct SuiseClient {
+    master: Key<32>,
+    search_prf: HmacPrf,
+    label_prf: HmacPrf,
+    prefixes: bool,
+    searched: BTreeSet<Vec<u8>>,
+}
+
+impl std::fmt::Debug for SuiseClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SuiseClient")
+            .field("prefixes", &self.prefixes)
+            .field("searched", &self.searched.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `AES(s, p)`: the keyword ciphertext of label `p` under search key `s`.
+fn seal(prf: &Aes128Prf, p: &[u8; LAMBDA]) -> [u8; LAMBDA] {
+    let mut b = [*p];
+    prf.eval_in_place(&mut b);
+    b[0]
+}
+
+impl SuiseClient {
+    /// A client with a fresh key; `prefixes` selects SUISE2. No parameters.
+    pub fn new(rng: &mut dyn CryptoRngCore, params: &Params, prefixes: bool) -> Result<Self> {
+        params.only(if prefixes { "suise2" } else { "suise" }, &[])?;
+        Ok(Self::with_key(
+            Key::generate(rng),
+            prefixes,
+            BTreeSet::new(),
+        ))
+    }
+
+    fn with_key(master: Key<32>, prefixes: bool, searched: BTreeSet<Vec<u8>>) -> Self {
+        Self {
+            search_prf: HmacPrf::new(&master.derive("sesame-sse/suise/search")),
+            label_prf: HmacPrf::new(&master.derive("sesame-sse/suise/label")),
+            master,
+            prefixes,
+            searched,
+        }
+    }
+
+    /// A client from saved state.
+    pub fn restore(bytes: &[u8], prefixes: bool) -> Result<Self> {
+        let s: State = sesame_core::wire::decode(bytes)?;
+        let searched: BTreeSet<Vec<u8>> = s.searched.iter().cloned().collect();
+        if searched.len() != s.searched.len() {
+            return Err(Error::Malformed("SUISE state lists a token twice".into()));
+        }
+        Ok(Self::with_key(
+            Key::from_bytes(s.master),
+            prefixes,
+            searched,
+        ))
+    }
+
+    /// The search key of a token (tag and keyword bytes).
+    fn search_key(&self, token: &[u8]) -> [u8; LAMBDA] {
+        let full = self.search_prf.eval_bytes(token);
+        let mut s = [0u8; LAMBDA];
+        s.copy_from_slice(&full[..LAMBDA]);
+        s
+    }
+
+    /// The tokens a keyword is indexed under, each with the number that
+    /// makes its pair label unique within the keyword.
+    fn tokens(&self, keyword: &[u8]) -> Vec<(Vec<u8>, u32)> {
+        let mut out = vec![(tagged(EXACT, keyword), 0)];
+        if self.prefixes {
+            for i in 1..=keyword.len() {
+                out.push((tagged(PREFIX, &keyword[..i]), i as u32));
+            }
+        }
+        out
+    }
+
+    /// The pair label of (doc, keyword, i): distinct for every source
+    /// keyword, so that SUISE2's shared prefixes are counted per keyword.
+    fn label(&self, doc: DocId, keyword: &[u8], i: u32) -> [u8; LAMBDA] {
+        let mut input = Vec::with_capacity(12 + keyword.len());
+        input.extend_from_slice(&doc.to_le_bytes());
+        input.extend_from_slice(&i.to_le_bytes());
+        input.extend_from_slice(keyword);
+        let full = self.label_prf.eval_bytes(&input);
+        let mut p = [0u8; LAMBDA];
+        p.copy_from_slice(&full[..LAMBDA]);
+        p
+    }
+
+    /// The keyword ciphertexts of one keyword of `doc`, each with the
+    /// search key when its token was searched before.
+    fn pairs(&self, doc: DocId, keyword: &[u8]) -> Vec<(u8, Pair, Option<[u8; LAMBDA]>)> {
+        self.tokens(keyword)
+            .into_iter()
+            .map(|(token, i)| {
+                let s = self.search_key(&token);
+                let p = self.label(doc, keyword, i);
+                let h = seal(&Aes128Prf::new(&Key::from_bytes(s)), &p);
+                let named = self.searched.contains(&token).then_some(s);
+                (token[0], (p, h), named)
+            })
+            .collect()
+    }
+
+    /// Searches one token.
+    fn search_token(&mut self, channel: &mut dyn Channel, token: Vec<u8>) -> Result<Vec<DocId>> {
+        let key = self.search_key(&token);
+        let list = token.first().copied().unwrap_or(EXACT);
+        let ids = match channel::call(channel, &Request::Search { key, list })? {
+            Response::Ids(ids) => common::normalise(ids),
+            other => return Err(unexpected(&other)),
+        };
+        self.searched.insert(token);
+        Ok(ids)
+    }
+}
+
+fn tagged(tag: u8, w: &[u8]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(1 + w.len());
+    t.push(tag);
+    t.extend_from_slice(w);
+    t
+}
+
+fn check_doc(doc: DocId) -> Result<()> {
+    if doc == common::PAD {
+        return Err(Error::InvalidArgument(format!(
+            "document identifier {} is reserved",
+            common::PAD
+        )));
+    }
+    Ok(())
+}
+
+impl KeywordClient for SuiseClient {
+    fn descriptor(&self) -> &'static SchemeDescriptor {
+        if self.prefixes {
+            &DESCRIPTOR2
+        } else {
+            &DESCRIPTOR
+        }
+    }
+
+    fn setup(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        db: &Multimap,
+    ) -> Result<()> {
+        common::check_ids(db)?;
+        self.searched.clear();
+        let mut per_doc: BTreeMap<DocId, Vec<&[u8]>> = BTreeMap::new();
+        for (w, ids) in db {
+            for &id in ids {
+                per_doc.entry(id).or_default().push(w);
+            }
+        }
+        let mut docs: Vec<(DocId, u8, Vec<Pair>)> = Vec::new();
+        for (doc, words) in per_doc {
+            let mut lists: BTreeMap<u8, Vec<Pair>> = BTreeMap::new();
+            for (list, pair, _) in words.iter().flat_map(|w| self.pairs(doc, w)) {
+                lists.entry(list).or_default().push(pair);
+            }
+            for (list, mut pairs) in lists {
+                // The order says nothing about the keywords.
+                pairs.sort_unstable();
+                pairs.dedup();
+                docs.push((doc, list, pairs));
+            }
+        }
+        common::upload(
+            channel,
+            docs,
+            |(_, _, pairs)| 9 + pairs.len() * 2 * LAMBDA,
+            |reset, docs| Request::Put { reset, docs },
+            |r: Response| match r {
+                Response::Stored => Ok(()),
+                other => Err(unexpected(&other)),
+            },
+        )
+    }
+
+    fn prepare_update(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        check_doc(doc)?;
+        if keywords.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let mut lists: BTreeMap<u8, Vec<NamedPair>> = BTreeMap::new();
+        for (list, pair, s) in keywords.iter().flat_map(|w| self.pairs(doc, w)) {
+            lists.entry(list).or_default().push((pair, s));
+        }
+        let mut requests = Vec::with_capacity(lists.len());
+        for (list, mut pairs) in lists {
+            pairs.sort_unstable();
+            pairs.dedup();
+            let request = match op {
+                UpdateOp::Add => Request::Add { doc, list, pairs },
+                UpdateOp::Delete => Request::Delete {
+                    doc,
+                    list,
+                    labels: pairs.into_iter().map(|((p, _), s)| (p, s)).collect(),
+                },
+            };
+            requests.push(sesame_core::wire::encode(&request)?);
+        }
+        Ok(Some(requests))
+    }
+
+    fn check_update_response(&self, response: &[u8]) -> Result<()> {
+        match sesame_core::wire::decode(response)? {
+            Response::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn search(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        keyword: &[u8],
+    ) -> Result<Vec<DocId>> {
+        self.search_token(channel, tagged(EXACT, keyword))
+    }
+
+    fn save_state(&self) -> Result<Vec<u8>> {
+        let s = State {
+            master: *self.master.as_bytes(),
+            searched: self.searched.iter().cloned().collect(),
+        };
+        sesame_core::wire::encode(&s)
+    }
+
+    fn query(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        q: &Query,
+    ) -> Result<QueryResult> {
+        match q {
+            Query::Prefix(p) if self.prefixes => {
+                if p.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "a prefix query needs at least one byte before `*`".into(),
+                    ));
+                }
+                Ok(QueryResult {
+                    ids: self.search_token(channel, tagged(PREFIX, p))?,
+                    ..QueryResult::default()
+                })
+            }
+            _ => query::basic_query(self, rng, channel, q),
+        }
+    }
+}
+
+fn unexpected(r: &Response) -> Error {
+    Error::Protocol(format!(
+        "unexpected SUISE response {}",
+        match r {
+            Response::Stored => "Stored",
+            Response::Ids(_) => "Ids",
+        }
+    ))
+}
+
+/// Store key of a document's list of keyword ciphertexts.
+fn doc_key(list: u8, doc: DocId) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10);
+    k.push(b'd');
+    k.push(list);
+    k.extend_from_slice(&doc.to_be_bytes());
+    k
+}
+
+/// Store key of the inverted entry of a search key.
+fn inverted_key(s: &[u8; LAMBDA]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + LAMBDA);
+    k.push(b'i');
+    k.extend_from_slice(s);
+    k
+}
+
+/// Bytes of an inverted-entry record: document (8) and pair label (16).
+const RECORD: usize = 8 + LAMBDA;
+
+fn decode_pairs(bytes: &[u8]) -> Result<BTreeMap<[u8; LAMBDA], [u8; LAMBDA]>> {
+    if !bytes.len().is_multiple_of(2 * LAMBDA) {
+        return Err(Error::StoreCorrupt(format!(
+            "SUISE document list of {} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(2 * LAMBDA)
+        .map(|c| {
+            let mut p = [0u8; LAMBDA];
+            let mut h = [0u8; LAMBDA];
+            p.copy_from_slice(&c[..LAMBDA]);
+            h.copy_from_slice(&c[LAMBDA..]);
+            (p, h)
+        })
+        .collect())
+}
+
+fn encode_pairs(pairs: &BTreeMap<[u8; LAMBDA], [u8; LAMBDA]>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(pairs.len() * 2 * LAMBDA);
+    for (p, h) in pairs {
+        out.extend_from_slice(p);
+        out.extend_from_slice(h);
+    }
+    out
+}
+
+fn decode_records(bytes: &[u8]) -> Result<BTreeSet<(DocId, [u8; LAMBDA])>> {
+    if !bytes.len().is_multiple_of(RECORD) {
+        return Err(Error::StoreCorrupt(format!(
+            "SUISE inverted entry of {} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(RECORD)
+        .map(|c| {
+            let mut d = [0u8; 8];
+            let mut p = [0u8; LAMBDA];
+            d.copy_from_slice(&c[..8]);
+            p.copy_from_slice(&c[8..]);
+            (DocId::from_le_bytes(d), p)
+        })
+        .collect())
+}
+
+fn encode_records(records: &BTreeSet<(DocId, [u8; LAMBDA])>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(records.len() * RECORD);
+    for (d, p) in records {
+        out.extend_from_slice(&d.to_le_bytes());
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+/// The server half of SUISE and SUISE2.
+pub struct SuiseServer {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for SuiseServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SuiseServer").finish_non_exhaustive()
+    }
+}
+
+impl SuiseServer {
+    /// A server keeping its index in `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// The documents of search key `s`: from its inverted entry when there
+    /// is one, otherwise by scanning every document's list, after which
+    /// the entry is stored.
+    pub fn search(&self, s: [u8; LAMBDA], list: u8) -> Result<Vec<DocId>> {
+        let ikey = inverted_key(&s);
+        if let Some(bytes) = self.store.get(&ikey)? {
+            let records = decode_records(&bytes)?;
+            return Ok(common::normalise(
+                records.into_iter().map(|(d, _)| d).collect(),
+            ));
+        }
+        let prf = Aes128Prf::new(&Key::from_bytes(s));
+        let mut records = BTreeSet::new();
+        let mut blocks = Vec::new();
+        for (key, value) in self.store.scan_prefix(&[b'd', list])? {
+            let doc: [u8; 8] = key
+                .get(2..)
+                .and_then(|k| k.try_into().ok())
+                .ok_or_else(|| Error::StoreCorrupt("SUISE document key".into()))?;
+            let doc = DocId::from_be_bytes(doc);
+            if !value.len().is_multiple_of(2 * LAMBDA) {
+                return Err(Error::StoreCorrupt(format!(
+                    "SUISE document list of {} bytes",
+                    value.len()
+                )));
+            }
+            blocks.clear();
+            blocks.extend(value.chunks_exact(2 * LAMBDA).map(|c| {
+                let mut p = [0u8; LAMBDA];
+                p.copy_from_slice(&c[..LAMBDA]);
+                p
+            }));
+            let labels = blocks.clone();
+            prf.eval_in_place(&mut blocks);
+            for ((c, sealed), p) in value.chunks_exact(2 * LAMBDA).zip(&blocks).zip(labels) {
+                if &c[LAMBDA..] == sealed.as_slice() {
+                    records.insert((doc, p));
+                }
+            }
+        }
+        self.store.put(&ikey, &encode_records(&records))?;
+        Ok(common::normalise(
+            records.into_iter().map(|(d, _)| d).collect(),
+        ))
+    }
+
+    fn add(&self, doc: DocId, list_id: u8, pairs: Vec<(Pair, Option<[u8; LAMBDA]>)>) -> Result<()> {
+        let dkey = doc_key(list_id, doc);
+        let mut list = match self.store.get(&dkey)? {
+            Some(b) => decode_pairs(&b)?,
+            None => BTreeMap::new(),
+        };
+        let mut batch = WriteBatch::new();
+        for ((p, h), s) in pairs {
+            list.insert(p, h);
+            if let Some(s) = s {
+                let ikey = inverted_key(&s);
+                if let Some(bytes) = self.store.get(&ikey)? {
+                    let mut records = decode_records(&bytes)?;
+                    records.insert((doc, p));
+                    batch.put(ikey, encode_records(&records));
+                }
+            }
+        }
+        batch.put(dkey, encode_pairs(&list));
+        self.store.write(batch)
+    }
+
+    fn delete(
+        &self,
+        doc: DocId,
+        list_id: u8,
+        labels: Vec<([u8; LAMBDA], Option<[u8; LAMBDA]>)>,
+    ) -> Result<()> {
+        let dkey = doc_key(list_id, doc);
+        let mut list = match self.store.get(&dkey)? {
+            Some(b) => decode_pairs(&b)?,
+            None => BTreeMap::new(),
+        };
+        let mut batch = WriteBatch::new();
+        for (p, s) in labels {
+            list.remove(&p);
+            if let Some(s) = s {
+                let ikey = inverted_key(&s);
+                if let Some(bytes) = self.store.get(&ikey)? {
+                    let mut records = decode_records(&bytes)?;
+                    records.remove(&(doc, p));
+                    batch.put(ikey, encode_records(&records));
+                }
+            }
+        }
+        if list.is_empty() {
+            batch.delete(dkey);
+        } else {
+            batch.put(dkey, encode_pairs(&list));
+        }
+        self.store.write(batch)
+    }
+}
+
+impl Handler for SuiseServer {
+    type Request = Request;
+    type Response = Response;
+
+    fn handle(&mut self, request: Request) -> Result<Response> {
+        match request {
+            Request::Put { reset, docs } => {
+                if reset {
+                    crate::pibas::clear(self.store.as_ref())?;
+                }
+                let mut batch = WriteBatch::with_capacity(docs.len());
+                for (doc, list_id, pairs) in docs {
+                    let list: BTreeMap<_, _> = pairs.into_iter().collect();
+                    batch.put(doc_key(list_id, doc), encode_pairs(&list));
+                }
+                self.store.write(batch)?;
+                Ok(Response::Stored)
+            }
+            Request::Add { doc, list, pairs } => {
+                self.add(doc, list, pairs)?;
+                Ok(Response::Stored)
+            }
+            Request::Delete { doc, list, labels } => {
+                self.delete(doc, list, labels)?;
+                Ok(Response::Stored)
+            }
+            Request::Search { key, list } => Ok(Response::Ids(self.search(key, list)?)),
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}
