@@ -98,6 +98,8 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(crate::experiments::sse_static::SseStatic),
         Box::new(crate::experiments::ore::Ore),
         Box::new(crate::experiments::uedsse::Uedsse),
+        Box::new(crate::experiments::aura::Aura),
+        Box::new(crate::experiments::mobile::Mobile),
     ]
 }
 

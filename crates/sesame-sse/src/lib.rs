@@ -4,12 +4,19 @@
 //! [`api::KeywordScheme`] in [`schemes`].
 
 pub mod api;
+pub mod aura;
+pub mod chlh15;
 pub mod common;
 pub mod fast;
+pub mod janus_pp;
 pub mod pibas;
+pub mod query;
+pub mod sd;
 pub mod simple;
+pub mod suise;
 pub mod two_lev;
 pub mod uedsse;
+pub mod vasst16;
 
 pub use api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
 
@@ -21,6 +28,15 @@ pub fn schemes() -> Vec<KeywordScheme> {
         fast::scheme(),
         uedsse::scheme(),
         simple::scheme(),
+        aura::scheme(),
+        sd::scheme(),
+        sd::scheme_sdd(),
+        janus_pp::scheme(),
+        suise::scheme(),
+        suise::scheme2(),
+        chlh15::scheme(),
+        vasst16::scheme(),
+        vasst16::scheme2(),
     ]
 }
 

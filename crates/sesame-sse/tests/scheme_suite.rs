@@ -23,6 +23,10 @@ fn configurations() -> Vec<(KeywordScheme, Params)> {
         let extra: &[&str] = match s.descriptor.name {
             "pibas" => &["block=3"],
             "2lev" => &["b=2,block=2", "b=3,block=4"],
+            // A high false-positive rate: the client removes many candidates.
+            "chlh15" => &["fpr=0.3,elements=256"],
+            "aura" => &["h=5,b=65536", "h=1,fp=0.000000001,dmax=40"],
+            "janus-pp" => &["d=2"],
             _ => &[],
         };
         for p in extra {

@@ -1,6 +1,8 @@
 //! The experiments, one module each.
 
+pub mod aura;
 pub mod datasets;
+pub mod mobile;
 pub mod ore;
 pub mod sse_static;
 pub mod uedsse;

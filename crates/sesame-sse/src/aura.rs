@@ -1,0 +1,805 @@
+//! Aura: the non-interactive forward- and backward-private scheme of Sun,
+//! Steinfeld, Lai, Yuan, Sakzad, Liu, Nepal and Gu, "Practical
+//! Non-Interactive Searchable Encryption with Forward and Backward
+//! Privacy", NDSS 2021, built on symmetric revocable encryption (SRE).
+//!
+//! SRE over a Bloom filter of `b = 2^depth` bits with `h` hash functions
+//! and a GGM tree of the same depth: a message `m` with tag `t` is
+//! encrypted `h` times, copy `j` under the GGM leaf key of the filter
+//! position `H_j(t)`. Revoking `t` inserts it into the filter; the key
+//! revoked at the filter is the GGM cover of the unset positions, which
+//! decrypts a copy of every ciphertext whose tag has at least one unset
+//! position and none of the others.
+//!
+//! For each keyword `w` the client keeps an epoch `i`, the number `c` of
+//! additions in the epoch, and the deletion filter `D_w`. An addition of
+//! `ind` stores, under the label `H(tkn_w ‖ c)` with `tkn_w = F(K, w ‖ i)`,
+//! the tag `t = F(K_t, w ‖ ind ‖ g)` and the `h` SRE copies of `ind` under
+//! the epoch's GGM root `sk_{w,i} = F(K_s, w ‖ i)`. A deletion inserts `t`
+//! into `D_w` locally and sends nothing. A search sends, in one round,
+//! `tkn_w`, `c`, and the cover of `D_w`'s unset positions in the tree of
+//! `sk_{w,i}`; the server decrypts the copies it can, merges the previous
+//! result it cached for the keyword (dropping cached identifiers whose tag
+//! is now fully revoked), caches the merged result with the tags, and
+//! answers with the identifiers. The client then moves to epoch `i + 1`:
+//! later additions use a fresh token and a fresh tree (forward privacy).
+//!
+//! `g` (the generation of the pair) lets a deleted pair be added again: it
+//! is the first `g` whose tag is not in `D_w`, so it needs no storage. See
+//! `docs/schemes/aura.md` for leakage and deviations.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{
+    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+};
+use sesame_crypto::ggm::{GgmNode, GgmTree};
+use sesame_crypto::hash::sha256;
+use sesame_crypto::key::Key;
+use sesame_crypto::prf::{Aes128Prf, HmacPrf};
+
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::common;
+
+/// Descriptor of Aura.
+pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
+    name: "aura",
+    title: "Aura (non-interactive forward/backward-private SSE from revocable encryption)",
+    citation: "S.-F. Sun, R. Steinfeld, S. Lai, X. Yuan, A. Sakzad, J. K. Liu, S. Nepal, D. Gu. \
+               Practical Non-Interactive Searchable Encryption with Forward and Backward \
+               Privacy. NDSS 2021",
+    kind: SchemeKind::DynamicSse,
+    forward_private: true,
+    backward_privacy: BackwardPrivacy::TypeII,
+    queries: &[QueryKind::Exact],
+    leakage: "Update: an addition reveals the number of keywords and one fixed-size entry per \
+              keyword, unlinkable to earlier searches (fresh token and GGM tree per epoch: \
+              forward privacy); a deletion sends nothing. Search: the search pattern (the \
+              previous epoch's token links searches of a keyword), the number of additions \
+              since the last search and when they happened, the revoked positions of the \
+              keyword's Bloom filter (the cover reveals which leaves are punctured, so the \
+              number of deletions up to Bloom collisions), which entries were deleted (their \
+              copies all fall on revoked positions), and the live identifiers: backward \
+              privacy type II (Aura's claim), since the update times of the keyword's entries \
+              are revealed. A Bloom false positive hides a live identifier (probability set \
+              by b, h and the deletions per keyword).",
+    doc: "docs/schemes/aura.md",
+};
+
+/// The registry entry of Aura.
+pub fn scheme() -> KeywordScheme {
+    KeywordScheme {
+        descriptor: &DESCRIPTOR,
+        params: &[
+            (
+                "h",
+                "13: hash functions of the Bloom filter (ciphertext copies per entry)",
+            ),
+            (
+                "b",
+                "1048576: Bloom filter bits per keyword (rounded up to a power of two)",
+            ),
+            (
+                "fp",
+                "unset: target false-positive rate; when set, b is the smallest power of two \
+                 meeting it after dmax deletions",
+            ),
+            (
+                "dmax",
+                "10000: deletions per keyword that fp is computed for",
+            ),
+        ],
+        new_client: |rng, params| Ok(Box::new(AuraClient::new(rng, params)?)),
+        restore_client: |bytes| Ok(Box::new(AuraClient::restore(bytes)?)),
+        new_server: |store| Box::new(Typed(AuraServer::new(store))),
+    }
+}
+
+/// Bytes of a tag.
+pub const TAG_LEN: usize = 16;
+/// Bytes of an identifier and of one of its SRE copies.
+const ID_LEN: usize = 8;
+/// Bytes of a label and of a search token.
+pub const LABEL_LEN: usize = 32;
+/// Bytes of a cached result record: identifier and tag.
+const CACHED_LEN: usize = ID_LEN + TAG_LEN;
+/// Smallest and largest tree depth (`log2 b`).
+const MIN_DEPTH: u8 = 4;
+const MAX_DEPTH: u8 = 40;
+/// Generations tried before giving up on re-adding a pair.
+const MAX_GENERATIONS: u64 = 1 << 16;
+
+/// A tag.
+pub type Tag = [u8; TAG_LEN];
+
+/// An index entry: label and value `tag ‖ ct_1 ‖ … ‖ ct_h`.
+pub type Entry = ([u8; LABEL_LEN], Vec<u8>);
+
+/// An Aura request.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Stores entries; `reset` first removes the earlier index.
+    Put {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// The entries.
+        entries: Vec<Entry>,
+    },
+    /// A search: everything the server needs, in one message.
+    Search {
+        /// Token of the keyword's current epoch.
+        tkn: [u8; LABEL_LEN],
+        /// Token of the previous epoch, under which the server cached the
+        /// previous result (none before the first search).
+        prev: Option<[u8; LABEL_LEN]>,
+        /// Additions in the current epoch.
+        count: u64,
+        /// Hash functions of the filter.
+        h: u8,
+        /// Depth of the GGM tree (`log2 b`).
+        depth: u8,
+        /// The revoked key: the cover of the filter's unset positions.
+        cover: Vec<GgmNode>,
+    },
+}
+
+/// An Aura response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// The entries are stored.
+    Stored,
+    /// The live identifiers.
+    Ids(Vec<DocId>),
+}
+
+/// The `h` filter positions of `tag` in a filter of `2^depth` bits:
+/// `H_j(t)`, the `j`-th 64-bit word of AES-128 keyed with the
+/// (pseudorandom, public to the server) tag over the counter blocks
+/// `0, 1, …`, reduced mod `b`. Positions of one tag may repeat, as with any
+/// Bloom filter. (Double hashing `h1 + j·h2 mod b` is cheaper but, with a
+/// power-of-two `b`, makes position sets of different tags overlap far
+/// more than independent hashes do: the false-positive rate it gave on
+/// small filters was orders of magnitude above the formula.)
+pub fn positions(tag: &Tag, h: u8, depth: u8) -> impl Iterator<Item = u64> {
+    let mask = if depth >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << depth) - 1
+    };
+    let n = usize::from(h.min(64));
+    let mut blocks = [[0u8; 16]; 32];
+    for (i, b) in blocks.iter_mut().enumerate().take(n.div_ceil(2)) {
+        b[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    }
+    Aes128Prf::new(&Key::from_bytes(*tag)).eval_in_place(&mut blocks[..n.div_ceil(2)]);
+    let mut out = [0u64; 64];
+    for (o, w) in out
+        .iter_mut()
+        .zip(blocks.iter().flat_map(|b| b.chunks_exact(8)))
+    {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(w);
+        *o = u64::from_le_bytes(x) & mask;
+    }
+    out.into_iter().take(n)
+}
+
+/// The pad of an SRE copy under a leaf key: `AES_leaf(tag)`, first 8 bytes.
+fn pad(leaf: &Key<16>, tag: &Tag) -> [u8; ID_LEN] {
+    let block = Aes128Prf::new(leaf).eval_block(tag);
+    let mut out = [0u8; ID_LEN];
+    out.copy_from_slice(&block[..ID_LEN]);
+    out
+}
+
+/// The label of the `c`-th addition under `tkn`.
+fn label(tkn: &[u8; LABEL_LEN], c: u64) -> [u8; LABEL_LEN] {
+    let mut input = [0u8; 1 + LABEL_LEN + 8];
+    input[0] = b'l';
+    input[1..=LABEL_LEN].copy_from_slice(tkn);
+    input[LABEL_LEN + 1..].copy_from_slice(&c.to_le_bytes());
+    sha256(&input)
+}
+
+/// The cover node holding `leaf`, if any (nodes sorted left to right, as
+/// [`GgmTree::cover`] returns them; unsorted hostile input only gives a
+/// wrong answer).
+fn covering(cover: &[GgmNode], leaf: u64) -> Option<&GgmNode> {
+    let i = cover.partition_point(|n| n.leaves().1 < leaf);
+    cover.get(i).filter(|n| n.covers(leaf))
+}
+
+/// Per-keyword client state.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct KeywordState {
+    /// Searches so far: the epoch of the token and tree.
+    epoch: u64,
+    /// Additions in the epoch.
+    count: u64,
+    /// The set bits of the keyword's deletion filter `D_w`, sorted.
+    revoked: BTreeSet<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    master: [u8; 32],
+    h: u8,
+    depth: u8,
+    keywords: Vec<(Vec<u8>, KeywordState)>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.master);
+    }
+}
+
+/// The client half of Aura: master key, parameters and per-keyword state.
+pub struct AuraClient {
+    master: Key<32>,
+    tkn_prf: HmacPrf,
+    tag_prf: HmacPrf,
+    sk_prf: HmacPrf,
+    h: u8,
+    depth: u8,
+    keywords: BTreeMap<Vec<u8>, KeywordState>,
+}
+
+impl std::fmt::Debug for AuraClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuraClient")
+            .field("h", &self.h)
+            .field("depth", &self.depth)
+            .field("keywords", &self.keywords.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Bloom false-positive rate `(1 - e^{-h n / b})^h`.
+pub fn false_positive_rate(b: f64, h: u32, n: u64) -> f64 {
+    (1.0 - (-(f64::from(h)) * n as f64 / b).exp()).powi(h as i32)
+}
+
+/// Reads `h` and the tree depth from the parameters.
+fn parse_params(params: &Params) -> Result<(u8, u8)> {
+    params.only(DESCRIPTOR.name, &["h", "b", "fp", "dmax"])?;
+    let h: u8 = params.get_or("h", 13u8)?;
+    if h == 0 || h > 64 {
+        return Err(Error::InvalidArgument(format!(
+            "parameter h={h} must be between 1 and 64"
+        )));
+    }
+    let fp: f64 = params.get_or("fp", 0.0f64)?;
+    let depth = if fp > 0.0 {
+        if fp >= 1.0 {
+            return Err(Error::InvalidArgument(format!(
+                "parameter fp={fp} must be below 1"
+            )));
+        }
+        let dmax: u64 = params.get_or("dmax", 10_000u64)?;
+        (MIN_DEPTH..=MAX_DEPTH)
+            .find(|&d| false_positive_rate((1u64 << d) as f64, u32::from(h), dmax) <= fp)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "no filter of at most 2^{MAX_DEPTH} bits reaches fp={fp} after {dmax} deletions"
+                ))
+            })?
+    } else {
+        let b: u64 = params.get_or("b", 1u64 << 20)?;
+        let depth = b.max(1).next_power_of_two().trailing_zeros() as u8;
+        if !(MIN_DEPTH..=MAX_DEPTH).contains(&depth) {
+            return Err(Error::InvalidArgument(format!(
+                "parameter b={b} must be between 2^{MIN_DEPTH} and 2^{MAX_DEPTH}"
+            )));
+        }
+        depth
+    };
+    if u64::from(h) > 1u64 << depth {
+        return Err(Error::InvalidArgument(format!(
+            "h={h} exceeds the filter size"
+        )));
+    }
+    Ok((h, depth))
+}
+
+/// The Bloom filter bits per keyword that `params` give.
+pub fn filter_bits(params: &Params) -> Result<u64> {
+    Ok(1u64 << parse_params(params)?.1)
+}
+
+impl AuraClient {
+    /// A client with a fresh key; parameters `h`, `b`, `fp`, `dmax`.
+    pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
+        let (h, depth) = parse_params(params)?;
+        Ok(Self::with_key(
+            Key::generate(rng),
+            h,
+            depth,
+            BTreeMap::new(),
+        ))
+    }
+
+    fn with_key(
+        master: Key<32>,
+        h: u8,
+        depth: u8,
+        keywords: BTreeMap<Vec<u8>, KeywordState>,
+    ) -> Self {
+        Self {
+            tkn_prf: HmacPrf::new(&master.derive("sesame-sse/aura/tkn")),
+            tag_prf: HmacPrf::new(&master.derive("sesame-sse/aura/tag")),
+            sk_prf: HmacPrf::new(&master.derive("sesame-sse/aura/sk")),
+            master,
+            h,
+            depth,
+            keywords,
+        }
+    }
+
+    /// A client from saved state.
+    pub fn restore(bytes: &[u8]) -> Result<Self> {
+        let s: State = sesame_core::wire::decode(bytes)?;
+        if s.h == 0
+            || s.h > 64
+            || !(MIN_DEPTH..=MAX_DEPTH).contains(&s.depth)
+            || u64::from(s.h) > 1u64 << s.depth
+        {
+            return Err(Error::Malformed("Aura state with bad parameters".into()));
+        }
+        let mut keywords = BTreeMap::new();
+        for (w, st) in &s.keywords {
+            if st.revoked.iter().any(|&p| p >> s.depth != 0) {
+                return Err(Error::Malformed("Aura filter bit out of range".into()));
+            }
+            if keywords.insert(w.clone(), st.clone()).is_some() {
+                return Err(Error::Malformed("Aura state lists a keyword twice".into()));
+            }
+        }
+        Ok(Self::with_key(
+            Key::from_bytes(s.master),
+            s.h,
+            s.depth,
+            keywords,
+        ))
+    }
+
+    /// Bloom hash functions (= ciphertext copies per entry).
+    pub fn h(&self) -> u8 {
+        self.h
+    }
+
+    /// Bloom filter bits per keyword.
+    pub fn filter_bits(&self) -> u64 {
+        1u64 << self.depth
+    }
+
+    /// Set bits in the deletion filter of `keyword`.
+    pub fn revoked_bits(&self, keyword: &[u8]) -> usize {
+        self.keywords.get(keyword).map_or(0, |s| s.revoked.len())
+    }
+
+    fn keyed(prf: &HmacPrf, keyword: &[u8], n: u64, g: u64) -> [u8; 32] {
+        prf.eval_concat(&[
+            &(keyword.len() as u64).to_le_bytes(),
+            keyword,
+            &n.to_le_bytes(),
+            &g.to_le_bytes(),
+        ])
+    }
+
+    fn token(&self, keyword: &[u8], epoch: u64) -> [u8; LABEL_LEN] {
+        Self::keyed(&self.tkn_prf, keyword, epoch, 0)
+    }
+
+    fn tag(&self, keyword: &[u8], doc: DocId, g: u64) -> Tag {
+        let full = Self::keyed(&self.tag_prf, keyword, doc, g);
+        let mut t = [0u8; TAG_LEN];
+        t.copy_from_slice(&full[..TAG_LEN]);
+        t
+    }
+
+    fn tree(&self, keyword: &[u8], epoch: u64) -> Result<GgmTree> {
+        let full = Self::keyed(&self.sk_prf, keyword, epoch, 0);
+        let mut root = [0u8; 16];
+        root.copy_from_slice(&full[..16]);
+        GgmTree::new(Key::from_bytes(root), self.depth).map_err(|_| Error::Crypto)
+    }
+
+    /// The tag of the pair's live generation: the first one not in `D_w`.
+    fn live_tag(&self, keyword: &[u8], doc: DocId) -> Result<Tag> {
+        let revoked = self.keywords.get(keyword).map(|s| &s.revoked);
+        for g in 0..MAX_GENERATIONS {
+            let t = self.tag(keyword, doc, g);
+            let dead =
+                revoked.is_some_and(|r| positions(&t, self.h, self.depth).all(|p| r.contains(&p)));
+            if !dead {
+                return Ok(t);
+            }
+        }
+        Err(Error::InvalidArgument(format!(
+            "Aura filter of keyword is saturated: {MAX_GENERATIONS} generations revoked"
+        )))
+    }
+
+    /// The entry of an addition, advancing the keyword's counter.
+    fn add_entry(&mut self, doc: DocId, keyword: &[u8]) -> Result<Entry> {
+        let tag = self.live_tag(keyword, doc)?;
+        let st = self.keywords.entry(keyword.to_vec()).or_default();
+        let (epoch, c) = (st.epoch, st.count);
+        st.count += 1;
+        let tree = self.tree(keyword, epoch)?;
+        let mut value = Vec::with_capacity(TAG_LEN + ID_LEN * usize::from(self.h));
+        value.extend_from_slice(&tag);
+        for p in positions(&tag, self.h, self.depth) {
+            let leaf = tree.leaf(p).map_err(|_| Error::Crypto)?;
+            let pad = pad(&leaf, &tag);
+            let ct: Vec<u8> = doc
+                .to_le_bytes()
+                .iter()
+                .zip(pad)
+                .map(|(a, b)| a ^ b)
+                .collect();
+            value.extend_from_slice(&ct);
+        }
+        Ok((label(&self.token(keyword, epoch), c), value))
+    }
+
+    /// A deletion: inserts the live tag into `D_w`. Local only.
+    fn delete(&mut self, doc: DocId, keyword: &[u8]) -> Result<()> {
+        let tag = self.live_tag(keyword, doc)?;
+        let (h, depth) = (self.h, self.depth);
+        let st = self.keywords.entry(keyword.to_vec()).or_default();
+        st.revoked.extend(positions(&tag, h, depth));
+        Ok(())
+    }
+
+    fn check_doc(doc: DocId) -> Result<()> {
+        if doc == common::PAD {
+            return Err(Error::InvalidArgument(format!(
+                "document identifier {} is reserved",
+                common::PAD
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl KeywordClient for AuraClient {
+    fn descriptor(&self) -> &'static SchemeDescriptor {
+        &DESCRIPTOR
+    }
+
+    fn setup(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        db: &Multimap,
+    ) -> Result<()> {
+        common::check_ids(db)?;
+        self.keywords.clear();
+        let mut entries = Vec::new();
+        for (w, ids) in db {
+            for id in common::normalise(ids.clone()) {
+                entries.push(self.add_entry(id, w)?);
+            }
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        let mut reset = true;
+        let mut rest = entries.into_iter().peekable();
+        loop {
+            let chunk = common::take_chunk(&mut rest, |e: &Entry| LABEL_LEN + e.1.len());
+            match channel::call(
+                channel,
+                &Request::Put {
+                    reset,
+                    entries: chunk,
+                },
+            )? {
+                Response::Stored => {}
+                other => return Err(unexpected(&other)),
+            }
+            reset = false;
+            if rest.peek().is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn prepare_update(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        Self::check_doc(doc)?;
+        match op {
+            UpdateOp::Delete => {
+                for w in keywords {
+                    self.delete(doc, w)?;
+                }
+                Ok(Some(Vec::new()))
+            }
+            UpdateOp::Add => {
+                let mut entries = Vec::with_capacity(keywords.len());
+                for w in keywords {
+                    entries.push(self.add_entry(doc, w)?);
+                }
+                if entries.is_empty() {
+                    return Ok(Some(Vec::new()));
+                }
+                // The order of the entries says nothing about the keywords.
+                entries.sort_unstable_by_key(|e| e.0);
+                let request = Request::Put {
+                    reset: false,
+                    entries,
+                };
+                Ok(Some(vec![sesame_core::wire::encode(&request)?]))
+            }
+        }
+    }
+
+    fn check_update_response(&self, response: &[u8]) -> Result<()> {
+        match sesame_core::wire::decode(response)? {
+            Response::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn search(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        keyword: &[u8],
+    ) -> Result<Vec<DocId>> {
+        let Some(st) = self.keywords.get(keyword) else {
+            return Ok(Vec::new());
+        };
+        let revoked: Vec<u64> = st.revoked.iter().copied().collect();
+        let (epoch, count) = (st.epoch, st.count);
+        let cover = self
+            .tree(keyword, epoch)?
+            .cover(&revoked)
+            .map_err(|_| Error::Crypto)?;
+        let request = Request::Search {
+            tkn: self.token(keyword, epoch),
+            prev: epoch.checked_sub(1).map(|e| self.token(keyword, e)),
+            count,
+            h: self.h,
+            depth: self.depth,
+            cover,
+        };
+        let ids = match channel::call(channel, &request)? {
+            Response::Ids(ids) => common::normalise(ids),
+            other => return Err(unexpected(&other)),
+        };
+        // Key renewal: later additions use a fresh token and tree.
+        if let Some(st) = self.keywords.get_mut(keyword) {
+            st.epoch += 1;
+            st.count = 0;
+        }
+        Ok(ids)
+    }
+
+    fn save_state(&self) -> Result<Vec<u8>> {
+        let s = State {
+            master: *self.master.as_bytes(),
+            h: self.h,
+            depth: self.depth,
+            keywords: self
+                .keywords
+                .iter()
+                .map(|(w, st)| (w.clone(), st.clone()))
+                .collect(),
+        };
+        sesame_core::wire::encode(&s)
+    }
+}
+
+fn unexpected(r: &Response) -> Error {
+    Error::Protocol(format!(
+        "unexpected Aura response {}",
+        match r {
+            Response::Stored => "Stored",
+            Response::Ids(_) => "Ids",
+        }
+    ))
+}
+
+fn entry_key(label: &[u8; LABEL_LEN]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + LABEL_LEN);
+    k.push(b'e');
+    k.extend_from_slice(label);
+    k
+}
+
+fn cache_key(tkn: &[u8; LABEL_LEN]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + LABEL_LEN);
+    k.push(b'g');
+    k.extend_from_slice(tkn);
+    k
+}
+
+/// The server half of Aura.
+pub struct AuraServer {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for AuraServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuraServer").finish_non_exhaustive()
+    }
+}
+
+impl AuraServer {
+    /// A server keeping its index in `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// Reads a cached result (identifier, tag) list.
+    fn cached(&self, tkn: &[u8; LABEL_LEN], out: &mut Vec<(DocId, Tag)>) -> Result<()> {
+        let Some(v) = self.store.get(&cache_key(tkn))? else {
+            return Ok(());
+        };
+        if !v.len().is_multiple_of(CACHED_LEN) {
+            return Err(Error::StoreCorrupt(format!(
+                "Aura cache of {} bytes",
+                v.len()
+            )));
+        }
+        for rec in v.chunks_exact(CACHED_LEN) {
+            let mut id = [0u8; ID_LEN];
+            id.copy_from_slice(&rec[..ID_LEN]);
+            let mut tag = [0u8; TAG_LEN];
+            tag.copy_from_slice(&rec[ID_LEN..]);
+            out.push((DocId::from_le_bytes(id), tag));
+        }
+        Ok(())
+    }
+
+    /// Runs a search; see the module documentation.
+    pub fn search(
+        &self,
+        tkn: [u8; LABEL_LEN],
+        prev: Option<[u8; LABEL_LEN]>,
+        count: u64,
+        h: u8,
+        depth: u8,
+        cover: &[GgmNode],
+    ) -> Result<Vec<DocId>> {
+        if h == 0 || h > 64 || !(MIN_DEPTH..=MAX_DEPTH).contains(&depth) {
+            return Err(Error::InvalidArgument("Aura search parameters".into()));
+        }
+        if cover.iter().any(|n| n.depth() != depth) {
+            return Err(Error::InvalidArgument(
+                "Aura cover node of another depth".into(),
+            ));
+        }
+        let live = |tag: &Tag| positions(tag, h, depth).any(|p| covering(cover, p).is_some());
+        // The previous result, and this epoch's own if the search is
+        // retried, minus what is now revoked.
+        let mut result: Vec<(DocId, Tag)> = Vec::new();
+        if let Some(p) = &prev {
+            self.cached(p, &mut result)?;
+        }
+        self.cached(&tkn, &mut result)?;
+        result.retain(|(_, t)| live(t));
+        let mut batch = WriteBatch::new();
+        for c in 0..count {
+            let key = entry_key(&label(&tkn, c));
+            // The epoch's entries are consecutive; a retried search finds
+            // none (they moved to the cache), and a hostile count stops at
+            // the first missing label.
+            let Some(value) = self.store.get(&key)? else {
+                break;
+            };
+            batch.delete(key);
+            let n = usize::from(h);
+            if value.len() != TAG_LEN + ID_LEN * n {
+                return Err(Error::InvalidArgument(format!(
+                    "Aura entry of {} bytes for h={h}",
+                    value.len()
+                )));
+            }
+            let mut tag = [0u8; TAG_LEN];
+            tag.copy_from_slice(&value[..TAG_LEN]);
+            for (j, p) in positions(&tag, h, depth).enumerate() {
+                let Some(node) = covering(cover, p) else {
+                    continue;
+                };
+                let leaf = node.leaf(p).map_err(|_| Error::Crypto)?;
+                let pad = pad(&leaf, &tag);
+                let ct = &value[TAG_LEN + j * ID_LEN..TAG_LEN + (j + 1) * ID_LEN];
+                let mut id = [0u8; ID_LEN];
+                for ((o, c), p) in id.iter_mut().zip(ct).zip(pad) {
+                    *o = c ^ p;
+                }
+                result.push((DocId::from_le_bytes(id), tag));
+                break;
+            }
+        }
+        result.sort_unstable();
+        result.dedup();
+        let mut cache = Vec::with_capacity(result.len() * CACHED_LEN);
+        for (id, tag) in &result {
+            cache.extend_from_slice(&id.to_le_bytes());
+            cache.extend_from_slice(tag);
+        }
+        batch.put(cache_key(&tkn), cache);
+        if let Some(p) = &prev {
+            batch.delete(cache_key(p));
+        }
+        self.store.write(batch)?;
+        Ok(common::normalise(
+            result.into_iter().map(|(id, _)| id).collect(),
+        ))
+    }
+}
+
+impl Handler for AuraServer {
+    type Request = Request;
+    type Response = Response;
+
+    fn handle(&mut self, request: Request) -> Result<Response> {
+        match request {
+            Request::Put { reset, entries } => {
+                let mut batch = WriteBatch::with_capacity(entries.len());
+                if reset {
+                    for (k, _) in self.store.scan_prefix(b"")? {
+                        batch.delete(k);
+                    }
+                }
+                for (label, value) in entries {
+                    batch.put(entry_key(&label), value);
+                }
+                self.store.write(batch)?;
+                Ok(Response::Stored)
+            }
+            Request::Search {
+                tkn,
+                prev,
+                count,
+                h,
+                depth,
+                cover,
+            } => Ok(Response::Ids(
+                self.search(tkn, prev, count, h, depth, &cover)?,
+            )),
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_in_range_and_depend_on_the_tag() {
+        let p: Vec<u64> = positions(&[0x5a; TAG_LEN], 13, 4).collect();
+        assert_eq!(p.len(), 13);
+        assert!(p.iter().all(|&x| x < 16));
+        let a: Vec<u64> = positions(&[1; TAG_LEN], 64, 40).collect();
+        let b: Vec<u64> = positions(&[2; TAG_LEN], 64, 40).collect();
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+        assert_eq!(a, positions(&[1; TAG_LEN], 64, 40).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn false_positive_rate_meets_the_fp_parameter() {
+        let p = Params::parse("h=5,fp=0.0001,dmax=1000").unwrap();
+        let (h, depth) = parse_params(&p).unwrap();
+        assert_eq!(h, 5);
+        assert!(false_positive_rate((1u64 << depth) as f64, 5, 1000) <= 1e-4);
+        assert!(false_positive_rate((1u64 << (depth - 1)) as f64, 5, 1000) > 1e-4);
+    }
+}

@@ -1,0 +1,618 @@
+//! Janus++: the forward- and backward-private scheme of Sun, Yuan, Liu,
+//! Steinfeld, Sakzad, Vo and Nepal, "Practical Backward-Secure Searchable
+//! Encryption from Symmetric Puncturable Encryption", CCS 2018, built on
+//! symmetric puncturable encryption (SPE) from a puncturable PRF.
+//!
+//! SPE with a deletion bound `d`: the key of a keyword's epoch is `d`
+//! shares, each the root of a GGM tree over 64-bit tags. A message with tag
+//! `t` is encrypted under `H(t, ⊕_j GGM_j(t))`, which takes all `d` shares
+//! (insertion cost grows with `d`). The `i`-th deletion punctures share
+//! `i` at the deleted entry's tag and sends the punctured share (the GGM
+//! co-path of `t`, 64 nodes) to the server. A search sends the shares not
+//! yet punctured; the server combines them with the punctured ones it
+//! holds, which decrypt every entry but the deleted ones.
+//!
+//! For forward privacy the epoch's token and shares are renewed after each
+//! search; the server caches the result with its tags, and later
+//! deletions of a cached identifier are applied at the next search (its
+//! tag is punctured in a share of the new epoch). See
+//! `docs/schemes/janus_pp.md` for leakage and deviations.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{
+    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+};
+use sesame_crypto::ggm::{GgmTree, PuncturedKey};
+use sesame_crypto::hash::sha256;
+use sesame_crypto::key::Key;
+use sesame_crypto::prf::HmacPrf;
+
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::common;
+
+/// Descriptor of Janus++.
+pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
+    name: "janus-pp",
+    title: "Janus++ (backward-private SSE from symmetric puncturable encryption)",
+    citation: "S.-F. Sun, X. Yuan, J. K. Liu, R. Steinfeld, A. Sakzad, V. Vo, S. Nepal. \
+               Practical Backward-Secure Searchable Encryption from Symmetric Puncturable \
+               Encryption. ACM CCS 2018",
+    kind: SchemeKind::DynamicSse,
+    forward_private: true,
+    backward_privacy: BackwardPrivacy::TypeIII,
+    queries: &[QueryKind::Exact],
+    leakage: "Update: an addition reveals one fixed-size entry per keyword, unlinkable to \
+              earlier searches (fresh token and shares per epoch: forward privacy); a deletion \
+              sends a punctured share under the keyword's epoch token, so the server links the \
+              deletions of an epoch to each other and to the next search (not to additions). \
+              Search: the search pattern, the number of additions and deletions since the last \
+              search, the punctured tags (hence which entries were deleted, and when), and the \
+              live identifiers: backward privacy type III (the paper's claim for Janus++).",
+    doc: "docs/schemes/janus_pp.md",
+};
+
+/// The registry entry of Janus++.
+pub fn scheme() -> KeywordScheme {
+    KeywordScheme {
+        descriptor: &DESCRIPTOR,
+        params: &[(
+            "d",
+            "8: deletions per keyword between two searches (shares of the SPE key)",
+        )],
+        new_client: |rng, params| Ok(Box::new(JanusClient::new(rng, params)?)),
+        restore_client: |bytes| Ok(Box::new(JanusClient::restore(bytes)?)),
+        new_server: |store| Box::new(Typed(JanusServer::new(store))),
+    }
+}
+
+/// Depth of the share trees: tags are 64-bit.
+const TAG_BITS: u8 = 64;
+/// Largest deletion bound.
+const MAX_D: usize = 1 << 16;
+/// Bytes of a label and a token.
+const LABEL_LEN: usize = 32;
+/// Bytes of an entry: tag and encrypted identifier.
+const ENTRY_LEN: usize = 16;
+
+/// A Janus++ request.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Stores addition entries; `reset` first removes the earlier index.
+    Put {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// (label, tag ‖ ciphertext).
+        entries: Vec<([u8; LABEL_LEN], [u8; ENTRY_LEN])>,
+    },
+    /// Stores the `index`-th punctured share of the epoch of `tkn`.
+    Delete {
+        /// Epoch token.
+        tkn: [u8; LABEL_LEN],
+        /// Share index.
+        index: u32,
+        /// The share punctured at the deleted tag.
+        share: PuncturedKey,
+    },
+    /// A search.
+    Search {
+        /// Epoch token.
+        tkn: [u8; LABEL_LEN],
+        /// Previous epoch's token (result cache), if any.
+        prev: Option<[u8; LABEL_LEN]>,
+        /// Additions in the epoch.
+        count: u64,
+        /// Punctured shares the server holds (deletions in the epoch).
+        punctured: u32,
+        /// The other shares, in order.
+        shares: Vec<[u8; 16]>,
+    },
+}
+
+/// A Janus++ response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// Stored.
+    Stored,
+    /// The live identifiers.
+    Ids(Vec<DocId>),
+}
+
+/// `H(t, k)`: the pad of an identifier.
+fn pad(tag: u64, key: &[u8; 16]) -> [u8; 8] {
+    let mut input = [0u8; 1 + 8 + 16];
+    input[0] = b'j';
+    input[1..9].copy_from_slice(&tag.to_le_bytes());
+    input[9..].copy_from_slice(key);
+    let d = sha256(&input);
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&d[..8]);
+    out
+}
+
+fn xor_into(acc: &mut [u8; 16], k: &Key<16>) {
+    for (a, b) in acc.iter_mut().zip(k.as_bytes()) {
+        *a ^= b;
+    }
+}
+
+fn label(tkn: &[u8; LABEL_LEN], c: u64) -> [u8; LABEL_LEN] {
+    let mut input = [0u8; 1 + LABEL_LEN + 8];
+    input[0] = b'l';
+    input[1..=LABEL_LEN].copy_from_slice(tkn);
+    input[LABEL_LEN + 1..].copy_from_slice(&c.to_le_bytes());
+    sha256(&input)
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct KeywordState {
+    epoch: u64,
+    count: u64,
+    deleted: u32,
+    /// Deletions so far of each identifier: the generation of its tag.
+    generations: BTreeMap<DocId, u32>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    master: [u8; 32],
+    d: u32,
+    keywords: Vec<(Vec<u8>, KeywordState)>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.master);
+    }
+}
+
+/// The client half of Janus++.
+pub struct JanusClient {
+    master: Key<32>,
+    prf: HmacPrf,
+    d: u32,
+    keywords: BTreeMap<Vec<u8>, KeywordState>,
+}
+
+impl std::fmt::Debug for JanusClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JanusClient")
+            .field("d", &self.d)
+            .field("keywords", &self.keywords.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl JanusClient {
+    /// A client with a fresh key; parameter `d`.
+    pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
+        params.only(DESCRIPTOR.name, &["d"])?;
+        let d: usize = params.get_or("d", 8usize)?;
+        if d == 0 || d > MAX_D {
+            return Err(Error::InvalidArgument(format!(
+                "parameter d={d} must be between 1 and {MAX_D}"
+            )));
+        }
+        Ok(Self::with(Key::generate(rng), d as u32, BTreeMap::new()))
+    }
+
+    fn with(master: Key<32>, d: u32, keywords: BTreeMap<Vec<u8>, KeywordState>) -> Self {
+        Self {
+            prf: HmacPrf::new(&master.derive("sesame-sse/janus++")),
+            master,
+            d,
+            keywords,
+        }
+    }
+
+    /// A client from saved state.
+    pub fn restore(bytes: &[u8]) -> Result<Self> {
+        let s: State = sesame_core::wire::decode(bytes)?;
+        if s.d == 0 || s.d as usize > MAX_D {
+            return Err(Error::Malformed("Janus++ state with a bad bound".into()));
+        }
+        let mut keywords = BTreeMap::new();
+        for (w, st) in &s.keywords {
+            if st.deleted > s.d || keywords.insert(w.clone(), st.clone()).is_some() {
+                return Err(Error::Malformed("Janus++ state is inconsistent".into()));
+            }
+        }
+        Ok(Self::with(Key::from_bytes(s.master), s.d, keywords))
+    }
+
+    fn keyed(&self, domain: u8, keyword: &[u8], a: u64, b: u64) -> [u8; 32] {
+        self.prf.eval_concat(&[
+            &[domain],
+            &(keyword.len() as u64).to_le_bytes(),
+            keyword,
+            &a.to_le_bytes(),
+            &b.to_le_bytes(),
+        ])
+    }
+
+    fn token(&self, keyword: &[u8], epoch: u64) -> [u8; LABEL_LEN] {
+        self.keyed(b't', keyword, epoch, 0)
+    }
+
+    fn tag(&self, keyword: &[u8], doc: DocId, generation: u32) -> u64 {
+        let full = self.keyed(b'g', keyword, doc, u64::from(generation));
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&full[..8]);
+        u64::from_le_bytes(t)
+    }
+
+    fn share(&self, keyword: &[u8], epoch: u64, j: u32) -> [u8; 16] {
+        let full = self.keyed(b's', keyword, epoch, u64::from(j));
+        let mut k = [0u8; 16];
+        k.copy_from_slice(&full[..16]);
+        k
+    }
+
+    fn tree(&self, keyword: &[u8], epoch: u64, j: u32) -> Result<GgmTree> {
+        GgmTree::new(Key::from_bytes(self.share(keyword, epoch, j)), TAG_BITS)
+            .map_err(|_| Error::Crypto)
+    }
+
+    fn add_entry(&mut self, doc: DocId, keyword: &[u8]) -> Result<([u8; LABEL_LEN], [u8; 16])> {
+        let st = self.keywords.get(keyword).cloned().unwrap_or_default();
+        let g = st.generations.get(&doc).copied().unwrap_or(0);
+        let t = self.tag(keyword, doc, g);
+        // SPE encryption under every share: O(d) GGM evaluations.
+        let mut key = [0u8; 16];
+        for j in 0..self.d {
+            let leaf = self
+                .tree(keyword, st.epoch, j)?
+                .leaf(t)
+                .map_err(|_| Error::Crypto)?;
+            xor_into(&mut key, &leaf);
+        }
+        let p = pad(t, &key);
+        let mut entry = [0u8; ENTRY_LEN];
+        entry[..8].copy_from_slice(&t.to_le_bytes());
+        for (i, (a, b)) in doc.to_le_bytes().iter().zip(p).enumerate() {
+            entry[8 + i] = a ^ b;
+        }
+        let lbl = label(&self.token(keyword, st.epoch), st.count);
+        self.keywords.entry(keyword.to_vec()).or_default().count += 1;
+        Ok((lbl, entry))
+    }
+
+    fn delete_request(&mut self, doc: DocId, keyword: &[u8]) -> Result<Request> {
+        let st = self.keywords.get(keyword).cloned().unwrap_or_default();
+        if st.deleted >= self.d {
+            return Err(Error::InvalidArgument(format!(
+                "Janus++ allows {} deletions per keyword between searches: search first",
+                self.d
+            )));
+        }
+        let g = st.generations.get(&doc).copied().unwrap_or(0);
+        let t = self.tag(keyword, doc, g);
+        let share = self
+            .tree(keyword, st.epoch, st.deleted)?
+            .puncture(&[t])
+            .map_err(|_| Error::Crypto)?;
+        let request = Request::Delete {
+            tkn: self.token(keyword, st.epoch),
+            index: st.deleted,
+            share,
+        };
+        let st = self.keywords.entry(keyword.to_vec()).or_default();
+        st.deleted += 1;
+        *st.generations.entry(doc).or_insert(0) += 1;
+        Ok(request)
+    }
+}
+
+impl KeywordClient for JanusClient {
+    fn descriptor(&self) -> &'static SchemeDescriptor {
+        &DESCRIPTOR
+    }
+
+    fn setup(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        db: &Multimap,
+    ) -> Result<()> {
+        common::check_ids(db)?;
+        self.keywords.clear();
+        let mut entries = Vec::new();
+        for (w, ids) in db {
+            for id in common::normalise(ids.clone()) {
+                entries.push(self.add_entry(id, w)?);
+            }
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        let mut reset = true;
+        let mut rest = entries.into_iter().peekable();
+        loop {
+            let chunk = common::take_chunk(&mut rest, |_| LABEL_LEN + ENTRY_LEN);
+            match channel::call(
+                channel,
+                &Request::Put {
+                    reset,
+                    entries: chunk,
+                },
+            )? {
+                Response::Stored => {}
+                other => return Err(unexpected(&other)),
+            }
+            reset = false;
+            if rest.peek().is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn prepare_update(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        if doc == common::PAD {
+            return Err(Error::InvalidArgument(format!(
+                "document identifier {} is reserved",
+                common::PAD
+            )));
+        }
+        match op {
+            UpdateOp::Add => {
+                let mut entries = Vec::with_capacity(keywords.len());
+                for w in keywords {
+                    entries.push(self.add_entry(doc, w)?);
+                }
+                if entries.is_empty() {
+                    return Ok(Some(Vec::new()));
+                }
+                entries.sort_unstable_by_key(|e| e.0);
+                let request = Request::Put {
+                    reset: false,
+                    entries,
+                };
+                Ok(Some(vec![sesame_core::wire::encode(&request)?]))
+            }
+            UpdateOp::Delete => {
+                let mut out = Vec::with_capacity(keywords.len());
+                for w in keywords {
+                    let request = self.delete_request(doc, w)?;
+                    out.push(sesame_core::wire::encode(&request)?);
+                }
+                Ok(Some(out))
+            }
+        }
+    }
+
+    fn check_update_response(&self, response: &[u8]) -> Result<()> {
+        match sesame_core::wire::decode(response)? {
+            Response::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn search(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        keyword: &[u8],
+    ) -> Result<Vec<DocId>> {
+        let Some(st) = self.keywords.get(keyword) else {
+            return Ok(Vec::new());
+        };
+        let request = Request::Search {
+            tkn: self.token(keyword, st.epoch),
+            prev: st.epoch.checked_sub(1).map(|e| self.token(keyword, e)),
+            count: st.count,
+            punctured: st.deleted,
+            shares: (st.deleted..self.d)
+                .map(|j| self.share(keyword, st.epoch, j))
+                .collect(),
+        };
+        let ids = match channel::call(channel, &request)? {
+            Response::Ids(ids) => common::normalise(ids),
+            other => return Err(unexpected(&other)),
+        };
+        if let Some(st) = self.keywords.get_mut(keyword) {
+            st.epoch += 1;
+            st.count = 0;
+            st.deleted = 0;
+        }
+        Ok(ids)
+    }
+
+    fn save_state(&self) -> Result<Vec<u8>> {
+        sesame_core::wire::encode(&State {
+            master: *self.master.as_bytes(),
+            d: self.d,
+            keywords: self
+                .keywords
+                .iter()
+                .map(|(w, s)| (w.clone(), s.clone()))
+                .collect(),
+        })
+    }
+}
+
+fn unexpected(r: &Response) -> Error {
+    Error::Protocol(format!(
+        "unexpected Janus++ response {}",
+        match r {
+            Response::Stored => "Stored",
+            Response::Ids(_) => "Ids",
+        }
+    ))
+}
+
+fn key(kind: u8, tkn: &[u8; LABEL_LEN], extra: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + LABEL_LEN + extra.len());
+    k.push(kind);
+    k.extend_from_slice(tkn);
+    k.extend_from_slice(extra);
+    k
+}
+
+/// The server half of Janus++.
+pub struct JanusServer {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for JanusServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JanusServer").finish_non_exhaustive()
+    }
+}
+
+impl JanusServer {
+    /// A server keeping its index in `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    fn search(
+        &self,
+        tkn: [u8; LABEL_LEN],
+        prev: Option<[u8; LABEL_LEN]>,
+        count: u64,
+        punctured: u32,
+        shares: &[[u8; 16]],
+    ) -> Result<Vec<DocId>> {
+        if punctured as usize > MAX_D || shares.len() > MAX_D {
+            return Err(Error::InvalidArgument("Janus++ search too large".into()));
+        }
+        let mut batch = WriteBatch::new();
+        let mut held = Vec::with_capacity(punctured as usize);
+        for j in 0..punctured {
+            let k = key(b'p', &tkn, &j.to_le_bytes());
+            let v = self
+                .store
+                .get(&k)?
+                .ok_or_else(|| Error::InvalidArgument(format!("Janus++ share {j} missing")))?;
+            let share: PuncturedKey = sesame_core::wire::decode(&v)
+                .map_err(|_| Error::StoreCorrupt("Janus++ share".into()))?;
+            held.push(share);
+            batch.delete(k);
+        }
+        let trees = shares
+            .iter()
+            .map(|s| GgmTree::new(Key::from_bytes(*s), TAG_BITS).map_err(|_| Error::Crypto))
+            .collect::<Result<Vec<_>>>()?;
+        // The combined key of tag t, or None if a share is punctured at t.
+        let combined = |t: u64| -> Result<Option<[u8; 16]>> {
+            let mut k = [0u8; 16];
+            for s in &held {
+                match s.leaf(t) {
+                    Ok(leaf) => xor_into(&mut k, &leaf),
+                    Err(_) => return Ok(None),
+                }
+            }
+            for tree in &trees {
+                xor_into(&mut k, &tree.leaf(t).map_err(|_| Error::Crypto)?);
+            }
+            Ok(Some(k))
+        };
+        let mut result: Vec<(DocId, u64)> = Vec::new();
+        for p in prev.iter().chain([&tkn]) {
+            if let Some(v) = self.store.get(&key(b'g', p, &[]))? {
+                if !v.len().is_multiple_of(16) {
+                    return Err(Error::StoreCorrupt("Janus++ cache".into()));
+                }
+                for rec in v.chunks_exact(16) {
+                    let mut a = [0u8; 8];
+                    let mut b = [0u8; 8];
+                    a.copy_from_slice(&rec[..8]);
+                    b.copy_from_slice(&rec[8..]);
+                    let t = u64::from_le_bytes(b);
+                    // A cached identifier deleted in this epoch.
+                    if held.iter().all(|s| s.leaf(t).is_ok()) {
+                        result.push((DocId::from_le_bytes(a), t));
+                    }
+                }
+            }
+        }
+        for c in 0..count {
+            let k = key(b'e', &label(&tkn, c), &[]);
+            let Some(v) = self.store.get(&k)? else {
+                break;
+            };
+            batch.delete(k);
+            if v.len() != ENTRY_LEN {
+                return Err(Error::StoreCorrupt("Janus++ entry".into()));
+            }
+            let mut tb = [0u8; 8];
+            tb.copy_from_slice(&v[..8]);
+            let t = u64::from_le_bytes(tb);
+            let Some(k) = combined(t)? else {
+                continue;
+            };
+            let p = pad(t, &k);
+            let mut id = [0u8; 8];
+            for ((o, c), p) in id.iter_mut().zip(&v[8..]).zip(p) {
+                *o = c ^ p;
+            }
+            result.push((DocId::from_le_bytes(id), t));
+        }
+        result.sort_unstable();
+        result.dedup();
+        let mut cache = Vec::with_capacity(16 * result.len());
+        for (id, t) in &result {
+            cache.extend_from_slice(&id.to_le_bytes());
+            cache.extend_from_slice(&t.to_le_bytes());
+        }
+        batch.put(key(b'g', &tkn, &[]), cache);
+        if let Some(p) = &prev {
+            batch.delete(key(b'g', p, &[]));
+        }
+        self.store.write(batch)?;
+        Ok(common::normalise(
+            result.into_iter().map(|(id, _)| id).collect(),
+        ))
+    }
+}
+
+impl Handler for JanusServer {
+    type Request = Request;
+    type Response = Response;
+
+    fn handle(&mut self, request: Request) -> Result<Response> {
+        match request {
+            Request::Put { reset, entries } => {
+                let mut batch = WriteBatch::with_capacity(entries.len());
+                if reset {
+                    for (k, _) in self.store.scan_prefix(b"")? {
+                        batch.delete(k);
+                    }
+                }
+                for (l, e) in entries {
+                    batch.put(key(b'e', &l, &[]), e.to_vec());
+                }
+                self.store.write(batch)?;
+                Ok(Response::Stored)
+            }
+            Request::Delete { tkn, index, share } => {
+                self.store.put(
+                    &key(b'p', &tkn, &index.to_le_bytes()),
+                    &sesame_core::wire::encode(&share)?,
+                )?;
+                Ok(Response::Stored)
+            }
+            Request::Search {
+                tkn,
+                prev,
+                count,
+                punctured,
+                shares,
+            } => Ok(Response::Ids(
+                self.search(tkn, prev, count, punctured, &shares)?,
+            )),
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}

@@ -1,0 +1,46 @@
+//! Janus++'s own properties: a deletion sends one punctured share, the
+//! deletion bound holds between searches, and searches renew the keys.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use sesame_core::{Channel, LocalChannel, Params};
+use sesame_sse::{Multimap, UpdateOp};
+use sesame_store::MemoryStore;
+
+#[test]
+fn deletions_send_a_share_and_respect_the_bound() {
+    let s = sesame_sse::scheme("janus-pp").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    let mut c = (s.new_client)(&mut rng, &Params::parse("d=3").unwrap()).unwrap();
+    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
+    let w = vec![b"w".to_vec()];
+    for id in 0..6 {
+        c.update(&mut rng, &mut ch, UpdateOp::Add, id, &w).unwrap();
+    }
+    let span = ch.meter().span();
+    for id in 0..3 {
+        c.update(&mut rng, &mut ch, UpdateOp::Delete, id, &w)
+            .unwrap();
+    }
+    let snap = span.finish();
+    assert_eq!(snap.rounds, 3);
+    // A punctured share is the 64-node co-path of the tag.
+    assert!(snap.bytes_up > 3 * 64 * 16, "{}", snap.bytes_up);
+    // The fourth deletion needs a search first.
+    assert!(c
+        .update(&mut rng, &mut ch, UpdateOp::Delete, 4, &w)
+        .is_err());
+    assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![3, 4, 5]);
+    // Cached results are deleted in the next epoch; re-additions return.
+    c.update(&mut rng, &mut ch, UpdateOp::Delete, 4, &w)
+        .unwrap();
+    c.update(&mut rng, &mut ch, UpdateOp::Add, 1, &w).unwrap();
+    let mut c = (s.restore_client)(&c.save_state().unwrap()).unwrap();
+    assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![1, 3, 5]);
+    assert!((s.new_client)(&mut rng, &Params::parse("d=0").unwrap()).is_err());
+}

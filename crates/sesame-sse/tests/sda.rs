@@ -1,0 +1,114 @@
+//! SDa's own properties: rebuilds are real fetch/upload exchanges, the
+//! levels follow the binary representation of the update count, and the
+//! client keeps one counter per level.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use sesame_core::{Channel, LocalChannel, Params, Service};
+use sesame_sse::sd::SdaClient;
+use sesame_sse::{KeywordClient, Multimap, UpdateOp};
+use sesame_store::MemoryStore;
+
+fn fresh() -> (SdaClient, LocalChannel<Box<dyn Service>>, ChaCha20Rng) {
+    let s = sesame_sse::scheme("sda").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let mut c = SdaClient::new(&mut rng, &Params::new()).unwrap();
+    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
+    (c, ch, rng)
+}
+
+#[test]
+fn levels_follow_the_update_count_and_rebuilds_are_exchanges() {
+    let (mut c, mut ch, mut rng) = fresh();
+    let w = vec![b"w".to_vec()];
+    for i in 1..=13u64 {
+        let span = ch.meter().span();
+        c.update(&mut rng, &mut ch, UpdateOp::Add, i, &w).unwrap();
+        let snap = span.finish();
+        // Level 0 free: one upload; otherwise a fetch and an upload.
+        let want = if (i - 1) % 2 == 0 { 1 } else { 2 };
+        assert_eq!(snap.rounds, want, "update {i}");
+        let levels: Vec<u8> = (0..8).filter(|l| i >> l & 1 == 1).collect();
+        assert_eq!(c.full_levels(), levels, "after {i} updates");
+    }
+    let state = c.save_state().unwrap();
+    assert!(state.len() < 200, "client state of {} bytes", state.len());
+    assert_eq!(
+        c.search(&mut rng, &mut ch, b"w").unwrap(),
+        (1..=13).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn deletions_and_re_additions_across_levels() {
+    let (mut c, mut ch, mut rng) = fresh();
+    let w = vec![b"w".to_vec()];
+    for i in 0..6 {
+        c.update(&mut rng, &mut ch, UpdateOp::Add, i, &w).unwrap();
+    }
+    c.update(&mut rng, &mut ch, UpdateOp::Delete, 3, &w)
+        .unwrap();
+    assert_eq!(
+        c.search(&mut rng, &mut ch, b"w").unwrap(),
+        vec![0, 1, 2, 4, 5]
+    );
+    c.update(&mut rng, &mut ch, UpdateOp::Add, 3, &w).unwrap();
+    assert_eq!(
+        c.search(&mut rng, &mut ch, b"w").unwrap(),
+        vec![0, 1, 2, 3, 4, 5]
+    );
+    let mut again = SdaClient::restore(&c.save_state().unwrap()).unwrap();
+    again
+        .update(&mut rng, &mut ch, UpdateOp::Delete, 0, &w)
+        .unwrap();
+    assert_eq!(
+        again.search(&mut rng, &mut ch, b"w").unwrap(),
+        vec![1, 2, 3, 4, 5]
+    );
+}
+
+#[test]
+fn sdd_updates_cost_two_rounds_and_keep_three_buffers_per_level() {
+    let s = sesame_sse::scheme("sdd").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(6);
+    let mut c = sesame_sse::sd::SddClient::new(&mut rng, &Params::new()).unwrap();
+    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
+    let words: Vec<Vec<u8>> = (0..5).map(|i| vec![b'a' + i]).collect();
+    let mut truth: Vec<std::collections::BTreeSet<u64>> = vec![Default::default(); 5];
+    let mut max_rounds = 0;
+    for i in 0..1000u64 {
+        let k = (i * 7 % 5) as usize;
+        let add = i % 3 != 2;
+        let doc = i % 97;
+        let span = ch.meter().span();
+        let op = if add { UpdateOp::Add } else { UpdateOp::Delete };
+        c.update(&mut rng, &mut ch, op, doc, std::slice::from_ref(&words[k]))
+            .unwrap();
+        max_rounds = max_rounds.max(span.finish().rounds);
+        if add {
+            truth[k].insert(doc);
+        } else {
+            truth[k].remove(&doc);
+        }
+        if i % 97 == 0 {
+            for (w, t) in words.iter().zip(&truth) {
+                let got = c.search(&mut rng, &mut ch, w).unwrap();
+                assert_eq!(got, t.iter().copied().collect::<Vec<_>>(), "after {i}");
+            }
+        }
+    }
+    // De-amortised: never more than a fetch and a put per update.
+    assert_eq!(max_rounds, 2);
+    let mut again = sesame_sse::sd::SddClient::restore(&c.save_state().unwrap()).unwrap();
+    for (w, t) in words.iter().zip(&truth) {
+        let got = again.search(&mut rng, &mut ch, w).unwrap();
+        assert_eq!(got, t.iter().copied().collect::<Vec<_>>());
+    }
+    assert!(c.save_state().unwrap().len() < 1000);
+}
