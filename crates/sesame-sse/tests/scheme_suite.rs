@@ -3,6 +3,9 @@
 //! index, survive a save/restore of its client state, and turn malformed
 //! server responses into errors rather than panics.
 
+// Test helpers: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

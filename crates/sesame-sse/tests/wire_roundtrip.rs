@@ -1,6 +1,9 @@
 //! Every request and response type of the static schemes round-trips
 //! through the wire encoding, and truncated encodings are refused.
 
+// Test helpers: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 use proptest::prelude::*;
 use sesame_core::wire;
 use sesame_sse::{pibas, two_lev};
