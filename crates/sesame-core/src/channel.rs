@@ -159,7 +159,10 @@ impl<S: Service> LocalChannel<S> {
 
     /// Takes the recorded observations.
     pub fn take_transcript(&mut self) -> Vec<Observation> {
-        self.transcript.as_mut().map(std::mem::take).unwrap_or_default()
+        self.transcript
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The server half.

@@ -230,7 +230,10 @@ mod tests {
         record(Primitive::Prf, 5); // client work
         record(Primitive::Hash, 2); // server work on this thread
         let mut server = PrimitiveCounts::default();
-        server.total[Primitive::ALL.iter().position(|&k| k == Primitive::Hash).unwrap()] = 2;
+        server.total[Primitive::ALL
+            .iter()
+            .position(|&k| k == Primitive::Hash)
+            .unwrap()] = 2;
         server.pure = server.total;
         m.record_round(10, 20, Duration::from_micros(50));
         m.record_server(

@@ -153,7 +153,10 @@ impl Registry {
     }
 
     /// Every descriptor of `kind`.
-    pub fn of_kind(&self, kind: SchemeKind) -> impl Iterator<Item = &'static SchemeDescriptor> + '_ {
+    pub fn of_kind(
+        &self,
+        kind: SchemeKind,
+    ) -> impl Iterator<Item = &'static SchemeDescriptor> + '_ {
         self.iter().filter(move |d| d.kind == kind)
     }
 
@@ -183,7 +186,10 @@ mod tests {
         leakage: "everything",
         doc: "docs/schemes/a.md",
     };
-    static A2: SchemeDescriptor = SchemeDescriptor { title: "A again", ..A };
+    static A2: SchemeDescriptor = SchemeDescriptor {
+        title: "A again",
+        ..A
+    };
 
     #[test]
     fn lookup_is_case_insensitive_and_names_are_unique() {
@@ -245,7 +251,11 @@ impl Params {
             None => Ok(()),
             Some(k) => Err(crate::Error::InvalidArgument(format!(
                 "scheme {scheme} has no parameter {k:?} (known: {})",
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             ))),
         }
     }

@@ -159,7 +159,8 @@ impl IoCounter {
             })
             .sum();
         self.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        self.bytes_written.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.bytes_written
+            .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// The counts so far.

@@ -121,7 +121,19 @@ mod tests {
     #[test]
     fn huge_length_prefix_is_an_error_not_an_allocation() {
         // Variant B with a claimed length of 2^63 elements.
-        let bytes = [WIRE_VERSION, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        let bytes = [
+            WIRE_VERSION,
+            1,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0x7f,
+        ];
         assert!(decode::<Msg>(&bytes).is_err());
     }
 }

@@ -24,7 +24,10 @@ const CONFIGS: [(&str, &str); 4] = [
 fn database(pairs: u64) -> Multimap {
     let mut db = Multimap::new();
     for w in 0..pairs / 100 {
-        db.insert(format!("w{w}").into_bytes(), (w * 100..w * 100 + 100).collect());
+        db.insert(
+            format!("w{w}").into_bytes(),
+            (w * 100..w * 100 + 100).collect(),
+        );
     }
     db
 }

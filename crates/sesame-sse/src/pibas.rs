@@ -48,13 +48,15 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 pub fn scheme() -> KeywordScheme {
     KeywordScheme {
         descriptor: &DESCRIPTOR,
-        params: &[("block", "1 (identifiers per entry; >1 is the pack extension)")],
+        params: &[(
+            "block",
+            "1 (identifiers per entry; >1 is the pack extension)",
+        )],
         new_client: |rng, params| Ok(Box::new(PiBasClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(PiBasClient::restore(bytes)?)),
         new_server: |store| Box::new(Typed(PiBasServer::new(store))),
     }
 }
-
 
 /// A PiBas request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -56,7 +56,10 @@ pub fn scheme() -> KeywordScheme {
         descriptor: &DESCRIPTOR,
         params: &[
             ("b", "64 (slots per dictionary entry)"),
-            ("block", "64 (identifiers per array block; 512 fills a 4 KiB page)"),
+            (
+                "block",
+                "64 (identifiers per array block; 512 fills a 4 KiB page)",
+            ),
         ],
         new_client: |rng, params| Ok(Box::new(TwoLevClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(TwoLevClient::restore(bytes)?)),
@@ -199,7 +202,10 @@ impl TwoLevClient {
             .iter()
             .map(|(w, ids)| (w, common::normalise(ids.clone())))
             .collect();
-        let total: usize = lists.iter().map(|(_, ids)| self.blocks_for(ids.len()).1).sum();
+        let total: usize = lists
+            .iter()
+            .map(|(_, ids)| self.blocks_for(ids.len()).1)
+            .sum();
         let positions = shuffled(rng, total);
         let mut next = positions.into_iter();
         let mut index = Index {

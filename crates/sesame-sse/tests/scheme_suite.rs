@@ -63,7 +63,12 @@ fn check_static(s: &KeywordScheme, params: &Params, db: &Multimap, seed: u64) {
     client.setup(&mut rng, &mut ch, db).unwrap();
     for w in db.keys().map(Vec::as_slice).chain([&b"absent"[..], b""]) {
         let got = client.search(&mut rng, &mut ch, w).unwrap();
-        assert_eq!(got, oracle(db, w), "{} {params} keyword {w:?}", s.descriptor.name);
+        assert_eq!(
+            got,
+            oracle(db, w),
+            "{} {params} keyword {w:?}",
+            s.descriptor.name
+        );
     }
     // The restored client answers the same.
     let mut again = (s.restore_client)(&client.save_state().unwrap()).unwrap();
@@ -113,7 +118,10 @@ proptest! {
 
 #[test]
 fn every_scheme_is_registered_once_with_a_doc_page() {
-    let names: Vec<&str> = sesame_sse::schemes().iter().map(|s| s.descriptor.name).collect();
+    let names: Vec<&str> = sesame_sse::schemes()
+        .iter()
+        .map(|s| s.descriptor.name)
+        .collect();
     let unique: BTreeSet<&str> = names.iter().copied().collect();
     assert_eq!(names.len(), unique.len());
     assert!(names.contains(&"pibas") && names.contains(&"2lev"));
@@ -136,7 +144,10 @@ fn unknown_parameters_and_bad_state_are_refused() {
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     for s in sesame_sse::schemes() {
         let p = Params::parse("colour=blue").unwrap();
-        assert!(matches!((s.new_client)(&mut rng, &p), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            (s.new_client)(&mut rng, &p),
+            Err(Error::InvalidArgument(_))
+        ));
         assert!((s.restore_client)(b"not a state").is_err());
         assert!((s.restore_client)(&[]).is_err());
     }
@@ -181,7 +192,11 @@ impl<C: Channel> Channel for Damaging<C> {
         let mut r = self.inner.call(request)?;
         match self.mode {
             0 => r.truncate(r.len() / 2),
-            1 => r = (0..self.rng.gen_range(0..64)).map(|_| self.rng.gen()).collect(),
+            1 => {
+                r = (0..self.rng.gen_range(0..64))
+                    .map(|_| self.rng.gen())
+                    .collect()
+            }
             2 => r.push(0),
             _ => {
                 if !r.is_empty() {
@@ -241,7 +256,10 @@ fn redb_backend_gives_the_same_answers() {
         smaller.remove(b"k1".as_slice());
         client.setup(&mut rng, &mut ch, &smaller).unwrap();
         for w in db.keys() {
-            assert_eq!(client.search(&mut rng, &mut ch, w).unwrap(), oracle(&smaller, w));
+            assert_eq!(
+                client.search(&mut rng, &mut ch, w).unwrap(),
+                oracle(&smaller, w)
+            );
         }
     }
 }

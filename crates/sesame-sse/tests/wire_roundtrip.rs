@@ -18,7 +18,8 @@ fn entries() -> impl Strategy<Value = Vec<([u8; 16], Vec<u8>)>> {
 
 fn pibas_request() -> impl Strategy<Value = pibas::Request> {
     prop_oneof![
-        (any::<bool>(), entries()).prop_map(|(reset, entries)| pibas::Request::Put { reset, entries }),
+        (any::<bool>(), entries())
+            .prop_map(|(reset, entries)| pibas::Request::Put { reset, entries }),
         (label(), label()).prop_map(|(k1, k2)| pibas::Request::Search { k1, k2 }),
     ]
 }
@@ -35,7 +36,10 @@ fn two_lev_request() -> impl Strategy<Value = two_lev::Request> {
         (
             any::<bool>(),
             entries(),
-            prop::collection::vec((any::<u64>(), prop::collection::vec(any::<u8>(), 0..40)), 0..8)
+            prop::collection::vec(
+                (any::<u64>(), prop::collection::vec(any::<u8>(), 0..40)),
+                0..8
+            )
         )
             .prop_map(|(reset, dict, array)| two_lev::Request::Put { reset, dict, array }),
         (label(), label()).prop_map(|(k1, k2)| two_lev::Request::Search { k1, k2 }),
