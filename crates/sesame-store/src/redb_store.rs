@@ -486,6 +486,6 @@ mod tests {
         drop(store);
         // The handle was leaked, so the file is still locked here.
         let err = RedbStore::open(&path).unwrap_err();
-        assert!(matches!(err, Error::StoreIo(_)), "{err:?}");
+        assert!(matches!(err, Error::StoreBusy(_)), "{err:?}");
     }
 }
