@@ -63,9 +63,7 @@ impl EmbeddedBackend {
     /// store stays locked against other processes while the backend lives.
     pub fn open(path: &Path) -> Result<Self> {
         let store = RedbStore::open(path).map_err(|e| match e {
-            sesame_core::Error::StoreBusy(_) => {
-                ClientError::StoreBusy(path.to_path_buf())
-            }
+            sesame_core::Error::StoreBusy(_) => ClientError::StoreBusy(path.to_path_buf()),
             other => ClientError::Core(other),
         })?;
         Ok(Self::over(Arc::new(store)))
