@@ -100,6 +100,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(crate::experiments::uedsse::Uedsse),
         Box::new(crate::experiments::aura::Aura),
         Box::new(crate::experiments::mobile::Mobile),
+        Box::new(crate::experiments::server::Server),
     ]
 }
 

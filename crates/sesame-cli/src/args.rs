@@ -12,7 +12,8 @@ use clap::{Parser, Subcommand};
 #[command(after_help = "Environment:\n  \
     SESAME_HOME        profile directory when --dir is not given (default ./.sesame)\n  \
     SESAME_PASSPHRASE  passphrase, instead of a prompt on the terminal\n  \
-    SESAME_KDF=fast    at `init`: INSECURE minimal Argon2id cost, for tests only")]
+    SESAME_KDF=fast    at `init`: INSECURE minimal Argon2id cost, for tests only\n  \
+    SESAME_TOKEN       at `init --server`: the tenant's token, instead of --token")]
 pub struct Cli {
     /// Profile directory [default: $SESAME_HOME, or ./.sesame]
     #[arg(long, global = true, value_name = "DIR")]
@@ -58,6 +59,87 @@ pub enum Command {
     },
     /// Run a benchmark experiment (see `sesame bench list`).
     Bench(sesame_bench::BenchArgs),
+    /// Run the Sesame server: many tenants' encrypted indexes and
+    /// documents, over gRPC and TLS.
+    Serve(ServeArgs),
+    /// Manage tenants' tokens for `sesame serve --tokens`.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Make a private CA and a server certificate (for `sesame serve
+    /// --tls-cert/--tls-key` and `sesame init --ca`).
+    Cert(CertArgs),
+}
+
+/// Arguments of `sesame serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7443", value_name = "ADDR")]
+    pub listen: String,
+
+    /// The store: a redb file (PATH or redb:PATH), postgres://... or memory.
+    #[arg(long, value_name = "STORE")]
+    pub store: String,
+
+    /// The server's certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// The server's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// Tenants and their token hashes (see `sesame token new`). Without it,
+    /// one tenant `default` gets a token valid for this run, printed once.
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<std::path::PathBuf>,
+
+    /// Serve without TLS. Refused on any address but loopback.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub insecure_plaintext: bool,
+
+    /// Address of the admin port: Prometheus metrics at /metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<String>,
+
+    /// Largest request or response, in bytes.
+    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+    pub max_message: usize,
+
+    /// Indexes a tenant may hold.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_indexes: usize,
+
+    /// Longest a request may take, in seconds.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub request_timeout: u64,
+}
+
+/// `sesame token ...`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token for a tenant: prints it once, and appends its hash to
+    /// the tokens file (created if absent).
+    New {
+        /// The tenant (1 to 64 characters of a-z, 0-9, - and _).
+        #[arg(value_name = "TENANT")]
+        tenant: String,
+        /// The tokens file of the server.
+        #[arg(long, value_name = "FILE")]
+        tokens: std::path::PathBuf,
+    },
+}
+
+/// Arguments of `sesame cert`.
+#[derive(Debug, clap::Args)]
+pub struct CertArgs {
+    /// Directory for ca.pem, server.pem and server.key (made if absent).
+    #[arg(value_name = "DIR")]
+    pub out: std::path::PathBuf,
+
+    /// Names the certificate is for (DNS names or IP addresses).
+    #[arg(long = "name", value_name = "NAME", default_values = ["localhost", "127.0.0.1"])]
+    pub names: Vec<String>,
 }
 
 /// Arguments of `sesame init`.
@@ -76,4 +158,18 @@ pub struct InitArgs {
     /// brute-forced cheaply. Same as SESAME_KDF=fast.
     #[arg(long)]
     pub insecure_fast_kdf: bool,
+
+    /// Keep the index and the documents on this Sesame server
+    /// (https://host:port) instead of in the profile.
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+
+    /// The tenant's token on the server (or SESAME_TOKEN).
+    #[arg(long, value_name = "TOKEN", requires = "server")]
+    pub token: Option<String>,
+
+    /// A CA certificate (PEM) to trust for the server, instead of the
+    /// public roots.
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub ca: Option<std::path::PathBuf>,
 }

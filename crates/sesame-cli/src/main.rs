@@ -8,6 +8,9 @@
 //! sesame list                                     the documents of the index
 //! sesame schemes [--long]                         the registered schemes
 //! sesame bench EXPERIMENT [...]                   the benchmark harness
+//! sesame serve --store STORE [...]                the server
+//! sesame token new TENANT --tokens FILE           a tenant's token
+//! sesame cert DIR                                 a private CA and server certificate
 //! ```
 //!
 //! Every command takes `--dir DIR` (default `$SESAME_HOME`, else
@@ -22,13 +25,16 @@ mod error;
 mod passphrase;
 mod progress;
 mod schemes;
+mod serve;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use sesame_client::{insecure, ClientError, KdfParams, Profile, DEFAULT_INDEX};
+use sesame_client::{
+    insecure, ClientError, KdfParams, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX,
+};
 use sesame_core::Params;
 
 use crate::args::{Cli, Command, InitArgs};
@@ -92,6 +98,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
             write_stdout(text.as_bytes())
         }
         Command::Bench(args) => Ok(sesame_bench::run(&args)?),
+        Command::Serve(args) => serve::serve(args),
+        Command::Token(cmd) => serve::token(cmd),
+        Command::Cert(args) => serve::cert(args),
     }
 }
 
@@ -132,6 +141,7 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
         ))
     })?;
     sesame_client::check_scheme(&args.scheme, &params)?;
+    let binding = server_binding(&args)?;
     let fast = fast_kdf(&args)?;
     let pass = passphrase::passphrase(true)?;
     let kdf = if fast {
@@ -140,12 +150,31 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
     } else {
         KdfParams::default()
     };
-    let profile = Profile::create_with_kdf(dir, &pass, &args.scheme, &params, kdf)?;
     let d = sesame_sse::scheme(&args.scheme)
         .map(|s| s.descriptor)
         .ok_or_else(|| CliError::Other(format!("scheme {} vanished", args.scheme)))?;
+    let profile = match &binding {
+        None => Profile::create_with_kdf(dir, &pass, &args.scheme, &params, kdf)?,
+        Some(binding) => {
+            // The server's index first: a server that cannot be reached, a
+            // wrong token or a name taken leave no profile behind.
+            let backend = NetworkBackend::connect(binding)?;
+            backend.create_index(DEFAULT_INDEX, d.name, &params)?;
+            match Profile::create_with_server(dir, &pass, &args.scheme, &params, kdf, binding) {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = backend.drop_index(DEFAULT_INDEX);
+                    return Err(e.into());
+                }
+            }
+        }
+    };
+    let place = match &binding {
+        Some(b) => format!("; on server {}", b.url),
+        None => String::new(),
+    };
     let mut out = format!(
-        "created profile {} (scheme {}, {}; key derivation {})\n",
+        "created profile {} (scheme {}, {}{place}; key derivation {})\n",
         dir.display(),
         d.name,
         d.kind,
@@ -155,6 +184,47 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
         out.push_str(&format!("scheme parameters: {params}\n"));
     }
     write_stdout(out.as_bytes())
+}
+
+/// The server binding `init` was asked for, checked before the passphrase
+/// is asked.
+fn server_binding(args: &InitArgs) -> Result<Option<ServerBinding>, CliError> {
+    let Some(url) = &args.server else {
+        return Ok(None);
+    };
+    let token = match &args.token {
+        Some(t) => t.clone(),
+        None => std::env::var("SESAME_TOKEN").map_err(|_| {
+            CliError::Usage(
+                "--server needs the tenant's token: --token TOKEN or SESAME_TOKEN".into(),
+            )
+        })?,
+    };
+    let ca_pem = match &args.ca {
+        Some(path) => Some(std::fs::read(path).map_err(|e| ClientError::Io {
+            action: "read",
+            path: path.clone(),
+            message: if e.kind() == std::io::ErrorKind::NotFound {
+                "no such file or directory".into()
+            } else {
+                one_line(&e.to_string())
+            },
+        })?),
+        None => None,
+    };
+    let binding = ServerBinding {
+        url: url.clone(),
+        token,
+        ca_pem,
+    };
+    // The URL's form (https, or http to loopback) is checked here.
+    sesame_server::client::endpoint(&binding.client_config()).map_err(|e| {
+        CliError::Usage(format!(
+            "--server: {}",
+            e.to_string().trim_start_matches("invalid argument: ")
+        ))
+    })?;
+    Ok(Some(binding))
 }
 
 /// Opens the profile (asking for the passphrase) and its default index.
@@ -189,6 +259,13 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
     let report = session.add_documents(paths, &mut |p| bar.update(p));
     bar.finish();
     let report = report?;
+    if report.resumed > 0 {
+        eprintln!(
+            "completed an interrupted add: {} document{} (not added again)",
+            report.resumed,
+            plural(report.resumed)
+        );
+    }
     let mut out = format!(
         "added {} document{} ({} distinct keywords, {} keyword-document pairs)\n",
         report.added.len(),
@@ -227,6 +304,13 @@ fn search(dir: &std::path::Path, keyword: &str) -> Result<(), CliError> {
     // is asked.
     sesame_client::query_keyword(keyword)?;
     let mut session = open(dir)?;
+    let resumed = session.resume_pending()?;
+    if resumed > 0 {
+        eprintln!(
+            "completed {resumed} document{} of an interrupted add",
+            plural(resumed)
+        );
+    }
     let hits = session.search(keyword)?;
     if hits.is_empty() {
         eprintln!("no documents match {keyword:?}");
@@ -260,7 +344,7 @@ fn list(dir: &std::path::Path) -> Result<(), CliError> {
 
 /// Writes to standard output; a closed pipe (`sesame get 1 | head`) is not
 /// an error.
-fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+pub(crate) fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),

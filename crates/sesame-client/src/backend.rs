@@ -1,5 +1,6 @@
 //! Where the server halves run: in-process over the profile's own store
-//! ([`EmbeddedBackend`]), or, later, behind a network connection.
+//! ([`EmbeddedBackend`]), or on a Sesame server
+//! ([`NetworkBackend`](crate::NetworkBackend)).
 //!
 //! A [`Session`](crate::Session) reaches its index and its documents only
 //! through the channels a [`Backend`] hands out, so replacing the embedded
@@ -39,6 +40,68 @@ pub trait Backend {
 
     /// The meter every channel of this backend reports to.
     fn meter(&self) -> &Meter;
+
+    /// Sends the requests of one update (a pending intent named `id`) and
+    /// returns the responses, in order. A network backend applies them in
+    /// one transaction and recognises a repeat of `id`; the default sends
+    /// them one by one over [`Backend::index_channel`] (each request is
+    /// idempotent, so a repeat after a crash is harmless).
+    fn apply_update(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+        id: [u8; 16],
+        requests: &[Vec<u8>],
+    ) -> Result<Vec<Vec<u8>>> {
+        let _ = id;
+        let mut channel = self.index_channel(index, generation, scheme)?;
+        requests
+            .iter()
+            .map(|r| channel.call(r).map_err(ClientError::from))
+            .collect()
+    }
+
+    /// A channel for building generation `generation` of an index with a
+    /// static scheme's setup. Nothing need be visible before
+    /// [`SetupChannel::commit`]; the default is
+    /// [`Backend::index_channel`], whose writes are visible at once (the
+    /// client state switches to the new generation only after the commit
+    /// anyway).
+    fn setup_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<Box<dyn SetupChannel>> {
+        Ok(Box::new(Immediate(
+            self.index_channel(index, generation, scheme)?,
+        )))
+    }
+}
+
+/// A channel for a setup, committed at the end.
+pub trait SetupChannel: Channel {
+    /// Makes everything sent through the channel durable and visible.
+    fn commit(self: Box<Self>) -> Result<()>;
+}
+
+/// A setup channel whose writes need no commit.
+struct Immediate(Box<dyn Channel>);
+
+impl Channel for Immediate {
+    fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        self.0.call(request)
+    }
+    fn meter(&self) -> &Meter {
+        self.0.meter()
+    }
+}
+
+impl SetupChannel for Immediate {
+    fn commit(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The server halves run in this process over one [`Store`]: scheme

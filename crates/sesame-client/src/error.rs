@@ -98,6 +98,18 @@ pub enum ClientError {
     /// passphrase, key-derivation parameters).
     #[error("{0}")]
     InvalidArgument(String),
+    /// An update was saved but the server did not acknowledge it; it is
+    /// sent again by the next operation on the index, so nothing is lost
+    /// and nothing is applied twice.
+    #[error(
+        "{cause} ({documents} document(s) are saved and will be sent again by the next command)"
+    )]
+    Unacknowledged {
+        /// Documents waiting in unacknowledged updates.
+        documents: usize,
+        /// Why the update did not go through.
+        cause: Box<ClientError>,
+    },
     /// An error of a scheme, channel or store.
     #[error(transparent)]
     Core(#[from] sesame_core::Error),

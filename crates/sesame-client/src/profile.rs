@@ -20,6 +20,7 @@ use crate::backend::{Backend, EmbeddedBackend};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 use crate::kdf::{KdfParams, SALT_LEN};
+use crate::network::{load_binding, save_binding, NetworkBackend, ServerBinding, SERVER_FILE};
 use crate::session::Session;
 use crate::state::{IndexState, StateCipher};
 
@@ -42,6 +43,7 @@ mod label {
     pub const CHECK: &str = "sesame-client/v1/key-check";
     pub const STATE: &str = "sesame-client/v1/state";
     pub const DOCUMENTS: &str = "sesame-client/v1/documents";
+    pub const SERVER: &str = "sesame-client/v1/server-token";
 }
 
 /// The profile header as stored in `profile.json`.
@@ -108,6 +110,7 @@ pub struct Profile {
     kdf: KdfParams,
     state_key: Key<32>,
     doc_key: Key<32>,
+    server_key: Key<32>,
 }
 
 impl std::fmt::Debug for Profile {
@@ -142,7 +145,32 @@ impl Profile {
         params: &Params,
         kdf: KdfParams,
     ) -> Result<Profile> {
-        let dir = dir.as_ref();
+        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, None)
+    }
+
+    /// As [`Profile::create_with_kdf`], bound to a server from the start
+    /// (see [`Profile::bind_server`]): the binding is written before the
+    /// header, so the profile never exists unbound. The server's index
+    /// must be created separately ([`NetworkBackend::create_index`]).
+    pub fn create_with_server(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        scheme: &str,
+        params: &Params,
+        kdf: KdfParams,
+        server: &ServerBinding,
+    ) -> Result<Profile> {
+        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, Some(server))
+    }
+
+    fn create_inner(
+        dir: &Path,
+        passphrase: &str,
+        scheme: &str,
+        params: &Params,
+        kdf: KdfParams,
+        server: Option<&ServerBinding>,
+    ) -> Result<Profile> {
         let header_path = dir.join(HEADER_FILE);
         if header_path.exists() {
             return Err(ClientError::ProfileExists(dir.to_path_buf()));
@@ -183,15 +211,11 @@ impl Profile {
 
         fsutil::create_private_dir(&dir.join(INDEX_DIR))?;
         let profile = Profile::from_master(dir, &header, &master);
-        let state = IndexState {
-            scheme: found.descriptor.name.to_owned(),
-            params: params.clone(),
-            generation: 0,
-            next_doc: 1,
-            client: client.save_state()?,
-            catalog: Default::default(),
-        };
+        let state = IndexState::new(found.descriptor.name, params, client.save_state()?);
         profile.save_state(rng, DEFAULT_INDEX, &state)?;
+        if let Some(server) = server {
+            profile.bind_server(server)?;
+        }
         let json = serde_json::to_vec_pretty(&header)
             .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
         // The header goes last: its presence is what makes a profile.
@@ -265,6 +289,7 @@ impl Profile {
             kdf: header.kdf.params(),
             state_key: master.derive(label::STATE),
             doc_key: master.derive(label::DOCUMENTS),
+            server_key: master.derive(label::SERVER),
         }
     }
 
@@ -320,25 +345,41 @@ impl Profile {
         let found = find_scheme(scheme)?;
         let rng = &mut OsRng;
         let client = new_client(&found, rng, params)?;
-        let state = IndexState {
-            scheme: found.descriptor.name.to_owned(),
-            params: params.clone(),
-            generation: 0,
-            next_doc: 1,
-            client: client.save_state()?,
-            catalog: Default::default(),
-        };
+        let state = IndexState::new(found.descriptor.name, params, client.save_state()?);
         self.save_state(rng, index, &state)
     }
 
-    /// A session on `index`, with the scheme and document servers running
-    /// in this process over the profile's `store.redb`.
+    /// A session on `index`: on the profile's server if it is bound to
+    /// one ([`Profile::bind_server`]), else with the scheme and document
+    /// servers running in this process over the profile's `store.redb`.
     pub fn session(&self, index: &str) -> Result<Session> {
         check_index_name(index)?;
         // Fail on a missing or damaged state before the store is created.
         let state = self.load_state(index)?;
-        let backend = EmbeddedBackend::open(&self.store_path())?;
-        Session::new(self, index, state, Box::new(backend))
+        let backend: Box<dyn Backend> = match self.server()? {
+            Some(binding) => Box::new(NetworkBackend::connect(&binding)?),
+            None => Box::new(EmbeddedBackend::open(&self.store_path())?),
+        };
+        Session::new(self, index, state, backend)
+    }
+
+    /// Path of the server binding.
+    pub fn server_path(&self) -> PathBuf {
+        self.dir.join(SERVER_FILE)
+    }
+
+    /// Binds the profile to a server: from now on its sessions reach their
+    /// indexes there. The token is stored sealed under a key derived from
+    /// the passphrase.
+    pub fn bind_server(&self, binding: &ServerBinding) -> Result<()> {
+        let aead = Aes256GcmSiv::new(&self.server_key);
+        save_binding(&mut OsRng, &aead, &self.id, &self.server_path(), binding)
+    }
+
+    /// The server the profile is bound to, if any.
+    pub fn server(&self) -> Result<Option<ServerBinding>> {
+        let aead = Aes256GcmSiv::new(&self.server_key);
+        load_binding(&aead, &self.id, &self.server_path())
     }
 
     /// A session on `index` whose server halves are reached through
@@ -369,6 +410,16 @@ impl Profile {
     ) -> Result<()> {
         self.state_cipher()
             .save(rng, &self.state_path(index), index, state)
+    }
+}
+
+/// Parses a header as `Profile::open` does (for the fuzz targets).
+pub(crate) fn parse_header(bytes: &[u8]) {
+    if let Ok(header) = serde_json::from_slice::<Header>(bytes) {
+        let _ = hex::decode(&header.kdf.salt);
+        let _ = hex::decode(&header.check);
+        let _ = header.kdf.params().validate();
+        let _ = header.check_aad();
     }
 }
 

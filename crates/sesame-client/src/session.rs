@@ -1,9 +1,9 @@
 //! A session on one index: adding documents, searching, reading them back.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use rand_core::OsRng;
+use rand_core::{OsRng, RngCore};
 use serde::{Deserialize, Serialize};
 use sesame_core::{wire, Meter, SchemeDescriptor, SchemeKind};
 use sesame_crypto::Aes256GcmSiv;
@@ -15,11 +15,16 @@ use crate::collect::{self, NewFile};
 use crate::doc_service::{DocClient, DocId};
 use crate::error::{ClientError, Result};
 use crate::profile::{find_scheme, new_client, Profile};
-use crate::state::{DocumentInfo, IndexState, StateCipher};
+use crate::state::{DocumentInfo, IndexState, JournalEntry, PendingIntent, StateCipher};
 use crate::tokenize::{query_keyword, tokenize_bytes};
 
 /// Bytes of documents per request to the document service.
 const BATCH_BYTES: u64 = 16 << 20;
+
+/// Documents per pending intent of a dynamic scheme's updates.
+const INTENT_DOCS: usize = 64;
+/// Bytes of requests per pending intent.
+const INTENT_BYTES: usize = 1 << 20;
 
 /// What a long operation is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +77,10 @@ pub struct AddReport {
     pub rebuilt: bool,
     /// Documents in the index afterwards.
     pub indexed: usize,
+    /// Documents of an earlier, interrupted add that this one found
+    /// indexed already or completed (their updates sent again, or the same
+    /// files given again); they are not in `added`.
+    pub resumed: usize,
 }
 
 /// What an encrypted document holds.
@@ -204,7 +213,7 @@ impl Session {
         let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
         let files = collect::list_files(&paths, &self.profile_dir)?;
         let total = files.len() as u64;
-        let mut new: Vec<(NewFile, Vec<String>)> = Vec::with_capacity(files.len());
+        let mut new: Vec<(NewFile, Vec<String>, [u8; 32])> = Vec::with_capacity(files.len());
         for (i, path) in files.iter().enumerate() {
             progress(Progress {
                 phase: Phase::Reading,
@@ -213,35 +222,77 @@ impl Session {
             });
             let file = collect::read_file(path)?;
             let keywords = tokenize_bytes(&file.content);
-            new.push((file, keywords));
+            let digest = sesame_crypto::hash::sha256(&file.content);
+            new.push((file, keywords, digest));
         }
         progress(Progress {
             phase: Phase::Reading,
             done: total,
             total,
         });
+
+        // Finish the updates an interrupted run left unacknowledged.
+        let mut resumed: BTreeSet<DocId> = self.resume_pending_ids()?.into_iter().collect();
+        let mut report = AddReport::default();
         if new.is_empty() {
-            return Ok(AddReport {
-                indexed: self.state.catalog.len(),
-                ..AddReport::default()
-            });
+            report.resumed = resumed.len();
+            report.indexed = self.state.catalog.len();
+            return Ok(report);
         }
 
+        // The same files as an interrupted add: keep their identifiers and
+        // skip those it indexed.
+        let mut journal: HashMap<(String, [u8; 32]), u64> = self
+            .state
+            .journal
+            .drain(..)
+            .map(|e| ((e.path, e.digest), e.id))
+            .collect();
+        let mut next = self.state.next_doc;
+        let mut chosen: Vec<(DocId, NewFile, Vec<String>, [u8; 32])> =
+            Vec::with_capacity(new.len());
+        for (file, keywords, digest) in new {
+            let path = file.path.to_string_lossy().into_owned();
+            let id = match journal.remove(&(path, digest)) {
+                Some(id) if self.state.catalog.contains_key(&id) => {
+                    resumed.insert(id);
+                    continue;
+                }
+                Some(id) => id,
+                None => {
+                    let id = next;
+                    next = next
+                        .checked_add(1)
+                        .filter(|&n| n < sesame_sse::common::PAD)
+                        .ok_or_else(|| {
+                            ClientError::InvalidArgument("document identifiers exhausted".into())
+                        })?;
+                    id
+                }
+            };
+            chosen.push((id, file, keywords, digest));
+        }
         // Reserve the identifiers first: whatever happens next, they are
-        // never handed out again.
-        let first = self.state.next_doc;
-        let next = first
-            .checked_add(total)
-            .filter(|&n| n < sesame_sse::common::PAD)
-            .ok_or_else(|| ClientError::InvalidArgument("document identifiers exhausted".into()))?;
+        // never handed out again, and the journal lets a rerun resume.
+        report.resumed = resumed.len();
         self.state.next_doc = next;
+        self.state.journal = chosen
+            .iter()
+            .map(|(id, file, _, digest)| JournalEntry {
+                id: *id,
+                path: file.path.to_string_lossy().into_owned(),
+                digest: *digest,
+            })
+            .collect();
         self.save()?;
+        if chosen.is_empty() {
+            report.indexed = self.state.catalog.len();
+            return Ok(report);
+        }
 
-        let mut report = AddReport::default();
         let mut distinct = BTreeSet::new();
-        let mut batch: Vec<(DocId, NewFile, Vec<String>)> = Vec::with_capacity(new.len());
-        for (i, (file, keywords)) in new.into_iter().enumerate() {
-            let id = first + i as u64;
+        let mut batch: Vec<(DocId, NewFile, Vec<String>)> = Vec::with_capacity(chosen.len());
+        for (id, file, keywords, _) in chosen {
             report.pairs += keywords.len();
             distinct.extend(keywords.iter().cloned());
             report.added.push(DocumentInfo {
@@ -266,8 +317,70 @@ impl Session {
         } else {
             self.update(docs, progress)?;
         }
+        self.state.journal.clear();
+        self.save()?;
         report.indexed = self.state.catalog.len();
         Ok(report)
+    }
+
+    /// Sends again, in order, the updates that were saved but not
+    /// acknowledged (by a run that crashed or lost the server); each
+    /// document enters the catalog once its update is acknowledged.
+    /// Returns the documents completed. Called by every operation that
+    /// uses the index.
+    pub fn resume_pending(&mut self) -> Result<usize> {
+        Ok(self.resume_pending_ids()?.len())
+    }
+
+    fn resume_pending_ids(&mut self) -> Result<Vec<DocId>> {
+        let mut done = Vec::new();
+        while let Some(intent) = self.state.pending.first().cloned() {
+            self.send_intent(&intent)?;
+            for d in intent.documents {
+                done.push(d.id);
+                self.state.catalog.insert(d.id, d);
+            }
+            self.state.pending.remove(0);
+            self.save()?;
+        }
+        Ok(done)
+    }
+
+    /// Documents waiting in unacknowledged updates.
+    pub fn pending_documents(&self) -> usize {
+        self.state.pending.iter().map(|p| p.documents.len()).sum()
+    }
+
+    fn send_intent(&mut self, intent: &PendingIntent) -> Result<()> {
+        if intent.requests.is_empty() {
+            return Ok(());
+        }
+        let sent = self
+            .backend
+            .apply_update(
+                &self.index,
+                intent.generation,
+                &self.scheme,
+                intent.id,
+                &intent.requests,
+            )
+            .and_then(|responses| {
+                if responses.len() != intent.requests.len() {
+                    return Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                        "sent {} update requests, got {} answers",
+                        intent.requests.len(),
+                        responses.len()
+                    ))));
+                }
+                for r in &responses {
+                    self.client.check_update_response(r)?;
+                }
+                Ok(())
+            });
+        sent.map_err(|cause| ClientError::Unacknowledged {
+            documents: self.pending_documents(),
+            cause: Box::new(cause),
+        })
     }
 
     /// The documents containing `keyword`, by identifier.
@@ -276,6 +389,7 @@ impl Session {
     /// one keyword (`"Größe"` finds documents holding "größe").
     pub fn search(&mut self, keyword: &str) -> Result<Vec<DocumentInfo>> {
         let word = query_keyword(keyword)?;
+        self.resume_pending()?;
         if self.state.catalog.is_empty() {
             return Ok(Vec::new());
         }
@@ -428,9 +542,11 @@ impl Session {
             .drop_other_generations(&self.index, self.state.generation)?;
         let mut channel = self
             .backend
-            .index_channel(&self.index, generation, &self.scheme)?;
-        client.setup(&mut self.rng, channel.as_mut(), &db)?;
-        drop(channel);
+            .setup_channel(&self.index, generation, &self.scheme)?;
+        let ch: &mut dyn sesame_core::Channel = channel.as_mut();
+        client.setup(&mut self.rng, ch, &db)?;
+        // Durable (and, on a server, visible) before the state switches.
+        channel.commit()?;
         progress(Progress {
             phase: Phase::Indexing,
             done: 1,
@@ -451,44 +567,107 @@ impl Session {
         Ok(())
     }
 
-    /// Dynamic schemes: one update per document, the state saved after
-    /// each.
+    /// Dynamic schemes: the updates of up to [`INTENT_DOCS`] documents are
+    /// computed, saved together with the new client state as one pending
+    /// intent (one atomic write), then sent; the documents enter the
+    /// catalog when the server acknowledges. A crash before the save sent
+    /// nothing; after it, the next operation sends the intent again.
     fn update(
         &mut self,
         new: Vec<(DocumentInfo, Vec<String>)>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<()> {
         let total = new.len() as u64;
-        let mut channel =
-            self.backend
-                .index_channel(&self.index, self.state.generation, &self.scheme)?;
+        let mut docs = Vec::new();
+        let mut requests = Vec::new();
+        let mut bytes = 0;
         for (i, (info, keywords)) in new.into_iter().enumerate() {
             progress(Progress {
                 phase: Phase::Indexing,
                 done: i as u64,
                 total,
             });
-            if !keywords.is_empty() {
-                let words: Vec<Vec<u8>> = keywords.into_iter().map(String::into_bytes).collect();
-                self.client.update(
-                    &mut self.rng,
-                    channel.as_mut(),
-                    UpdateOp::Add,
-                    info.id,
-                    &words,
-                )?;
-                self.state.client.zeroize();
-                self.state.client = self.client.save_state()?;
+            let words: Vec<Vec<u8>> = keywords.into_iter().map(String::into_bytes).collect();
+            if words.is_empty() {
+                docs.push(info);
+            } else {
+                match self
+                    .client
+                    .prepare_update(&mut self.rng, UpdateOp::Add, info.id, &words)?
+                {
+                    Some(r) => {
+                        bytes += r.iter().map(Vec::len).sum::<usize>();
+                        requests.extend(r);
+                        docs.push(info);
+                    }
+                    None => {
+                        // A scheme whose updates need the server's answers:
+                        // no intent can be computed ahead; update and save
+                        // the state per document.
+                        self.flush_intent(&mut docs, &mut requests)?;
+                        let mut channel = self.backend.index_channel(
+                            &self.index,
+                            self.state.generation,
+                            &self.scheme,
+                        )?;
+                        self.client.update(
+                            &mut self.rng,
+                            channel.as_mut(),
+                            UpdateOp::Add,
+                            info.id,
+                            &words,
+                        )?;
+                        self.state.client.zeroize();
+                        self.state.client = self.client.save_state()?;
+                        self.state.catalog.insert(info.id, info);
+                        self.save()?;
+                        continue;
+                    }
+                }
             }
-            self.state.catalog.insert(info.id, info);
-            self.save()?;
+            if docs.len() >= INTENT_DOCS || bytes >= INTENT_BYTES {
+                self.flush_intent(&mut docs, &mut requests)?;
+                bytes = 0;
+            }
         }
+        self.flush_intent(&mut docs, &mut requests)?;
         progress(Progress {
             phase: Phase::Indexing,
             done: total,
             total,
         });
         Ok(())
+    }
+
+    /// Saves `docs` and `requests` as a pending intent with the client
+    /// state that produced them, sends it, and on acknowledgement moves the
+    /// documents into the catalog.
+    fn flush_intent(
+        &mut self,
+        docs: &mut Vec<DocumentInfo>,
+        requests: &mut Vec<Vec<u8>>,
+    ) -> Result<()> {
+        if docs.is_empty() && requests.is_empty() {
+            return Ok(());
+        }
+        let mut id = [0u8; 16];
+        self.rng.fill_bytes(&mut id);
+        let intent = PendingIntent {
+            id,
+            generation: self.state.generation,
+            requests: std::mem::take(requests),
+            documents: std::mem::take(docs),
+        };
+        self.state.client.zeroize();
+        self.state.client = self.client.save_state()?;
+        self.state.pending.push(intent.clone());
+        self.save()?;
+        self.send_intent(&intent)?;
+        for d in intent.documents {
+            self.state.catalog.insert(d.id, d);
+        }
+        self.state.pending.retain(|p| p.id != id);
+        self.save()
     }
 
     fn save(&mut self) -> Result<()> {
@@ -664,14 +843,7 @@ mod tests {
             })
             .collect();
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let state = IndexState {
-            scheme: "toy".into(),
-            params: Params::new(),
-            generation: 0,
-            next_doc: 1,
-            client: 0u64.to_le_bytes().to_vec(),
-            catalog: Default::default(),
-        };
+        let state = IndexState::new("toy", &Params::new(), 0u64.to_le_bytes().to_vec());
         let backend = Box::new(EmbeddedBackend::over(store.clone()));
         let mut s = Session::with_scheme(&profile, "toy", state, backend, toy()).unwrap();
         assert!(!s.is_static());

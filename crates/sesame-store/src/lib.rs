@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres_store;
 mod probe;
 mod redb_error;
 mod redb_store;
@@ -9,6 +11,8 @@ mod spec;
 pub mod suite;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres_store::{PostgresStore, DEFAULT_NAMESPACE, META_TABLE};
 pub use redb_store::{RedbStore, FORMAT_KEY, FORMAT_VERSION};
 pub use spec::open_store;
 

@@ -13,7 +13,7 @@ use crate::{MemoryStore, RedbStore};
 /// | `memory`, `mem`, `memory:`, `mem:`     | a new, empty [`MemoryStore`]       |
 /// | `redb:PATH`                           | [`RedbStore::open`]`(PATH)`        |
 /// | `PATH` (no `scheme://`)                | [`RedbStore::open`]`(PATH)`        |
-/// | `postgres://...`, `postgresql://...`  | [`Error::Unsupported`]: not built in |
+/// | `postgres://...`, `postgresql://...`  | `PostgresStore::open(spec)` (feature `postgres`; without it [`Error::Unsupported`]) |
 ///
 /// Any other `scheme://...` gives [`Error::Unsupported`]; an empty spec gives
 /// [`Error::InvalidArgument`].
@@ -30,19 +30,30 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn Store>> {
         return Ok(Arc::new(RedbStore::open(path)?));
     }
     if let Some((scheme, _)) = spec.split_once("://") {
-        return Err(match scheme {
-            "postgres" | "postgresql" => Error::Unsupported(
-                "PostgreSQL store backend is not built in (store spec postgres://...)".to_string(),
-            ),
-            _ => Error::Unsupported(format!(
-                "unknown store scheme {scheme:?}; use memory, redb:PATH or a file path"
-            )),
-        });
+        return match scheme {
+            "postgres" | "postgresql" => open_postgres(spec),
+            _ => Err(Error::Unsupported(format!(
+                "unknown store scheme {scheme:?}; use memory, redb:PATH, postgres://... or a \
+                 file path"
+            ))),
+        };
     }
     if spec.is_empty() {
         return Err(Error::InvalidArgument(
-            "empty store spec; use memory, redb:PATH or a file path".to_string(),
+            "empty store spec; use memory, redb:PATH, postgres://... or a file path".to_string(),
         ));
     }
     Ok(Arc::new(RedbStore::open(spec)?))
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(spec: &str) -> Result<Arc<dyn Store>> {
+    Ok(Arc::new(crate::PostgresStore::open(spec)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_spec: &str) -> Result<Arc<dyn Store>> {
+    Err(Error::Unsupported(
+        "this build of sesame-store has no PostgreSQL backend (feature \"postgres\")".to_string(),
+    ))
 }

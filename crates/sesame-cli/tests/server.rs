@@ -1,0 +1,574 @@
+//! `sesame serve` as a real process, and `sesame` clients against it:
+//! the tour, refusals, and crash safety — the server killed with SIGKILL in
+//! the middle of a bulk upload and of a stream of updates, the client
+//! killed in the middle of an add — each checked against a plaintext
+//! oracle, and the server's store checked for labels written twice.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PASS: &str = "test passphrase";
+
+fn sesame() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sesame"));
+    c.env_remove("SESAME_HOME")
+        .env_remove("SESAME_TOKEN")
+        .env("SESAME_PASSPHRASE", PASS)
+        .env("SESAME_KDF", "fast")
+        .stdin(Stdio::null());
+    c
+}
+
+/// A scratch directory with certificates and a tokens file for tenant `t`.
+struct Site {
+    tmp: tempfile::TempDir,
+    token: String,
+}
+
+impl Site {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = sesame()
+            .current_dir(tmp.path())
+            .args(["cert", "certs"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = sesame()
+            .current_dir(tmp.path())
+            .args(["token", "new", "t", "--tokens", "tokens.txt"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(token.starts_with("sst1_"), "{token}");
+        Site { tmp, token }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.tmp.path().join(p)
+    }
+
+    /// `sesame ARGS` run in the site directory.
+    fn run(&self, args: &[&str]) -> Output {
+        sesame()
+            .current_dir(self.tmp.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "sesame {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn client(&self, args: &[&str]) -> Child {
+        sesame()
+            .current_dir(self.tmp.path())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// A running `sesame serve`.
+struct Server {
+    child: Child,
+    port: u16,
+    admin: u16,
+}
+
+impl Server {
+    /// Starts the server on `port` (0: any), store `server.redb`.
+    fn start(site: &Site, port: u16) -> Server {
+        let listen = format!("127.0.0.1:{port}");
+        let mut child = sesame()
+            .current_dir(site.tmp.path())
+            .args([
+                "serve",
+                "--listen",
+                &listen,
+                "--store",
+                "server.redb",
+                "--tls-cert",
+                "certs/server.pem",
+                "--tls-key",
+                "certs/server.key",
+                "--tokens",
+                "tokens.txt",
+                "--admin",
+                "127.0.0.1:0",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let second = lines.next().unwrap().unwrap();
+        let port_of = |line: &str| -> u16 {
+            let rest = &line[line.find("127.0.0.1:").unwrap() + 10..];
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap()
+        };
+        assert!(first.starts_with("listening on https://"), "{first}");
+        Server {
+            port: port_of(&first),
+            admin: port_of(&second),
+            child,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://localhost:{}", self.port)
+    }
+
+    /// A counter from the metrics, by exact series name.
+    fn metric(&self, series: &str) -> u64 {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.admin)) else {
+            return 0;
+        };
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Waits until `series` reaches `n` (or `limit` passes).
+    fn wait_for(&self, series: &str, n: u64, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.metric(series) >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    /// SIGKILL.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM and wait: a graceful stop.
+    fn stop(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "graceful stop: {status:?}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `n` files under `dir/sub`; the oracle, keyword to paths; the number of
+/// keyword-document pairs.
+fn corpus(
+    site: &Site,
+    sub: &str,
+    n: usize,
+    words_per_doc: usize,
+) -> (BTreeMap<String, BTreeSet<String>>, usize) {
+    let root = site.path(sub);
+    std::fs::create_dir_all(&root).unwrap();
+    let mut oracle: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut pairs = 0;
+    for i in 0..n {
+        let mut words: BTreeSet<String> = BTreeSet::new();
+        words.insert("all".into());
+        words.insert(format!("m{}", i % 7));
+        for j in 0..words_per_doc {
+            words.insert(format!("w{}", (i * 31 + j * 17) % 97));
+        }
+        let rel = format!("{sub}/f{i:04}.txt");
+        std::fs::write(
+            site.path(&rel),
+            words.iter().cloned().collect::<Vec<_>>().join(" "),
+        )
+        .unwrap();
+        pairs += words.len();
+        for w in words {
+            oracle.entry(w).or_default().insert(rel.clone());
+        }
+    }
+    (oracle, pairs)
+}
+
+/// Every keyword of the oracle finds exactly its paths, each once.
+fn check_oracle(site: &Site, dir: &str, oracle: &BTreeMap<String, BTreeSet<String>>) {
+    for w in oracle
+        .keys()
+        .filter(|w| w.starts_with('m') || *w == "all" || w.ends_with('3'))
+    {
+        let out = site.ok(&["--dir", dir, "search", w]);
+        let paths: Vec<String> = out
+            .lines()
+            .map(|l| l.split_once('\t').unwrap().1.to_owned())
+            .collect();
+        let set: BTreeSet<String> = paths.iter().cloned().collect();
+        assert_eq!(set.len(), paths.len(), "a document appears twice for {w}");
+        assert_eq!(&set, &oracle[w], "keyword {w}");
+    }
+}
+
+/// Index entries of index `default` of tenant `t`, generation `g`, in the
+/// server's store (the server must be stopped).
+fn entries(site: &Site, g: u64) -> usize {
+    let store = sesame_store::RedbStore::open(site.path("server.redb")).unwrap();
+    sesame_core::Store::scan_prefix(&store, format!("i/t/default/{g}/").as_bytes())
+        .unwrap()
+        .len()
+}
+
+fn init(site: &Site, dir: &str, scheme: &str, server: &Server) {
+    let out = site.ok(&[
+        "--dir",
+        dir,
+        "init",
+        "--scheme",
+        scheme,
+        "--server",
+        &server.url(),
+        "--token",
+        &site.token,
+        "--ca",
+        "certs/ca.pem",
+    ]);
+    assert!(out.contains("on server https://localhost:"), "{out}");
+}
+
+#[test]
+fn the_tour_works_against_a_server_and_refusals_are_one_line() {
+    let site = Site::new();
+    let server = Server::start(&site, 0);
+    std::fs::create_dir_all(site.path("notes")).unwrap();
+    std::fs::write(site.path("notes/a.txt"), "Budget meeting with Alice").unwrap();
+    std::fs::write(site.path("notes/b.txt"), "budget report").unwrap();
+    init(&site, "p", "fast", &server);
+    let out = site.ok(&["--dir", "p", "add", "notes"]);
+    assert!(out.contains("added 2 documents"), "{out}");
+    assert_eq!(
+        site.ok(&["--dir", "p", "search", "budget"]),
+        "1\tnotes/a.txt\n2\tnotes/b.txt\n"
+    );
+    assert_eq!(
+        site.ok(&["--dir", "p", "get", "1"]),
+        "Budget meeting with Alice"
+    );
+    assert!(
+        !site.path("p/store.redb").exists(),
+        "nothing stored locally"
+    );
+
+    let err = |out: Output, needle: &str, code: i32| {
+        let text = String::from_utf8(out.stderr).unwrap();
+        let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error: ")).collect();
+        assert_eq!(errors.len(), 1, "{text}");
+        assert!(errors[0].contains(needle), "{text} lacks {needle}");
+        assert_eq!(out.status.code(), Some(code), "{text}");
+    };
+    let url = server.url();
+    // The tenant's index "default" is taken by profile p.
+    err(
+        site.run(&[
+            "--dir",
+            "q",
+            "init",
+            "--server",
+            &url,
+            "--token",
+            &site.token,
+            "--ca",
+            "certs/ca.pem",
+        ]),
+        "already exists (ALREADY_EXISTS)",
+        1,
+    );
+    assert!(!site.path("q/profile.json").exists());
+    err(
+        site.run(&[
+            "--dir",
+            "r",
+            "init",
+            "--server",
+            &url,
+            "--token",
+            "sst1_bad",
+            "--ca",
+            "certs/ca.pem",
+        ]),
+        "invalid token (UNAUTHENTICATED)",
+        1,
+    );
+    assert!(!site.path("r/profile.json").exists());
+    err(
+        site.run(&[
+            "--dir",
+            "r",
+            "init",
+            "--server",
+            &url,
+            "--token",
+            &site.token,
+        ]),
+        "cannot reach the server",
+        1,
+    );
+    err(
+        site.run(&[
+            "--dir",
+            "r",
+            "init",
+            "--server",
+            "http://example.com:1",
+            "--token",
+            "x",
+        ]),
+        "only to a loopback address",
+        2,
+    );
+    err(
+        site.run(&[
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--store",
+            "memory",
+            "--insecure-plaintext",
+        ]),
+        "only on a loopback address",
+        2,
+    );
+    err(site.run(&["serve", "--store", "memory"]), "--tls-cert", 2);
+    err(
+        site.run(&[
+            "serve",
+            "--store",
+            "p/../server.redb",
+            "--insecure-plaintext",
+            "--listen",
+            "127.0.0.1:0",
+        ]),
+        "already open",
+        1,
+    );
+    server.stop();
+}
+
+#[test]
+fn server_killed_during_a_stream_of_updates_loses_nothing_acknowledged() {
+    let site = Site::new();
+    let server = Server::start(&site, 0);
+    let port = server.port;
+    init(&site, "p", "fast", &server);
+    let (oracle, pairs) = corpus(&site, "docs", 640, 6);
+    let add = site.client(&["--dir", "p", "add", "docs"]);
+    // Some updates acknowledged, then the server dies.
+    assert!(server.wait_for(
+        "sesame_requests_total{method=\"Call\",code=\"OK\"}",
+        2,
+        Duration::from_secs(60)
+    ));
+    server.kill();
+    let out = add.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the add should fail: {stderr}");
+    assert!(stderr.contains("error: "), "{stderr}");
+    let server = Server::start(&site, port);
+    // What was acknowledged is there; pending updates are sent again by
+    // the next command; running the add again completes it.
+    let listed = site.ok(&["--dir", "p", "list"]).lines().count();
+    assert!(listed >= 128, "at least two acknowledged updates: {listed}");
+    let out = site.run(&["--dir", "p", "add", "docs"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("completed an interrupted add"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_oracle(&site, "p", &oracle);
+    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 640);
+    server.stop();
+    assert_eq!(
+        entries(&site, 0),
+        pairs,
+        "every pair stored once, no label written twice"
+    );
+}
+
+/// Records the messages a scheme client sends, answering each from a
+/// real server half in this process.
+struct Tap {
+    inner: sesame_core::LocalChannel<Box<dyn sesame_core::Service>>,
+    sent: Vec<Vec<u8>>,
+}
+
+impl sesame_core::Channel for Tap {
+    fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        self.sent.push(request.to_vec());
+        self.inner.call(request)
+    }
+    fn meter(&self) -> &sesame_core::Meter {
+        self.inner.meter()
+    }
+}
+
+#[test]
+fn server_killed_during_a_bulk_upload_keeps_the_old_index() {
+    let site = Site::new();
+    let server = Server::start(&site, 0);
+    let port = server.port;
+    init(&site, "p", "pibas", &server);
+    let (mut oracle, _) = corpus(&site, "first", 30, 4);
+    site.ok(&["--dir", "p", "add", "first"]);
+
+    // An upload into a new generation of the tenant's index, killed after
+    // 40 acknowledged messages, before its commit.
+    let scheme = sesame_sse::scheme("pibas").unwrap();
+    let mut rng = rand_core::OsRng;
+    let mut tap = Tap {
+        inner: sesame_core::LocalChannel::new((scheme.new_server)(std::sync::Arc::new(
+            sesame_store::MemoryStore::new(),
+        ))),
+        sent: Vec::new(),
+    };
+    for i in 0..40u64 {
+        let mut db = sesame_sse::Multimap::new();
+        db.insert(format!("all{i}").into_bytes(), (1..=200).collect());
+        db.insert(b"m0".to_vec(), vec![900 + i]);
+        let mut client = (scheme.new_client)(&mut rng, &sesame_core::Params::new()).unwrap();
+        sesame_sse::KeywordClient::setup(&mut *client, &mut rng, &mut tap, &db).unwrap();
+    }
+    let config = sesame_server::ClientConfig::new(server.url(), site.token.clone())
+        .with_ca(std::fs::read(site.path("certs/ca.pem")).unwrap());
+    let conn = sesame_server::blocking::Connection::connect(&config).unwrap();
+    let mut upload = conn
+        .upload("default", "pibas", 99, sesame_core::Meter::new())
+        .unwrap();
+    for m in &tap.sent {
+        sesame_core::Channel::call(&mut upload, m).unwrap();
+    }
+    assert_eq!(
+        server.metric("sesame_upload_messages_total"),
+        tap.sent.len() as u64 + 1
+    );
+    server.kill();
+    assert!(upload.commit().is_err(), "the server is gone");
+    drop(conn);
+
+    // Nothing of it is visible; the old index is whole.
+    let server = Server::start(&site, port);
+    check_oracle(&site, "p", &oracle);
+
+    // An add killed at some point of its rebuild (storing, fetching,
+    // uploading or committing), then run again: complete either way.
+    let (more, _) = corpus(&site, "second", 3000, 12);
+    let add = site.client(&["--dir", "p", "add", "second"]);
+    assert!(server.wait_for(
+        "sesame_requests_total{method=\"PutDocuments\",code=\"OK\"}",
+        1,
+        Duration::from_secs(120)
+    ));
+    server.kill();
+    let finished = add.wait_with_output().unwrap().status.success();
+    let server = Server::start(&site, port);
+    // The old index or the new one, whole: never a mix.
+    let found: BTreeSet<String> = site
+        .ok(&["--dir", "p", "search", "all"])
+        .lines()
+        .map(|l| l.split_once('\t').unwrap().1.to_owned())
+        .collect();
+    let mut both = oracle["all"].clone();
+    both.extend(more["all"].iter().cloned());
+    assert!(
+        found == oracle["all"] || found == both,
+        "{} documents",
+        found.len()
+    );
+    if !finished {
+        let out = site.run(&["--dir", "p", "add", "second"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for (w, p) in more {
+        oracle.entry(w).or_default().extend(p);
+    }
+    check_oracle(&site, "p", &oracle);
+    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 3030);
+    server.stop();
+    assert_eq!(entries(&site, 99), 0, "no entry of the killed upload");
+}
+
+#[test]
+fn client_killed_during_an_add_reuses_no_label_and_the_rerun_completes() {
+    let site = Site::new();
+    let server = Server::start(&site, 0);
+    init(&site, "p", "fast", &server);
+    let (oracle, pairs) = corpus(&site, "docs", 640, 6);
+    let mut add = site.client(&["--dir", "p", "add", "docs"]);
+    assert!(server.wait_for(
+        "sesame_requests_total{method=\"Call\",code=\"OK\"}",
+        2,
+        Duration::from_secs(60)
+    ));
+    add.kill().unwrap();
+    add.wait().unwrap();
+    let out = site.run(&["--dir", "p", "add", "docs"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_oracle(&site, "p", &oracle);
+    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 640);
+    server.stop();
+    assert_eq!(
+        entries(&site, 0),
+        pairs,
+        "every pair stored once, no label written twice"
+    );
+}

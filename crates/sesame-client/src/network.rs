@@ -1,0 +1,422 @@
+//! The network backend: the index and the documents live on a Sesame
+//! server (`sesame serve`), reached over gRPC and TLS.
+//!
+//! A profile bound to a server keeps the binding in `server.json`: the
+//! URL, the CA certificate to trust (if any), and the tenant's token,
+//! sealed under a key derived from the passphrase (the token is a secret;
+//! the rest is not).
+
+use std::path::Path;
+use std::time::Instant;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{wire, Channel, Meter, Params};
+use sesame_crypto::Aes256GcmSiv;
+use sesame_server::blocking::{from_status, new_request_id, Connection};
+use sesame_server::{proto, ClientConfig};
+use sesame_sse::KeywordScheme;
+use tonic::Code;
+use zeroize::{Zeroize, Zeroizing};
+
+use crate::backend::{Backend, SetupChannel};
+use crate::doc_service::{DocRequest, DocResponse};
+use crate::error::{ClientError, Result};
+use crate::fsutil;
+
+/// Name of the server binding in a profile directory.
+pub const SERVER_FILE: &str = "server.json";
+
+/// Format tag of `server.json`.
+const FORMAT: &str = "sesame-server-binding/1";
+
+/// Where a profile's indexes live when they are not embedded.
+#[derive(Clone)]
+pub struct ServerBinding {
+    /// `https://host:port` (or `http://127.0.0.1:port` for a loopback
+    /// server in plaintext).
+    pub url: String,
+    /// The tenant's bearer token.
+    pub token: String,
+    /// A PEM CA certificate to trust instead of the public roots.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl Drop for ServerBinding {
+    fn drop(&mut self) {
+        self.token.zeroize();
+    }
+}
+
+impl std::fmt::Debug for ServerBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBinding")
+            .field("url", &self.url)
+            .field("token", &"[redacted]")
+            .field("ca", &self.ca_pem.is_some())
+            .finish()
+    }
+}
+
+impl ServerBinding {
+    /// The client configuration for this binding.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new(self.url.clone(), self.token.clone());
+        c.ca_pem = self.ca_pem.clone();
+        c
+    }
+}
+
+/// `server.json` as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BindingFile {
+    format: String,
+    url: String,
+    /// The CA certificate, PEM text.
+    ca: Option<String>,
+    /// AES-256-GCM-SIV seal of the token, hex.
+    token: String,
+}
+
+fn binding_aad(profile_id: &str, url: &str) -> Vec<u8> {
+    let mut aad = b"sesame-client/server-token/v1\0".to_vec();
+    for part in [profile_id, url] {
+        aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        aad.extend_from_slice(part.as_bytes());
+    }
+    aad
+}
+
+/// Writes the binding (token sealed) atomically.
+pub(crate) fn save_binding(
+    rng: &mut dyn CryptoRngCore,
+    aead: &Aes256GcmSiv,
+    profile_id: &str,
+    path: &Path,
+    binding: &ServerBinding,
+) -> Result<()> {
+    let ca = match &binding.ca_pem {
+        Some(pem) => Some(String::from_utf8(pem.clone()).map_err(|_| {
+            ClientError::InvalidArgument("the CA certificate is not PEM text".into())
+        })?),
+        None => None,
+    };
+    let sealed = aead
+        .seal(
+            rng,
+            &binding_aad(profile_id, &binding.url),
+            binding.token.as_bytes(),
+        )
+        .map_err(|_| ClientError::InvalidArgument("the token is too long".into()))?;
+    let file = BindingFile {
+        format: FORMAT.into(),
+        url: binding.url.clone(),
+        ca,
+        token: hex::encode(sealed),
+    };
+    let json = serde_json::to_vec_pretty(&file)
+        .map_err(|e| ClientError::InvalidArgument(format!("server binding: {e}")))?;
+    fsutil::write_atomic(path, &json)
+}
+
+/// Reads the binding, if the profile has one.
+pub(crate) fn load_binding(
+    aead: &Aes256GcmSiv,
+    profile_id: &str,
+    path: &Path,
+) -> Result<Option<ServerBinding>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ClientError::io("read", path, &e)),
+    };
+    let damaged = |reason: &str| ClientError::ProfileCorrupt {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+    let file: BindingFile = serde_json::from_slice(&bytes).map_err(|e| damaged(&e.to_string()))?;
+    if file.format != FORMAT {
+        return Err(damaged("unknown format"));
+    }
+    let sealed = hex::decode(&file.token).map_err(|_| damaged("the token is not hex"))?;
+    let token = Zeroizing::new(
+        aead.open(&binding_aad(profile_id, &file.url), &sealed)
+            .map_err(|_| damaged("the token does not decrypt (altered file?)"))?,
+    );
+    let token = String::from_utf8(token.to_vec()).map_err(|_| damaged("the token is not text"))?;
+    Ok(Some(ServerBinding {
+        url: file.url,
+        token,
+        ca_pem: file.ca.map(String::into_bytes),
+    }))
+}
+
+/// Parses a binding file as [`load_binding`] does, up to the decryption
+/// (for the fuzz targets).
+pub(crate) fn parse_binding(bytes: &[u8]) {
+    if let Ok(file) = serde_json::from_slice::<BindingFile>(bytes) {
+        let _ = hex::decode(&file.token);
+        let _ = binding_aad("id", &file.url);
+    }
+}
+
+fn status_error(s: &tonic::Status) -> ClientError {
+    ClientError::Core(from_status(s))
+}
+
+/// The server halves run on a Sesame server. Index `NAME` of the profile
+/// is index `NAME` of the tenant on the server.
+pub struct NetworkBackend {
+    conn: Connection,
+    meter: Meter,
+}
+
+impl std::fmt::Debug for NetworkBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkBackend").finish_non_exhaustive()
+    }
+}
+
+impl NetworkBackend {
+    /// Connects to the server (TLS handshake included).
+    pub fn connect(binding: &ServerBinding) -> Result<Self> {
+        let conn = Connection::connect(&binding.client_config())?;
+        Ok(NetworkBackend {
+            conn,
+            meter: Meter::new(),
+        })
+    }
+
+    /// The connection, for direct RPCs.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Creates index `index` on the server, bound to `scheme` with
+    /// `params`.
+    pub fn create_index(&self, index: &str, scheme: &str, params: &Params) -> Result<()> {
+        let params = params.to_string();
+        self.conn
+            .with_retries(|mut c| {
+                let params = params.clone();
+                async move { c.create_index(index, scheme, &params).await }
+            })
+            .map(drop)
+            .map_err(|s| status_error(&s))
+    }
+
+    /// Checks the token (and the connection) by listing the tenant's
+    /// indexes; returns their names.
+    pub fn indexes(&self) -> Result<Vec<String>> {
+        let r = self
+            .conn
+            .with_retries(|mut c| async move { c.list_indexes().await })
+            .map_err(|s| status_error(&s))?;
+        Ok(r.indexes.into_iter().map(|i| i.index).collect())
+    }
+
+    /// Removes index `index` from the server.
+    pub fn drop_index(&self, index: &str) -> Result<()> {
+        self.conn
+            .with_retries(|mut c| async move { c.drop_index(index).await })
+            .map(drop)
+            .map_err(|s| status_error(&s))
+    }
+}
+
+impl Backend for NetworkBackend {
+    fn index_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<Box<dyn Channel>> {
+        Ok(Box::new(self.conn.index_channel(
+            index,
+            scheme.descriptor.name,
+            generation,
+            self.meter.clone(),
+        )))
+    }
+
+    fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel>> {
+        Ok(Box::new(RemoteDocs {
+            conn: self.conn.clone(),
+            index: index.to_owned(),
+            meter: self.meter.clone(),
+        }))
+    }
+
+    fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()> {
+        self.conn
+            .with_retries(|mut c| async move { c.drop_generations(index, keep).await })
+            .map(drop)
+            .map_err(|s| status_error(&s))
+    }
+
+    fn meter(&self) -> &Meter {
+        &self.meter
+    }
+
+    fn apply_update(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+        id: [u8; 16],
+        requests: &[Vec<u8>],
+    ) -> Result<Vec<Vec<u8>>> {
+        let start = Instant::now();
+        let (responses, report) = self.conn.call_batch(
+            index,
+            scheme.descriptor.name,
+            generation,
+            id,
+            requests.to_vec(),
+        )?;
+        let up = requests.iter().map(Vec::len).sum();
+        let down = responses.iter().map(Vec::len).sum();
+        self.meter.record_round(up, down, start.elapsed());
+        self.meter.record_server(&report, false);
+        Ok(responses)
+    }
+
+    fn setup_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<Box<dyn SetupChannel>> {
+        Ok(Box::new(Upload(self.conn.upload(
+            index,
+            scheme.descriptor.name,
+            generation,
+            self.meter.clone(),
+        )?)))
+    }
+}
+
+/// A setup sent as one `Upload` stream.
+struct Upload(sesame_server::blocking::UploadChannel);
+
+impl Channel for Upload {
+    fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        self.0.call(request)
+    }
+    fn meter(&self) -> &Meter {
+        self.0.meter()
+    }
+}
+
+impl SetupChannel for Upload {
+    fn commit(self: Box<Self>) -> Result<()> {
+        Ok(self.0.commit()?)
+    }
+}
+
+/// The document service over the server's document RPCs: each
+/// [`DocRequest`] becomes one RPC (with a request id where it writes).
+struct RemoteDocs {
+    conn: Connection,
+    index: String,
+    meter: Meter,
+}
+
+impl RemoteDocs {
+    fn handle(&self, request: DocRequest) -> sesame_core::Result<DocResponse> {
+        let index = self.index.as_str();
+        let answer = match request {
+            DocRequest::PutDocs(docs) => {
+                let request = proto::PutDocumentsRequest {
+                    index: index.to_owned(),
+                    request_id: new_request_id().to_vec(),
+                    documents: docs
+                        .into_iter()
+                        .map(|(id, blob)| proto::Document { id, blob })
+                        .collect(),
+                };
+                match self.conn.with_retries(|mut c| {
+                    let r = request.clone();
+                    async move { c.put_documents(r).await }
+                }) {
+                    Ok(_) => DocResponse::Stored,
+                    // Our own retry of a put that was applied.
+                    Err(s) if s.code() == Code::AlreadyExists && !s.details().is_empty() => {
+                        DocResponse::Stored
+                    }
+                    Err(s) => return Err(from_status(&s)),
+                }
+            }
+            DocRequest::GetDoc(id) => {
+                let r = self
+                    .conn
+                    .with_retries(|mut c| async move { c.get_documents(index, vec![id]).await })
+                    .map_err(|s| from_status(&s))?;
+                let doc = r.documents.into_iter().next().ok_or_else(|| {
+                    sesame_core::Error::Protocol("the server answered no document".into())
+                })?;
+                DocResponse::Doc(doc.found.then_some(doc.blob))
+            }
+            DocRequest::GetDocs(ids) => {
+                let r = self
+                    .conn
+                    .with_retries(|mut c| {
+                        let ids = ids.clone();
+                        async move { c.get_documents(index, ids).await }
+                    })
+                    .map_err(|s| from_status(&s))?;
+                DocResponse::Docs(
+                    r.documents
+                        .into_iter()
+                        .map(|d| d.found.then_some(d.blob))
+                        .collect(),
+                )
+            }
+            DocRequest::DeleteDoc(id) => {
+                let request = proto::DeleteDocumentsRequest {
+                    index: index.to_owned(),
+                    request_id: new_request_id().to_vec(),
+                    ids: vec![id],
+                };
+                match self.conn.with_retries(|mut c| {
+                    let r = request.clone();
+                    async move { c.delete_documents(r).await }
+                }) {
+                    Ok(r) => DocResponse::Deleted(r.deleted.first().copied().unwrap_or(false)),
+                    Err(s) if s.code() == Code::AlreadyExists && !s.details().is_empty() => {
+                        let r: proto::DeleteDocumentsResponse = prost::Message::decode(s.details())
+                            .map_err(|e| {
+                                sesame_core::Error::Malformed(format!("stored answer: {e}"))
+                            })?;
+                        DocResponse::Deleted(r.deleted.first().copied().unwrap_or(false))
+                    }
+                    Err(s) => return Err(from_status(&s)),
+                }
+            }
+            DocRequest::ListDocIds => {
+                let r = self
+                    .conn
+                    .with_retries(|mut c| async move { c.list_documents(index).await })
+                    .map_err(|s| from_status(&s))?;
+                DocResponse::DocIds(r.ids)
+            }
+        };
+        Ok(answer)
+    }
+}
+
+impl Channel for RemoteDocs {
+    fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        let start = Instant::now();
+        let decoded: DocRequest = wire::decode(request)?;
+        let response = wire::encode(&self.handle(decoded)?)?;
+        self.meter
+            .record_round(request.len(), response.len(), start.elapsed());
+        Ok(response)
+    }
+
+    fn meter(&self) -> &Meter {
+        &self.meter
+    }
+}

@@ -1,0 +1,141 @@
+//! The corpus of the client fuzz targets (`fuzz/corpus/client_documents`,
+//! `fuzz/corpus/client_files`), mutations of it and random inputs, run
+//! through `sesame_client::hostile`: the CI smoke run of those fuzzers.
+//!
+//! `cargo test -p sesame-client --test fuzz_corpus -- --ignored
+//! write_seed_corpus` rewrites the seeds from a real profile.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use sesame_client::doc_service::{DocRequest, DocResponse};
+use sesame_client::{hostile, insecure, Profile, ServerBinding};
+use sesame_core::{wire, Params};
+
+fn corpus_dir(target: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target)
+}
+
+fn inputs(target: &str, mutations: usize, random: usize) -> Vec<Vec<u8>> {
+    let dir = corpus_dir(target);
+    let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    seeds.sort();
+    assert!(!seeds.is_empty());
+    // A fixed stream: the same inputs every run.
+    let mut state = 0x243F_6A88_85A3_08D3u64 ^ target.len() as u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut out = seeds.clone();
+    for seed in &seeds {
+        for _ in 0..mutations {
+            let mut m = seed.clone();
+            if m.is_empty() {
+                m.push(next() as u8);
+            }
+            let i = next() as usize % m.len();
+            match next() % 3 {
+                0 => m[i] ^= 1 << (next() % 8),
+                1 => m.truncate(i),
+                _ => m.insert(i, next() as u8),
+            }
+            out.push(m);
+        }
+    }
+    for _ in 0..random {
+        let mut m = vec![0u8; next() as usize % 300];
+        for b in &mut m {
+            *b = next() as u8;
+        }
+        out.push(m);
+    }
+    out
+}
+
+#[test]
+fn client_documents_corpus() {
+    for input in inputs("client_documents", 32, 300) {
+        hostile::document_messages(&input);
+    }
+}
+
+#[test]
+fn client_files_corpus() {
+    for input in inputs("client_files", 32, 300) {
+        hostile::local_files(&input);
+    }
+}
+
+fn write(target: &str, name: &str, bytes: &[u8]) {
+    let dir = corpus_dir(target);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+#[test]
+#[ignore = "writes the seed corpus into fuzz/corpus"]
+fn write_seed_corpus() {
+    let requests = [
+        DocRequest::PutDocs(vec![(1, b"blob".to_vec()), (2, vec![])]),
+        DocRequest::GetDoc(1),
+        DocRequest::GetDocs(vec![1, 2, 3]),
+        DocRequest::DeleteDoc(2),
+        DocRequest::ListDocIds,
+    ];
+    for (i, r) in requests.iter().enumerate() {
+        write(
+            "client_documents",
+            &format!("request-{i}"),
+            &wire::encode(r).unwrap(),
+        );
+    }
+    let responses = [
+        DocResponse::Stored,
+        DocResponse::Doc(Some(b"x".to_vec())),
+        DocResponse::Docs(vec![None, Some(vec![1])]),
+        DocResponse::Deleted(true),
+        DocResponse::DocIds(vec![1, 5]),
+    ];
+    for (i, r) in responses.iter().enumerate() {
+        write(
+            "client_documents",
+            &format!("response-{i}"),
+            &wire::encode(r).unwrap(),
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let p = Profile::create_with_kdf(
+        tmp.path().join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap();
+    write(
+        "client_files",
+        "profile-json",
+        &std::fs::read(tmp.path().join("p/profile.json")).unwrap(),
+    );
+    write("client_files", "state-plain", &hostile::sample_state());
+    p.bind_server(&ServerBinding {
+        url: "https://localhost:7443".into(),
+        token: "sst1_x".into(),
+        ca_pem: Some(b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".to_vec()),
+    })
+    .unwrap();
+    write(
+        "client_files",
+        "server-json",
+        &std::fs::read(tmp.path().join("p/server.json")).unwrap(),
+    );
+}

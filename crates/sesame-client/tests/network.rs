@@ -1,0 +1,293 @@
+//! Profiles bound to a server (loopback TLS, in-process): the same add,
+//! search and get as embedded; updates that the server fails or never
+//! acknowledges are kept and sent again, and nothing acknowledged is lost.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use rand_core::OsRng;
+use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_core::{IoCounts, Params, Result as CoreResult, Store, WriteBatch};
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_store::MemoryStore;
+
+/// A store that fails writes on demand, as a full disk would.
+struct FailingStore {
+    inner: MemoryStore,
+    /// 0: writes work; 1: they fail and change nothing; 2: they are
+    /// applied, then reported as failed (the answer is lost).
+    mode: AtomicU8,
+    /// Writes that still succeed before `mode` applies (-1: no countdown).
+    countdown: AtomicI64,
+}
+
+impl FailingStore {
+    fn new() -> Self {
+        FailingStore {
+            inner: MemoryStore::new(),
+            mode: AtomicU8::new(0),
+            countdown: AtomicI64::new(-1),
+        }
+    }
+
+    fn fail(&self, mode: u8, after: i64) {
+        self.countdown.store(after, Ordering::SeqCst);
+        self.mode.store(mode, Ordering::SeqCst);
+    }
+
+    fn heal(&self) {
+        self.mode.store(0, Ordering::SeqCst);
+    }
+}
+
+impl Store for FailingStore {
+    fn get(&self, key: &[u8]) -> CoreResult<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> CoreResult<Vec<Option<Vec<u8>>>> {
+        self.inner.get_many(keys)
+    }
+    fn write(&self, batch: WriteBatch) -> CoreResult<()> {
+        let full =
+            || sesame_core::Error::StoreIo("write: No space left on device (os error 28)".into());
+        let mode = self.mode.load(Ordering::SeqCst);
+        if mode != 0 && self.countdown.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            if mode == 2 {
+                self.inner.write(batch)?;
+            }
+            return Err(full());
+        }
+        self.inner.write(batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> CoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> IoCounts {
+        self.inner.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        "failing-memory"
+    }
+}
+
+struct Setup {
+    _server: RunningServer,
+    binding: ServerBinding,
+    tmp: tempfile::TempDir,
+}
+
+fn serve(store: Arc<dyn Store>) -> Setup {
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.into_bytes(),
+        key_pem: certs.key_pem.into_bytes(),
+    });
+    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let server = RunningServer::start(config, store).unwrap();
+    let binding = ServerBinding {
+        url: server.url(),
+        token,
+        ca_pem: Some(certs.ca_pem.into_bytes()),
+    };
+    Setup {
+        _server: server,
+        binding,
+        tmp: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// A profile bound to the server, its default index created there.
+fn profile(s: &Setup, scheme: &str) -> Profile {
+    let backend = NetworkBackend::connect(&s.binding).unwrap();
+    backend
+        .create_index(DEFAULT_INDEX, scheme, &Params::new())
+        .unwrap();
+    let p = Profile::create_with_kdf(
+        s.tmp.path().join("profile"),
+        "pw",
+        scheme,
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap();
+    p.bind_server(&s.binding).unwrap();
+    p
+}
+
+/// Writes `n` files `f{i}.txt` under `dir/sub` and returns the directory
+/// and the oracle: keyword to paths.
+fn corpus(
+    dir: &Path,
+    sub: &str,
+    first: usize,
+    n: usize,
+) -> (PathBuf, BTreeMap<String, BTreeSet<String>>) {
+    let root = dir.join(sub);
+    std::fs::create_dir_all(&root).unwrap();
+    let mut oracle: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for i in first..first + n {
+        let words = [
+            "all".to_string(),
+            format!("mod{}", i % 3),
+            format!("doc{i}"),
+        ];
+        let path = root.join(format!("f{i}.txt"));
+        std::fs::write(&path, words.join(" ")).unwrap();
+        for w in words {
+            oracle
+                .entry(w)
+                .or_default()
+                .insert(path.to_string_lossy().into_owned());
+        }
+    }
+    (root, oracle)
+}
+
+fn found(profile: &Profile, word: &str) -> BTreeSet<String> {
+    let mut s = profile.session(DEFAULT_INDEX).unwrap();
+    s.search(word)
+        .unwrap()
+        .into_iter()
+        .map(|d| d.path)
+        .collect()
+}
+
+fn check_oracle(profile: &Profile, oracle: &BTreeMap<String, BTreeSet<String>>) {
+    for (w, paths) in oracle {
+        assert_eq!(&found(profile, w), paths, "keyword {w}");
+    }
+}
+
+/// Index entries of the default index, generation `g`, on the server.
+fn entries(store: &dyn Store, g: u64) -> usize {
+    store
+        .scan_prefix(format!("i/alice/{DEFAULT_INDEX}/{g}/").as_bytes())
+        .unwrap()
+        .len()
+}
+
+fn merge(a: &mut BTreeMap<String, BTreeSet<String>>, b: BTreeMap<String, BTreeSet<String>>) {
+    for (w, p) in b {
+        a.entry(w).or_default().extend(p);
+    }
+}
+
+#[test]
+fn static_and_dynamic_profiles_work_against_the_server() {
+    for scheme in ["pibas", "fast"] {
+        let store = Arc::new(MemoryStore::new());
+        let s = serve(store.clone());
+        let p = profile(&s, scheme);
+        let (dir, mut oracle) = corpus(s.tmp.path(), "a", 0, 12);
+        let mut session = p.session(DEFAULT_INDEX).unwrap();
+        let r = session.add_documents(&[&dir], &mut |_| {}).unwrap();
+        assert_eq!(r.added.len(), 12);
+        assert_eq!(r.rebuilt, scheme == "pibas");
+        let (dir2, more) = corpus(s.tmp.path(), "b", 12, 5);
+        session.add_documents(&[&dir2], &mut |_| {}).unwrap();
+        merge(&mut oracle, more);
+        drop(session);
+        check_oracle(&p, &oracle);
+        let mut session = p.session(DEFAULT_INDEX).unwrap();
+        let hit = session.search("doc3").unwrap();
+        assert_eq!(session.get(hit[0].id).unwrap(), b"all mod0 doc3");
+        // Nothing but ciphertexts on the server: no keyword, no file name.
+        for (k, v) in store.scan_prefix(b"").unwrap() {
+            for needle in [&b"mod0"[..], b"f3.txt", b"doc3"] {
+                assert!(!k.windows(needle.len()).any(|w| w == needle));
+                assert!(!v.windows(needle.len()).any(|w| w == needle), "{scheme}");
+            }
+        }
+        if scheme == "pibas" {
+            assert_eq!(store.scan_prefix(b"i/alice/default/1/").unwrap().len(), 0);
+            assert!(
+                entries(store.as_ref(), 2) > 0,
+                "the rebuild replaced generation 1"
+            );
+        } else {
+            // One entry per keyword-document pair: no label written twice.
+            assert_eq!(entries(store.as_ref(), 0), 17 * 3);
+        }
+    }
+}
+
+#[test]
+fn a_failed_write_reaches_the_user_and_nothing_acknowledged_is_lost() {
+    let store = Arc::new(FailingStore::new());
+    let s = serve(store.clone());
+    let p = profile(&s, "fast");
+    let (dir, mut oracle) = corpus(s.tmp.path(), "a", 0, 10);
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+
+    // The disk is full: the documents cannot be stored.
+    store.fail(1, 0);
+    let (dir2, more) = corpus(s.tmp.path(), "b", 10, 6);
+    merge(&mut oracle, more);
+    let err = p
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir2], &mut |_| {})
+        .unwrap_err();
+    assert!(err.to_string().contains("out of space"), "{err}");
+    // Searches still work, and the acknowledged documents are all there.
+    assert_eq!(found(&p, "all").len(), 10);
+
+    // The documents are stored, but the index update fails: it is kept.
+    store.fail(1, 1);
+    let err = p
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir2], &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::Unacknowledged { documents: 6, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("out of space"), "{err}");
+    assert!(err.to_string().contains("sent again"), "{err}");
+    assert!(p.session(DEFAULT_INDEX).unwrap().search("all").is_err());
+
+    // Space again: the next command sends the saved update first, and the
+    // same add finds its files done.
+    store.heal();
+    let r = p
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir2], &mut |_| {})
+        .unwrap();
+    assert_eq!((r.added.len(), r.resumed), (0, 6), "{r:?}");
+    check_oracle(&p, &oracle);
+    assert_eq!(entries(store.as_ref() as &dyn Store, 0), 16 * 3);
+}
+
+#[test]
+fn an_update_applied_but_not_acknowledged_is_not_applied_twice() {
+    let store = Arc::new(FailingStore::new());
+    let s = serve(store.clone());
+    let p = profile(&s, "fast");
+    let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 8);
+    // Documents stored; the update is committed, but its answer is lost.
+    store.fail(2, 1);
+    let err = p
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Unacknowledged { .. }), "{err}");
+    store.heal();
+    let before = store.scan_prefix(b"i/").unwrap();
+    // The resend is recognised by the server: answered from its replay
+    // record, nothing written again.
+    check_oracle(&p, &oracle);
+    assert_eq!(store.scan_prefix(b"i/").unwrap(), before);
+    assert_eq!(entries(store.as_ref() as &dyn Store, 0), 8 * 3);
+}

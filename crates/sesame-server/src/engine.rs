@@ -1,0 +1,951 @@
+//! The server's logic, without the network: tenants' indexes over one
+//! store, each bound to a scheme; scheme calls, bulk uploads and documents
+//! committed in one store transaction each, together with the index's
+//! metadata and the replay record.
+//!
+//! Every method is synchronous (stores block); the gRPC layer runs them on
+//! blocking threads. Concurrency: one reader-writer lock per index, with a
+//! version counter bumped by every commit. A call first runs under the
+//! shared lock against a transaction overlay; if it wrote nothing (a
+//! search) its answer is returned, and many searches run at once. If it
+//! wrote, the exclusive lock is taken: when no other commit came in
+//! between (the version is unchanged) the buffered writes are committed as
+//! they are; otherwise they are thrown away and the call runs again under
+//! the exclusive lock. Either way no search ever sees part of an update.
+//! Scheme servers are made fresh for each request, so a rerun starts from
+//! the committed state. (This relies on the server being the only writer
+//! of its store, which redb's file lock enforces; two servers on one
+//! PostgreSQL namespace are not supported.)
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Instant;
+
+use prost::Message;
+use sesame_core::{wire, Params, SchemeKind, ServerReport, Service, Store, WriteBatch};
+use sesame_crypto::counter;
+use sesame_sse::KeywordScheme;
+use sha2::{Digest, Sha256};
+
+use crate::error::EngineError;
+use crate::keys;
+use crate::overlay::Overlay;
+use crate::proto;
+use crate::records::{now_unix, IndexMeta, ReplayRecord};
+
+/// Limits a request is held to; over a limit is `RESOURCE_EXHAUSTED`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Indexes a tenant may hold.
+    pub max_indexes_per_tenant: usize,
+    /// Scheme messages in one call.
+    pub max_messages_per_call: usize,
+    /// Documents in one put, get or delete.
+    pub max_documents_per_request: usize,
+    /// Bytes of writes one call or one upload may buffer before its commit.
+    pub max_transaction_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_indexes_per_tenant: 100,
+            max_messages_per_call: 100_000,
+            max_documents_per_request: 100_000,
+            max_transaction_bytes: 1 << 30,
+        }
+    }
+}
+
+/// How long a replay record is kept (by the server's clock).
+pub const REPLAY_HORIZON_SECS: u64 = 7 * 24 * 3600;
+/// Replay records written to an index between two prunings.
+const PRUNE_EVERY: u64 = 1024;
+
+/// The server's state: one store holding every tenant's indexes.
+pub struct Engine {
+    store: Arc<dyn Store>,
+    limits: Limits,
+    locks: Mutex<HashMap<String, Arc<IndexLock>>>,
+    create: Mutex<()>,
+    started: Instant,
+    requests: AtomicU64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("store", &self.store.backend())
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The lock of one index, and the number of commits made under it.
+#[derive(Debug, Default)]
+struct IndexLock {
+    rw: RwLock<()>,
+    version: AtomicU64,
+}
+
+impl IndexLock {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.rw.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The exclusive lock; the version is bumped when the guard goes, so
+    /// that a call that ran under the shared lock sees that something may
+    /// have changed.
+    fn write(&self) -> WriteGuard<'_> {
+        WriteGuard {
+            _guard: self.rw.write().unwrap_or_else(PoisonError::into_inner),
+            version: &self.version,
+        }
+    }
+}
+
+struct WriteGuard<'a> {
+    _guard: std::sync::RwLockWriteGuard<'a, ()>,
+    version: &'a AtomicU64,
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        self.version.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// What running scheme messages produced.
+struct Run {
+    responses: Vec<Vec<u8>>,
+    report: ServerReport,
+    overlay: Arc<Overlay>,
+}
+
+/// An upload in progress: its own scheme server over a transaction on the
+/// generation being built. Nothing is visible until
+/// [`Engine::commit_upload`].
+pub struct Upload {
+    tenant: String,
+    index: String,
+    generation: u64,
+    request_id: Option<[u8; 16]>,
+    digest: RequestDigest,
+    overlay: Arc<Overlay>,
+    server: Box<dyn Service>,
+    messages: u64,
+}
+
+impl std::fmt::Debug for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upload")
+            .field("index", &self.index)
+            .field("generation", &self.generation)
+            .field("messages", &self.messages)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Upload {
+    /// Bytes of writes buffered so far.
+    pub fn buffered_bytes(&self) -> usize {
+        self.overlay.buffered_bytes()
+    }
+}
+
+fn request_id(bytes: &[u8]) -> Result<Option<[u8; 16]>, EngineError> {
+    match bytes.len() {
+        0 => Ok(None),
+        16 => Ok(bytes.try_into().ok()),
+        n => Err(EngineError::InvalidArgument(format!(
+            "a request id is 16 bytes, not {n}"
+        ))),
+    }
+}
+
+fn info(index: &str, meta: &IndexMeta) -> proto::IndexInfo {
+    proto::IndexInfo {
+        index: index.to_owned(),
+        scheme: meta.scheme.clone(),
+        params: meta.params.clone(),
+        created_unix: meta.created_unix,
+        documents: meta.documents,
+        updates: meta.updates,
+        uploads: meta.uploads,
+        generation: meta.generation,
+    }
+}
+
+/// The digest a replay record keeps of a request, over a canonical
+/// encoding of its content (each part length-prefixed).
+struct RequestDigest(Sha256);
+
+impl RequestDigest {
+    fn new(kind: &str) -> Self {
+        let mut h = Sha256::new();
+        h.update(b"sesame-server/request/v1\0");
+        let mut d = RequestDigest(h);
+        d.part(kind.as_bytes());
+        d
+    }
+
+    fn part(&mut self, p: &[u8]) -> &mut Self {
+        self.0.update((p.len() as u64).to_be_bytes());
+        self.0.update(p);
+        self
+    }
+
+    fn finish(self) -> [u8; 32] {
+        self.0.finalize().into()
+    }
+}
+
+impl Engine {
+    /// The engine over `store`. A store that holds data but not the server
+    /// marker (a client profile's store, another program's data) is
+    /// refused; an empty store gets the marker.
+    pub fn new(store: Arc<dyn Store>, limits: Limits) -> Result<Self, EngineError> {
+        match store.get(keys::MARKER_KEY)? {
+            Some(m) if m == keys::MARKER => {}
+            Some(m) => {
+                return Err(EngineError::FailedPrecondition(format!(
+                    "the store holds a Sesame server layout {:?} that this build does not read \
+                     ({:?})",
+                    String::from_utf8_lossy(&m),
+                    String::from_utf8_lossy(keys::MARKER)
+                )))
+            }
+            None => {
+                if !store.scan_prefix(b"")?.is_empty() {
+                    return Err(EngineError::FailedPrecondition(
+                        "the store holds data but no Sesame server marker (a client profile's \
+                         store, or another program's); give the server a store of its own"
+                            .into(),
+                    ));
+                }
+                store.put(keys::MARKER_KEY, keys::MARKER)?;
+            }
+        }
+        Ok(Engine {
+            store,
+            limits,
+            locks: Mutex::new(HashMap::new()),
+            create: Mutex::new(()),
+            started: Instant::now(),
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Counts one answered request (for `Stats`).
+    pub fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn lock_of(&self, tenant: &str, index: &str) -> Arc<IndexLock> {
+        let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
+        locks
+            .entry(format!("{tenant}/{index}"))
+            .or_default()
+            .clone()
+    }
+
+    fn meta(&self, tenant: &str, index: &str) -> Result<IndexMeta, EngineError> {
+        match self.store.get(&keys::meta_key(tenant, index))? {
+            Some(bytes) => IndexMeta::decode(&bytes),
+            None => Err(EngineError::NotFound(format!("no index named {index:?}"))),
+        }
+    }
+
+    /// The index's scheme, checked against the one the client speaks.
+    fn scheme_of(
+        meta: &IndexMeta,
+        index: &str,
+        spoken: &str,
+    ) -> Result<KeywordScheme, EngineError> {
+        if !meta.scheme.eq_ignore_ascii_case(spoken) {
+            return Err(EngineError::FailedPrecondition(format!(
+                "index {index:?} is bound to scheme {}, not {:?}",
+                meta.scheme,
+                spoken.chars().take(64).collect::<String>()
+            )));
+        }
+        sesame_sse::scheme(&meta.scheme).ok_or_else(|| {
+            EngineError::FailedPrecondition(format!(
+                "index {index:?} is bound to scheme {}, which this server does not know",
+                meta.scheme
+            ))
+        })
+    }
+
+    fn replayed(
+        &self,
+        tenant: &str,
+        index: &str,
+        id: &[u8; 16],
+        digest: &[u8; 32],
+    ) -> Result<Option<EngineError>, EngineError> {
+        let Some(bytes) = self.store.get(&keys::replay_key(tenant, index, id))? else {
+            return Ok(None);
+        };
+        let record = ReplayRecord::decode(&bytes)?;
+        Ok(Some(if &record.digest == digest {
+            EngineError::Replayed {
+                id: hex::encode(id),
+                response: record.response,
+            }
+        } else {
+            EngineError::AlreadyExists(format!(
+                "request id {} was already used for another request",
+                hex::encode(id)
+            ))
+        }))
+    }
+
+    /// Adds the replay record of a committed request to `batch`, and
+    /// prunes old records now and then.
+    fn remember(
+        &self,
+        batch: &mut WriteBatch,
+        meta: &mut IndexMeta,
+        (tenant, index): (&str, &str),
+        id: &[u8; 16],
+        (digest, response): ([u8; 32], Vec<u8>),
+    ) -> Result<(), EngineError> {
+        let now = now_unix();
+        let record = ReplayRecord {
+            digest,
+            at_unix: now,
+            response,
+        };
+        batch.put(keys::replay_key(tenant, index, id), record.encode()?);
+        meta.records_since_prune += 1;
+        if meta.records_since_prune >= PRUNE_EVERY {
+            meta.records_since_prune = 0;
+            for (k, v) in self
+                .store
+                .scan_prefix(&keys::replay_prefix(tenant, index))?
+            {
+                let old = ReplayRecord::decode(&v).map_or(true, |r| {
+                    r.at_unix.saturating_add(REPLAY_HORIZON_SECS) < now
+                });
+                if old {
+                    batch.delete(k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs scheme messages against a fresh server over a transaction.
+    fn run(
+        &self,
+        scheme: &KeywordScheme,
+        prefix: Vec<u8>,
+        messages: &[Vec<u8>],
+    ) -> Result<Run, EngineError> {
+        let overlay = Arc::new(Overlay::new(
+            self.store.clone(),
+            prefix,
+            self.limits.max_transaction_bytes,
+        ));
+        let start = Instant::now();
+        let mut server = (scheme.new_server)(overlay.clone());
+        let (responses, primitives) = counter::measure(|| {
+            messages
+                .iter()
+                .map(|m| server.handle(m))
+                .collect::<sesame_core::Result<Vec<_>>>()
+        });
+        let handle_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let responses = responses.map_err(|e| {
+            if overlay.over_limit() {
+                EngineError::ResourceExhausted(format!(
+                    "the request writes more than the server's limit of {} bytes per transaction",
+                    self.limits.max_transaction_bytes
+                ))
+            } else {
+                EngineError::from_core(e)
+            }
+        })?;
+        Ok(Run {
+            responses,
+            report: ServerReport {
+                handle_ns,
+                io: overlay.io_counts(),
+                primitives,
+            },
+            overlay,
+        })
+    }
+
+    // ---- indexes -------------------------------------------------------
+
+    /// Creates an index bound to a scheme and its parameters.
+    pub fn create_index(
+        &self,
+        tenant: &str,
+        req: proto::CreateIndexRequest,
+    ) -> Result<proto::IndexInfo, EngineError> {
+        keys::check_name("index", &req.index)?;
+        let scheme = sesame_sse::scheme(&req.scheme).ok_or_else(|| {
+            EngineError::InvalidArgument(format!(
+                "unknown scheme {:?} (known: {})",
+                req.scheme.chars().take(64).collect::<String>(),
+                sesame_sse::schemes()
+                    .iter()
+                    .map(|s| s.descriptor.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        if !matches!(
+            scheme.descriptor.kind,
+            SchemeKind::StaticSse | SchemeKind::DynamicSse
+        ) {
+            return Err(EngineError::InvalidArgument(format!(
+                "scheme {} is not a keyword scheme",
+                scheme.descriptor.name
+            )));
+        }
+        let params = Params::parse(&req.params)
+            .map_err(|e| EngineError::InvalidArgument(format!("scheme parameters: {e}")))?;
+        // The scheme checks its parameters when it makes a client.
+        (scheme.new_client)(&mut rand_core::OsRng, &params)
+            .map_err(|e| EngineError::InvalidArgument(format!("scheme parameters: {e}")))?;
+
+        let _create = self.create.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = keys::meta_key(tenant, &req.index);
+        if self.store.get(&key)?.is_some() {
+            return Err(EngineError::AlreadyExists(format!(
+                "an index named {:?} already exists",
+                req.index
+            )));
+        }
+        let count = self.store.scan_prefix(&keys::meta_prefix(tenant))?.len();
+        if count >= self.limits.max_indexes_per_tenant {
+            return Err(EngineError::ResourceExhausted(format!(
+                "a tenant may hold at most {} indexes (drop one first)",
+                self.limits.max_indexes_per_tenant
+            )));
+        }
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.write();
+        // Remnants of an index of this name dropped halfway do not exist
+        // (drops are one transaction), but a crash cannot leave any either.
+        let meta = IndexMeta {
+            scheme: scheme.descriptor.name.to_owned(),
+            params: params.to_string(),
+            created_unix: now_unix(),
+            ..IndexMeta::default()
+        };
+        self.store.put(&key, &meta.encode()?)?;
+        Ok(info(&req.index, &meta))
+    }
+
+    /// Removes an index with its entries, documents and replay records, in
+    /// one transaction.
+    pub fn drop_index(
+        &self,
+        tenant: &str,
+        req: proto::DropIndexRequest,
+    ) -> Result<proto::DropIndexResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.write();
+        self.meta(tenant, &req.index)?;
+        let mut batch = WriteBatch::new();
+        for prefix in [
+            keys::index_prefix(tenant, &req.index),
+            keys::doc_prefix(tenant, &req.index),
+            keys::replay_prefix(tenant, &req.index),
+        ] {
+            for (k, _) in self.store.scan_prefix(&prefix)? {
+                batch.delete(k);
+            }
+        }
+        let removed = batch.len() as u64;
+        batch.delete(keys::meta_key(tenant, &req.index));
+        self.store.write(batch)?;
+        Ok(proto::DropIndexResponse { removed })
+    }
+
+    /// The tenant's indexes, by name.
+    pub fn list_indexes(
+        &self,
+        tenant: &str,
+        _req: proto::ListIndexesRequest,
+    ) -> Result<proto::ListIndexesResponse, EngineError> {
+        let prefix = keys::meta_prefix(tenant);
+        let mut indexes = Vec::new();
+        for (k, v) in self.store.scan_prefix(&prefix)? {
+            let name = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+            indexes.push(info(&name, &IndexMeta::decode(&v)?));
+        }
+        Ok(proto::ListIndexesResponse { indexes })
+    }
+
+    /// The tenant's indexes and the server's counters.
+    pub fn stats(
+        &self,
+        tenant: &str,
+        _req: proto::StatsRequest,
+    ) -> Result<proto::StatsResponse, EngineError> {
+        let indexes = self
+            .list_indexes(tenant, proto::ListIndexesRequest {})?
+            .indexes;
+        Ok(proto::StatsResponse {
+            indexes,
+            uptime_seconds: self.started.elapsed().as_secs(),
+            requests: self.requests.load(Ordering::Relaxed),
+            store: self.store.backend().to_owned(),
+        })
+    }
+
+    // ---- scheme calls --------------------------------------------------
+
+    /// Runs scheme messages on one generation of an index and commits
+    /// what they wrote, with the index's metadata and (given a request id)
+    /// the replay record, in one transaction.
+    pub fn call(
+        &self,
+        tenant: &str,
+        req: proto::CallRequest,
+    ) -> Result<proto::CallResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        let id = request_id(&req.request_id)?;
+        if req.messages.is_empty() {
+            return Err(EngineError::InvalidArgument(
+                "a call carries at least one scheme message".into(),
+            ));
+        }
+        if req.messages.len() > self.limits.max_messages_per_call {
+            return Err(EngineError::ResourceExhausted(format!(
+                "a call carries at most {} scheme messages",
+                self.limits.max_messages_per_call
+            )));
+        }
+        let digest = id.map(|_| {
+            let mut d = RequestDigest::new("call");
+            d.part(req.index.as_bytes())
+                .part(req.scheme.as_bytes())
+                .part(&req.generation.to_be_bytes());
+            for m in &req.messages {
+                d.part(m);
+            }
+            d.finish()
+        });
+        let prefix = keys::generation_prefix(tenant, &req.index, req.generation);
+        let lock = self.lock_of(tenant, &req.index);
+        let (first, seen) = {
+            let _g = lock.read();
+            let seen = lock.version.load(Ordering::Acquire);
+            let meta = self.meta(tenant, &req.index)?;
+            let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
+            if let (Some(id), Some(digest)) = (&id, &digest) {
+                if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
+                    return Err(e);
+                }
+            }
+            let run = self.run(&scheme, prefix.clone(), &req.messages)?;
+            if !run.overlay.has_writes() {
+                return Ok(proto::CallResponse {
+                    messages: run.responses,
+                    report: wire::encode(&run.report)?,
+                });
+            }
+            (run, seen)
+        };
+        // It writes: commit alone, running it again if another commit came
+        // in since it ran.
+        let _g = lock.write();
+        let start = Instant::now();
+        let mut meta = self.meta(tenant, &req.index)?;
+        let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
+        let mut run = if lock.version.load(Ordering::Acquire) == seen {
+            first
+        } else {
+            if let (Some(id), Some(digest)) = (&id, &digest) {
+                if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
+                    return Err(e);
+                }
+            }
+            let mut again = self.run(&scheme, prefix, &req.messages)?;
+            again.report.handle_ns += first.report.handle_ns;
+            again
+        };
+        let mut batch = WriteBatch::new();
+        run.overlay.drain_into(&mut batch);
+        meta.updates += 1;
+        if let (Some(id), Some(digest)) = (&id, digest) {
+            // The stored answer carries no report (it is not this call's).
+            let stored = proto::CallResponse {
+                messages: run.responses.clone(),
+                report: Vec::new(),
+            }
+            .encode_to_vec();
+            self.remember(
+                &mut batch,
+                &mut meta,
+                (tenant, &req.index),
+                id,
+                (digest, stored),
+            )?;
+        }
+        batch.put(keys::meta_key(tenant, &req.index), meta.encode()?);
+        self.store.write(batch)?;
+        // The server's time includes the commit, which the client waits for.
+        run.report.handle_ns += u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        Ok(proto::CallResponse {
+            messages: run.responses,
+            report: wire::encode(&run.report)?,
+        })
+    }
+
+    // ---- bulk upload ---------------------------------------------------
+
+    /// Starts an upload into generation `start.generation` of an index.
+    pub fn start_upload(
+        &self,
+        tenant: &str,
+        start: proto::UploadStart,
+    ) -> Result<Upload, EngineError> {
+        keys::check_name("index", &start.index)?;
+        let id = request_id(&start.request_id)?;
+        let meta = self.meta(tenant, &start.index)?;
+        let scheme = Self::scheme_of(&meta, &start.index, &start.scheme)?;
+        let overlay = Arc::new(Overlay::new(
+            self.store.clone(),
+            keys::generation_prefix(tenant, &start.index, start.generation),
+            self.limits.max_transaction_bytes,
+        ));
+        let server = (scheme.new_server)(overlay.clone());
+        let mut digest = RequestDigest::new("upload");
+        digest
+            .part(start.index.as_bytes())
+            .part(start.scheme.as_bytes())
+            .part(&start.generation.to_be_bytes());
+        Ok(Upload {
+            tenant: tenant.to_owned(),
+            index: start.index,
+            generation: start.generation,
+            request_id: id,
+            digest,
+            overlay,
+            server,
+            messages: 0,
+        })
+    }
+
+    /// Handles one message of an upload (buffered, not yet visible).
+    pub fn upload_message(
+        &self,
+        upload: &mut Upload,
+        message: &[u8],
+    ) -> Result<proto::UploadResponse, EngineError> {
+        let start = Instant::now();
+        let before = upload.overlay.io_counts();
+        let (result, primitives) = counter::measure(|| upload.server.handle(message));
+        let response = result.map_err(|e| {
+            if upload.overlay.over_limit() {
+                EngineError::ResourceExhausted(format!(
+                    "the upload writes more than the server's limit of {} bytes",
+                    self.limits.max_transaction_bytes
+                ))
+            } else {
+                EngineError::from_core(e)
+            }
+        })?;
+        upload.messages += 1;
+        upload.digest.part(message);
+        let report = ServerReport {
+            handle_ns: u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            io: upload.overlay.io_counts().since(&before),
+            primitives,
+        };
+        Ok(proto::UploadResponse {
+            message: response,
+            committed: false,
+            report: wire::encode(&report)?,
+        })
+    }
+
+    /// Commits an upload: every entry it wrote, the index's metadata and
+    /// (given a request id) the replay record, in one transaction.
+    pub fn commit_upload(&self, upload: Upload) -> Result<proto::UploadResponse, EngineError> {
+        let Upload {
+            tenant,
+            index,
+            generation,
+            request_id,
+            digest,
+            overlay,
+            ..
+        } = upload;
+        let digest = digest.finish();
+        let lock = self.lock_of(&tenant, &index);
+        let _g = lock.write();
+        // The index may have been dropped meanwhile.
+        let mut meta = self.meta(&tenant, &index)?;
+        if let Some(id) = &request_id {
+            if let Some(e) = self.replayed(&tenant, &index, id, &digest)? {
+                return Err(e);
+            }
+        }
+        let mut batch = WriteBatch::new();
+        overlay.drain_into(&mut batch);
+        meta.uploads += 1;
+        meta.generation = generation;
+        let response = proto::UploadResponse {
+            message: Vec::new(),
+            committed: true,
+            report: Vec::new(),
+        };
+        if let Some(id) = &request_id {
+            let stored = response.encode_to_vec();
+            self.remember(
+                &mut batch,
+                &mut meta,
+                (&tenant, &index),
+                id,
+                (digest, stored),
+            )?;
+        }
+        batch.put(keys::meta_key(&tenant, &index), meta.encode()?);
+        self.store.write(batch)?;
+        Ok(response)
+    }
+
+    /// Removes every generation of an index but `keep`.
+    pub fn drop_generations(
+        &self,
+        tenant: &str,
+        req: proto::DropGenerationsRequest,
+    ) -> Result<proto::DropGenerationsResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.write();
+        self.meta(tenant, &req.index)?;
+        let keep = keys::generation_prefix(tenant, &req.index, req.keep);
+        let mut batch = WriteBatch::new();
+        for (k, _) in self
+            .store
+            .scan_prefix(&keys::index_prefix(tenant, &req.index))?
+        {
+            if !k.starts_with(&keep) {
+                batch.delete(k);
+            }
+        }
+        let removed = batch.len() as u64;
+        self.store.write(batch)?;
+        Ok(proto::DropGenerationsResponse { removed })
+    }
+
+    // ---- documents -----------------------------------------------------
+
+    fn check_documents(&self, n: usize) -> Result<(), EngineError> {
+        if n > self.limits.max_documents_per_request {
+            return Err(EngineError::ResourceExhausted(format!(
+                "a request names at most {} documents",
+                self.limits.max_documents_per_request
+            )));
+        }
+        Ok(())
+    }
+
+    /// Stores encrypted documents, with the index's document count (and
+    /// the replay record) in the same transaction.
+    pub fn put_documents(
+        &self,
+        tenant: &str,
+        req: proto::PutDocumentsRequest,
+    ) -> Result<proto::PutDocumentsResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        self.check_documents(req.documents.len())?;
+        let id = request_id(&req.request_id)?;
+        let digest = id.map(|_| {
+            let mut d = RequestDigest::new("put-documents");
+            d.part(req.index.as_bytes());
+            for doc in &req.documents {
+                d.part(&doc.id.to_be_bytes()).part(&doc.blob);
+            }
+            d.finish()
+        });
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.write();
+        let mut meta = self.meta(tenant, &req.index)?;
+        if let (Some(id), Some(digest)) = (&id, &digest) {
+            if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
+                return Err(e);
+            }
+        }
+        let keys: Vec<Vec<u8>> = req
+            .documents
+            .iter()
+            .map(|d| keys::doc_key(tenant, &req.index, d.id))
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut present: std::collections::HashSet<&[u8]> = self
+            .store
+            .get_many(&refs)?
+            .into_iter()
+            .zip(&refs)
+            .filter(|(v, _)| v.is_some())
+            .map(|(_, k)| *k)
+            .collect();
+        let mut added = 0u64;
+        let mut batch = WriteBatch::with_capacity(keys.len() + 2);
+        for (key, doc) in keys.iter().zip(req.documents) {
+            if present.insert(key.as_slice()) {
+                added += 1;
+            }
+            batch.put(key.clone(), doc.blob);
+        }
+        let bytes: usize = batch
+            .ops()
+            .iter()
+            .map(|op| match op {
+                sesame_core::WriteOp::Put { key, value } => key.len() + value.len(),
+                sesame_core::WriteOp::Delete { key } => key.len(),
+            })
+            .sum();
+        if bytes > self.limits.max_transaction_bytes {
+            return Err(EngineError::ResourceExhausted(format!(
+                "the request writes more than the server's limit of {} bytes per transaction",
+                self.limits.max_transaction_bytes
+            )));
+        }
+        meta.documents += added;
+        let response = proto::PutDocumentsResponse { added };
+        if let (Some(id), Some(digest)) = (&id, digest) {
+            let stored = response.encode_to_vec();
+            self.remember(
+                &mut batch,
+                &mut meta,
+                (tenant, &req.index),
+                id,
+                (digest, stored),
+            )?;
+        }
+        batch.put(keys::meta_key(tenant, &req.index), meta.encode()?);
+        self.store.write(batch)?;
+        Ok(response)
+    }
+
+    /// Encrypted documents, in the order asked.
+    pub fn get_documents(
+        &self,
+        tenant: &str,
+        req: proto::GetDocumentsRequest,
+    ) -> Result<proto::GetDocumentsResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        self.check_documents(req.ids.len())?;
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.read();
+        self.meta(tenant, &req.index)?;
+        let keys: Vec<Vec<u8>> = req
+            .ids
+            .iter()
+            .map(|&id| keys::doc_key(tenant, &req.index, id))
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let documents = self
+            .store
+            .get_many(&refs)?
+            .into_iter()
+            .map(|v| proto::MaybeDocument {
+                found: v.is_some(),
+                blob: v.unwrap_or_default(),
+            })
+            .collect();
+        Ok(proto::GetDocumentsResponse { documents })
+    }
+
+    /// Deletes documents.
+    pub fn delete_documents(
+        &self,
+        tenant: &str,
+        req: proto::DeleteDocumentsRequest,
+    ) -> Result<proto::DeleteDocumentsResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        self.check_documents(req.ids.len())?;
+        let id = request_id(&req.request_id)?;
+        let digest = id.map(|_| {
+            let mut d = RequestDigest::new("delete-documents");
+            d.part(req.index.as_bytes());
+            for i in &req.ids {
+                d.part(&i.to_be_bytes());
+            }
+            d.finish()
+        });
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.write();
+        let mut meta = self.meta(tenant, &req.index)?;
+        if let (Some(id), Some(digest)) = (&id, &digest) {
+            if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
+                return Err(e);
+            }
+        }
+        let keys: Vec<Vec<u8>> = req
+            .ids
+            .iter()
+            .map(|&id| keys::doc_key(tenant, &req.index, id))
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut gone = std::collections::HashSet::new();
+        let mut deleted = Vec::with_capacity(keys.len());
+        let mut batch = WriteBatch::new();
+        for (value, key) in self.store.get_many(&refs)?.into_iter().zip(&keys) {
+            let was = value.is_some() && gone.insert(key.clone());
+            deleted.push(was);
+            if was {
+                batch.delete(key.clone());
+            }
+        }
+        meta.documents = meta.documents.saturating_sub(gone.len() as u64);
+        let response = proto::DeleteDocumentsResponse { deleted };
+        if let (Some(id), Some(digest)) = (&id, digest) {
+            let stored = response.encode_to_vec();
+            self.remember(
+                &mut batch,
+                &mut meta,
+                (tenant, &req.index),
+                id,
+                (digest, stored),
+            )?;
+        }
+        batch.put(keys::meta_key(tenant, &req.index), meta.encode()?);
+        self.store.write(batch)?;
+        Ok(response)
+    }
+
+    /// Identifiers of every stored document, ascending.
+    pub fn list_documents(
+        &self,
+        tenant: &str,
+        req: proto::ListDocumentsRequest,
+    ) -> Result<proto::ListDocumentsResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.read();
+        self.meta(tenant, &req.index)?;
+        let prefix = keys::doc_prefix(tenant, &req.index);
+        let ids = self
+            .store
+            .scan_prefix(&prefix)?
+            .into_iter()
+            .filter_map(|(k, _)| keys::doc_id(prefix.len(), &k))
+            .collect();
+        Ok(proto::ListDocumentsResponse { ids })
+    }
+}

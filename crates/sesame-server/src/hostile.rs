@@ -1,0 +1,238 @@
+//! Entry points that feed untrusted bytes to every decoder a peer
+//! controls, for the fuzz targets in `fuzz/` and for the test that replays
+//! their corpus (`tests/fuzz_corpus.rs`). Each must return normally
+//! whatever the input: an error is fine, a panic is a bug.
+//!
+//! | function | peer | decoders |
+//! |---|---|---|
+//! | [`server_request`] | a client | every request message, then the engine (scheme calls included) |
+//! | [`scheme_request`] | a client | every scheme's server half, on a fresh in-memory store |
+//! | [`client_response`] | the server | every response message, the server report, replay details, and every scheme client's response handling |
+//! | [`stored_record`] | the store | index metadata, replay records, the tokens file |
+
+use std::sync::Arc;
+
+use prost::Message;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use sesame_core::{wire, Channel, Meter, Params, ServerReport, Store};
+use sesame_store::MemoryStore;
+
+use crate::engine::{Engine, Limits};
+use crate::proto;
+use crate::records::{IndexMeta, ReplayRecord};
+use crate::tokens::Tokens;
+
+/// The tenant the engine-level target speaks as.
+pub const TENANT: &str = "fuzz";
+
+/// The registered keyword schemes' names, in registry order.
+pub fn scheme_names() -> Vec<&'static str> {
+    sesame_sse::schemes()
+        .iter()
+        .map(|s| s.descriptor.name)
+        .collect()
+}
+
+/// An engine over a fresh memory store with one index per scheme, named
+/// after it.
+pub fn engine() -> Engine {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let limits = Limits {
+        max_transaction_bytes: 1 << 20,
+        max_messages_per_call: 64,
+        max_documents_per_request: 64,
+        max_indexes_per_tenant: 64,
+    };
+    let engine = Engine::new(store, limits).expect("an empty memory store takes the marker");
+    for name in scheme_names() {
+        let index = name.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
+        let _ = engine.create_index(
+            TENANT,
+            proto::CreateIndexRequest {
+                index,
+                scheme: name.to_owned(),
+                params: String::new(),
+            },
+        );
+    }
+    engine
+}
+
+/// Method selector (first byte, modulo 9), then a protobuf request for
+/// that method, given to the engine.
+pub fn server_request(data: &[u8]) {
+    let Some((&selector, body)) = data.split_first() else {
+        return;
+    };
+    // A fresh engine per input keeps runs independent; the engine is cheap.
+    let e = engine();
+    match selector % 9 {
+        0 => {
+            if let Ok(r) = proto::CallRequest::decode(body) {
+                let _ = e.call(TENANT, r);
+            }
+        }
+        1 => {
+            if let Ok(r) = proto::UploadRequest::decode(body) {
+                if let Some(start) = r.start {
+                    if let Ok(mut up) = e.start_upload(TENANT, start) {
+                        if !r.message.is_empty() {
+                            let _ = e.upload_message(&mut up, &r.message);
+                        }
+                        let _ = e.commit_upload(up);
+                    }
+                }
+            }
+        }
+        2 => {
+            if let Ok(r) = proto::PutDocumentsRequest::decode(body) {
+                let _ = e.put_documents(TENANT, r);
+            }
+        }
+        3 => {
+            if let Ok(r) = proto::GetDocumentsRequest::decode(body) {
+                let _ = e.get_documents(TENANT, r);
+            }
+        }
+        4 => {
+            if let Ok(r) = proto::DeleteDocumentsRequest::decode(body) {
+                let _ = e.delete_documents(TENANT, r);
+            }
+        }
+        5 => {
+            if let Ok(r) = proto::CreateIndexRequest::decode(body) {
+                let _ = e.create_index(TENANT, r);
+            }
+        }
+        6 => {
+            if let Ok(r) = proto::DropIndexRequest::decode(body) {
+                let _ = e.drop_index(TENANT, r);
+            }
+        }
+        7 => {
+            if let Ok(r) = proto::DropGenerationsRequest::decode(body) {
+                let _ = e.drop_generations(TENANT, r);
+            }
+        }
+        _ => {
+            if let Ok(r) = proto::ListDocumentsRequest::decode(body) {
+                let _ = e.list_documents(TENANT, r);
+            }
+            let _ = proto::ListIndexesRequest::decode(body);
+            let _ = proto::StatsRequest::decode(body);
+            let _ = proto::HealthRequest::decode(body);
+        }
+    }
+}
+
+/// Scheme selector (first byte), then one scheme message, handled by that
+/// scheme's server half over a fresh memory store.
+pub fn scheme_request(data: &[u8]) {
+    let Some((&selector, message)) = data.split_first() else {
+        return;
+    };
+    let schemes = sesame_sse::schemes();
+    let Some(scheme) = schemes.get(usize::from(selector) % schemes.len().max(1)) else {
+        return;
+    };
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut server = (scheme.new_server)(store);
+    let _ = server.handle(message);
+    // A second message after the first (state the first left behind).
+    let _ = server.handle(message);
+}
+
+/// A channel whose answers are the fuzz input.
+struct Replay<'a> {
+    answers: std::slice::Iter<'a, Vec<u8>>,
+    meter: Meter,
+}
+
+impl Channel for Replay<'_> {
+    fn call(&mut self, _request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        self.answers
+            .next()
+            .cloned()
+            .ok_or_else(|| sesame_core::Error::Transport("no more answers".into()))
+    }
+    fn meter(&self) -> &Meter {
+        &self.meter
+    }
+}
+
+/// Everything a client decodes from a server: every response message,
+/// the server report, a replay's details; and, with the input split at
+/// `0xFF 0x00` into answers, every scheme client's search and update
+/// checks fed those answers.
+pub fn client_response(data: &[u8]) {
+    let _ = proto::CallResponse::decode(data);
+    let _ = proto::UploadResponse::decode(data);
+    let _ = proto::GetDocumentsResponse::decode(data);
+    let _ = proto::DeleteDocumentsResponse::decode(data);
+    let _ = proto::PutDocumentsResponse::decode(data);
+    let _ = proto::ListDocumentsResponse::decode(data);
+    let _ = proto::ListIndexesResponse::decode(data);
+    let _ = proto::StatsResponse::decode(data);
+    let _ = proto::HealthResponse::decode(data);
+    let _ = proto::IndexInfo::decode(data);
+    let _ = proto::DropIndexResponse::decode(data);
+    let _ = proto::DropGenerationsResponse::decode(data);
+    let _ = wire::decode::<ServerReport>(data);
+
+    let answers: Vec<Vec<u8>> = split(data);
+    for scheme in sesame_sse::schemes() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let Ok(mut client) = (scheme.new_client)(&mut rng, &Params::new()) else {
+            continue;
+        };
+        // Give dynamic clients some state, so searches send tokens.
+        let _ = client.prepare_update(&mut rng, sesame_sse::UpdateOp::Add, 1, &[b"w".to_vec()]);
+        let mut ch = Replay {
+            answers: answers.iter(),
+            meter: Meter::new(),
+        };
+        let _ = client.search(&mut rng, &mut ch, b"w");
+        for a in &answers {
+            let _ = client.check_update_response(a);
+        }
+        let _ = (scheme.restore_client)(data);
+    }
+}
+
+fn split(data: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![Vec::new()];
+    let mut i = 0;
+    while i < data.len() {
+        if data[i] == 0xFF && data.get(i + 1) == Some(&0x00) {
+            out.push(Vec::new());
+            i += 2;
+        } else {
+            out.last_mut().expect("never empty").push(data[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Records read back from the store, and the tokens file.
+pub fn stored_record(data: &[u8]) {
+    let _ = IndexMeta::decode(data);
+    let _ = ReplayRecord::decode(data);
+    let _ = Tokens::parse(&String::from_utf8_lossy(data));
+    // A stored replay answer is decoded by the client as a CallResponse.
+    if let Ok(r) = ReplayRecord::decode(data) {
+        let _ = proto::CallResponse::decode(r.response.as_slice());
+    }
+    // A damaged record under an index: the engine must refuse, not panic.
+    let e = engine();
+    let _ = e.store().put(&crate::keys::meta_key(TENANT, "pibas"), data);
+    let _ = e.list_indexes(TENANT, proto::ListIndexesRequest {});
+    let _ = e.get_documents(
+        TENANT,
+        proto::GetDocumentsRequest {
+            index: "pibas".into(),
+            ids: vec![1],
+        },
+    );
+}

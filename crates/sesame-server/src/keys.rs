@@ -1,0 +1,131 @@
+//! Where the server keeps things in its store.
+//!
+//! | key                               | value                                  |
+//! |-----------------------------------|----------------------------------------|
+//! | `s/format`                        | the layout marker [`MARKER`]           |
+//! | `x/<tenant>/<index>`              | the index's [`IndexMeta`](crate::records::IndexMeta) |
+//! | `i/<tenant>/<index>/<generation>/…` | the scheme server's entries          |
+//! | `d/<tenant>/<index>/b<id>`        | an encrypted document (id big-endian)  |
+//! | `r/<tenant>/<index>/<request id>` | a [`ReplayRecord`](crate::records::ReplayRecord) |
+//!
+//! Tenant and index names are 1 to 64 characters of `a-z 0-9 - _`, so no
+//! name contains `/` and one index's prefix never covers another's.
+
+use crate::error::EngineError;
+
+/// Key of the layout marker.
+pub const MARKER_KEY: &[u8] = b"s/format";
+/// The layout marker this build writes and reads.
+pub const MARKER: &[u8] = b"sesame-server/1";
+
+/// Checks a tenant or index name (`what` says which).
+pub fn check_name(what: &str, name: &str) -> Result<(), EngineError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        let shown: String = name.chars().take(64).collect();
+        Err(EngineError::InvalidArgument(format!(
+            "{what} name {shown:?} must be 1 to 64 characters of a-z, 0-9, - and _"
+        )))
+    }
+}
+
+fn join(parts: &[&[u8]]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            k.push(b'/');
+        }
+        k.extend_from_slice(p);
+    }
+    k
+}
+
+/// `x/<tenant>/`: every index of a tenant.
+pub fn meta_prefix(tenant: &str) -> Vec<u8> {
+    join(&[b"x", tenant.as_bytes(), b""])
+}
+
+/// `x/<tenant>/<index>`.
+pub fn meta_key(tenant: &str, index: &str) -> Vec<u8> {
+    join(&[b"x", tenant.as_bytes(), index.as_bytes()])
+}
+
+/// `i/<tenant>/<index>/`: every generation of an index.
+pub fn index_prefix(tenant: &str, index: &str) -> Vec<u8> {
+    join(&[b"i", tenant.as_bytes(), index.as_bytes(), b""])
+}
+
+/// `i/<tenant>/<index>/<generation>/`.
+pub fn generation_prefix(tenant: &str, index: &str, generation: u64) -> Vec<u8> {
+    join(&[
+        b"i",
+        tenant.as_bytes(),
+        index.as_bytes(),
+        generation.to_string().as_bytes(),
+        b"",
+    ])
+}
+
+/// `d/<tenant>/<index>/`.
+pub fn doc_prefix(tenant: &str, index: &str) -> Vec<u8> {
+    join(&[b"d", tenant.as_bytes(), index.as_bytes(), b""])
+}
+
+/// `d/<tenant>/<index>/b<id>`: the layout of the client's document
+/// service, so an index moves between embedded and server mode unchanged.
+pub fn doc_key(tenant: &str, index: &str, id: u64) -> Vec<u8> {
+    let mut k = doc_prefix(tenant, index);
+    k.push(b'b');
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// The document identifier of a key under [`doc_prefix`], if it is one.
+pub fn doc_id(prefix_len: usize, key: &[u8]) -> Option<u64> {
+    let rest = key.get(prefix_len..)?.strip_prefix(b"b")?;
+    Some(u64::from_be_bytes(rest.try_into().ok()?))
+}
+
+/// `r/<tenant>/<index>/`.
+pub fn replay_prefix(tenant: &str, index: &str) -> Vec<u8> {
+    join(&[b"r", tenant.as_bytes(), index.as_bytes(), b""])
+}
+
+/// `r/<tenant>/<index>/<request id>`.
+pub fn replay_key(tenant: &str, index: &str, id: &[u8; 16]) -> Vec<u8> {
+    let mut k = replay_prefix(tenant, index);
+    k.extend_from_slice(id);
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_do_not_overlap() {
+        assert_eq!(meta_key("t", "a"), b"x/t/a");
+        assert_eq!(generation_prefix("t", "a", 7), b"i/t/a/7/");
+        assert!(!generation_prefix("t", "ab", 1).starts_with(&index_prefix("t", "a")));
+        assert!(!generation_prefix("t", "a", 10).starts_with(&generation_prefix("t", "a", 1)));
+        let k = doc_key("t", "a", 258);
+        assert_eq!(doc_id(doc_prefix("t", "a").len(), &k), Some(258));
+        assert_eq!(doc_id(doc_prefix("t", "a").len(), b"d/t/a/x"), None);
+    }
+
+    #[test]
+    fn names_are_checked() {
+        for ok in ["a", "default", "my-index_2", &"z".repeat(64)] {
+            assert!(check_name("index", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "A", "a/b", "a b", "é", &"z".repeat(65), ".."] {
+            assert!(check_name("index", bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,29 @@
+#![doc = include_str!("../README.md")]
+
+pub mod blocking;
+#[cfg(feature = "certs")]
+pub mod certs;
+pub mod client;
+pub mod codec;
+pub mod engine;
+pub mod error;
+pub mod hostile;
+pub mod keys;
+pub mod metrics;
+pub mod overlay;
+pub mod proto;
+pub mod records;
+pub mod serve;
+pub mod service;
+pub mod tokens;
+
+pub use client::{ClientConfig, SesameClient};
+pub use engine::{Engine, Limits};
+pub use error::{EngineError, ServerError};
+pub use serve::{run, Bound, RunningServer, ServerConfig, TlsFiles};
+pub use tokens::Tokens;
+
+/// Writes one line to the server's log (standard error).
+pub(crate) fn log(line: &str) {
+    eprintln!("sesame serve: {line}");
+}

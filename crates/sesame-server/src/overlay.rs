@@ -1,0 +1,252 @@
+//! A transaction over a store: a scheme server's writes during one request
+//! are buffered here and committed by the engine in one batch, together
+//! with the index's metadata and the replay record.
+//!
+//! Scheme servers may write several batches per request (a reset, then
+//! entries) and read back what they wrote; the overlay serves reads from
+//! its buffer first. Nothing reaches the store unless the engine commits,
+//! so a request that fails, a malformed message or a killed server leaves
+//! the store as it was.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+
+type Pending = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// The part of a store under `prefix`, with buffered writes.
+pub struct Overlay {
+    base: Arc<dyn Store>,
+    prefix: Vec<u8>,
+    pending: Mutex<Pending>,
+    bytes: AtomicUsize,
+    limit: usize,
+    over_limit: AtomicBool,
+    io: IoCounter,
+}
+
+impl std::fmt::Debug for Overlay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overlay")
+            .field("prefix", &String::from_utf8_lossy(&self.prefix))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Overlay {
+    /// A transaction on the keys of `base` under `prefix`, buffering at
+    /// most `limit` bytes of writes (beyond, writes fail and
+    /// [`Overlay::over_limit`] is set).
+    pub fn new(base: Arc<dyn Store>, prefix: Vec<u8>, limit: usize) -> Self {
+        Overlay {
+            base,
+            prefix,
+            pending: Mutex::new(BTreeMap::new()),
+            bytes: AtomicUsize::new(0),
+            limit,
+            over_limit: AtomicBool::new(false),
+            io: IoCounter::default(),
+        }
+    }
+
+    // Nothing panics while the lock is held short of running out of memory.
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn full(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
+    }
+
+    /// Whether anything was written.
+    pub fn has_writes(&self) -> bool {
+        !self.lock().is_empty()
+    }
+
+    /// Whether a write was refused for exceeding the limit.
+    pub fn over_limit(&self) -> bool {
+        self.over_limit.load(Ordering::Acquire)
+    }
+
+    /// Bytes of keys and values buffered.
+    pub fn buffered_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// Moves the buffered writes, with full keys, into `batch`.
+    pub fn drain_into(&self, batch: &mut WriteBatch) {
+        let pending = std::mem::take(&mut *self.lock());
+        self.bytes.store(0, Ordering::Release);
+        for (key, value) in pending {
+            let key = self.full(&key);
+            match value {
+                Some(value) => batch.put(key, value),
+                None => batch.delete(key),
+            };
+        }
+    }
+}
+
+impl Store for Overlay {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let buffered = self.lock().get(key).cloned();
+        let value = match buffered {
+            Some(v) => v,
+            None => self.base.get(&self.full(key))?,
+        };
+        self.io.read(value.as_ref().map_or(0, Vec::len));
+        Ok(value)
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut out: Vec<Option<Option<Vec<u8>>>> = {
+            let pending = self.lock();
+            keys.iter().map(|k| pending.get(*k).cloned()).collect()
+        };
+        let missing: Vec<Vec<u8>> = keys
+            .iter()
+            .zip(&out)
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| self.full(k))
+            .collect();
+        if !missing.is_empty() {
+            let refs: Vec<&[u8]> = missing.iter().map(Vec::as_slice).collect();
+            let mut fetched = self.base.get_many(&refs)?.into_iter();
+            for slot in out.iter_mut().filter(|v| v.is_none()) {
+                *slot = Some(fetched.next().ok_or_else(|| {
+                    Error::StoreCorrupt("the store answered fewer keys than asked".into())
+                })?);
+            }
+        }
+        let values: Vec<Option<Vec<u8>>> = out.into_iter().map(Option::flatten).collect();
+        for v in &values {
+            self.io.read(v.as_ref().map_or(0, Vec::len));
+        }
+        Ok(values)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let added: usize = batch
+            .ops()
+            .iter()
+            .map(|op| match op {
+                WriteOp::Put { key, value } => key.len() + value.len(),
+                WriteOp::Delete { key } => key.len(),
+            })
+            .sum();
+        let total = self.bytes.load(Ordering::Acquire).saturating_add(added);
+        if total > self.limit {
+            self.over_limit.store(true, Ordering::Release);
+            return Err(Error::InvalidArgument(format!(
+                "the request writes more than the server's limit of {} bytes",
+                self.limit
+            )));
+        }
+        self.io.batch(&batch);
+        let mut pending = self.lock();
+        for op in batch.into_ops() {
+            match op {
+                WriteOp::Put { key, value } => pending.insert(key, Some(value)),
+                WriteOp::Delete { key } => pending.insert(key, None),
+            };
+        }
+        self.bytes.store(total, Ordering::Release);
+        Ok(())
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let n = self.prefix.len();
+        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = self
+            .base
+            .scan_prefix(&self.full(prefix))?
+            .into_iter()
+            .map(|(mut k, v)| {
+                k.drain(..n);
+                (k, v)
+            })
+            .collect();
+        {
+            let pending = self.lock();
+            let range = pending.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded));
+            for (k, v) in range.take_while(|(k, _)| k.starts_with(prefix)) {
+                match v {
+                    Some(v) => merged.insert(k.clone(), v.clone()),
+                    None => merged.remove(k),
+                };
+            }
+        }
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = merged.into_iter().collect();
+        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.io.scan(pairs.len(), bytes);
+        Ok(pairs)
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.io.counts()
+    }
+
+    fn backend(&self) -> &'static str {
+        self.base.backend()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sesame_store::MemoryStore;
+
+    #[test]
+    fn reads_see_buffered_writes_and_nothing_reaches_the_store_before_commit() {
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        base.put(b"p/a", b"1").unwrap();
+        base.put(b"p/b", b"2").unwrap();
+        base.put(b"q/a", b"x").unwrap();
+        let o = Overlay::new(base.clone(), b"p/".to_vec(), 1 << 20);
+        o.put(b"c", b"3").unwrap();
+        o.delete(b"a").unwrap();
+        o.put(b"b", b"22").unwrap();
+        assert_eq!(o.get(b"a").unwrap(), None);
+        assert_eq!(o.get(b"b").unwrap(), Some(b"22".to_vec()));
+        assert_eq!(
+            o.get_many(&[b"a", b"b", b"c", b"d"]).unwrap(),
+            vec![None, Some(b"22".to_vec()), Some(b"3".to_vec()), None]
+        );
+        assert_eq!(
+            o.scan_prefix(b"").unwrap(),
+            vec![
+                (b"b".to_vec(), b"22".to_vec()),
+                (b"c".to_vec(), b"3".to_vec())
+            ]
+        );
+        assert_eq!(base.get(b"p/c").unwrap(), None, "not committed yet");
+        let mut batch = WriteBatch::new();
+        o.drain_into(&mut batch);
+        base.write(batch).unwrap();
+        assert_eq!(
+            base.scan_prefix(b"").unwrap(),
+            vec![
+                (b"p/b".to_vec(), b"22".to_vec()),
+                (b"p/c".to_vec(), b"3".to_vec()),
+                (b"q/a".to_vec(), b"x".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn the_limit_refuses_writes() {
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let o = Overlay::new(base, b"p/".to_vec(), 10);
+        o.put(b"k", b"12345").unwrap();
+        assert!(o.put(b"l", b"123456789").is_err());
+        assert!(o.over_limit());
+    }
+}

@@ -1,0 +1,662 @@
+//! The PostgreSQL backend: one table per store, one transaction per batch.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use postgres::error::SqlState;
+use postgres::{Client, NoTls, Statement};
+use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+
+use crate::prefix_end;
+use crate::FORMAT_VERSION;
+
+/// The table that holds one format marker per namespace.
+pub const META_TABLE: &str = "sesame_meta";
+
+/// The namespace a spec without `namespace=` names.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Connections a store opens at most; callers beyond wait for one.
+const MAX_CONNECTIONS: usize = 16;
+
+/// Rows per statement when a batch is written (bounded by bytes too).
+const CHUNK_ROWS: usize = 10_000;
+/// Bytes of keys and values per statement when a batch is written.
+const CHUNK_BYTES: usize = 32 << 20;
+
+/// Times a batch is retried when PostgreSQL aborts it for a deadlock or a
+/// serialization failure with a concurrent batch.
+const RETRIES: usize = 5;
+
+/// Key of the advisory lock held while a namespace is created or checked.
+const INIT_LOCK: i64 = 0x5345_5341_4d45_0001;
+
+/// A store in a PostgreSQL table: the server backend for deployments that
+/// already run PostgreSQL.
+///
+/// Each store is one table `sesame_kv_<namespace>` (`key bytea PRIMARY KEY,
+/// value bytea NOT NULL`) in the database the URL names, with its format
+/// marker in the shared table [`META_TABLE`] (`namespace`, `format` =
+/// [`FORMAT_VERSION`]). Several stores can share one database under
+/// different namespaces.
+///
+/// Each [`Store::write`] is one transaction: the batch is collapsed to the
+/// last operation per key (the same result as applying it in order), then
+/// written with one `DELETE ... WHERE key = ANY($1)` and one
+/// `INSERT ... SELECT unnest(...) ON CONFLICT DO UPDATE` per chunk. With
+/// PostgreSQL's default `synchronous_commit = on`, a batch is durable when
+/// `write` returns. Reads are single statements, so each sees one committed
+/// state. Connections come from a small pool (at most 16); after a
+/// connection failure the pooled connections are dropped, and a read is
+/// tried once more on a fresh one (a write's error goes to the caller: its
+/// commit may or may not have happened).
+///
+/// Connections are made without TLS: reach the database over a Unix socket
+/// or loopback, or through a tunnel. (What the store holds is encrypted by
+/// the clients, but the database password is not.)
+pub struct PostgresStore {
+    config: postgres::Config,
+    namespace: String,
+    table: String,
+    label: String,
+    pool: Mutex<Pool>,
+    freed: Condvar,
+    io: IoCounter,
+}
+
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Conn>,
+    open: usize,
+}
+
+struct Conn {
+    client: Client,
+    get: Statement,
+    get_many: Statement,
+    scan: Statement,
+    scan_from: Statement,
+    upsert: Statement,
+    delete: Statement,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Splits `namespace=NAME` off the query of a `postgres://` URL.
+fn split_namespace(spec: &str) -> Result<(String, String)> {
+    let (base, query) = match spec.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (spec, None),
+    };
+    let mut namespace = None;
+    let mut rest = Vec::new();
+    for part in query.into_iter().flat_map(|q| q.split('&')) {
+        match part.strip_prefix("namespace=") {
+            Some(ns) => namespace = Some(ns.to_owned()),
+            None if part.is_empty() => {}
+            None => rest.push(part),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    let namespace = namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
+    check_namespace(&namespace)?;
+    Ok((url, namespace))
+}
+
+/// Namespaces name a table: 1 to 40 characters of `a-z`, `0-9` and `_`.
+fn check_namespace(ns: &str) -> Result<()> {
+    let ok = !ns.is_empty()
+        && ns.len() <= 40
+        && ns
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "PostgreSQL store namespace {ns:?} must be 1 to 40 characters of a-z, 0-9 and _"
+        )))
+    }
+}
+
+/// Where the store is, without the password.
+fn describe(config: &postgres::Config, namespace: &str) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            postgres::config::Host::Tcp(name) => name.clone(),
+            #[cfg(unix)]
+            postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    format!(
+        "PostgreSQL store {}{}{}/{} namespace {namespace}",
+        config
+            .get_user()
+            .map(|u| format!("{u}@"))
+            .unwrap_or_default(),
+        if hosts.is_empty() {
+            "localhost".to_owned()
+        } else {
+            hosts.join(",")
+        },
+        if ports.is_empty() {
+            String::new()
+        } else {
+            format!(":{}", ports.join(","))
+        },
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+/// Maps a PostgreSQL error met on the store `label`.
+fn from_pg(label: &str, e: &postgres::Error) -> Error {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code();
+        let text = format!("{label}: {}: {}", db.severity(), db.message());
+        if *code == SqlState::DISK_FULL
+            || *code == SqlState::INSUFFICIENT_RESOURCES
+            || *code == SqlState::OUT_OF_MEMORY
+        {
+            return Error::StoreIo(format!("{text} (the database server is out of space)"));
+        }
+        if *code == SqlState::PROGRAM_LIMIT_EXCEEDED {
+            return Error::InvalidArgument(text);
+        }
+        if *code == SqlState::UNDEFINED_TABLE {
+            return Error::StoreCorrupt(format!("{text} (the store's table is gone)"));
+        }
+        return Error::StoreIo(text);
+    }
+    // Connection-level errors: the chain holds the useful part.
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    Error::StoreIo(format!("{label}: {text}"))
+}
+
+fn retryable(e: &postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    )
+}
+
+impl PostgresStore {
+    /// Opens (creating it if absent) the store that the URL `spec` names:
+    /// `postgres://[user[:password]@]host[:port]/dbname[?param=value&...]`,
+    /// where a parameter `namespace=NAME` picks the store inside the
+    /// database (default [`DEFAULT_NAMESPACE`]) and every other parameter
+    /// goes to the PostgreSQL driver (`host=/run/postgresql` for a Unix
+    /// socket, `connect_timeout=5`, ...).
+    ///
+    /// A namespace whose marker is of another format, or whose table exists
+    /// without a marker, gives [`Error::StoreForeign`] and is left
+    /// untouched; a database that cannot be reached gives
+    /// [`Error::StoreIo`].
+    pub fn open(spec: &str) -> Result<Self> {
+        let (url, namespace) = split_namespace(spec)?;
+        let mut config = postgres::Config::from_str(&url).map_err(|e| {
+            Error::InvalidArgument(format!("PostgreSQL store URL is not understood: {e}"))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("sesame");
+        }
+        let label = describe(&config, &namespace);
+        let table = format!("sesame_kv_{namespace}");
+        let store = PostgresStore {
+            config,
+            namespace,
+            table,
+            label,
+            pool: Mutex::new(Pool::default()),
+            freed: Condvar::new(),
+            io: IoCounter::default(),
+        };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// The store's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Removes the store: its table and its marker. Other namespaces of the
+    /// database are untouched. For tests and for tearing down a deployment.
+    pub fn destroy(self) -> Result<()> {
+        let mut client = self.connect_raw()?;
+        let sql = format!(
+            "DROP TABLE IF EXISTS {table}; DELETE FROM {META_TABLE} WHERE namespace = '{ns}'",
+            table = self.table,
+            ns = self.namespace
+        );
+        client
+            .batch_execute(&sql)
+            .map_err(|e| from_pg(&self.label, &e))
+    }
+
+    fn connect_raw(&self) -> Result<Client> {
+        self.config
+            .connect(NoTls)
+            .map_err(|e| from_pg(&self.label, &e))
+    }
+
+    /// Creates the marker table, and the namespace's table and marker if
+    /// they are absent; refuses a namespace that is not ours.
+    fn init(&self) -> Result<()> {
+        let map = |e: postgres::Error| from_pg(&self.label, &e);
+        let mut client = self.connect_raw()?;
+        let mut txn = client.transaction().map_err(map)?;
+        txn.execute("SELECT pg_advisory_xact_lock($1)", &[&INIT_LOCK])
+            .map_err(map)?;
+        txn.batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {META_TABLE} \
+             (namespace text PRIMARY KEY, format text NOT NULL)"
+        ))
+        .map_err(map)?;
+        let marker = txn
+            .query_opt(
+                &format!("SELECT format FROM {META_TABLE} WHERE namespace = $1"),
+                &[&self.namespace],
+            )
+            .map_err(|e| {
+                if e.code() == Some(&SqlState::UNDEFINED_COLUMN) {
+                    Error::StoreForeign(format!(
+                        "{}: table {META_TABLE} exists with another layout; it belongs to \
+                         another program and was left untouched",
+                        self.label
+                    ))
+                } else {
+                    map(e)
+                }
+            })?;
+        let table_exists: bool = txn
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&self.table])
+            .map_err(map)?
+            .get(0);
+        match marker {
+            Some(row) => {
+                let format: String = row.get(0);
+                if format != FORMAT_VERSION {
+                    return Err(Error::StoreForeign(format!(
+                        "{}: Sesame store format {:?} is not the one this build reads \
+                         ({FORMAT_VERSION})",
+                        self.label,
+                        format.chars().take(64).collect::<String>()
+                    )));
+                }
+                if !table_exists {
+                    return Err(Error::StoreCorrupt(format!(
+                        "{}: the Sesame marker is present but table {} is missing",
+                        self.label, self.table
+                    )));
+                }
+            }
+            None if table_exists => {
+                return Err(Error::StoreForeign(format!(
+                    "{}: table {} exists without the Sesame marker; left untouched",
+                    self.label, self.table
+                )))
+            }
+            None => {
+                txn.batch_execute(&format!(
+                    "CREATE TABLE {} (key bytea PRIMARY KEY, value bytea NOT NULL)",
+                    self.table
+                ))
+                .map_err(map)?;
+                txn.execute(
+                    &format!("INSERT INTO {META_TABLE} (namespace, format) VALUES ($1, $2)"),
+                    &[&self.namespace, &FORMAT_VERSION],
+                )
+                .map_err(map)?;
+            }
+        }
+        txn.commit().map_err(map)?;
+        // The first connection joins the pool.
+        let conn = self.prepare(client)?;
+        let mut pool = self.lock_pool();
+        pool.open += 1;
+        pool.idle.push(conn);
+        Ok(())
+    }
+
+    fn prepare(&self, mut client: Client) -> Result<Conn> {
+        let t = &self.table;
+        let mut prep = |sql: String| client.prepare(&sql).map_err(|e| from_pg(&self.label, &e));
+        let get = prep(format!("SELECT value FROM {t} WHERE key = $1"))?;
+        let get_many = prep(format!("SELECT key, value FROM {t} WHERE key = ANY($1)"))?;
+        let scan = prep(format!(
+            "SELECT key, value FROM {t} WHERE key >= $1 AND key < $2 ORDER BY key"
+        ))?;
+        let scan_from = prep(format!(
+            "SELECT key, value FROM {t} WHERE key >= $1 ORDER BY key"
+        ))?;
+        let upsert = prep(format!(
+            "INSERT INTO {t} (key, value) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+        ))?;
+        let delete = prep(format!("DELETE FROM {t} WHERE key = ANY($1)"))?;
+        Ok(Conn {
+            client,
+            get,
+            get_many,
+            scan,
+            scan_from,
+            upsert,
+            delete,
+        })
+    }
+
+    // No code panics while it holds the pool lock, short of running out of
+    // memory; a poisoned lock is safe to take over.
+    fn lock_pool(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes an idle connection, opens one if fewer than the maximum are
+    /// open, or waits for one.
+    fn take(&self) -> Result<Conn> {
+        let mut pool = self.lock_pool();
+        loop {
+            if let Some(conn) = pool.idle.pop() {
+                if !conn.client.is_closed() {
+                    return Ok(conn);
+                }
+                pool.open -= 1;
+                continue;
+            }
+            if pool.open < MAX_CONNECTIONS {
+                pool.open += 1;
+                drop(pool);
+                let made = self.connect_raw().and_then(|c| self.prepare(c));
+                if made.is_err() {
+                    self.lock_pool().open -= 1;
+                    self.freed.notify_one();
+                }
+                return made;
+            }
+            pool = self
+                .freed
+                .wait(pool)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Returns a connection to the pool, or drops it if the server closed
+    /// it.
+    fn give_back(&self, conn: Conn) {
+        let mut pool = self.lock_pool();
+        if conn.client.is_closed() {
+            pool.open -= 1;
+        } else {
+            pool.idle.push(conn);
+        }
+        drop(pool);
+        self.freed.notify_one();
+    }
+
+    /// Drops a connection that failed below SQL (reset, closed), and the
+    /// idle ones too: when the server went away, they are dead as well.
+    fn discard(&self, conn: Conn) {
+        drop(conn);
+        let mut pool = self.lock_pool();
+        let idle = std::mem::take(&mut pool.idle);
+        pool.open -= 1 + idle.len();
+        drop(pool);
+        drop(idle);
+        self.freed.notify_all();
+    }
+
+    /// Runs the read `f` on a pooled connection; after a connection
+    /// failure (the database restarted, the connection was closed) it runs
+    /// once more on a fresh connection.
+    fn with_conn<T>(
+        &self,
+        f: impl Fn(&mut Conn) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut attempt = 0;
+        loop {
+            let mut conn = self.take()?;
+            match f(&mut conn) {
+                Ok(v) => {
+                    self.give_back(conn);
+                    return Ok(v);
+                }
+                Err(e) if e.as_db_error().is_none() => {
+                    self.discard(conn);
+                    if attempt > 0 {
+                        return Err(from_pg(&self.label, &e));
+                    }
+                    attempt += 1;
+                }
+                Err(e) => {
+                    self.give_back(conn);
+                    return Err(from_pg(&self.label, &e));
+                }
+            }
+        }
+    }
+}
+
+/// The batch reduced to its last operation per key, in key order.
+fn collapse(batch: &WriteBatch) -> BTreeMap<&[u8], Option<&[u8]>> {
+    let mut last = BTreeMap::new();
+    for op in batch.ops() {
+        match op {
+            WriteOp::Put { key, value } => last.insert(key.as_slice(), Some(value.as_slice())),
+            WriteOp::Delete { key } => last.insert(key.as_slice(), None),
+        };
+    }
+    last
+}
+
+fn write_collapsed(
+    conn: &mut Conn,
+    last: &BTreeMap<&[u8], Option<&[u8]>>,
+) -> std::result::Result<(), postgres::Error> {
+    let mut txn = conn.client.transaction()?;
+    let deletes: Vec<&[u8]> = last
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| *k)
+        .collect();
+    for chunk in deletes.chunks(CHUNK_ROWS) {
+        txn.execute(&conn.delete, &[&chunk])?;
+    }
+    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut values: Vec<&[u8]> = Vec::new();
+    let mut bytes = 0usize;
+    for (k, v) in last {
+        let Some(v) = v else { continue };
+        keys.push(k);
+        values.push(v);
+        bytes += k.len() + v.len();
+        if keys.len() >= CHUNK_ROWS || bytes >= CHUNK_BYTES {
+            txn.execute(&conn.upsert, &[&keys, &values])?;
+            keys.clear();
+            values.clear();
+            bytes = 0;
+        }
+    }
+    if !keys.is_empty() {
+        txn.execute(&conn.upsert, &[&keys, &values])?;
+    }
+    txn.commit()
+}
+
+impl Store for PostgresStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let value = self.with_conn(|c| {
+            let row = c.client.query_opt(&c.get, &[&key])?;
+            Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+        })?;
+        self.io.read(value.as_ref().map_or(0, Vec::len));
+        Ok(value)
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.with_conn(|c| c.client.query(&c.get_many, &[&keys]))?;
+        let mut found: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
+        for row in rows {
+            found.insert(row.get(0), row.get(1));
+        }
+        let values: Vec<Option<Vec<u8>>> = keys.iter().map(|k| found.get(*k).cloned()).collect();
+        for value in &values {
+            self.io.read(value.as_ref().map_or(0, Vec::len));
+        }
+        Ok(values)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let last = collapse(&batch);
+        let mut attempt = 0;
+        loop {
+            let mut conn = self.take()?;
+            let outcome = write_collapsed(&mut conn, &last);
+            match outcome {
+                Ok(()) => {
+                    self.give_back(conn);
+                    break;
+                }
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    self.give_back(conn);
+                    attempt += 1;
+                }
+                // A failure below SQL: whether the commit happened is
+                // unknown, so the error goes to the caller (whose retry
+                // is idempotent); the connection goes.
+                Err(e) if e.as_db_error().is_none() => {
+                    self.discard(conn);
+                    return Err(from_pg(&self.label, &e));
+                }
+                Err(e) => {
+                    self.give_back(conn);
+                    return Err(from_pg(&self.label, &e));
+                }
+            }
+        }
+        self.io.batch(&batch);
+        Ok(())
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let end = prefix_end(prefix);
+        let rows = self.with_conn(|c| match &end {
+            Some(end) => c.client.query(&c.scan, &[&prefix, &end.as_slice()]),
+            None => c.client.query(&c.scan_from, &[&prefix]),
+        })?;
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+            rows.into_iter().map(|r| (r.get(0), r.get(1))).collect();
+        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.io.scan(pairs.len(), bytes);
+        Ok(pairs)
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.io.counts()
+    }
+
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_is_split_off_the_url() {
+        let (url, ns) =
+            split_namespace("postgres://u@h/db?namespace=abc&connect_timeout=3").unwrap();
+        assert_eq!(
+            (url.as_str(), ns.as_str()),
+            ("postgres://u@h/db?connect_timeout=3", "abc")
+        );
+        let (url, ns) = split_namespace("postgres://u@h/db").unwrap();
+        assert_eq!(
+            (url.as_str(), ns.as_str()),
+            ("postgres://u@h/db", "default")
+        );
+        let (url, ns) = split_namespace("postgres://u@h/db?namespace=x_1").unwrap();
+        assert_eq!((url.as_str(), ns.as_str()), ("postgres://u@h/db", "x_1"));
+        for bad in ["", "A", "a-b", "a;drop", &"a".repeat(41)] {
+            let spec = format!("postgres://h/db?namespace={bad}");
+            assert!(
+                matches!(split_namespace(&spec), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_label_hides_the_password() {
+        let config =
+            postgres::Config::from_str("postgres://me:secret@db.example:5433/idx").unwrap();
+        let label = describe(&config, "ns");
+        assert!(!label.contains("secret"), "{label}");
+        assert!(label.contains("me@db.example:5433/idx"), "{label}");
+    }
+
+    #[test]
+    fn collapse_keeps_the_last_operation_per_key() {
+        let mut b = WriteBatch::new();
+        b.put(b"a".as_slice(), b"1".as_slice())
+            .delete(b"a".as_slice())
+            .put(b"b".as_slice(), b"2".as_slice())
+            .put(b"b".as_slice(), b"3".as_slice())
+            .delete(b"c".as_slice());
+        let last = collapse(&b);
+        let want: BTreeMap<&[u8], Option<&[u8]>> = [
+            (b"a".as_slice(), None),
+            (b"b".as_slice(), Some(b"3".as_slice())),
+            (b"c".as_slice(), None),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(last, want);
+    }
+
+    #[test]
+    fn an_unreachable_server_is_a_store_io_error() {
+        // Port 1 on loopback: nothing listens there.
+        let err =
+            PostgresStore::open("postgres://nobody@127.0.0.1:1/db?connect_timeout=2").unwrap_err();
+        assert!(
+            matches!(&err, Error::StoreIo(m) if m.contains("127.0.0.1")),
+            "{err:?}"
+        );
+    }
+}
