@@ -488,25 +488,16 @@ impl KeywordClient for AuraClient {
             }
         }
         entries.sort_unstable_by_key(|e| e.0);
-        let mut reset = true;
-        let mut rest = entries.into_iter().peekable();
-        loop {
-            let chunk = common::take_chunk(&mut rest, |e: &Entry| LABEL_LEN + e.1.len());
-            match channel::call(
-                channel,
-                &Request::Put {
-                    reset,
-                    entries: chunk,
-                },
-            )? {
-                Response::Stored => {}
-                other => return Err(unexpected(&other)),
-            }
-            reset = false;
-            if rest.peek().is_none() {
-                return Ok(());
-            }
-        }
+        common::upload(
+            channel,
+            entries,
+            |e: &Entry| LABEL_LEN + e.1.len(),
+            |reset, entries| Request::Put { reset, entries },
+            |r: Response| match r {
+                Response::Stored => Ok(()),
+                other => Err(unexpected(&other)),
+            },
+        )
     }
 
     fn prepare_update(

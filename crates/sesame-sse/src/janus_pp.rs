@@ -327,25 +327,16 @@ impl KeywordClient for JanusClient {
             }
         }
         entries.sort_unstable_by_key(|e| e.0);
-        let mut reset = true;
-        let mut rest = entries.into_iter().peekable();
-        loop {
-            let chunk = common::take_chunk(&mut rest, |_| LABEL_LEN + ENTRY_LEN);
-            match channel::call(
-                channel,
-                &Request::Put {
-                    reset,
-                    entries: chunk,
-                },
-            )? {
-                Response::Stored => {}
-                other => return Err(unexpected(&other)),
-            }
-            reset = false;
-            if rest.peek().is_none() {
-                return Ok(());
-            }
-        }
+        common::upload(
+            channel,
+            entries,
+            |_| LABEL_LEN + ENTRY_LEN,
+            |reset, entries| Request::Put { reset, entries },
+            |r: Response| match r {
+                Response::Stored => Ok(()),
+                other => Err(unexpected(&other)),
+            },
+        )
     }
 
     fn prepare_update(
