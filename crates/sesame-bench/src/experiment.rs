@@ -97,9 +97,11 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(crate::experiments::datasets::Datasets),
         Box::new(crate::experiments::sse_static::SseStatic),
         Box::new(crate::experiments::ore::Ore),
+        Box::new(crate::experiments::range::Range),
         Box::new(crate::experiments::uedsse::Uedsse),
         Box::new(crate::experiments::aura::Aura),
         Box::new(crate::experiments::mobile::Mobile),
+        Box::new(crate::experiments::verify::Verify),
         Box::new(crate::experiments::server::Server),
     ]
 }

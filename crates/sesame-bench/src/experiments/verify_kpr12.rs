@@ -1,0 +1,1 @@
+//! KPR12 series for the `verify` experiment (being written).
