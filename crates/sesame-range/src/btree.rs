@@ -1,0 +1,1 @@
+//! A B+ tree with deletion over an abstract node store. (Being written.)
