@@ -97,6 +97,13 @@ pub trait RangeClient: Send {
     fn save_state(&self) -> Result<Vec<u8>>;
 }
 
+/// Constructor of a client with fresh keys.
+pub type NewClient =
+    fn(&mut dyn CryptoRngCore, &Params, &PageConfig) -> Result<Box<dyn RangeClient>>;
+
+/// Constructor of a server over a store.
+pub type NewServer = fn(Arc<dyn Store>, &PageConfig) -> Result<Box<dyn Service>>;
+
 /// A registered range protocol: its descriptor and constructors.
 #[derive(Clone, Copy)]
 pub struct RangeProtocol {
@@ -106,14 +113,13 @@ pub struct RangeProtocol {
     pub params: &'static [(&'static str, &'static str)],
     /// A client with fresh keys. `page` is the server's page
     /// configuration, which some clients need to size their messages.
-    pub new_client:
-        fn(&mut dyn CryptoRngCore, &Params, &PageConfig) -> Result<Box<dyn RangeClient>>,
+    pub new_client: NewClient,
     /// A client restored from [`RangeClient::save_state`]'s bytes.
     pub restore_client: fn(&[u8]) -> Result<Box<dyn RangeClient>>,
     /// The server half over a store (give it a [`crate::PagedStore`] to
     /// count page I/O) with the page configuration it lays its data out
     /// for.
-    pub new_server: fn(Arc<dyn Store>, &PageConfig) -> Result<Box<dyn Service>>,
+    pub new_server: NewServer,
 }
 
 impl std::fmt::Debug for RangeProtocol {
