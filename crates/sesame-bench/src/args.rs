@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 /// `sesame bench EXPERIMENT [--quick] [--out DIR] [--data DIR] [--seed N]`.
-#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct BenchArgs {
     /// The experiment to run, `all` for every one, or `list` to list them.
     #[arg(value_name = "EXPERIMENT")]
@@ -30,6 +30,34 @@ pub struct BenchArgs {
     /// Seed of every random choice of data and workload.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+
+    /// `range` only: server page size in bytes (default 4096).
+    #[arg(long, value_name = "BYTES")]
+    pub page_size: Option<usize>,
+
+    /// `range` only: server block cache size in pages (default 128; 0
+    /// disables the cache).
+    #[arg(long, value_name = "PAGES")]
+    pub cache_size: Option<usize>,
+
+    /// `range` only: cache eviction policy, `lru`, `lfu` or `fifo`
+    /// (default lru).
+    #[arg(long, value_name = "POLICY")]
+    pub cache_policy: Option<String>,
+
+    /// `range` only: queries per run (default 1000).
+    #[arg(long, value_name = "N")]
+    pub queries: Option<usize>,
+
+    /// `range` only: query range as a percentage of the value domain
+    /// (default 0.5).
+    #[arg(long, value_name = "PERCENT")]
+    pub range_percent: Option<f64>,
+
+    /// `range` only: percentage of the data set's 247,000 records used
+    /// (default 100).
+    #[arg(long, value_name = "PERCENT")]
+    pub data_percent: Option<f64>,
 }
 
 impl BenchArgs {
@@ -42,6 +70,37 @@ impl BenchArgs {
             out: PathBuf::from("bench-results"),
             data: PathBuf::from("data"),
             seed: 1,
+            page_size: None,
+            cache_size: None,
+            cache_policy: None,
+            queries: None,
+            range_percent: None,
+            data_percent: None,
         }
+    }
+
+    /// The experiment-specific options given, as `name=value` pairs for
+    /// [`crate::Ctx::options`].
+    pub fn options(&self) -> sesame_core::Params {
+        let mut p = sesame_core::Params::new();
+        if let Some(v) = self.page_size {
+            p.set("page_size", v);
+        }
+        if let Some(v) = self.cache_size {
+            p.set("cache_size", v);
+        }
+        if let Some(v) = &self.cache_policy {
+            p.set("cache_policy", v);
+        }
+        if let Some(v) = self.queries {
+            p.set("queries", v);
+        }
+        if let Some(v) = self.range_percent {
+            p.set("range_percent", v);
+        }
+        if let Some(v) = self.data_percent {
+            p.set("data_percent", v);
+        }
+        p
     }
 }

@@ -43,6 +43,10 @@ pub struct Ctx {
     pub data_dir: PathBuf,
     /// A scratch folder for store files, removed after the run.
     pub work_dir: PathBuf,
+    /// Experiment-specific options from the command line, as `name=value`
+    /// pairs (`page_size`, `cache_size`, `cache_policy`, `queries`,
+    /// `range_percent`, `data_percent` for `range`); empty for defaults.
+    pub options: sesame_core::Params,
 }
 
 impl Ctx {

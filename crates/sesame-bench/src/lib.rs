@@ -62,6 +62,14 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
             })?,
         ],
     };
+    let range_only = args.options();
+    if !range_only.is_empty() && !chosen.iter().any(|e| e.name() == "range") {
+        return Err(BenchError::InvalidArgument(
+            "--page-size, --cache-size, --cache-policy, --queries, --range-percent and \
+             --data-percent apply to the range experiment only"
+                .into(),
+        ));
+    }
     let scale = if args.tiny {
         Scale::Tiny
     } else if args.quick {
@@ -78,6 +86,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
         seed: args.seed,
         data_dir: args.data.clone(),
         work_dir: work.path().to_path_buf(),
+        options: args.options(),
     };
     let mut results = Vec::new();
     let mut first_error = None;

@@ -563,6 +563,7 @@ mod tests {
             seed: 1,
             data_dir: dir.path().to_owned(),
             work_dir: dir.path().to_owned(),
+            options: Default::default(),
         };
         let rs = Aura.run(&ctx).unwrap();
         // Aura: 2 values of h x 2 values of d x (insert, delete, search);

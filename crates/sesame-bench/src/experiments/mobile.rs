@@ -482,6 +482,7 @@ mod tests {
             seed: 1,
             data_dir: dir.path().to_owned(),
             work_dir: dir.path().to_owned(),
+            options: Default::default(),
         };
         let rs = Mobile.run(&ctx).unwrap();
         for c in &rs.charts {

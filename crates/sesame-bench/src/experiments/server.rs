@@ -519,6 +519,7 @@ mod tests {
             seed: 3,
             data_dir: work.path().join("data"),
             work_dir: work.path().to_path_buf(),
+            options: Default::default(),
         };
         let rs = Server.run(&ctx).unwrap();
         let redb: Vec<&Row> = rs

@@ -473,6 +473,7 @@ mod tests {
             seed: 1,
             data_dir: dir.path().to_owned(),
             work_dir: dir.path().to_owned(),
+            options: Default::default(),
         };
         let rs = Uedsse.run(&ctx).unwrap();
         let count = |op: &str| {
