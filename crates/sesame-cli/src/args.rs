@@ -36,11 +36,17 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
-    /// List the documents that contain a keyword (their ids and paths).
+    /// List the documents matching a query (their ids and paths).
+    ///
+    /// Query forms: `word` (exact), `abc*` (prefix), `a?c*` (wildcard),
+    /// `a b c` (documents holding all), `top:K a b` (the K best, ranked).
+    /// Keywords are lower-cased and split like the documents. A form the
+    /// index's scheme does not answer is refused with the forms it does.
     Search {
-        /// One keyword; matched after lower-casing, like the documents.
-        #[arg(value_name = "KEYWORD")]
-        keyword: String,
+        /// The query: one or more words (quote patterns with `*` or `?` so
+        /// the shell leaves them alone).
+        #[arg(required = true, value_name = "QUERY")]
+        query: Vec<String>,
     },
     /// Decrypt a document to standard output.
     Get {

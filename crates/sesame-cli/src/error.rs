@@ -27,6 +27,7 @@ impl CliError {
             | CliError::Client(
                 ClientError::EmptyQuery
                 | ClientError::InvalidQuery(_)
+                | ClientError::UnsupportedQuery { .. }
                 | ClientError::UnknownScheme { .. }
                 | ClientError::InvalidArgument(_),
             ) => 2,

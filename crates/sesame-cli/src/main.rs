@@ -3,7 +3,7 @@
 //! ```text
 //! sesame init [--scheme NAME] [--params a=1,b=2]   create a profile
 //! sesame add PATH...                              encrypt and index files
-//! sesame search KEYWORD                           ids and paths of matching documents
+//! sesame search QUERY...                          ids and paths of matching documents
 //! sesame get DOC_ID                               a decrypted document, to stdout
 //! sesame list                                     the documents of the index
 //! sesame schemes [--long]                         the registered schemes
@@ -85,7 +85,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Init(args) => init(&dir, args),
         Command::Add { paths } => add(&dir, &paths),
-        Command::Search { keyword } => search(&dir, &keyword),
+        Command::Search { query } => search(&dir, &query.join(" ")),
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
         Command::Schemes { long } => {
@@ -299,10 +299,9 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-fn search(dir: &std::path::Path, keyword: &str) -> Result<(), CliError> {
-    // A query that is not one keyword is refused before the passphrase
-    // is asked.
-    sesame_client::query_keyword(keyword)?;
+fn search(dir: &std::path::Path, text: &str) -> Result<(), CliError> {
+    // A malformed query is refused before the passphrase is asked.
+    sesame_client::parse_query(text)?;
     let mut session = open(dir)?;
     let resumed = session.resume_pending()?;
     if resumed > 0 {
@@ -311,13 +310,24 @@ fn search(dir: &std::path::Path, keyword: &str) -> Result<(), CliError> {
             plural(resumed)
         );
     }
-    let hits = session.search(keyword)?;
-    if hits.is_empty() {
-        eprintln!("no documents match {keyword:?}");
+    let hits = session.query(text)?;
+    let removed = hits.false_positives_removed;
+    if removed > 0 {
+        eprintln!(
+            "removed {removed} false positive{} after decryption",
+            plural(removed)
+        );
     }
+    if hits.documents.is_empty() {
+        eprintln!("no documents match {text:?}");
+    }
+    let ranked = hits.kind == sesame_core::QueryKind::Ranked;
     let mut out = String::new();
-    for h in hits {
-        out.push_str(&format!("{}\t{}\n", h.id, h.path));
+    for (i, h) in hits.documents.iter().enumerate() {
+        match hits.scores.get(i).filter(|_| ranked) {
+            Some(score) => out.push_str(&format!("{}\t{score:.4}\t{}\n", h.id, h.path)),
+            None => out.push_str(&format!("{}\t{}\n", h.id, h.path)),
+        }
     }
     write_stdout(out.as_bytes())
 }

@@ -253,10 +253,59 @@ fn empty_and_multi_word_queries_are_one_line() {
     let env = Env::new();
     env.init("pibas");
     one_error(&env.run(&["search", ""]), "empty query");
-    one_error(&env.run(&["search", "?!"]), "empty query");
-    let out = env.run(&["search", "two words"]);
-    assert_eq!(out.status.code(), Some(2));
-    one_error(&out, "search takes one");
+    one_error(&env.run(&["search", " ,; "]), "empty query");
+    one_error(&env.run(&["search", "?!"]), "patterns may hold only");
+    one_error(&env.run(&["search", "top:0", "fox"]), "ranked query needs");
+    // PiBas answers exact queries only: other forms are refused by name.
+    for (query, kind) in [
+        ("two words", "conjunctive"),
+        ("fo*", "prefix"),
+        ("f?x", "wildcard"),
+        ("top:2 fox", "ranked"),
+    ] {
+        let out = env.run(&["search", query]);
+        assert_eq!(out.status.code(), Some(2), "{query}");
+        let line = one_error(&out, &format!("does not answer {kind} queries"));
+        assert!(line.contains("pibas") && line.contains("exact"), "{line}");
+    }
+}
+
+#[test]
+fn query_forms_run_on_the_schemes_that_answer_them() {
+    let names = |pairs: Vec<(u64, String)>| -> Vec<u64> { pairs.iter().map(|p| p.0).collect() };
+    // SUISE2: exact, prefix, conjunctive.
+    let env = Env::new();
+    env.init("suise2");
+    env.ok(&["add", "docs"]);
+    assert_eq!(names(hits(&env.ok(&["search", "fo*"]))), [1, 2]);
+    assert_eq!(names(hits(&env.ok(&["search", "DOG", "fox"]))), [2]);
+    assert_eq!(names(hits(&env.ok(&["search", "the fox"]))), [1, 2]);
+    one_error(
+        &env.run(&["search", "f?x"]),
+        "does not answer wildcard queries",
+    );
+
+    // CHLH15: wildcards and prefixes over Bloom filters.
+    let env = Env::new();
+    env.init("chlh15");
+    env.ok(&["add", "docs"]);
+    assert_eq!(names(hits(&env.ok(&["search", "f?x"]))), [1, 2]);
+    assert_eq!(names(hits(&env.ok(&["search", "la*"]))), [2]);
+    assert_eq!(names(hits(&env.ok(&["search", "*o?"]))), [1, 2, 3]);
+
+    // VASST16: ranked top-k, best first, with scores.
+    let env = Env::new();
+    env.init("vasst16");
+    env.ok(&["add", "docs", "loose.bin"]);
+    let out = env.ok(&["search", "top:2", "dog", "fox"]);
+    let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    for l in &lines {
+        assert_eq!(l.len(), 3, "id, score, path: {out}");
+        assert!(l[1].parse::<f64>().unwrap() >= 0.0);
+    }
+    // b.txt holds both words: it ranks first.
+    assert!(lines[0][2].ends_with("b.txt"), "{out}");
 }
 
 #[test]
@@ -360,7 +409,7 @@ fn tampered_state_is_one_line() {
 fn usage_mistakes_are_one_line() {
     let env = Env::new();
     for (args, needle) in [
-        (&["search"][..], "KEYWORD"),
+        (&["search"][..], "QUERY"),
         (&["add"], "PATH"),
         (&["bogus"], "bogus"),
         (&["search", "a", "--what"], "--what"),

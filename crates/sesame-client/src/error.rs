@@ -94,6 +94,19 @@ pub enum ClientError {
     /// The query is not one keyword.
     #[error("{0}")]
     InvalidQuery(String),
+    /// The index's scheme does not answer this kind of query.
+    #[error(
+        "the index's scheme {scheme} does not answer {kind} queries (it answers: {supported}); \
+         create an index with a scheme that does (see `sesame schemes`)"
+    )]
+    UnsupportedQuery {
+        /// The index's scheme.
+        scheme: String,
+        /// The kind of query asked.
+        kind: String,
+        /// The kinds it answers, comma-separated.
+        supported: String,
+    },
     /// An argument is not acceptable (index name, scheme parameters,
     /// passphrase, key-derivation parameters).
     #[error("{0}")]

@@ -21,6 +21,6 @@ pub use error::{ClientError, Result};
 pub use kdf::KdfParams;
 pub use network::{NetworkBackend, ServerBinding, SERVER_FILE};
 pub use profile::{check_scheme, Profile, DEFAULT_INDEX, HEADER_FILE, INDEX_DIR, STORE_FILE};
-pub use session::{AddReport, Phase, Progress, Session};
+pub use session::{AddReport, Phase, Progress, QueryHits, Session};
 pub use state::DocumentInfo;
-pub use tokenize::{query_keyword, tokenize, tokenize_bytes};
+pub use tokenize::{parse_query, query_keyword, tokenize, tokenize_bytes};

@@ -63,6 +63,21 @@ pub struct Progress {
     pub total: u64,
 }
 
+/// The answer to [`Session::query`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryHits {
+    /// The kind of query answered.
+    pub kind: sesame_core::QueryKind,
+    /// Matching documents: best first for ranked queries, else by
+    /// identifier.
+    pub documents: Vec<DocumentInfo>,
+    /// For ranked queries, the score of each document; empty otherwise.
+    pub scores: Vec<f64>,
+    /// Candidates the server returned that did not match after decryption
+    /// (false positives of filter-based schemes), removed.
+    pub false_positives_removed: usize,
+}
+
 /// What [`Session::add_documents`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -380,6 +395,69 @@ impl Session {
         sent.map_err(|cause| ClientError::Unacknowledged {
             documents: self.pending_documents(),
             cause: Box::new(cause),
+        })
+    }
+
+    /// Answers a query of any kind ([`crate::parse_query`]: `word`,
+    /// `abc*`, `a?c*`, `a b c`, `top:K a b`).
+    ///
+    /// A kind the index's scheme does not answer is
+    /// [`ClientError::UnsupportedQuery`], before anything is sent. Ranked
+    /// answers come best first, with their scores; the others by
+    /// identifier. Candidates a filter-based scheme returned that did not
+    /// match after decryption are removed and counted.
+    pub fn query(&mut self, text: &str) -> Result<QueryHits> {
+        let query = crate::tokenize::parse_query(text)?;
+        let descriptor = self.scheme.descriptor;
+        let kind = query.kind();
+        if !descriptor.supports(kind) {
+            return Err(ClientError::UnsupportedQuery {
+                scheme: descriptor.name.to_owned(),
+                kind: kind.to_string(),
+                supported: descriptor
+                    .queries
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        self.resume_pending()?;
+        if self.state.catalog.is_empty() {
+            return Ok(QueryHits {
+                kind,
+                documents: Vec::new(),
+                scores: Vec::new(),
+                false_positives_removed: 0,
+            });
+        }
+        let mut channel =
+            self.backend
+                .index_channel(&self.index, self.state.generation, &self.scheme)?;
+        let result = self.client.query(&mut self.rng, channel.as_mut(), &query)?;
+        let after = Zeroizing::new(self.client.save_state()?);
+        if *after != self.state.client {
+            self.state.client.zeroize();
+            self.state.client = after.to_vec();
+            self.save()?;
+        }
+        let mut documents = Vec::with_capacity(result.ids.len());
+        let mut scores = Vec::new();
+        for (i, id) in result.ids.iter().enumerate() {
+            // An identifier the catalog lacks belongs to an add that did
+            // not complete; it names no document.
+            if let Some(doc) = self.state.catalog.get(id) {
+                documents.push(doc.clone());
+                if let Some(s) = result.scores.get(i) {
+                    scores.push(*s);
+                }
+            }
+        }
+        Ok(QueryHits {
+            kind,
+            documents,
+            scores,
+            false_positives_removed: result.false_positives_removed,
         })
     }
 

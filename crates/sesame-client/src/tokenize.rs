@@ -57,9 +57,108 @@ pub fn query_keyword(query: &str) -> Result<String> {
     }
 }
 
+/// A query of any kind ([`sesame_sse::query::Query`]), its keywords
+/// tokenized as documents are:
+/// - `word` is an exact query; `abc*` a prefix query; a pattern with `*`
+///   or `?` elsewhere a wildcard query;
+/// - several words are a conjunctive query (all of them);
+/// - `top:K w1 w2 ...` is a ranked query for the `K` best documents.
+///
+/// Plain words are lower-cased and split as documents are (`"E-Mail"` is
+/// the two keywords "e" and "mail"); patterns are lower-cased and may hold
+/// only letters, digits, `*` and `?`.
+///
+/// ```
+/// use sesame_client::parse_query;
+/// use sesame_sse::query::Query;
+/// assert_eq!(parse_query("Pre*").unwrap(), Query::Prefix(b"pre".to_vec()));
+/// assert_eq!(
+///     parse_query("E-Mail").unwrap(),
+///     Query::Conjunctive(vec![b"e".to_vec(), b"mail".to_vec()])
+/// );
+/// ```
+pub fn parse_query(text: &str) -> Result<sesame_sse::query::Query> {
+    let mut parts: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, token) in text.split_whitespace().enumerate() {
+        if i == 0 && token.starts_with("top:") {
+            parts.push(token.to_owned());
+            continue;
+        }
+        let words = if token.contains(['*', '?']) {
+            let lower = token.to_lowercase();
+            if let Some(c) = lower
+                .chars()
+                .find(|c| !(c.is_alphanumeric() || *c == '*' || *c == '?'))
+            {
+                return Err(ClientError::InvalidQuery(format!(
+                    "the pattern {token:?} holds {c:?}: patterns may hold only letters, \
+                     digits, * and ?"
+                )));
+            }
+            vec![lower]
+        } else {
+            tokenize(token)
+        };
+        for w in words {
+            if seen.insert(w.clone()) {
+                parts.push(w);
+            }
+        }
+    }
+    if parts.is_empty() {
+        return Err(ClientError::EmptyQuery);
+    }
+    sesame_sse::query::Query::parse(&parts.join(" "))
+        .map_err(|e| ClientError::InvalidQuery(format!("{text:?}: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sesame_sse::query::Query;
+
+    #[test]
+    fn queries_of_every_kind_are_tokenized_like_documents() {
+        assert_eq!(
+            parse_query(" Apple ").unwrap(),
+            Query::Exact(b"apple".to_vec())
+        );
+        assert_eq!(parse_query("APP*").unwrap(), Query::Prefix(b"app".to_vec()));
+        assert_eq!(
+            parse_query("a?p*e").unwrap(),
+            Query::Wildcard(b"a?p*e".to_vec())
+        );
+        assert_eq!(
+            parse_query("Apple pear apple").unwrap(),
+            Query::Conjunctive(vec![b"apple".to_vec(), b"pear".to_vec()])
+        );
+        assert_eq!(
+            parse_query("top:3 Apple, pear").unwrap(),
+            Query::Ranked {
+                keywords: vec![b"apple".to_vec(), b"pear".to_vec()],
+                k: 3
+            }
+        );
+        assert!(matches!(parse_query(""), Err(ClientError::EmptyQuery)));
+        assert!(matches!(parse_query(" ,; "), Err(ClientError::EmptyQuery)));
+        assert!(matches!(
+            parse_query("top:3"),
+            Err(ClientError::InvalidQuery(_))
+        ));
+        assert!(matches!(
+            parse_query("top:x a"),
+            Err(ClientError::InvalidQuery(_))
+        ));
+        assert!(matches!(
+            parse_query("a-b*"),
+            Err(ClientError::InvalidQuery(_))
+        ));
+        assert!(matches!(
+            parse_query("a* b"),
+            Err(ClientError::InvalidQuery(_))
+        ));
+    }
 
     #[test]
     fn unicode_words_are_lower_cased_whole() {

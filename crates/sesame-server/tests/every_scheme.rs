@@ -40,7 +40,9 @@ fn initial_db(rng: &mut ChaCha20Rng) -> Multimap {
     for doc in 1..=24u64 {
         for w in 0..10u32 {
             if rng.gen_bool(0.3) {
-                db.entry(format!("word{w}").into_bytes()).or_default().push(doc);
+                db.entry(format!("word{w}").into_bytes())
+                    .or_default()
+                    .push(doc);
             }
         }
     }
@@ -126,7 +128,11 @@ fn every_keyword_scheme_runs_over_the_network_server() {
                 .filter(|(w, _)| w.starts_with(b"word1"))
                 .flat_map(|(_, s)| s.iter().copied())
                 .collect();
-            assert_eq!(got.ids, want.into_iter().collect::<Vec<_>>(), "{name}: prefix");
+            assert_eq!(
+                got.ids,
+                want.into_iter().collect::<Vec<_>>(),
+                "{name}: prefix"
+            );
         }
         let s = span.finish();
         assert!(

@@ -96,7 +96,9 @@ impl Knobs {
         let range_percent: f64 = o.get_or("range_percent", 0.5).map_err(bad)?;
         let data_percent: f64 = o.get_or("data_percent", 100.0).map_err(bad)?;
         if queries == 0 {
-            return Err(BenchError::InvalidArgument("--queries must be at least 1".into()));
+            return Err(BenchError::InvalidArgument(
+                "--queries must be at least 1".into(),
+            ));
         }
         for (name, v) in [("range", range_percent), ("data", data_percent)] {
             if !(v > 0.0 && v <= 100.0) {
@@ -343,13 +345,19 @@ fn construction_figures(row: &mut Row, b: &Built) {
             .set("build_bytes_total", c.bytes() as f64)
             .set("build_ms_total", b.insert_ns as f64 / 1e6);
     } else {
-        row.set("construction_io", (c.store.reads + c.store.writes) as f64 / n)
-            .set("construction_messages", 2.0 * c.rounds as f64 / n)
-            .set("construction_bytes", c.bytes() as f64 / n)
-            .set("insert_us", b.insert_ns as f64 / 1e3 / n);
+        row.set(
+            "construction_io",
+            (c.store.reads + c.store.writes) as f64 / n,
+        )
+        .set("construction_messages", 2.0 * c.rounds as f64 / n)
+        .set("construction_bytes", c.bytes() as f64 / n)
+        .set("insert_us", b.insert_ns as f64 / 1e3 / n);
     }
-    row.set("client_storage_bytes", b.client.client_storage_bytes() as f64)
-        .set("server_stored_bytes", c.store.bytes_written as f64);
+    row.set(
+        "client_storage_bytes",
+        b.client.client_storage_bytes() as f64,
+    )
+    .set("server_stored_bytes", c.store.bytes_written as f64);
 }
 
 /// Adds the query figures (warm: every query but the first; cold: the
@@ -358,7 +366,10 @@ fn query_figures(row: &mut Row, costs: &[QueryCost]) {
     let warm = if costs.len() > 1 { &costs[1..] } else { costs };
     row.set("query_io", mean(warm.iter().map(QueryCost::io)))
         .set("query_messages", mean(warm.iter().map(QueryCost::messages)))
-        .set("query_bytes", mean(warm.iter().map(|q| q.snap.bytes() as f64)))
+        .set(
+            "query_bytes",
+            mean(warm.iter().map(|q| q.snap.bytes() as f64)),
+        )
         .set(
             "query_bytes_no_results",
             mean(warm.iter().map(QueryCost::bytes_without_results)),
@@ -411,7 +422,12 @@ fn paper_figures(row: &mut Row, protocol: &str) {
     }
     if protocol == "pope" {
         row.paper("cold_query_io", PAPER_POPE_COLD[0], "I/O", TABLE3);
-        row.paper("cold_query_messages", PAPER_POPE_COLD[1], "messages", TABLE3);
+        row.paper(
+            "cold_query_messages",
+            PAPER_POPE_COLD[1],
+            "messages",
+            TABLE3,
+        );
         row.paper("cold_query_bytes", PAPER_POPE_COLD[2], "bytes", TABLE3);
     }
 }
@@ -493,8 +509,8 @@ impl Experiment for Range {
                 rs.rows.push(row);
                 if d.name == fluctuation_set {
                     for (i, q) in costs.iter().take(fig4b_points).enumerate() {
-                        let mut row = base_row("fig4b", d.name, name, knobs.records)
-                            .param("query", i + 1);
+                        let mut row =
+                            base_row("fig4b", d.name, name, knobs.records).param("query", i + 1);
                         row.set("query_io", q.io())
                             .set("query_messages", q.messages())
                             .set("query_bytes", q.snap.bytes() as f64);
@@ -531,8 +547,8 @@ impl Experiment for Range {
             for &p in &main {
                 let mut b = build(ctx, p, knobs.page, &values)?;
                 let costs = b.run_queries(ctx, &queries)?;
-                let mut row = base_row("fig3", "uniform", p.descriptor.name, n)
-                    .param("data_percent", f);
+                let mut row =
+                    base_row("fig3", "uniform", p.descriptor.name, n).param("data_percent", f);
                 construction_figures(&mut row, &b);
                 query_figures(&mut row, &costs);
                 rs.rows.push(row);
@@ -613,8 +629,8 @@ fn charts() -> Vec<Chart> {
         label: label.to_owned(),
         log,
     };
-    let chart = |file: &str, title: &str, table: &str, x: &str, y: &str, xl: Axis, yl: Axis| {
-        Chart {
+    let chart =
+        |file: &str, title: &str, table: &str, x: &str, y: &str, xl: Axis, yl: Axis| Chart {
             file: file.to_owned(),
             title: title.to_owned(),
             x: x.to_owned(),
@@ -623,8 +639,7 @@ fn charts() -> Vec<Chart> {
             filter: vec![("table".to_owned(), Value::from(table))],
             x_axis: xl,
             y_axis: yl,
-        }
-    };
+        };
     let ds = || axis("data set (1 uniform, 2 normal, 3 real)", false);
     vec![
         chart(
