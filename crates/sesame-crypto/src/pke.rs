@@ -126,6 +126,47 @@ impl EciesPublicKey {
     }
 }
 
+impl EciesPublicKey {
+    /// The KEM half of ECIES alone (hashed ElGamal, ISO 18033-2
+    /// ECIES-KEM): a fresh 32-byte secret shared with the holder of the
+    /// secret key, and its 32-byte encapsulation `R = r·B`. The secret is
+    /// HKDF-SHA256(salt = "sesame-ecies-kem/v1", ikm = r·PK, info = R ‖ PK).
+    ///
+    /// For sending a fresh random value (a key, a mask) this replaces
+    /// encrypting it with [`EciesPublicKey::encrypt`] and is 48 bytes
+    /// shorter: the value is the KEM's output rather than a DEM payload.
+    /// One Pke call.
+    pub fn encapsulate<R: CryptoRngCore + ?Sized>(
+        &self,
+        rng: &mut R,
+    ) -> ([u8; PUBLIC_KEY_LEN], Zeroizing<[u8; 32]>) {
+        let _pke = counter::enter(Primitive::Pke);
+        let mut r = random_nonzero_scalar(rng);
+        counter::record(Primitive::GroupExp, 2);
+        let big_r = (&r * RISTRETTO_BASEPOINT_TABLE).compress().to_bytes();
+        let shared = r * self.point;
+        r.zeroize();
+        (big_r, kem_secret(&shared, &big_r, &self.bytes))
+    }
+}
+
+/// The KEM secret for (shared point, encapsulation, recipient).
+fn kem_secret(shared: &RistrettoPoint, r: &[u8; 32], pk: &[u8; 32]) -> Zeroizing<[u8; 32]> {
+    counter::record(Primitive::Prf, 1);
+    let ikm = Zeroizing::new(shared.compress().to_bytes());
+    let hk = Hkdf::<Sha256>::new(Some(KEM_SALT), ikm.as_ref());
+    let mut info = [0u8; 64];
+    info[..32].copy_from_slice(r);
+    info[32..].copy_from_slice(pk);
+    let mut okm = Zeroizing::new([0u8; 32]);
+    hk.expand(&info, okm.as_mut())
+        .expect("32 bytes are within the HKDF-SHA256 limit");
+    okm
+}
+
+/// HKDF salt of the KEM alone.
+const KEM_SALT: &[u8] = b"sesame-ecies-kem/v1";
+
 impl fmt::Debug for EciesPublicKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "EciesPublicKey(")?;
@@ -195,6 +236,24 @@ impl EciesSecretKey {
     }
 }
 
+impl EciesSecretKey {
+    /// The secret of an encapsulation made by
+    /// [`EciesPublicKey::encapsulate`]; an encoding that is not a point, or
+    /// the identity, gives [`Error::Decryption`]. (A KEM has no tag: any
+    /// other valid point decapsulates to an unrelated secret.) One Pke
+    /// call.
+    pub fn decapsulate(&self, encapsulation: &[u8; PUBLIC_KEY_LEN]) -> Result<Zeroizing<[u8; 32]>> {
+        let _pke = counter::enter(Primitive::Pke);
+        let r_point = CompressedRistretto(*encapsulation)
+            .decompress()
+            .filter(|p| *p != RistrettoPoint::identity())
+            .ok_or(Error::Decryption)?;
+        counter::record(Primitive::GroupExp, 1);
+        let shared = self.sk * r_point;
+        Ok(kem_secret(&shared, encapsulation, &self.public.bytes))
+    }
+}
+
 impl Drop for EciesSecretKey {
     fn drop(&mut self) {
         self.sk.zeroize();
@@ -213,6 +272,24 @@ impl fmt::Debug for EciesSecretKey {
 mod tests {
     use super::*;
     use rand_chacha::rand_core::SeedableRng;
+
+    #[test]
+    fn kem_shares_a_secret_with_the_key_holder_only() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+        let sk = EciesSecretKey::generate(&mut rng);
+        let (enc, secret) = sk.public_key().encapsulate(&mut rng);
+        assert_eq!(*sk.decapsulate(&enc).unwrap(), *secret);
+        let (enc2, secret2) = sk.public_key().encapsulate(&mut rng);
+        assert_ne!(enc, enc2);
+        assert_ne!(*secret, *secret2);
+        let other = EciesSecretKey::generate(&mut rng);
+        assert_ne!(*other.decapsulate(&enc).unwrap(), *secret);
+        assert!(sk.decapsulate(&[0u8; 32]).is_err(), "identity refused");
+        assert!(sk.decapsulate(&[0xff; 32]).is_err(), "not a point");
+        // The KEM and the full ECIES derive different keys from one point.
+        let c = sk.public_key().encrypt(&mut rng, b"", &[1; 32]).unwrap();
+        assert_eq!(sk.decrypt(b"", &c).unwrap(), [1; 32]);
+    }
 
     #[test]
     fn round_trip_and_tampering() {

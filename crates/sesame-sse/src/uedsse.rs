@@ -95,9 +95,6 @@ pub const NONCE_LEN: usize = PAYLOAD_LEN - 8;
 /// Bytes of the search mask.
 pub const MASK_LEN: usize = 32;
 
-/// Associated data of the encrypted mask.
-const MASK_AAD: &[u8] = b"sesame-sse/uedsse/mask";
-
 /// Operation byte of an addition.
 pub(crate) const OP_ADD: u8 = 0;
 /// Operation byte of a deletion.
@@ -135,8 +132,9 @@ pub enum Request {
         st: [u8; LAMBDA],
         /// Masked update token.
         delta: [u8; 32],
-        /// ECIES encryption of the mask.
-        emask: Vec<u8>,
+        /// ECIES-KEM encapsulation of the mask (the mask is the KEM's
+        /// shared secret).
+        emask: [u8; 32],
     },
 }
 
@@ -566,14 +564,11 @@ impl UedsseClient {
         let mut tw = self.core.token(keyword);
         let mut st = ks.st;
         let mut delta = ks.key.update_token(next).to_bytes();
-        let mut mask = [0u8; MASK_LEN];
-        rng.fill_bytes(&mut mask);
+        let (emask, mask) = pk.encapsulate(rng);
         let pad = mask_pad(&mask);
         xor_into(&mut tw, &pad[..LAMBDA]);
         xor_into(&mut st, &pad[LAMBDA..2 * LAMBDA]);
         xor_into(&mut delta, &pad[2 * LAMBDA..]);
-        let emask = pk.encrypt(rng, MASK_AAD, &mask).map_err(crypto_error)?;
-        mask.zeroize();
         Ok(Some(Request::Search {
             tw,
             st,
@@ -741,16 +736,12 @@ impl UedsseServer {
         mut tw: [u8; LAMBDA],
         mut st: [u8; LAMBDA],
         mut delta: [u8; 32],
-        emask: &[u8],
+        emask: &[u8; 32],
     ) -> Result<Vec<[u8; EID_LEN]>> {
         let mask = self
             .secret()?
-            .decrypt(MASK_AAD, emask)
+            .decapsulate(emask)
             .map_err(|_| Error::Crypto)?;
-        let mask: [u8; MASK_LEN] = mask
-            .as_slice()
-            .try_into()
-            .map_err(|_| Error::Protocol("UEDSSE mask of the wrong size".into()))?;
         let pad = mask_pad(&mask);
         xor_into(&mut tw, &pad[..LAMBDA]);
         xor_into(&mut st, &pad[LAMBDA..2 * LAMBDA]);
