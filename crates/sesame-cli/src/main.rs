@@ -89,7 +89,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
         Command::Schemes { long } => {
-            let all = sesame_sse::schemes();
+            let all = schemes::all();
             let text = if long {
                 schemes::long(&all)
             } else {

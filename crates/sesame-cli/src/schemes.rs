@@ -1,15 +1,43 @@
-//! `sesame schemes`: the registered schemes as a table.
+//! `sesame schemes`: the registered schemes as a table: keyword schemes
+//! (`sesame-sse`), order-preserving and order-revealing schemes
+//! (`sesame-ore`) and range protocols (`sesame-range`).
 
 use std::fmt::Write;
 
 use sesame_core::{BackwardPrivacy, SchemeDescriptor};
-use sesame_sse::KeywordScheme;
+
+/// One registered scheme or protocol: its descriptor and parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    /// The descriptor.
+    pub descriptor: &'static SchemeDescriptor,
+    /// Parameter names with their defaults in words.
+    pub params: &'static [(&'static str, &'static str)],
+}
+
+/// Every registered scheme: keyword schemes, then ORE schemes, then range
+/// protocols.
+pub fn all() -> Vec<Entry> {
+    let keyword = sesame_sse::schemes().into_iter().map(|s| Entry {
+        descriptor: s.descriptor,
+        params: s.params,
+    });
+    let ore = sesame_ore::schemes().into_iter().map(|s| Entry {
+        descriptor: s.descriptor,
+        params: s.params,
+    });
+    let range = sesame_range::protocols().into_iter().map(|p| Entry {
+        descriptor: p.descriptor,
+        params: p.params,
+    });
+    keyword.chain(ore).chain(range).collect()
+}
 
 /// Width the leakage column is wrapped to.
 const LEAKAGE_WIDTH: usize = 60;
 
 /// The table of `schemes`: name, kind, paper, query kinds, leakage.
-pub fn table(schemes: &[KeywordScheme]) -> String {
+pub fn table(schemes: &[Entry]) -> String {
     let rows: Vec<[String; 4]> = schemes
         .iter()
         .map(|s| {
@@ -52,7 +80,7 @@ pub fn table(schemes: &[KeywordScheme]) -> String {
 }
 
 /// Every field of every scheme.
-pub fn long(schemes: &[KeywordScheme]) -> String {
+pub fn long(schemes: &[Entry]) -> String {
     let mut out = String::new();
     for s in schemes {
         let d = s.descriptor;

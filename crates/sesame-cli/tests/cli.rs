@@ -173,6 +173,11 @@ fn schemes_table_lists_every_scheme() {
         );
     }
     assert!(out.contains("static SSE") && out.contains("Cash et al., NDSS 2014"));
+    // ORE schemes and range protocols are listed too.
+    for s in ["clww", "lewi-wu", "fh-ope"] {
+        assert!(out.lines().any(|l| l.starts_with(&format!("{s} "))), "{s}");
+    }
+    assert!(out.contains("ORE") && out.contains("range protocol"), "{out}");
     let long = env.ok(&["schemes", "--long"]);
     assert!(long.contains("leakage:") && long.contains("docs/schemes/"));
 }
