@@ -500,7 +500,8 @@ impl Experiment for Range {
                 let mut b = build(ctx, p, knobs.page, &d.values)?;
                 let costs = b.run_queries(ctx, &queries)?;
                 let mut row = base_row("fig2", d.name, name, knobs.records)
-                    .param("dataset_index", dataset_index(d.name));
+                    .param("dataset_index", dataset_index(d.name))
+                    .param("bits", i64::from(domain_bits(&d.values)));
                 construction_figures(&mut row, &b);
                 query_figures(&mut row, &costs);
                 if d.name == "real" {
