@@ -39,6 +39,7 @@ pub fn schemes() -> Vec<KeywordScheme> {
         chlh15::scheme(),
         vasst16::scheme(),
         vasst16::scheme2(),
+        kpr12::scheme(),
     ]
 }
 
