@@ -1,8 +1,809 @@
-//! (Being written.)
+//! Logarithmic-BRC: I. Demertzis, S. Papadopoulos, O. Papapetrou,
+//! A. Deligiannakis, M. Garofalakis, "Practical Private Range Search
+//! Revisited", SIGMOD 2016, with the Best Range Cover of Kiayias et al.
+//! (CCS 2013), over PiBas and over 2Lev with the pack extension (Cash et
+//! al., NDSS 2014).
+//!
+//! The client views the value domain `0..2^bits` as a binary tree of
+//! `bits + 1` levels ([`brc`]). A record with value `v` is indexed under the
+//! keywords of the `bits + 1` nodes on the path from the leaf of `v` to the
+//! root, with a random identifier as its document; the multimap of every
+//! record is the index of a static SSE scheme, built in one batch. A query
+//! `[lo, hi]` is answered by the Best Range Cover of the interval (at most
+//! `2·bits` nodes, disjoint, exactly the interval): the client sends the
+//! SSE search tokens of the cover's nodes in one request, and the server
+//! runs the SSE search of each token and returns the sealed records of the
+//! matching identifiers in the same response (one round).
+//!
+//! Records are sealed with a [`RecordKey`] and stored by the server under
+//! their identifiers, next to the SSE index, in the same store (the SSE
+//! index under the key prefix `s`, the records under `r`).
+//!
+//! The construction is static. Inserts and deletes rebuild: the client
+//! fetches every sealed record (one round), applies the change and rebuilds
+//! the whole index with fresh keys and fresh identifiers, so an update
+//! costs O(N) (the batch-only nature of the construction).
+//!
+//! See `docs/schemes/log_brc.md` for leakage and deviations.
 
-use crate::api::RangeProtocol;
+mod brc;
+
+pub use brc::{best_range_cover, path, Node};
+
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{
+    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Meter, Params, Prefixed,
+    QueryKind, Result, SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+};
+use sesame_sse::pibas::PiBasServer;
+use sesame_sse::two_lev::TwoLevServer;
+use sesame_sse::{DocId, KeywordClient, Multimap};
+use zeroize::{Zeroize, Zeroizing};
+
+use crate::api::{bits_param, check_value, RangeAnswer, RangeClient, RangeProtocol, Record};
+use crate::paged::PageConfig;
+use crate::record::RecordKey;
+
+const LEAKAGE: &str = "Construction: the number of records, the sizes of the sealed records and \
+    the SSE scheme's setup leakage (index size). Query: the search pattern of the cover's nodes \
+    (a node queried again sends the same token until the next rebuild), the access pattern (the \
+    identifiers each node matches, hence the cover's shape through its result sizes, and which \
+    records are returned) and the SSE scheme's own search leakage. Updates: a rebuild reveals \
+    the new record count and unlinks all identifiers and tokens.";
+
+/// Descriptor of Logarithmic-BRC over PiBas.
+pub static DESCRIPTOR_PIBAS: SchemeDescriptor = SchemeDescriptor {
+    name: "log-brc-pibas",
+    title: "Logarithmic-BRC over PiBas",
+    citation: "I. Demertzis, S. Papadopoulos, O. Papapetrou, A. Deligiannakis, M. Garofalakis. \
+               Practical Private Range Search Revisited. SIGMOD 2016",
+    kind: SchemeKind::Range,
+    forward_private: false,
+    backward_privacy: BackwardPrivacy::None,
+    queries: &[QueryKind::Range],
+    leakage: LEAKAGE,
+    doc: "docs/schemes/log_brc.md",
+};
+
+/// Descriptor of Logarithmic-BRC over 2Lev with the pack extension.
+pub static DESCRIPTOR_2LEV: SchemeDescriptor = SchemeDescriptor {
+    name: "log-brc-2lev",
+    title: "Logarithmic-BRC over 2Lev (pack)",
+    citation: "I. Demertzis, S. Papadopoulos, O. Papapetrou, A. Deligiannakis, M. Garofalakis. \
+               Practical Private Range Search Revisited. SIGMOD 2016",
+    kind: SchemeKind::Range,
+    forward_private: false,
+    backward_privacy: BackwardPrivacy::None,
+    queries: &[QueryKind::Range],
+    leakage: LEAKAGE,
+    doc: "docs/schemes/log_brc.md",
+};
+
+/// Parameters every Log-BRC protocol accepts besides its SSE ones: the
+/// page parameters are read by [`PageConfig::from_params`], not here.
+const COMMON_PARAMS: &[&str] = &["bits", "page_size", "cache_size", "cache_policy"];
 
 /// The protocols of this module.
 pub fn protocols() -> Vec<RangeProtocol> {
-    Vec::new()
+    vec![
+        RangeProtocol {
+            descriptor: &DESCRIPTOR_PIBAS,
+            params: &[
+                ("bits", "32 (value width)"),
+                (
+                    "block",
+                    "1 (identifiers per PiBas entry: plain Π_bas; >1 is Π_pack)",
+                ),
+            ],
+            new_client: |rng, params, page| {
+                Ok(Box::new(LogBrcClient::new(rng, Base::PiBas, params, page)?))
+            },
+            restore_client: |bytes| Ok(Box::new(LogBrcClient::restore(bytes)?)),
+            new_server: |store, _page| Ok(Box::new(LogBrcServer::service(Base::PiBas, store))),
+        },
+        RangeProtocol {
+            descriptor: &DESCRIPTOR_2LEV,
+            params: &[
+                ("bits", "32 (value width)"),
+                (
+                    "block",
+                    "page_size / 8 (identifiers per array block: a block fills a page)",
+                ),
+                (
+                    "b",
+                    "(page_size - 1) / 8 (dictionary slots: an entry fits a page)",
+                ),
+            ],
+            new_client: |rng, params, page| {
+                Ok(Box::new(LogBrcClient::new(
+                    rng,
+                    Base::TwoLev,
+                    params,
+                    page,
+                )?))
+            },
+            restore_client: |bytes| Ok(Box::new(LogBrcClient::restore(bytes)?)),
+            new_server: |store, _page| Ok(Box::new(LogBrcServer::service(Base::TwoLev, store))),
+        },
+    ]
+}
+
+/// The SSE scheme under the range protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Base {
+    /// PiBas (Π_bas, or Π_pack with `block` > 1).
+    PiBas,
+    /// 2Lev with page-sized blocks (the pack layout).
+    TwoLev,
+}
+
+impl Base {
+    fn descriptor(self) -> &'static SchemeDescriptor {
+        match self {
+            Base::PiBas => &DESCRIPTOR_PIBAS,
+            Base::TwoLev => &DESCRIPTOR_2LEV,
+        }
+    }
+
+    fn scheme(self) -> sesame_sse::KeywordScheme {
+        match self {
+            Base::PiBas => sesame_sse::pibas::scheme(),
+            Base::TwoLev => sesame_sse::two_lev::scheme(),
+        }
+    }
+
+    /// The SSE parameters from the protocol's, with the page-derived
+    /// defaults.
+    fn sse_params(self, params: &Params, page: &PageConfig) -> Result<Params> {
+        // The SSE schemes cap block sizes at 2^20 slots.
+        const CAP: usize = 1 << 20;
+        let mut out = Params::new();
+        match self {
+            Base::PiBas => {
+                let block: usize = params.get_or("block", 1)?;
+                out.set("block", block);
+            }
+            Base::TwoLev => {
+                let block = (page.page_size / 8).clamp(2, CAP);
+                let b = (page.page_size.saturating_sub(1) / 8).clamp(1, CAP);
+                let block: usize = params.get_or("block", block)?;
+                let b: usize = params.get_or("b", b)?;
+                out.set("block", block).set("b", b);
+            }
+        }
+        Ok(out)
+    }
+
+    fn known_params(self) -> &'static [&'static str] {
+        match self {
+            Base::PiBas => &["block"],
+            Base::TwoLev => &["block", "b"],
+        }
+    }
+
+    /// The search token in an SSE search request of this scheme.
+    fn token(self, request: &[u8]) -> Result<Token> {
+        let bad = || Error::Protocol("the SSE client sent no search request".into());
+        match self {
+            Base::PiBas => match sesame_core::wire::decode(request)? {
+                sesame_sse::pibas::Request::Search { k1, k2 } => Ok(Token { k1, k2 }),
+                _ => Err(bad()),
+            },
+            Base::TwoLev => match sesame_core::wire::decode(request)? {
+                sesame_sse::two_lev::Request::Search { k1, k2 } => Ok(Token { k1, k2 }),
+                _ => Err(bad()),
+            },
+        }
+    }
+
+    /// An encoded empty search response of this scheme.
+    fn empty_search_response(self) -> Result<Vec<u8>> {
+        match self {
+            Base::PiBas => sesame_core::wire::encode(&sesame_sse::pibas::Response::Ids(vec![])),
+            Base::TwoLev => sesame_core::wire::encode(&sesame_sse::two_lev::Response::Ids(vec![])),
+        }
+    }
+}
+
+/// The SSE search token of one node: the keyword's two keys (the same shape
+/// in PiBas and 2Lev).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Token {
+    /// Label key.
+    pub k1: [u8; 16],
+    /// Value key.
+    pub k2: [u8; 16],
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        self.k1.zeroize();
+        self.k2.zeroize();
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token([redacted])")
+    }
+}
+
+/// A Log-BRC request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// One encoded request of the SSE scheme's setup, for the SSE server.
+    Index(Vec<u8>),
+    /// Stores sealed records under their identifiers; `reset` first
+    /// removes every earlier record.
+    Records {
+        /// Remove the earlier records first.
+        reset: bool,
+        /// (identifier, sealed record) pairs.
+        records: Vec<(DocId, Vec<u8>)>,
+    },
+    /// The records of the nodes whose search tokens these are.
+    Query {
+        /// One SSE search token per node of the cover.
+        tokens: Vec<Token>,
+    },
+    /// Every sealed record (the first step of a rebuild).
+    FetchAll,
+}
+
+/// A Log-BRC response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// The SSE server's encoded response to [`Request::Index`].
+    Index(Vec<u8>),
+    /// The records are stored.
+    Stored,
+    /// Sealed records.
+    Records(Vec<Vec<u8>>),
+}
+
+fn unexpected(r: &Response) -> Error {
+    Error::Protocol(format!(
+        "unexpected Log-BRC response {}",
+        match r {
+            Response::Index(_) => "Index",
+            Response::Stored => "Stored",
+            Response::Records(_) => "Records",
+        }
+    ))
+}
+
+/// A channel that wraps each SSE setup request in [`Request::Index`], so
+/// the SSE client's setup runs unchanged through the Log-BRC server.
+struct IndexChannel<'a> {
+    inner: &'a mut dyn Channel,
+}
+
+impl Channel for IndexChannel<'_> {
+    fn call(&mut self, request: &[u8]) -> Result<Vec<u8>> {
+        match channel::call(self.inner, &Request::Index(request.to_vec()))? {
+            Response::Index(bytes) => Ok(bytes),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn meter(&self) -> &Meter {
+        self.inner.meter()
+    }
+}
+
+/// A channel that sends nothing: it keeps the SSE client's search request
+/// (the token) and answers it with an empty result. The SSE clients derive
+/// their tokens privately; this computes a token through the public
+/// interface, so that the tokens of a whole cover travel in one Log-BRC
+/// request.
+struct TokenChannel {
+    base: Base,
+    captured: Option<Vec<u8>>,
+    meter: Meter,
+}
+
+impl Channel for TokenChannel {
+    fn call(&mut self, request: &[u8]) -> Result<Vec<u8>> {
+        if self.captured.is_some() {
+            return Err(Error::Protocol(
+                "the SSE search takes more than one round; Log-BRC needs one".into(),
+            ));
+        }
+        self.captured = Some(request.to_vec());
+        self.base.empty_search_response()
+    }
+
+    fn meter(&self) -> &Meter {
+        &self.meter
+    }
+}
+
+/// The persisted client state.
+#[derive(Serialize, Deserialize)]
+struct State {
+    base: Base,
+    bits: u32,
+    sse_params: Params,
+    sse_state: Vec<u8>,
+    record_key: [u8; 32],
+    count: u64,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        self.sse_state.zeroize();
+        self.record_key.zeroize();
+    }
+}
+
+/// The client half of Logarithmic-BRC.
+pub struct LogBrcClient {
+    base: Base,
+    bits: u32,
+    sse_params: Params,
+    sse: Box<dyn KeywordClient>,
+    record_key: RecordKey,
+    /// Records in the index, to check the server's answer to a fetch.
+    count: u64,
+}
+
+impl std::fmt::Debug for LogBrcClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogBrcClient")
+            .field("base", &self.base)
+            .field("bits", &self.bits)
+            .field("count", &self.count)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LogBrcClient {
+    /// A client with fresh keys over `base`. Parameters: `bits` (value
+    /// width, default 32) and the SSE scheme's block sizes (see
+    /// [`protocols`]); `page` sets the defaults of the 2Lev block sizes.
+    pub fn new(
+        rng: &mut dyn CryptoRngCore,
+        base: Base,
+        params: &Params,
+        page: &PageConfig,
+    ) -> Result<Self> {
+        let mut known = COMMON_PARAMS.to_vec();
+        known.extend_from_slice(base.known_params());
+        params.only(base.descriptor().name, &known)?;
+        let bits = bits_param(params)?;
+        let sse_params = base.sse_params(params, page)?;
+        let sse = (base.scheme().new_client)(rng, &sse_params)?;
+        Ok(LogBrcClient {
+            base,
+            bits,
+            sse_params,
+            sse,
+            record_key: RecordKey::generate(rng),
+            count: 0,
+        })
+    }
+
+    /// A client from [`RangeClient::save_state`]'s bytes.
+    pub fn restore(bytes: &[u8]) -> Result<Self> {
+        let state: State = sesame_core::wire::decode(bytes)?;
+        if !(1..=64).contains(&state.bits) {
+            return Err(Error::Malformed(
+                "Log-BRC state with an invalid width".into(),
+            ));
+        }
+        let sse = (state.base.scheme().restore_client)(&state.sse_state)?;
+        Ok(LogBrcClient {
+            base: state.base,
+            bits: state.bits,
+            sse_params: state.sse_params.clone(),
+            sse,
+            record_key: RecordKey::from_bytes(&state.record_key)?,
+            count: state.count,
+        })
+    }
+
+    fn aad(&self) -> &'static [u8] {
+        self.base.descriptor().name.as_bytes()
+    }
+
+    /// The SSE search token of `node`.
+    fn token(&mut self, rng: &mut dyn CryptoRngCore, node: &Node) -> Result<Token> {
+        let mut capture = TokenChannel {
+            base: self.base,
+            captured: None,
+            meter: Meter::new(),
+        };
+        self.sse.search(rng, &mut capture, &node.keyword())?;
+        let request = capture
+            .captured
+            .take()
+            .map(Zeroizing::new)
+            .ok_or_else(|| Error::Protocol("the SSE search sent no request".into()))?;
+        self.base.token(&request)
+    }
+
+    /// Every record on the server, opened (one round).
+    fn fetch_all(&self, channel: &mut dyn Channel) -> Result<Vec<Record>> {
+        let sealed = match channel::call(channel, &Request::FetchAll)? {
+            Response::Records(r) => r,
+            other => return Err(unexpected(&other)),
+        };
+        if sealed.len() as u64 != self.count {
+            return Err(Error::Protocol(format!(
+                "the server holds {} records, the client indexed {}",
+                sealed.len(),
+                self.count
+            )));
+        }
+        let aad = self.aad();
+        sealed
+            .iter()
+            .map(|s| self.record_key.open(aad, s))
+            .collect()
+    }
+
+    /// Builds the index of `records` with fresh keys and identifiers,
+    /// replacing whatever the server held.
+    fn rebuild(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        records: &[Record],
+    ) -> Result<()> {
+        for (value, _) in records {
+            check_value(*value, self.bits)?;
+        }
+        let mut sse = (self.base.scheme().new_client)(rng, &self.sse_params)?;
+        let record_key = RecordKey::generate(rng);
+        let aad = self.aad();
+        // Random identifiers: the server sees them in query results, so they
+        // must not reveal the records' order or their insertion history.
+        let ids = shuffled(rng, records.len());
+        let mut db = Multimap::new();
+        let mut sealed = Vec::with_capacity(records.len());
+        for (&id, (value, data)) in ids.iter().zip(records) {
+            for node in path(*value, self.bits) {
+                db.entry(node.keyword()).or_default().push(id);
+            }
+            sealed.push((id, record_key.seal(rng, aad, *value, data)?));
+        }
+        sse.setup(rng, &mut IndexChannel { inner: channel }, &db)?;
+        sealed.sort_unstable_by_key(|r| r.0);
+        let mut rest = sealed.into_iter().peekable();
+        let mut reset = true;
+        loop {
+            let chunk = sesame_sse::common::take_chunk(&mut rest, |r| 8 + r.1.len());
+            let request = Request::Records {
+                reset,
+                records: chunk,
+            };
+            match channel::call(channel, &request)? {
+                Response::Stored => {}
+                other => return Err(unexpected(&other)),
+            }
+            reset = false;
+            if rest.peek().is_none() {
+                break;
+            }
+        }
+        self.sse = sse;
+        self.record_key = record_key;
+        self.count = records.len() as u64;
+        Ok(())
+    }
+}
+
+/// A uniformly random permutation of `0..n` (Fisher-Yates).
+fn shuffled(rng: &mut dyn CryptoRngCore, n: usize) -> Vec<DocId> {
+    let mut v: Vec<DocId> = (0..n as u64).collect();
+    for i in (1..n).rev() {
+        let j = below(rng, i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
+/// A uniform value in `0..n` (`n > 0`), by rejection.
+fn below(rng: &mut dyn CryptoRngCore, n: u64) -> u64 {
+    let zone = u64::MAX - (u64::MAX % n);
+    loop {
+        let x = rng.next_u64();
+        if x < zone {
+            return x % n;
+        }
+    }
+}
+
+impl RangeClient for LogBrcClient {
+    fn descriptor(&self) -> &'static SchemeDescriptor {
+        self.base.descriptor()
+    }
+
+    fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    /// Builds the whole index in one batch (the construction of the paper).
+    fn build(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        records: &[Record],
+    ) -> Result<()> {
+        self.rebuild(rng, channel, records)
+    }
+
+    /// Rebuilds with the record added: O(N), see the module docs.
+    fn insert(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        value: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        check_value(value, self.bits)?;
+        let mut records = self.fetch_all(channel)?;
+        records.push((value, data.to_vec()));
+        self.rebuild(rng, channel, &records)
+    }
+
+    /// Rebuilds without one occurrence of the pair: O(N), see the module
+    /// docs. An absent pair costs the fetch and no rebuild.
+    fn delete(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        value: u64,
+        data: &[u8],
+    ) -> Result<bool> {
+        check_value(value, self.bits)?;
+        let mut records = self.fetch_all(channel)?;
+        let Some(at) = records
+            .iter()
+            .position(|(v, d)| *v == value && d.as_slice() == data)
+        else {
+            return Ok(false);
+        };
+        records.swap_remove(at);
+        self.rebuild(rng, channel, &records)?;
+        Ok(true)
+    }
+
+    fn query(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        lo: u64,
+        hi: u64,
+    ) -> Result<RangeAnswer> {
+        let cover = best_range_cover(lo, hi, self.bits);
+        if cover.is_empty() {
+            return Ok(RangeAnswer::default());
+        }
+        let mut tokens = cover
+            .iter()
+            .map(|node| self.token(rng, node))
+            .collect::<Result<Vec<_>>>()?;
+        // The order of the tokens would tell the server which node lies
+        // where in the interval.
+        for i in (1..tokens.len()).rev() {
+            let j = below(rng, i as u64 + 1) as usize;
+            tokens.swap(i, j);
+        }
+        let sealed = match channel::call(channel, &Request::Query { tokens })? {
+            Response::Records(r) => r,
+            other => return Err(unexpected(&other)),
+        };
+        let aad = self.aad();
+        let mut records = Vec::with_capacity(sealed.len());
+        for s in &sealed {
+            let (value, data) = self.record_key.open(aad, s)?;
+            if value < lo || value > hi {
+                return Err(Error::Protocol(format!(
+                    "the server returned a record with value {value} outside [{lo}, {hi}]"
+                )));
+            }
+            records.push((value, data));
+        }
+        Ok(RangeAnswer::from_records(records, 0))
+    }
+
+    /// Two 32-byte keys (the SSE master key and the record key), the record
+    /// count and the value width.
+    fn client_storage_bytes(&self) -> u64 {
+        32 + 32 + 8 + 4
+    }
+
+    fn save_state(&self) -> Result<Vec<u8>> {
+        let state = State {
+            base: self.base,
+            bits: self.bits,
+            sse_params: self.sse_params.clone(),
+            sse_state: self.sse.save_state()?,
+            record_key: *self.record_key.to_bytes(),
+            count: self.count,
+        };
+        sesame_core::wire::encode(&state)
+    }
+}
+
+/// The SSE server under Log-BRC.
+enum SseServer {
+    PiBas(PiBasServer),
+    TwoLev(TwoLevServer),
+}
+
+impl SseServer {
+    fn search(&self, token: &Token) -> Result<Vec<DocId>> {
+        match self {
+            SseServer::PiBas(s) => s.search(token.k1, token.k2),
+            SseServer::TwoLev(s) => s.search(token.k1, token.k2),
+        }
+    }
+
+    fn handle(&mut self, request: &[u8]) -> Result<Vec<u8>> {
+        match self {
+            SseServer::PiBas(s) => {
+                let request = sesame_core::wire::decode(request)?;
+                sesame_core::wire::encode(&s.handle(request)?)
+            }
+            SseServer::TwoLev(s) => {
+                let request = sesame_core::wire::decode(request)?;
+                sesame_core::wire::encode(&s.handle(request)?)
+            }
+        }
+    }
+}
+
+/// Store prefix of the SSE index.
+const SSE_PREFIX: &[u8] = b"s";
+/// Store prefix of the sealed records.
+const RECORD_PREFIX: &[u8] = b"r";
+
+/// The server half of Logarithmic-BRC: the SSE server and the sealed
+/// records, both in one store.
+pub struct LogBrcServer {
+    store: Arc<dyn Store>,
+    sse: SseServer,
+    records: Prefixed<Arc<dyn Store>>,
+}
+
+impl std::fmt::Debug for LogBrcServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogBrcServer").finish_non_exhaustive()
+    }
+}
+
+impl LogBrcServer {
+    /// A server over `base` keeping everything in `store`.
+    pub fn new(base: Base, store: Arc<dyn Store>) -> Self {
+        let sse_store: Arc<dyn Store> = Arc::new(Prefixed::new(store.clone(), SSE_PREFIX));
+        let sse = match base {
+            Base::PiBas => SseServer::PiBas(PiBasServer::new(sse_store)),
+            Base::TwoLev => SseServer::TwoLev(TwoLevServer::new(sse_store)),
+        };
+        LogBrcServer {
+            records: Prefixed::new(store.clone(), RECORD_PREFIX),
+            store,
+            sse,
+        }
+    }
+
+    /// The server as a [`Service`].
+    pub fn service(base: Base, store: Arc<dyn Store>) -> Typed<LogBrcServer> {
+        Typed(Self::new(base, store))
+    }
+
+    /// The sealed records of the identifiers the tokens match.
+    fn query(&self, tokens: &[Token]) -> Result<Vec<Vec<u8>>> {
+        let mut ids = Vec::new();
+        for token in tokens {
+            ids.extend(self.sse.search(token)?);
+        }
+        // The cover's nodes are disjoint; a repeated token (or a hostile
+        // one) must not return a record twice.
+        ids.sort_unstable();
+        ids.dedup();
+        let keys: Vec<[u8; 8]> = ids.iter().map(|id| id.to_be_bytes()).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        self.records
+            .get_many(&refs)?
+            .into_iter()
+            .zip(&ids)
+            .map(|(r, id)| r.ok_or_else(|| Error::Protocol(format!("record {id} is missing"))))
+            .collect()
+    }
+}
+
+impl Handler for LogBrcServer {
+    type Request = Request;
+    type Response = Response;
+
+    fn handle(&mut self, request: Request) -> Result<Response> {
+        match request {
+            Request::Index(bytes) => Ok(Response::Index(self.sse.handle(&bytes)?)),
+            Request::Records { reset, records } => {
+                let mut batch = WriteBatch::with_capacity(records.len());
+                if reset {
+                    for (key, _) in self.records.scan_prefix(b"")? {
+                        batch.delete(key);
+                    }
+                }
+                for (id, sealed) in records {
+                    batch.put(id.to_be_bytes().to_vec(), sealed);
+                }
+                self.records.write(batch)?;
+                Ok(Response::Stored)
+            }
+            Request::Query { tokens } => Ok(Response::Records(self.query(&tokens)?)),
+            Request::FetchAll => Ok(Response::Records(
+                self.records
+                    .scan_prefix(b"")?
+                    .into_iter()
+                    .map(|(_, v)| v)
+                    .collect(),
+            )),
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use sesame_core::{LocalChannel, Service};
+    use sesame_store::MemoryStore;
+
+    fn setup(base: Base) -> (LogBrcClient, LocalChannel<Typed<LogBrcServer>>) {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let mut params = Params::new();
+        params.set("bits", 8);
+        let page = PageConfig::default();
+        let client = LogBrcClient::new(&mut rng, base, &params, &page).unwrap();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        (
+            client,
+            LocalChannel::new(LogBrcServer::service(base, store)),
+        )
+    }
+
+    #[test]
+    fn a_query_is_one_round_and_returns_the_records() {
+        for base in [Base::PiBas, Base::TwoLev] {
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(4);
+            let (mut client, mut ch) = setup(base);
+            let records: Vec<Record> = (0..40u64).map(|v| (v * 5, vec![v as u8])).collect();
+            client.build(&mut rng, &mut ch, &records).unwrap();
+            let span = ch.meter().span();
+            let answer = client.query(&mut rng, &mut ch, 10, 37).unwrap();
+            assert_eq!(span.finish().rounds, 1);
+            let want: Vec<Record> = records
+                .iter()
+                .filter(|r| (10..=37).contains(&r.0))
+                .cloned()
+                .collect();
+            assert_eq!(answer.records, want);
+        }
+    }
+
+    #[test]
+    fn tokens_do_not_print_and_bad_requests_fail() {
+        let t = Token {
+            k1: [1; 16],
+            k2: [2; 16],
+        };
+        assert_eq!(format!("{t:?}"), "Token([redacted])");
+        let (_, mut ch) = setup(Base::TwoLev);
+        let server = ch.service_mut();
+        assert!(server.handle(&[0xff, 0, 1]).is_err());
+        let bad = sesame_core::wire::encode(&Request::Index(vec![9, 9, 9])).unwrap();
+        assert!(server.handle(&bad).is_err());
+    }
 }

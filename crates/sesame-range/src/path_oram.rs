@@ -1,8 +1,0 @@
-//! (Being written.)
-
-use crate::api::RangeProtocol;
-
-/// The protocols of this module.
-pub fn protocols() -> Vec<RangeProtocol> {
-    Vec::new()
-}
