@@ -275,7 +275,9 @@ mod tests {
         p.set("cache_policy", "random");
         assert!(PageConfig::from_params(&p).is_err());
         let mut p = Params::new();
-        p.set("page_size", 8192).set("cache_size", 7).set("cache_policy", "lfu");
+        p.set("page_size", 8192)
+            .set("cache_size", 7)
+            .set("cache_policy", "lfu");
         let c = PageConfig::from_params(&p).unwrap();
         assert_eq!(
             (c.page_size, c.cache_blocks, c.policy),

@@ -125,8 +125,10 @@ fn value(rng: &mut ChaCha20Rng, bits: u32, pool: &[u64]) -> u64 {
 
 fn exercise(protocol: RangeProtocol, bits: u32, page: PageConfig, seed: u64, n: usize) {
     let name = protocol.descriptor.name;
-    let ctx = format!("{name} (bits={bits}, page={}, cache={} {}, seed={seed})",
-        page.page_size, page.cache_blocks, page.policy);
+    let ctx = format!(
+        "{name} (bits={bits}, page={}, cache={} {}, seed={seed})",
+        page.page_size, page.cache_blocks, page.policy
+    );
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut run = Run::new(protocol, bits, page, &mut rng);
     let mut oracle = Oracle::default();
@@ -203,7 +205,10 @@ fn exercise(protocol: RangeProtocol, bits: u32, page: PageConfig, seed: u64, n: 
         .query(&mut rng, &mut run.channel, 0, max)
         .unwrap_or_else(|e| panic!("{ctx}: full query: {e}"));
     assert_eq!(full.records, oracle.query(0, max), "{ctx}: full range");
-    assert!(run.client.client_storage_bytes() > 0, "{ctx}: client storage");
+    assert!(
+        run.client.client_storage_bytes() > 0,
+        "{ctx}: client storage"
+    );
 }
 
 #[test]
@@ -214,7 +219,12 @@ fn every_protocol_is_registered_once_with_a_range_descriptor() {
     names.dedup();
     assert_eq!(names.len(), all.len(), "duplicate protocol names");
     for p in &all {
-        assert_eq!(p.descriptor.kind, sesame_core::SchemeKind::Range, "{}", p.descriptor.name);
+        assert_eq!(
+            p.descriptor.kind,
+            sesame_core::SchemeKind::Range,
+            "{}",
+            p.descriptor.name
+        );
         assert!(p.descriptor.supports(sesame_core::QueryKind::Range));
         assert!(sesame_range::protocol(p.descriptor.name).is_some());
         assert!(
@@ -275,7 +285,11 @@ fn every_protocol_refuses_garbage_requests_without_panicking() {
                 p.descriptor.name
             );
         }
-        assert!((p.restore_client)(b"not a state").is_err(), "{}", p.descriptor.name);
+        assert!(
+            (p.restore_client)(b"not a state").is_err(),
+            "{}",
+            p.descriptor.name
+        );
     }
 }
 
@@ -294,6 +308,9 @@ fn the_registry_holds_every_protocol_of_seed_004() {
         "log-brc-2lev",
         "path-oram",
     ] {
-        assert!(sesame_range::protocol(name).is_some(), "{name} is not registered");
+        assert!(
+            sesame_range::protocol(name).is_some(),
+            "{name} is not registered"
+        );
     }
 }
