@@ -220,11 +220,23 @@ impl QueryCost {
     fn messages(&self) -> f64 {
         2.0 * self.snap.rounds as f64
     }
-    /// Bytes without the result records (estimated at the sealed record's
-    /// size plus its one-byte length prefix).
-    fn bytes_without_results(&self) -> f64 {
-        let per = (sesame_range::record::RecordKey::sealed_len(PAYLOAD) + 1) as f64;
-        (self.snap.bytes() as f64 - (self.returned + self.discarded) as f64 * per).max(0.0)
+    /// Bytes without the result records: less, per record returned
+    /// (discarded ones included), `per_record` bytes.
+    fn bytes_without_results(&self, per_record: f64) -> f64 {
+        (self.snap.bytes() as f64 - (self.returned + self.discarded) as f64 * per_record).max(0.0)
+    }
+}
+
+/// Bytes a result record takes in a response, as an estimate of the
+/// encoding: a sealed record and its one-byte length prefix; for the
+/// plaintext baseline the value (a varint) and the payload with its
+/// prefix; nothing for Path ORAM, whose responses are whole buckets of a
+/// fixed size whatever they hold.
+fn result_record_bytes(protocol: &str, bits: u32) -> f64 {
+    match protocol {
+        "bplus-plain" => (bits.div_ceil(7) as usize + 1 + PAYLOAD) as f64,
+        "path-oram" => 0.0,
+        _ => (sesame_range::record::RecordKey::sealed_len(PAYLOAD) + 1) as f64,
     }
 }
 
@@ -239,6 +251,7 @@ struct Built {
     inserted: u64,
     batch: bool,
     insert_ns: u64,
+    bits: u32,
 }
 
 fn err(protocol: &str, what: &str, e: sesame_core::Error) -> BenchError {
@@ -258,8 +271,9 @@ fn build(
         .map_err(|e| err(name, "server", e))?;
     let mut channel = LocalChannel::new(server);
     let mut rng = ctx.rng(&format!("range/{name}"));
+    let bits = domain_bits(values);
     let mut params = Params::new();
-    params.set("bits", domain_bits(values));
+    params.set("bits", bits);
     let mut client =
         (protocol.new_client)(&mut rng, &params, &page).map_err(|e| err(name, "client", e))?;
     let records: Vec<(u64, Vec<u8>)> = values
@@ -308,10 +322,15 @@ fn build(
         inserted,
         batch,
         insert_ns,
+        bits,
     })
 }
 
 impl Built {
+    fn per_record(&self) -> f64 {
+        result_record_bytes(self.protocol.descriptor.name, self.bits)
+    }
+
     fn run_queries(
         &mut self,
         ctx: &Ctx,
@@ -381,8 +400,8 @@ fn construction_figures(row: &mut Row, b: &Built) {
 }
 
 /// Adds the query figures (warm: every query but the first; cold: the
-/// first) to `row`.
-fn query_figures(row: &mut Row, costs: &[QueryCost]) {
+/// first) to `row`; `per_record` as in [`result_record_bytes`].
+fn query_figures(row: &mut Row, costs: &[QueryCost], per_record: f64) {
     let warm = if costs.len() > 1 { &costs[1..] } else { costs };
     row.set("query_io", mean(warm.iter().map(QueryCost::io)))
         .set("query_messages", mean(warm.iter().map(QueryCost::messages)))
@@ -392,7 +411,7 @@ fn query_figures(row: &mut Row, costs: &[QueryCost]) {
         )
         .set(
             "query_bytes_no_results",
-            mean(warm.iter().map(QueryCost::bytes_without_results)),
+            mean(warm.iter().map(|q| q.bytes_without_results(per_record))),
         )
         .set(
             "query_ms",
@@ -525,7 +544,7 @@ impl Experiment for Range {
                     .param("dataset_index", dataset_index(d.name))
                     .param("bits", i64::from(domain_bits(&d.values)));
                 construction_figures(&mut row, &b);
-                query_figures(&mut row, &costs);
+                query_figures(&mut row, &costs, b.per_record());
                 if d.name == "real" {
                     paper_figures(&mut row, name);
                 }
@@ -547,7 +566,7 @@ impl Experiment for Range {
                         let costs = b.run_queries(ctx, &qs)?;
                         let mut row = base_row("fig4a", d.name, name, knobs.records)
                             .param("range_percent", percent);
-                        query_figures(&mut row, &costs);
+                        query_figures(&mut row, &costs, b.per_record());
                         rs.rows.push(row);
                     }
                 }
@@ -573,7 +592,7 @@ impl Experiment for Range {
                 let mut row =
                     base_row("fig3", "uniform", p.descriptor.name, n).param("data_percent", f);
                 construction_figures(&mut row, &b);
-                query_figures(&mut row, &costs);
+                query_figures(&mut row, &costs, b.per_record());
                 rs.rows.push(row);
             }
         }
@@ -614,7 +633,7 @@ impl Experiment for Range {
             let costs = b.run_queries(ctx, &queries)?;
             let mut row = base_row("cloz", "uniform", p.descriptor.name, cloz_records);
             construction_figures(&mut row, &b);
-            query_figures(&mut row, &costs);
+            query_figures(&mut row, &costs, b.per_record());
             rs.rows.push(row);
         }
 
