@@ -1,0 +1,414 @@
+//! Client and server of any simple-index scheme over a [`Channel`].
+//!
+//! Upload: the client sends, per document, its encrypted simple index and
+//! its AEAD-encrypted body (AES-256-GCM-SIV, the identifier as associated
+//! data). Search: one round; the client sends a token, the server tests
+//! every stored index and answers with the matching documents. For a
+//! verifiable scheme the server answers with a verdict and a proof for
+//! *every* stored document, and the client accepts the answer only if it
+//! covers each document it uploaded exactly once, every proof verifies and
+//! every returned body opens under its identifier.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{channel, Channel, Error, Handler, IoCounts, Result, Store, WriteBatch};
+use sesame_crypto::aead::Aes256GcmSiv;
+use sesame_crypto::key::Key;
+
+use super::{ConjunctiveScheme, Query, SiScheme};
+use crate::api::DocId;
+
+/// One document to upload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Document {
+    /// Its identifier.
+    pub id: DocId,
+    /// Its n keyword-field values.
+    pub fields: Vec<Vec<u8>>,
+    /// Its body (encrypted before upload).
+    pub body: Vec<u8>,
+}
+
+/// An uploaded document as the server stores it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Upload {
+    /// Identifier.
+    pub id: DocId,
+    /// Encrypted simple index.
+    pub index: Vec<u8>,
+    /// AEAD-encrypted body.
+    pub body: Vec<u8>,
+}
+
+/// A request of the simple-index protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Stores documents; `reset` first removes every earlier one.
+    Put {
+        /// Remove the earlier documents first.
+        reset: bool,
+        /// The documents.
+        docs: Vec<Upload>,
+    },
+    /// Tests every stored index against `token`.
+    Search {
+        /// The scheme's token.
+        token: Vec<u8>,
+        /// Answer with a verdict and proof for every document.
+        prove: bool,
+    },
+}
+
+/// One entry of a search answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hit {
+    /// The document.
+    pub id: DocId,
+    /// Whether it matches.
+    pub matched: bool,
+    /// Its encrypted body when it matches (empty otherwise).
+    pub body: Vec<u8>,
+    /// The proof of the verdict (empty for schemes without verification).
+    pub proof: Vec<u8>,
+}
+
+/// A response of the simple-index protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// The documents are stored.
+    Stored,
+    /// The answer to a search.
+    Hits(Vec<Hit>),
+}
+
+fn index_key(id: DocId) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = b'x';
+    k[1..].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+fn body_key(id: DocId) -> [u8; 9] {
+    let mut k = index_key(id);
+    k[0] = b'b';
+    k
+}
+
+/// The server half: stores indexes and bodies, tests tokens.
+pub struct SiServer {
+    store: Arc<dyn Store>,
+    scheme: SiScheme,
+}
+
+impl std::fmt::Debug for SiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SiServer")
+            .field("scheme", &self.scheme.descriptor.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SiServer {
+    /// A server of `scheme` keeping its data in `store`.
+    pub fn new(store: Arc<dyn Store>, scheme: SiScheme) -> Self {
+        Self { store, scheme }
+    }
+
+    /// The answer to a token.
+    pub fn search(&self, token: &[u8], prove: bool) -> Result<Vec<Hit>> {
+        let tester = (self.scheme.tester)(token)?;
+        let mut hits = Vec::new();
+        for (key, index) in self.store.scan_prefix(b"x")? {
+            let id_bytes: [u8; 8] = key
+                .get(1..9)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| Error::StoreCorrupt("simple-index key".into()))?;
+            let id = DocId::from_be_bytes(id_bytes);
+            let matched = tester.matches(&index)?;
+            if !matched && !prove {
+                continue;
+            }
+            let body = if matched {
+                self.store
+                    .get(&body_key(id))?
+                    .ok_or_else(|| Error::StoreCorrupt("simple-index body missing".into()))?
+            } else {
+                Vec::new()
+            };
+            let proof = if prove {
+                tester.prove(&index)?.unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            hits.push(Hit {
+                id,
+                matched,
+                body,
+                proof,
+            });
+        }
+        Ok(hits)
+    }
+}
+
+impl Handler for SiServer {
+    type Request = Request;
+    type Response = Response;
+
+    fn handle(&mut self, request: Request) -> Result<Response> {
+        match request {
+            Request::Put { reset, docs } => {
+                let mut batch = WriteBatch::with_capacity(2 * docs.len());
+                if reset {
+                    for (k, _) in self.store.scan_prefix(b"")? {
+                        batch.delete(k);
+                    }
+                }
+                for d in docs {
+                    (self.scheme.validate)(&d.index)?;
+                    batch.put(index_key(d.id).to_vec(), d.index);
+                    batch.put(body_key(d.id).to_vec(), d.body);
+                }
+                self.store.write(batch)?;
+                Ok(Response::Stored)
+            }
+            Request::Search { token, prove } => Ok(Response::Hits(self.search(&token, prove)?)),
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}
+
+/// The client half: keys of the scheme, the document key, and the set of
+/// uploaded identifiers (needed to check that no result was dropped).
+pub struct SiClient {
+    scheme: Box<dyn ConjunctiveScheme>,
+    aead: Aes256GcmSiv,
+    ids: BTreeSet<DocId>,
+    master: Key<32>,
+    doc_key: Key<32>,
+}
+
+/// The client's durable state: scheme, n, keys, uploaded identifiers.
+#[derive(Serialize, Deserialize)]
+struct State {
+    scheme: String,
+    n: u32,
+    master: [u8; 32],
+    doc_key: [u8; 32],
+    ids: Vec<DocId>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.master);
+        zeroize::Zeroize::zeroize(&mut self.doc_key);
+    }
+}
+
+impl std::fmt::Debug for SiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SiClient")
+            .field("scheme", &self.scheme.descriptor().name)
+            .field("documents", &self.ids.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SiClient {
+    /// A client of `scheme` with fresh keys for `n` fields.
+    pub fn new(rng: &mut dyn CryptoRngCore, scheme: &SiScheme, n: usize) -> Result<Self> {
+        Self::with_keys(
+            scheme,
+            n,
+            Key::generate(rng),
+            Key::generate(rng),
+            BTreeSet::new(),
+        )
+    }
+
+    fn with_keys(
+        scheme: &SiScheme,
+        n: usize,
+        master: Key<32>,
+        doc_key: Key<32>,
+        ids: BTreeSet<DocId>,
+    ) -> Result<Self> {
+        Ok(Self {
+            scheme: (scheme.new)(&master, n)?,
+            aead: Aes256GcmSiv::new(&doc_key),
+            ids,
+            master,
+            doc_key,
+        })
+    }
+
+    /// The state to persist: keys and uploaded identifiers (secret).
+    pub fn save_state(&self) -> Result<Vec<u8>> {
+        let s = State {
+            scheme: self.scheme.descriptor().name.to_owned(),
+            n: u32::try_from(self.scheme.fields())
+                .map_err(|_| Error::InvalidArgument("too many fields".into()))?,
+            master: *self.master.as_bytes(),
+            doc_key: *self.doc_key.as_bytes(),
+            ids: self.ids.iter().copied().collect(),
+        };
+        sesame_core::wire::encode(&s)
+    }
+
+    /// A client from saved state.
+    pub fn restore(bytes: &[u8]) -> Result<Self> {
+        let s: State = sesame_core::wire::decode(bytes)?;
+        let scheme = super::scheme(&s.scheme).ok_or_else(|| {
+            Error::Malformed(format!(
+                "state of an unknown simple-index scheme {}",
+                s.scheme
+            ))
+        })?;
+        Self::with_keys(
+            &scheme,
+            s.n as usize,
+            Key::from_bytes(s.master),
+            Key::from_bytes(s.doc_key),
+            s.ids.iter().copied().collect(),
+        )
+    }
+
+    /// The scheme's client half.
+    pub fn scheme(&self) -> &dyn ConjunctiveScheme {
+        self.scheme.as_ref()
+    }
+
+    /// The identifiers uploaded so far.
+    pub fn ids(&self) -> &BTreeSet<DocId> {
+        &self.ids
+    }
+
+    fn aad(&self, id: DocId) -> Vec<u8> {
+        let mut a = self.scheme.descriptor().name.as_bytes().to_vec();
+        a.extend_from_slice(&id.to_le_bytes());
+        a
+    }
+
+    /// Encrypts one document for upload.
+    pub fn encrypt(&self, rng: &mut dyn CryptoRngCore, doc: &Document) -> Result<Upload> {
+        let index = self.scheme.encrypt_index(rng, doc.id, &doc.fields)?;
+        let body = self
+            .aead
+            .seal(rng, &self.aad(doc.id), &doc.body)
+            .map_err(|_| Error::Encode("simple index: document too long".into()))?;
+        Ok(Upload {
+            id: doc.id,
+            index,
+            body,
+        })
+    }
+
+    /// Uploads documents; `reset` replaces every earlier one.
+    pub fn upload(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        docs: &[Document],
+        reset: bool,
+    ) -> Result<()> {
+        let mut seen = BTreeSet::new();
+        for d in docs {
+            if !seen.insert(d.id) {
+                return Err(Error::InvalidArgument(format!("document {} twice", d.id)));
+            }
+        }
+        let uploads = docs
+            .iter()
+            .map(|d| self.encrypt(rng, d))
+            .collect::<Result<Vec<_>>>()?;
+        match channel::call(
+            channel,
+            &Request::Put {
+                reset,
+                docs: uploads,
+            },
+        )? {
+            Response::Stored => {}
+            Response::Hits(_) => {
+                return Err(Error::Protocol("unexpected simple-index response".into()))
+            }
+        }
+        if reset {
+            self.ids.clear();
+        }
+        self.ids.extend(seen);
+        Ok(())
+    }
+
+    /// Searches: returns the matching documents' (identifier, body),
+    /// sorted by identifier. For a verifiable scheme the answer is
+    /// verified first; a wrong answer is [`Error::Crypto`].
+    pub fn search(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        query: &Query,
+    ) -> Result<Vec<(DocId, Vec<u8>)>> {
+        let token = self.scheme.token(rng, query)?;
+        let prove = self.scheme.verifiable();
+        let hits = match channel::call(
+            channel,
+            &Request::Search {
+                token: token.clone(),
+                prove,
+            },
+        )? {
+            Response::Hits(h) => h,
+            Response::Stored => {
+                return Err(Error::Protocol("unexpected simple-index response".into()))
+            }
+        };
+        self.check_answer(&token, hits)
+    }
+
+    /// Checks an answer to `token` and opens the matching bodies.
+    pub fn check_answer(&self, token: &[u8], hits: Vec<Hit>) -> Result<Vec<(DocId, Vec<u8>)>> {
+        let verify = self.scheme.verifiable();
+        let verifier = if verify {
+            Some(self.scheme.verifier(token)?)
+        } else {
+            None
+        };
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for hit in hits {
+            if !seen.insert(hit.id) || !self.ids.contains(&hit.id) {
+                return Err(if verify {
+                    Error::Crypto
+                } else {
+                    Error::Protocol("unknown or repeated document in answer".into())
+                });
+            }
+            if let Some(v) = &verifier {
+                v.verify(hit.id, hit.matched, &hit.proof)?;
+            }
+            if hit.matched {
+                let body = self
+                    .aead
+                    .open(&self.aad(hit.id), &hit.body)
+                    .map_err(|_| Error::Crypto)?;
+                out.push((hit.id, body));
+            } else if !verify {
+                return Err(Error::Protocol("non-matching document in answer".into()));
+            } else if !hit.body.is_empty() {
+                return Err(Error::Crypto);
+            }
+        }
+        if verify && seen.len() != self.ids.len() {
+            return Err(Error::Crypto);
+        }
+        out.sort_by_key(|(id, _)| *id);
+        Ok(out)
+    }
+}
