@@ -32,6 +32,7 @@ use crate::api::DocId;
 
 pub mod bkm;
 pub mod bll;
+mod common;
 pub mod gsw;
 pub mod protocol;
 pub mod si_sse_rv;
@@ -459,12 +460,6 @@ pub(crate) fn parse_g1(a: &[u8; G1_LEN], check: Check) -> Option<G1Affine> {
     Option::from(p)
 }
 
-/// The G1 point at byte offset `at` of `b`.
-pub(crate) fn g1_at(b: &[u8], at: usize, check: Check, what: &'static str) -> Result<G1Affine> {
-    let mut r = Reader::new(b.get(at..).unwrap_or_default(), what);
-    r.g1(check)
-}
-
 /// Reads a token's field list: `t` then `t` field indexes below `n`.
 pub(crate) fn read_fields(r: &mut Reader<'_>, n: usize) -> Result<Vec<u32>> {
     let t = r.count(MAX_FIELDS)?;
@@ -501,7 +496,7 @@ mod tests {
     fn reader_never_panics_on_short_input() {
         let mut r = Reader::new(&[1, 2], "test");
         assert!(r.u32().is_err());
-        assert!(g1_at(&[0u8; 10], 50, Check::Full, "x").is_err());
-        assert!(g1_at(&[0u8; 96], 0, Check::Full, "x").is_err());
+        assert!(common::point_at::<common::InG1>(&[0u8; 10], 50, Check::Full, "x").is_err());
+        assert!(common::point_at::<common::InG1>(&[0u8; 96], 0, Check::Full, "x").is_err());
     }
 }

@@ -21,17 +21,20 @@
 //! A search returns a verdict and a proof for every stored document, so a
 //! dropped, added, replayed or altered result fails verification.
 
-use bls12_381::{G1Affine, G1Projective, G2Affine, G2Prepared};
+use bls12_381::{G1Affine, G1Projective, G2Prepared, Scalar};
 use rand_core::CryptoRngCore;
 use sesame_core::{BackwardPrivacy, Error, QueryKind, Result, SchemeDescriptor, SchemeKind};
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 use subtle::ConstantTimeEq;
 
+use super::common::{
+    blinded_sum_token, decode_token, scaled, scheme_glue, scheme_methods, Group, InG1, InG2,
+    IndexShape,
+};
 use super::{
-    check_fields, check_n, g1_mul, g2_mul, pairing_product_is_one, random_nonzero, read_fields,
-    Check, ConjunctiveScheme, FieldHash, Query, Reader, SiScheme, Tester, Verifier, Writer, G1_LEN,
-    G2_LEN, MAX_FIELDS,
+    pairing_product_is_one, Check, ConjunctiveScheme, FieldHash, Query, Tester, Verifier, Writer,
+    G1_LEN,
 };
 use crate::api::DocId;
 
@@ -58,15 +61,7 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     doc: "docs/schemes/si_sse_rv.md",
 };
 
-/// The registry entry of SI-SSE-RV.
-pub fn scheme() -> SiScheme {
-    SiScheme {
-        descriptor: &DESCRIPTOR,
-        new: |key, n| Ok(Box::new(SiSseRv::with_key(key, n)?)),
-        tester: |token| Ok(Box::new(RvTester::parse(token, Check::Full)?)),
-        validate,
-    }
-}
+scheme_glue!("SI-SSE-RV", SiSseRv, RvTester);
 
 /// Byte offset of the point with label `l` (0 = C0, j+1 = C_j).
 fn point_at(l: usize) -> usize {
@@ -83,25 +78,8 @@ pub fn index_len(n: usize) -> usize {
     4 + (G1_LEN + TAG_LEN) * (n + 1)
 }
 
-fn read_n(index: &[u8]) -> Result<usize> {
-    let mut r = Reader::new(index, "SI-SSE-RV index");
-    let n = r.count(MAX_FIELDS)?;
-    if n == 0 || index.len() != index_len(n) {
-        return Err(Error::Malformed("SI-SSE-RV index of a wrong length".into()));
-    }
-    Ok(n)
-}
-
-/// Checks an uploaded index: length and every point.
-pub fn validate(index: &[u8]) -> Result<()> {
-    let n = read_n(index)?;
-    let mut r = Reader::new(index, "SI-SSE-RV index");
-    r.skip(4)?;
-    for _ in 0..=n {
-        r.g1(Check::Full)?;
-    }
-    Ok(())
-}
+/// The index: `n`, then C0, C_1..C_n in G1, then their tags.
+const SHAPE: IndexShape = IndexShape::new("SI-SSE-RV index", index_len, |n| n + 1, |_| 0);
 
 /// The client half of SI-SSE-RV: field-hash key, tag key.
 pub struct SiSseRv {
@@ -110,28 +88,32 @@ pub struct SiSseRv {
     tags: HmacPrf,
 }
 
-impl std::fmt::Debug for SiSseRv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SiSseRv")
-            .field("n", &self.n)
-            .finish_non_exhaustive()
-    }
-}
-
 impl SiSseRv {
-    /// Fresh keys for documents of `n` fields.
-    pub fn new(rng: &mut dyn CryptoRngCore, n: usize) -> Result<Self> {
-        Self::with_key(&Key::generate(rng), n)
-    }
-
     /// Keys derived from `master`.
     pub fn with_key(master: &Key<32>, n: usize) -> Result<Self> {
-        check_n(n)?;
         Ok(Self {
             n,
-            fh: FieldHash::new(&master.derive("sesame-sse/si-sse-rv/fields")),
+            fh: FieldHash::for_scheme(master, n, "sesame-sse/si-sse-rv/fields")?,
             tags: HmacPrf::new(&master.derive("sesame-sse/si-sse-rv/tags")),
         })
+    }
+
+    /// The encrypted index of `fields` under the mask `r`.
+    fn encrypt_with(&self, r: &Scalar, id: DocId, fields: &[Vec<u8>]) -> Vec<u8> {
+        let hashes = std::iter::once(Scalar::one()).chain(self.fh.hash_fields(fields));
+        let points = InG1::normalize(&scaled::<InG1>(r, hashes));
+        let mut w = Writer::with_capacity(index_len(self.n));
+        w.u32(self.n as u32);
+        let mut bytes = Vec::with_capacity(points.len());
+        for p in &points {
+            let b = p.to_uncompressed();
+            w.bytes(&b);
+            bytes.push(b);
+        }
+        for (l, b) in bytes.iter().enumerate() {
+            w.bytes(&self.tag(id, l, b));
+        }
+        w.out
     }
 
     fn tag(&self, id: DocId, label: usize, point: &[u8]) -> [u8; TAG_LEN] {
@@ -145,74 +127,14 @@ impl SiSseRv {
         t.copy_from_slice(&full[..TAG_LEN]);
         t
     }
-
-    /// The token and its parsed form (the client keeps the token bytes to
-    /// verify the answer).
-    fn token_parts(&self, rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>> {
-        query.check(self.n)?;
-        let s = random_nonzero(rng);
-        let h = self.fh.query_sum(query);
-        let g2 = G2Affine::generator();
-        let t1 = G2Affine::from(g2_mul(&g2, &s));
-        let t2 = G2Affine::from(g2_mul(&g2, &(s * h)));
-        let mut w = Writer::with_capacity(12 + 2 * G2_LEN + 4 * query.terms.len());
-        w.u32(self.n as u32);
-        w.g2(&t1);
-        w.g2(&t2);
-        w.u32(query.terms.len() as u32);
-        for (j, _) in &query.terms {
-            w.u32(*j);
-        }
-        Ok(w.out)
-    }
 }
 
 impl ConjunctiveScheme for SiSseRv {
-    fn descriptor(&self) -> &'static SchemeDescriptor {
-        &DESCRIPTOR
-    }
+    scheme_methods!(RvTester);
 
-    fn fields(&self) -> usize {
-        self.n
-    }
-
-    fn encrypt_index(
-        &self,
-        rng: &mut dyn CryptoRngCore,
-        id: DocId,
-        fields: &[Vec<u8>],
-    ) -> Result<Vec<u8>> {
-        check_fields(fields, self.n)?;
-        let r = random_nonzero(rng);
-        let g1 = G1Affine::generator();
-        let mut proj = Vec::with_capacity(self.n + 1);
-        proj.push(g1_mul(&g1, &r));
-        for (j, v) in fields.iter().enumerate() {
-            let h = self.fh.hash(j as u32, v);
-            proj.push(g1_mul(&g1, &(r * h)));
-        }
-        let mut points = vec![G1Affine::identity(); proj.len()];
-        G1Projective::batch_normalize(&proj, &mut points);
-        let mut w = Writer::with_capacity(index_len(self.n));
-        w.u32(self.n as u32);
-        let mut bytes = Vec::with_capacity(points.len());
-        for p in &points {
-            let b = p.to_uncompressed();
-            w.bytes(&b);
-            bytes.push(b);
-        }
-        for (l, b) in bytes.iter().enumerate() {
-            w.bytes(&self.tag(id, l, b));
-        }
-        Ok(w.out)
-    }
-
+    /// The token (the client keeps its bytes to verify the answer).
     fn token(&self, rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>> {
-        self.token_parts(rng, query)
-    }
-
-    fn tester(&self, token: &[u8]) -> Result<Box<dyn Tester>> {
-        Ok(Box::new(RvTester::parse(token, Check::Trusted)?))
+        blinded_sum_token::<InG2>(self.n, &self.fh, rng, query)
     }
 
     fn verifiable(&self) -> bool {
@@ -282,18 +204,10 @@ pub struct RvTester {
 impl RvTester {
     /// Parses a token.
     pub fn parse(token: &[u8], check: Check) -> Result<Self> {
-        let mut r = Reader::new(token, "SI-SSE-RV token");
-        let n = r.count(MAX_FIELDS)?;
-        let t1 = r.g2(check)?;
-        let t2 = r.g2(check)?;
-        let fields = read_fields(&mut r, n)?;
-        r.end()?;
-        Ok(Self {
-            n,
-            t1: G2Prepared::from(t1),
-            t2: G2Prepared::from(t2),
-            fields,
-        })
+        let (n, (t1, t2), fields) = decode_token(token, "SI-SSE-RV token", |r| {
+            Ok((r.g2(check)?.into(), r.g2(check)?.into()))
+        })?;
+        Ok(Self { n, t1, t2, fields })
     }
 
     /// e(A, T1) = e(C0, T2): two pairings.
@@ -302,24 +216,15 @@ impl RvTester {
     }
 
     fn check_index(&self, index: &[u8]) -> Result<()> {
-        if read_n(index)? != self.n {
-            return Err(Error::InvalidArgument(
-                "SI-SSE-RV token and index differ in n".into(),
-            ));
-        }
-        Ok(())
+        SHAPE.expect_n(index, self.n, "SI-SSE-RV token")
     }
 
     /// The aggregate A = Σ C_j over the queried fields, and C0.
     fn aggregate(&self, index: &[u8]) -> Result<(G1Affine, G1Affine)> {
         self.check_index(index)?;
-        let what = "SI-SSE-RV index";
-        let c0 = super::g1_at(index, point_at(0), Check::Trusted, what)?;
-        let mut a = G1Projective::identity();
-        for j in &self.fields {
-            a += super::g1_at(index, point_at(*j as usize + 1), Check::Trusted, what)?;
-        }
-        Ok((G1Affine::from(a), c0))
+        let c0 = SHAPE.point::<InG1>(index, point_at(0))?;
+        let at = self.fields.iter().map(|j| point_at(*j as usize + 1));
+        Ok((SHAPE.sum::<InG1>(index, at)?, c0))
     }
 }
 

@@ -16,67 +16,36 @@
 //!
 //! See `docs/schemes/conjunctive_baselines.md`.
 
-use bls12_381::{G1Affine, G1Projective, G2Affine, G2Prepared, G2Projective, Scalar};
+use bls12_381::{G1Affine, G2Prepared, Scalar};
 use rand_core::CryptoRngCore;
-use sesame_core::{BackwardPrivacy, Error, QueryKind, Result, SchemeDescriptor, SchemeKind};
+use sesame_core::{Error, Result, SchemeDescriptor};
 use sesame_crypto::key::Key;
 
+use super::common::{baseline, scaled, scheme_glue, scheme_methods, InG1, InG2, IndexShape};
 use super::{
-    check_fields, check_n, g1_mul, g2_mul, pairing_product_is_one, random_nonzero, Check,
-    ConjunctiveScheme, FieldHash, Query, Reader, SiScheme, Tester, Writer, G1_LEN, G2_LEN,
-    MAX_FIELDS,
+    pairing_product_is_one, random_nonzero, Check, ConjunctiveScheme, FieldHash, Query, Reader,
+    Tester, G1_LEN, G2_LEN, MAX_FIELDS,
 };
 use crate::api::DocId;
 
 /// Descriptor of WWP08.
-pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
-    name: "wwp08",
-    title: "Wang-Wang-Pieprzyk keyword field-free conjunctive keyword search",
-    citation: "P. Wang, H. Wang, J. Pieprzyk. Keyword Field-Free Conjunctive Keyword \
-               Searches on Encrypted Data and Extension for Dynamic Groups. CANS 2008, \
-               LNCS 5339, pp. 178-195",
-    kind: SchemeKind::DynamicSse,
-    forward_private: false,
-    backward_privacy: BackwardPrivacy::None,
-    queries: &[QueryKind::Conjunctive],
-    leakage: "Upload: number of documents and keywords per document. Search: the access \
-              pattern only (neither field positions nor t are sent). Tokens are randomised.",
-    doc: "docs/schemes/conjunctive_baselines.md",
-};
+pub static DESCRIPTOR: SchemeDescriptor = baseline(
+    "wwp08",
+    "Wang-Wang-Pieprzyk keyword field-free conjunctive keyword search",
+    "P. Wang, H. Wang, J. Pieprzyk. Keyword Field-Free Conjunctive Keyword \
+     Searches on Encrypted Data and Extension for Dynamic Groups. CANS 2008, \
+     LNCS 5339, pp. 178-195",
+    "Upload: number of documents and keywords per document. Search: the access \
+     pattern only (neither field positions nor t are sent). Tokens are randomised.",
+);
 
-/// The registry entry of WWP08.
-pub fn scheme() -> SiScheme {
-    SiScheme {
-        descriptor: &DESCRIPTOR,
-        new: |key, n| Ok(Box::new(Wwp::with_key(key, n)?)),
-        tester: |token| Ok(Box::new(WwpTester::parse(token, Check::Full)?)),
-        validate,
-    }
-}
+scheme_glue!("WWP08", Wwp, WwpTester);
 
-fn index_len(n: usize) -> usize {
-    4 + G1_LEN * (n + 1)
-}
+/// The index: `n`, then C_0..C_n in G1.
+const SHAPE: IndexShape = IndexShape::new("WWP index", |n| 4 + G1_LEN * (n + 1), |n| n + 1, |_| 0);
 
-fn read_n(index: &[u8]) -> Result<usize> {
-    let mut r = Reader::new(index, "WWP index");
-    let n = r.count(MAX_FIELDS)?;
-    if n == 0 || index.len() != index_len(n) {
-        return Err(Error::Malformed("WWP index of a wrong length".into()));
-    }
-    Ok(n)
-}
-
-/// Checks an uploaded index.
-pub fn validate(index: &[u8]) -> Result<()> {
-    let n = read_n(index)?;
-    let mut r = Reader::new(index, "WWP index");
-    r.skip(4)?;
-    for _ in 0..=n {
-        r.g1(Check::Full)?;
-    }
-    Ok(())
-}
+/// The token: `n`, then T_0..T_n in G2 (same shape as an index, in G2).
+const TOKEN: IndexShape = IndexShape::new("WWP token", |n| 4 + G2_LEN * (n + 1), |_| 0, |n| n + 1);
 
 /// The client half of WWP08.
 pub struct Wwp {
@@ -84,27 +53,21 @@ pub struct Wwp {
     fh: FieldHash,
 }
 
-impl std::fmt::Debug for Wwp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wwp")
-            .field("n", &self.n)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Wwp {
-    /// Fresh keys for `n` keywords per document.
-    pub fn new(rng: &mut dyn CryptoRngCore, n: usize) -> Result<Self> {
-        Self::with_key(&Key::generate(rng), n)
-    }
-
-    /// Keys derived from `master`.
+    /// Keys derived from `master` (`n` keywords per document).
     pub fn with_key(master: &Key<32>, n: usize) -> Result<Self> {
-        check_n(n)?;
         Ok(Self {
             n,
-            fh: FieldHash::new(&master.derive("sesame-sse/wwp08/fields")),
+            fh: FieldHash::for_scheme(master, n, "sesame-sse/wwp08/fields")?,
         })
+    }
+
+    /// The encrypted index of `fields` under the mask `r`.
+    fn encrypt_with(&self, r: &Scalar, _id: DocId, fields: &[Vec<u8>]) -> Vec<u8> {
+        let roots: Vec<Scalar> = self.fh.hash_fields(fields).collect();
+        let coeffs = poly_from_roots(&roots);
+        let proj = scaled::<InG1>(r, coeffs);
+        SHAPE.encode::<InG1>(self.n, &proj).out
     }
 }
 
@@ -123,39 +86,7 @@ fn poly_from_roots(roots: &[Scalar]) -> Vec<Scalar> {
 }
 
 impl ConjunctiveScheme for Wwp {
-    fn descriptor(&self) -> &'static SchemeDescriptor {
-        &DESCRIPTOR
-    }
-
-    fn fields(&self) -> usize {
-        self.n
-    }
-
-    fn encrypt_index(
-        &self,
-        rng: &mut dyn CryptoRngCore,
-        _id: DocId,
-        fields: &[Vec<u8>],
-    ) -> Result<Vec<u8>> {
-        check_fields(fields, self.n)?;
-        let roots: Vec<Scalar> = fields
-            .iter()
-            .enumerate()
-            .map(|(j, v)| self.fh.hash(j as u32, v))
-            .collect();
-        let coeffs = poly_from_roots(&roots);
-        let r = random_nonzero(rng);
-        let g1 = G1Affine::generator();
-        let proj: Vec<G1Projective> = coeffs.iter().map(|a| g1_mul(&g1, &(r * a))).collect();
-        let mut points = vec![G1Affine::identity(); proj.len()];
-        G1Projective::batch_normalize(&proj, &mut points);
-        let mut w = Writer::with_capacity(index_len(self.n));
-        w.u32(self.n as u32);
-        for p in &points {
-            w.g1(p);
-        }
-        Ok(w.out)
-    }
+    scheme_methods!(WwpTester);
 
     fn token(&self, rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>> {
         query.check(self.n)?;
@@ -169,20 +100,8 @@ impl ConjunctiveScheme for Wwp {
                 coef *= q;
             }
         }
-        let g2 = G2Affine::generator();
-        let proj: Vec<G2Projective> = b.iter().map(|bk| g2_mul(&g2, bk)).collect();
-        let mut points = vec![G2Affine::identity(); proj.len()];
-        G2Projective::batch_normalize(&proj, &mut points);
-        let mut w = Writer::with_capacity(4 + G2_LEN * (self.n + 1));
-        w.u32(self.n as u32);
-        for p in &points {
-            w.g2(p);
-        }
-        Ok(w.out)
-    }
-
-    fn tester(&self, token: &[u8]) -> Result<Box<dyn Tester>> {
-        Ok(Box::new(WwpTester::parse(token, Check::Trusted)?))
+        let proj = scaled::<InG2>(&Scalar::one(), b);
+        Ok(TOKEN.encode::<InG2>(self.n, &proj).out)
     }
 }
 
@@ -210,11 +129,7 @@ impl WwpTester {
 
 impl Tester for WwpTester {
     fn matches(&self, index: &[u8]) -> Result<bool> {
-        if read_n(index)? + 1 != self.t.len() {
-            return Err(Error::InvalidArgument(
-                "WWP token and index differ in n".into(),
-            ));
-        }
+        SHAPE.expect_n(index, self.t.len().saturating_sub(1), "WWP token")?;
         let mut r = Reader::new(index, "WWP index");
         r.skip(4)?;
         let mut c = Vec::with_capacity(self.t.len());
