@@ -216,7 +216,13 @@ mod tests {
 
     #[test]
     fn table_lists_every_scheme() {
-        let all = sesame_sse::schemes();
+        let all = all();
+        assert_eq!(
+            all.len(),
+            sesame_sse::schemes().len()
+                + sesame_ore::schemes().len()
+                + sesame_range::protocols().len()
+        );
         let t = table(&all);
         for s in &all {
             assert!(t.contains(s.descriptor.name));
