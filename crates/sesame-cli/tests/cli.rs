@@ -177,7 +177,10 @@ fn schemes_table_lists_every_scheme() {
     for s in ["clww", "lewi-wu", "fh-ope"] {
         assert!(out.lines().any(|l| l.starts_with(&format!("{s} "))), "{s}");
     }
-    assert!(out.contains("ORE") && out.contains("range protocol"), "{out}");
+    assert!(
+        out.contains("ORE") && out.contains("range protocol"),
+        "{out}"
+    );
     let long = env.ok(&["schemes", "--long"]);
     assert!(long.contains("leakage:") && long.contains("docs/schemes/"));
 }

@@ -588,11 +588,13 @@ fn kerschbaum_tueno_bulk_load_is_one_round_and_only_into_an_empty_array() {
     let load = kt::Request::Load {
         sealed: vec![vec![1; 40]],
     };
-    assert!(ch
-        .call(&sesame_core::wire::encode(&load).unwrap())
-        .is_err());
+    assert!(ch.call(&sesame_core::wire::encode(&load).unwrap()).is_err());
     assert_eq!(
-        client.query(&mut rng, &mut ch, 0, 255).unwrap().records.len(),
+        client
+            .query(&mut rng, &mut ch, 0, 255)
+            .unwrap()
+            .records
+            .len(),
         all.len()
     );
 }
