@@ -334,7 +334,7 @@ impl ChlhClient {
             return Err(Error::InvalidArgument(format!(
                 "chlh15: document {doc} has {} distinct (position, character) pairs and \
                  lengths, more than the {} its filter is sized for: the filter would saturate \
-                 (false-positive rate {:.3} instead of {}); set a larger `elements`",
+                 (false-positive rate {:.2e} instead of {:.2e}); set a larger `elements`",
                 elements.len(),
                 self.elements,
                 BloomFilter::false_positive_rate(self.m, self.k, elements.len() as u64),

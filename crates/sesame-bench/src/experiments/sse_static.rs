@@ -45,7 +45,7 @@ pub struct Variant {
 /// parameter, with its default block (the number its parameter description
 /// starts with: 1 for PiBas, that is no packing; 64 for 2Lev) and with
 /// `block=512` (the pack extension: one 4 KiB page of ids); else with its
-/// defaults.
+/// defaults (CHLH15 with a larger `elements` bound).
 pub fn variants(schemes: &[KeywordScheme]) -> Vec<Variant> {
     let mut out = Vec::new();
     for s in schemes
@@ -75,15 +75,26 @@ pub fn variants(schemes: &[KeywordScheme]) -> Vec<Variant> {
                 });
             }
         } else {
+            let mut params = Params::new();
+            if s.params.iter().any(|(name, _)| *name == "elements") {
+                // CHLH15 sizes each document's filter to the document; its
+                // `elements` bound only refuses documents larger than
+                // expected, and some e-mails of the corpus are.
+                params.set("elements", LARGE_DOCUMENT_ELEMENTS);
+            }
             out.push(Variant {
                 scheme: *s,
-                params: Params::new(),
+                params,
                 block: None,
             });
         }
     }
     out
 }
+
+/// The `elements` bound given to filter-based schemes (CHLH15): more
+/// (position, character) pairs than any document of the mail corpus.
+const LARGE_DOCUMENT_ELEMENTS: u64 = 1 << 20;
 
 /// The largest `k` with `(k + 1) 10^k <= pairs`: balanced keyword groups
 /// of `pairs` pairs then have every level up to `10^k` matches.
