@@ -9,7 +9,7 @@ pub struct BenchArgs {
     #[arg(value_name = "EXPERIMENT")]
     pub experiment: String,
 
-    /// Shrink every experiment so that all of them run in under a minute
+    /// Shrink every experiment so that all of them run in about two minutes
     /// (smoke test).
     #[arg(long)]
     pub quick: bool,

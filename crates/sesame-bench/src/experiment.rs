@@ -13,7 +13,7 @@ use crate::result::ResultSet;
 pub enum Scale {
     /// The paper's sizes, or as close as this machine allows.
     Full,
-    /// Shrunk so that every experiment together runs in under a minute
+    /// Shrunk so that every experiment together runs in about two minutes
     /// (`--quick`, the CI smoke test).
     Quick,
     /// Smaller still: a few seconds in a debug build (the crate's own
