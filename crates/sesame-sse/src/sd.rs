@@ -173,6 +173,64 @@ impl LevelKeys {
     }
 }
 
+/// The sequenced updates of (`doc`, `keywords`), numbered after `seq`
+/// (advanced): the update path shared by SDa and SDd.
+fn sequenced(
+    scheme: &str,
+    seq: &mut u64,
+    op: UpdateOp,
+    doc: DocId,
+    keywords: &[Vec<u8>],
+) -> Result<Vec<Update>> {
+    if doc == common::PAD {
+        return Err(Error::InvalidArgument(format!(
+            "document identifier {} is reserved",
+            common::PAD
+        )));
+    }
+    let mut out = Vec::with_capacity(keywords.len());
+    for w in keywords {
+        if w.len() > MAX_KEYWORD {
+            return Err(Error::InvalidArgument(format!("{scheme} keyword too long")));
+        }
+        *seq += 1;
+        out.push(Update {
+            keyword: w.clone(),
+            id: doc,
+            add: op == UpdateOp::Add,
+            seq: *seq,
+        });
+    }
+    Ok(out)
+}
+
+/// The live identifiers of `keyword` among opened updates: for each
+/// identifier, the update with the highest sequence number decides.
+fn live_ids(
+    scheme: &str,
+    keyword: &[u8],
+    updates: impl IntoIterator<Item = Result<Update>>,
+) -> Result<Vec<DocId>> {
+    let mut latest: BTreeMap<DocId, (u64, bool)> = BTreeMap::new();
+    for u in updates {
+        let u = u?;
+        if u.keyword != keyword {
+            return Err(Error::Protocol(format!(
+                "{scheme} entry of another keyword"
+            )));
+        }
+        let e = latest.entry(u.id).or_insert((0, false));
+        if u.seq >= e.0 {
+            *e = (u.seq, u.add);
+        }
+    }
+    Ok(latest
+        .into_iter()
+        .filter(|(_, (_, add))| *add)
+        .map(|(id, _)| id)
+        .collect())
+}
+
 /// The label of the `c`-th entry under a label key.
 fn label(prf: &Aes128Prf, c: u64) -> [u8; LABEL_LEN] {
     prf.eval_block(&common::block(Tag::Label, c, 0))
@@ -422,23 +480,7 @@ impl KeywordClient for SdaClient {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<()> {
-        if doc == common::PAD {
-            return Err(Error::InvalidArgument(format!(
-                "document identifier {} is reserved",
-                common::PAD
-            )));
-        }
-        for w in keywords {
-            if w.len() > MAX_KEYWORD {
-                return Err(Error::InvalidArgument("SDa keyword too long".into()));
-            }
-            self.seq += 1;
-            let u = Update {
-                keyword: w.clone(),
-                id: doc,
-                add: op == UpdateOp::Add,
-                seq: self.seq,
-            };
+        for u in sequenced("SDa", &mut self.seq, op, doc, keywords)? {
             self.update_one(rng, channel, u)?;
         }
         Ok(())
@@ -465,24 +507,13 @@ impl KeywordClient for SdaClient {
             Response::Found(f) if f.len() == full.len() => f,
             other => return Err(unexpected(&other)),
         };
-        let mut latest: BTreeMap<DocId, (u64, bool)> = BTreeMap::new();
-        for (&l, items) in full.iter().zip(&found) {
-            for sealed in items {
-                let u = self.open(usize::from(l), sealed)?;
-                if u.keyword != keyword {
-                    return Err(Error::Protocol("SDa entry of another keyword".into()));
-                }
-                let e = latest.entry(u.id).or_insert((0, false));
-                if u.seq >= e.0 {
-                    *e = (u.seq, u.add);
-                }
-            }
-        }
-        Ok(latest
-            .into_iter()
-            .filter(|(_, (_, add))| *add)
-            .map(|(id, _)| id)
-            .collect())
+        let this = &*self;
+        let opened = full.iter().zip(&found).flat_map(|(&l, items)| {
+            items
+                .iter()
+                .map(move |sealed| this.open(usize::from(l), sealed))
+        });
+        live_ids("SDa", keyword, opened)
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {
@@ -983,23 +1014,7 @@ impl KeywordClient for SddClient {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<()> {
-        if doc == common::PAD {
-            return Err(Error::InvalidArgument(format!(
-                "document identifier {} is reserved",
-                common::PAD
-            )));
-        }
-        for w in keywords {
-            if w.len() > MAX_KEYWORD {
-                return Err(Error::InvalidArgument("SDd keyword too long".into()));
-            }
-            self.seq += 1;
-            let u = Update {
-                keyword: w.clone(),
-                id: doc,
-                add: op == UpdateOp::Add,
-                seq: self.seq,
-            };
+        for u in sequenced("SDd", &mut self.seq, op, doc, keywords)? {
             self.update_one(rng, channel, u)?;
         }
         Ok(())
@@ -1023,24 +1038,12 @@ impl KeywordClient for SddClient {
             SddResponse::Found(f) if f.len() == buffers.len() => f,
             other => return Err(sdd_unexpected(&other)),
         };
-        let mut latest: BTreeMap<DocId, (u64, bool)> = BTreeMap::new();
-        for (&(_, b), items) in buffers.iter().zip(&found) {
-            for sealed in items {
-                let u = self.open(b, sealed)?;
-                if u.keyword != keyword {
-                    return Err(Error::Protocol("SDd entry of another keyword".into()));
-                }
-                let e = latest.entry(u.id).or_insert((0, false));
-                if u.seq >= e.0 {
-                    *e = (u.seq, u.add);
-                }
-            }
-        }
-        Ok(latest
-            .into_iter()
-            .filter(|(_, (_, add))| *add)
-            .map(|(id, _)| id)
-            .collect())
+        let this = &*self;
+        let opened = buffers
+            .iter()
+            .zip(&found)
+            .flat_map(|(&(_, b), items)| items.iter().map(move |sealed| this.open(b, sealed)));
+        live_ids("SDd", keyword, opened)
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {
