@@ -347,6 +347,24 @@ impl Engine {
         Ok(())
     }
 
+    /// Commits a request's batch: records its answer for replays when it
+    /// carries a request id (`replay`: id, request digest, encoded answer),
+    /// then the index's metadata, in one atomic write.
+    fn commit(
+        &self,
+        mut batch: WriteBatch,
+        meta: &mut IndexMeta,
+        (tenant, index): (&str, &str),
+        replay: Option<(&[u8; 16], [u8; 32], Vec<u8>)>,
+    ) -> Result<(), EngineError> {
+        if let Some((id, digest, stored)) = replay {
+            self.remember(&mut batch, meta, (tenant, index), id, (digest, stored))?;
+        }
+        batch.put(keys::meta_key(tenant, index), meta.encode()?);
+        self.store.write(batch)?;
+        Ok(())
+    }
+
     /// Runs scheme messages against a fresh server over a transaction.
     fn run(
         &self,
@@ -587,23 +605,15 @@ impl Engine {
         let mut batch = WriteBatch::new();
         run.overlay.drain_into(&mut batch);
         meta.updates += 1;
-        if let (Some(id), Some(digest)) = (&id, digest) {
-            // The stored answer carries no report (it is not this call's).
+        // The stored answer carries no report (it is not this call's).
+        let replay = id.as_ref().zip(digest).map(|(id, digest)| {
             let stored = proto::CallResponse {
                 messages: run.responses.clone(),
                 report: Vec::new(),
-            }
-            .encode_to_vec();
-            self.remember(
-                &mut batch,
-                &mut meta,
-                (tenant, &req.index),
-                id,
-                (digest, stored),
-            )?;
-        }
-        batch.put(keys::meta_key(tenant, &req.index), meta.encode()?);
-        self.store.write(batch)?;
+            };
+            (id, digest, stored.encode_to_vec())
+        });
+        self.commit(batch, &mut meta, (tenant, &req.index), replay)?;
         // The server's time includes the commit, which the client waits for.
         run.report.handle_ns += u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         Ok(proto::CallResponse {
@@ -711,18 +721,10 @@ impl Engine {
             committed: true,
             report: Vec::new(),
         };
-        if let Some(id) = &request_id {
-            let stored = response.encode_to_vec();
-            self.remember(
-                &mut batch,
-                &mut meta,
-                (&tenant, &index),
-                id,
-                (digest, stored),
-            )?;
-        }
-        batch.put(keys::meta_key(&tenant, &index), meta.encode()?);
-        self.store.write(batch)?;
+        let replay = request_id
+            .as_ref()
+            .map(|id| (id, digest, response.encode_to_vec()));
+        self.commit(batch, &mut meta, (&tenant, &index), replay)?;
         Ok(response)
     }
 
@@ -827,18 +829,11 @@ impl Engine {
         }
         meta.documents += added;
         let response = proto::PutDocumentsResponse { added };
-        if let (Some(id), Some(digest)) = (&id, digest) {
-            let stored = response.encode_to_vec();
-            self.remember(
-                &mut batch,
-                &mut meta,
-                (tenant, &req.index),
-                id,
-                (digest, stored),
-            )?;
-        }
-        batch.put(keys::meta_key(tenant, &req.index), meta.encode()?);
-        self.store.write(batch)?;
+        let replay = id
+            .as_ref()
+            .zip(digest)
+            .map(|(id, digest)| (id, digest, response.encode_to_vec()));
+        self.commit(batch, &mut meta, (tenant, &req.index), replay)?;
         Ok(response)
     }
 
@@ -914,18 +909,11 @@ impl Engine {
         }
         meta.documents = meta.documents.saturating_sub(gone.len() as u64);
         let response = proto::DeleteDocumentsResponse { deleted };
-        if let (Some(id), Some(digest)) = (&id, digest) {
-            let stored = response.encode_to_vec();
-            self.remember(
-                &mut batch,
-                &mut meta,
-                (tenant, &req.index),
-                id,
-                (digest, stored),
-            )?;
-        }
-        batch.put(keys::meta_key(tenant, &req.index), meta.encode()?);
-        self.store.write(batch)?;
+        let replay = id
+            .as_ref()
+            .zip(digest)
+            .map(|(id, digest)| (id, digest, response.encode_to_vec()));
+        self.commit(batch, &mut meta, (tenant, &req.index), replay)?;
         Ok(response)
     }
 
