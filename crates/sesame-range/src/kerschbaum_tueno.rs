@@ -35,6 +35,8 @@ use sesame_core::{
     SchemeDescriptor, SchemeKind, Service, Store, Typed, WriteBatch,
 };
 
+use sesame_sse::common::below;
+
 use crate::api::{bits_param, check_value, RangeAnswer, RangeClient, RangeProtocol, Record};
 use crate::paged::PageConfig;
 use crate::record::RecordKey;
@@ -246,20 +248,6 @@ where
     Ok(lo)
 }
 
-/// Uniform integer in `0 .. bound` (0 when `bound` is 0).
-fn uniform(rng: &mut dyn CryptoRngCore, bound: u64) -> u64 {
-    if bound <= 1 {
-        return 0;
-    }
-    let zone = u64::MAX - (u64::MAX % bound);
-    loop {
-        let v = rng.next_u64();
-        if v < zone {
-            return v % bound;
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Client.
 
@@ -434,7 +422,7 @@ impl RangeClient for KtClient {
         }
         sealed.sort_by(|a, b| Key::entry(a.0, &a.1).cmp(&Key::entry(b.0, &b.1)));
         let n = sealed.len();
-        let offset = uniform(rng, n as u64) as usize;
+        let offset = below(rng, n as u64) as usize;
         // New slot j holds sorted[(j - offset) mod n].
         sealed.rotate_right(offset);
         let sealed = sealed.into_iter().map(|(_, s)| s).collect();
@@ -466,7 +454,7 @@ impl RangeClient for KtClient {
                 (p, n)
             }
         };
-        let offset = uniform(rng, n + 1);
+        let offset = below(rng, n + 1);
         match channel::call(
             channel,
             &Request::Insert {
@@ -492,7 +480,7 @@ impl RangeClient for KtClient {
         let Some((slot, _, _)) = found.iter().find(|(_, _, r)| r.1 == data) else {
             return Ok(false);
         };
-        let offset = uniform(rng, n.saturating_sub(1));
+        let offset = below(rng, n.saturating_sub(1));
         match channel::call(
             channel,
             &Request::Delete {
@@ -1031,8 +1019,8 @@ mod tests {
     fn uniform_stays_in_bounds() {
         use rand::SeedableRng;
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
-        assert_eq!(uniform(&mut rng, 0), 0);
-        assert_eq!(uniform(&mut rng, 1), 0);
-        assert!((0..100).all(|_| uniform(&mut rng, 7) < 7));
+        assert_eq!(below(&mut rng, 0), 0);
+        assert_eq!(below(&mut rng, 1), 0);
+        assert!((0..100).all(|_| below(&mut rng, 7) < 7));
     }
 }

@@ -461,7 +461,7 @@ impl LogBrcClient {
         let aad = self.aad();
         // Random identifiers: the server sees them in query results, so they
         // must not reveal the records' order or their insertion history.
-        let ids = shuffled(rng, records.len());
+        let ids = sesame_sse::common::shuffled(rng, records.len());
         let mut db = Multimap::new();
         let mut sealed = Vec::with_capacity(records.len());
         for (&id, (value, data)) in ids.iter().zip(records) {
@@ -493,27 +493,6 @@ impl LogBrcClient {
         self.record_key = record_key;
         self.count = records.len() as u64;
         Ok(())
-    }
-}
-
-/// A uniformly random permutation of `0..n` (Fisher-Yates).
-fn shuffled(rng: &mut dyn CryptoRngCore, n: usize) -> Vec<DocId> {
-    let mut v: Vec<DocId> = (0..n as u64).collect();
-    for i in (1..n).rev() {
-        let j = below(rng, i as u64 + 1) as usize;
-        v.swap(i, j);
-    }
-    v
-}
-
-/// A uniform value in `0..n` (`n > 0`), by rejection.
-fn below(rng: &mut dyn CryptoRngCore, n: u64) -> u64 {
-    let zone = u64::MAX - (u64::MAX % n);
-    loop {
-        let x = rng.next_u64();
-        if x < zone {
-            return x % n;
-        }
     }
 }
 
@@ -589,10 +568,7 @@ impl RangeClient for LogBrcClient {
             .collect::<Result<Vec<_>>>()?;
         // The order of the tokens would tell the server which node lies
         // where in the interval.
-        for i in (1..tokens.len()).rev() {
-            let j = below(rng, i as u64 + 1) as usize;
-            tokens.swap(i, j);
-        }
+        sesame_sse::common::shuffle(rng, &mut tokens);
         let sealed = match channel::call(channel, &Request::Query { tokens })? {
             Response::Records(r) => r,
             other => return Err(unexpected(&other)),

@@ -1,6 +1,7 @@
 //! Building blocks shared by the static schemes: per-keyword keys, counter
 //! blocks, fixed-size blocks of identifiers and their encryption.
 
+use rand_core::CryptoRngCore;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use sesame_core::{channel, Channel, Error, Result};
 use sesame_crypto::key::Key;
@@ -226,6 +227,36 @@ where
             return Ok(());
         }
     }
+}
+
+/// A uniform value in `0..n` by rejection sampling; 0 (drawing nothing)
+/// when `n` is 0 or 1.
+pub fn below(rng: &mut dyn CryptoRngCore, n: u64) -> u64 {
+    if n <= 1 {
+        return 0;
+    }
+    let zone = u64::MAX - (u64::MAX % n);
+    loop {
+        let x = rng.next_u64();
+        if x < zone {
+            return x % n;
+        }
+    }
+}
+
+/// Shuffles `items` uniformly (Fisher-Yates).
+pub fn shuffle<T>(rng: &mut dyn CryptoRngCore, items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let j = below(rng, i as u64 + 1) as usize;
+        items.swap(i, j);
+    }
+}
+
+/// A uniformly random permutation of `0..n`.
+pub fn shuffled(rng: &mut dyn CryptoRngCore, n: usize) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n as u64).collect();
+    shuffle(rng, &mut v);
+    v
 }
 
 #[cfg(test)]

@@ -206,7 +206,7 @@ impl TwoLevClient {
             .iter()
             .map(|(_, ids)| self.blocks_for(ids.len()).1)
             .sum();
-        let positions = shuffled(rng, total);
+        let positions = common::shuffled(rng, total);
         let mut next = positions.into_iter();
         let mut index = Index {
             dict: Vec::with_capacity(lists.len()),
@@ -241,27 +241,6 @@ impl TwoLevClient {
         index.dict.sort_unstable_by_key(|e| e.0);
         index.array.sort_unstable_by_key(|a| a.0);
         Ok(index)
-    }
-}
-
-/// A uniformly random permutation of 0..n (Fisher-Yates).
-fn shuffled(rng: &mut dyn CryptoRngCore, n: usize) -> Vec<u64> {
-    let mut v: Vec<u64> = (0..n as u64).collect();
-    for i in (1..n).rev() {
-        let j = below(rng, i as u64 + 1) as usize;
-        v.swap(i, j);
-    }
-    v
-}
-
-/// A uniform value in 0..n (n > 0), by rejection.
-fn below(rng: &mut dyn CryptoRngCore, n: u64) -> u64 {
-    let zone = u64::MAX - (u64::MAX % n);
-    loop {
-        let x = rng.next_u64();
-        if x < zone {
-            return x % n;
-        }
     }
 }
 
