@@ -24,6 +24,16 @@ pub trait Service: Send {
 
     /// Store operations made so far, for metering.
     fn io_counts(&self) -> IoCounts;
+
+    /// Whether every key this server writes keeps the first value written
+    /// under it (deletions aside). The host then refuses a write that would
+    /// change a stored value as a conflict (two clients updating from the
+    /// same state, a stale update sent again) instead of overwriting it.
+    /// Servers that rewrite entries (re-encryption, merges, refreshes) say
+    /// `false`, the default.
+    fn write_once(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Service + ?Sized> Service for Box<S> {
@@ -33,6 +43,10 @@ impl<S: Service + ?Sized> Service for Box<S> {
 
     fn io_counts(&self) -> IoCounts {
         (**self).io_counts()
+    }
+
+    fn write_once(&self) -> bool {
+        (**self).write_once()
     }
 }
 
@@ -49,6 +63,11 @@ pub trait Handler: Send {
 
     /// Store operations made so far, for metering.
     fn io_counts(&self) -> IoCounts;
+
+    /// See [`Service::write_once`]; `false` by default.
+    fn write_once(&self) -> bool {
+        false
+    }
 }
 
 /// Adapts a [`Handler`] to a [`Service`] with the wire encoding.
@@ -64,6 +83,10 @@ impl<H: Handler> Service for Typed<H> {
 
     fn io_counts(&self) -> IoCounts {
         self.0.io_counts()
+    }
+
+    fn write_once(&self) -> bool {
+        self.0.write_once()
     }
 }
 

@@ -223,6 +223,22 @@ pub trait Store: Send + Sync {
 
     /// A short name of the backend, for reports ("memory", "redb", ...).
     fn backend(&self) -> &'static str;
+
+    /// Whether the store can serve requests now: `Ok` when a read would
+    /// succeed, else the error a read would meet (a backend that recovers
+    /// from a failure, such as a full disk, tries to recover first). Hosts
+    /// report it in their health checks.
+    fn health(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Checks the whole store for damage the engine can detect (page
+    /// checksums, tree structure, record checksums): `Ok` when none is
+    /// found, else [`Error::StoreCorrupt`](crate::Error::StoreCorrupt) naming what is wrong.
+    /// Reads everything: meant for `sesame check`, not for every request.
+    fn verify(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
@@ -246,6 +262,12 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn backend(&self) -> &'static str {
         (**self).backend()
+    }
+    fn health(&self) -> Result<()> {
+        (**self).health()
+    }
+    fn verify(&self) -> Result<()> {
+        (**self).verify()
     }
 }
 
@@ -320,5 +342,9 @@ impl<S: Store> Store for Prefixed<S> {
 
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+
+    fn health(&self) -> Result<()> {
+        self.inner.health()
     }
 }

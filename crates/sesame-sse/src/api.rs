@@ -91,6 +91,84 @@ pub trait KeywordClient: Send {
         Ok(None)
     }
 
+    /// As [`KeywordClient::prepare_update`], for schemes whose updates
+    /// need to read the server first (KPR12's free cells and proofs,
+    /// SDa/SDd's levels to merge): the client may make **read-only** calls
+    /// over `channel`, then returns every write of the update as requests,
+    /// and advances its state as if they had been applied. The SDK sends
+    /// nothing else to the index between this call and the requests, so
+    /// what was read is still current when they arrive.
+    ///
+    /// The requests obey the same rules as `prepare_update`'s (idempotent,
+    /// at most [`MAX_PREPARED_REQUEST`] bytes each). The default calls
+    /// `prepare_update`; static schemes return `Ok(None)`.
+    fn prepare_update_interactive(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let _ = channel;
+        self.prepare_update(rng, op, doc, keywords)
+    }
+
+    /// Whether [`UpdateOp::Delete`] removes pairs from the index. Schemes
+    /// without deletion return `false` (the default); the SDK then only
+    /// hides a deleted document's identifier on the client.
+    fn supports_deletion(&self) -> bool {
+        false
+    }
+
+    /// Whether a search changes the client state or writes on the server
+    /// (re-keying, refreshing, puncturing, moving entries). Such searches
+    /// are run by the SDK as [`KeywordClient::prepare_query`] then
+    /// [`KeywordClient::resolve_query`], so that a crash or a lost answer
+    /// at any point leaves the index searchable. `false` by default; the
+    /// generic suite checks that a scheme saying `false` neither writes to
+    /// the store nor changes its saved state on search.
+    fn search_writes(&self) -> bool {
+        false
+    }
+
+    /// For schemes whose search writes ([`KeywordClient::search_writes`]):
+    /// computes the query's requests, after read-only calls over `channel`
+    /// if the scheme needs them, and advances the client state as if they
+    /// had been applied. The SDK persists the new state, the requests and
+    /// [`Prepared::context`] together, then sends the requests as one
+    /// operation that the server applies once (a repeat is answered with
+    /// the first answers).
+    fn prepare_query(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        query: &crate::query::Query,
+    ) -> Result<Prepared> {
+        let _ = (rng, channel, query);
+        Err(sesame_core::Error::Unsupported(format!(
+            "{} answers searches without writing; use search",
+            self.descriptor().name
+        )))
+    }
+
+    /// Turns the answers to [`KeywordClient::prepare_query`]'s requests
+    /// into the result. After a crash it is called on a client restored
+    /// from the state saved with the requests, with the same `context` and
+    /// the same answers, and must give the same result.
+    fn resolve_query(
+        &mut self,
+        query: &crate::query::Query,
+        context: &[u8],
+        responses: &[Vec<u8>],
+    ) -> Result<crate::query::QueryResult> {
+        let _ = (query, context, responses);
+        Err(sesame_core::Error::Unsupported(format!(
+            "{} answers searches without writing; use search",
+            self.descriptor().name
+        )))
+    }
+
     /// Checks the server's answer to one request of
     /// [`KeywordClient::prepare_update`].
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
@@ -126,6 +204,24 @@ pub trait KeywordClient: Send {
     ) -> Result<crate::query::QueryResult> {
         crate::query::basic_query(self, rng, channel, query)
     }
+}
+
+/// Largest request, in bytes, that [`KeywordClient::prepare_update`],
+/// [`KeywordClient::prepare_update_interactive`] and
+/// [`KeywordClient::prepare_query`] may return: a scheme splits a large
+/// update into several requests, so that any update, however many
+/// keywords it has, can be sent in messages under a server's limit.
+pub const MAX_PREPARED_REQUEST: usize = 1 << 20;
+
+/// The requests of an operation computed ahead of sending, and what the
+/// client needs to finish it after a restart.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prepared {
+    /// Encoded requests, applied in order, together and once.
+    pub requests: Vec<Vec<u8>>,
+    /// Opaque to the SDK; persisted encrypted with the requests and handed
+    /// to [`KeywordClient::resolve_query`]. It may hold secrets.
+    pub context: Vec<u8>,
 }
 
 /// A registered keyword scheme: its descriptor and constructors.

@@ -20,7 +20,9 @@ pub mod two_lev;
 pub mod uedsse;
 pub mod vasst16;
 
-pub use api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+pub use api::{
+    DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp, MAX_PREPARED_REQUEST,
+};
 
 /// Every keyword scheme, in a fixed order.
 pub fn schemes() -> Vec<KeywordScheme> {
