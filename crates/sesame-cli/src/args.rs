@@ -31,11 +31,27 @@ pub enum Command {
     /// the profile's index to a scheme.
     Init(InitArgs),
     /// Encrypt and index files; directories are added recursively.
+    ///
+    /// `add` is a sync: a file the index holds unchanged (same path, same
+    /// content) is skipped, a changed file replaces its old version. An
+    /// interrupted `add` is completed by running it again; every file ends
+    /// up in the index exactly once.
     Add {
         /// Files or directories.
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Remove documents from the index and the store.
+    Rm {
+        /// Document ids (as `list` prints them) or the paths they were
+        /// added from.
+        #[arg(required = true, value_name = "ID|PATH", allow_hyphen_values = true)]
+        documents: Vec<String>,
+    },
+    /// Check the profile: the store, every document (decrypted and
+    /// compared with what was added), and searches for a sample of their
+    /// keywords. Exit status 1 when something is wrong.
+    Check,
     /// List the documents matching a query (their ids and paths).
     ///
     /// Query forms: `word` (exact), `abc*` (prefix), `a?c*` (wildcard),

@@ -16,6 +16,9 @@ pub enum CliError {
     Usage(String),
     /// Anything else (standard output closed, ...).
     Other(String),
+    /// The command already printed what went wrong (`check`'s problems);
+    /// it only sets the exit status.
+    Reported,
 }
 
 impl CliError {
@@ -61,6 +64,7 @@ impl fmt::Display for CliError {
             CliError::Client(e) => e.to_string(),
             CliError::Bench(e) => e.to_string(),
             CliError::Usage(m) | CliError::Other(m) => m.clone(),
+            CliError::Reported => "the check found problems (listed above)".into(),
         };
         f.write_str(&one_line(&text))
     }

@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! sesame init [--scheme NAME] [--params a=1,b=2]   create a profile
-//! sesame add PATH...                              encrypt and index files
+//! sesame add PATH...                              encrypt and index files (a sync)
+//! sesame rm ID|PATH...                            remove documents
+//! sesame check                                    verify the profile
 //! sesame search QUERY...                          ids and paths of matching documents
 //! sesame get DOC_ID                               a decrypted document, to stdout
 //! sesame list                                     the documents of the index
@@ -41,6 +43,7 @@ use crate::args::{Cli, Command, InitArgs};
 use crate::error::{one_line, CliError};
 
 fn main() -> ExitCode {
+    quiet_panics();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
@@ -52,6 +55,22 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// A panic (a defect, never the answer to bad input) is reported as one
+/// line without its message or location, which could hold data and mean
+/// nothing to a user; `SESAME_DEBUG_PANICS=1` keeps the standard report.
+fn quiet_panics() {
+    if std::env::var_os("SESAME_DEBUG_PANICS").is_some_and(|v| v == "1") {
+        return;
+    }
+    std::panic::set_hook(Box::new(|_| {
+        eprintln!(
+            "error: internal error in sesame (a defect; nothing was half-written: every \
+             change is committed atomically). Run the command again; if it recurs, \
+             SESAME_DEBUG_PANICS=1 shows the details for a report"
+        );
+    }));
 }
 
 /// Help and version go out as clap writes them; a usage mistake is one
@@ -85,6 +104,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Init(args) => init(&dir, args),
         Command::Add { paths } => add(&dir, &paths),
+        Command::Rm { documents } => rm(&dir, &documents),
+        Command::Check => check(&dir),
         Command::Search { query } => search(&dir, &query.join(" ")),
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
@@ -261,34 +282,97 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
     let report = report?;
     if report.resumed > 0 {
         eprintln!(
-            "completed an interrupted add: {} document{} (not added again)",
+            "completed an interrupted command first: {} document{}",
             report.resumed,
             plural(report.resumed)
         );
     }
     let mut out = format!(
-        "added {} document{} ({} distinct keywords, {} keyword-document pairs)\n",
-        report.added.len(),
-        plural(report.added.len()),
+        "added {}, replaced {}, unchanged {}, removed {} ({} distinct keywords, {} \
+         keyword-document pairs)\n",
+        count(report.added.len(), "new document"),
+        report.replaced.len(),
+        report.unchanged,
+        report.removed.len(),
         report.keywords,
         report.pairs
     );
     if report.rebuilt {
         out.push_str(&format!(
-            "static scheme: index rebuilt over {} document{}\n",
-            report.indexed,
-            plural(report.indexed)
+            "static scheme: index rebuilt over {}\n",
+            count(report.indexed, "document")
         ));
-    } else if !report.added.is_empty() {
+    } else if report.added.len() + report.replaced.len() + report.removed.len() > 0 {
         out.push_str(&format!(
-            "dynamic scheme: {} update{} sent; {} document{} indexed\n",
-            report.added.len(),
-            plural(report.added.len()),
-            report.indexed,
-            plural(report.indexed)
+            "dynamic scheme: updates sent; {} indexed\n",
+            count(report.indexed, "document")
         ));
     }
     write_stdout(out.as_bytes())
+}
+
+fn rm(dir: &std::path::Path, documents: &[String]) -> Result<(), CliError> {
+    let mut session = open(dir)?;
+    let report = session.remove_documents(documents)?;
+    let mut out = String::new();
+    for d in &report.removed {
+        out.push_str(&format!("removed\t{}\t{}\n", d.id, d.path));
+    }
+    let how = if report.rebuilt {
+        "static scheme: index rebuilt without them"
+    } else if report.index_entries_deleted {
+        "their index entries were deleted"
+    } else {
+        "this scheme cannot delete index entries: they stay on the server, and the documents \
+         are no longer shown"
+    };
+    out.push_str(&format!(
+        "removed {} ({how}); {} indexed\n",
+        count(report.removed.len(), "document"),
+        count(report.indexed, "document")
+    ));
+    write_stdout(out.as_bytes())
+}
+
+fn check(dir: &std::path::Path) -> Result<(), CliError> {
+    let mut session = open(dir)?;
+    let mut bar = progress::Bar::new();
+    let report = session.check(&mut |p| bar.update(p));
+    bar.finish();
+    let report = report?;
+    if report.resumed > 0 {
+        eprintln!(
+            "completed an interrupted command first: {}",
+            count(report.resumed, "document")
+        );
+    }
+    let mut out = String::new();
+    for p in &report.problems {
+        out.push_str(&format!("problem: {p}\n"));
+    }
+    out.push_str(&format!(
+        "{}: {}, {} verified, {} searched; {}\n",
+        dir.display(),
+        count(report.documents, "document"),
+        report.verified,
+        count(report.searches, "keyword"),
+        if report.problems.is_empty() {
+            "no problem found".to_owned()
+        } else {
+            count(report.problems.len(), "problem")
+        }
+    ));
+    write_stdout(out.as_bytes())?;
+    if report.problems.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Reported)
+    }
+}
+
+/// `n` and `what`, plural when `n` is not 1.
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", plural(n))
 }
 
 fn plural(n: usize) -> &'static str {
@@ -319,7 +403,7 @@ fn search(dir: &std::path::Path, text: &str) -> Result<(), CliError> {
         );
     }
     if hits.documents.is_empty() {
-        eprintln!("no documents match {text:?}");
+        eprintln!("no documents match {}", short_quote(text));
     }
     let ranked = hits.kind == sesame_core::QueryKind::Ranked;
     let mut out = String::new();
@@ -330,6 +414,17 @@ fn search(dir: &std::path::Path, text: &str) -> Result<(), CliError> {
         }
     }
     write_stdout(out.as_bytes())
+}
+
+/// `text` quoted, cut to 60 characters (a query may be long).
+fn short_quote(text: &str) -> String {
+    const MAX: usize = 60;
+    if text.chars().count() <= MAX {
+        format!("{text:?}")
+    } else {
+        let head: String = text.chars().take(MAX).collect();
+        format!("{head:?}... ({} characters)", text.chars().count())
+    }
 }
 
 fn get(dir: &std::path::Path, id: &str) -> Result<(), CliError> {

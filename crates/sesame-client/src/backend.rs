@@ -9,7 +9,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sesame_core::{Channel, LocalChannel, Meter, Prefixed, Store, Typed, WriteBatch};
+use sesame_core::{wire, Channel, LocalChannel, Meter, Prefixed, Store, Typed, WriteBatch};
+use sesame_server::overlay::Overlay;
 use sesame_sse::KeywordScheme;
 use sesame_store::RedbStore;
 
@@ -41,11 +42,49 @@ pub trait Backend {
     /// The meter every channel of this backend reports to.
     fn meter(&self) -> &Meter;
 
-    /// Sends the requests of one update (a pending intent named `id`) and
-    /// returns the responses, in order. A network backend applies them in
-    /// one transaction and recognises a repeat of `id`; the default sends
-    /// them one by one over [`Backend::index_channel`] (each request is
-    /// idempotent, so a repeat after a crash is harmless).
+    /// A channel for the read-only rounds of an operation's preparation
+    /// (an interactive update, a search that writes). The default is
+    /// [`Backend::index_channel`]; the embedded backend refuses any write
+    /// through it.
+    fn read_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<Box<dyn Channel>> {
+        self.index_channel(index, generation, scheme)
+    }
+
+    /// Forgets the answers kept for the operation `id`, once the client
+    /// no longer needs them (its intent is completed). The default keeps
+    /// nothing, so forgets nothing; a server prunes its own records.
+    fn forget(&mut self, index: &str, id: [u8; 16]) -> Result<()> {
+        let _ = (index, id);
+        Ok(())
+    }
+
+    /// The largest message the server accepts, if it has a limit: the
+    /// session splits its requests and documents under it, and refuses a
+    /// document that cannot fit before it saves anything.
+    fn max_message(&mut self) -> Result<Option<usize>> {
+        Ok(None)
+    }
+
+    /// Checks the store behind the backend for damage it can detect (see
+    /// [`sesame_core::Store::verify`]); `Ok` where there is nothing the
+    /// client can check.
+    fn verify(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Sends the requests of one operation (a pending intent named `id`)
+    /// and returns the responses, in order. They are applied **once**: a
+    /// repeat of `id` is answered with the first answers and applies
+    /// nothing (the embedded backend keeps the answers in its store, in the
+    /// same transaction as the operation's writes; a server keeps a replay
+    /// record). The default, for backends without such a record, sends them
+    /// one by one over [`Backend::index_channel`] and relies on each
+    /// request being idempotent.
     fn apply_update(
         &mut self,
         index: &str,
@@ -122,9 +161,16 @@ impl std::fmt::Debug for EmbeddedBackend {
 }
 
 impl EmbeddedBackend {
-    /// The backend over the redb store at `path`, created if absent. The
+    /// The backend over the redb store at `path`; `create` allows making
+    /// it when absent (a new profile), else a missing file is an error. The
     /// store stays locked against other processes while the backend lives.
-    pub fn open(path: &Path) -> Result<Self> {
+    pub fn open(path: &Path, create: bool) -> Result<Self> {
+        if !create && !path.is_file() {
+            return Err(ClientError::ProfileCorrupt {
+                path: path.to_path_buf(),
+                reason: "it is missing".into(),
+            });
+        }
         let store = RedbStore::open(path).map_err(|e| match e {
             sesame_core::Error::StoreBusy(_) => ClientError::StoreBusy(path.to_path_buf()),
             other => ClientError::Core(other),
@@ -143,6 +189,57 @@ impl EmbeddedBackend {
     /// The underlying store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+}
+
+/// Key prefix of the answers kept for the operations of an index.
+fn replay_prefix(index: &str) -> Vec<u8> {
+    format!("r/{index}/").into_bytes()
+}
+
+/// The answers to an operation applied by [`EmbeddedBackend`], kept until
+/// the client forgets them.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Replay {
+    /// SHA-256 of the generation and the requests.
+    digest: [u8; 32],
+    /// The answers, in order.
+    responses: Vec<Vec<u8>>,
+}
+
+fn replay_digest(generation: u64, requests: &[Vec<u8>]) -> [u8; 32] {
+    let mut bytes = generation.to_be_bytes().to_vec();
+    for r in requests {
+        bytes.extend_from_slice(&(r.len() as u64).to_be_bytes());
+        bytes.extend_from_slice(r);
+    }
+    sesame_crypto::hash::sha256(&bytes)
+}
+
+/// A store that refuses writes: the view of an index during the read-only
+/// rounds of a preparation.
+struct ReadOnly(Arc<dyn Store>);
+
+impl Store for ReadOnly {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        self.0.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        self.0.get_many(keys)
+    }
+    fn write(&self, _: WriteBatch) -> sesame_core::Result<()> {
+        Err(sesame_core::Error::Protocol(
+            "the scheme wrote during a read-only preparation".into(),
+        ))
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.0.scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> sesame_core::IoCounts {
+        self.0.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        self.0.backend()
     }
 }
 
@@ -202,4 +299,97 @@ impl Backend for EmbeddedBackend {
     fn meter(&self) -> &Meter {
         &self.meter
     }
+
+    fn read_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<Box<dyn Channel>> {
+        let view: Arc<dyn Store> = Arc::new(ReadOnly(Arc::new(Prefixed::new(
+            self.store.clone(),
+            generation_prefix(index, generation),
+        ))));
+        let server = (scheme.new_server)(view);
+        Ok(Box::new(LocalChannel::with_meter(
+            server,
+            self.meter.clone(),
+        )))
+    }
+
+    fn apply_update(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+        id: [u8; 16],
+        requests: &[Vec<u8>],
+    ) -> Result<Vec<Vec<u8>>> {
+        let mut key = replay_prefix(index);
+        key.extend_from_slice(&id);
+        let digest = replay_digest(generation, requests);
+        if let Some(bytes) = self.store.get(&key)? {
+            let kept: Replay = wire::decode(&bytes)
+                .map_err(|_| sesame_core::Error::StoreCorrupt("a kept answer is damaged".into()))?;
+            if kept.digest != digest {
+                return Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                    "operation {} was already applied with other requests",
+                    hex::encode(id)
+                ))));
+            }
+            return Ok(kept.responses);
+        }
+        // The scheme's server runs over a transaction: its writes, and the
+        // answers kept for a repeat, reach the store in one atomic write.
+        let overlay = Arc::new(Overlay::new(
+            self.store.clone(),
+            generation_prefix(index, generation),
+            usize::MAX,
+        ));
+        let mut channel =
+            LocalChannel::with_meter((scheme.new_server)(overlay.clone()), self.meter.clone());
+        let write_once = channel.service().write_once();
+        let responses = requests
+            .iter()
+            .map(|r| channel.call(r))
+            .collect::<sesame_core::Result<Vec<_>>>()?;
+        let mut batch = WriteBatch::new();
+        overlay.drain_into(&mut batch);
+        if write_once {
+            check_write_once(self.store.as_ref(), &batch)?;
+        }
+        let kept = Replay { digest, responses };
+        batch.put(key, wire::encode(&kept)?);
+        self.store.write(batch)?;
+        Ok(kept.responses)
+    }
+
+    fn forget(&mut self, index: &str, id: [u8; 16]) -> Result<()> {
+        let mut key = replay_prefix(index);
+        key.extend_from_slice(&id);
+        Ok(self.store.delete(&key)?)
+    }
+
+    fn verify(&mut self) -> Result<()> {
+        Ok(self.store.verify()?)
+    }
+}
+
+/// Refuses a batch that would change the value of a stored key: the
+/// scheme's server writes every key once, so a different value under a
+/// stored key means two clients updated from the same state.
+fn check_write_once(store: &dyn Store, batch: &WriteBatch) -> Result<()> {
+    for op in batch.ops() {
+        if let sesame_core::WriteOp::Put { key, value } = op {
+            if let Some(old) = store.get(key)? {
+                if &old != value {
+                    return Err(ClientError::Conflict(
+                        "the update would overwrite index entries written by another update                          (was this profile copied and used in two places?)"
+                            .into(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }

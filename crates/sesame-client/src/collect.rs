@@ -69,19 +69,25 @@ fn walk(dir: &Path, skip: Option<&Path>, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Reads one file, refusing those over [`MAX_DOCUMENT`].
-pub(crate) fn read_file(path: &Path) -> Result<NewFile> {
+/// Reads one file, refusing those over `max` bytes (at most
+/// [`MAX_DOCUMENT`]; less under a server whose messages are smaller). The
+/// size is checked again after reading, in case the file grew meanwhile.
+pub(crate) fn read_file(path: &Path, max: u64) -> Result<NewFile> {
+    let too_large = |size: u64| ClientError::DocumentTooLarge {
+        path: path.to_path_buf(),
+        size,
+        max,
+    };
     let size = fs::metadata(path)
         .map_err(|e| ClientError::io("read", path, &e))?
         .len();
-    if size > MAX_DOCUMENT {
-        return Err(ClientError::DocumentTooLarge {
-            path: path.to_path_buf(),
-            size,
-            max: MAX_DOCUMENT,
-        });
+    if size > max {
+        return Err(too_large(size));
     }
     let content = fs::read(path).map_err(|e| ClientError::io("read", path, &e))?;
+    if content.len() as u64 > max {
+        return Err(too_large(content.len() as u64));
+    }
     Ok(NewFile {
         path: path.to_path_buf(),
         content,

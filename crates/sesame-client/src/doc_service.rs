@@ -28,6 +28,8 @@ pub enum DocRequest {
     DeleteDoc(DocId),
     /// Lists the identifiers of every stored document.
     ListDocIds,
+    /// Removes several documents; missing ones are skipped.
+    DeleteDocs(Vec<DocId>),
 }
 
 /// A response of the document service.
@@ -43,6 +45,8 @@ pub enum DocResponse {
     Deleted(bool),
     /// The stored identifiers, ascending.
     DocIds(Vec<DocId>),
+    /// How many of the documents were there to delete.
+    DeletedCount(u64),
 }
 
 /// Store key of a document: `b` and the identifier big-endian, so a prefix
@@ -82,6 +86,17 @@ impl Handler for DocServer {
             DocRequest::PutDocs(docs) => {
                 let mut batch = WriteBatch::with_capacity(docs.len());
                 for (id, blob) in docs {
+                    // A document is written once: the same bytes again are
+                    // a repeat, other bytes a conflict (never overwritten).
+                    match self.store.get(&doc_key(id))? {
+                        Some(old) if old == blob => continue,
+                        Some(_) => {
+                            return Err(Error::Protocol(format!(
+                                "document {id} already holds other content; nothing was stored"
+                            )))
+                        }
+                        None => {}
+                    }
                     batch.put(doc_key(id).to_vec(), blob);
                 }
                 self.store.write(batch)?;
@@ -100,6 +115,20 @@ impl Handler for DocServer {
                     self.store.delete(&key)?;
                 }
                 Ok(DocResponse::Deleted(present))
+            }
+            DocRequest::DeleteDocs(ids) => {
+                let mut batch = WriteBatch::with_capacity(ids.len());
+                for id in ids {
+                    let key = doc_key(id);
+                    if self.store.get(&key)?.is_some() {
+                        batch.delete(key.to_vec());
+                    }
+                }
+                let n = batch.len() as u64;
+                if n > 0 {
+                    self.store.write(batch)?;
+                }
+                Ok(DocResponse::DeletedCount(n))
             }
             DocRequest::ListDocIds => {
                 let mut ids = Vec::new();
@@ -163,6 +192,14 @@ impl DocClient {
         }
     }
 
+    /// Removes several documents; how many were there.
+    pub fn delete_many(channel: &mut dyn Channel, ids: &[DocId]) -> Result<u64> {
+        match channel::call(channel, &DocRequest::DeleteDocs(ids.to_vec()))? {
+            DocResponse::DeletedCount(n) => Ok(n),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The identifiers of every stored document.
     pub fn list(channel: &mut dyn Channel) -> Result<Vec<DocId>> {
         match channel::call(channel, &DocRequest::ListDocIds)? {
@@ -181,6 +218,7 @@ fn unexpected(r: &DocResponse) -> Error {
             DocResponse::Docs(_) => "Docs",
             DocResponse::Deleted(_) => "Deleted",
             DocResponse::DocIds(_) => "DocIds",
+            DocResponse::DeletedCount(_) => "DeletedCount",
         }
     ))
 }
@@ -206,6 +244,26 @@ mod tests {
         assert!(DocClient::delete(&mut ch, 1).unwrap());
         assert!(!DocClient::delete(&mut ch, 1).unwrap());
         assert_eq!(DocClient::list(&mut ch).unwrap(), vec![2]);
+        DocClient::put(&mut ch, vec![(3, b"three".to_vec())]).unwrap();
+        assert_eq!(DocClient::delete_many(&mut ch, &[2, 3, 4]).unwrap(), 2);
+        assert!(DocClient::list(&mut ch).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_stored_document_is_never_overwritten_with_other_content() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut ch = LocalChannel::new(Typed(DocServer::new(store)));
+        DocClient::put(&mut ch, vec![(1, b"one".to_vec())]).unwrap();
+        // The same bytes again: a repeat, accepted.
+        DocClient::put(&mut ch, vec![(1, b"one".to_vec())]).unwrap();
+        // Other bytes under the same id: refused, and nothing of the
+        // request is stored.
+        let err = DocClient::put(&mut ch, vec![(2, b"two".to_vec()), (1, b"uno".to_vec())])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("already holds other content"), "{err}");
+        assert_eq!(DocClient::get(&mut ch, 1).unwrap(), Some(b"one".to_vec()));
+        assert_eq!(DocClient::get(&mut ch, 2).unwrap(), None);
     }
 
     #[test]
@@ -216,6 +274,7 @@ mod tests {
             DocRequest::GetDocs(vec![1, 2]),
             DocRequest::DeleteDoc(0),
             DocRequest::ListDocIds,
+            DocRequest::DeleteDocs(vec![3, 4]),
         ] {
             let bytes = wire::encode(&m).unwrap();
             assert_eq!(wire::decode::<DocRequest>(&bytes).unwrap(), m);

@@ -41,6 +41,23 @@ pub enum ClientError {
         /// Its state file.
         path: PathBuf,
     },
+    /// Another process is using the profile (it holds the profile lock).
+    #[error(
+        "the profile {} is in use by another Sesame process; run the command again when it \
+         has finished",
+        .0.display()
+    )]
+    ProfileBusy(PathBuf),
+    /// An operation is larger than the server accepts in one message.
+    #[error("{what} is {size} bytes, more than the server accepts in one message ({max} bytes)")]
+    TooLarge {
+        /// What is too large.
+        what: String,
+        /// Its size in bytes.
+        size: u64,
+        /// The largest accepted size in bytes.
+        max: u64,
+    },
     /// The profile's store is open in another process.
     #[error("the profile store {} is in use by another Sesame process", .0.display())]
     StoreBusy(PathBuf),
@@ -61,6 +78,9 @@ pub enum ClientError {
     /// No document has this identifier.
     #[error("no document with id {0}")]
     UnknownDocument(u64),
+    /// No document of the index has this identifier or path.
+    #[error("no document with id or path {0:?} in the index (see `sesame list`)")]
+    NotInIndex(String),
     /// The server does not hold a document the client state lists.
     #[error("document {0} is missing from the store")]
     DocumentMissing(u64),
@@ -123,6 +143,10 @@ pub enum ClientError {
         /// Why the update did not go through.
         cause: Box<ClientError>,
     },
+    /// The store already holds other content where this operation writes
+    /// (two clients updating from the same state): nothing was applied.
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// An error of a scheme, channel or store.
     #[error(transparent)]
     Core(#[from] sesame_core::Error),

@@ -5,7 +5,7 @@
 //! | function | peer | decoders |
 //! |---|---|---|
 //! | [`document_messages`] | the server (or, embedded, the store) | document-service requests and responses, the document server over a fresh store |
-//! | [`local_files`] | whoever can write the profile directory | the profile header, the server binding, a decrypted index state (formats 1 and 2) |
+//! | [`local_files`] | whoever can write the profile directory | the profile header, the server binding, a decrypted index state (formats 1 to 3), a decrypted pending intent |
 
 use std::sync::Arc;
 
@@ -30,29 +30,49 @@ pub fn local_files(data: &[u8]) {
     crate::profile::parse_header(data);
     crate::network::parse_binding(data);
     crate::state::parse_plain(data);
+    crate::intents::parse_plain(data);
 }
 
-/// A decrypted index state with a catalog, a pending intent and a
-/// journal entry, wire-encoded: a seed for [`local_files`].
+/// A decrypted index state with a catalog, a pending intent's reference,
+/// a reserved identifier and a document to delete, wire-encoded: a seed
+/// for [`local_files`].
 pub fn sample_state() -> Vec<u8> {
-    use crate::state::{DocumentInfo, IndexState, JournalEntry, PendingIntent};
+    use crate::state::{DocumentInfo, IndexState, PendingRef};
     let mut s = IndexState::new("fast", &sesame_core::Params::new(), vec![1, 2, 3]);
     let doc = DocumentInfo {
         id: 1,
         path: "a.txt".into(),
         size: 3,
+        digest: Some([9; 32]),
     };
-    s.catalog.insert(1, doc.clone());
-    s.pending.push(PendingIntent {
+    s.catalog.insert(1, doc);
+    s.pending.push(PendingRef {
+        id: [7; 16],
+        documents: 1,
+    });
+    s.reserved.push(2);
+    s.garbage.push(3);
+    wire::encode(&s).unwrap_or_default()
+}
+
+/// A decrypted pending intent (an update adding one document and removing
+/// another), wire-encoded: a seed for [`local_files`].
+pub fn sample_intent() -> Vec<u8> {
+    use crate::intents::{Intent, IntentOp};
+    use crate::state::DocumentInfo;
+    let intent = Intent {
         id: [7; 16],
         generation: 0,
         requests: vec![vec![1, 0, 1]],
-        documents: vec![doc],
-    });
-    s.journal.push(JournalEntry {
-        id: 2,
-        path: "b.txt".into(),
-        digest: [9; 32],
-    });
-    wire::encode(&s).unwrap_or_default()
+        op: IntentOp::Update {
+            add: vec![DocumentInfo {
+                id: 2,
+                path: "b.txt".into(),
+                size: 3,
+                digest: None,
+            }],
+            remove: vec![1],
+        },
+    };
+    wire::encode(&intent).unwrap_or_default()
 }

@@ -170,6 +170,7 @@ fn status_error(s: &tonic::Status) -> ClientError {
 pub struct NetworkBackend {
     conn: Connection,
     meter: Meter,
+    max_message: usize,
 }
 
 impl std::fmt::Debug for NetworkBackend {
@@ -185,6 +186,7 @@ impl NetworkBackend {
         Ok(NetworkBackend {
             conn,
             meter: Meter::new(),
+            max_message: DEFAULT_MAX_MESSAGE,
         })
     }
 
@@ -259,6 +261,16 @@ impl Backend for NetworkBackend {
         &self.meter
     }
 
+    fn max_message(&mut self) -> Result<Option<usize>> {
+        Ok(Some(self.max_message))
+    }
+
+    /// Sends the requests in as few `Call`s as fit the server's message
+    /// limit, in order: the first under the operation's id, the others
+    /// under ids derived from it ([`part_id`]), each applied once by the
+    /// server. Parts are not one transaction, but the session sends nothing
+    /// else to the index before every part is acknowledged, and the
+    /// documents of an update enter the catalog only then.
     fn apply_update(
         &mut self,
         index: &str,
@@ -267,18 +279,26 @@ impl Backend for NetworkBackend {
         id: [u8; 16],
         requests: &[Vec<u8>],
     ) -> Result<Vec<Vec<u8>>> {
-        let start = Instant::now();
-        let (responses, report) = self.conn.call_batch(
-            index,
-            scheme.descriptor.name,
-            generation,
-            id,
-            requests.to_vec(),
-        )?;
-        let up = requests.iter().map(Vec::len).sum();
-        let down = responses.iter().map(Vec::len).sum();
-        self.meter.record_round(up, down, start.elapsed());
-        self.meter.record_server(&report, false);
+        let mut responses = Vec::with_capacity(requests.len());
+        for (part, range) in split_calls(requests, call_budget(self.max_message))?
+            .into_iter()
+            .enumerate()
+        {
+            let start = Instant::now();
+            let batch = &requests[range];
+            let (answers, report) = self.conn.call_batch(
+                index,
+                scheme.descriptor.name,
+                generation,
+                part_id(id, part),
+                batch.to_vec(),
+            )?;
+            let up = batch.iter().map(Vec::len).sum();
+            let down = answers.iter().map(Vec::len).sum();
+            self.meter.record_round(up, down, start.elapsed());
+            self.meter.record_server(&report, false);
+            responses.extend(answers);
+        }
         Ok(responses)
     }
 
@@ -295,6 +315,74 @@ impl Backend for NetworkBackend {
             self.meter.clone(),
         )?)))
     }
+}
+
+/// Bytes of a `Call` beside its scheme messages (names, ids, framing),
+/// with room to spare.
+const CALL_OVERHEAD: usize = 64 << 10;
+/// Framing bytes per scheme message in a `Call`.
+const MESSAGE_OVERHEAD: usize = 16;
+/// Scheme messages in one `Call` (the server's default limit).
+const MESSAGES_PER_CALL: usize = 100_000;
+/// The server's message limit when it does not say (its default).
+pub(crate) const DEFAULT_MAX_MESSAGE: usize = 64 << 20;
+
+/// Bytes of scheme messages (with their framing) one `Call` may carry
+/// under a message limit of `max_message`.
+pub(crate) fn call_budget(max_message: usize) -> usize {
+    max_message.saturating_sub(CALL_OVERHEAD)
+}
+
+/// The largest scheme request that fits one `Call` under `max_message`.
+pub(crate) fn max_request(max_message: usize) -> usize {
+    call_budget(max_message).saturating_sub(MESSAGE_OVERHEAD)
+}
+
+/// Splits `requests` into runs that fit one `Call` each (`budget` bytes,
+/// [`MESSAGES_PER_CALL`] messages). A request that fits no call is an
+/// error (the session checks sizes before it saves an operation, so this
+/// is a last line of defence).
+fn split_calls(requests: &[Vec<u8>], budget: usize) -> Result<Vec<std::ops::Range<usize>>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0usize;
+    for (i, r) in requests.iter().enumerate() {
+        let size = r.len() + MESSAGE_OVERHEAD;
+        if size > budget {
+            return Err(ClientError::TooLarge {
+                what: "a scheme request".into(),
+                size: r.len() as u64,
+                max: budget.saturating_sub(MESSAGE_OVERHEAD) as u64,
+            });
+        }
+        if i > start && (bytes + size > budget || i - start >= MESSAGES_PER_CALL) {
+            out.push(start..i);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < requests.len() || out.is_empty() {
+        out.push(start..requests.len());
+    }
+    Ok(out)
+}
+
+/// The request id of part `part` of operation `id`: the id itself for the
+/// first part (so an operation saved by an earlier build, sent as one call,
+/// is recognised), else the first 16 bytes of SHA-256 of a label, the id
+/// and the part number.
+pub(crate) fn part_id(id: [u8; 16], part: usize) -> [u8; 16] {
+    if part == 0 {
+        return id;
+    }
+    let mut input = b"sesame-client/intent-part/v1\0".to_vec();
+    input.extend_from_slice(&id);
+    input.extend_from_slice(&(part as u64).to_be_bytes());
+    let digest = sesame_crypto::hash::sha256(&input);
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&digest[..16]);
+    out
 }
 
 /// A setup sent as one `Upload` stream.
@@ -394,6 +482,28 @@ impl RemoteDocs {
                     Err(s) => return Err(from_status(&s)),
                 }
             }
+            DocRequest::DeleteDocs(ids) => {
+                let request = proto::DeleteDocumentsRequest {
+                    index: index.to_owned(),
+                    request_id: new_request_id().to_vec(),
+                    ids,
+                };
+                let deleted = match self.conn.with_retries(|mut c| {
+                    let r = request.clone();
+                    async move { c.delete_documents(r).await }
+                }) {
+                    Ok(r) => r.deleted,
+                    Err(s) if s.code() == Code::AlreadyExists && !s.details().is_empty() => {
+                        let r: proto::DeleteDocumentsResponse = prost::Message::decode(s.details())
+                            .map_err(|e| {
+                                sesame_core::Error::Malformed(format!("stored answer: {e}"))
+                            })?;
+                        r.deleted
+                    }
+                    Err(s) => return Err(from_status(&s)),
+                };
+                DocResponse::DeletedCount(deleted.iter().filter(|d| **d).count() as u64)
+            }
             DocRequest::ListDocIds => {
                 let r = self
                     .conn
@@ -418,5 +528,38 @@ impl Channel for RemoteDocs {
 
     fn meter(&self) -> &Meter {
         &self.meter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_split_under_the_budget_in_order() {
+        let requests: Vec<Vec<u8>> = [10, 20, 30, 5, 40].iter().map(|&n| vec![0u8; n]).collect();
+        let parts = split_calls(&requests, 60 + 2 * MESSAGE_OVERHEAD).unwrap();
+        assert_eq!(parts, vec![0..2, 2..4, 4..5]);
+        for p in &parts {
+            let bytes: usize = requests[p.clone()]
+                .iter()
+                .map(|r| r.len() + MESSAGE_OVERHEAD)
+                .sum();
+            assert!(bytes <= 60 + 2 * MESSAGE_OVERHEAD);
+        }
+        assert!(matches!(
+            split_calls(&requests, 30),
+            Err(ClientError::TooLarge { .. })
+        ));
+        assert_eq!(split_calls(&[], 100).unwrap(), vec![0..0]);
+    }
+
+    #[test]
+    fn part_ids_are_distinct_and_the_first_is_the_operations() {
+        let id = [7u8; 16];
+        assert_eq!(part_id(id, 0), id);
+        let ids: std::collections::BTreeSet<_> = (0..100).map(|p| part_id(id, p)).collect();
+        assert_eq!(ids.len(), 100);
+        assert_ne!(part_id([8u8; 16], 1), part_id(id, 1));
     }
 }

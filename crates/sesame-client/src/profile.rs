@@ -3,10 +3,17 @@
 //!
 //! ```text
 //! DIR/
-//!   profile.json          header: format, profile id, Argon2id parameters and salt, key check
+//!   profile.json          header: format, profile id, where the index lives, Argon2id parameters and salt, key check
 //!   indexes/NAME.state    encrypted client state of index NAME
-//!   store.redb            embedded store: index entries and encrypted documents
+//!   indexes/NAME.intents/ operations saved but not completed (see `intents`)
+//!   store.redb            embedded profiles: index entries and encrypted documents
+//!   server.json           server profiles: URL, CA, sealed token
+//!   indexes/NAME.lock     held by the process using index NAME (empty)
 //! ```
+//!
+//! The header says which of `store.redb` and `server.json` the profile
+//! has, so opening a profile never creates or replaces a part of it: a
+//! missing or damaged part is an error naming it.
 
 use std::path::{Path, PathBuf};
 
@@ -19,10 +26,21 @@ use sesame_sse::KeywordScheme;
 use crate::backend::{Backend, EmbeddedBackend};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
+use crate::intents::IntentFiles;
 use crate::kdf::{KdfParams, SALT_LEN};
+use crate::lock::ProfileLock;
 use crate::network::{load_binding, save_binding, NetworkBackend, ServerBinding, SERVER_FILE};
 use crate::session::Session;
 use crate::state::{IndexState, StateCipher};
+
+/// Where a profile's indexes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StoreKind {
+    /// In `store.redb`, with the server halves in process.
+    Embedded,
+    /// On the server named in `server.json`.
+    Server,
+}
 
 /// Name of the header file in a profile directory.
 pub const HEADER_FILE: &str = "profile.json";
@@ -33,8 +51,15 @@ pub const INDEX_DIR: &str = "indexes";
 /// The index [`Profile::create`] makes and the CLI uses.
 pub const DEFAULT_INDEX: &str = "default";
 
-/// Format tag of the header this build writes and reads.
-const FORMAT: &str = "sesame-profile/1";
+/// Format tag of the header this build writes.
+const FORMAT: &str = "sesame-profile/2";
+/// Format tag of headers without the store kind (read, and upgraded by the
+/// first session).
+const FORMAT_V1: &str = "sesame-profile/1";
+/// The header's `store` for an embedded profile.
+const STORE_EMBEDDED: &str = "embedded";
+/// The header's `store` for a profile bound to a server.
+const STORE_SERVER: &str = "server";
 /// Text sealed in the header's key check.
 const CHECK_TEXT: &[u8] = b"sesame profile key check v1";
 
@@ -53,6 +78,10 @@ struct Header {
     format: String,
     /// Random profile identifier, hex.
     id: String,
+    /// Where the indexes live: `embedded` (`store.redb`) or `server`
+    /// (`server.json`); absent in format 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    store: Option<String>,
     kdf: KdfHeader,
     /// AEAD seal of [`CHECK_TEXT`] under the key-check key, hex.
     check: String,
@@ -86,7 +115,7 @@ impl Header {
     /// Associated data of the key check: binds every header field, so an
     /// altered header does not open.
     fn check_aad(&self) -> Vec<u8> {
-        format!(
+        let mut aad = format!(
             "sesame-client/key-check/v1\0{}\0{}\0{}\0{}\0{}\0{}\0{}",
             self.format,
             self.id,
@@ -96,7 +125,11 @@ impl Header {
             self.kdf.p,
             self.kdf.salt
         )
-        .into_bytes()
+        .into_bytes();
+        if let Some(store) = &self.store {
+            aad.extend_from_slice(format!("\0store={store}").as_bytes());
+        }
+        aad
     }
 }
 
@@ -108,6 +141,10 @@ pub struct Profile {
     dir: PathBuf,
     id: String,
     kdf: KdfParams,
+    /// The header as read (format 1 headers are upgraded by the first
+    /// session, which knows the sealing key then).
+    header: std::sync::Mutex<Header>,
+    check_key: Key<32>,
     state_key: Key<32>,
     doc_key: Key<32>,
     server_key: Key<32>,
@@ -194,6 +231,14 @@ impl Profile {
         let mut header = Header {
             format: FORMAT.into(),
             id: hex::encode(id),
+            store: Some(
+                if server.is_some() {
+                    STORE_SERVER
+                } else {
+                    STORE_EMBEDDED
+                }
+                .into(),
+            ),
             kdf: KdfHeader {
                 algorithm: "argon2id".into(),
                 m_kib: kdf.m_kib,
@@ -213,8 +258,10 @@ impl Profile {
         let profile = Profile::from_master(dir, &header, &master);
         let state = IndexState::new(found.descriptor.name, params, client.save_state()?);
         profile.save_state(rng, DEFAULT_INDEX, &state)?;
-        if let Some(server) = server {
-            profile.bind_server(server)?;
+        match server {
+            Some(server) => profile.bind_server(server)?,
+            // The store exists from the start: a missing one is damage.
+            None => drop(EmbeddedBackend::open(&profile.store_path(), true)?),
         }
         let json = serde_json::to_vec_pretty(&header)
             .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
@@ -242,11 +289,18 @@ impl Profile {
             reason,
         };
         let header: Header = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
-        if header.format != FORMAT {
-            return Err(damaged(format!(
-                "format {:?}, this build reads {FORMAT:?}",
-                header.format
-            )));
+        match (header.format.as_str(), header.store.as_deref()) {
+            (FORMAT, Some(STORE_EMBEDDED | STORE_SERVER)) | (FORMAT_V1, None) => {}
+            (FORMAT, other) => {
+                return Err(damaged(format!(
+                    "\"store\" is {other:?}, expected \"{STORE_EMBEDDED}\" or \"{STORE_SERVER}\""
+                )))
+            }
+            (other, _) => {
+                return Err(damaged(format!(
+                    "format {other:?}, this build reads {FORMAT:?} and {FORMAT_V1:?}"
+                )))
+            }
         }
         if header.kdf.algorithm != "argon2id" {
             return Err(damaged(format!(
@@ -287,6 +341,8 @@ impl Profile {
             dir: dir.to_path_buf(),
             id: header.id.clone(),
             kdf: header.kdf.params(),
+            header: std::sync::Mutex::new(header.clone()),
+            check_key: master.derive(label::CHECK),
             state_key: master.derive(label::STATE),
             doc_key: master.derive(label::DOCUMENTS),
             server_key: master.derive(label::SERVER),
@@ -352,15 +408,107 @@ impl Profile {
     /// A session on `index`: on the profile's server if it is bound to
     /// one ([`Profile::bind_server`]), else with the scheme and document
     /// servers running in this process over the profile's `store.redb`.
+    ///
+    /// The session holds the profile lock: a second process gets
+    /// [`ClientError::ProfileBusy`]. Nothing of the profile is created or
+    /// replaced: a missing or damaged `store.redb`, `server.json` or state
+    /// file is an error naming it.
     pub fn session(&self, index: &str) -> Result<Session> {
         check_index_name(index)?;
-        // Fail on a missing or damaged state before the store is created.
+        let lock = self.lock(index)?;
         let state = self.load_state(index)?;
-        let backend: Box<dyn Backend> = match self.server()? {
-            Some(binding) => Box::new(NetworkBackend::connect(&binding)?),
-            None => Box::new(EmbeddedBackend::open(&self.store_path())?),
+        let backend: Box<dyn Backend> = match self.store_kind()? {
+            StoreKind::Server => {
+                let binding = self.server()?.ok_or_else(|| self.missing(SERVER_FILE))?;
+                Box::new(NetworkBackend::connect(&binding)?)
+            }
+            StoreKind::Embedded => {
+                if !self.store_path().is_file() {
+                    return Err(self.missing(STORE_FILE));
+                }
+                Box::new(EmbeddedBackend::open(&self.store_path(), false)?)
+            }
         };
-        Session::new(self, index, state, backend)
+        Session::new(self, index, state, backend, lock)
+    }
+
+    fn missing(&self, part: &str) -> ClientError {
+        ClientError::ProfileCorrupt {
+            path: self.dir.join(part),
+            reason: "it is missing (restore it from a backup; the profile does not work \
+                     without it)"
+                .into(),
+        }
+    }
+
+    /// Where the profile's indexes live, from the header. A format-1
+    /// header does not say: the kind is inferred from the files present
+    /// (`server.json`, else `store.redb`, else an embedded profile to
+    /// which nothing was added yet) and written into the header, once.
+    fn store_kind(&self) -> Result<StoreKind> {
+        match self.header().store.as_deref() {
+            Some(STORE_SERVER) => return Ok(StoreKind::Server),
+            Some(_) => return Ok(StoreKind::Embedded),
+            None => {}
+        }
+        let kind = if self.server_path().exists() {
+            StoreKind::Server
+        } else if self.store_path().exists() {
+            StoreKind::Embedded
+        } else {
+            // Neither part: fine only if no index holds anything yet.
+            for index in self.indexes()? {
+                let state = self.load_state(&index)?;
+                if !state.catalog.is_empty()
+                    || !state.pending.is_empty()
+                    || !state.legacy.is_empty()
+                {
+                    return Err(ClientError::ProfileCorrupt {
+                        path: self.dir.clone(),
+                        reason: format!(
+                            "both {STORE_FILE} and {SERVER_FILE} are missing, and index {index:?} \
+                             holds documents (restore the one this profile used)"
+                        ),
+                    });
+                }
+            }
+            drop(EmbeddedBackend::open(&self.store_path(), true)?);
+            StoreKind::Embedded
+        };
+        self.write_header(kind)?;
+        Ok(kind)
+    }
+
+    /// Rewrites the header (format 2) saying where the indexes live.
+    fn write_header(&self, kind: StoreKind) -> Result<()> {
+        let mut header = self.header();
+        header.format = FORMAT.into();
+        header.store = Some(
+            match kind {
+                StoreKind::Server => STORE_SERVER,
+                StoreKind::Embedded => STORE_EMBEDDED,
+            }
+            .into(),
+        );
+        let sealed = Aes256GcmSiv::new(&self.check_key)
+            .seal(&mut OsRng, &header.check_aad(), CHECK_TEXT)
+            .map_err(|_| ClientError::InvalidArgument("key check does not seal".into()))?;
+        header.check = hex::encode(sealed);
+        let json = serde_json::to_vec_pretty(&header)
+            .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
+        fsutil::write_atomic(&self.dir.join(HEADER_FILE), &json)?;
+        *self
+            .header
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = header;
+        Ok(())
+    }
+
+    fn header(&self) -> Header {
+        self.header
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Path of the server binding.
@@ -373,7 +521,15 @@ impl Profile {
     /// the passphrase.
     pub fn bind_server(&self, binding: &ServerBinding) -> Result<()> {
         let aead = Aes256GcmSiv::new(&self.server_key);
-        save_binding(&mut OsRng, &aead, &self.id, &self.server_path(), binding)
+        save_binding(&mut OsRng, &aead, &self.id, &self.server_path(), binding)?;
+        // An existing profile's header now says so (at creation the header
+        // is written afterwards, already saying so).
+        if self.dir.join(HEADER_FILE).exists()
+            && self.header().store.as_deref() != Some(STORE_SERVER)
+        {
+            self.write_header(StoreKind::Server)?;
+        }
+        Ok(())
     }
 
     /// The server the profile is bound to, if any.
@@ -386,8 +542,29 @@ impl Profile {
     /// `backend` (another store, or a remote server).
     pub fn session_with(&self, index: &str, backend: Box<dyn Backend>) -> Result<Session> {
         check_index_name(index)?;
+        let lock = self.lock(index)?;
         let state = self.load_state(index)?;
-        Session::new(self, index, state, backend)
+        Session::new(self, index, state, backend, lock)
+    }
+
+    /// The lock of `index` (see [`crate::lock`]).
+    pub(crate) fn lock(&self, index: &str) -> Result<ProfileLock> {
+        if !self.state_path(index).exists() {
+            // The right error (unknown index, missing state) before a lock
+            // file is made for an index that is not there.
+            self.load_state(index)?;
+        }
+        let dir = self.dir.join(INDEX_DIR);
+        ProfileLock::acquire(&dir.join(format!("{index}.lock")), &self.dir)
+    }
+
+    pub(crate) fn intent_files(&self, index: &str) -> IntentFiles {
+        IntentFiles::new(
+            self.dir.join(INDEX_DIR).join(format!("{index}.intents")),
+            &self.state_key,
+            &self.id,
+            index,
+        )
     }
 
     pub(crate) fn state_cipher(&self) -> StateCipher {
@@ -399,10 +576,23 @@ impl Profile {
     }
 
     pub(crate) fn load_state(&self, index: &str) -> Result<IndexState> {
-        self.state_cipher().load(&self.state_path(index), index)
+        let loaded = self.state_cipher().load(&self.state_path(index), index);
+        match loaded {
+            // Every profile has its default index: its state missing is
+            // damage, not an unknown name.
+            Err(ClientError::UnknownIndex(_)) if index == DEFAULT_INDEX => {
+                Err(ClientError::ProfileCorrupt {
+                    path: self.state_path(index),
+                    reason: "the client state of the default index is missing (restore it \
+                             from a backup)"
+                        .into(),
+                })
+            }
+            other => other,
+        }
     }
 
-    fn save_state(
+    pub(crate) fn save_state(
         &self,
         rng: &mut dyn CryptoRngCore,
         index: &str,

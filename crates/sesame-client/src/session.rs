@@ -1,12 +1,21 @@
-//! A session on one index: adding documents, searching, reading them back.
+//! A session on one index: adding (syncing) and removing documents,
+//! searching, reading documents back, checking the profile.
+//!
+//! Every operation that changes the index is a *pending intent* first
+//! ([`crate::intents`]): its requests and the client state that follows
+//! are saved together before anything is sent, the server applies the
+//! requests once whatever number of times they arrive, and the operation
+//! is completed by whichever command runs next if this one is interrupted.
+//! Every command starts by completing what an interrupted one left
+//! ([`Session::resume_pending`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use rand_core::{OsRng, RngCore};
-use serde::{Deserialize, Serialize};
-use sesame_core::{wire, Meter, SchemeDescriptor, SchemeKind};
+use sesame_core::{Meter, QueryKind, SchemeDescriptor, SchemeKind};
 use sesame_crypto::Aes256GcmSiv;
+use sesame_sse::query::{Query, QueryResult};
 use sesame_sse::{KeywordClient, KeywordScheme, Multimap, UpdateOp};
 use zeroize::{Zeroize, Zeroizing};
 
@@ -14,17 +23,19 @@ use crate::backend::Backend;
 use crate::collect::{self, NewFile};
 use crate::doc_service::{DocClient, DocId};
 use crate::error::{ClientError, Result};
+use crate::intents::{Intent, IntentFiles, IntentOp};
+use crate::lock::ProfileLock;
 use crate::profile::{find_scheme, new_client, Profile};
-use crate::state::{DocumentInfo, IndexState, JournalEntry, PendingIntent, StateCipher};
+use crate::state::{DocumentInfo, IndexState, PendingRef, StateCipher};
 use crate::tokenize::{query_keyword, tokenize_bytes};
-
-/// Bytes of documents per request to the document service.
-const BATCH_BYTES: u64 = 16 << 20;
 
 /// Documents per pending intent of a dynamic scheme's updates.
 const INTENT_DOCS: usize = 64;
-/// Bytes of requests per pending intent.
+/// Bytes of requests per pending intent (one document's requests may be
+/// more: they are saved and sent together, in calls under the limit).
 const INTENT_BYTES: usize = 1 << 20;
+/// Documents whose keywords `check` searches for.
+const CHECK_PROBES: usize = 32;
 
 /// What a long operation is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,8 +45,8 @@ pub enum Phase {
     Reading,
     /// Encrypting and storing the new documents.
     Storing,
-    /// Fetching and decrypting the stored documents to rebuild a static
-    /// index.
+    /// Fetching and decrypting stored documents (a static index's rebuild,
+    /// the keywords of documents to delete, a check).
     Fetching,
     /// Building or updating the encrypted index.
     Indexing,
@@ -67,7 +78,7 @@ pub struct Progress {
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueryHits {
     /// The kind of query answered.
-    pub kind: sesame_core::QueryKind,
+    pub kind: QueryKind,
     /// Matching documents: best first for ranked queries, else by
     /// identifier.
     pub documents: Vec<DocumentInfo>,
@@ -78,13 +89,23 @@ pub struct QueryHits {
     pub false_positives_removed: usize,
 }
 
-/// What [`Session::add_documents`] did.
+/// What [`Session::add_documents`] did. `add` is a sync: a file whose path
+/// and content the index already holds is skipped; a file whose content
+/// changed replaces its old version.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AddReport {
-    /// The documents added, with their new identifiers.
+    /// New documents (paths the index did not hold), with their new
+    /// identifiers.
     pub added: Vec<DocumentInfo>,
-    /// Distinct keywords in the added documents.
+    /// New versions of changed files, with their new identifiers.
+    pub replaced: Vec<DocumentInfo>,
+    /// Documents deleted: the old versions of changed files, and extra
+    /// copies of a path (left by earlier builds).
+    pub removed: Vec<DocumentInfo>,
+    /// Files skipped because the index holds them unchanged.
+    pub unchanged: usize,
+    /// Distinct keywords in the added and replaced documents.
     pub keywords: usize,
     /// (keyword, document) pairs added.
     pub pairs: usize,
@@ -92,41 +113,93 @@ pub struct AddReport {
     pub rebuilt: bool,
     /// Documents in the index afterwards.
     pub indexed: usize,
-    /// Documents of an earlier, interrupted add that this one found
-    /// indexed already or completed (their updates sent again, or the same
-    /// files given again); they are not in `added`.
+    /// Documents of an earlier, interrupted command that this one
+    /// completed first.
     pub resumed: usize,
 }
 
-/// What an encrypted document holds.
-#[derive(Serialize, Deserialize)]
-struct DocRecord {
-    path: String,
-    content: Vec<u8>,
+/// What [`Session::remove_documents`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoveReport {
+    /// The documents removed.
+    pub removed: Vec<DocumentInfo>,
+    /// Whether the scheme deleted their entries from the index; when it
+    /// cannot (schemes without deletion), the entries stay on the server
+    /// and the client no longer shows the documents.
+    pub index_entries_deleted: bool,
+    /// Whether the whole index was rebuilt (static schemes).
+    pub rebuilt: bool,
+    /// Documents in the index afterwards.
+    pub indexed: usize,
 }
 
-impl Drop for DocRecord {
-    fn drop(&mut self) {
-        self.content.zeroize();
+/// What [`Session::check`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// Documents in the catalog.
+    pub documents: usize,
+    /// Documents fetched, decrypted and compared with their recorded hash.
+    pub verified: usize,
+    /// Searches made to check that documents are found by their keywords.
+    pub searches: usize,
+    /// Interrupted operations completed before the check.
+    pub resumed: usize,
+    /// What is wrong, one line each; empty when the profile is sound.
+    pub problems: Vec<String>,
+}
+
+/// A file to add, read and hashed.
+struct Incoming {
+    file: NewFile,
+    keywords: Vec<String>,
+    digest: [u8; 32],
+}
+
+/// The documents an update adds and removes, grouped so that a changed
+/// file's old and new versions go in the same intent.
+struct Group {
+    removes: Vec<(DocumentInfo, Vec<String>)>,
+    add: Option<(DocumentInfo, Vec<String>)>,
+}
+
+/// The intent being filled by an update.
+#[derive(Default)]
+struct Batch {
+    requests: Vec<Vec<u8>>,
+    add: Vec<DocumentInfo>,
+    remove: Vec<DocId>,
+    bytes: usize,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.requests.is_empty() && self.add.is_empty() && self.remove.is_empty()
     }
 }
 
 /// A session on one index of a profile.
 ///
-/// Every operation that changes the client state writes it (encrypted,
-/// atomically) before it returns.
+/// It holds the profile lock for as long as it lives. Every operation that
+/// changes the client state writes it (encrypted, atomically) before it
+/// returns.
 pub struct Session {
-    index: String,
-    profile_id: String,
+    pub(crate) index: String,
+    pub(crate) profile_id: String,
     profile_dir: PathBuf,
     state_path: PathBuf,
     cipher: StateCipher,
-    docs: Aes256GcmSiv,
+    pub(crate) docs: Aes256GcmSiv,
     scheme: KeywordScheme,
-    state: IndexState,
+    pub(crate) state: IndexState,
     client: Box<dyn KeywordClient>,
-    backend: Box<dyn Backend>,
-    rng: OsRng,
+    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) rng: OsRng,
+    intents: IntentFiles,
+    /// The server's message limit, if it has one.
+    pub(crate) max_message: Option<usize>,
+    _lock: ProfileLock,
 }
 
 impl std::fmt::Debug for Session {
@@ -145,9 +218,10 @@ impl Session {
         index: &str,
         state: IndexState,
         backend: Box<dyn Backend>,
+        lock: ProfileLock,
     ) -> Result<Session> {
         let scheme = find_scheme(&state.scheme)?;
-        Self::with_scheme(profile, index, state, backend, scheme)
+        Self::with_scheme(profile, index, state, backend, scheme, lock)
     }
 
     /// As [`Session::new`], with the scheme given rather than looked up.
@@ -155,8 +229,9 @@ impl Session {
         profile: &Profile,
         index: &str,
         state: IndexState,
-        backend: Box<dyn Backend>,
+        mut backend: Box<dyn Backend>,
         scheme: KeywordScheme,
+        lock: ProfileLock,
     ) -> Result<Session> {
         let state_path = profile.state_path(index);
         let client =
@@ -164,7 +239,8 @@ impl Session {
                 index: index.to_owned(),
                 path: state_path.clone(),
             })?;
-        Ok(Session {
+        let max_message = backend.max_message()?;
+        let mut session = Session {
             index: index.to_owned(),
             profile_id: profile.id().to_owned(),
             profile_dir: profile.dir().to_path_buf(),
@@ -176,7 +252,14 @@ impl Session {
             client,
             backend,
             rng: OsRng,
-        })
+            intents: profile.intent_files(index),
+            max_message,
+            _lock: lock,
+        };
+        session.adopt_legacy_intents()?;
+        let keep: Vec<[u8; 16]> = session.state.pending.iter().map(|p| p.id).collect();
+        session.intents.sweep(&keep);
+        Ok(session)
     }
 
     /// The index name.
@@ -209,14 +292,30 @@ impl Session {
         self.state.catalog.get(&id)
     }
 
-    /// Adds files and directories (walked recursively) as new documents.
+    /// Documents waiting in operations saved but not completed.
+    pub fn pending_documents(&self) -> usize {
+        self.state
+            .pending
+            .iter()
+            .map(|p| p.documents as usize)
+            .sum()
+    }
+
+    // ---- adding and removing ------------------------------------------
+
+    /// Syncs files and directories (walked recursively) into the index.
     ///
-    /// Every file is read before anything is sent, so a missing or
-    /// unreadable file changes nothing. Each document gets a fresh
-    /// identifier, is encrypted and stored, and is indexed: a dynamic scheme
-    /// sends one update per document; a static scheme rebuilds the whole
-    /// index, with fresh keys, over the stored documents and the new ones
-    /// ([`AddReport::rebuilt`]). `progress` hears of each step.
+    /// Every file is read (and its size checked against what the store
+    /// accepts) before anything is saved or sent, so a missing, unreadable
+    /// or too large file changes nothing. Then, per file: a path the index
+    /// holds with the same content (SHA-256) is skipped; a path it holds
+    /// with other content is replaced (the new version gets a fresh
+    /// identifier, the old one is deleted through the scheme's deletion
+    /// in the same operation); a new path is added. A dynamic scheme sends
+    /// updates; a static scheme rebuilds the whole index with fresh keys
+    /// ([`AddReport::rebuilt`]). Interrupted at any point, the same command
+    /// run again completes the work and adds every file exactly once.
+    /// `progress` hears of each step.
     pub fn add_documents<P: AsRef<Path>>(
         &mut self,
         paths: &[P],
@@ -227,383 +326,554 @@ impl Session {
         }
         let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
         let files = collect::list_files(&paths, &self.profile_dir)?;
+        let incoming = self.read_files(&files, progress)?;
+
+        let mut report = AddReport {
+            resumed: self.recover()?,
+            ..AddReport::default()
+        };
+
+        // Compare with the catalog: skip, replace or add.
+        let mut fresh: Vec<(Incoming, bool)> = Vec::new();
+        let mut removes: Vec<DocumentInfo> = Vec::new();
+        for item in incoming {
+            let path = item.file.path.to_string_lossy().into_owned();
+            let existing: Vec<DocumentInfo> = self
+                .state
+                .documents_at(&path)
+                .into_iter()
+                .cloned()
+                .collect();
+            let mut kept = false;
+            for doc in existing.iter() {
+                let same = !kept && self.stored_digest(doc).ok() == Some(item.digest);
+                if same {
+                    kept = true;
+                } else {
+                    removes.push(doc.clone());
+                }
+            }
+            if kept {
+                report.unchanged += 1;
+            } else {
+                fresh.push((item, !existing.is_empty()));
+            }
+        }
+        report.removed.clone_from(&removes);
+        if fresh.is_empty() && removes.is_empty() {
+            report.indexed = self.state.catalog.len();
+            return Ok(report);
+        }
+
+        // Reserve the identifiers first: whatever happens next they are
+        // never handed out again, and an interrupted run's documents are
+        // cleaned up by the next command.
+        let mut next = self.state.next_doc;
+        let mut ids = Vec::with_capacity(fresh.len());
+        for _ in &fresh {
+            ids.push(next);
+            next = next
+                .checked_add(1)
+                .filter(|&n| n < sesame_sse::common::PAD)
+                .ok_or_else(|| {
+                    ClientError::InvalidArgument("document identifiers exhausted".into())
+                })?;
+        }
+        self.state.next_doc = next;
+        self.state.reserved.clone_from(&ids);
+        self.save()?;
+
+        let to_store: Vec<(DocId, &NewFile)> = ids
+            .iter()
+            .zip(&fresh)
+            .map(|(id, (item, _))| (*id, &item.file))
+            .collect();
+        self.store_documents(&to_store, progress)?;
+
+        let mut distinct = BTreeSet::new();
+        let mut adds = Vec::with_capacity(fresh.len());
+        for (id, (item, replaces)) in ids.into_iter().zip(fresh) {
+            let info = DocumentInfo {
+                id,
+                path: item.file.path.to_string_lossy().into_owned(),
+                size: item.file.content.len() as u64,
+                digest: Some(item.digest),
+            };
+            report.pairs += item.keywords.len();
+            distinct.extend(item.keywords.iter().cloned());
+            if replaces {
+                report.replaced.push(info.clone());
+            } else {
+                report.added.push(info.clone());
+            }
+            adds.push((info, item.keywords));
+        }
+        report.keywords = distinct.len();
+
+        if self.is_static() {
+            self.rebuild(adds, &removes, progress)?;
+            report.rebuilt = true;
+        } else {
+            self.update(adds, removes, progress)?;
+        }
+        self.state.reserved.clear();
+        self.save()?;
+        let _ = self.collect_garbage();
+        report.indexed = self.state.catalog.len();
+        Ok(report)
+    }
+
+    /// Reads, tokenizes and hashes the files, refusing any that is larger
+    /// than a document may be here.
+    fn read_files(
+        &mut self,
+        files: &[PathBuf],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<Incoming>> {
         let total = files.len() as u64;
-        let mut new: Vec<(NewFile, Vec<String>, [u8; 32])> = Vec::with_capacity(files.len());
+        let mut seen = HashSet::new();
+        let mut out = Vec::with_capacity(files.len());
         for (i, path) in files.iter().enumerate() {
             progress(Progress {
                 phase: Phase::Reading,
                 done: i as u64,
                 total,
             });
-            let file = collect::read_file(path)?;
+            // The same file named twice is added once.
+            if !seen.insert(path.clone()) {
+                continue;
+            }
+            let max = self.max_document(&path.to_string_lossy());
+            let file = collect::read_file(path, max)?;
             let keywords = tokenize_bytes(&file.content);
             let digest = sesame_crypto::hash::sha256(&file.content);
-            new.push((file, keywords, digest));
+            out.push(Incoming {
+                file,
+                keywords,
+                digest,
+            });
         }
         progress(Progress {
             phase: Phase::Reading,
             done: total,
             total,
         });
+        Ok(out)
+    }
 
-        // Finish the updates an interrupted run left unacknowledged.
-        let mut resumed: BTreeSet<DocId> = self.resume_pending_ids()?.into_iter().collect();
-        let mut report = AddReport::default();
-        if new.is_empty() {
-            report.resumed = resumed.len();
-            report.indexed = self.state.catalog.len();
-            return Ok(report);
-        }
-
-        // The same files as an interrupted add: keep their identifiers and
-        // skip those it indexed.
-        let mut journal: HashMap<(String, [u8; 32]), u64> = self
-            .state
-            .journal
-            .drain(..)
-            .map(|e| ((e.path, e.digest), e.id))
-            .collect();
-        let mut next = self.state.next_doc;
-        let mut chosen: Vec<(DocId, NewFile, Vec<String>, [u8; 32])> =
-            Vec::with_capacity(new.len());
-        for (file, keywords, digest) in new {
-            let path = file.path.to_string_lossy().into_owned();
-            let id = match journal.remove(&(path, digest)) {
-                Some(id) if self.state.catalog.contains_key(&id) => {
-                    resumed.insert(id);
-                    continue;
+    /// Removes documents, each named by its identifier or by the path it
+    /// was added from (every document of that path). A name that matches
+    /// no document is an error before anything changes. Dynamic schemes
+    /// with deletion delete the documents' pairs from the index; static
+    /// schemes rebuild without them; schemes without deletion leave their
+    /// entries on the server and forget the documents on the client. The
+    /// stored documents are deleted in every case.
+    pub fn remove_documents(&mut self, names: &[String]) -> Result<RemoveReport> {
+        self.recover()?;
+        let mut ids = BTreeSet::new();
+        for name in names {
+            let by_id = name
+                .trim()
+                .parse::<DocId>()
+                .ok()
+                .filter(|id| self.state.catalog.contains_key(id));
+            match by_id {
+                Some(id) => {
+                    ids.insert(id);
                 }
-                Some(id) => id,
                 None => {
-                    let id = next;
-                    next = next
-                        .checked_add(1)
-                        .filter(|&n| n < sesame_sse::common::PAD)
-                        .ok_or_else(|| {
-                            ClientError::InvalidArgument("document identifiers exhausted".into())
-                        })?;
-                    id
+                    let at: Vec<DocId> =
+                        self.state.documents_at(name).iter().map(|d| d.id).collect();
+                    if at.is_empty() {
+                        return Err(ClientError::NotInIndex(name.clone()));
+                    }
+                    ids.extend(at);
                 }
-            };
-            chosen.push((id, file, keywords, digest));
+            }
         }
-        // Reserve the identifiers first: whatever happens next, they are
-        // never handed out again, and the journal lets a rerun resume.
-        report.resumed = resumed.len();
-        self.state.next_doc = next;
-        self.state.journal = chosen
+        let removes: Vec<DocumentInfo> = ids
             .iter()
-            .map(|(id, file, _, digest)| JournalEntry {
-                id: *id,
-                path: file.path.to_string_lossy().into_owned(),
-                digest: *digest,
-            })
+            .filter_map(|id| self.state.catalog.get(id).cloned())
             .collect();
-        self.save()?;
-        if chosen.is_empty() {
-            report.indexed = self.state.catalog.len();
-            return Ok(report);
-        }
-
-        let mut distinct = BTreeSet::new();
-        let mut batch: Vec<(DocId, NewFile, Vec<String>)> = Vec::with_capacity(chosen.len());
-        for (id, file, keywords, _) in chosen {
-            report.pairs += keywords.len();
-            distinct.extend(keywords.iter().cloned());
-            report.added.push(DocumentInfo {
-                id,
-                path: file.path.to_string_lossy().into_owned(),
-                size: file.content.len() as u64,
-            });
-            batch.push((id, file, keywords));
-        }
-        report.keywords = distinct.len();
-
-        self.store_documents(&batch, progress)?;
-        let docs: Vec<(DocumentInfo, Vec<String>)> = report
-            .added
-            .iter()
-            .cloned()
-            .zip(batch.into_iter().map(|(_, _, k)| k))
-            .collect();
+        let mut report = RemoveReport {
+            removed: removes.clone(),
+            ..RemoveReport::default()
+        };
         if self.is_static() {
-            self.rebuild(docs, progress)?;
+            self.rebuild(Vec::new(), &removes, &mut |_| {})?;
             report.rebuilt = true;
+            report.index_entries_deleted = true;
         } else {
-            self.update(docs, progress)?;
+            report.index_entries_deleted = self.client.supports_deletion();
+            self.update(Vec::new(), removes, &mut |_| {})?;
         }
-        self.state.journal.clear();
-        self.save()?;
+        let _ = self.collect_garbage();
         report.indexed = self.state.catalog.len();
         Ok(report)
     }
 
-    /// Sends again, in order, the updates that were saved but not
-    /// acknowledged (by a run that crashed or lost the server); each
-    /// document enters the catalog once its update is acknowledged.
-    /// Returns the documents completed. Called by every operation that
-    /// uses the index.
+    // ---- completing interrupted operations ----------------------------
+
+    /// Completes, in order, the operations an interrupted command saved
+    /// but did not finish (their requests are sent again; the server
+    /// applies each once), and deletes the stored documents an
+    /// interrupted add left without an index entry. Returns the documents
+    /// completed. Every command on the index calls it first.
     pub fn resume_pending(&mut self) -> Result<usize> {
-        Ok(self.resume_pending_ids()?.len())
+        self.recover()
     }
 
-    fn resume_pending_ids(&mut self) -> Result<Vec<DocId>> {
-        let mut done = Vec::new();
-        while let Some(intent) = self.state.pending.first().cloned() {
-            self.send_intent(&intent)?;
-            for d in intent.documents {
-                done.push(d.id);
-                self.state.catalog.insert(d.id, d);
+    fn recover(&mut self) -> Result<usize> {
+        let mut done = 0;
+        while let Some(pending) = self.state.pending.first().copied() {
+            let intent = self.intents.load(&pending.id)?;
+            if let IntentOp::Update { add, .. } = &intent.op {
+                done += add.len();
             }
-            self.state.pending.remove(0);
+            self.complete_intent(intent)?;
+        }
+        if !self.state.reserved.is_empty() {
+            let catalog = &self.state.catalog;
+            let orphans: Vec<DocId> = self
+                .state
+                .reserved
+                .iter()
+                .copied()
+                .filter(|id| !catalog.contains_key(id))
+                .collect();
+            self.state.garbage.extend(orphans);
+            self.state.reserved.clear();
             self.save()?;
         }
+        // Deleting left-over documents may fail (a full disk): that must
+        // not stop searches; they stay listed and go next time.
+        let _ = self.collect_garbage();
         Ok(done)
     }
 
-    /// Documents waiting in unacknowledged updates.
-    pub fn pending_documents(&self) -> usize {
-        self.state.pending.iter().map(|p| p.documents.len()).sum()
-    }
-
-    fn send_intent(&mut self, intent: &PendingIntent) -> Result<()> {
-        if intent.requests.is_empty() {
+    /// Writes format-2 intents (kept inside the state) as intent files.
+    fn adopt_legacy_intents(&mut self) -> Result<()> {
+        if self.state.legacy.is_empty() {
             return Ok(());
         }
-        let sent = self
-            .backend
-            .apply_update(
-                &self.index,
-                intent.generation,
-                &self.scheme,
-                intent.id,
-                &intent.requests,
-            )
-            .and_then(|responses| {
-                if responses.len() != intent.requests.len() {
-                    return Err(ClientError::Core(sesame_core::Error::Protocol(format!(
-                        "sent {} update requests, got {} answers",
-                        intent.requests.len(),
-                        responses.len()
-                    ))));
+        for legacy in std::mem::take(&mut self.state.legacy) {
+            let intent = Intent {
+                id: legacy.id,
+                generation: legacy.generation,
+                requests: legacy.requests,
+                op: IntentOp::Update {
+                    add: legacy.documents,
+                    remove: Vec::new(),
+                },
+            };
+            self.intents.save(&mut self.rng, &intent)?;
+            self.state.pending.push(PendingRef {
+                id: intent.id,
+                documents: intent.documents(),
+            });
+        }
+        self.save()
+    }
+
+    /// Saves `intent` and the client state that follows it: the intent's
+    /// file first, then the state that refers to it (one atomic rename).
+    /// On failure the client goes back to the last saved state.
+    fn persist_intent(&mut self, intent: &Intent) -> Result<()> {
+        let saved = (|| {
+            self.intents.save(&mut self.rng, intent)?;
+            let after = self.client.save_state()?;
+            let before = std::mem::replace(&mut self.state.client, after);
+            self.state.pending.push(PendingRef {
+                id: intent.id,
+                documents: intent.documents(),
+            });
+            match self.save() {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    self.state.pending.pop();
+                    let mut after = std::mem::replace(&mut self.state.client, before);
+                    after.zeroize();
+                    Err(e)
                 }
+            }
+        })();
+        if saved.is_err() {
+            self.intents.remove(&intent.id);
+            self.reload_client()?;
+        }
+        saved
+    }
+
+    /// Sends a saved intent (again, after an interruption) and completes
+    /// it: the catalog changes of an update, the result of a search.
+    fn complete_intent(&mut self, intent: Intent) -> Result<Option<QueryResult>> {
+        let responses = if intent.requests.is_empty() {
+            Vec::new()
+        } else {
+            let sent = self
+                .backend
+                .apply_update(
+                    &self.index,
+                    intent.generation,
+                    &self.scheme,
+                    intent.id,
+                    &intent.requests,
+                )
+                .and_then(|responses| {
+                    if responses.len() == intent.requests.len() {
+                        Ok(responses)
+                    } else {
+                        Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                            "sent {} requests, got {} answers",
+                            intent.requests.len(),
+                            responses.len()
+                        ))))
+                    }
+                });
+            sent.map_err(|cause| ClientError::Unacknowledged {
+                documents: self.pending_documents(),
+                cause: Box::new(cause),
+            })?
+        };
+        let result = match &intent.op {
+            IntentOp::Update { add, remove } => {
                 for r in &responses {
                     self.client.check_update_response(r)?;
                 }
-                Ok(())
-            });
-        sent.map_err(|cause| ClientError::Unacknowledged {
-            documents: self.pending_documents(),
-            cause: Box::new(cause),
-        })
-    }
-
-    /// Answers a query of any kind ([`crate::parse_query`]: `word`,
-    /// `abc*`, `a?c*`, `a b c`, `top:K a b`).
-    ///
-    /// A kind the index's scheme does not answer is
-    /// [`ClientError::UnsupportedQuery`], before anything is sent. Ranked
-    /// answers come best first, with their scores; the others by
-    /// identifier. Candidates a filter-based scheme returned that did not
-    /// match after decryption are removed and counted.
-    pub fn query(&mut self, text: &str) -> Result<QueryHits> {
-        let query = crate::tokenize::parse_query(text)?;
-        let descriptor = self.scheme.descriptor;
-        let kind = query.kind();
-        if !descriptor.supports(kind) {
-            return Err(ClientError::UnsupportedQuery {
-                scheme: descriptor.name.to_owned(),
-                kind: kind.to_string(),
-                supported: descriptor
-                    .queries
-                    .iter()
-                    .map(|k| k.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-        self.resume_pending()?;
-        if self.state.catalog.is_empty() {
-            return Ok(QueryHits {
-                kind,
-                documents: Vec::new(),
-                scores: Vec::new(),
-                false_positives_removed: 0,
-            });
-        }
-        let mut channel =
-            self.backend
-                .index_channel(&self.index, self.state.generation, &self.scheme)?;
-        let result = self.client.query(&mut self.rng, channel.as_mut(), &query)?;
-        let after = Zeroizing::new(self.client.save_state()?);
-        if *after != self.state.client {
-            self.state.client.zeroize();
-            self.state.client = after.to_vec();
-            self.save()?;
-        }
-        let mut documents = Vec::with_capacity(result.ids.len());
-        let mut scores = Vec::new();
-        for (i, id) in result.ids.iter().enumerate() {
-            // An identifier the catalog lacks belongs to an add that did
-            // not complete; it names no document.
-            if let Some(doc) = self.state.catalog.get(id) {
-                documents.push(doc.clone());
-                if let Some(s) = result.scores.get(i) {
-                    scores.push(*s);
+                for d in add {
+                    self.state.catalog.insert(d.id, d.clone());
                 }
+                for id in remove {
+                    self.state.catalog.remove(id);
+                }
+                self.state.garbage.extend(remove.iter().copied());
+                None
             }
-        }
-        Ok(QueryHits {
-            kind,
-            documents,
-            scores,
-            false_positives_removed: result.false_positives_removed,
-        })
-    }
-
-    /// The documents containing `keyword`, by identifier.
-    ///
-    /// The query goes through the document tokenizer: it must hold exactly
-    /// one keyword (`"Größe"` finds documents holding "größe").
-    pub fn search(&mut self, keyword: &str) -> Result<Vec<DocumentInfo>> {
-        let word = query_keyword(keyword)?;
-        self.resume_pending()?;
-        if self.state.catalog.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut channel =
-            self.backend
-                .index_channel(&self.index, self.state.generation, &self.scheme)?;
-        let ids = self
-            .client
-            .search(&mut self.rng, channel.as_mut(), word.as_bytes())?;
-        // Some schemes change their state on search.
-        let after = Zeroizing::new(self.client.save_state()?);
-        if *after != self.state.client {
-            self.state.client.zeroize();
-            self.state.client = after.to_vec();
-            self.save()?;
-        }
-        // An identifier the catalog lacks belongs to an add that did not
-        // complete; it names no document.
-        Ok(ids
-            .into_iter()
-            .filter_map(|id| self.state.catalog.get(&id).cloned())
-            .collect())
-    }
-
-    /// The decrypted content of document `id`.
-    pub fn get(&mut self, id: DocId) -> Result<Vec<u8>> {
-        if !self.state.catalog.contains_key(&id) {
-            return Err(ClientError::UnknownDocument(id));
-        }
-        let mut channel = self.backend.document_channel(&self.index)?;
-        let blob = DocClient::get(channel.as_mut(), id)?.ok_or(ClientError::DocumentMissing(id))?;
-        let mut record = self.open_document(id, &blob)?;
-        Ok(std::mem::take(&mut record.content))
-    }
-
-    fn doc_aad(&self, id: DocId) -> Vec<u8> {
-        let mut aad = b"sesame-client/document/v1\0".to_vec();
-        for part in [self.profile_id.as_str(), self.index.as_str()] {
-            aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
-            aad.extend_from_slice(part.as_bytes());
-        }
-        aad.extend_from_slice(&id.to_be_bytes());
-        aad
-    }
-
-    fn seal_document(&mut self, id: DocId, file: &NewFile) -> Result<Vec<u8>> {
-        let record = DocRecord {
-            path: file.path.to_string_lossy().into_owned(),
-            content: file.content.clone(),
+            IntentOp::Search { query, context } => {
+                let result = self
+                    .client
+                    .resolve_query(&query.query(), context, &responses)?;
+                let after = self.client.save_state()?;
+                let mut before = std::mem::replace(&mut self.state.client, after);
+                before.zeroize();
+                Some(result)
+            }
         };
-        let plain = Zeroizing::new(wire::encode(&record)?);
-        let aad = self.doc_aad(id);
-        self.docs
-            .seal(&mut self.rng, &aad, &plain)
-            .map_err(|_| ClientError::InvalidArgument(format!("document {id} is too large")))
+        self.state.pending.retain(|p| p.id != intent.id);
+        self.save()?;
+        self.intents.remove(&intent.id);
+        // The kept answers are no longer needed; if forgetting fails they
+        // only take room.
+        let _ = self.backend.forget(&self.index, intent.id);
+        Ok(result)
     }
 
-    fn open_document(&self, id: DocId, blob: &[u8]) -> Result<DocRecord> {
-        let plain = Zeroizing::new(
-            self.docs
-                .open(&self.doc_aad(id), blob)
-                .map_err(|_| ClientError::DocumentCorrupt(id))?,
-        );
-        wire::decode(&plain).map_err(|_| ClientError::DocumentCorrupt(id))
-    }
-
-    fn store_documents(
-        &mut self,
-        batch: &[(DocId, NewFile, Vec<String>)],
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<()> {
-        let total = batch.len() as u64;
-        let mut channel = self.backend.document_channel(&self.index)?;
-        let mut pending = Vec::new();
-        let mut bytes = 0u64;
-        for (i, (id, file, _)) in batch.iter().enumerate() {
-            let blob = self.seal_document(*id, file)?;
-            bytes += blob.len() as u64;
-            pending.push((*id, blob));
-            if bytes >= BATCH_BYTES || i + 1 == batch.len() {
-                DocClient::put(channel.as_mut(), std::mem::take(&mut pending))?;
-                bytes = 0;
-                progress(Progress {
-                    phase: Phase::Storing,
-                    done: i as u64 + 1,
-                    total,
-                });
+    /// Brings the scheme client back to the last saved state (after a
+    /// preparation that was not saved).
+    fn reload_client(&mut self) -> Result<()> {
+        self.client = (self.scheme.restore_client)(&self.state.client).map_err(|_| {
+            ClientError::StateCorrupt {
+                index: self.index.clone(),
+                path: self.state_path.clone(),
             }
-        }
+        })?;
         Ok(())
     }
 
-    /// Static schemes: a fresh client (fresh keys) builds a new generation
-    /// of the index over every document; the state switches to it in one
-    /// atomic write; the old generation is dropped.
-    fn rebuild(
+    /// Refuses prepared requests that no message to the server can carry.
+    fn check_sizes(&self, requests: &[Vec<u8>]) -> Result<()> {
+        let Some(max) = self.max_message.map(crate::network::max_request) else {
+            return Ok(());
+        };
+        match requests.iter().find(|r| r.len() > max) {
+            Some(r) => Err(ClientError::TooLarge {
+                what: format!("a request of scheme {}", self.scheme.descriptor.name),
+                size: r.len() as u64,
+                max: max as u64,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    // ---- dynamic updates ----------------------------------------------
+
+    /// Dynamic schemes: adds and removes documents through pending
+    /// intents of up to [`INTENT_DOCS`] documents or [`INTENT_BYTES`] of
+    /// requests; a changed file's old and new versions go in the same
+    /// intent. On an error before an intent is saved, the client goes back
+    /// to its last saved state (nothing unsaved was sent).
+    fn update(
         &mut self,
-        new: Vec<(DocumentInfo, Vec<String>)>,
+        adds: Vec<(DocumentInfo, Vec<String>)>,
+        removes: Vec<DocumentInfo>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<()> {
+        let deletes = self.client.supports_deletion();
+        let mut remove_keywords = Vec::with_capacity(removes.len());
+        if deletes && !removes.is_empty() {
+            // A document that cannot be read back (missing, damaged) can
+            // only be forgotten on the client.
+            self.fetch_documents(&removes, Phase::Fetching, progress, &mut |_, record| {
+                remove_keywords.push(match record {
+                    Ok(r) => tokenize_bytes(&r.content),
+                    Err(_) => Vec::new(),
+                });
+                Ok(())
+            })?;
+        } else {
+            remove_keywords.resize(removes.len(), Vec::new());
+        }
+        let mut removes: Vec<(DocumentInfo, Vec<String>)> =
+            removes.into_iter().zip(remove_keywords).collect();
+        let mut groups = Vec::with_capacity(adds.len() + removes.len());
+        for (info, keywords) in adds {
+            let (same, rest): (Vec<_>, Vec<_>) =
+                removes.into_iter().partition(|(d, _)| d.path == info.path);
+            removes = rest;
+            groups.push(Group {
+                removes: same,
+                add: Some((info, keywords)),
+            });
+        }
+        for r in removes {
+            groups.push(Group {
+                removes: vec![r],
+                add: None,
+            });
+        }
+        let done = self.update_groups(groups, progress);
+        if done.is_err() {
+            self.reload_client()?;
+        }
+        done
+    }
+
+    fn update_groups(
+        &mut self,
+        groups: Vec<Group>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        let total = groups.len() as u64;
+        let mut batch = Batch::default();
+        for (i, group) in groups.into_iter().enumerate() {
+            progress(Progress {
+                phase: Phase::Indexing,
+                done: i as u64,
+                total,
+            });
+            for (doc, keywords) in group.removes {
+                if !keywords.is_empty() && self.client.supports_deletion() {
+                    self.prepare(&mut batch, UpdateOp::Delete, doc.id, keywords)?;
+                }
+                batch.remove.push(doc.id);
+            }
+            if let Some((info, keywords)) = group.add {
+                if !keywords.is_empty() {
+                    self.prepare(&mut batch, UpdateOp::Add, info.id, keywords)?;
+                }
+                batch.add.push(info);
+            }
+            if batch.add.len() + batch.remove.len() >= INTENT_DOCS || batch.bytes >= INTENT_BYTES {
+                self.flush(&mut batch)?;
+            }
+        }
+        self.flush(&mut batch)?;
+        progress(Progress {
+            phase: Phase::Indexing,
+            done: total,
+            total,
+        });
+        Ok(())
+    }
+
+    /// Adds the requests of one document's update to `batch`. A scheme
+    /// whose updates read the server first gets the server up to date
+    /// (the batch is sent) before it reads.
+    fn prepare(
+        &mut self,
+        batch: &mut Batch,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: Vec<String>,
+    ) -> Result<()> {
+        let words: Vec<Vec<u8>> = keywords.into_iter().map(String::into_bytes).collect();
+        let requests = match self.client.prepare_update(&mut self.rng, op, doc, &words)? {
+            Some(r) => r,
+            None => {
+                self.flush(batch)?;
+                let mut channel =
+                    self.backend
+                        .read_channel(&self.index, self.state.generation, &self.scheme)?;
+                self.client
+                    .prepare_update_interactive(&mut self.rng, channel.as_mut(), op, doc, &words)?
+                    .ok_or_else(|| {
+                        ClientError::Core(sesame_core::Error::Unsupported(format!(
+                            "{} cannot update its index",
+                            self.scheme.descriptor.name
+                        )))
+                    })?
+            }
+        };
+        self.check_sizes(&requests)?;
+        batch.bytes += requests.iter().map(Vec::len).sum::<usize>();
+        batch.requests.extend(requests);
+        Ok(())
+    }
+
+    /// Saves the batch as a pending intent with the client state that
+    /// produced it, sends it, and completes it.
+    fn flush(&mut self, batch: &mut Batch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let taken = std::mem::take(batch);
+        let mut id = [0u8; 16];
+        self.rng.fill_bytes(&mut id);
+        let intent = Intent {
+            id,
+            generation: self.state.generation,
+            requests: taken.requests,
+            op: IntentOp::Update {
+                add: taken.add,
+                remove: taken.remove,
+            },
+        };
+        self.persist_intent(&intent)?;
+        self.complete_intent(intent).map(drop)
+    }
+
+    // ---- static rebuilds ----------------------------------------------
+
+    /// Static schemes: a fresh client (fresh keys) builds a new generation
+    /// of the index over every document but `removes`, and `adds`; the
+    /// state switches to it in one atomic write; the old generation is
+    /// dropped, and so are the removed documents.
+    fn rebuild(
+        &mut self,
+        adds: Vec<(DocumentInfo, Vec<String>)>,
+        removes: &[DocumentInfo],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        let gone: HashSet<DocId> = removes.iter().map(|d| d.id).collect();
+        let kept: Vec<DocumentInfo> = self
+            .state
+            .catalog
+            .values()
+            .filter(|d| !gone.contains(&d.id))
+            .cloned()
+            .collect();
         let mut db = Multimap::new();
-        let mut insert = |id: DocId, keywords: Vec<String>| {
+        let insert = |db: &mut Multimap, id: DocId, keywords: Vec<String>| {
             for w in keywords {
                 db.entry(w.into_bytes()).or_default().push(id);
             }
         };
-
-        let old: Vec<DocumentInfo> = self.state.catalog.values().cloned().collect();
-        let total = old.len() as u64;
-        let mut channel = self.backend.document_channel(&self.index)?;
-        let mut done = 0u64;
-        for chunk in chunk_by_size(&old) {
-            progress(Progress {
-                phase: Phase::Fetching,
-                done,
-                total,
-            });
-            let ids: Vec<DocId> = chunk.iter().map(|d| d.id).collect();
-            let blobs = DocClient::get_many(channel.as_mut(), &ids)?;
-            for (id, blob) in ids.into_iter().zip(blobs) {
-                let blob = blob.ok_or(ClientError::DocumentMissing(id))?;
-                let record = self.open_document(id, &blob)?;
-                insert(id, tokenize_bytes(&record.content));
-            }
-            done += chunk.len() as u64;
+        for (doc, keywords) in kept.iter().zip(self.stored_keywords(&kept, progress)?) {
+            insert(&mut db, doc.id, keywords);
         }
-        if total > 0 {
-            progress(Progress {
-                phase: Phase::Fetching,
-                done: total,
-                total,
-            });
-        }
-        let mut added = Vec::with_capacity(new.len());
-        for (info, keywords) in new {
-            insert(info.id, keywords);
+        let mut added = Vec::with_capacity(adds.len());
+        for (info, keywords) in adds {
+            insert(&mut db, info.id, keywords);
             added.push(info);
         }
 
@@ -637,6 +907,11 @@ impl Session {
         for info in added {
             self.state.catalog.insert(info.id, info);
         }
+        for id in &gone {
+            self.state.catalog.remove(id);
+        }
+        self.state.garbage.extend(gone);
+        self.state.reserved.clear();
         self.client = client;
         self.save()?;
         // Left-overs of an earlier failure go too; if this fails, the next
@@ -645,133 +920,234 @@ impl Session {
         Ok(())
     }
 
-    /// Dynamic schemes: the updates of up to [`INTENT_DOCS`] documents are
-    /// computed, saved together with the new client state as one pending
-    /// intent (one atomic write), then sent; the documents enter the
-    /// catalog when the server acknowledges. A crash before the save sent
-    /// nothing; after it, the next operation sends the intent again.
-    fn update(
-        &mut self,
-        new: Vec<(DocumentInfo, Vec<String>)>,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<()> {
-        let total = new.len() as u64;
-        let mut docs = Vec::new();
-        let mut requests = Vec::new();
-        let mut bytes = 0;
-        for (i, (info, keywords)) in new.into_iter().enumerate() {
-            progress(Progress {
-                phase: Phase::Indexing,
-                done: i as u64,
-                total,
+    // ---- searching ----------------------------------------------------
+
+    /// Answers a query of any kind ([`crate::parse_query`]: `word`,
+    /// `abc*`, `a?c*`, `a b c`, `top:K a b`).
+    ///
+    /// A kind the index's scheme does not answer is
+    /// [`ClientError::UnsupportedQuery`], before anything is sent. Ranked
+    /// answers come best first, with their scores; the others by
+    /// identifier. Candidates a filter-based scheme returned that did not
+    /// match after decryption are removed and counted. A search that
+    /// writes on the server (some schemes re-key or refresh on search) is
+    /// a pending intent like an update: interrupted, it is completed by the
+    /// next command.
+    pub fn query(&mut self, text: &str) -> Result<QueryHits> {
+        let query = crate::tokenize::parse_query(text)?;
+        self.answer(&query)
+    }
+
+    /// The documents containing `keyword`, by identifier.
+    ///
+    /// The query goes through the document tokenizer: it must hold exactly
+    /// one keyword (`"Größe"` finds documents holding "größe").
+    pub fn search(&mut self, keyword: &str) -> Result<Vec<DocumentInfo>> {
+        let word = query_keyword(keyword)?;
+        Ok(self.answer(&Query::Exact(word.into_bytes()))?.documents)
+    }
+
+    fn answer(&mut self, query: &Query) -> Result<QueryHits> {
+        let descriptor = self.scheme.descriptor;
+        let kind = query.kind();
+        if !descriptor.supports(kind) {
+            return Err(ClientError::UnsupportedQuery {
+                scheme: descriptor.name.to_owned(),
+                kind: kind.to_string(),
+                supported: descriptor
+                    .queries
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
-            let words: Vec<Vec<u8>> = keywords.into_iter().map(String::into_bytes).collect();
-            if words.is_empty() {
-                docs.push(info);
-            } else {
-                match self
-                    .client
-                    .prepare_update(&mut self.rng, UpdateOp::Add, info.id, &words)?
-                {
-                    Some(r) => {
-                        bytes += r.iter().map(Vec::len).sum::<usize>();
-                        requests.extend(r);
-                        docs.push(info);
+        }
+        self.recover()?;
+        if self.state.catalog.is_empty() {
+            return Ok(QueryHits {
+                kind,
+                documents: Vec::new(),
+                scores: Vec::new(),
+                false_positives_removed: 0,
+            });
+        }
+        let result = self.run_query(query)?;
+        let mut documents = Vec::with_capacity(result.ids.len());
+        let mut scores = Vec::new();
+        for (i, id) in result.ids.iter().enumerate() {
+            // An identifier the catalog lacks belongs to a document that
+            // was removed (schemes without deletion) or never completed.
+            if let Some(doc) = self.state.catalog.get(id) {
+                documents.push(doc.clone());
+                if let Some(s) = result.scores.get(i) {
+                    scores.push(*s);
+                }
+            }
+        }
+        Ok(QueryHits {
+            kind,
+            documents,
+            scores,
+            false_positives_removed: result.false_positives_removed,
+        })
+    }
+
+    fn run_query(&mut self, query: &Query) -> Result<QueryResult> {
+        if self.client.search_writes() {
+            let mut channel =
+                self.backend
+                    .read_channel(&self.index, self.state.generation, &self.scheme)?;
+            let prepared = self
+                .client
+                .prepare_query(&mut self.rng, channel.as_mut(), query)
+                .map_err(ClientError::from)
+                .and_then(|p| self.check_sizes(&p.requests).map(|()| p));
+            drop(channel);
+            let prepared = match prepared {
+                Ok(p) => p,
+                Err(e) => {
+                    self.reload_client()?;
+                    return Err(e);
+                }
+            };
+            let mut id = [0u8; 16];
+            self.rng.fill_bytes(&mut id);
+            let intent = Intent {
+                id,
+                generation: self.state.generation,
+                requests: prepared.requests.clone(),
+                op: IntentOp::Search {
+                    query: query.into(),
+                    context: prepared.context.clone(),
+                },
+            };
+            self.persist_intent(&intent)?;
+            return self.complete_intent(intent)?.ok_or_else(|| {
+                ClientError::Core(sesame_core::Error::Protocol(
+                    "a search completed without a result".into(),
+                ))
+            });
+        }
+        let mut channel =
+            self.backend
+                .index_channel(&self.index, self.state.generation, &self.scheme)?;
+        let result = self.client.query(&mut self.rng, channel.as_mut(), query)?;
+        // A scheme that says its search writes nothing keeps the same
+        // state; should it change anyway, the new state is kept.
+        let after = Zeroizing::new(self.client.save_state()?);
+        if *after != self.state.client {
+            self.state.client.zeroize();
+            self.state.client = after.to_vec();
+            self.save()?;
+        }
+        Ok(result)
+    }
+
+    // ---- reading and checking -----------------------------------------
+
+    /// The decrypted content of document `id`.
+    pub fn get(&mut self, id: DocId) -> Result<Vec<u8>> {
+        if !self.state.catalog.contains_key(&id) {
+            return Err(ClientError::UnknownDocument(id));
+        }
+        let mut channel = self.backend.document_channel(&self.index)?;
+        let blob = DocClient::get(channel.as_mut(), id)?.ok_or(ClientError::DocumentMissing(id))?;
+        let mut record = self.open_document(id, &blob)?;
+        Ok(std::mem::take(&mut record.content))
+    }
+
+    /// Checks the index: completes interrupted operations, checks the
+    /// store for damage it can detect, fetches and decrypts every document
+    /// (and compares it with its recorded hash), compares the stored
+    /// documents with the catalog, and searches for keywords of up to
+    /// [`CHECK_PROBES`] documents (spread over the catalog) to see that
+    /// each is found. Schemes whose search writes are not probed (a check
+    /// changes nothing). Problems are returned, one line each; an `Err` is
+    /// a check that could not run at all.
+    pub fn check(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<CheckReport> {
+        let mut report = CheckReport {
+            documents: self.state.catalog.len(),
+            ..CheckReport::default()
+        };
+        match self.recover() {
+            Ok(n) => report.resumed = n,
+            Err(e) => report
+                .problems
+                .push(format!("an interrupted operation cannot be completed: {e}")),
+        }
+        if let Err(e) = self.backend.verify() {
+            report.problems.push(format!("the store: {e}"));
+        }
+        let mut channel = self.backend.document_channel(&self.index)?;
+        let stored: HashSet<DocId> = DocClient::list(channel.as_mut())?.into_iter().collect();
+        drop(channel);
+        let extra = stored
+            .iter()
+            .filter(|id| !self.state.catalog.contains_key(id))
+            .count();
+        if extra > 0 {
+            report.problems.push(format!(
+                "{extra} stored document(s) belong to no document of the index"
+            ));
+        }
+        let docs = self.documents();
+        let step = (docs.len() / CHECK_PROBES).max(1);
+        let mut probes: Vec<(DocId, Vec<String>)> = Vec::new();
+        let mut problems = Vec::new();
+        let mut verified = 0;
+        self.fetch_documents(&docs, Phase::Fetching, progress, &mut |doc, record| {
+            match record {
+                Ok(r) => {
+                    let digest = sesame_crypto::hash::sha256(&r.content);
+                    if doc.digest.is_some_and(|d| d != digest) {
+                        problems.push(format!(
+                            "document {} ({}) does not hold what was added",
+                            doc.id, doc.path
+                        ));
+                    } else {
+                        verified += 1;
                     }
-                    None => {
-                        // A scheme whose updates need the server's answers:
-                        // no intent can be computed ahead; update and save
-                        // the state per document.
-                        self.flush_intent(&mut docs, &mut requests)?;
-                        let mut channel = self.backend.index_channel(
-                            &self.index,
-                            self.state.generation,
-                            &self.scheme,
-                        )?;
-                        self.client.update(
-                            &mut self.rng,
-                            channel.as_mut(),
-                            UpdateOp::Add,
-                            info.id,
-                            &words,
-                        )?;
-                        self.state.client.zeroize();
-                        self.state.client = self.client.save_state()?;
-                        self.state.catalog.insert(info.id, info);
-                        self.save()?;
-                        continue;
+                    if doc.id as usize % step == 0 && probes.len() < CHECK_PROBES {
+                        let words = tokenize_bytes(&r.content);
+                        let pick: Vec<String> = [0, words.len() / 2, words.len().saturating_sub(1)]
+                            .iter()
+                            .filter_map(|&i| words.get(i).cloned())
+                            .collect::<BTreeSet<_>>()
+                            .into_iter()
+                            .collect();
+                        probes.push((doc.id, pick));
+                    }
+                }
+                Err(e) => problems.push(format!("document {} ({}): {e}", doc.id, doc.path)),
+            }
+            Ok(())
+        })?;
+        report.verified = verified;
+        report.problems.extend(problems);
+        if !self.client.search_writes() {
+            for (id, words) in probes {
+                for w in words {
+                    report.searches += 1;
+                    let found = self
+                        .run_query(&Query::Exact(w.clone().into_bytes()))
+                        .map(|r| r.ids.contains(&id));
+                    match found {
+                        Ok(true) => {}
+                        Ok(false) => report.problems.push(format!(
+                            "a search for {w:?} does not find document {id}, which holds it"
+                        )),
+                        Err(e) => report.problems.push(format!("a search for {w:?}: {e}")),
                     }
                 }
             }
-            if docs.len() >= INTENT_DOCS || bytes >= INTENT_BYTES {
-                self.flush_intent(&mut docs, &mut requests)?;
-                bytes = 0;
-            }
         }
-        self.flush_intent(&mut docs, &mut requests)?;
-        progress(Progress {
-            phase: Phase::Indexing,
-            done: total,
-            total,
-        });
-        Ok(())
+        Ok(report)
     }
 
-    /// Saves `docs` and `requests` as a pending intent with the client
-    /// state that produced them, sends it, and on acknowledgement moves the
-    /// documents into the catalog.
-    fn flush_intent(
-        &mut self,
-        docs: &mut Vec<DocumentInfo>,
-        requests: &mut Vec<Vec<u8>>,
-    ) -> Result<()> {
-        if docs.is_empty() && requests.is_empty() {
-            return Ok(());
-        }
-        let mut id = [0u8; 16];
-        self.rng.fill_bytes(&mut id);
-        let intent = PendingIntent {
-            id,
-            generation: self.state.generation,
-            requests: std::mem::take(requests),
-            documents: std::mem::take(docs),
-        };
-        self.state.client.zeroize();
-        self.state.client = self.client.save_state()?;
-        self.state.pending.push(intent.clone());
-        self.save()?;
-        self.send_intent(&intent)?;
-        for d in intent.documents {
-            self.state.catalog.insert(d.id, d);
-        }
-        self.state.pending.retain(|p| p.id != id);
-        self.save()
-    }
-
-    fn save(&mut self) -> Result<()> {
+    pub(crate) fn save(&mut self) -> Result<()> {
         self.cipher
             .save(&mut self.rng, &self.state_path, &self.index, &self.state)
     }
-}
-
-/// Splits documents into runs of at most [`BATCH_BYTES`] (by their sizes
-/// in the catalog), each run at least one document.
-fn chunk_by_size(docs: &[DocumentInfo]) -> Vec<&[DocumentInfo]> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut bytes = 0u64;
-    for (i, d) in docs.iter().enumerate() {
-        if i > start && bytes + d.size > BATCH_BYTES {
-            out.push(&docs[start..i]);
-            start = i;
-            bytes = 0;
-        }
-        bytes += d.size;
-    }
-    if start < docs.len() {
-        out.push(&docs[start..]);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -781,9 +1157,11 @@ mod tests {
 
     use std::sync::Arc;
 
+    use serde::{Deserialize, Serialize};
+
     use rand_core::CryptoRngCore;
     use sesame_core::{
-        channel, BackwardPrivacy, Channel, Handler, IoCounts, Params, QueryKind,
+        channel, wire, BackwardPrivacy, Channel, Handler, IoCounts, Params, QueryKind,
         Result as CoreResult, Store, Typed,
     };
     use sesame_store::MemoryStore;
@@ -827,17 +1205,19 @@ mod tests {
         ) -> CoreResult<()> {
             panic!("a dynamic scheme is never set up by the SDK")
         }
-        fn update(
+        fn prepare_update(
             &mut self,
             _: &mut dyn CryptoRngCore,
-            ch: &mut dyn Channel,
             op: UpdateOp,
             doc: DocId,
             words: &[Vec<u8>],
-        ) -> CoreResult<()> {
+        ) -> CoreResult<Option<Vec<Vec<u8>>>> {
             assert_eq!(op, UpdateOp::Add);
             self.updates += 1;
-            channel::call::<_, Vec<DocId>, _>(ch, &Req::Add(doc, words.to_vec())).map(drop)
+            Ok(Some(vec![wire::encode(&Req::Add(doc, words.to_vec()))?]))
+        }
+        fn check_update_response(&self, response: &[u8]) -> CoreResult<()> {
+            wire::decode::<Vec<DocId>>(response).map(drop)
         }
         fn search(
             &mut self,
@@ -923,7 +1303,9 @@ mod tests {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let state = IndexState::new("toy", &Params::new(), 0u64.to_le_bytes().to_vec());
         let backend = Box::new(EmbeddedBackend::over(store.clone()));
-        let mut s = Session::with_scheme(&profile, "toy", state, backend, toy()).unwrap();
+        profile.save_state(&mut OsRng, "toy", &state).unwrap();
+        let lock = profile.lock("toy").unwrap();
+        let mut s = Session::with_scheme(&profile, "toy", state, backend, toy(), lock).unwrap();
         assert!(!s.is_static());
         s.save().unwrap();
 
@@ -947,7 +1329,8 @@ mod tests {
         assert_eq!(state.next_doc, 4);
         assert_eq!(state.generation, 0);
         let backend = Box::new(EmbeddedBackend::over(store));
-        let mut s = Session::with_scheme(&profile, "toy", state, backend, toy()).unwrap();
+        let lock = profile.lock("toy").unwrap();
+        let mut s = Session::with_scheme(&profile, "toy", state, backend, toy(), lock).unwrap();
         assert_eq!(ids(s.search("fox").unwrap()), [1]);
     }
 }

@@ -6,9 +6,13 @@
 //! the profile id and the index name: a state file copied to another
 //! index or profile, or relabelled with another scheme, does not open.
 //!
-//! Format 2 (`SSMIDX02`) adds the pending intents and the journal of an
-//! add in progress; format-1 files (`SSMIDX01`) are still read, and
-//! rewritten as format 2 by the next change.
+//! Format 3 (`SSMIDX03`) keeps each document's content hash in the
+//! catalog (so that `add` can skip unchanged files), refers to pending
+//! intents stored in files of their own (see [`crate::intents`]) instead of
+//! holding them, and lists the identifiers reserved by an add in progress
+//! and the stored documents still to delete. Format-2 (`SSMIDX02`) and
+//! format-1 (`SSMIDX01`) files are still read, and rewritten as format 3 by
+//! the next change; a format-2 file's pending intents are carried over.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,12 +28,15 @@ use crate::fsutil;
 
 /// First bytes of every state file this build writes (name and format
 /// version).
-const MAGIC: &[u8; 8] = b"SSMIDX02";
+const MAGIC: &[u8; 8] = b"SSMIDX03";
+/// First bytes of a format-2 state file (read, never written).
+const MAGIC_V2: &[u8; 8] = b"SSMIDX02";
 /// First bytes of a format-1 state file (read, never written).
 const MAGIC_V1: &[u8; 8] = b"SSMIDX01";
 
 /// Where a document came from, kept in the client state so that a search
-/// can show paths without fetching documents.
+/// can show paths without fetching documents, and `add` can tell an
+/// unchanged file from a changed one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocumentInfo {
     /// The document's identifier.
@@ -38,36 +45,58 @@ pub struct DocumentInfo {
     pub path: String,
     /// Its size in bytes.
     pub size: u64,
+    /// SHA-256 of its content; `None` for documents added by a build that
+    /// did not record it (found by fetching the document when needed).
+    pub digest: Option<[u8; 32]>,
 }
 
-/// An update whose requests are computed, and whose new client state is
-/// already saved, but which the server has not acknowledged yet. It is
-/// persisted together with the state that produced it, before anything is
-/// sent, and sent again until acknowledged: its labels are fixed, so the
-/// server applies it once however often it arrives.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct PendingIntent {
-    /// Names the update on the server (a repeat is recognised).
+/// [`DocumentInfo`] as format 1 and 2 stored it.
+#[derive(Deserialize)]
+struct DocumentInfoV2 {
+    id: u64,
+    path: String,
+    size: u64,
+}
+
+impl From<DocumentInfoV2> for DocumentInfo {
+    fn from(d: DocumentInfoV2) -> Self {
+        DocumentInfo {
+            id: d.id,
+            path: d.path,
+            size: d.size,
+            digest: None,
+        }
+    }
+}
+
+/// A pending intent as format 2 kept it inside the state (read, never
+/// written: format 3 keeps intents in files of their own).
+#[derive(Deserialize)]
+struct PendingIntentV2 {
+    id: [u8; 16],
+    generation: u64,
+    requests: Vec<Vec<u8>>,
+    documents: Vec<DocumentInfoV2>,
+}
+
+/// A file of an add in progress, as format 2 kept it.
+#[derive(Deserialize)]
+struct JournalEntryV2 {
+    id: u64,
+    #[allow(dead_code)]
+    path: String,
+    #[allow(dead_code)]
+    digest: [u8; 32],
+}
+
+/// A pending intent, as the state refers to it: the intent itself is in
+/// its own file (`indexes/NAME.intents/ID`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PendingRef {
+    /// The intent's identifier (also its request id on the server).
     pub id: [u8; 16],
-    /// The index generation it belongs to.
-    pub generation: u64,
-    /// The encoded scheme requests, applied together.
-    pub requests: Vec<Vec<u8>>,
-    /// The documents it indexes; they enter the catalog on acknowledgement.
-    pub documents: Vec<DocumentInfo>,
-}
-
-/// A file of an add in progress: its reserved identifier and what it
-/// held. Running the same add again after a crash reuses the identifier
-/// and skips what was done, instead of adding the file twice.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct JournalEntry {
-    /// The reserved identifier.
-    pub id: u64,
-    /// The path as given.
-    pub path: String,
-    /// SHA-256 of the content.
-    pub digest: [u8; 32],
+    /// Documents it adds or removes, for messages.
+    pub documents: u64,
 }
 
 /// Everything the client must remember about one index.
@@ -86,10 +115,39 @@ pub(crate) struct IndexState {
     pub client: Vec<u8>,
     /// Document identifier to origin.
     pub catalog: BTreeMap<u64, DocumentInfo>,
-    /// Updates not yet acknowledged by the server, oldest first.
-    pub pending: Vec<PendingIntent>,
-    /// The files of an add that has not completed.
-    pub journal: Vec<JournalEntry>,
+    /// Intents saved but not completed, oldest first.
+    pub pending: Vec<PendingRef>,
+    /// Identifiers reserved by an add in progress. Those that never reach
+    /// the catalog (the add was interrupted before their update was saved)
+    /// are never handed out again; their stored documents are deleted.
+    pub reserved: Vec<u64>,
+    /// Stored documents to delete (replaced, removed, or left by an
+    /// interrupted add); deleting a missing one is not an error.
+    pub garbage: Vec<u64>,
+    /// Intents found in a format-2 state, until they are written as files.
+    #[serde(skip)]
+    pub legacy: Vec<LegacyIntent>,
+}
+
+/// A pending intent of a format-2 state.
+pub(crate) struct LegacyIntent {
+    pub id: [u8; 16],
+    pub generation: u64,
+    pub requests: Vec<Vec<u8>>,
+    pub documents: Vec<DocumentInfo>,
+}
+
+/// Format 2 of [`IndexState`].
+#[derive(Deserialize)]
+struct IndexStateV2 {
+    scheme: String,
+    params: Params,
+    generation: u64,
+    next_doc: u64,
+    client: Vec<u8>,
+    catalog: BTreeMap<u64, DocumentInfoV2>,
+    pending: Vec<PendingIntentV2>,
+    journal: Vec<JournalEntryV2>,
 }
 
 /// Format 1 of [`IndexState`], without pending intents and journal.
@@ -100,7 +158,7 @@ struct IndexStateV1 {
     generation: u64,
     next_doc: u64,
     client: Vec<u8>,
-    catalog: BTreeMap<u64, DocumentInfo>,
+    catalog: BTreeMap<u64, DocumentInfoV2>,
 }
 
 impl IndexState {
@@ -114,8 +172,21 @@ impl IndexState {
             client,
             catalog: BTreeMap::new(),
             pending: Vec::new(),
-            journal: Vec::new(),
+            reserved: Vec::new(),
+            garbage: Vec::new(),
+            legacy: Vec::new(),
         }
+    }
+
+    /// The catalog's documents added from `path`, by identifier.
+    pub fn documents_at(&self, path: &str) -> Vec<&DocumentInfo> {
+        self.catalog.values().filter(|d| d.path == path).collect()
+    }
+}
+
+impl Drop for IndexStateV2 {
+    fn drop(&mut self) {
+        self.client.zeroize();
     }
 }
 
@@ -135,6 +206,7 @@ impl Drop for IndexState {
 /// formats (for the fuzz targets).
 pub(crate) fn parse_plain(bytes: &[u8]) {
     let _ = wire::decode::<IndexState>(bytes);
+    let _ = wire::decode::<IndexStateV2>(bytes);
     let _ = wire::decode::<IndexStateV1>(bytes);
 }
 
@@ -176,7 +248,7 @@ impl StateCipher {
         })?;
         let sealed = self
             .aead
-            .seal(rng, &self.aad(2, index, &state.scheme), &plain)
+            .seal(rng, &self.aad(3, index, &state.scheme), &plain)
             .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
         let mut file = Vec::with_capacity(MAGIC.len() + 1 + scheme.len() + sealed.len());
         file.extend_from_slice(MAGIC);
@@ -201,6 +273,8 @@ impl StateCipher {
             path: PathBuf::from(path),
         };
         let (version, rest) = if let Some(rest) = file.strip_prefix(MAGIC.as_slice()) {
+            (3, rest)
+        } else if let Some(rest) = file.strip_prefix(MAGIC_V2.as_slice()) {
             (2, rest)
         } else {
             (
@@ -218,19 +292,43 @@ impl StateCipher {
                 .open(&self.aad(version, index, scheme), sealed)
                 .map_err(|_| corrupt())?,
         );
-        let state: IndexState = if version == 2 {
-            wire::decode(&plain).map_err(|_| corrupt())?
-        } else {
-            let mut v1: IndexStateV1 = wire::decode(&plain).map_err(|_| corrupt())?;
-            IndexState {
-                scheme: std::mem::take(&mut v1.scheme),
-                params: std::mem::take(&mut v1.params),
-                generation: v1.generation,
-                next_doc: v1.next_doc,
-                client: std::mem::take(&mut v1.client),
-                catalog: std::mem::take(&mut v1.catalog),
-                pending: Vec::new(),
-                journal: Vec::new(),
+        let state: IndexState = match version {
+            3 => wire::decode(&plain).map_err(|_| corrupt())?,
+            2 => {
+                let mut v2: IndexStateV2 = wire::decode(&plain).map_err(|_| corrupt())?;
+                let mut state =
+                    IndexState::new(&v2.scheme, &v2.params, std::mem::take(&mut v2.client));
+                state.generation = v2.generation;
+                state.next_doc = v2.next_doc;
+                state.catalog = std::mem::take(&mut v2.catalog)
+                    .into_iter()
+                    .map(|(id, d)| (id, d.into()))
+                    .collect();
+                // An interrupted add's files: their identifiers stay
+                // reserved (never handed out again) until cleaned up.
+                state.reserved = v2.journal.iter().map(|e| e.id).collect();
+                state.legacy = std::mem::take(&mut v2.pending)
+                    .into_iter()
+                    .map(|p| LegacyIntent {
+                        id: p.id,
+                        generation: p.generation,
+                        requests: p.requests,
+                        documents: p.documents.into_iter().map(Into::into).collect(),
+                    })
+                    .collect();
+                state
+            }
+            _ => {
+                let mut v1: IndexStateV1 = wire::decode(&plain).map_err(|_| corrupt())?;
+                let mut state =
+                    IndexState::new(&v1.scheme, &v1.params, std::mem::take(&mut v1.client));
+                state.generation = v1.generation;
+                state.next_doc = v1.next_doc;
+                state.catalog = std::mem::take(&mut v1.catalog)
+                    .into_iter()
+                    .map(|(id, d)| (id, d.into()))
+                    .collect();
+                state
             }
         };
         if state.scheme != scheme {

@@ -483,7 +483,7 @@ fn the_store_is_locked_while_a_session_is_open() {
     let p = create(&tmp.path().join("p"), "pibas");
     let _s = p.session(DEFAULT_INDEX).unwrap();
     let err = p.session(DEFAULT_INDEX).unwrap_err();
-    assert!(matches!(err, ClientError::StoreBusy(_)), "{err:?}");
+    assert!(matches!(err, ClientError::ProfileBusy(_)), "{err:?}");
 }
 
 #[test]

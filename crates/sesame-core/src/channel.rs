@@ -150,7 +150,10 @@ pub struct Observation {
 /// Each call counts the request and response bytes, one round, the
 /// server's handling time, its store operations and its primitive calls.
 /// A server error reaches the client as [`Error::Server`], as it would over
-/// the network.
+/// the network, except the store's own errors ([`Error::StoreIo`],
+/// [`Error::StoreCorrupt`], [`Error::StoreBusy`], [`Error::StoreForeign`]),
+/// which pass unchanged: in process the store is the caller's own (an
+/// embedded profile's file), and its errors say what to do about it.
 #[derive(Debug)]
 pub struct LocalChannel<S> {
     service: S,
@@ -212,7 +215,11 @@ impl<S: Service> Channel for LocalChannel<S> {
         let handle_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let io = self.service.io_counts().since(&io_before);
         let response = result.map_err(|e| match e {
-            Error::Server(m) => Error::Server(m),
+            e @ (Error::Server(_)
+            | Error::StoreIo(_)
+            | Error::StoreCorrupt(_)
+            | Error::StoreBusy(_)
+            | Error::StoreForeign(_)) => e,
             other => Error::Server(other.to_string()),
         });
         let down = match &response {
