@@ -282,15 +282,14 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
     let report = report?;
     if report.resumed > 0 {
         eprintln!(
-            "completed an interrupted command first: {} document{}",
-            report.resumed,
-            plural(report.resumed)
+            "completed an interrupted add or removal first: {} (not added again)",
+            count(report.resumed, "document")
         );
     }
     let mut out = format!(
         "added {}, replaced {}, unchanged {}, removed {} ({} distinct keywords, {} \
          keyword-document pairs)\n",
-        count(report.added.len(), "new document"),
+        count(report.added.len(), "document"),
         report.replaced.len(),
         report.unchanged,
         report.removed.len(),
@@ -342,7 +341,7 @@ fn check(dir: &std::path::Path) -> Result<(), CliError> {
     let report = report?;
     if report.resumed > 0 {
         eprintln!(
-            "completed an interrupted command first: {}",
+            "completed an interrupted add or removal first: {}",
             count(report.resumed, "document")
         );
     }

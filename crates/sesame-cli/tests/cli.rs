@@ -123,7 +123,7 @@ fn session(scheme: &str) {
 
     // More documents: the static index is rebuilt over all of them.
     let stdout = env.ok(&["add", "loose.bin"]);
-    assert!(stdout.contains("added 1 document "), "{stdout}");
+    assert!(stdout.contains("added 1 document, replaced 0"), "{stdout}");
     assert!(
         stdout.contains("static scheme: index rebuilt over 4 documents"),
         "{stdout}"
@@ -145,6 +145,54 @@ fn session(scheme: &str) {
     let list = env.ok(&["list"]);
     assert_eq!(list.lines().count(), 4);
     assert!(list.lines().next().unwrap().starts_with("1\t26\t"));
+
+    sync_and_remove(&env);
+}
+
+/// `add` again is a sync; `rm` removes by id and by path; `check` finds
+/// the profile sound.
+fn sync_and_remove(env: &Env) {
+    // Nothing changed: nothing added, the index untouched.
+    let stdout = env.ok(&["add", "docs", "loose.bin"]);
+    assert!(
+        stdout.starts_with("added 0 documents, replaced 0, unchanged 4, removed 0"),
+        "{stdout}"
+    );
+    assert_eq!(env.ok(&["list"]).lines().count(), 4);
+
+    // A changed file replaces its old version: found by its new words
+    // only, listed once, under a new id.
+    fs::write(env.path("docs/a.txt"), "The quick brown cat jumps.").unwrap();
+    let stdout = env.ok(&["add", "docs"]);
+    assert!(
+        stdout.starts_with("added 0 documents, replaced 1, unchanged 2, removed 1"),
+        "{stdout}"
+    );
+    assert_eq!(hits(&env.ok(&["search", "cat"])), [(5, "a.txt".into())]);
+    assert_eq!(hits(&env.ok(&["search", "fox"])), [(2, "b.txt".into())]);
+    let list = env.ok(&["list"]);
+    assert_eq!(
+        list.lines().filter(|l| l.ends_with("a.txt")).count(),
+        1,
+        "{list}"
+    );
+    assert_eq!(env.run(&["get", "1"]).status.code(), Some(1));
+
+    // Remove by path and by id.
+    let stdout = env.ok(&["rm", "docs/b.txt", "4"]);
+    assert!(stdout.contains("removed\t2\tdocs/b.txt"), "{stdout}");
+    assert!(stdout.contains("removed\t4\tloose.bin"), "{stdout}");
+    assert!(stdout.contains("removed 2 documents"), "{stdout}");
+    assert_eq!(hits(&env.ok(&["search", "dog"])), [(3, "c.md".into())]);
+    assert_eq!(env.ok(&["list"]).lines().count(), 2);
+    one_error(
+        &env.run(&["rm", "docs/b.txt"]),
+        "no document with id or path",
+    );
+
+    let stdout = env.ok(&["check"]);
+    assert!(stdout.contains("2 documents, 2 verified"), "{stdout}");
+    assert!(stdout.contains("no problem found"), "{stdout}");
 }
 
 #[test]
