@@ -166,10 +166,7 @@ impl EmbeddedBackend {
     /// store stays locked against other processes while the backend lives.
     pub fn open(path: &Path, create: bool) -> Result<Self> {
         if !create && !path.is_file() {
-            return Err(ClientError::ProfileCorrupt {
-                path: path.to_path_buf(),
-                reason: "it is missing".into(),
-            });
+            return Err(ClientError::ProfileIncomplete(path.to_path_buf()));
         }
         let store = RedbStore::open(path).map_err(|e| match e {
             sesame_core::Error::StoreBusy(_) => ClientError::StoreBusy(path.to_path_buf()),

@@ -24,14 +24,23 @@ pub enum ClientError {
     /// The passphrase does not open the profile (or its header was altered).
     #[error("wrong passphrase")]
     WrongPassphrase,
-    /// The profile header cannot be read as a profile.
-    #[error("profile header {} is damaged: {reason}", path.display())]
+    /// A file of the profile (its header, server binding, a saved
+    /// operation) cannot be read as what it should be.
+    #[error("{} is damaged: {reason}", path.display())]
     ProfileCorrupt {
-        /// The header file.
+        /// The file.
         path: PathBuf,
         /// What is wrong with it.
         reason: String,
     },
+    /// A part of the profile is missing. Nothing is created in its place:
+    /// an empty store or state would silently stand for the real one.
+    #[error(
+        "{} is missing: the profile cannot work without it (restore it from a backup; nothing \
+         was created in its place)",
+        .0.display()
+    )]
+    ProfileIncomplete(PathBuf),
     /// An index's encrypted client state does not decrypt or decode: it is
     /// corrupt or was tampered with. Nothing was changed.
     #[error("client state of index {index:?} ({}) is corrupt or was tampered with", path.display())]

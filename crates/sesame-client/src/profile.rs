@@ -433,12 +433,7 @@ impl Profile {
     }
 
     fn missing(&self, part: &str) -> ClientError {
-        ClientError::ProfileCorrupt {
-            path: self.dir.join(part),
-            reason: "it is missing (restore it from a backup; the profile does not work \
-                     without it)"
-                .into(),
-        }
+        ClientError::ProfileIncomplete(self.dir.join(part))
     }
 
     /// Where the profile's indexes live, from the header. A format-1
@@ -466,8 +461,8 @@ impl Profile {
                     return Err(ClientError::ProfileCorrupt {
                         path: self.dir.clone(),
                         reason: format!(
-                            "both {STORE_FILE} and {SERVER_FILE} are missing, and index {index:?} \
-                             holds documents (restore the one this profile used)"
+                            "both {STORE_FILE} and {SERVER_FILE} are missing, and index \
+                             {index:?} holds documents (restore the one this profile used)"
                         ),
                     });
                 }
@@ -581,12 +576,7 @@ impl Profile {
             // Every profile has its default index: its state missing is
             // damage, not an unknown name.
             Err(ClientError::UnknownIndex(_)) if index == DEFAULT_INDEX => {
-                Err(ClientError::ProfileCorrupt {
-                    path: self.state_path(index),
-                    reason: "the client state of the default index is missing (restore it \
-                             from a backup)"
-                        .into(),
-                })
+                Err(ClientError::ProfileIncomplete(self.state_path(index)))
             }
             other => other,
         }

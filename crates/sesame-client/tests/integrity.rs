@@ -305,7 +305,7 @@ fn a_missing_part_is_an_error_and_nothing_is_recreated() {
     // An embedded profile without its store.
     fs::rename(dir.join(STORE_FILE), tmp.path().join("moved")).unwrap();
     let err = p.session(DEFAULT_INDEX).unwrap_err();
-    assert!(matches!(err, ClientError::ProfileCorrupt { .. }), "{err:?}");
+    assert!(matches!(err, ClientError::ProfileIncomplete(_)), "{err:?}");
     assert!(err.to_string().contains(STORE_FILE), "{err}");
     assert!(!dir.join(STORE_FILE).exists(), "the store was recreated");
     fs::rename(tmp.path().join("moved"), dir.join(STORE_FILE)).unwrap();
