@@ -81,9 +81,14 @@ struct Setup {
 }
 
 fn serve(store: Arc<dyn Store>) -> Setup {
+    serve_with(store, sesame_server::serve::DEFAULT_MAX_MESSAGE)
+}
+
+fn serve_with(store: Arc<dyn Store>, max_message: usize) -> Setup {
     let certs = sesame_server::certs::localhost().unwrap();
     let token = Tokens::generate(&mut OsRng);
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.max_message_bytes = max_message;
     config.tls = Some(TlsFiles {
         cert_pem: certs.cert_pem.into_bytes(),
         key_pem: certs.key_pem.into_bytes(),
@@ -295,4 +300,43 @@ fn an_update_applied_but_not_acknowledged_is_not_applied_twice() {
     check_oracle(&p, &oracle);
     assert_eq!(store.scan_prefix(b"i/").unwrap(), before);
     assert_eq!(entries(store.as_ref() as &dyn Store, 0), 8 * 3);
+}
+
+/// An update far larger than the server's message limit is sent in calls
+/// under it; a document that cannot fit one message is refused before
+/// anything is saved; the profile keeps working either way.
+#[test]
+fn updates_of_any_size_fit_the_servers_messages() {
+    for scheme in ["fast", "pibas"] {
+        let store = Arc::new(MemoryStore::new());
+        let s = serve_with(store.clone(), 2 << 20);
+        let p = profile(&s, scheme);
+        // 150,000 distinct words: megabytes of update requests.
+        let big = s.tmp.path().join("big.txt");
+        let text: Vec<String> = (0..150_000).map(|i| format!("w{i}")).collect();
+        std::fs::write(&big, text.join(" ")).unwrap();
+        let r = p
+            .session(DEFAULT_INDEX)
+            .unwrap()
+            .add_documents(&[&big], &mut |_| {})
+            .unwrap_or_else(|e| panic!("{scheme}: {e}"));
+        assert_eq!((r.added.len(), r.pairs), (1, 150_000), "{scheme}");
+        for w in ["w0", "w77777", "w149999"] {
+            assert_eq!(found(&p, w).len(), 1, "{scheme} {w}");
+        }
+
+        // Larger than one message can carry: refused, nothing saved.
+        let huge = s.tmp.path().join("huge.txt");
+        std::fs::write(&huge, vec![b'x'; 2 << 20]).unwrap();
+        let state = p.dir().join("indexes/default.state");
+        let before = std::fs::read(&state).unwrap();
+        let err = p
+            .session(DEFAULT_INDEX)
+            .unwrap()
+            .add_documents(&[&huge], &mut |_| {})
+            .unwrap_err();
+        assert!(matches!(err, ClientError::DocumentTooLarge { .. }), "{err}");
+        assert_eq!(std::fs::read(&state).unwrap(), before, "{scheme}");
+        assert_eq!(found(&p, "w5").len(), 1, "{scheme}");
+    }
 }
