@@ -340,3 +340,25 @@ fn updates_of_any_size_fit_the_servers_messages() {
         assert_eq!(found(&p, "w5").len(), 1, "{scheme}");
     }
 }
+
+/// A search that writes on the server (UEDSSE re-encrypts), whose answer
+/// is lost after the server applied it: the next command gets the first
+/// answer again, however large, and the index stays searchable.
+#[test]
+fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
+    let store = Arc::new(FailingStore::new());
+    let s = serve(store.clone());
+    let p = profile(&s, "uedsse");
+    let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 3000);
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    // The search's writes are committed, but its answer is lost.
+    store.fail(2, 0);
+    let err = p.session(DEFAULT_INDEX).unwrap().search("all").unwrap_err();
+    assert!(matches!(err, ClientError::Unacknowledged { .. }), "{err}");
+    store.heal();
+    assert_eq!(found(&p, "all").len(), 3000);
+    check_oracle(&p, &oracle);
+}
