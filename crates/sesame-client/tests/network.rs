@@ -349,7 +349,7 @@ fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
     let store = Arc::new(FailingStore::new());
     let s = serve(store.clone());
     let p = profile(&s, "uedsse");
-    let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 3000);
+    let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 1500);
     p.session(DEFAULT_INDEX)
         .unwrap()
         .add_documents(&[&dir], &mut |_| {})
@@ -359,6 +359,6 @@ fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
     let err = p.session(DEFAULT_INDEX).unwrap().search("all").unwrap_err();
     assert!(matches!(err, ClientError::Unacknowledged { .. }), "{err}");
     store.heal();
-    assert_eq!(found(&p, "all").len(), 3000);
+    assert_eq!(found(&p, "all").len(), 1500);
     check_oracle(&p, &oracle);
 }
