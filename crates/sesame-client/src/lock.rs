@@ -34,12 +34,12 @@ impl ProfileLock {
             options.mode(0o600);
         }
         let file = options
-            .open(&path)
-            .map_err(|e| ClientError::io("open", &path, &e))?;
+            .open(path)
+            .map_err(|e| ClientError::io("open", path, &e))?;
         match file.try_lock() {
             Ok(()) => Ok(ProfileLock { _file: file }),
             Err(TryLockError::WouldBlock) => Err(ClientError::ProfileBusy(profile.to_path_buf())),
-            Err(TryLockError::Error(e)) => Err(ClientError::io("lock", &path, &e)),
+            Err(TryLockError::Error(e)) => Err(ClientError::io("lock", path, &e)),
         }
     }
 }

@@ -1095,7 +1095,9 @@ impl Session {
         let mut probes: Vec<(DocId, Vec<String>)> = Vec::new();
         let mut problems = Vec::new();
         let mut verified = 0;
+        let mut position = 0usize;
         self.fetch_documents(&docs, Phase::Fetching, progress, &mut |doc, record| {
+            position += 1;
             match record {
                 Ok(r) => {
                     let digest = sesame_crypto::hash::sha256(&r.content);
@@ -1107,7 +1109,7 @@ impl Session {
                     } else {
                         verified += 1;
                     }
-                    if doc.id as usize % step == 0 && probes.len() < CHECK_PROBES {
+                    if (position - 1).is_multiple_of(step) && probes.len() < CHECK_PROBES {
                         let words = tokenize_bytes(&r.content);
                         let pick: Vec<String> = [0, words.len() / 2, words.len().saturating_sub(1)]
                             .iter()
