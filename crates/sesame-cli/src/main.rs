@@ -298,7 +298,8 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
     );
     if report.rebuilt {
         out.push_str(&format!(
-            "static scheme: index rebuilt over {}\n",
+            "{}: index rebuilt over {}\n",
+            rebuild_reason(&session),
             count(report.indexed, "document")
         ));
     } else if report.added.len() + report.replaced.len() + report.removed.len() > 0 {
@@ -310,6 +311,15 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
     write_stdout(out.as_bytes())
 }
 
+/// Why a change rebuilt the whole index.
+fn rebuild_reason(session: &sesame_client::Session) -> &'static str {
+    if session.is_static() {
+        "static scheme"
+    } else {
+        "updates of this scheme read the server between writes, so each change rebuilds its index"
+    }
+}
+
 fn rm(dir: &std::path::Path, documents: &[String]) -> Result<(), CliError> {
     let mut session = open(dir)?;
     let report = session.remove_documents(documents)?;
@@ -317,8 +327,9 @@ fn rm(dir: &std::path::Path, documents: &[String]) -> Result<(), CliError> {
     for d in &report.removed {
         out.push_str(&format!("removed\t{}\t{}\n", d.id, d.path));
     }
+    let rebuilt = format!("{}: index rebuilt without them", rebuild_reason(&session));
     let how = if report.rebuilt {
-        "static scheme: index rebuilt without them"
+        rebuilt.as_str()
     } else if report.index_entries_deleted {
         "their index entries were deleted"
     } else {

@@ -109,7 +109,7 @@ pub struct AddReport {
     pub keywords: usize,
     /// (keyword, document) pairs added.
     pub pairs: usize,
-    /// Whether the whole index was rebuilt (static schemes).
+    /// Whether the whole index was rebuilt ([`Session::rebuilds`]).
     pub rebuilt: bool,
     /// Documents in the index afterwards.
     pub indexed: usize,
@@ -128,7 +128,7 @@ pub struct RemoveReport {
     /// cannot (schemes without deletion), the entries stay on the server
     /// and the client no longer shows the documents.
     pub index_entries_deleted: bool,
-    /// Whether the whole index was rebuilt (static schemes).
+    /// Whether the whole index was rebuilt ([`Session::rebuilds`]).
     pub rebuilt: bool,
     /// Documents in the index afterwards.
     pub indexed: usize,
@@ -277,6 +277,14 @@ impl Session {
         self.scheme.descriptor.kind == SchemeKind::StaticSse
     }
 
+    /// Whether a change rebuilds the whole index ([`AddReport::rebuilt`]):
+    /// static schemes, and dynamic schemes whose updates cannot be
+    /// prepared ahead of sending them (SDa, SDd, KPR12 read the server
+    /// between their writes), which the session keeps crash-safe this way.
+    pub fn rebuilds(&self) -> bool {
+        self.is_static() || !self.client.prepares_updates()
+    }
+
     /// The meter every channel of the session reports to.
     pub fn meter(&self) -> &Meter {
         self.backend.meter()
@@ -410,7 +418,7 @@ impl Session {
         }
         report.keywords = distinct.len();
 
-        if self.is_static() {
+        if self.rebuilds() {
             self.rebuild(adds, &removes, progress)?;
             report.rebuilt = true;
         } else {
@@ -499,7 +507,7 @@ impl Session {
             removed: removes.clone(),
             ..RemoveReport::default()
         };
-        if self.is_static() {
+        if self.rebuilds() {
             self.rebuild(Vec::new(), &removes, &mut |_| {})?;
             report.rebuilt = true;
             report.index_entries_deleted = true;

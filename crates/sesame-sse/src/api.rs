@@ -114,6 +114,17 @@ pub trait KeywordClient: Send {
         self.prepare_update(rng, op, doc, keywords)
     }
 
+    /// Whether updates can be prepared: [`KeywordClient::prepare_update`]
+    /// or [`KeywordClient::prepare_update_interactive`] return requests.
+    /// `false` by default. The SDK keeps an index whose scheme says `false`
+    /// correct and crash-safe by rebuilding it (a fresh `setup` over every
+    /// document, switched to atomically) on each change, as for a static
+    /// scheme; the scheme's own [`KeywordClient::update`] is what the
+    /// benchmark harness measures.
+    fn prepares_updates(&self) -> bool {
+        false
+    }
+
     /// Whether [`UpdateOp::Delete`] removes pairs from the index. Schemes
     /// without deletion return `false` (the default); the SDK then only
     /// hides a deleted document's identifier on the client.

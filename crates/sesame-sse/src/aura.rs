@@ -500,6 +500,10 @@ impl KeywordClient for AuraClient {
         )
     }
 
+    fn prepares_updates(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         _rng: &mut dyn CryptoRngCore,

@@ -310,6 +310,10 @@ impl KeywordClient for FastClient {
         upload(channel, entries)
     }
 
+    fn prepares_updates(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         rng: &mut dyn CryptoRngCore,

@@ -339,6 +339,10 @@ impl KeywordClient for JanusClient {
         )
     }
 
+    fn prepares_updates(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         _rng: &mut dyn CryptoRngCore,

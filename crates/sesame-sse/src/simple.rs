@@ -189,6 +189,10 @@ impl KeywordClient for SimpleClient {
         }
     }
 
+    fn prepares_updates(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         rng: &mut dyn CryptoRngCore,

@@ -356,6 +356,10 @@ impl KeywordClient for SuiseClient {
         )
     }
 
+    fn prepares_updates(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         _rng: &mut dyn CryptoRngCore,

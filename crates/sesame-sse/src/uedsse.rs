@@ -595,6 +595,10 @@ impl KeywordClient for UedsseClient {
         Ok(())
     }
 
+    fn prepares_updates(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         rng: &mut dyn CryptoRngCore,
