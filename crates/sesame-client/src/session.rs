@@ -1004,6 +1004,11 @@ impl Session {
         if self.client.search_writes() {
             let mut channel =
                 self.backend
+                    .index_channel(&self.index, self.state.generation, &self.scheme)?;
+            self.client.initialise_server(channel.as_mut())?;
+            drop(channel);
+            let mut channel =
+                self.backend
                     .read_channel(&self.index, self.state.generation, &self.scheme)?;
             let prepared = self
                 .client

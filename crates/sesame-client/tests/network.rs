@@ -354,6 +354,8 @@ fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
         .unwrap()
         .add_documents(&[&dir], &mut |_| {})
         .unwrap();
+    // A first search (the server makes its key pair on the first one).
+    assert_eq!(found(&p, "all").len(), 1500);
     // The search's writes are committed, but its answer is lost.
     store.fail(2, 0);
     let err = p.session(DEFAULT_INDEX).unwrap().search("all").unwrap_err();

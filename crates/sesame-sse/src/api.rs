@@ -143,6 +143,16 @@ pub trait KeywordClient: Send {
         false
     }
 
+    /// One-time server-side initialisation that a prepared query needs,
+    /// idempotent (UEDSSE: the server's key pair, made by its first
+    /// request). The SDK calls it over a writable channel before
+    /// [`KeywordClient::prepare_query`], whose channel is read-only. The
+    /// default does nothing.
+    fn initialise_server(&mut self, channel: &mut dyn Channel) -> Result<()> {
+        let _ = channel;
+        Ok(())
+    }
+
     /// For schemes whose search writes ([`KeywordClient::search_writes`]):
     /// computes the query's requests, after read-only calls over `channel`
     /// if the scheme needs them, and advances the client state as if they

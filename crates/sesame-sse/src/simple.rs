@@ -22,8 +22,9 @@ use sesame_core::{
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
+use crate::query::{Query, QueryResult};
 use crate::uedsse::{
     self, entry_key, entry_value, walk, ChainClient, Entry, KeywordState, UeKey, EID_LEN, LAMBDA,
     OP_ADD,
@@ -253,6 +254,75 @@ impl KeywordClient for SimpleClient {
             );
         }
         Ok(ids)
+    }
+
+    fn search_writes(&self) -> bool {
+        true
+    }
+
+    /// [`KeywordClient::search`] split at its write: the fetch is a read
+    /// made now, the refresh (the keyword's rebuilt chain under a fresh
+    /// key) is the prepared request, and the client state moves to the new
+    /// chain at once. The result travels in the context, so that a client
+    /// restored after a crash answers the same.
+    fn prepare_query(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        query: &Query,
+    ) -> Result<Prepared> {
+        let keyword = uedsse::exact_keyword(query)?;
+        let Some(ks) = self.core.keywords.get(keyword) else {
+            return Ok(Prepared::default());
+        };
+        let tw = self.core.token(keyword);
+        let st = ks.st;
+        let eids = match channel::call(channel, &Request::Fetch { tw, st })? {
+            Response::Eids(eids) => eids,
+            other => return Err(unexpected(&other)),
+        };
+        let ids = eids
+            .iter()
+            .map(|eid| self.core.open(&ks.key, keyword, eid))
+            .collect::<Result<Vec<_>>>()?;
+        let ids = common::normalise(ids);
+        let next = UeKey::generate(rng);
+        let (entries, head) = self.rebuild(rng, keyword, &ids, &next)?;
+        let request = sesame_core::wire::encode(&Request::Refresh { tw, st, entries })?;
+        if ids.is_empty() {
+            self.core.keywords.remove(keyword);
+        } else {
+            self.core.keywords.insert(
+                keyword.to_vec(),
+                KeywordState {
+                    st: head,
+                    key: next,
+                },
+            );
+        }
+        Ok(Prepared {
+            requests: vec![request],
+            context: sesame_core::wire::encode(&ids)?,
+        })
+    }
+
+    fn resolve_query(
+        &mut self,
+        query: &Query,
+        context: &[u8],
+        responses: &[Vec<u8>],
+    ) -> Result<QueryResult> {
+        uedsse::exact_keyword(query)?;
+        for response in responses {
+            expect_stored(sesame_core::wire::decode(response)?)?;
+        }
+        if responses.is_empty() {
+            return Ok(QueryResult::default());
+        }
+        Ok(QueryResult {
+            ids: sesame_core::wire::decode(context)?,
+            ..QueryResult::default()
+        })
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {

@@ -42,9 +42,10 @@ pub use sesame_crypto::ue::{self, Ciphertext, UeKey, UpdateToken, PAYLOAD_LEN};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
 use crate::fast::oracle;
+use crate::query::{Query, QueryResult};
 
 /// Descriptor of UEDSSE.
 pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
@@ -653,8 +654,81 @@ impl KeywordClient for UedsseClient {
         Ok(common::normalise(ids))
     }
 
+    fn search_writes(&self) -> bool {
+        true
+    }
+
+    /// The server makes its key pair on the first request for its public
+    /// key; later requests read it.
+    fn initialise_server(&mut self, channel: &mut dyn Channel) -> Result<()> {
+        self.public_key(channel).map(drop)
+    }
+
+    /// The search of [`KeywordClient::search`] as a prepared request: the
+    /// client keeps `k_w'` at once (Listing 3, line 35, moved before the
+    /// call), and the server applies the re-encryption once (the SDK sends
+    /// the request under a request id). After a crash the restored client
+    /// holds `k_w'`, which opens the re-encrypted answer.
+    fn prepare_query(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        query: &Query,
+    ) -> Result<Prepared> {
+        let keyword = exact_keyword(query)?;
+        if !self.core.keywords.contains_key(keyword) {
+            return Ok(Prepared::default());
+        }
+        let pk = self.public_key(channel)?;
+        let next = UeKey::generate(rng);
+        let Some(request) = self.search_request(rng, &pk, keyword, &next)? else {
+            return Ok(Prepared::default());
+        };
+        if let Some(ks) = self.core.keywords.get_mut(keyword) {
+            ks.key = next;
+        }
+        Ok(Prepared {
+            requests: vec![sesame_core::wire::encode(&request)?],
+            context: Vec::new(),
+        })
+    }
+
+    fn resolve_query(
+        &mut self,
+        query: &Query,
+        _context: &[u8],
+        responses: &[Vec<u8>],
+    ) -> Result<QueryResult> {
+        let keyword = exact_keyword(query)?;
+        let (Some(ks), [response]) = (self.core.keywords.get(keyword), responses) else {
+            return Ok(QueryResult::default());
+        };
+        let eids = match sesame_core::wire::decode(response)? {
+            Response::Eids(eids) => eids,
+            other => return Err(unexpected(&other)),
+        };
+        let ids = eids
+            .iter()
+            .map(|eid| self.core.open(&ks.key, keyword, eid))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(QueryResult {
+            ids: common::normalise(ids),
+            ..QueryResult::default()
+        })
+    }
+
     fn save_state(&self) -> Result<Vec<u8>> {
         self.core.save()
+    }
+}
+
+/// The keyword of an exact query: the only kind UEDSSE and SIMPLE answer.
+pub(crate) fn exact_keyword(query: &Query) -> Result<&[u8]> {
+    match query {
+        Query::Exact(keyword) => Ok(keyword),
+        _ => Err(Error::Unsupported(
+            "this scheme answers exact keyword queries only".into(),
+        )),
     }
 }
 
