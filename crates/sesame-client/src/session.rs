@@ -1220,6 +1220,10 @@ mod tests {
         ) -> CoreResult<()> {
             panic!("a dynamic scheme is never set up by the SDK")
         }
+        fn prepares_updates(&self) -> bool {
+            true
+        }
+
         fn prepare_update(
             &mut self,
             _: &mut dyn CryptoRngCore,

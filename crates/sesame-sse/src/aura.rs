@@ -42,8 +42,9 @@ use sesame_crypto::hash::sha256;
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
+use crate::query::{Query, QueryResult};
 
 /// Descriptor of Aura.
 pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
@@ -468,6 +469,39 @@ impl AuraClient {
     }
 }
 
+impl AuraClient {
+    /// The search request for `keyword`, or `None` for a keyword never
+    /// updated.
+    fn search_request(&self, keyword: &[u8]) -> Result<Option<Request>> {
+        let Some(st) = self.keywords.get(keyword) else {
+            return Ok(None);
+        };
+        let revoked: Vec<u64> = st.revoked.iter().copied().collect();
+        let (epoch, count) = (st.epoch, st.count);
+        let cover = self
+            .tree(keyword, epoch)?
+            .cover(&revoked)
+            .map_err(|_| Error::Crypto)?;
+        Ok(Some(Request::Search {
+            tkn: self.token(keyword, epoch),
+            prev: epoch.checked_sub(1).map(|e| self.token(keyword, e)),
+            count,
+            h: self.h,
+            depth: self.depth,
+            cover,
+        }))
+    }
+
+    /// Key renewal after a search: later additions use a fresh token and
+    /// tree.
+    fn renew(&mut self, keyword: &[u8]) {
+        if let Some(st) = self.keywords.get_mut(keyword) {
+            st.epoch += 1;
+            st.count = 0;
+        }
+    }
+}
+
 impl KeywordClient for AuraClient {
     fn descriptor(&self) -> &'static SchemeDescriptor {
         &DESCRIPTOR
@@ -551,33 +585,57 @@ impl KeywordClient for AuraClient {
         channel: &mut dyn Channel,
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
-        let Some(st) = self.keywords.get(keyword) else {
+        let Some(request) = self.search_request(keyword)? else {
             return Ok(Vec::new());
-        };
-        let revoked: Vec<u64> = st.revoked.iter().copied().collect();
-        let (epoch, count) = (st.epoch, st.count);
-        let cover = self
-            .tree(keyword, epoch)?
-            .cover(&revoked)
-            .map_err(|_| Error::Crypto)?;
-        let request = Request::Search {
-            tkn: self.token(keyword, epoch),
-            prev: epoch.checked_sub(1).map(|e| self.token(keyword, e)),
-            count,
-            h: self.h,
-            depth: self.depth,
-            cover,
         };
         let ids = match channel::call(channel, &request)? {
             Response::Ids(ids) => common::normalise(ids),
             other => return Err(unexpected(&other)),
         };
-        // Key renewal: later additions use a fresh token and tree.
-        if let Some(st) = self.keywords.get_mut(keyword) {
-            st.epoch += 1;
-            st.count = 0;
-        }
+        self.renew(keyword);
         Ok(ids)
+    }
+
+    fn search_writes(&self) -> bool {
+        true
+    }
+
+    /// The search request, with the key renewal applied to the client
+    /// state at once; the SDK has the server apply it once.
+    fn prepare_query(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        _channel: &mut dyn Channel,
+        query: &Query,
+    ) -> Result<Prepared> {
+        let keyword = crate::query::exact_keyword(&DESCRIPTOR, query)?;
+        let Some(request) = self.search_request(keyword)? else {
+            return Ok(Prepared::default());
+        };
+        self.renew(keyword);
+        Ok(Prepared {
+            requests: vec![sesame_core::wire::encode(&request)?],
+            context: Vec::new(),
+        })
+    }
+
+    fn resolve_query(
+        &mut self,
+        _query: &Query,
+        _context: &[u8],
+        responses: &[Vec<u8>],
+    ) -> Result<QueryResult> {
+        let mut ids = Vec::new();
+        for response in responses {
+            match sesame_core::wire::decode(response)? {
+                Response::Ids(found) => ids.extend(found),
+                other => return Err(unexpected(&other)),
+            }
+        }
+        Ok(QueryResult {
+            ids: common::normalise(ids),
+            ..QueryResult::default()
+        })
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {

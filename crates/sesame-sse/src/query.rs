@@ -15,7 +15,7 @@
 //! should lower-case the query too.
 
 use rand_core::CryptoRngCore;
-use sesame_core::{Channel, Error, QueryKind, Result};
+use sesame_core::{Channel, Error, QueryKind, Result, SchemeDescriptor};
 
 use crate::api::{DocId, KeywordClient};
 
@@ -175,6 +175,15 @@ pub fn basic_query<C: KeywordClient + ?Sized>(
                 ..QueryResult::default()
             })
         }
+        _ => Err(unsupported(d.name, query)),
+    }
+}
+
+/// The keyword of an exact query, for schemes that answer only those in
+/// [`crate::KeywordClient::prepare_query`].
+pub(crate) fn exact_keyword<'q>(d: &SchemeDescriptor, query: &'q Query) -> Result<&'q [u8]> {
+    match query {
+        Query::Exact(keyword) => Ok(keyword),
         _ => Err(unsupported(d.name, query)),
     }
 }

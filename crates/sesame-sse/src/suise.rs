@@ -28,7 +28,7 @@ use sesame_core::{
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
 use crate::query::{self, Query, QueryResult};
 
@@ -280,14 +280,39 @@ impl SuiseClient {
 
     /// Searches one token.
     fn search_token(&mut self, channel: &mut dyn Channel, token: Vec<u8>) -> Result<Vec<DocId>> {
+        let request = self.search_request(token);
+        match channel::call(channel, &request)? {
+            Response::Ids(ids) => Ok(common::normalise(ids)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The search request for a tagged token; the token is recorded as
+    /// searched at once (the server moves its matches to the searched
+    /// list when it answers).
+    fn search_request(&mut self, token: Vec<u8>) -> Request {
         let key = self.search_key(&token);
         let list = token.first().copied().unwrap_or(EXACT);
-        let ids = match channel::call(channel, &Request::Search { key, list })? {
-            Response::Ids(ids) => common::normalise(ids),
-            other => return Err(unexpected(&other)),
-        };
         self.searched.insert(token);
-        Ok(ids)
+        Request::Search { key, list }
+    }
+
+    /// The tagged tokens a query searches, one request each; their
+    /// results are intersected.
+    fn query_tokens(&self, q: &Query) -> Result<Vec<Vec<u8>>> {
+        match q {
+            Query::Exact(w) => Ok(vec![tagged(EXACT, w)]),
+            Query::Conjunctive(words) => Ok(words.iter().map(|w| tagged(EXACT, w)).collect()),
+            Query::Prefix(p) if self.prefixes => {
+                if p.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "a prefix query needs at least one byte before `*`".into(),
+                    ));
+                }
+                Ok(vec![tagged(PREFIX, p)])
+            }
+            _ => Err(query::unsupported(self.descriptor().name, q)),
+        }
     }
 }
 
@@ -406,6 +431,55 @@ impl KeywordClient for SuiseClient {
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
         self.search_token(channel, tagged(EXACT, keyword))
+    }
+
+    fn search_writes(&self) -> bool {
+        true
+    }
+
+    /// One search request per token of the query, each recorded as
+    /// searched at once; the SDK has the server apply them once.
+    fn prepare_query(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        _channel: &mut dyn Channel,
+        q: &Query,
+    ) -> Result<Prepared> {
+        let tokens = self.query_tokens(q)?;
+        let requests = tokens
+            .into_iter()
+            .map(|t| sesame_core::wire::encode(&self.search_request(t)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Prepared {
+            requests,
+            context: Vec::new(),
+        })
+    }
+
+    fn resolve_query(
+        &mut self,
+        q: &Query,
+        _context: &[u8],
+        responses: &[Vec<u8>],
+    ) -> Result<QueryResult> {
+        let expected = self.query_tokens(q)?.len();
+        if responses.len() != expected {
+            return Err(Error::Protocol(format!(
+                "{} answers to {expected} SUISE searches",
+                responses.len()
+            )));
+        }
+        let mut sets = Vec::with_capacity(expected);
+        for response in responses {
+            match sesame_core::wire::decode(response)? {
+                Response::Ids(ids) => sets.push(common::normalise(ids)),
+                other => return Err(unexpected(&other)),
+            }
+        }
+        Ok(QueryResult {
+            ids: query::intersect(sets),
+            ..QueryResult::default()
+        })
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {
