@@ -47,16 +47,15 @@ fn expected(db: &Multimap, keyword: &[u8]) -> Vec<DocId> {
     ids
 }
 
-/// A client holding `db`, over an in-process server on a memory store.
-fn loaded(
-    scheme: &KeywordScheme,
-    db: &Multimap,
-    rng: &mut ChaCha20Rng,
-) -> (
+/// A client, its in-process channel and the server's store.
+type Loaded = (
     Box<dyn KeywordClient>,
     LocalChannel<Box<dyn Service>>,
     Arc<MemoryStore>,
-) {
+);
+
+/// A client holding `db`, over an in-process server on a memory store.
+fn loaded(scheme: &KeywordScheme, db: &Multimap, rng: &mut ChaCha20Rng) -> Loaded {
     let mut client = (scheme.new_client)(rng, &Params::new()).unwrap();
     let store = Arc::new(MemoryStore::new());
     let mut channel = LocalChannel::new((scheme.new_server)(store.clone()));
