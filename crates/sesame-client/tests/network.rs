@@ -349,18 +349,18 @@ fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
     let store = Arc::new(FailingStore::new());
     let s = serve(store.clone());
     let p = profile(&s, "uedsse");
-    let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 1500);
+    let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 600);
     p.session(DEFAULT_INDEX)
         .unwrap()
         .add_documents(&[&dir], &mut |_| {})
         .unwrap();
     // A first search (the server makes its key pair on the first one).
-    assert_eq!(found(&p, "all").len(), 1500);
+    assert_eq!(found(&p, "all").len(), 600);
     // The search's writes are committed, but its answer is lost.
     store.fail(2, 0);
     let err = p.session(DEFAULT_INDEX).unwrap().search("all").unwrap_err();
     assert!(matches!(err, ClientError::Unacknowledged { .. }), "{err}");
     store.heal();
-    assert_eq!(found(&p, "all").len(), 1500);
+    assert_eq!(found(&p, "all").len(), 600);
     check_oracle(&p, &oracle);
 }

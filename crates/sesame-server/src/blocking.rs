@@ -13,8 +13,9 @@
 //! sent again, up to
 //! [`Connection::set_retries`] times with a growing pause, with the same
 //! request id. If the first attempt was applied after all, the server
-//! answers `ALREADY_EXISTS` with the first response as details, which is
-//! taken as the answer: a retry never applies a request twice.
+//! answers with the first response: a retry never applies a request
+//! twice. (Older servers answered `ALREADY_EXISTS` with the first response
+//! as details, which is still taken as the answer.)
 //!
 //! The meter hears one round per call: the bytes of the scheme messages
 //! (not of the protobuf, HTTP/2 and TLS framing around them), the time

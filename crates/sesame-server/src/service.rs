@@ -196,7 +196,7 @@ impl Shared {
     ) -> Result<tonic::Response<Resp>, Status>
     where
         Req: Message + Send + 'static,
-        Resp: Message + Send + 'static,
+        Resp: Message + Default + Send + 'static,
     {
         let start = Instant::now();
         let up = request.get_ref().encoded_len();
@@ -216,7 +216,7 @@ impl Shared {
     ) -> Result<Resp, Status>
     where
         Req: Message + Send + 'static,
-        Resp: Message + Send + 'static,
+        Resp: Message + Default + Send + 'static,
     {
         let limit = deadline(request.metadata(), self.request_timeout);
         let tenant = if auth {
@@ -243,6 +243,14 @@ impl Shared {
                 Err(Status::internal(
                     "the server failed while handling the request",
                 ))
+            }
+            // An exact repeat of a request already applied gets the first
+            // answer as an ordinary answer: in trailers, a large one would
+            // break HTTP/2 header limits.
+            Ok(Ok(Err(EngineError::Replayed { response, .. }))) => {
+                Resp::decode(response.as_slice()).map_err(|_| {
+                    Status::internal("the stored answer of a repeated request does not decode")
+                })
             }
             Ok(Ok(result)) => result.map_err(to_status),
         }
@@ -385,7 +393,7 @@ struct Unary<Req, Resp> {
 impl<Req, Resp> Service<tonic::Request<Req>> for Unary<Req, Resp>
 where
     Req: Message + Send + 'static,
-    Resp: Message + Send + 'static,
+    Resp: Message + Default + Send + 'static,
 {
     type Response = tonic::Response<Resp>;
     type Error = Status;
