@@ -170,7 +170,8 @@ fn status_error(s: &tonic::Status) -> ClientError {
 pub struct NetworkBackend {
     conn: Connection,
     meter: Meter,
-    max_message: usize,
+    /// The server's limits once asked: message bytes, messages per call.
+    limits: Option<(usize, usize)>,
 }
 
 impl std::fmt::Debug for NetworkBackend {
@@ -186,8 +187,33 @@ impl NetworkBackend {
         Ok(NetworkBackend {
             conn,
             meter: Meter::new(),
-            max_message: DEFAULT_MAX_MESSAGE,
+            limits: None,
         })
+    }
+
+    /// The server's message limit and messages per `Call`, asked once by
+    /// `Health` (the defaults for a server that does not say), so that
+    /// the client's size checks and splits agree with the server.
+    fn limits(&mut self) -> Result<(usize, usize)> {
+        if let Some(limits) = self.limits {
+            return Ok(limits);
+        }
+        let health = self
+            .conn
+            .with_retries(|mut c| async move { c.health().await })
+            .map_err(|s| status_error(&s))?;
+        let or = |said: u64, default: usize| {
+            usize::try_from(said)
+                .ok()
+                .filter(|n| *n > 0)
+                .unwrap_or(default)
+        };
+        let limits = (
+            or(health.max_message_bytes, DEFAULT_MAX_MESSAGE),
+            or(health.max_messages_per_call, MESSAGES_PER_CALL),
+        );
+        self.limits = Some(limits);
+        Ok(limits)
     }
 
     /// The connection, for direct RPCs.
@@ -262,7 +288,7 @@ impl Backend for NetworkBackend {
     }
 
     fn max_message(&mut self) -> Result<Option<usize>> {
-        Ok(Some(self.max_message))
+        Ok(Some(self.limits()?.0))
     }
 
     /// Sends the requests in as few `Call`s as fit the server's message
@@ -279,8 +305,9 @@ impl Backend for NetworkBackend {
         id: [u8; 16],
         requests: &[Vec<u8>],
     ) -> Result<Vec<Vec<u8>>> {
+        let (max_message, per_call) = self.limits()?;
         let mut responses = Vec::with_capacity(requests.len());
-        for (part, range) in split_calls(requests, call_budget(self.max_message))?
+        for (part, range) in split_calls(requests, call_budget(max_message), per_call)?
             .into_iter()
             .enumerate()
         {
@@ -339,10 +366,14 @@ pub(crate) fn max_request(max_message: usize) -> usize {
 }
 
 /// Splits `requests` into runs that fit one `Call` each (`budget` bytes,
-/// [`MESSAGES_PER_CALL`] messages). A request that fits no call is an
+/// `per_call` messages). A request that fits no call is an
 /// error (the session checks sizes before it saves an operation, so this
 /// is a last line of defence).
-fn split_calls(requests: &[Vec<u8>], budget: usize) -> Result<Vec<std::ops::Range<usize>>> {
+fn split_calls(
+    requests: &[Vec<u8>],
+    budget: usize,
+    per_call: usize,
+) -> Result<Vec<std::ops::Range<usize>>> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut bytes = 0usize;
@@ -355,7 +386,7 @@ fn split_calls(requests: &[Vec<u8>], budget: usize) -> Result<Vec<std::ops::Rang
                 max: budget.saturating_sub(MESSAGE_OVERHEAD) as u64,
             });
         }
-        if i > start && (bytes + size > budget || i - start >= MESSAGES_PER_CALL) {
+        if i > start && (bytes + size > budget || i - start >= per_call.max(1)) {
             out.push(start..i);
             start = i;
             bytes = 0;
@@ -538,7 +569,7 @@ mod tests {
     #[test]
     fn calls_split_under_the_budget_in_order() {
         let requests: Vec<Vec<u8>> = [10, 20, 30, 5, 40].iter().map(|&n| vec![0u8; n]).collect();
-        let parts = split_calls(&requests, 60 + 2 * MESSAGE_OVERHEAD).unwrap();
+        let parts = split_calls(&requests, 60 + 2 * MESSAGE_OVERHEAD, 100).unwrap();
         assert_eq!(parts, vec![0..2, 2..4, 4..5]);
         for p in &parts {
             let bytes: usize = requests[p.clone()]
@@ -547,11 +578,16 @@ mod tests {
                 .sum();
             assert!(bytes <= 60 + 2 * MESSAGE_OVERHEAD);
         }
+        // At most `per_call` messages a call.
+        assert_eq!(
+            split_calls(&requests, 1 << 20, 2).unwrap(),
+            vec![0..2, 2..4, 4..5]
+        );
         assert!(matches!(
-            split_calls(&requests, 30),
+            split_calls(&requests, 30, 100),
             Err(ClientError::TooLarge { .. })
         ));
-        assert_eq!(split_calls(&[], 100).unwrap(), vec![0..0]);
+        assert_eq!(split_calls(&[], 100, 100).unwrap(), vec![0..0]);
     }
 
     #[test]

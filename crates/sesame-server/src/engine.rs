@@ -45,6 +45,9 @@ pub struct Limits {
     pub max_documents_per_request: usize,
     /// Bytes of writes one call or one upload may buffer before its commit.
     pub max_transaction_bytes: usize,
+    /// The largest gRPC message the server accepts (set from the server's
+    /// configuration; told to clients by `Health`).
+    pub max_message_bytes: usize,
 }
 
 impl Default for Limits {
@@ -54,6 +57,7 @@ impl Default for Limits {
             max_messages_per_call: 100_000,
             max_documents_per_request: 100_000,
             max_transaction_bytes: 1 << 30,
+            max_message_bytes: crate::serve::DEFAULT_MAX_MESSAGE,
         }
     }
 }

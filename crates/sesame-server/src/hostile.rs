@@ -43,6 +43,7 @@ pub fn engine() -> Engine {
         max_messages_per_call: 64,
         max_documents_per_request: 64,
         max_indexes_per_tenant: 64,
+        ..Limits::default()
     };
     let engine = Engine::new(store, limits).expect("an empty memory store takes the marker");
     for name in scheme_names() {

@@ -72,6 +72,14 @@ pub struct HealthResponse {
     /// The store backend (`redb`, `postgres`, `memory`).
     #[prost(string, tag = "3")]
     pub store: String,
+    /// The largest gRPC message the server accepts, in bytes (0 from
+    /// servers that do not say).
+    #[prost(uint64, tag = "4")]
+    pub max_message_bytes: u64,
+    /// Scheme messages one `Call` may carry (0 from servers that do not
+    /// say).
+    #[prost(uint64, tag = "5")]
+    pub max_messages_per_call: u64,
 }
 
 /// `CreateIndex` request.

@@ -162,7 +162,10 @@ pub async fn run(
     stop: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     config.check()?;
-    let limits = config.limits;
+    let limits = Limits {
+        max_message_bytes: config.max_message_bytes,
+        ..config.limits
+    };
     let engine_store = store.clone();
     let engine = tokio::task::spawn_blocking(move || Engine::new(engine_store, limits))
         .await

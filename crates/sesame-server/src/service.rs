@@ -442,6 +442,8 @@ fn health(
         status: "serving".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         store: engine.store().backend().into(),
+        max_message_bytes: engine.limits().max_message_bytes as u64,
+        max_messages_per_call: engine.limits().max_messages_per_call as u64,
     })
 }
 
