@@ -120,6 +120,11 @@ pub type Tag = [u8; TAG_LEN];
 /// An index entry: label and value `tag ‖ ct_1 ‖ … ‖ ct_h`.
 pub type Entry = ([u8; LABEL_LEN], Vec<u8>);
 
+/// Payload bytes of an entry in a request.
+fn entry_size(e: &Entry) -> usize {
+    LABEL_LEN + e.1.len()
+}
+
 /// An Aura request.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
@@ -558,16 +563,13 @@ impl KeywordClient for AuraClient {
                 for w in keywords {
                     entries.push(self.add_entry(doc, w)?);
                 }
-                if entries.is_empty() {
-                    return Ok(Some(Vec::new()));
-                }
                 // The order of the entries says nothing about the keywords.
                 entries.sort_unstable_by_key(|e| e.0);
-                let request = Request::Put {
+                common::chunked_requests(entries, entry_size, |entries| Request::Put {
                     reset: false,
                     entries,
-                };
-                Ok(Some(vec![sesame_core::wire::encode(&request)?]))
+                })
+                .map(Some)
             }
         }
     }

@@ -182,9 +182,30 @@ pub fn positive(params: &sesame_core::Params, name: &str, default: usize) -> Res
     Ok(v)
 }
 
-/// Payload bytes per setup request: far below the wire limit, large enough
-/// that a request costs little besides its bytes.
-pub const SETUP_CHUNK_BYTES: usize = 16 << 20;
+/// Payload bytes per setup request and per prepared update request: three
+/// quarters of [`crate::MAX_PREPARED_REQUEST`], leaving room for the
+/// encoding, so that every request fits a server's message limit (the
+/// SDK sends each as one message); large enough that a request costs
+/// little besides its bytes.
+pub const SETUP_CHUNK_BYTES: usize = crate::MAX_PREPARED_REQUEST / 4 * 3;
+
+/// Encodes `items` as requests of about [`SETUP_CHUNK_BYTES`] of payload
+/// each, in order (none for no items): how a prepared update larger than
+/// one request is split. Each request must stand alone (idempotent, in any
+/// prefix).
+pub fn chunked_requests<T, Req: Serialize>(
+    items: Vec<T>,
+    size: impl Fn(&T) -> usize,
+    request: impl Fn(Vec<T>) -> Req,
+) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut rest = items.into_iter().peekable();
+    while rest.peek().is_some() {
+        let chunk = take_chunk(&mut rest, &size);
+        out.push(sesame_core::wire::encode(&request(chunk))?);
+    }
+    Ok(out)
+}
 
 /// Takes items from `rest` until their payload reaches
 /// [`SETUP_CHUNK_BYTES`] (at least one item when any is left).

@@ -96,6 +96,11 @@ const H2: u8 = 2;
 /// An index entry: (label, encrypted value).
 pub type Entry = ([u8; LABEL_LEN], [u8; VALUE_LEN]);
 
+/// Payload bytes of an entry in a request.
+fn entry_size(_: &Entry) -> usize {
+    LABEL_LEN + VALUE_LEN
+}
+
 /// A FAST request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
@@ -322,14 +327,11 @@ impl KeywordClient for FastClient {
         keywords: &[Vec<u8>],
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.entries(rng, op, doc, keywords)?;
-        if entries.is_empty() {
-            return Ok(Some(Vec::new()));
-        }
-        let request = Request::Put {
+        common::chunked_requests(entries, entry_size, |entries| Request::Put {
             reset: false,
             entries,
-        };
-        Ok(Some(vec![sesame_core::wire::encode(&request)?]))
+        })
+        .map(Some)
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {

@@ -392,15 +392,16 @@ impl KeywordClient for JanusClient {
                 for w in keywords {
                     entries.push(self.add_entry(doc, w)?);
                 }
-                if entries.is_empty() {
-                    return Ok(Some(Vec::new()));
-                }
                 entries.sort_unstable_by_key(|e| e.0);
-                let request = Request::Put {
-                    reset: false,
+                common::chunked_requests(
                     entries,
-                };
-                Ok(Some(vec![sesame_core::wire::encode(&request)?]))
+                    |_| LABEL_LEN + ENTRY_LEN,
+                    |entries| Request::Put {
+                        reset: false,
+                        entries,
+                    },
+                )
+                .map(Some)
             }
             UpdateOp::Delete => {
                 let mut out = Vec::with_capacity(keywords.len());

@@ -260,10 +260,18 @@ impl KeywordClient for TwoLevClient {
         let mut array = index.array.into_iter().peekable();
         let mut reset = true;
         loop {
+            // The dictionary first, then the array: one chunk a request,
+            // so that each fits a server's message limit.
+            let dict_chunk = crate::common::take_chunk(&mut dict, |e| 16 + e.1.len());
+            let array_chunk = if dict_chunk.is_empty() {
+                crate::common::take_chunk(&mut array, |e| 8 + e.1.len())
+            } else {
+                Vec::new()
+            };
             let request = Request::Put {
                 reset,
-                dict: crate::common::take_chunk(&mut dict, |e| 16 + e.1.len()),
-                array: crate::common::take_chunk(&mut array, |e| 8 + e.1.len()),
+                dict: dict_chunk,
+                array: array_chunk,
             };
             match channel::call(channel, &request)? {
                 Response::Stored => {}

@@ -608,14 +608,15 @@ impl KeywordClient for UedsseClient {
         keywords: &[Vec<u8>],
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.core.update_entries(rng, op, doc, keywords)?;
-        if entries.is_empty() {
-            return Ok(Some(Vec::new()));
-        }
-        let request = Request::Put {
-            reset: false,
+        common::chunked_requests(
             entries,
-        };
-        Ok(Some(vec![sesame_core::wire::encode(&request)?]))
+            |_| LABEL_LEN + U_LEN + EID_LEN,
+            |entries| Request::Put {
+                reset: false,
+                entries,
+            },
+        )
+        .map(Some)
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
