@@ -7,6 +7,7 @@ use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::backends::InMemoryBackend;
@@ -50,8 +51,9 @@ const PROBE_CACHE_BYTES: usize = 16 << 20;
 /// dropping it then leaves the file as a crash would, and the file stays
 /// locked until the process exits.
 pub struct RedbStore {
-    /// `None` only while the store is dropped.
-    db: Option<Database>,
+    /// `None` while the store is dropped, and after an I/O error until the
+    /// file could be opened again.
+    db: RwLock<Option<Database>>,
     /// Set when redb panicked: its in-memory state may be broken.
     poisoned: AtomicBool,
     path: Option<PathBuf>,
@@ -61,7 +63,14 @@ pub struct RedbStore {
 
 impl Drop for RedbStore {
     fn drop(&mut self) {
-        let Some(db) = self.db.take() else { return };
+        let Some(db) = self
+            .db
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
         if self.poisoned.load(Ordering::Acquire) {
             // After a panic inside redb, closing could write broken allocator
             // state or panic again. Leave the file as a crash would: the next
@@ -156,7 +165,7 @@ impl RedbStore {
 
     fn new(db: Database, path: Option<PathBuf>, label: String) -> Self {
         Self {
-            db: Some(db),
+            db: RwLock::new(Some(db)),
             poisoned: AtomicBool::new(false),
             path,
             label,
@@ -175,14 +184,44 @@ impl RedbStore {
                 self.label
             )));
         }
-        let db = self
-            .db
-            .as_ref()
-            .expect("the database is present until the store is dropped");
-        catch_unwind(AssertUnwindSafe(|| f(db))).unwrap_or_else(|payload| {
-            self.poisoned.store(true, Ordering::Release);
-            Err(panicked(&self.label, &*payload))
-        })
+        let result = {
+            let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
+            match guard.as_ref() {
+                Some(db) => catch_unwind(AssertUnwindSafe(|| f(db))).unwrap_or_else(|payload| {
+                    self.poisoned.store(true, Ordering::Release);
+                    Err(panicked(&self.label, &*payload))
+                }),
+                None => Err(Error::StoreIo(format!(
+                    "{}: the store could not be opened again after an I/O error",
+                    self.label
+                ))),
+            }
+        };
+        if matches!(result, Err(Error::StoreIo(_))) {
+            self.reopen();
+        }
+        result
+    }
+
+    /// After an I/O error (a full disk, say) redb refuses every later
+    /// operation, reads included, until the database is opened again: the
+    /// file holds the last commit (two-phase commit), so the store drops
+    /// its handle and opens the file again, and reads work at once and
+    /// writes once space returns. A store held in memory, or one whose
+    /// reopening fails (it is tried again on the next error), is left as
+    /// it is.
+    fn reopen(&self) {
+        let Some(path) = &self.path else { return };
+        if self.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        let mut guard = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        // The handle must go first: it holds redb's lock on the file.
+        if let Some(old) = guard.take() {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(old)));
+        }
+        let label = &self.label;
+        *guard = guard_open(|| Builder::new().open(path).map_err(|e| from_redb(label, e))).ok();
     }
 
     fn begin_write(&self, db: &Database) -> Result<WriteTransaction> {
@@ -455,6 +494,12 @@ impl Store for RedbStore {
     fn backend(&self) -> &'static str {
         "redb"
     }
+}
+
+/// Opens a database, a panic inside redb being an error.
+fn guard_open(open: impl FnOnce() -> Result<Database>) -> Result<Database> {
+    catch_unwind(AssertUnwindSafe(open))
+        .unwrap_or_else(|_| Err(Error::StoreCorrupt("redb panicked while opening".into())))
 }
 
 #[cfg(test)]
