@@ -298,7 +298,14 @@ async fn answer(mut stream: tokio::net::TcpStream, metrics: &Metrics) -> std::io
             "text/plain; version=0.0.4; charset=utf-8",
             metrics.render(),
         ),
-        (Some("GET"), Some("/healthz")) => ("200 OK", "text/plain", "ok\n".to_owned()),
+        (Some("GET"), Some("/healthz")) => match metrics.store.health() {
+            Ok(()) => ("200 OK", "text/plain", "ok\n".to_owned()),
+            Err(_) => (
+                "503 Service Unavailable",
+                "text/plain",
+                "degraded: the store cannot serve requests\n".to_owned(),
+            ),
+        },
         (Some("GET"), _) => (
             "404 Not Found",
             "text/plain",

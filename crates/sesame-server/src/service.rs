@@ -438,8 +438,17 @@ fn health(
     _tenant: &str,
     _req: proto::HealthRequest,
 ) -> Result<proto::HealthResponse, EngineError> {
+    // A store that cannot serve is said plainly, not hidden behind
+    // "serving" (the details stay in the server log).
+    let status = match engine.store().health() {
+        Ok(()) => "serving".to_owned(),
+        Err(e) => {
+            crate::log(&format!("health: {e}"));
+            "degraded: the store cannot serve requests".to_owned()
+        }
+    };
     Ok(proto::HealthResponse {
-        status: "serving".into(),
+        status,
         version: env!("CARGO_PKG_VERSION").into(),
         store: engine.store().backend().into(),
         max_message_bytes: engine.limits().max_message_bytes as u64,

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +24,8 @@ use tonic::Code;
 struct SlowStore {
     inner: MemoryStore,
     delay_ms: AtomicU64,
+    /// When set, the store says it cannot serve (`Store::health`).
+    sick: AtomicBool,
 }
 
 impl Store for SlowStore {
@@ -46,6 +48,12 @@ impl Store for SlowStore {
     }
     fn backend(&self) -> &'static str {
         "slow-memory"
+    }
+    fn health(&self) -> CoreResult<()> {
+        if self.sick.load(Ordering::Relaxed) {
+            return Err(sesame_core::Error::StoreIo("disk gone".into()));
+        }
+        Ok(())
     }
 }
 
@@ -535,6 +543,7 @@ fn limits_give_resource_exhausted_and_deadlines_deadline_exceeded() {
     let slow = Arc::new(SlowStore {
         inner: MemoryStore::new(),
         delay_ms: AtomicU64::new(0),
+        sick: AtomicBool::new(false),
     });
     let f = start_with(slow.clone(), |c| {
         c.limits = Limits {
@@ -690,6 +699,7 @@ fn shutdown_lets_requests_in_flight_finish() {
     let slow = Arc::new(SlowStore {
         inner: MemoryStore::new(),
         delay_ms: AtomicU64::new(0),
+        sick: AtomicBool::new(false),
     });
     let f = start_with(slow.clone(), |c| c.shutdown_grace = Duration::from_secs(5));
     let conn = Connection::connect(&f.alice).unwrap();
@@ -791,4 +801,35 @@ fn postgres_backend_end_to_end() {
         (1..=10).map(|i| i * 2).collect::<Vec<_>>()
     );
     assert_eq!(f.server.bound().addr.ip().to_string(), "127.0.0.1");
+}
+
+/// `Health` tells the server's limits and the store's real state: a store
+/// that cannot serve is reported as degraded, and as serving again once it
+/// recovers.
+#[test]
+fn health_tells_the_limits_and_the_stores_state() {
+    let store = Arc::new(SlowStore {
+        inner: MemoryStore::new(),
+        delay_ms: AtomicU64::new(0),
+        sick: AtomicBool::new(false),
+    });
+    let f = start_with(store.clone(), |c| c.max_message_bytes = 3 << 20);
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    let health = conn.block_on(c.health()).unwrap();
+    assert_eq!(health.status, "serving");
+    assert_eq!(health.max_message_bytes, 3 << 20);
+    assert_eq!(
+        health.max_messages_per_call,
+        Limits::default().max_messages_per_call as u64
+    );
+    store.sick.store(true, Ordering::Relaxed);
+    let health = conn.block_on(c.health()).unwrap();
+    assert!(health.status.starts_with("degraded"), "{}", health.status);
+    assert!(
+        !health.status.contains("disk gone"),
+        "details stay in the log"
+    );
+    store.sick.store(false, Ordering::Relaxed);
+    assert_eq!(conn.block_on(c.health()).unwrap().status, "serving");
 }

@@ -494,6 +494,37 @@ impl Store for RedbStore {
     fn backend(&self) -> &'static str {
         "redb"
     }
+
+    /// Broken after a panic inside redb; unavailable while the file could
+    /// not be opened again after an I/O error (tried again here).
+    fn health(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::StoreCorrupt(format!(
+                "{}: an earlier operation panicked inside redb; restart the server",
+                self.label
+            )));
+        }
+        let open = self
+            .db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if !open {
+            self.reopen();
+            if self
+                .db
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_none()
+            {
+                return Err(Error::StoreIo(format!(
+                    "{}: the store could not be opened again after an I/O error",
+                    self.label
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Opens a database, a panic inside redb being an error.
