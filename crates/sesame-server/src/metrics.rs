@@ -58,6 +58,9 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
+/// The `method` label of requests to methods the server does not have.
+pub const UNKNOWN_METHOD: &str = "unknown";
+
 /// The name of a status code as Prometheus labels show it.
 fn code_name(code: Code) -> &'static str {
     match code {
@@ -87,7 +90,9 @@ impl Metrics {
         Metrics {
             methods: path::ALL
                 .iter()
-                .map(|p| (p.rsplit('/').next().unwrap_or(p), Method::default()))
+                .map(|p| p.rsplit('/').next().unwrap_or(p))
+                .chain([UNKNOWN_METHOD])
+                .map(|name| (name, Method::default()))
                 .collect(),
             store,
             in_flight,

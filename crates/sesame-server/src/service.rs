@@ -18,7 +18,7 @@ use tonic::{Code, Status, Streaming};
 use crate::codec::ProtoCodec;
 use crate::engine::{Engine, Upload};
 use crate::error::EngineError;
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
 use crate::proto::{self, path};
 use crate::tokens::Tokens;
 
@@ -388,6 +388,9 @@ struct Unary<Req, Resp> {
     method: &'static str,
     auth: bool,
     op: fn(&Engine, &str, Req) -> Result<Resp, EngineError>,
+    /// Set once the request decoded and reached the handler (which counts
+    /// it); a request the decoder refused is counted by the caller.
+    reached: Arc<AtomicBool>,
 }
 
 impl<Req, Resp> Service<tonic::Request<Req>> for Unary<Req, Resp>
@@ -404,6 +407,7 @@ where
     }
 
     fn call(&mut self, request: tonic::Request<Req>) -> Self::Future {
+        self.reached.store(true, Ordering::Release);
         let shared = self.shared.clone();
         Box::pin(shared.unary(self.method, self.auth, self.op, request))
     }
@@ -468,17 +472,30 @@ impl SesameService {
         Req: Message + Default + Send + Sync + 'static,
         Resp: Message + Default + Send + Sync + 'static,
     {
+        let reached = Arc::new(AtomicBool::new(false));
         let svc = Unary {
             shared: self.shared.clone(),
             method,
             auth,
             op,
+            reached: reached.clone(),
         };
+        let shared = self.shared.clone();
         let max = self.shared.max_message_bytes;
         Box::pin(async move {
+            let start = Instant::now();
             let mut grpc = Grpc::new(ProtoCodec::<Resp, Req>::default())
                 .apply_max_message_size_config(Some(max), Some(max));
-            Ok(grpc.unary(svc, request).await)
+            let response = grpc.unary(svc, request).await;
+            if !reached.load(Ordering::Acquire) {
+                // Refused by the decoder (malformed, over the size limit):
+                // counted too, with the code the client got.
+                let code =
+                    Status::from_header_map(response.headers()).map_or(Code::Unknown, |s| s.code());
+                shared.metrics.record(method, code, start.elapsed(), 0, 0);
+                shared.engine.count_request();
+            }
+            Ok(response)
         })
     }
 }
@@ -493,6 +510,7 @@ impl Service<http::Request<tonic::body::Body>> for SesameService {
     }
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let shared = self.shared.clone();
         match request.uri().path() {
             path::HEALTH => self.unary(request, path::HEALTH, false, health),
             path::CREATE_INDEX => {
@@ -540,6 +558,14 @@ impl Service<http::Request<tonic::body::Body>> for SesameService {
                 })
             }
             _ => Box::pin(async move {
+                shared.metrics.record(
+                    metrics::UNKNOWN_METHOD,
+                    Code::Unimplemented,
+                    Duration::ZERO,
+                    0,
+                    0,
+                );
+                shared.engine.count_request();
                 let status = Status::unimplemented(format!(
                     "no method {} in {}",
                     request.uri().path().chars().take(128).collect::<String>(),

@@ -676,6 +676,18 @@ fn metrics_are_served_on_the_admin_port() {
     let mut c = conn.client();
     conn.block_on(c.list_indexes()).unwrap();
     let _ = conn.block_on(c.anonymous().list_indexes());
+    // Refused by the protobuf decoder, and a method the server lacks:
+    // counted too.
+    let err = conn
+        .block_on(c.clone().raw(path::CALL, vec![0xff, 0xff, 0xff, 0x0f]))
+        .unwrap_err();
+    let decoded = format!("{:?}", err.code());
+    let err = conn
+        .block_on(c.clone().raw("/sesame.v1.Sesame/Nope", Vec::new()))
+        .map(drop)
+        .map_err(|e| e.code())
+        .unwrap_err();
+    assert_eq!(err, Code::Unimplemented);
     let admin = f.server.bound().admin.unwrap();
     let mut s = std::net::TcpStream::connect(admin).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -689,9 +701,15 @@ fn metrics_are_served_on_the_admin_port() {
         "sesame_request_duration_seconds_bucket{method=\"ListIndexes\",le=\"+Inf\"} 2",
         "sesame_store_operations_total{op=\"scan\"}",
         "sesame_requests_in_flight 0",
+        "sesame_requests_total{method=\"unknown\",code=\"UNIMPLEMENTED\"} 1",
     ] {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("sesame_requests_total{method=\"Call\"") && l.ends_with(" 1")),
+        "the malformed Call ({decoded}) is not counted in\n{text}"
+    );
 }
 
 #[test]
