@@ -135,6 +135,11 @@ pub struct ServeArgs {
     /// Longest a request may take, in seconds.
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     pub request_timeout: u64,
+
+    /// Longest a new connection may take to finish its TLS handshake, in
+    /// seconds; connections that never do are closed then.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub handshake_timeout: u64,
 }
 
 /// `sesame token ...`.

@@ -51,6 +51,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.admin = admin;
     config.max_message_bytes = args.max_message;
     config.request_timeout = Duration::from_secs(args.request_timeout);
+    config.handshake_timeout = Duration::from_secs(args.handshake_timeout);
     config.limits = Limits {
         max_indexes_per_tenant: args.max_indexes,
         ..Limits::default()

@@ -55,6 +55,10 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// Longest graceful shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// Longest a new connection may take to complete its TLS handshake:
+    /// a connection that never sends its ClientHello is closed then, so a
+    /// flood of idle connections is shed instead of held.
+    pub handshake_timeout: Duration,
 }
 
 /// Default largest message: 64 MiB.
@@ -74,6 +78,7 @@ impl ServerConfig {
             request_timeout: Duration::from_secs(60),
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             shutdown_grace: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
         }
     }
 
@@ -109,9 +114,12 @@ impl ServerConfig {
                 "no tenant can connect: the tokens are empty".into(),
             ));
         }
-        if self.max_message_bytes < 1024 || self.request_timeout.is_zero() {
+        if self.max_message_bytes < 1024
+            || self.request_timeout.is_zero()
+            || self.handshake_timeout.is_zero()
+        {
             return Err(ServerError::Config(
-                "the message limit must be at least 1024 bytes and the timeout above zero".into(),
+                "the message limit must be at least 1024 bytes and the timeouts above zero".into(),
             ));
         }
         Ok(())
@@ -183,11 +191,19 @@ pub async fn run(
         shutting_down: AtomicBool::new(false),
     });
 
-    let mut builder = Server::builder();
+    // HTTP/2 pings find peers that went away without closing (a killed
+    // client, a dropped network), so their connections do not pile up.
+    let mut builder = Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(60)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)));
     if let Some(tls) = &config.tls {
         let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
         builder = builder
-            .tls_config(ServerTlsConfig::new().identity(identity))
+            .tls_config(
+                ServerTlsConfig::new()
+                    .identity(identity)
+                    .timeout(config.handshake_timeout),
+            )
             .map_err(|e| ServerError::Tls(error_chain(&e)))?;
     }
     let incoming = TcpIncoming::bind(config.listen)

@@ -851,3 +851,40 @@ fn health_tells_the_limits_and_the_stores_state() {
     store.sick.store(false, Ordering::Relaxed);
     assert_eq!(conn.block_on(c.health()).unwrap().status, "serving");
 }
+
+/// A flood of connections that never start TLS neither blocks a real
+/// client nor is held: each is closed at the handshake deadline.
+#[test]
+fn connections_that_never_finish_tls_are_closed_and_do_not_block_clients() {
+    use std::io::Read;
+    let f = start_with(Arc::new(MemoryStore::new()), |c| {
+        c.handshake_timeout = Duration::from_secs(1);
+    });
+    let addr = f.server.bound().addr;
+    let idle: Vec<std::net::TcpStream> = (0..200)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    // A real client gets through during the flood.
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.list_indexes()).unwrap();
+    // Every idle connection is closed by the server (EOF or reset), not
+    // held: bounded by a read timeout well past the deadline.
+    let mut closed = 0;
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 16];
+        match s.read(&mut buf) {
+            Ok(0) => closed += 1,
+            Err(e)
+                if e.kind() != std::io::ErrorKind::WouldBlock
+                    && e.kind() != std::io::ErrorKind::TimedOut =>
+            {
+                closed += 1
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(closed, 200, "idle connections still open");
+    conn.block_on(c.list_indexes()).unwrap();
+}
