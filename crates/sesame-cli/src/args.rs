@@ -140,6 +140,15 @@ pub struct ServeArgs {
     /// seconds; connections that never do are closed then.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub handshake_timeout: u64,
+
+    /// Bytes of uploads the server holds in memory before their commit,
+    /// all tenants together; beyond, uploads are refused.
+    #[arg(long, default_value_t = 2 << 30, value_name = "BYTES")]
+    pub max_buffer: usize,
+
+    /// The same, for one tenant.
+    #[arg(long, default_value_t = 1 << 30, value_name = "BYTES")]
+    pub max_tenant_buffer: usize,
 }
 
 /// `sesame token ...`.

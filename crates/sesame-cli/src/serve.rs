@@ -54,6 +54,8 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.handshake_timeout = Duration::from_secs(args.handshake_timeout);
     config.limits = Limits {
         max_indexes_per_tenant: args.max_indexes,
+        max_buffer_bytes: args.max_buffer,
+        max_tenant_buffer_bytes: args.max_tenant_buffer,
         ..Limits::default()
     };
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {

@@ -48,6 +48,11 @@ pub struct Limits {
     /// The largest gRPC message the server accepts (set from the server's
     /// configuration; told to clients by `Health`).
     pub max_message_bytes: usize,
+    /// Bytes of uploads buffered before their commit, all tenants
+    /// together; beyond, an upload message is refused.
+    pub max_buffer_bytes: usize,
+    /// The same, for one tenant.
+    pub max_tenant_buffer_bytes: usize,
 }
 
 impl Default for Limits {
@@ -58,6 +63,8 @@ impl Default for Limits {
             max_documents_per_request: 100_000,
             max_transaction_bytes: 1 << 30,
             max_message_bytes: crate::serve::DEFAULT_MAX_MESSAGE,
+            max_buffer_bytes: 2 << 30,
+            max_tenant_buffer_bytes: 1 << 30,
         }
     }
 }
@@ -67,10 +74,81 @@ pub const REPLAY_HORIZON_SECS: u64 = 7 * 24 * 3600;
 /// Replay records written to an index between two prunings.
 const PRUNE_EVERY: u64 = 1024;
 
+/// Bytes of uploads buffered in memory and not yet committed, in all and
+/// per tenant, held under [`Limits::max_buffer_bytes`] and
+/// [`Limits::max_tenant_buffer_bytes`].
+#[derive(Debug, Default)]
+pub struct UploadBudget {
+    held: Mutex<(usize, HashMap<String, usize>)>,
+}
+
+impl UploadBudget {
+    /// Bytes held now, all tenants together.
+    pub fn total(&self) -> usize {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner).0
+    }
+
+    /// Adds `bytes` to `charge`, or refuses them (holding nothing more)
+    /// when the server or the tenant would go over its limit.
+    fn charge(
+        &self,
+        charge: &mut Charge,
+        bytes: usize,
+        limits: &Limits,
+    ) -> Result<(), EngineError> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let tenant = held.1.get(&charge.tenant).copied().unwrap_or(0);
+        if held.0.saturating_add(bytes) > limits.max_buffer_bytes {
+            return Err(EngineError::ResourceExhausted(format!(
+                "the server holds {} bytes of uploads not yet committed, its limit is {}; \
+                 the upload was dropped, send it again later",
+                held.0, limits.max_buffer_bytes
+            )));
+        }
+        if tenant.saturating_add(bytes) > limits.max_tenant_buffer_bytes {
+            return Err(EngineError::ResourceExhausted(format!(
+                "this tenant's uploads not yet committed hold {tenant} bytes, the limit is {}; \
+                 the upload was dropped, commit or finish other uploads first",
+                limits.max_tenant_buffer_bytes
+            )));
+        }
+        held.0 += bytes;
+        *held.1.entry(charge.tenant.clone()).or_default() += bytes;
+        charge.bytes += bytes;
+        Ok(())
+    }
+
+    fn release(&self, tenant: &str, bytes: usize) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.0 = held.0.saturating_sub(bytes);
+        if let Some(n) = held.1.get_mut(tenant) {
+            *n = n.saturating_sub(bytes);
+            if *n == 0 {
+                held.1.remove(tenant);
+            }
+        }
+    }
+}
+
+/// What one upload holds of the [`UploadBudget`]; given back when the
+/// upload is committed or dropped.
+struct Charge {
+    budget: Arc<UploadBudget>,
+    tenant: String,
+    bytes: usize,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.budget.release(&self.tenant, self.bytes);
+    }
+}
+
 /// The server's state: one store holding every tenant's indexes.
 pub struct Engine {
     store: Arc<dyn Store>,
     limits: Limits,
+    uploads: Arc<UploadBudget>,
     locks: Mutex<HashMap<String, Arc<IndexLock>>>,
     create: Mutex<()>,
     started: Instant,
@@ -139,6 +217,7 @@ pub struct Upload {
     overlay: Arc<Overlay>,
     server: Box<dyn Service>,
     messages: u64,
+    charge: Charge,
 }
 
 impl std::fmt::Debug for Upload {
@@ -234,11 +313,17 @@ impl Engine {
         Ok(Engine {
             store,
             limits,
+            uploads: Arc::new(UploadBudget::default()),
             locks: Mutex::new(HashMap::new()),
             create: Mutex::new(()),
             started: Instant::now(),
             requests: AtomicU64::new(0),
         })
+    }
+
+    /// Bytes of uploads held before their commit.
+    pub fn uploads(&self) -> Arc<UploadBudget> {
+        self.uploads.clone()
     }
 
     /// The store.
@@ -658,6 +743,11 @@ impl Engine {
             overlay,
             server,
             messages: 0,
+            charge: Charge {
+                budget: self.uploads.clone(),
+                tenant: tenant.to_owned(),
+                bytes: 0,
+            },
         })
     }
 
@@ -669,6 +759,7 @@ impl Engine {
     ) -> Result<proto::UploadResponse, EngineError> {
         let start = Instant::now();
         let before = upload.overlay.io_counts();
+        let buffered = upload.overlay.buffered_bytes();
         let (result, primitives) = counter::measure(|| upload.server.handle(message));
         let response = result.map_err(|e| {
             if upload.overlay.over_limit() {
@@ -680,6 +771,12 @@ impl Engine {
                 EngineError::from_core(e)
             }
         })?;
+        // Held in memory until the commit: within the server's and the
+        // tenant's budget, or the upload ends here (its bytes are given
+        // back when it is dropped).
+        let added = upload.overlay.buffered_bytes().saturating_sub(buffered);
+        self.uploads
+            .charge(&mut upload.charge, added, &self.limits)?;
         upload.messages += 1;
         upload.digest.part(message);
         let report = ServerReport {

@@ -6,6 +6,7 @@
 //! | `sesame_request_duration_seconds` | histogram | `method` |
 //! | `sesame_request_bytes_total` | counter | `method`, `direction` (`in`, `out`) |
 //! | `sesame_requests_in_flight` | gauge | |
+//! | `sesame_uncommitted_bytes` | gauge | |
 //! | `sesame_upload_messages_total` | counter | |
 //! | `sesame_store_operations_total` | counter | `op` (`read`, `write`, `scan`) |
 //! | `sesame_store_scanned_pairs_total` | counter | |
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 use sesame_core::Store;
 use tonic::Code;
 
+use crate::engine::UploadBudget;
 use crate::proto::path;
 use crate::service::InFlight;
 
@@ -48,6 +50,7 @@ pub struct Metrics {
     in_flight: Arc<InFlight>,
     upload_messages: AtomicU64,
     started: Instant,
+    uploads: Option<Arc<UploadBudget>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -98,7 +101,14 @@ impl Metrics {
             in_flight,
             upload_messages: AtomicU64::new(0),
             started: Instant::now(),
+            uploads: None,
         }
+    }
+
+    /// Reports the bytes of uploads held before their commit.
+    pub fn with_uploads(mut self, uploads: Arc<UploadBudget>) -> Self {
+        self.uploads = Some(uploads);
+        self
     }
 
     /// Records one request to `method` (a path from [`path`]).
@@ -207,6 +217,14 @@ impl Metrics {
         );
         let _ = writeln!(o, "# TYPE sesame_requests_in_flight gauge");
         let _ = writeln!(o, "sesame_requests_in_flight {}", self.in_flight.count());
+        if let Some(uploads) = &self.uploads {
+            let _ = writeln!(
+                o,
+                "# HELP sesame_uncommitted_bytes Bytes of uploads held in memory before their commit."
+            );
+            let _ = writeln!(o, "# TYPE sesame_uncommitted_bytes gauge");
+            let _ = writeln!(o, "sesame_uncommitted_bytes {}", uploads.total());
+        }
         let _ = writeln!(
             o,
             "# HELP sesame_upload_messages_total Scheme messages received in upload streams."

@@ -180,7 +180,8 @@ pub async fn run(
         .map_err(|e| ServerError::Runtime(e.to_string()))?
         .map_err(|e| ServerError::Store(e.to_string()))?;
     let in_flight = Arc::new(InFlight::default());
-    let metrics = Arc::new(Metrics::new(store.clone(), in_flight.clone()));
+    let metrics =
+        Arc::new(Metrics::new(store.clone(), in_flight.clone()).with_uploads(engine.uploads()));
     let shared = Arc::new(Shared {
         engine: Arc::new(engine),
         tokens: config.tokens.clone(),

@@ -888,3 +888,51 @@ fn connections_that_never_finish_tls_are_closed_and_do_not_block_clients() {
     assert_eq!(closed, 200, "idle connections still open");
     conn.block_on(c.list_indexes()).unwrap();
 }
+
+/// Uploads held before their commit are bounded per tenant and in all: an
+/// upload over the budget is refused with RESOURCE_EXHAUSTED, what it held
+/// is given back, and an upload within the budget still works.
+#[test]
+fn uncommitted_uploads_are_bounded() {
+    let store = Arc::new(MemoryStore::new());
+    let f = start_with(store.clone(), |c| {
+        c.limits = Limits {
+            max_tenant_buffer_bytes: 64 << 10,
+            max_buffer_bytes: 96 << 10,
+            ..Limits::default()
+        };
+    });
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.create_index("big", "pibas", "")).unwrap();
+    let gauge = || -> u64 {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(f.server.bound().admin.unwrap()).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("sesame_uncommitted_bytes ")?.parse().ok())
+            .unwrap()
+    };
+    // Far more than 64 KiB of entries: the budget is checked as each
+    // message is buffered.
+    let mut db = Multimap::new();
+    for i in 0..4000u64 {
+        db.insert(format!("word{i}").into_bytes(), vec![i + 1]);
+    }
+    let mut client = (scheme("pibas").new_client)(&mut OsRng, &Params::new()).unwrap();
+    let mut up = conn.upload("big", "pibas", 1, Meter::new()).unwrap();
+    let err = client.setup(&mut OsRng, &mut up, &db).unwrap_err();
+    assert!(err.to_string().contains("not yet committed"), "{err}");
+    drop(up);
+    // Given back once the server has dropped the upload.
+    let start = std::time::Instant::now();
+    while gauge() != 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(gauge(), 0);
+    // Within the budget: works.
+    static_round_trip(&conn, "small");
+}
