@@ -307,7 +307,7 @@ impl<'a> Run<'a> {
         for child in [a, b] {
             let out = child.wait_with_output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
-            if !out.status.success() && !(err.contains("in use") || err.contains("busy")) {
+            if !(out.status.success() || err.contains("in use") || err.contains("busy")) {
                 self.totals
                     .stuck
                     .push(format!("{}: concurrent add: {err}", self.scheme));
