@@ -898,10 +898,21 @@ impl Engine {
             .map(|d| keys::doc_key(tenant, &req.index, d.id))
             .collect();
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let mut present: std::collections::HashSet<&[u8]> = self
-            .store
-            .get_many(&refs)?
-            .into_iter()
+        let stored = self.store.get_many(&refs)?;
+        // A stored document is never replaced by other content: two
+        // clients sharing one profile's ids would otherwise lose one's
+        // documents silently. The same content again is a no-op.
+        for ((value, doc), _) in stored.iter().zip(&req.documents).zip(&refs) {
+            if value.as_ref().is_some_and(|v| *v != doc.blob) {
+                return Err(EngineError::Conflict(format!(
+                    "document {} is already stored with other content; nothing was stored \
+                     (is another client using the same profile?)",
+                    doc.id
+                )));
+            }
+        }
+        let mut present: std::collections::HashSet<&[u8]> = stored
+            .iter()
             .zip(&refs)
             .filter(|(v, _)| v.is_some())
             .map(|(_, k)| *k)

@@ -39,6 +39,10 @@ pub enum EngineError {
     /// The scheme does not support the operation. `UNIMPLEMENTED`.
     #[error("{0}")]
     Unimplemented(String),
+    /// The request conflicts with what is stored (other content under a
+    /// stored document's id); nothing was applied. `ABORTED`.
+    #[error("{0}")]
+    Conflict(String),
     /// The server is shutting down or its store is busy. `UNAVAILABLE`.
     #[error("{0}")]
     Unavailable(String),

@@ -33,6 +33,7 @@ pub fn to_status(e: EngineError) -> Status {
         EngineError::ResourceExhausted(_) => Code::ResourceExhausted,
         EngineError::Unimplemented(_) => Code::Unimplemented,
         EngineError::Unavailable(_) => Code::Unavailable,
+        EngineError::Conflict(_) => Code::Aborted,
         EngineError::Internal(_) => Code::Internal,
     };
     let message = e.to_string();

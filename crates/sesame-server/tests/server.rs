@@ -221,6 +221,29 @@ fn static_and_dynamic_indexes_documents_and_stats() {
         .collect();
     assert_eq!(got, [Some(&b"one"[..]), None, Some(&b"two"[..])]);
     assert_eq!(conn.block_on(c.list_documents("dyn")).unwrap().ids, [1, 2]);
+    // Other content under a stored id: refused, nothing stored (not even
+    // the new document beside it); the same content again is fine.
+    let clash = proto::PutDocumentsRequest {
+        index: "dyn".into(),
+        request_id: new_request_id().to_vec(),
+        documents: vec![
+            proto::Document {
+                id: 5,
+                blob: b"five".to_vec(),
+            },
+            proto::Document {
+                id: 2,
+                blob: b"TWO".to_vec(),
+            },
+        ],
+    };
+    let err = conn.block_on(c.put_documents(clash)).unwrap_err();
+    assert_eq!(err.code(), Code::Aborted, "{err:?}");
+    assert!(err.message().contains("other content"), "{}", err.message());
+    assert_eq!(conn.block_on(c.list_documents("dyn")).unwrap().ids, [1, 2]);
+    let mut same = put.clone();
+    same.request_id = new_request_id().to_vec();
+    assert_eq!(conn.block_on(c.put_documents(same)).unwrap().added, 0);
     let del = proto::DeleteDocumentsRequest {
         index: "dyn".into(),
         request_id: Vec::new(),
