@@ -543,6 +543,11 @@ impl KeywordClient for AuraClient {
         true
     }
 
+    /// A deletion removes the pair from search results.
+    fn supports_deletion(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         _rng: &mut dyn CryptoRngCore,

@@ -319,6 +319,11 @@ impl KeywordClient for FastClient {
         true
     }
 
+    /// A deletion removes the pair from search results.
+    fn supports_deletion(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         rng: &mut dyn CryptoRngCore,
@@ -467,6 +472,13 @@ impl FastServer {
 impl Handler for FastServer {
     type Request = Request;
     type Response = Response;
+
+    /// Every entry is stored under a label `H1(t_w ‖ st)` of a state drawn
+    /// from a fresh random key: no two updates write the same label, and a
+    /// stored value never changes.
+    fn write_once(&self) -> bool {
+        true
+    }
 
     fn handle(&mut self, request: Request) -> Result<Response> {
         match request {

@@ -373,6 +373,11 @@ impl KeywordClient for JanusClient {
         true
     }
 
+    /// A deletion removes the pair from search results.
+    fn supports_deletion(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         _rng: &mut dyn CryptoRngCore,

@@ -194,6 +194,11 @@ impl KeywordClient for SimpleClient {
         true
     }
 
+    /// A deletion removes the pair from search results.
+    fn supports_deletion(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         rng: &mut dyn CryptoRngCore,

@@ -385,6 +385,11 @@ impl KeywordClient for SuiseClient {
         true
     }
 
+    /// A deletion removes the pair from search results.
+    fn supports_deletion(&self) -> bool {
+        true
+    }
+
     fn prepare_update(
         &mut self,
         _rng: &mut dyn CryptoRngCore,

@@ -185,3 +185,48 @@ fn schemes_that_prepare_updates_return_requests() {
         );
     }
 }
+
+#[test]
+fn schemes_that_support_deletion_delete() {
+    let db = database();
+    let mut checked = 0;
+    for scheme in keyword_schemes() {
+        let name = scheme.descriptor.name;
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let (mut client, mut channel, _store) = loaded(&scheme, &db, &mut rng);
+        if !client.supports_deletion() {
+            continue;
+        }
+        assert!(
+            client.prepares_updates(),
+            "{name}: deletion without prepared updates"
+        );
+        // Documents 2 and 6 contain k0 (and 6 contains k1): both deleted
+        // from k0 only.
+        for doc in [2, 6] {
+            let requests = client
+                .prepare_update_interactive(
+                    &mut rng,
+                    &mut channel,
+                    UpdateOp::Delete,
+                    doc,
+                    &[b"k0".to_vec()],
+                )
+                .unwrap()
+                .unwrap();
+            for r in &requests {
+                client
+                    .check_update_response(&channel.call(r).unwrap())
+                    .unwrap();
+            }
+        }
+        let mut want = expected(&db, b"k0");
+        want.retain(|d| ![2, 6].contains(d));
+        let found = client.search(&mut rng, &mut channel, b"k0").unwrap();
+        assert_eq!(found, want, "{name}: k0 after deleting 2 and 6");
+        let found = client.search(&mut rng, &mut channel, b"k1").unwrap();
+        assert_eq!(found, expected(&db, b"k1"), "{name}: k1 untouched");
+        checked += 1;
+    }
+    assert!(checked >= 6, "only {checked} schemes checked");
+}
