@@ -29,10 +29,10 @@ status=0
 while [ "$(date +%s)" -lt "$end" ]; do
     if out=$(SESAME_FAULT_SEED=$seed SESAME_FAULT_ROUNDS=$rounds SESAME_FAULT_SCHEMES=$schemes \
         cargo test -q -p sesame-cli --test faults -- --nocapture --test-threads 1 2>&1); then
-        grep -E "^fault harness" <<<"$out"
+        grep -oE "fault harness .*" <<<"$out"
     else
         status=1
-        grep -E "^fault harness|panicked|SESAME_FAULT_SEED|round" <<<"$out" | head -40
+        grep -E "fault harness|panicked|SESAME_FAULT_SEED|round" <<<"$out" | head -40
     fi
     seed=$((seed + 1))
 done
