@@ -495,6 +495,44 @@ impl Store for RedbStore {
         "redb"
     }
 
+    /// redb's integrity check (page checksums and tree structure, on a
+    /// database reloaded from the file), then a read of every pair. A file
+    /// redb had to repair is reported as damaged: entries of the damaged
+    /// pages may be lost.
+    fn verify(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::StoreCorrupt(format!(
+                "{}: an earlier operation panicked inside redb",
+                self.label
+            )));
+        }
+        {
+            let mut guard = self.db.write().unwrap_or_else(PoisonError::into_inner);
+            let Some(db) = guard.as_mut() else {
+                return Err(Error::StoreIo(format!(
+                    "{}: the store could not be opened again after an I/O error",
+                    self.label
+                )));
+            };
+            match catch_unwind(AssertUnwindSafe(|| db.check_integrity())) {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => {
+                    return Err(Error::StoreCorrupt(format!(
+                        "{}: the file was damaged; redb repaired its structure, and entries \
+                         in the damaged pages may be lost",
+                        self.label
+                    )))
+                }
+                Ok(Err(e)) => return Err(from_redb(&self.label, e)),
+                Err(payload) => {
+                    self.poisoned.store(true, Ordering::Release);
+                    return Err(panicked(&self.label, &*payload));
+                }
+            }
+        }
+        self.scan_prefix(b"").map(drop)
+    }
+
     /// Broken after a panic inside redb; unavailable while the file could
     /// not be opened again after an I/O error (tried again here).
     fn health(&self) -> Result<()> {
