@@ -203,6 +203,9 @@ struct Run {
     responses: Vec<Vec<u8>>,
     report: ServerReport,
     overlay: Arc<Overlay>,
+    /// The scheme's server writes each key once
+    /// ([`sesame_core::Service::write_once`]).
+    write_once: bool,
 }
 
 /// An upload in progress: its own scheme server over a transaction on the
@@ -475,6 +478,7 @@ impl Engine {
                 .collect::<sesame_core::Result<Vec<_>>>()
         });
         let handle_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let write_once = server.write_once();
         let responses = responses.map_err(|e| {
             if overlay.over_limit() {
                 EngineError::ResourceExhausted(format!(
@@ -493,7 +497,38 @@ impl Engine {
                 primitives,
             },
             overlay,
+            write_once,
         })
+    }
+
+    /// Refuses a batch that would change a stored value, for schemes whose
+    /// server writes each key once: two clients updated from the same
+    /// state, or a stale update was sent. Nothing is applied.
+    fn check_write_once(&self, batch: &WriteBatch) -> Result<(), EngineError> {
+        let puts: Vec<(&[u8], &[u8])> = batch
+            .ops()
+            .iter()
+            .filter_map(|op| match op {
+                sesame_core::WriteOp::Put { key, value } => {
+                    Some((key.as_slice(), value.as_slice()))
+                }
+                sesame_core::WriteOp::Delete { .. } => None,
+            })
+            .collect();
+        let keys: Vec<&[u8]> = puts.iter().map(|(k, _)| *k).collect();
+        let stored = self.store.get_many(&keys)?;
+        let conflicts = puts
+            .iter()
+            .zip(&stored)
+            .filter(|((_, new), old)| old.as_deref().is_some_and(|old| old != *new))
+            .count();
+        if conflicts > 0 {
+            return Err(EngineError::Conflict(format!(
+                "the update would overwrite {conflicts} stored index entries with other content \
+                 (is another client using the same profile?); nothing was applied"
+            )));
+        }
+        Ok(())
     }
 
     // ---- indexes -------------------------------------------------------
@@ -693,6 +728,9 @@ impl Engine {
         };
         let mut batch = WriteBatch::new();
         run.overlay.drain_into(&mut batch);
+        if run.write_once {
+            self.check_write_once(&batch)?;
+        }
         meta.updates += 1;
         // The stored answer carries no report (it is not this call's).
         let replay = id.as_ref().zip(digest).map(|(id, digest)| {
@@ -1047,5 +1085,29 @@ impl Engine {
             .filter_map(|(k, _)| keys::doc_id(prefix.len(), &k))
             .collect();
         Ok(proto::ListDocumentsResponse { ids })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sesame_store::MemoryStore;
+
+    #[test]
+    fn a_write_once_batch_that_changes_a_stored_value_is_a_conflict() {
+        let store = Arc::new(MemoryStore::new());
+        let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+        store.put(b"k", b"first").expect("a memory write");
+        let mut same = WriteBatch::new();
+        same.put(b"k".to_vec(), b"first".to_vec())
+            .put(b"new".to_vec(), b"x".to_vec())
+            .delete(b"gone".to_vec());
+        assert!(engine.check_write_once(&same).is_ok());
+        let mut other = WriteBatch::new();
+        other
+            .put(b"new".to_vec(), b"x".to_vec())
+            .put(b"k".to_vec(), b"second".to_vec());
+        let err = engine.check_write_once(&other).unwrap_err();
+        assert!(matches!(err, EngineError::Conflict(_)), "{err}");
     }
 }
