@@ -141,6 +141,16 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub handshake_timeout: u64,
 
+    /// Longest a connection may stay without reading or writing, in
+    /// seconds; it is closed then.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub idle_timeout: u64,
+
+    /// Connections open at once (TLS handshakes included); more are closed
+    /// at once.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_connections: usize,
+
     /// Bytes of uploads the server holds in memory before their commit,
     /// all tenants together; beyond, uploads are refused.
     #[arg(long, default_value_t = 2 << 30, value_name = "BYTES")]

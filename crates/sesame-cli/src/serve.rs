@@ -5,6 +5,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
 
+use sesame_server::accept::ConnectionLimits;
 use sesame_server::{Limits, ServerConfig, ServerError, TlsFiles, Tokens};
 
 use crate::args::{CertArgs, ServeArgs, TokenCommand};
@@ -51,7 +52,11 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.admin = admin;
     config.max_message_bytes = args.max_message;
     config.request_timeout = Duration::from_secs(args.request_timeout);
-    config.handshake_timeout = Duration::from_secs(args.handshake_timeout);
+    config.connections = ConnectionLimits {
+        handshake_timeout: Duration::from_secs(args.handshake_timeout),
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        max_connections: args.max_connections,
+    };
     config.limits = Limits {
         max_indexes_per_tenant: args.max_indexes,
         max_buffer_bytes: args.max_buffer,

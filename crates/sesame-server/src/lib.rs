@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod accept;
 pub mod blocking;
 #[cfg(feature = "certs")]
 pub mod certs;

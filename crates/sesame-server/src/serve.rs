@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use sesame_core::Store;
 use tokio::sync::oneshot;
-use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Server;
+
+use crate::accept::{spawn_accept_loop, tls_acceptor, ConnectionLimits};
 
 use crate::engine::{Engine, Limits};
 use crate::error::ServerError;
@@ -55,10 +57,11 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// Longest graceful shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
-    /// Longest a new connection may take to complete its TLS handshake:
-    /// a connection that never sends its ClientHello is closed then, so a
-    /// flood of idle connections is shed instead of held.
-    pub handshake_timeout: Duration,
+    /// The TLS handshake and idle deadlines, and the connection limit: a
+    /// connection that never sends its ClientHello is closed at the
+    /// handshake deadline, so a flood of idle connections is shed instead
+    /// of held.
+    pub connections: ConnectionLimits,
 }
 
 /// Default largest message: 64 MiB.
@@ -78,7 +81,7 @@ impl ServerConfig {
             request_timeout: Duration::from_secs(60),
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             shutdown_grace: Duration::from_secs(30),
-            handshake_timeout: Duration::from_secs(10),
+            connections: ConnectionLimits::default(),
         }
     }
 
@@ -116,10 +119,14 @@ impl ServerConfig {
         }
         if self.max_message_bytes < 1024
             || self.request_timeout.is_zero()
-            || self.handshake_timeout.is_zero()
+            || self.connections.handshake_timeout.is_zero()
+            || self.connections.idle_timeout.is_zero()
+            || self.connections.max_connections == 0
         {
             return Err(ServerError::Config(
-                "the message limit must be at least 1024 bytes and the timeouts above zero".into(),
+                "the message limit must be at least 1024 bytes, the timeouts and the \
+                 connection limit above zero"
+                    .into(),
             ));
         }
         Ok(())
@@ -197,23 +204,17 @@ pub async fn run(
     let mut builder = Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(60)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)));
-    if let Some(tls) = &config.tls {
-        let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
-        builder = builder
-            .tls_config(
-                ServerTlsConfig::new()
-                    .identity(identity)
-                    .timeout(config.handshake_timeout),
-            )
-            .map_err(|e| ServerError::Tls(error_chain(&e)))?;
-    }
-    let incoming = TcpIncoming::bind(config.listen)
+    let tls = match &config.tls {
+        Some(tls) => Some(tls_acceptor(&tls.cert_pem, &tls.key_pem)?),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
         .map_err(|e| ServerError::Bind {
             addr: config.listen.to_string(),
             message: e.to_string(),
-        })?
-        .with_nodelay(Some(true));
-    let addr = incoming.local_addr().map_err(|e| ServerError::Bind {
+        })?;
+    let addr = listener.local_addr().map_err(|e| ServerError::Bind {
         addr: config.listen.to_string(),
         message: e.to_string(),
     })?;
@@ -247,6 +248,7 @@ pub async fn run(
         admin: admin_task,
     });
 
+    let incoming = ReceiverStream::new(spawn_accept_loop(listener, tls, config.connections));
     let (go_tx, go_rx) = oneshot::channel::<()>();
     let service = SesameService::new(shared.clone());
     let serve = builder

@@ -881,7 +881,7 @@ fn health_tells_the_limits_and_the_stores_state() {
 fn connections_that_never_finish_tls_are_closed_and_do_not_block_clients() {
     use std::io::Read;
     let f = start_with(Arc::new(MemoryStore::new()), |c| {
-        c.handshake_timeout = Duration::from_secs(1);
+        c.connections.handshake_timeout = Duration::from_secs(1);
     });
     let addr = f.server.bound().addr;
     let idle: Vec<std::net::TcpStream> = (0..200)
@@ -958,4 +958,50 @@ fn uncommitted_uploads_are_bounded() {
     assert_eq!(gauge(), 0);
     // Within the budget: works.
     static_round_trip(&conn, "small");
+}
+
+/// Over the connection limit a new connection is closed at once; once the
+/// idle connections holding the places reach their handshake deadline,
+/// clients get through again; an idle TLS connection is closed at the
+/// idle deadline.
+#[test]
+fn the_connection_limit_and_the_idle_deadline_hold() {
+    use std::io::Read;
+    let f = start_with(Arc::new(MemoryStore::new()), |c| {
+        c.connections.handshake_timeout = Duration::from_secs(1);
+        c.connections.idle_timeout = Duration::from_secs(1);
+        c.connections.max_connections = 20;
+    });
+    let addr = f.server.bound().addr;
+    let held: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // The 21st is closed at once by the server.
+    let mut extra = std::net::TcpStream::connect(addr).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_millis(900)))
+        .unwrap();
+    let mut buf = [0u8; 8];
+    let closed = match extra.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    assert!(closed, "a connection over the limit was held open");
+    // After the handshake deadline the places are free again.
+    std::thread::sleep(Duration::from_millis(1200));
+    drop(held);
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.list_indexes()).unwrap();
+    // Idle past the idle deadline: the connection is closed, and the
+    // client's next call reconnects.
+    std::thread::sleep(Duration::from_millis(1500));
+    conn.block_on(c.list_indexes())
+        .or_else(|_| conn.block_on(c.list_indexes()))
+        .unwrap();
 }
