@@ -66,7 +66,21 @@ impl fmt::Display for CliError {
             CliError::Usage(m) | CliError::Other(m) => m.clone(),
             CliError::Reported => "the check found problems (listed above)".into(),
         };
-        f.write_str(&one_line(&text))
+        f.write_str(&one_line(&text))?;
+        f.write_str(full_disk_hint(&text))
+    }
+}
+
+/// What to do about a full disk, when `text` reports one; else "".
+fn full_disk_hint(text: &str) -> &'static str {
+    if text.contains("server's store is out of space") {
+        " (the server's disk is full: once its operator has made room, run the command again; \
+         nothing is lost and nothing is applied twice)"
+    } else if text.contains("No space left on device") || text.contains("os error 28") {
+        " (the disk is full: make room and run the command again; nothing is lost and nothing \
+         is applied twice)"
+    } else {
+        ""
     }
 }
 
@@ -77,4 +91,29 @@ pub fn one_line(text: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_says_what_to_do() {
+        let local = CliError::Client(ClientError::Core(sesame_core::Error::StoreIo(
+            "redb store p/store.redb: No space left on device (os error 28)".into(),
+        )));
+        assert!(
+            local.to_string().contains("the disk is full: make room"),
+            "{local}"
+        );
+        let remote = CliError::Other(
+            "server error: the server's store is out of space; the request was not applied".into(),
+        );
+        assert!(
+            remote.to_string().contains("the server's disk is full"),
+            "{remote}"
+        );
+        let other = CliError::Other("permission denied".into());
+        assert_eq!(other.to_string(), "permission denied");
+    }
 }

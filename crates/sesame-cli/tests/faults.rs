@@ -1,7 +1,10 @@
 //! The fault-injection harness: the real `sesame` binary (and, for server
 //! profiles, a real `sesame serve`) under SIGKILL at random points,
 //! repeated interruptions of the same command, concurrent writers on one
-//! profile, and a changing directory (`add` as a sync, `rm`), with every
+//! profile, a filesystem that fills up under the store (when run as root:
+//! the profile, or the server's store, on a small tmpfs whose size is cut
+//! to a random point above what it holds before each `add`), and a
+//! changing directory (`add` as a sync, `rm`), with every
 //! search checked against a plaintext oracle and `list` checked for
 //! duplicates after each round.
 //!
@@ -76,6 +79,8 @@ struct Totals {
     kills: u64,
     /// Commands started (killed or not).
     commands: u64,
+    /// Commands that failed because the filesystem was full.
+    full: u64,
     /// Paths missing from `list`, searches missing a document, removed
     /// documents still listed or found.
     losses: Vec<String>,
@@ -92,10 +97,10 @@ struct Server {
 }
 
 impl Server {
-    fn start(site: &Path, port: u16) -> Server {
+    fn start(site: &Path, store: &str, port: u16) -> Server {
         let listen = format!("127.0.0.1:{port}");
         let mut child = sesame(site)
-            .args(["serve", "--listen", &listen, "--store", "server.redb"])
+            .args(["serve", "--listen", &listen, "--store", store])
             .args([
                 "--tls-cert",
                 "certs/server.pem",
@@ -130,10 +135,90 @@ impl Drop for Server {
     }
 }
 
+/// A tmpfs mounted on a directory until dropped; its size can be changed.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `bytes` on `dir`; `None` when this process may not
+    /// (not root, or no mount).
+    fn mount(dir: &Path, bytes: u64) -> Option<Tmpfs> {
+        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        });
+        let ok = root
+            && Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+                .arg(dir)
+                .status()
+                .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_owned()))
+    }
+
+    /// Bytes in use.
+    fn used(&self) -> u64 {
+        let out = Command::new("df")
+            .args(["-B1", "--output=used"])
+            .arg(&self.0)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Gives it `bytes` (at least what it holds: tmpfs refuses less).
+    fn resize(&self, bytes: u64) {
+        let out = Command::new("mount")
+            .args(["-o", &format!("remount,size={bytes}")])
+            .arg(&self.0)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "remount of {} to {bytes} bytes failed: {}",
+            self.0.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Leaves `room` bytes free. A server may still be writing (a request
+    /// whose client was killed runs to its end), so what it holds is read
+    /// again until the cut holds.
+    fn cut(&self, room: u64) {
+        for _ in 0..50 {
+            let used = self.used();
+            let ok = Command::new("mount")
+                .args(["-o", &format!("remount,size={}", used + room)])
+                .arg(&self.0)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("{} could not be cut to {room} bytes free", self.0.display());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Room a filling filesystem is given back after each cut.
+const ROOMY: u64 = 256 << 20;
+
 /// One scheme's run: a site directory with the corpus `c/` and the
 /// profile `p/`, the oracle, and (server profiles) the server.
 struct Run<'a> {
-    site: tempfile::TempDir,
     rng: ChaCha8Rng,
     totals: &'a mut Totals,
     scheme: String,
@@ -146,12 +231,41 @@ struct Run<'a> {
     /// How long the last command run to completion took: kills land
     /// uniformly within it, so that they hit every phase of a command.
     typical: Duration,
+    /// The server's store, relative to the site.
+    store: &'static str,
+    /// Bytes of the files written in this round's change.
+    changed_bytes: u64,
+    // Dropped in this order: the server, then the tmpfs, then the site.
+    /// Drops before `site`, so that the directory is unmounted first.
+    tmpfs: Option<Tmpfs>,
+    site: tempfile::TempDir,
 }
 
 impl<'a> Run<'a> {
-    fn new(scheme: &str, seed: u64, server: bool, totals: &'a mut Totals) -> Self {
+    /// A run; with `fill`, the store (the profile, or the server's store)
+    /// lies on a tmpfs, and `None` is returned where none can be mounted.
+    fn new(
+        scheme: &str,
+        seed: u64,
+        server: bool,
+        fill: bool,
+        totals: &'a mut Totals,
+    ) -> Option<Self> {
         let site = tempfile::tempdir().unwrap();
+        let (tmpfs, store) = if fill {
+            let dir = if server { "srv" } else { "p" };
+            std::fs::create_dir_all(site.path().join(dir)).unwrap();
+            (
+                Some(Tmpfs::mount(&site.path().join(dir), ROOMY)?),
+                "srv/server.redb",
+            )
+        } else {
+            (None, "server.redb")
+        };
         let mut run = Run {
+            tmpfs,
+            store,
+            changed_bytes: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             site,
             totals,
@@ -166,7 +280,7 @@ impl<'a> Run<'a> {
         if server {
             run.must(&["cert", "certs"]);
             let token = run.must(&["token", "new", "t", "--tokens", "tokens.txt"]);
-            let s = Server::start(run.site.path(), 0);
+            let s = Server::start(run.site.path(), run.store, 0);
             let url = format!("https://localhost:{}", s.port);
             run.server = Some(s);
             run.must(&[
@@ -185,7 +299,7 @@ impl<'a> Run<'a> {
         } else {
             run.must(&["--dir", "p", "init", "--scheme", scheme]);
         }
-        run
+        Some(run)
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -220,7 +334,17 @@ impl<'a> Run<'a> {
         words.insert(format!("v{}", self.version));
         let name = format!("c/f{i:03}.txt");
         let text: Vec<&str> = words.iter().map(String::as_str).collect();
-        std::fs::write(self.path(&name), text.join(" ")).unwrap();
+        let mut text = text.join(" ");
+        if self.tmpfs.is_some() {
+            // Bulk that fills the store's filesystem faster: documents are
+            // stored whole. Its word is in every such file, and so in the
+            // oracle.
+            let pad = self.rng.gen_range(1..64) << 10;
+            text.push_str(&" pad".repeat(pad / 4));
+            words.insert("pad".to_owned());
+        }
+        self.changed_bytes += text.len() as u64;
+        std::fs::write(self.path(&name), text).unwrap();
         self.deleted.retain(|d| d != &name);
         self.oracle.insert(name, words);
     }
@@ -262,7 +386,7 @@ impl<'a> Run<'a> {
                 self.totals.kills += 1;
                 // The client gives up on its own (bounded by its retries).
                 let _ = wait_bounded(&mut child, Duration::from_secs(60));
-                self.server = Some(Server::start(self.site.path(), port));
+                self.server = Some(Server::start(self.site.path(), self.store, port));
             } else {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -387,12 +511,42 @@ impl<'a> Run<'a> {
     }
 
     fn round(&mut self, round: usize, files: usize) {
+        self.changed_bytes = 0;
         self.change(files);
         let add = ["--dir", "p", "add", "c"];
         if self.rng.gen_bool(0.25) {
             self.concurrent_adds();
         }
         self.interrupt(&add);
+        if let Some(fs) = self.tmpfs.take() {
+            // Cut the filesystem to a random point between what it holds
+            // and that plus the bytes of this round's changed files (the
+            // store needs more than that for them): the add may fit, or
+            // fail at that point with a clear error; either way, with room
+            // given back, the next add completes it.
+            let room = self.rng.gen_range(0..=self.changed_bytes);
+            fs.cut(room);
+            let out = self.output(&add);
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            if !out.status.success() {
+                // A clear error: what happened and what to do.
+                if err.contains("space")
+                    && err.contains("run the command again")
+                    && !err.contains("panicked")
+                {
+                    if std::env::var_os("SESAME_FAULT_SHOW").is_some() {
+                        eprintln!("{}: full: {}", self.scheme, err.trim());
+                    }
+                    self.totals.full += 1;
+                } else {
+                    self.totals
+                        .stuck
+                        .push(format!("{}: add on a full filesystem: {err}", self.scheme));
+                }
+            }
+            fs.resize(ROOMY);
+            self.tmpfs = Some(fs);
+        }
         self.complete(&add, None);
         for path in std::mem::take(&mut self.deleted) {
             let rm = ["--dir", "p", "rm", path.as_str()];
@@ -418,26 +572,32 @@ fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::Exit
 }
 
 /// Runs every scheme of `settings`, embedded (and, with `server`, bound to
-/// a server), and fails on any loss, duplicate or stuck command.
-fn harness(settings: &Settings, server: bool) {
+/// a server; with `fill`, on a filling filesystem), and fails on any loss,
+/// duplicate or stuck command.
+fn harness(settings: &Settings, server: bool, fill: bool) {
     let mut totals = Totals::default();
     let start = Instant::now();
     for (k, scheme) in settings.schemes.iter().enumerate() {
         let seed = settings.seed.wrapping_mul(1000).wrapping_add(k as u64);
-        let mut run = Run::new(scheme, seed, server, &mut totals);
+        let Some(mut run) = Run::new(scheme, seed, server, fill, &mut totals) else {
+            eprintln!("fault harness: filling filesystem skipped (mounting a tmpfs needs root)");
+            return;
+        };
         for round in 0..settings.rounds {
             run.round(round, settings.files);
         }
     }
     eprintln!(
-        "fault harness ({}): seed {}, schemes {:?}, {} rounds each, {} kill points, {} commands, \
-         {} losses, {} duplicates, {} stuck, {:.0} s",
+        "fault harness ({}{}): seed {}, schemes {:?}, {} rounds each, {} kill points, \
+         {} commands, {} failed on a full filesystem, {} losses, {} duplicates, {} stuck, {:.0} s",
         if server { "server" } else { "embedded" },
+        if fill { ", filling filesystem" } else { "" },
         settings.seed,
         settings.schemes,
         settings.rounds,
         totals.kills,
         totals.commands,
+        totals.full,
         totals.losses.len(),
         totals.duplicates.len(),
         totals.stuck.len(),
@@ -456,6 +616,9 @@ fn harness(settings: &Settings, server: bool) {
         settings.seed
     );
     assert!(totals.kills > 0, "no command was killed while running");
+    if fill {
+        assert!(totals.full > 0, "the filesystem never filled up");
+    }
 }
 
 #[test]
@@ -463,10 +626,21 @@ fn embedded_profiles_survive_kills_and_concurrent_writers() {
     harness(
         &Settings::from_env("fast,uedsse,simple,aura,sda,janus-pp,suise2,kpr12,pibas", 4),
         false,
+        false,
     );
 }
 
 #[test]
 fn server_profiles_survive_client_and_server_kills() {
-    harness(&Settings::from_env("fast,uedsse,sdd", 3), true);
+    harness(&Settings::from_env("fast,uedsse,sdd", 3), true, false);
+}
+
+#[test]
+fn embedded_profiles_survive_a_filling_filesystem() {
+    harness(&Settings::from_env("fast,sdd,suise2", 3), false, true);
+}
+
+#[test]
+fn server_stores_survive_a_filling_filesystem() {
+    harness(&Settings::from_env("fast,uedsse", 3), true, true);
 }

@@ -17,6 +17,7 @@ pub mod records;
 pub mod serve;
 pub mod service;
 pub mod tokens;
+pub mod watched;
 
 pub use client::{ClientConfig, SesameClient};
 pub use engine::{Engine, Limits};

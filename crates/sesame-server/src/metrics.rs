@@ -27,6 +27,7 @@ use tonic::Code;
 use crate::engine::UploadBudget;
 use crate::proto::path;
 use crate::service::InFlight;
+use crate::watched::Watched;
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -51,6 +52,7 @@ pub struct Metrics {
     upload_messages: AtomicU64,
     started: Instant,
     uploads: Option<Arc<UploadBudget>>,
+    watched: Option<Arc<Watched<Arc<dyn Store>>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -102,12 +104,19 @@ impl Metrics {
             upload_messages: AtomicU64::new(0),
             started: Instant::now(),
             uploads: None,
+            watched: None,
         }
     }
 
     /// Reports the bytes of uploads held before their commit.
     pub fn with_uploads(mut self, uploads: Arc<UploadBudget>) -> Self {
         self.uploads = Some(uploads);
+        self
+    }
+
+    /// Reports the failures counted by `watched` (the server's store).
+    pub fn with_store_errors(mut self, watched: Arc<Watched<Arc<dyn Store>>>) -> Self {
+        self.watched = Some(watched);
         self
     }
 
@@ -265,6 +274,15 @@ impl Metrics {
             "sesame_store_bytes_total{{direction=\"written\"}} {}",
             io.bytes_written
         );
+        if let Some(w) = &self.watched {
+            let _ = writeln!(
+                o,
+                "# HELP sesame_store_errors_total Store operations that failed in the store \
+                 (I/O errors, damage)."
+            );
+            let _ = writeln!(o, "# TYPE sesame_store_errors_total counter");
+            let _ = writeln!(o, "sesame_store_errors_total {}", w.errors());
+        }
         let _ = writeln!(
             o,
             "# HELP sesame_uptime_seconds Seconds since the server started."

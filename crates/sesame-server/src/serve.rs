@@ -19,6 +19,7 @@ use crate::error::ServerError;
 use crate::metrics::{serve_admin, Metrics};
 use crate::service::{InFlight, SesameService, Shared};
 use crate::tokens::Tokens;
+use crate::watched::{shutdown_line, Watched};
 
 /// A PEM certificate chain and its private key.
 #[derive(Clone)]
@@ -168,7 +169,8 @@ pub struct Bound {
 /// Runs the server on the current (multi-threaded) tokio runtime until
 /// `stop` resolves, then shuts down gracefully: no new connections or
 /// requests, requests in flight finish (up to
-/// [`ServerConfig::shutdown_grace`]), and the store is flushed.
+/// [`ServerConfig::shutdown_grace`]), and the store is flushed. The last
+/// log line says whether store operations failed while serving.
 /// `ready` hears the bound addresses once the server listens.
 pub async fn run(
     config: ServerConfig,
@@ -181,14 +183,21 @@ pub async fn run(
         max_message_bytes: config.max_message_bytes,
         ..config.limits
     };
+    // Every store call is watched, so that metrics and the shutdown line
+    // tell a clean run from one in which the store failed.
+    let watched = Arc::new(Watched::new(store));
+    let store: Arc<dyn Store> = watched.clone();
     let engine_store = store.clone();
     let engine = tokio::task::spawn_blocking(move || Engine::new(engine_store, limits))
         .await
         .map_err(|e| ServerError::Runtime(e.to_string()))?
         .map_err(|e| ServerError::Store(e.to_string()))?;
     let in_flight = Arc::new(InFlight::default());
-    let metrics =
-        Arc::new(Metrics::new(store.clone(), in_flight.clone()).with_uploads(engine.uploads()));
+    let metrics = Arc::new(
+        Metrics::new(store.clone(), in_flight.clone())
+            .with_uploads(engine.uploads())
+            .with_store_errors(watched.clone()),
+    );
     let shared = Arc::new(Shared {
         engine: Arc::new(engine),
         tokens: config.tokens.clone(),
@@ -280,13 +289,17 @@ pub async fn run(
     shared.shutting_down.store(true, Ordering::Release);
     // Requests whose clients gave up may still run on blocking threads.
     let _ = tokio::time::timeout(config.shutdown_grace, in_flight.wait_idle()).await;
-    let flushed = tokio::task::spawn_blocking(move || store.flush())
+    let (flushed, health) = tokio::task::spawn_blocking(move || (store.flush(), store.health()))
         .await
         .map_err(|e| ServerError::Runtime(e.to_string()))?;
     let _ = admin_stop_tx.send(());
     served.map_err(|e| ServerError::Runtime(error_chain(&e)))?;
     flushed.map_err(|e| ServerError::Store(e.to_string()))?;
-    crate::log("stopped; the store is flushed");
+    crate::log(&shutdown_line(
+        watched.errors(),
+        watched.last_error().as_deref(),
+        &health,
+    ));
     Ok(())
 }
 

@@ -26,6 +26,8 @@ struct SlowStore {
     delay_ms: AtomicU64,
     /// When set, the store says it cannot serve (`Store::health`).
     sick: AtomicBool,
+    /// When set, prefix scans fail with an I/O error.
+    failing_scans: AtomicBool,
 }
 
 impl Store for SlowStore {
@@ -41,6 +43,9 @@ impl Store for SlowStore {
         self.inner.write(batch)
     }
     fn scan_prefix(&self, prefix: &[u8]) -> CoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        if self.failing_scans.load(Ordering::Relaxed) {
+            return Err(sesame_core::Error::StoreIo("sector unreadable".into()));
+        }
         self.inner.scan_prefix(prefix)
     }
     fn io_counts(&self) -> IoCounts {
@@ -567,6 +572,7 @@ fn limits_give_resource_exhausted_and_deadlines_deadline_exceeded() {
         inner: MemoryStore::new(),
         delay_ms: AtomicU64::new(0),
         sick: AtomicBool::new(false),
+        failing_scans: AtomicBool::new(false),
     });
     let f = start_with(slow.clone(), |c| {
         c.limits = Limits {
@@ -741,6 +747,7 @@ fn shutdown_lets_requests_in_flight_finish() {
         inner: MemoryStore::new(),
         delay_ms: AtomicU64::new(0),
         sick: AtomicBool::new(false),
+        failing_scans: AtomicBool::new(false),
     });
     let f = start_with(slow.clone(), |c| c.shutdown_grace = Duration::from_secs(5));
     let conn = Connection::connect(&f.alice).unwrap();
@@ -853,6 +860,7 @@ fn health_tells_the_limits_and_the_stores_state() {
         inner: MemoryStore::new(),
         delay_ms: AtomicU64::new(0),
         sick: AtomicBool::new(false),
+        failing_scans: AtomicBool::new(false),
     });
     let f = start_with(store.clone(), |c| c.max_message_bytes = 3 << 20);
     let conn = Connection::connect(&f.alice).unwrap();
@@ -873,6 +881,47 @@ fn health_tells_the_limits_and_the_stores_state() {
     );
     store.sick.store(false, Ordering::Relaxed);
     assert_eq!(conn.block_on(c.health()).unwrap().status, "serving");
+}
+
+/// A read that fails in the store fails that request only, is counted in
+/// `sesame_store_errors_total`, and later requests are served.
+#[test]
+fn store_failures_are_counted_and_fail_only_their_request() {
+    use std::io::{Read, Write};
+    let store = Arc::new(SlowStore {
+        inner: MemoryStore::new(),
+        delay_ms: AtomicU64::new(0),
+        sick: AtomicBool::new(false),
+        failing_scans: AtomicBool::new(false),
+    });
+    let f = start_with(store.clone(), |_| {});
+    let errors = || -> u64 {
+        let mut s = std::net::TcpStream::connect(f.server.bound().admin.unwrap()).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("sesame_store_errors_total ")?.parse().ok())
+            .unwrap()
+    };
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.list_indexes()).unwrap();
+    assert_eq!(errors(), 0);
+    store.failing_scans.store(true, Ordering::Relaxed);
+    let err = conn.block_on(c.list_indexes()).unwrap_err();
+    assert_eq!(err.code(), Code::Internal);
+    assert!(
+        !err.message().contains("sector unreadable"),
+        "details stay in the log: {}",
+        err.message()
+    );
+    assert!(errors() >= 1);
+    store.failing_scans.store(false, Ordering::Relaxed);
+    let before = errors();
+    conn.block_on(c.list_indexes()).unwrap();
+    assert_eq!(errors(), before);
 }
 
 /// A flood of connections that never start TLS neither blocks a real

@@ -50,7 +50,8 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     leakage: "Update: an addition reveals one fixed-size entry per keyword, unlinkable to \
               earlier searches (fresh token and shares per epoch: forward privacy); a deletion \
               sends a punctured share under the keyword's epoch token, so the server links the \
-              deletions of an epoch to each other and to the next search (not to additions). \
+              deletions of an epoch to each other and to the next search (not to additions); \
+              the d+1-th deletion of a keyword since its last search is preceded by its search. \
               Search: the search pattern, the number of additions and deletions since the last \
               search, the punctured tags (hence which entries were deleted, and when), and the \
               live identifiers: backward privacy type III (the paper's claim for Janus++).",
@@ -411,6 +412,17 @@ impl KeywordClient for JanusClient {
             UpdateOp::Delete => {
                 let mut out = Vec::with_capacity(keywords.len());
                 for w in keywords {
+                    // A keyword whose d shares are all punctured is renewed
+                    // first: its search moves the live entries to the cache
+                    // of a fresh epoch (the server answers with identifiers,
+                    // which the update ignores). The SDK applies prepared
+                    // requests once (a replay record), as it does searches.
+                    if self.keywords.get(w).is_some_and(|st| st.deleted >= self.d) {
+                        if let Some(search) = self.search_request(w)? {
+                            out.push(sesame_core::wire::encode(&search)?);
+                            self.renew(w);
+                        }
+                    }
                     let request = self.delete_request(doc, w)?;
                     out.push(sesame_core::wire::encode(&request)?);
                 }
@@ -419,10 +431,11 @@ impl KeywordClient for JanusClient {
         }
     }
 
+    /// `Stored`, or the identifiers of a renewal search (see
+    /// `prepare_update`).
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
         match sesame_core::wire::decode(response)? {
-            Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            Response::Stored | Response::Ids(_) => Ok(()),
         }
     }
 

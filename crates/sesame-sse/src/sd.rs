@@ -104,6 +104,15 @@ pub enum Request {
         /// (level, label key `K1_{ℓ,w}`).
         tokens: Vec<(u8, [u8; 16])>,
     },
+    /// Adds entries to a level a `Build` began: how a level too large for
+    /// one request is sent (setup only). Idempotent: entries are keyed by
+    /// their labels.
+    Extend {
+        /// The level written.
+        level: u8,
+        /// More of its entries.
+        entries: Vec<Entry>,
+    },
 }
 
 /// An SDa response.
@@ -456,16 +465,28 @@ impl KeywordClient for SdaClient {
                 let (now, later) = rest.split_at(size);
                 rest = later;
                 let entries = self.build(rng, level, now)?;
-                match channel::call(
-                    channel,
-                    &Request::Build {
-                        level: level as u8,
-                        entries,
-                        drop: Vec::new(),
-                    },
-                )? {
-                    Response::Done => {}
-                    other => return Err(unexpected(&other)),
+                // A large level goes in several requests: a `Build` with
+                // the first part, then `Extend`s, each under
+                // `MAX_PREPARED_REQUEST`.
+                let mut rest = entries.into_iter().peekable();
+                let mut first = true;
+                while first || rest.peek().is_some() {
+                    let entries = common::take_chunk(&mut rest, |(_, v)| LABEL_LEN + 8 + v.len());
+                    let level = level as u8;
+                    let request = if first {
+                        Request::Build {
+                            level,
+                            entries,
+                            drop: Vec::new(),
+                        }
+                    } else {
+                        Request::Extend { level, entries }
+                    };
+                    first = false;
+                    match channel::call(channel, &request)? {
+                        Response::Done => {}
+                        other => return Err(unexpected(&other)),
+                    }
                 }
             }
         }
@@ -604,6 +625,14 @@ impl Handler for SdServer {
                 for l in drop.iter().copied().chain([level]) {
                     self.drop_level(l, &mut batch)?;
                 }
+                for (label, value) in entries {
+                    batch.put(entry_key(level, &label), value);
+                }
+                self.store.write(batch)?;
+                Ok(Response::Done)
+            }
+            Request::Extend { level, entries } => {
+                let mut batch = WriteBatch::with_capacity(entries.len());
                 for (label, value) in entries {
                     batch.put(entry_key(level, &label), value);
                 }

@@ -100,6 +100,12 @@ const EXACT: u8 = 0;
 /// Token tag of a prefix.
 const PREFIX: u8 = 1;
 
+/// Keyword ciphertexts of one document sent in one request (about 49
+/// bytes each with its optional search key, counted as 64): a document's
+/// list longer than this is split, so that every request fits
+/// [`crate::MAX_PREPARED_REQUEST`].
+const PAIRS_PER_REQUEST: usize = common::SETUP_CHUNK_BYTES / 64;
+
 /// One keyword ciphertext of a document: (pair label `p`, `AES(s_w, p)`).
 pub type Pair = ([u8; LAMBDA], [u8; LAMBDA]);
 
@@ -357,6 +363,7 @@ impl KeywordClient for SuiseClient {
             }
         }
         let mut docs: Vec<(DocId, u8, Vec<Pair>)> = Vec::new();
+        let mut rest = Vec::new();
         for (doc, words) in per_doc {
             let mut lists: BTreeMap<u8, Vec<Pair>> = BTreeMap::new();
             for (list, pair, _) in words.iter().flat_map(|w| self.pairs(doc, w)) {
@@ -366,19 +373,32 @@ impl KeywordClient for SuiseClient {
                 // The order says nothing about the keywords.
                 pairs.sort_unstable();
                 pairs.dedup();
+                // A list too long for one request: the rest is merged in
+                // by `Add` requests once the lists are stored.
+                if pairs.len() > PAIRS_PER_REQUEST {
+                    for chunk in pairs.split_off(PAIRS_PER_REQUEST).chunks(PAIRS_PER_REQUEST) {
+                        let pairs = chunk.iter().map(|&p| (p, None)).collect();
+                        rest.push(Request::Add { doc, list, pairs });
+                    }
+                }
                 docs.push((doc, list, pairs));
             }
         }
+        let stored = |r: Response| match r {
+            Response::Stored => Ok(()),
+            other => Err(unexpected(&other)),
+        };
         common::upload(
             channel,
             docs,
             |(_, _, pairs)| 9 + pairs.len() * 2 * LAMBDA,
             |reset, docs| Request::Put { reset, docs },
-            |r: Response| match r {
-                Response::Stored => Ok(()),
-                other => Err(unexpected(&other)),
-            },
-        )
+            stored,
+        )?;
+        for request in rest {
+            stored(channel::call(channel, &request)?)?;
+        }
+        Ok(())
     }
 
     fn prepares_updates(&self) -> bool {
@@ -409,15 +429,24 @@ impl KeywordClient for SuiseClient {
         for (list, mut pairs) in lists {
             pairs.sort_unstable();
             pairs.dedup();
-            let request = match op {
-                UpdateOp::Add => Request::Add { doc, list, pairs },
-                UpdateOp::Delete => Request::Delete {
-                    doc,
-                    list,
-                    labels: pairs.into_iter().map(|((p, _), s)| (p, s)).collect(),
-                },
-            };
-            requests.push(sesame_core::wire::encode(&request)?);
+            // A document with many keywords is sent in several requests:
+            // each merges its pairs into the document's list, so any prefix
+            // of them, applied any number of times, is a consistent state.
+            for chunk in pairs.chunks(PAIRS_PER_REQUEST) {
+                let request = match op {
+                    UpdateOp::Add => Request::Add {
+                        doc,
+                        list,
+                        pairs: chunk.to_vec(),
+                    },
+                    UpdateOp::Delete => Request::Delete {
+                        doc,
+                        list,
+                        labels: chunk.iter().map(|((p, _), s)| (*p, *s)).collect(),
+                    },
+                };
+                requests.push(sesame_core::wire::encode(&request)?);
+            }
         }
         Ok(Some(requests))
     }

@@ -1,5 +1,6 @@
-//! Janus++'s own properties: a deletion sends one punctured share, the
-//! deletion bound holds between searches, and searches renew the keys.
+//! Janus++'s own properties: a deletion sends one punctured share, a
+//! keyword is renewed (searched) before its d+1-th deletion, and searches
+//! renew the keys.
 
 #![allow(clippy::unwrap_used)]
 
@@ -31,16 +32,31 @@ fn deletions_send_a_share_and_respect_the_bound() {
     assert_eq!(snap.rounds, 3);
     // A punctured share is the 64-node co-path of the tag.
     assert!(snap.bytes_up > 3 * 64 * 16, "{}", snap.bytes_up);
-    // The fourth deletion needs a search first.
-    assert!(c
-        .update(&mut rng, &mut ch, UpdateOp::Delete, 4, &w)
-        .is_err());
-    assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![3, 4, 5]);
+    // The fourth deletion renews the keyword first: its search, then the
+    // deletion, in two rounds.
+    let span = ch.meter().span();
+    c.update(&mut rng, &mut ch, UpdateOp::Delete, 3, &w)
+        .unwrap();
+    assert_eq!(span.finish().rounds, 2);
+    assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![4, 5]);
     // Cached results are deleted in the next epoch; re-additions return.
     c.update(&mut rng, &mut ch, UpdateOp::Delete, 4, &w)
         .unwrap();
+    c.update(&mut rng, &mut ch, UpdateOp::Add, 3, &w).unwrap();
     c.update(&mut rng, &mut ch, UpdateOp::Add, 1, &w).unwrap();
     let mut c = (s.restore_client)(&c.save_state().unwrap()).unwrap();
     assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![1, 3, 5]);
+    // Many deletions between two searches: each run of d is renewed.
+    for id in 10..40 {
+        c.update(&mut rng, &mut ch, UpdateOp::Add, id, &w).unwrap();
+    }
+    for id in 10..38 {
+        c.update(&mut rng, &mut ch, UpdateOp::Delete, id, &w)
+            .unwrap();
+    }
+    assert_eq!(
+        c.search(&mut rng, &mut ch, b"w").unwrap(),
+        vec![1, 3, 5, 38, 39]
+    );
     assert!((s.new_client)(&mut rng, &Params::parse("d=0").unwrap()).is_err());
 }

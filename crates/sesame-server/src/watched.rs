@@ -1,0 +1,181 @@
+//! A store that remembers its failures.
+//!
+//! The server wraps its store in [`Watched`], which passes every call
+//! through and counts the calls that failed in the store itself (an I/O
+//! error, damage, a foreign file), keeping the last such message. The
+//! count is exported as `sesame_store_errors_total`, and the shutdown line
+//! says whether the server ran clean: a final flush that succeeds does not
+//! undo the requests that failed before it ([`shutdown_line`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use sesame_core::{Error, IoCounts, Result, Store, WriteBatch};
+
+/// A store whose failures are counted. See the [module docs](self).
+#[derive(Debug)]
+pub struct Watched<S> {
+    inner: S,
+    errors: AtomicU64,
+    last: Mutex<Option<String>>,
+}
+
+impl<S: Store> Watched<S> {
+    /// Watches `inner`.
+    pub fn new(inner: S) -> Self {
+        Watched {
+            inner,
+            errors: AtomicU64::new(0),
+            last: Mutex::new(None),
+        }
+    }
+
+    /// How many calls failed in the store so far.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// The message of the last call that failed in the store.
+    pub fn last_error(&self) -> Option<String> {
+        self.last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Counts `r` if it is a failure of the store (not a busy store, which
+    /// is a normal answer under load, and not an error of the caller).
+    fn seen<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e @ (Error::StoreIo(_) | Error::StoreCorrupt(_) | Error::StoreForeign(_))) = &r {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
+        }
+        r
+    }
+}
+
+impl<S: Store> Store for Watched<S> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.seen(self.inner.get(key))
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.seen(self.inner.get_many(keys))
+    }
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.seen(self.inner.write(batch))
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.seen(self.inner.scan_prefix(prefix))
+    }
+    fn io_counts(&self) -> IoCounts {
+        self.inner.io_counts()
+    }
+    fn flush(&self) -> Result<()> {
+        self.seen(self.inner.flush())
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn health(&self) -> Result<()> {
+        // A health probe that fails is a report, not a failed request.
+        self.inner.health()
+    }
+    fn verify(&self) -> Result<()> {
+        self.inner.verify()
+    }
+}
+
+/// The server's last log line: whether the final flush succeeded, and
+/// whether store operations failed while it served (`errors`, with the
+/// last message) or the store is unhealthy now (`health`).
+pub fn shutdown_line(errors: u64, last: Option<&str>, health: &Result<()>) -> String {
+    let mut line = String::from("stopped; the final flush succeeded");
+    if errors == 0 && health.is_ok() {
+        line.push_str(" and no store operation failed while serving");
+        return line;
+    }
+    if errors > 0 {
+        let s = if errors == 1 { "" } else { "s" };
+        line.push_str(&format!(
+            ", but {errors} store operation{s} failed while serving (the requests that \
+             met them were not applied)"
+        ));
+        if let Some(last) = last {
+            line.push_str(&format!("; the last: {last}"));
+        }
+    }
+    if let Err(e) = health {
+        line.push_str(&format!("; the store is unhealthy now: {e}"));
+    }
+    line.push_str("; see the store errors logged above");
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sesame_store::MemoryStore;
+
+    /// Fails every write with an I/O error or a busy store.
+    struct Failing {
+        busy: bool,
+    }
+
+    impl Store for Failing {
+        fn get(&self, _: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn write(&self, _: WriteBatch) -> Result<()> {
+            if self.busy {
+                Err(Error::StoreBusy("locked".into()))
+            } else {
+                Err(Error::StoreIo(
+                    "No space left on device (os error 28)".into(),
+                ))
+            }
+        }
+        fn scan_prefix(&self, _: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            Ok(Vec::new())
+        }
+        fn io_counts(&self) -> IoCounts {
+            IoCounts::default()
+        }
+        fn backend(&self) -> &'static str {
+            "failing"
+        }
+    }
+
+    #[test]
+    fn failures_of_the_store_are_counted_and_the_last_is_kept() {
+        let w = Watched::new(Failing { busy: false });
+        assert!(w.put(b"k", b"v").is_err());
+        assert!(w.get(b"k").is_ok());
+        assert!(w.delete(b"k").is_err());
+        assert_eq!(w.errors(), 2);
+        assert!(w.last_error().is_some_and(|m| m.contains("os error 28")));
+    }
+
+    #[test]
+    fn a_busy_store_and_successes_are_not_failures() {
+        let w = Watched::new(Failing { busy: true });
+        assert!(w.put(b"k", b"v").is_err());
+        let ok = Watched::new(MemoryStore::new());
+        ok.put(b"k", b"v").unwrap();
+        assert_eq!(ok.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!((w.errors(), ok.errors()), (0, 0));
+        assert_eq!(w.last_error(), None);
+    }
+
+    #[test]
+    fn the_shutdown_line_tells_a_clean_run_from_one_with_store_errors() {
+        let clean = shutdown_line(0, None, &Ok(()));
+        assert!(clean.contains("no store operation failed"), "{clean}");
+        let failed = shutdown_line(3, Some("disk full"), &Ok(()));
+        assert!(failed.contains("but 3 store operations failed"), "{failed}");
+        assert!(failed.contains("the last: disk full"), "{failed}");
+        assert!(!failed.contains("no store operation failed"), "{failed}");
+        let sick = shutdown_line(0, None, &Err(Error::StoreIo("gone".into())));
+        assert!(sick.contains("unhealthy now"), "{sick}");
+        assert!(!sick.contains("no store operation failed"), "{sick}");
+    }
+}
