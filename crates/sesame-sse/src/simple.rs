@@ -40,11 +40,14 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     forward_private: true,
     backward_privacy: BackwardPrivacy::TypeIII,
     queries: &[QueryKind::Exact],
-    leakage: "Update: the number of keywords of the update and the time (forward private). \
+    leakage: "Update: the number of keywords of the update and the time; entries are masked \
+              by pads of fresh states, so an update links to nothing before the search that \
+              walks it (forward private). \
               Search: t_w (the search pattern), the keyword's chain (update history), which \
               deletion cancels which addition, the number of live results; the refresh then \
               replaces the chain, and the server links the old chain to the new one (it sees \
-              both in one request). Document identifiers stay encrypted.",
+              both in one request); the new chain is in a random order. Document \
+              identifiers stay encrypted.",
     doc: "docs/schemes/simple.md",
 };
 
@@ -127,7 +130,7 @@ impl SimpleClient {
         })
     }
 
-    /// The new chain of `ids` (sorted, live) under `key`, newest last;
+    /// The new chain of `ids` (live) under `key`, in a random order;
     /// returns the entries (sorted by label) and the new head state.
     fn rebuild(
         &self,
@@ -139,7 +142,11 @@ impl SimpleClient {
         let tw = self.core.token(keyword);
         let mut prev = [0u8; LAMBDA];
         let mut entries = Vec::with_capacity(ids.len());
-        for &id in ids {
+        // The chain's order is the order of the walk on the next search:
+        // drawn at random, so that it says nothing about the identifiers.
+        let mut order = ids.to_vec();
+        common::shuffle(rng, &mut order);
+        for &id in &order {
             let next = ChainClient::fresh_state(rng);
             let eid = key
                 .encrypt(&self.core.payload(keyword, id))
@@ -416,5 +423,36 @@ impl Handler for SimpleServer {
 
     fn io_counts(&self) -> IoCounts {
         self.store.io_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use sesame_store::MemoryStore;
+
+    /// The next search walks a refreshed chain in the order it was built:
+    /// a random order, not the identifiers' order.
+    #[test]
+    fn a_refreshed_chain_is_in_random_order() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        let client = SimpleClient::new(&mut rng, &Params::new()).unwrap();
+        let key = UeKey::generate(&mut rng);
+        let ids: Vec<DocId> = (1..=32).collect();
+        let (entries, head) = client.rebuild(&mut rng, b"w", &ids, &key).unwrap();
+        let store = MemoryStore::new();
+        uedsse::put_entries(&store, false, entries).unwrap();
+        let walked: Vec<DocId> = walk(&store, &client.core.token(b"w"), &head)
+            .unwrap()
+            .iter()
+            .map(|v| client.core.open(&key, b"w", &v.eid).unwrap())
+            .collect();
+        let mut sorted = walked.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, ids, "every identifier once");
+        let mut descending = ids.clone();
+        descending.reverse();
+        assert!(walked != ids && walked != descending, "{walked:?}");
     }
 }

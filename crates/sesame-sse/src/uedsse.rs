@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! t_w = F(k_s, w)                              keyword token
-//! T[H1(t_w ‖ st_{c+1})] = (u, eid)
+//! T[H1(t_w ‖ st_{c+1})] = (u, eid ⊕ H3(t_w ‖ st_{c+1}))
 //! u   = (st_c ‖ op) ⊕ H2(t_w ‖ st_{c+1})       st_0 = 0^λ ends the chain
 //! eid = UE.Enc(k_w, N ‖ id),  N = PRF(k_n, w ‖ id)
 //! ```
@@ -21,7 +21,11 @@
 //! `k_w'`.
 //!
 //! The nonce is a PRF of (w, id) rather than random, so that a deletion's
-//! `eid` equals its addition's (the server cancels them by equality). See
+//! `eid` equals its addition's (the server cancels them by equality on its
+//! walk). Stored `eid`s are masked by `H3(t_w ‖ st_{c+1})`, a pad of the
+//! entry's fresh state (our addition to the paper): without it an upload
+//! would carry the same bytes as the addition it deletes, or as a result
+//! the server re-encrypted, and link itself to them before any search. See
 //! `docs/schemes/uedsse.md` for leakage and deviations. [`crate::simple`]
 //! shares this module's index and client state.
 
@@ -57,7 +61,9 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     forward_private: true,
     backward_privacy: BackwardPrivacy::TypeIII,
     queries: &[QueryKind::Exact],
-    leakage: "Update: the number of keywords of the update and the time (forward private). \
+    leakage: "Update: the number of keywords of the update and the time; entries are masked \
+              by pads of fresh states, so an update links to nothing before the search that \
+              walks it (forward private). \
               Search: the server decrypts the mask, so it learns t_w (the search pattern), \
               st_c (which entries form the keyword's chain: the update history) and Δ (which \
               links every returned ciphertext to the stored one it came from); the number of \
@@ -101,9 +107,20 @@ pub(crate) const OP_ADD: u8 = 0;
 /// Operation byte of a deletion.
 pub(crate) const OP_DEL: u8 = 1;
 
-/// Domain bytes of the two random oracles.
+/// Domain bytes of the random oracles: labels, chained values, and the
+/// masks of stored encrypted identifiers.
 pub(crate) const H1: u8 = 1;
 pub(crate) const H2: u8 = 2;
+pub(crate) const H3: u8 = 3;
+
+/// The mask of the encrypted identifier stored in the entry of state
+/// `st`: `H3(t_w ‖ st)`. The state is fresh and random per entry, so an
+/// uploaded (masked) identifier equals nothing the server holds, though
+/// the identifier itself is deterministic (the nonce is a PRF of the
+/// pair): updates are unlinkable until a search hands the server `st`.
+fn eid_mask(tw: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; EID_LEN] {
+    oracle(H3, tw, st)
+}
 
 /// Store key of the server's ECIES secret key.
 const SECRET_KEY: &[u8] = b"k";
@@ -329,7 +346,9 @@ impl ChainClient {
         u[..LAMBDA].copy_from_slice(prev);
         u[LAMBDA] = op;
         xor_into(&mut u, &oracle(H2, tw, next));
-        (oracle(H1, tw, next), u, eid)
+        let mut masked = eid;
+        xor_into(&mut masked, &eid_mask(tw, next));
+        (oracle(H1, tw, next), u, masked)
     }
 
     /// The entry of one update (listing 2), advancing the keyword's state.
@@ -444,8 +463,10 @@ pub(crate) struct Visited {
     pub(crate) key: [u8; LABEL_LEN + 1],
     /// Its chained value as stored.
     pub(crate) u: [u8; U_LEN],
-    /// Its encrypted identifier.
+    /// Its encrypted identifier, unmasked.
     pub(crate) eid: [u8; EID_LEN],
+    /// The mask it is stored under (`H3(t_w ‖ st)`).
+    pub(crate) mask: [u8; EID_LEN],
     /// Whether it is a live addition (not cancelled by a later deletion).
     pub(crate) live: bool,
 }
@@ -485,6 +506,8 @@ pub(crate) fn walk(
         u.copy_from_slice(&value[..U_LEN]);
         let mut eid = [0u8; EID_LEN];
         eid.copy_from_slice(&value[U_LEN..]);
+        let mask = eid_mask(tw, &st);
+        xor_into(&mut eid, &mask);
         let mut plain = u;
         xor_into(&mut plain, &oracle(H2, tw, &st));
         let live = match plain[LAMBDA] {
@@ -499,7 +522,13 @@ pub(crate) fn walk(
                 )))
             }
         };
-        out.push(Visited { key, u, eid, live });
+        out.push(Visited {
+            key,
+            u,
+            eid,
+            mask,
+            live,
+        });
         st.copy_from_slice(&plain[..LAMBDA]);
     }
     Ok(out)
@@ -852,7 +881,9 @@ impl UedsseServer {
                     new
                 }
             };
-            batch.put(v.key.to_vec(), entry_value(&v.u, &new));
+            let mut masked = new;
+            xor_into(&mut masked, &v.mask);
+            batch.put(v.key.to_vec(), entry_value(&v.u, &masked));
         }
         self.store.write(batch)?;
         Ok(out)
