@@ -59,12 +59,12 @@ fn updates_share_no_encrypted_identifier_with_what_the_server_holds() {
             .unwrap();
         let w = vec![b"alpha".to_vec()];
         let mut seen: HashSet<Eid> = HashSet::new();
-        let mut send = |client: &mut Box<dyn sesame_sse::KeywordClient>,
-                        rng: &mut ChaCha20Rng,
-                        channel: &mut dyn Channel,
-                        op,
-                        doc,
-                        seen: &mut HashSet<Eid>| {
+        let send = |client: &mut Box<dyn sesame_sse::KeywordClient>,
+                    rng: &mut ChaCha20Rng,
+                    channel: &mut dyn Channel,
+                    op,
+                    doc,
+                    seen: &mut HashSet<Eid>| {
             let requests = client.prepare_update(rng, op, doc, &w).unwrap().unwrap();
             for r in &requests {
                 for eid in uploaded(name, r) {
