@@ -557,7 +557,23 @@ impl JanusServer {
         if punctured as usize > MAX_D || shares.len() > MAX_D {
             return Err(Error::InvalidArgument("Janus++ search too large".into()));
         }
+        // What this search consumes (the epoch's shares and entries, the
+        // previous epoch's cache) is deleted by the next epoch's search,
+        // not by this one: a repeat of this search (after a lost answer)
+        // reads the same and writes the same.
         let mut batch = WriteBatch::new();
+        let mut consumed: Vec<Vec<u8>> = Vec::new();
+        if let Some(p) = &prev {
+            let list = key(b'z', p, &[]);
+            if let Some(bytes) = self.store.get(&list)? {
+                let keys: Vec<Vec<u8>> = sesame_core::wire::decode(&bytes)
+                    .map_err(|_| Error::StoreCorrupt("Janus++ consumed list".into()))?;
+                for k in keys {
+                    batch.delete(k);
+                }
+                batch.delete(list);
+            }
+        }
         let mut held = Vec::with_capacity(punctured as usize);
         for j in 0..punctured {
             let k = key(b'p', &tkn, &j.to_le_bytes());
@@ -568,7 +584,7 @@ impl JanusServer {
             let share: PuncturedKey = sesame_core::wire::decode(&v)
                 .map_err(|_| Error::StoreCorrupt("Janus++ share".into()))?;
             held.push(share);
-            batch.delete(k);
+            consumed.push(k);
         }
         let trees = shares
             .iter()
@@ -612,7 +628,7 @@ impl JanusServer {
             let Some(v) = self.store.get(&k)? else {
                 break;
             };
-            batch.delete(k);
+            consumed.push(k);
             if v.len() != ENTRY_LEN {
                 return Err(Error::StoreCorrupt("Janus++ entry".into()));
             }
@@ -638,8 +654,9 @@ impl JanusServer {
         }
         batch.put(key(b'g', &tkn, &[]), cache);
         if let Some(p) = &prev {
-            batch.delete(key(b'g', p, &[]));
+            consumed.push(key(b'g', p, &[]));
         }
+        batch.put(key(b'z', &tkn, &[]), sesame_core::wire::encode(&consumed)?);
         self.store.write(batch)?;
         Ok(common::normalise(
             result.into_iter().map(|(id, _)| id).collect(),

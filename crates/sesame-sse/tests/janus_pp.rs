@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{Channel, LocalChannel, Params};
+use sesame_core::{Channel, LocalChannel, Params, Store};
 use sesame_sse::{Multimap, UpdateOp};
 use sesame_store::MemoryStore;
 
@@ -59,4 +59,60 @@ fn deletions_send_a_share_and_respect_the_bound() {
         vec![1, 3, 5, 38, 39]
     );
     assert!((s.new_client)(&mut rng, &Params::parse("d=0").unwrap()).is_err());
+}
+
+/// A search request that reaches the server twice (its first answer was
+/// lost) gets the same answer, and later searches are still right: what a
+/// search consumes is deleted by the next epoch's search.
+#[test]
+fn a_repeated_search_gets_the_same_answer() {
+    use sesame_sse::query::Query;
+    let s = sesame_sse::scheme("janus-pp").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let mut c = (s.new_client)(&mut rng, &Params::parse("d=4").unwrap()).unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let mut ch = LocalChannel::new((s.new_server)(store.clone()));
+    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
+    let w = vec![b"w".to_vec()];
+    for id in 1..=6 {
+        c.update(&mut rng, &mut ch, UpdateOp::Add, id, &w).unwrap();
+    }
+    for id in [2, 4] {
+        c.update(&mut rng, &mut ch, UpdateOp::Delete, id, &w)
+            .unwrap();
+    }
+    let query = Query::Exact(b"w".to_vec());
+    for round in 0..3 {
+        let prepared = c.prepare_query(&mut rng, &mut ch, &query).unwrap();
+        let first: Vec<Vec<u8>> = prepared
+            .requests
+            .iter()
+            .map(|r| ch.call(r).unwrap())
+            .collect();
+        let again: Vec<Vec<u8>> = prepared
+            .requests
+            .iter()
+            .map(|r| ch.call(r).unwrap())
+            .collect();
+        assert_eq!(first, again, "round {round}");
+        let ids = c
+            .resolve_query(&query, &prepared.context, &again)
+            .unwrap()
+            .ids;
+        let want: Vec<u64> = match round {
+            0 => vec![1, 3, 5, 6],
+            1 => vec![1, 5, 6],
+            _ => vec![1, 5, 6, 7],
+        };
+        assert_eq!(ids, want, "round {round}");
+        if round == 0 {
+            c.update(&mut rng, &mut ch, UpdateOp::Delete, 3, &w)
+                .unwrap();
+        } else {
+            c.update(&mut rng, &mut ch, UpdateOp::Add, 7, &w).unwrap();
+        }
+    }
+    // Two epochs on, nothing of the first epochs is left but the cache.
+    let held = store.scan_prefix(b"").unwrap().len();
+    assert!(held <= 8, "{held} keys kept");
 }
