@@ -174,4 +174,23 @@ mod tests {
         let a32: Key<32> = master.derive("a");
         assert_eq!(&a32.as_bytes()[..16], a.as_bytes());
     }
+
+    /// Outputs computed outside this crate, with Python's `hmac` and
+    /// `hashlib` following RFC 5869 (that oracle reproduces RFC 5869's test
+    /// case 1), salt `sesame-crypto/derive/v1`, master key `00 01 ... 1f`.
+    #[test]
+    fn derive_is_hkdf_sha256_with_the_crate_salt() {
+        let master = Key::<32>::from_bytes(core::array::from_fn(|i| i as u8));
+        let clww: Key<16> = master.derive("sesame-ore/clww/v2/bits=32/prf");
+        assert_eq!(
+            hex::encode(clww.as_bytes()),
+            "fcfd1e43e6def79b32f88f305cb37550"
+        );
+        let a: Key<48> = master.derive("a");
+        assert_eq!(
+            hex::encode(a.as_bytes()),
+            "74eb25e13323183d211face7f015c915554b63ceb7b0f3d610d35852fec8c286\
+             3ba3f55815b0e927cfc9417b231d3140"
+        );
+    }
 }

@@ -179,7 +179,10 @@ impl Bclo {
     /// BCLO keyed by `master` (a 256-bit key; the AES key is derived from it).
     pub fn new(master: Key<32>, params: BcloParams) -> Result<Self> {
         let params = params.check()?;
-        let prf = Aes128Prf::new(&master.derive("sesame-ore/bclo/v1/prf"));
+        let prf = Aes128Prf::new(&master.derive(&format!(
+            "sesame-ore/bclo/v2/bits={}/range-bits={}/prf",
+            params.bits, params.range_bits
+        )));
         Ok(Bclo {
             params,
             master,

@@ -60,8 +60,9 @@ pub trait Pph: Send + Sync + Sized {
     /// A right list made ready for many tests (e.g. prepared G2 points).
     type Prepared;
 
-    /// The PPH keyed from the scheme's master key.
-    fn new(master: &Key<32>) -> Self;
+    /// The PPH keyed from the scheme's master key, for CLOZ over `bits`-bit
+    /// plaintexts.
+    fn new(master: &Key<32>, bits: u32) -> Self;
 
     /// The descriptor of CLOZ with this PPH.
     fn descriptor() -> &'static SchemeDescriptor;
@@ -162,8 +163,12 @@ impl<P: Pph> Cloz<P> {
     /// CLOZ for `bits`-bit plaintexts keyed by `master`.
     pub fn new(master: Key<32>, bits: u32) -> Result<Self> {
         check_bits(bits)?;
-        let prf = Aes128Prf::new(&master.derive("sesame-ore/cloz/v1/prf"));
-        let pph = P::new(&master);
+        // The variant (secure or insecure PPH) and the width are part of
+        // every label: a key used once with the insecure variant, whose
+        // ciphertexts show the CLWW values, says nothing of the secure one.
+        let name = P::descriptor().name;
+        let prf = Aes128Prf::new(&master.derive(&format!("sesame-ore/{name}/v2/bits={bits}/prf")));
+        let pph = P::new(&master, bits);
         Ok(Cloz {
             bits,
             master,
@@ -317,20 +322,30 @@ pub type ClozPairing = Cloz<PairingPph>;
 
 /// The pairing-based PPH for `P(a, b) = [b = a + 1]` on BLS12-381.
 ///
-/// With `G(v)` a PRF into the scalar field (HMAC-SHA256, 64 bytes reduced
-/// mod `q`) and fresh random scalars `r, r', s, s'` per hash:
+/// With `G` and `H` two independently keyed PRFs into the scalar field
+/// (HMAC-SHA256, 64 bytes reduced mod `q`) and fresh random scalars
+/// `r, r', s, s'` per hash:
 ///
-/// - left hash of `u`: `(A, B, A', B') = (g1^r, g1^(r G(u+1)), g1^r', g1^(r' G(u)))`;
-/// - right hash of `v`: `(C, D, C', D') = (g2^s, g2^(s G(v)), g2^s', g2^(s' G(v+1)))`;
+/// - left hash of `u`: `(A, B, A', B') = (g1^r, g1^(r G(u+1)), g1^r', g1^(r' H(u)))`;
+/// - right hash of `v`: `(C, D, C', D') = (g2^s, g2^(s G(v)), g2^s', g2^(s' H(v+1)))`;
 /// - `v = u + 1` iff `e(B, C) = e(A, D)`, tested as
 ///   `e(B, C) e(-A, D) = 1`: one two-term Miller loop over prepared G2
 ///   points and one final exponentiation;
 /// - `u = v + 1` iff `e(B', C') e(-A', D') = 1`.
 ///
-/// Under SXDH the G1 (left) and G2 (right) encodings hide `G(.)`; a pairing
-/// across the two sides reveals exactly the one relation tested.
+/// Under SXDH the G1 (left) and G2 (right) encodings hide `G(.)` and
+/// `H(.)`. A pairing can only join a G1 pair with a G2 pair, and the four
+/// ways to do so compare `G(u+1)` with `G(v)` (the successor test),
+/// `H(u)` with `H(v+1)` (the predecessor test), `G(u+1)` with `H(v+1)` and
+/// `H(u)` with `G(v)`. The last two compare outputs of independent PRFs,
+/// so they hold for no pair of values: a cross pairing says nothing. (With
+/// one PRF for both tests, `H = G`, the cross pairings would test
+/// `u = v`, and counting equal values over a comparison's `n^2` pairs
+/// would give the common-prefix length of the two plaintexts, which is
+/// CLWW's leakage, the one CLOZ exists to hide.)
 pub struct PairingPph {
-    scalar_prf: HmacPrf,
+    succ_prf: HmacPrf,
+    pred_prf: HmacPrf,
 }
 
 /// A G1 point with a compressed (48-byte) serde encoding.
@@ -350,7 +365,7 @@ pub struct PairingLeft {
     pub b: G1,
     /// `g1^r'`.
     pub a2: G1,
-    /// `g1^(r' G(u))`.
+    /// `g1^(r' H(u))`.
     pub b2: G1,
 }
 
@@ -363,7 +378,7 @@ pub struct PairingRight {
     pub d: G2,
     /// `g2^s'`.
     pub c2: G2,
-    /// `g2^(s' G(v+1))`.
+    /// `g2^(s' H(v+1))`.
     pub d2: G2,
 }
 
@@ -379,13 +394,24 @@ fn random_scalar<R: CryptoRngCore + ?Sized>(rng: &mut R) -> Scalar {
 }
 
 impl PairingPph {
-    /// `G(v)`: HMAC-SHA256 of `v` under two labels, reduced mod `q`.
-    fn scalar(&self, v: u128) -> Scalar {
+    /// `prf(v)` into the scalar field: HMAC-SHA256 of `v` under two labels,
+    /// reduced mod `q`.
+    fn scalar(prf: &HmacPrf, v: u128) -> Scalar {
         let bytes = v.to_be_bytes();
         let mut wide = Zeroizing::new([0u8; 64]);
-        wide[..32].copy_from_slice(&self.scalar_prf.eval_concat(&[b"lo", &bytes]));
-        wide[32..].copy_from_slice(&self.scalar_prf.eval_concat(&[b"hi", &bytes]));
+        wide[..32].copy_from_slice(&prf.eval_concat(&[b"lo", &bytes]));
+        wide[32..].copy_from_slice(&prf.eval_concat(&[b"hi", &bytes]));
         Scalar::from_bytes_wide(&wide)
+    }
+
+    /// `G(v)`, the successor test's PRF.
+    fn g(&self, v: u128) -> Scalar {
+        Self::scalar(&self.succ_prf, v)
+    }
+
+    /// `H(v)`, the predecessor test's PRF.
+    fn h(&self, v: u128) -> Scalar {
+        Self::scalar(&self.pred_prf, v)
     }
 
     fn g1_pair<R: CryptoRngCore + ?Sized>(rng: &mut R, g: &Scalar) -> (G1, G1) {
@@ -417,9 +443,11 @@ impl Pph for PairingPph {
     type Right = PairingRight;
     type Prepared = PreparedRights;
 
-    fn new(master: &Key<32>) -> Self {
+    fn new(master: &Key<32>, bits: u32) -> Self {
+        let label = format!("sesame-ore/cloz/v2/bits={bits}/pph");
         PairingPph {
-            scalar_prf: HmacPrf::new(&master.derive("sesame-ore/cloz/v1/pph-scalar")),
+            succ_prf: HmacPrf::new(&master.derive(&format!("{label}/succ"))),
+            pred_prf: HmacPrf::new(&master.derive(&format!("{label}/pred"))),
         }
     }
 
@@ -429,19 +457,18 @@ impl Pph for PairingPph {
 
     fn hash<R: CryptoRngCore + ?Sized>(&self, rng: &mut R, u: u128) -> (PairingLeft, PairingRight) {
         let _pph = counter::enter(Primitive::Pph);
-        let g_u = self.scalar(u);
-        let g_next = self.scalar(u.wrapping_add(1));
-        let (a, b) = Self::g1_pair(rng, &g_next);
-        let (a2, b2) = Self::g1_pair(rng, &g_u);
-        let (c, d) = Self::g2_pair(rng, &g_u);
-        let (c2, d2) = Self::g2_pair(rng, &g_next);
+        let next = u.wrapping_add(1);
+        let (a, b) = Self::g1_pair(rng, &self.g(next));
+        let (a2, b2) = Self::g1_pair(rng, &self.h(u));
+        let (c, d) = Self::g2_pair(rng, &self.g(u));
+        let (c2, d2) = Self::g2_pair(rng, &self.h(next));
         (PairingLeft { a, b, a2, b2 }, PairingRight { c, d, c2, d2 })
     }
 
     fn hash_left<R: CryptoRngCore + ?Sized>(&self, rng: &mut R, u: u128) -> PairingLeft {
         let _pph = counter::enter(Primitive::Pph);
-        let (a, b) = Self::g1_pair(rng, &self.scalar(u.wrapping_add(1)));
-        let (a2, b2) = Self::g1_pair(rng, &self.scalar(u));
+        let (a, b) = Self::g1_pair(rng, &self.g(u.wrapping_add(1)));
+        let (a2, b2) = Self::g1_pair(rng, &self.h(u));
         PairingLeft { a, b, a2, b2 }
     }
 
@@ -576,7 +603,7 @@ mod tests {
     #[test]
     fn pairing_pph_tests_the_successor_only() {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
-        let pph = PairingPph::new(&Key::from_bytes([2; 32]));
+        let pph = PairingPph::new(&Key::from_bytes([2; 32]), 8);
         let u = 1000u128;
         let (l, _) = pph.hash(&mut rng, u);
         let (_, r_next) = pph.hash(&mut rng, u + 1);
@@ -594,5 +621,73 @@ mod tests {
         let mut bad = bytes.clone();
         bad[5] ^= 1;
         assert!(sesame_core::wire::decode::<PairingLeft>(&bad).is_err());
+    }
+
+    /// Every relation `e(P1, Q0) = e(P0, Q1)` or `e(P1, Q1) = e(P0, Q0)`
+    /// that an attacker holding `x`'s left half and `y`'s right half can
+    /// test, for each G1 pair `(P0, P1)` of a left hash and each G2 pair
+    /// `(Q0, Q1)` of a right hash: the number that hold.
+    fn relations_that_hold(left: &[PairingLeft], right: &[PairingRight]) -> usize {
+        let one = |p: &G1, q: &G2, p2: &G1, q2: &G2| {
+            PairingPph::product_is_one(
+                &p.0,
+                &G2Prepared::from(q.0),
+                &-p2.0,
+                &G2Prepared::from(q2.0),
+            )
+        };
+        let mut holds = 0;
+        for l in left {
+            for r in right {
+                for (p0, p1) in [(&l.a, &l.b), (&l.a2, &l.b2)] {
+                    for (q0, q1) in [(&r.c, &r.d), (&r.c2, &r.d2)] {
+                        holds += usize::from(one(p1, q0, p0, q1));
+                        holds += usize::from(one(p1, q1, p0, q0));
+                    }
+                }
+            }
+        }
+        holds
+    }
+
+    /// A comparison reveals the order and nothing else: over all `n^2`
+    /// pairs and every way of pairing their parts, exactly one relation
+    /// holds for distinct plaintexts (the designed successor or predecessor
+    /// test) and none for equal ones, whatever their common prefix. With
+    /// one PRF for both tests, 15 relations held for 0b1010_0110 against
+    /// 0b1010_0111: the designed one and two cross pairings for each of the
+    /// 7 bits of their common prefix.
+    #[test]
+    fn no_cross_pairing_reveals_more_than_the_order() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let cloz = ClozPairing::new(Key::from_bytes([4; 32]), 8).unwrap();
+        let x = 0b1010_0110;
+        for (y, expected) in [(0b1010_0111u64, 1), (0b0010_0110, 1), (x, 0)] {
+            let cx = cloz.encrypt_full(&mut rng, x).unwrap();
+            let cy = cloz.encrypt_full(&mut rng, y).unwrap();
+            assert_eq!(
+                relations_that_hold(&cx.left, &cy.right),
+                expected,
+                "x vs {y:#b}"
+            );
+            assert_eq!(
+                relations_that_hold(&cy.left, &cx.right),
+                expected,
+                "{y:#b} vs x"
+            );
+            assert_eq!(cloz.compare(&cx, &cy).unwrap(), x.cmp(&y));
+        }
+    }
+
+    #[test]
+    fn variants_and_widths_have_independent_keys() {
+        // The insecure variant publishes its CLWW values; under the same
+        // master key they must not be the secure variant's.
+        let master = Key::<32>::from_bytes([5; 32]);
+        let secure = ClozPairing::new(master.clone_secret(), 8).unwrap();
+        let insecure = crate::insecure::ClozInsecure::new(master.clone_secret(), 8).unwrap();
+        assert_ne!(values(&secure.prf, 8, 77), values(&insecure.prf, 8, 77));
+        let wider = ClozPairing::new(master, 9).unwrap();
+        assert_ne!(values(&secure.prf, 8, 77)[0], values(&wider.prf, 9, 77)[0]);
     }
 }

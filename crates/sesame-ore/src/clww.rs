@@ -86,7 +86,7 @@ impl Clww {
     /// CLWW for `bits`-bit plaintexts keyed by `master`.
     pub fn new(master: Key<32>, bits: u32) -> Result<Self> {
         check_bits(bits)?;
-        let prf = Aes128Prf::new(&master.derive("sesame-ore/clww/v1/prf"));
+        let prf = Aes128Prf::new(&master.derive(&format!("sesame-ore/clww/v2/bits={bits}/prf")));
         Ok(Clww { bits, master, prf })
     }
 

@@ -10,6 +10,16 @@
 //! balanced and every node re-encoded ([`FhOpe::take_reencoding`] lists the
 //! changes, which the caller must apply to stored ciphertexts).
 //!
+//! Epochs: a rebalance moves ciphertexts onto midpoints that older
+//! ciphertexts of other plaintexts held, so an old ciphertext would decrypt
+//! to a wrong plaintext. Through the generic [`OreScheme`] interface a
+//! ciphertext ([`FhOpeCiphertext`]) therefore carries the epoch (the number
+//! of rebalances) of the tree that issued it: `decrypt` and `compare`
+//! refuse a ciphertext of another epoch, and [`Reencoding::apply`] brings
+//! one forward. The `u64` methods ([`FhOpe::encrypt_u64`],
+//! [`FhOpe::decrypt_u64`]) carry no epoch; their caller (the B+ tree
+//! protocol) applies every re-encoding to everything it stores.
+//!
 //! Compaction: since every ciphertext is the midpoint that the node's
 //! position defines, ciphertexts are not stored in the persisted state,
 //! only the tree's shape (2 bits per node) and the plaintexts in sorted
@@ -64,9 +74,48 @@ impl Default for FhOpeParams {
     }
 }
 
-/// An FH-OPE ciphertext: a number, ordered as its plaintext (ties random).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct FhOpeCiphertext(pub u64);
+/// An FH-OPE ciphertext: a number, ordered as its plaintext (ties random)
+/// among the ciphertexts of the same epoch, and that epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FhOpeCiphertext {
+    /// The order-preserving number.
+    pub value: u64,
+    /// The number of rebalances of the tree when it was issued.
+    pub epoch: u64,
+}
+
+/// What a rebalance changed: the ciphertexts of epoch `epoch - 1` that
+/// moved, as `(old, new)` pairs sorted by `old`; the others keep their
+/// number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reencoding {
+    /// The epoch the rebalance led to.
+    pub epoch: u64,
+    /// `(old, new)` numbers, sorted by `old`.
+    pub changes: Vec<(u64, u64)>,
+}
+
+impl Reencoding {
+    /// `c` in the new epoch; refuses a ciphertext of any epoch but the
+    /// one before (a ciphertext two rebalances old needs both re-encodings,
+    /// in order).
+    pub fn apply(&self, c: &FhOpeCiphertext) -> Result<FhOpeCiphertext> {
+        if c.epoch.checked_add(1) != Some(self.epoch) {
+            return Err(Error::InvalidArgument(format!(
+                "FH-OPE ciphertext of epoch {} cannot take the re-encoding into epoch {}",
+                c.epoch, self.epoch
+            )));
+        }
+        let value = match self.changes.binary_search_by_key(&c.value, |&(old, _)| old) {
+            Ok(i) => self.changes.get(i).map_or(c.value, |&(_, new)| new),
+            Err(_) => c.value,
+        };
+        Ok(FhOpeCiphertext {
+            value,
+            epoch: self.epoch,
+        })
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Node {
@@ -83,7 +132,7 @@ pub struct FhOpe {
     nodes: Vec<Node>,
     root: u32,
     rebalances: u64,
-    reencoding: Option<Vec<(u64, u64)>>,
+    reencoding: Option<Reencoding>,
 }
 
 impl core::fmt::Debug for FhOpe {
@@ -171,11 +220,29 @@ impl FhOpe {
         self.rebalances
     }
 
-    /// The `(old, new)` ciphertext pairs of the last rebalance since the
-    /// previous call, if one happened: every stored ciphertext must be
-    /// replaced.
-    pub fn take_reencoding(&mut self) -> Option<Vec<(u64, u64)>> {
+    /// The current epoch: the number of rebalances so far.
+    pub fn epoch(&self) -> u64 {
+        self.rebalances
+    }
+
+    /// The re-encoding of the last rebalance since the previous call, if
+    /// one happened: every stored ciphertext must be brought forward. Take
+    /// it after every encryption: if a second rebalance happens first, the
+    /// first re-encoding is gone, and ciphertexts issued before it can
+    /// only be refused (never misread).
+    pub fn take_reencoding(&mut self) -> Option<Reencoding> {
         self.reencoding.take()
+    }
+
+    fn check_epoch(&self, c: &FhOpeCiphertext) -> Result<u64> {
+        if c.epoch != self.rebalances {
+            return Err(Error::InvalidArgument(format!(
+                "stale FH-OPE ciphertext: issued in epoch {}, the tree is in epoch {} \
+                 (apply the re-encoding of each rebalance since)",
+                c.epoch, self.rebalances
+            )));
+        }
+        Ok(c.value)
     }
 
     fn top(&self) -> u128 {
@@ -282,8 +349,11 @@ impl FhOpe {
             .filter(|(a, b)| a != b)
             .collect();
         changes.sort_unstable();
-        self.reencoding = Some(changes);
         self.rebalances += 1;
+        self.reencoding = Some(Reencoding {
+            epoch: self.rebalances,
+            changes,
+        });
         Ok(())
     }
 
@@ -481,18 +551,23 @@ impl OreScheme for FhOpe {
         rng: &mut R,
         x: u64,
     ) -> Result<FhOpeCiphertext> {
-        self.encrypt_u64(rng, x).map(FhOpeCiphertext)
+        let value = self.encrypt_u64(rng, x)?;
+        Ok(FhOpeCiphertext {
+            value,
+            epoch: self.rebalances,
+        })
     }
 
     /// Seed 004's comparison: the plaintext of `a` (one traversal), then
     /// the smallest and largest ciphertexts of that plaintext (two more);
     /// `b` is placed against that interval.
     fn compare(&self, a: &FhOpeCiphertext, b: &FhOpeCiphertext) -> Result<Ordering> {
-        let v = self.decrypt_u64(a.0)?;
+        let v = self.decrypt_u64(self.check_epoch(a)?)?;
+        let b = self.check_epoch(b)?;
         let (min, max) = self.ciphertext_range(v).ok_or(Error::Crypto)?;
-        Ok(if b.0 < min {
+        Ok(if b < min {
             Ordering::Greater
-        } else if b.0 > max {
+        } else if b > max {
             Ordering::Less
         } else {
             Ordering::Equal
@@ -504,9 +579,12 @@ impl OreScheme for FhOpe {
     }
 
     fn decrypt(&self, c: &FhOpeCiphertext) -> Result<u64> {
-        self.decrypt_u64(c.0)
+        self.decrypt_u64(self.check_epoch(c)?)
     }
 
+    /// The order-preserving number's width, as the papers count it; the
+    /// epoch beside it (a small counter the server sees anyway, as it
+    /// receives every re-encoding) is not counted.
     fn ciphertext_bits(&self, _c: &FhOpeCiphertext) -> u64 {
         u64::from(self.params.cipher_bits)
     }
@@ -571,7 +649,7 @@ mod tests {
         let mut issued: Vec<(u64, u64)> = Vec::new();
         for x in 0..200u64 {
             let c = s.encrypt_u64(&mut r, x).unwrap();
-            if let Some(map) = s.take_reencoding() {
+            if let Some(Reencoding { changes: map, .. }) = s.take_reencoding() {
                 for (c_old, _) in issued.iter_mut() {
                     if let Ok(i) = map.binary_search_by_key(c_old, |&(o, _)| o) {
                         *c_old = map[i].1;

@@ -50,7 +50,7 @@ impl Pph for CorrectnessOnlyPph {
     type Right = u128;
     type Prepared = Vec<u128>;
 
-    fn new(_master: &Key<32>) -> Self {
+    fn new(_master: &Key<32>, _bits: u32) -> Self {
         static WARNED: std::sync::Once = std::sync::Once::new();
         WARNED.call_once(|| eprintln!("{WARNING}"));
         CorrectnessOnlyPph { _private: () }

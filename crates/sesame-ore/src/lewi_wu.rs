@@ -372,8 +372,12 @@ impl LewiWu {
     /// Lewi-Wu keyed by `master`.
     pub fn new(master: Key<32>, params: LewiWuParams) -> Result<Self> {
         let params = params.check()?;
-        let k1: Key<16> = master.derive("sesame-ore/lewi-wu/v1/k1");
-        let k2: Key<16> = master.derive("sesame-ore/lewi-wu/v1/k2");
+        let label = format!(
+            "sesame-ore/lewi-wu/v2/bits={}/block-bits={}",
+            params.bits, params.block_bits
+        );
+        let k1: Key<16> = master.derive(&format!("{label}/k1"));
+        let k2: Key<16> = master.derive(&format!("{label}/k2"));
         let k1 = Aes128Enc::new(k1.as_bytes().into());
         let k2 = Aes128Enc::new(k2.as_bytes().into());
         Ok(LewiWu {

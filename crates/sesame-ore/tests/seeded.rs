@@ -7,8 +7,10 @@
 //! SHA-256 of their wire encoding. To accept a deliberate change:
 //!
 //! ```text
-//! SESAME_REGENERATE_VECTORS=1 cargo test -p sesame-ore --test seeded
+//! cargo test -p sesame-ore --test seeded -- --ignored write_seeded_vectors
 //! ```
+//!
+//! (a separate, ignored test: the checking test never writes the file).
 
 // Test code: a panic is a failed test (clippy.toml allows this only
 // inside #[test] functions, not in their helpers).
@@ -174,25 +176,33 @@ fn vectors() -> BTreeMap<&'static str, Value> {
     v
 }
 
-#[test]
-fn seeded_vectors_are_stable() {
-    let path: PathBuf = [
+fn vector_path() -> PathBuf {
+    [
         env!("CARGO_MANIFEST_DIR"),
         "tests",
         "vectors",
         "sesame_ore_seeded.json",
     ]
     .iter()
-    .collect();
+    .collect()
+}
+
+/// Writes the vector file anew. Never part of a test run: run it by name
+/// after a deliberate change, and say in the docs why the outputs changed.
+#[test]
+#[ignore = "writes the vector file; run by name after a deliberate change"]
+fn write_seeded_vectors() {
+    let text = serde_json::to_string_pretty(&vectors()).unwrap();
+    std::fs::write(vector_path(), text + "\n").unwrap();
+}
+
+#[test]
+fn seeded_vectors_are_stable() {
+    let path = vector_path();
     let now = vectors();
-    if std::env::var_os("SESAME_REGENERATE_VECTORS").is_some_and(|v| v == "1") {
-        let text = serde_json::to_string_pretty(&now).unwrap();
-        std::fs::write(&path, text + "\n").unwrap();
-        return;
-    }
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; regenerate with SESAME_REGENERATE_VECTORS=1",
+            "{}: {e}; regenerate with `cargo test -p sesame-ore --test seeded -- --ignored write_seeded_vectors`",
             path.display()
         )
     });
@@ -201,7 +211,7 @@ fn seeded_vectors_are_stable() {
         assert_eq!(
             stored.get(*name),
             Some(value),
-            "seeded vector `{name}` changed; if deliberate, regenerate with SESAME_REGENERATE_VECTORS=1"
+            "seeded vector `{name}` changed; if deliberate, regenerate with `cargo test -p sesame-ore --test seeded -- --ignored write_seeded_vectors`"
         );
     }
     assert_eq!(stored.len(), now.len(), "stored vectors have extra entries");

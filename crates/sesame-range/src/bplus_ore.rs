@@ -37,7 +37,7 @@ use sesame_crypto::key::Key;
 use sesame_ore::bclo::{Bclo, BcloCiphertext, BcloParams};
 use sesame_ore::cloz::{Cloz, ClozCiphertext, PairingPph, Pph};
 use sesame_ore::clww::{Clww, ClwwCiphertext};
-use sesame_ore::fh_ope::{FhOpe, FhOpeCiphertext, FhOpeParams};
+use sesame_ore::fh_ope::{FhOpe, FhOpeParams};
 use sesame_ore::insecure::CorrectnessOnlyPph;
 use sesame_ore::lewi_wu::{LewiWu, LewiWuCiphertext, LewiWuLeft, LewiWuParams, LewiWuRight};
 use sesame_ore::{CiphertextType, LeftRight, OreScheme};
@@ -102,19 +102,23 @@ pub static CLWW: SchemeDescriptor = descriptor(
 pub static LEWI_WU: SchemeDescriptor = descriptor(
     "bplus-lewi-wu",
     "B+ tree over Lewi-Wu ORE (right ciphertexts stored)",
-    "Only semantically secure right ciphertexts are stored: the stored tree alone reveals its \
-     shape (insertion order) and size. Each insertion and query reveals, through the left \
-     ciphertexts it sends, the order of its values relative to the stored ones (and the first \
-     differing block); the access pattern and result sizes.",
+    "A snapshot of the stored tree (semantically secure right ciphertexts only) reveals its \
+     shape (insertion order) and size. Insertions send the full ciphertext and queries send \
+     left ciphertexts: a server that keeps them learns, over time, the total order of all \
+     inserted values and query endpoints, the index of the first differing d-bit block of \
+     every pair, and (left ciphertexts are deterministic) the equality and frequency of \
+     inserted values at upload; plus the access pattern and result sizes.",
 );
 
 /// B+ tree over CLOZ with the pairing PPH, storing right ciphertexts only.
 pub static CLOZ: SchemeDescriptor = descriptor(
     "bplus-cloz",
     "B+ tree over CLOZ ORE, pairing PPH (right ciphertexts stored; ~1.5 s per comparison)",
-    "Only right ciphertexts are stored; each insertion and query reveals the order of its \
-     values relative to the stored ones (CLOZ leaks only order and equality per comparison), \
-     the tree shape (insertion order), the access pattern and result sizes.",
+    "A snapshot of the stored tree (right ciphertexts only) reveals its shape (insertion \
+     order) and size. Insertions send the full ciphertext and queries send left halves: a \
+     server that keeps them learns, over time, CLOZ's leakage on all inserted values and \
+     query endpoints (total order, equality, and the equality pattern of the most \
+     significant differing bits); plus the access pattern and result sizes.",
 );
 
 /// B+ tree over CLOZ with the correctness-only PPH: INSECURE, benchmarks only.
@@ -387,15 +391,22 @@ impl<P: ClozHash> ServerOrder for ClozOrder<P> {
     }
 }
 
+/// An FH-OPE number as the tree stores it. The client sends every
+/// re-encoding to the server, which rewrites everything it stores, so the
+/// epoch that [`sesame_ore::fh_ope::FhOpeCiphertext`] carries is not
+/// needed here (and is not sent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FhOpeNumber(pub u64);
+
 /// FH-OPE: ciphertexts are order-preserving integers (unique per
 /// insertion); query bounds come from the client's state.
 #[derive(Debug)]
 pub struct FhOpeOrder;
 
 impl ServerOrder for FhOpeOrder {
-    type Full = FhOpeCiphertext;
-    type Probe = FhOpeCiphertext;
-    type Stored = FhOpeCiphertext;
+    type Full = FhOpeNumber;
+    type Probe = FhOpeNumber;
+    type Stored = FhOpeNumber;
 
     fn new(_layout: &Layout) -> Result<Self> {
         Ok(FhOpeOrder)
@@ -403,16 +414,16 @@ impl ServerOrder for FhOpeOrder {
     fn key_bytes(layout: &Layout) -> usize {
         varint_bytes(layout.extra)
     }
-    fn stored(full: &FhOpeCiphertext) -> FhOpeCiphertext {
+    fn stored(full: &FhOpeNumber) -> FhOpeNumber {
         *full
     }
-    fn cmp_full(&self, full: &FhOpeCiphertext, stored: &FhOpeCiphertext) -> Result<Ordering> {
+    fn cmp_full(&self, full: &FhOpeNumber, stored: &FhOpeNumber) -> Result<Ordering> {
         Ok(full.0.cmp(&stored.0))
     }
-    fn cmp_probe(&self, probe: &FhOpeCiphertext, stored: &FhOpeCiphertext) -> Result<Ordering> {
+    fn cmp_probe(&self, probe: &FhOpeNumber, stored: &FhOpeNumber) -> Result<Ordering> {
         Ok(probe.0.cmp(&stored.0))
     }
-    fn remap(stored: &mut FhOpeCiphertext, changes: &[(u64, u64)]) -> Result<()> {
+    fn remap(stored: &mut FhOpeNumber, changes: &[(u64, u64)]) -> Result<()> {
         if let Ok(i) = changes.binary_search_by_key(&stored.0, |c| c.0) {
             if let Some(&(_, new)) = changes.get(i) {
                 stored.0 = new;
@@ -1114,15 +1125,15 @@ impl ClientOrder for FhOpe {
     fn state_bits(&self) -> u64 {
         OreScheme::state_bits(self)
     }
-    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FhOpeCiphertext> {
-        OreScheme::encrypt(self, rng, v)
+    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FhOpeNumber> {
+        self.encrypt_u64(rng, v).map(FhOpeNumber)
     }
     fn probes(
         &mut self,
         rng: &mut dyn CryptoRngCore,
         lo: u64,
         hi: u64,
-    ) -> Result<Option<(FhOpeCiphertext, FhOpeCiphertext)>> {
+    ) -> Result<Option<(FhOpeNumber, FhOpeNumber)>> {
         if self.is_empty() {
             return Ok(None);
         }
@@ -1135,7 +1146,7 @@ impl ClientOrder for FhOpe {
                     // `lo == hi`, never encrypted: nothing lies between.
                     return Ok(None);
                 }
-                return Ok(Some((FhOpeCiphertext(a), FhOpeCiphertext(b))));
+                return Ok(Some((FhOpeNumber(a), FhOpeNumber(b))));
             }
             // The copy ran out of room: rebalance for real (the server
             // receives the re-encoding first) and try again.
@@ -1146,7 +1157,7 @@ impl ClientOrder for FhOpe {
         ))
     }
     fn take_reencoding(&mut self) -> Option<Vec<(u64, u64)>> {
-        FhOpe::take_reencoding(self)
+        FhOpe::take_reencoding(self).map(|r| r.changes)
     }
 }
 

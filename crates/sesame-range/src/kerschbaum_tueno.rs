@@ -52,11 +52,15 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     backward_privacy: BackwardPrivacy::None,
     queries: &[QueryKind::Range],
     leakage: "The stored array leaks its size and, once searched, the order of neighbouring \
-              slots (the total order up to the rotation; not the smallest element, hidden by \
-              the random rotations, and not equality: ciphertexts are semantically secure). \
-              Each operation leaks the slots the binary searches probe and, for a query, the \
-              contiguous slots returned (the access pattern and result size); an insertion or \
-              deletion leaks the slot inserted at or removed.",
+              slots (the total order up to the rotation; not equality: ciphertexts are \
+              semantically secure). Each operation leaks the slots the binary searches probe \
+              and, for a query, the contiguous slots returned (the access pattern and result \
+              size); an insertion or deletion leaks the slot inserted at or removed. The \
+              rotation offsets travel in the clear with each insertion and deletion, so a \
+              server that watches operations follows every slot through the rotations and, \
+              once it has located the smallest element, keeps it: the random rotations hide \
+              the smallest element only from a single snapshot of the array (IND-CPA-DS), not \
+              from a server that sees the operations.",
     doc: "docs/schemes/kerschbaum_tueno.md",
 };
 

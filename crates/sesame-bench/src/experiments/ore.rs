@@ -585,7 +585,7 @@ mod bls12_381_timing {
     /// the latter two estimated from a left-only and a full hash.
     pub fn timings(n: usize) -> (f64, f64, f64) {
         let mut rng = ChaCha20Rng::seed_from_u64(1);
-        let pph = PairingPph::new(&Key::from_bytes([9; 32]));
+        let pph = PairingPph::new(&Key::from_bytes([9; 32]), 32);
         let start = Instant::now();
         let mut left = None;
         for _ in 0..n {

@@ -20,8 +20,10 @@ use crate::prp::Prp;
 /// price is 10 AES calls per pass.
 pub const FEISTEL_ROUNDS: u8 = 10;
 
-/// Label of the round-key derivation.
-const LABEL: &str = "sesame-crypto/feistel-prp/v1";
+/// Label of the round-key derivation; the domain's largest point follows
+/// it, so that permutations of different domains (say `0..1000` and
+/// `0..1024`, which share a width) have independent keys.
+const LABEL: &str = "sesame-crypto/feistel-prp/v2/max=";
 
 /// A pseudorandom permutation of `0..n` for any `1 <= n <= 2^64`.
 ///
@@ -35,7 +37,9 @@ const LABEL: &str = "sesame-crypto/feistel-prp/v1";
 ///
 /// Each `permute`/`invert` is one Prp call with its `10 × passes` AES calls
 /// counted as nested Prf calls. The AES key is derived from the given key
-/// with the label `sesame-crypto/feistel-prp/v1` and wiped on drop.
+/// with the label `sesame-crypto/feistel-prp/v2/max=` followed by `n - 1`
+/// in decimal (the domain is bound into the key, as for [`crate::KnuthPrp`])
+/// and wiped on drop.
 pub struct FeistelPrp {
     prf: Aes128Prf,
     bits: u32,
@@ -67,7 +71,7 @@ impl FeistelPrp {
 
     fn build(key: &Key<16>, bits: u32, max: u64) -> Self {
         FeistelPrp {
-            prf: Aes128Prf::new(&key.derive(LABEL)),
+            prf: Aes128Prf::new(&key.derive(&format!("{LABEL}{max}"))),
             bits,
             max,
         }
