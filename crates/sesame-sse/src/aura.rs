@@ -67,7 +67,11 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
               copies all fall on revoked positions), and the live identifiers: backward \
               privacy type II (Aura's claim), since the update times of the keyword's entries \
               are revealed. A Bloom false positive hides a live identifier (probability set \
-              by b, h and the deletions per keyword).",
+              by b, h and the deletions per keyword). Between searches the server keeps each \
+              searched keyword's last result in the clear (identifiers with their tags), so a \
+              snapshot shows every past result; a tag is a PRF of (keyword, identifier, \
+              generation), so adding a live pair again reuses its tag and the next search \
+              shows that this entry repeats a cached one.",
     doc: "docs/schemes/aura.md",
 };
 
@@ -125,8 +129,10 @@ fn entry_size(e: &Entry) -> usize {
     LABEL_LEN + e.1.len()
 }
 
+crate::common::redacted_debug!(Request);
+
 /// An Aura request.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Serialize, Deserialize)]
 pub enum Request {
     /// Stores entries; `reset` first removes the earlier index.
     Put {

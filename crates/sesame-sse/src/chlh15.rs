@@ -50,7 +50,12 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     ],
     leakage: "Setup: the number of documents, the filter size, the length of each document's \
               encrypted keyword list, and the number of set bits of each filter (about the \
-              number of distinct (position, character) pairs and lengths). Search: the \
+              number of distinct (position, character) pairs and lengths). Every filter uses \
+              one Bloom key, and a smaller filter holds an element at its larger position \
+              folded, so a snapshot of the index shows which documents share elements (a \
+              bit set in both filters, beyond chance) and how similar their keyword sets \
+              are; once a trapdoor is seen, its positions label those elements in every \
+              filter, present and future. Search: the \
               trapdoor's bit positions, so equal queries and queries sharing a (position, \
               character) pair are linkable (search pattern and more), and the candidate \
               documents, false positives included (response-revealing); the client fetches \
@@ -81,8 +86,10 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
+crate::common::redacted_debug!(Request);
+
 /// A CHLH15 request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores documents: filter words and encrypted keyword list; `reset`
     /// first removes the earlier index.

@@ -10,6 +10,29 @@ use zeroize::Zeroize;
 
 use crate::api::DocId;
 
+/// Implements `Debug` for a message type as its type name and encoded
+/// size, never its contents: requests carry search tokens, labels, keys
+/// and sealed values, which must not reach a log or an error message by a
+/// stray `{:?}`.
+macro_rules! redacted_debug {
+    ($t:ty) => {
+        impl core::fmt::Debug for $t {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match sesame_core::wire::encode(self) {
+                    Ok(bytes) => write!(
+                        f,
+                        "{} ({} bytes, contents redacted)",
+                        core::any::type_name::<Self>(),
+                        bytes.len()
+                    ),
+                    Err(_) => write!(f, "{} (contents redacted)", core::any::type_name::<Self>()),
+                }
+            }
+        }
+    };
+}
+pub(crate) use redacted_debug;
+
 /// Fills the unused slots of a block. No document may have this identifier.
 pub const PAD: DocId = DocId::MAX;
 

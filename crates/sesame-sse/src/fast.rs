@@ -101,8 +101,10 @@ fn entry_size(_: &Entry) -> usize {
     LABEL_LEN + VALUE_LEN
 }
 
+crate::common::redacted_debug!(Request);
+
 /// A FAST request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores entries; `reset` first removes the earlier index.
     Put {

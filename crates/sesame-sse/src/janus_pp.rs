@@ -81,8 +81,10 @@ const LABEL_LEN: usize = 32;
 /// Bytes of an entry: tag and encrypted identifier.
 const ENTRY_LEN: usize = 16;
 
+crate::common::redacted_debug!(Request);
+
 /// A Janus++ request.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Serialize, Deserialize)]
 pub enum Request {
     /// Stores addition entries; `reset` first removes the earlier index.
     Put {

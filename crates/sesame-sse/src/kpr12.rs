@@ -64,7 +64,10 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
               document's keywords (linkable to past and future searches: no forward \
               privacy), their number, the identifier's pair tags, and where the nodes go. Del: \
               the document key P(K3, f), so the dual nodes of the deleted pairs, their keyword \
-              labels and list neighbours. Proofs reveal nothing the server does not hold: \
+              labels and list neighbours; K_f is a PRF of the identifier, so a server that \
+              keeps it opens the dual nodes of any later re-addition of that identifier as \
+              well (their labels, which an addition reveals anyway, and list positions). \
+              Proofs reveal nothing the server does not hold: \
               they are paths in a tree of the server's own cells.",
     doc: "docs/schemes/kpr12.md",
 };
@@ -396,8 +399,10 @@ fn head_value(i: u64) -> [u8; 16] {
 
 // -------------------------------------------------------- tokens
 
+crate::common::redacted_debug!(SearchToken);
+
 /// The search token `τ_s = (F(K1, w), G(K2, w), P(K3, w))`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchToken {
     /// `F(K1, w)`: the search-table label.
     pub label: [u8; 32],
@@ -407,8 +412,10 @@ pub struct SearchToken {
     pub key: [u8; 32],
 }
 
+crate::common::redacted_debug!(AddItem);
+
 /// One keyword of an add token (`λ_i` of the paper).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddItem {
     /// `F(K1, w)`.
     pub label: [u8; 32],
@@ -426,16 +433,20 @@ pub struct AddItem {
     pub dual_r: [u8; NONCE_LEN],
 }
 
+crate::common::redacted_debug!(AddToken);
+
 /// The add token `τ_a` of a document: one item per keyword, in label
 /// order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddToken {
     /// The keywords.
     pub items: Vec<AddItem>,
 }
 
+crate::common::redacted_debug!(DelToken);
+
 /// The delete token `τ_d` of (document, keywords) pairs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelToken {
     /// `K_f = P(K3, f)`: the key of the document's dual nodes.
     pub key: [u8; 32],
@@ -1047,8 +1058,10 @@ impl KeywordClient for Kpr12Client {
     }
 }
 
+crate::common::redacted_debug!(Request);
+
 /// A KPR12 request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores the cells of IndexGen; `reset` first removes the earlier
     /// index.

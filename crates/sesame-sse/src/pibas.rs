@@ -58,8 +58,10 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
+crate::common::redacted_debug!(Request);
+
 /// A PiBas request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores entries; `reset` first removes every earlier entry.
     Put {

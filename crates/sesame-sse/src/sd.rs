@@ -80,8 +80,10 @@ const MAX_KEYWORD: usize = 1 << 16;
 /// An encrypted level entry: label and sealed `(w, ind, op, seq)`.
 pub type Entry = ([u8; LABEL_LEN], Vec<u8>);
 
+crate::common::redacted_debug!(Request);
+
 /// An SDa request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Removes every level.
     Reset,
@@ -698,8 +700,10 @@ pub fn scheme_sdd() -> KeywordScheme {
 /// again.
 const MERGE_STEP: usize = 2;
 
+crate::common::redacted_debug!(SddRequest);
+
 /// An SDd request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SddRequest {
     /// Removes every buffer.
     Reset,

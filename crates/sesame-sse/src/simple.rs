@@ -62,8 +62,10 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
+crate::common::redacted_debug!(Request);
+
 /// A SIMPLE request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores entries; `reset` first removes the earlier index.
     Put {

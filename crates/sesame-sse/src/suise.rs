@@ -113,8 +113,10 @@ pub type Pair = ([u8; LAMBDA], [u8; LAMBDA]);
 /// was searched before (so that the server updates its inverted entry).
 pub type NamedPair = (Pair, Option<[u8; LAMBDA]>);
 
+crate::common::redacted_debug!(Request);
+
 /// A SUISE request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores the keyword ciphertexts of documents; `reset` first removes
     /// the earlier index.

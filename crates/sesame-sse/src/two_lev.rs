@@ -71,8 +71,10 @@ pub fn scheme() -> KeywordScheme {
 /// than 64 levels with blocks of at least two slots).
 const MAX_LEVELS: u8 = 64;
 
+crate::common::redacted_debug!(Request);
+
 /// A 2Lev request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores dictionary entries and array blocks; `reset` first removes
     /// the earlier index.

@@ -128,8 +128,10 @@ const SECRET_KEY: &[u8] = b"k";
 /// An index entry: label, chained value and encrypted identifier.
 pub type Entry = ([u8; LABEL_LEN], [u8; U_LEN], [u8; EID_LEN]);
 
+crate::common::redacted_debug!(Request);
+
 /// A UEDSSE request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores entries; `reset` first removes the earlier index (the
     /// server's key pair stays).

@@ -109,8 +109,10 @@ const PREFIX: u8 = 1;
 /// An index entry: (label, encrypted document and term frequency).
 pub type Entry = ([u8; 16], [u8; VALUE_LEN]);
 
+crate::common::redacted_debug!(Request);
+
 /// A VASST16 request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores entries and the document count; `reset` first removes the
     /// earlier index.

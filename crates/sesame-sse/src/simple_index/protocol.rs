@@ -43,8 +43,10 @@ pub struct Upload {
     pub body: Vec<u8>,
 }
 
+crate::common::redacted_debug!(Request);
+
 /// A request of the simple-index protocol.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     /// Stores documents; `reset` first removes every earlier one.
     Put {
