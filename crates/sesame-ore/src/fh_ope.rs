@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use sesame_core::{BackwardPrivacy, Error, QueryKind, Result, SchemeDescriptor, SchemeKind};
 use sesame_crypto::counter::{self, Primitive};
 use sesame_crypto::Key;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::api::{check_bits, check_plaintext, OreScheme};
 use crate::saved;
@@ -133,6 +133,31 @@ pub struct FhOpe {
     root: u32,
     rebalances: u64,
     reencoding: Option<Reencoding>,
+}
+
+impl FhOpe {
+    /// Overwrites every plaintext and ciphertext of the tree, and the
+    /// pending re-encoding, with zeros: the tree is the scheme's secret.
+    /// Called on drop. (A buffer the tree outgrew was freed by `Vec`
+    /// without wiping.)
+    fn wipe(&mut self) {
+        for n in &mut self.nodes {
+            n.plain.zeroize();
+            n.cipher.zeroize();
+        }
+        if let Some(r) = &mut self.reencoding {
+            for (old, new) in &mut r.changes {
+                old.zeroize();
+                new.zeroize();
+            }
+        }
+    }
+}
+
+impl Drop for FhOpe {
+    fn drop(&mut self) {
+        self.wipe();
+    }
 }
 
 impl core::fmt::Debug for FhOpe {
@@ -664,6 +689,19 @@ mod tests {
         }
         issued.sort_unstable();
         assert!(issued.windows(2).all(|w| w[0].1 < w[1].1));
+    }
+
+    #[test]
+    fn wipe_zeroes_the_plaintexts_in_place() {
+        let mut s = FhOpe::new(FhOpeParams::default()).unwrap();
+        let mut r = rng();
+        for x in [7u64, 70, 700] {
+            s.encrypt_u64(&mut r, x).unwrap();
+        }
+        assert!(s.nodes.iter().all(|n| n.plain != 0 && n.cipher != 0));
+        s.wipe();
+        assert_eq!(s.nodes.len(), 3);
+        assert!(s.nodes.iter().all(|n| n.plain == 0 && n.cipher == 0));
     }
 
     #[test]

@@ -679,8 +679,11 @@ pub static SDD_DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
               keys (forward privacy). Search: per live buffer (at most three per level), the \
               number of the keyword's entries (additions and deletions alike), hence coarse \
               update times; the search pattern within a buffer's lifetime; no identifier \
-              (response-hiding, the client filters deletions): backward privacy type II. \
-              Entry sizes reveal keyword lengths.",
+              (response-hiding, the client filters deletions): backward privacy type II \
+              for searches. But the merge is not oblivious: the entries each update fetches \
+              show which input cursor advanced (the outcome of each keyword comparison), and \
+              merged entries sit in keyword order, so a search shows the keyword's rank in each \
+              buffer. Entry sizes reveal keyword lengths.",
     doc: "docs/schemes/sda_sdd.md",
 };
 

@@ -57,7 +57,9 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     leakage: "Upload: the number of documents, the number of fields n and the document \
               sizes. Search: the queried field positions (not values), t, and the access \
               pattern (which documents match). Tokens are randomised: equal queries give \
-              unlinkable tokens (under DDH in G2), though equal result sets are visible.",
+              unlinkable tokens (under DDH in G2), though equal result sets are visible. \
+              Verification binds no version: for an identifier uploaded twice, a server can \
+              answer from the older upload, or mix the two, undetected.",
     doc: "docs/schemes/si_sse_rv.md",
 };
 
