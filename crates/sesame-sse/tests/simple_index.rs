@@ -114,9 +114,9 @@ fn bad_queries_and_bad_bytes_are_errors_not_panics() {
         assert!(s
             .token(&mut rng, &Query::new(vec![(N as u32, b"x".to_vec())]))
             .is_err());
-        assert!(s.encrypt_index(&mut rng, 1, &[b"a".to_vec()]).is_err());
+        assert!(s.encrypt_index(&mut rng, 1, 1, &[b"a".to_vec()]).is_err());
         let fields: Vec<Vec<u8>> = (0..N).map(|j| vec![j as u8]).collect();
-        let index = s.encrypt_index(&mut rng, 1, &fields).unwrap();
+        let index = s.encrypt_index(&mut rng, 1, 1, &fields).unwrap();
         let token = s.token(&mut rng, &Query::new(vec![(1, vec![1])])).unwrap();
         assert!((scheme.validate)(&index).is_ok());
         assert!((scheme.tester)(&token).unwrap().matches(&index).unwrap());
@@ -207,6 +207,123 @@ fn caught(attack: impl Fn(&mut Vec<Hit>, &[Hit]) + Clone + 'static) {
         );
     }
     assert!(verifiable >= 1);
+}
+
+/// A server that kept the first upload of every document: a second,
+/// honest server receives only the first `Put`, and the attack sees its
+/// answer (`old`) beside the current honest one.
+/// An attack on the current answer, given the old server's answer.
+type OldAttack = Box<dyn FnMut(&mut Vec<Hit>, &[Hit])>;
+
+struct KeepsOldUploads {
+    inner: Chan,
+    old: Chan,
+    puts: usize,
+    attack: OldAttack,
+}
+
+impl Channel for KeepsOldUploads {
+    fn call(&mut self, request: &[u8]) -> Result<Vec<u8>> {
+        let resp = self.inner.call(request)?;
+        let req: Request = wire::decode(request)?;
+        match (req, wire::decode::<Response>(&resp)?) {
+            (Request::Put { .. }, _) => {
+                self.puts += 1;
+                if self.puts == 1 {
+                    self.old.call(request)?;
+                }
+                Ok(resp)
+            }
+            (Request::Search { .. }, Response::Hits(mut hits)) => {
+                let old = match wire::decode::<Response>(&self.old.call(request)?)? {
+                    Response::Hits(h) => h,
+                    Response::Stored => Vec::new(),
+                };
+                (self.attack)(&mut hits, &old);
+                wire::encode(&Response::Hits(hits))
+            }
+            _ => Ok(resp),
+        }
+    }
+    fn meter(&self) -> &Meter {
+        self.inner.meter()
+    }
+}
+
+/// Uploads `docs`, then `docs[0]` again with `second` as its fields, to a
+/// server that kept the first upload, and runs `attack` on the answer to
+/// `q`; returns the client's verdict on the attacked answer, after checking
+/// that the honest answer reflects the second upload.
+fn against_a_kept_upload(
+    second: Vec<Vec<u8>>,
+    q: &Query,
+    attack: impl FnMut(&mut Vec<Hit>, &[Hit]) + 'static,
+) -> Result<Vec<(u64, Vec<u8>)>> {
+    let scheme = simple_index::scheme("si-sse-rv").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    let mut docs = corpus(&mut rng, 6);
+    let mut client = SiClient::new(&mut rng, &scheme, N).unwrap();
+    let store = || Typed(SiServer::new(Arc::new(MemoryStore::new()), scheme));
+    let mut ch = KeepsOldUploads {
+        inner: LocalChannel::new(store()),
+        old: LocalChannel::new(store()),
+        puts: 0,
+        attack: Box::new(|_, _| {}),
+    };
+    client.upload(&mut rng, &mut ch, &docs, true).unwrap();
+    docs[0].fields = second;
+    docs[0].body = b"the second upload".to_vec();
+    client.upload(&mut rng, &mut ch, &docs[..1], false).unwrap();
+    assert_eq!(
+        client.search(&mut rng, &mut ch, q).unwrap(),
+        oracle(&docs, q)
+    );
+    ch.attack = Box::new(attack);
+    client.search(&mut rng, &mut ch, q)
+}
+
+/// The server answers for a re-uploaded document from its first upload,
+/// which matched the query (the second does not). Before versions were
+/// bound, the client accepted the old document as a verified match.
+#[test]
+fn malicious_answer_from_an_older_upload_is_caught() {
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    let first = corpus(&mut rng, 6).remove(0);
+    let q = Query::new(vec![(0, first.fields[0].clone())]);
+    let second: Vec<Vec<u8>> = (0..N).map(|j| format!("other{j}").into_bytes()).collect();
+    let r = against_a_kept_upload(second, &q, |hits, old| {
+        let i = hits.iter().position(|h| h.id == 100).unwrap();
+        let o = old.iter().find(|h| h.id == 100).unwrap();
+        assert!(o.matched && !hits[i].matched);
+        hits[i] = o.clone();
+    });
+    assert!(matches!(r, Err(Error::Crypto)), "not caught: {r:?}");
+}
+
+/// The second upload matches and the first does not; the server answers
+/// "no match" with a proof that takes C0 from the first upload and the
+/// C_j from the second (their relation fails, as for a true miss). Before
+/// versions were bound, every tag checked and the client accepted the
+/// verified "no match".
+#[test]
+fn malicious_mix_of_two_uploads_is_caught() {
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    let first = corpus(&mut rng, 6).remove(0);
+    let second: Vec<Vec<u8>> = (0..N).map(|j| format!("other{j}").into_bytes()).collect();
+    let q = Query::new(vec![(0, second[0].clone())]);
+    assert!(!q.matches(&first.fields));
+    let r = against_a_kept_upload(second, &q, |hits, old| {
+        let i = hits.iter().position(|h| h.id == 100).unwrap();
+        let o = old.iter().find(|h| h.id == 100).unwrap();
+        assert!(hits[i].matched && !o.matched);
+        let element = simple_index::si_sse_rv::PROOF_ELEMENT_LEN;
+        let mut proof = o.proof[..element].to_vec();
+        proof.extend_from_slice(&hits[i].proof[element..]);
+        hits[i].proof = proof;
+        hits[i].matched = false;
+        hits[i].body.clear();
+    });
+    assert!(matches!(r, Err(Error::Crypto)), "not caught: {r:?}");
 }
 
 fn first_match(hits: &[Hit]) -> usize {
@@ -374,24 +491,31 @@ fn verify_uses_exactly_two_pairings_per_result() {
     let scheme = simple_index::scheme("si-sse-rv").unwrap();
     let s = (scheme.new)(&Key::generate(&mut rng), N).unwrap();
     let fields: Vec<Vec<u8>> = (0..N).map(|j| vec![j as u8]).collect();
-    let index = s.encrypt_index(&mut rng, 7, &fields).unwrap();
+    let index = s.encrypt_index(&mut rng, 7, 2, &fields).unwrap();
     let q = Query::new(vec![(0, vec![0]), (3, vec![3]), (4, vec![4])]);
     let token = s.token(&mut rng, &q).unwrap();
     let tester = (scheme.tester)(&token).unwrap();
     assert!(tester.matches(&index).unwrap());
     let proof = tester.prove(&index).unwrap().unwrap();
     let before = sesame_crypto::counter::snapshot();
-    s.verify(&token, 7, true, &proof).unwrap();
+    s.verify(&token, 7, 2, true, &proof).unwrap();
     let used = sesame_crypto::counter::snapshot().since(&before);
     assert_eq!(used.total(sesame_crypto::counter::Primitive::Pairing), 2);
     assert!(matches!(
-        s.verify(&token, 8, true, &proof),
+        s.verify(&token, 8, 2, true, &proof),
         Err(Error::Crypto)
     ));
     assert!(matches!(
-        s.verify(&token, 7, false, &proof),
+        s.verify(&token, 7, 2, false, &proof),
         Err(Error::Crypto)
     ));
+    // The proof of upload 2 is not one of upload 1 or 3.
+    for version in [1, 3] {
+        assert!(matches!(
+            s.verify(&token, 7, version, true, &proof),
+            Err(Error::Crypto)
+        ));
+    }
 }
 
 #[test]

@@ -240,7 +240,7 @@ fn encryption_rows(
             let before = counter::snapshot();
             let t = Instant::now();
             for d in &docs {
-                c.encrypt(&mut rng, d)
+                c.encrypt(&mut rng, d, 1)
                     .map_err(err(format!("{name} encryption, n = {n}")))?;
             }
             let enc = t.elapsed();
@@ -256,7 +256,7 @@ fn encryption_rows(
                 let t = Instant::now();
                 for d in &docs {
                     c.scheme()
-                        .encrypt_index(&mut rng, d.id, &d.fields)
+                        .encrypt_index(&mut rng, d.id, 1, &d.fields)
                         .map_err(err(format!("{name} index, n = {n}")))?;
                 }
                 let mut r = row("index_si", &scheme).param("n", n);
@@ -284,7 +284,7 @@ fn token_search_rows(
         let docs: Vec<Document> = (0..plan.reps).map(|i| data.doc(i, n)).collect();
         let indexes = docs
             .iter()
-            .map(|d| c.scheme().encrypt_index(&mut rng, d.id, &d.fields))
+            .map(|d| c.scheme().encrypt_index(&mut rng, d.id, 1, &d.fields))
             .collect::<Result<Vec<_>, _>>()
             .map_err(err(format!("{name} indexes")))?;
         for &t in &plan.ts {
@@ -346,7 +346,7 @@ fn rv_indexes(
         .map(|i| {
             let d = data.doc(i, n);
             c.scheme()
-                .encrypt_index(&mut rng, d.id, &d.fields)
+                .encrypt_index(&mut rng, d.id, 1, &d.fields)
                 .map_err(err(format!("si-sse-rv index, n = {n}")))
         })
         .collect()
@@ -440,7 +440,7 @@ fn proof_verify_rows(
             .map_err(err("si-sse-rv verifier".into()))?;
         for (i, p) in proofs.iter().enumerate() {
             verifier
-                .verify(i as u64, verdicts[i], p)
+                .verify(i as u64, 1, verdicts[i], p)
                 .map_err(err(format!("si-sse-rv verify of result {i}")))?;
         }
         let verify_ms = ms(start.elapsed(), 1);
@@ -486,7 +486,7 @@ fn proof_verify_rows(
             let before = counter::snapshot();
             let start = Instant::now();
             verifier
-                .verify(id as u64, true, &proof)
+                .verify(id as u64, 1, true, &proof)
                 .map_err(err(format!("si-sse-rv verify, t = {t}")))?;
             total += start.elapsed();
             pairings += counter::snapshot().since(&before).total(Primitive::Pairing);

@@ -62,7 +62,7 @@ impl Bkm {
     }
 
     /// The encrypted index of `fields` under the mask `r`.
-    fn encrypt_with(&self, r: &Scalar, _id: DocId, fields: &[Vec<u8>]) -> Vec<u8> {
+    fn encrypt_with(&self, r: &Scalar, _id: DocId, _version: u64, fields: &[Vec<u8>]) -> Vec<u8> {
         let proj = scaled::<InG1>(r, self.fh.hash_fields(fields));
         let mut w = SHAPE.encode::<InG1>(self.n, &proj);
         let big_r = InG2::mul(&G2Affine::generator(), r);

@@ -54,7 +54,7 @@ impl Bll {
     }
 
     /// The encrypted index of `fields` under the mask `r`.
-    fn encrypt_with(&self, r: &Scalar, _id: DocId, fields: &[Vec<u8>]) -> Vec<u8> {
+    fn encrypt_with(&self, r: &Scalar, _id: DocId, _version: u64, fields: &[Vec<u8>]) -> Vec<u8> {
         let hashes = std::iter::once(Scalar::one()).chain(self.fh.hash_fields(fields));
         let proj = scaled::<InG2>(r, hashes);
         SHAPE.encode::<InG2>(self.n, &proj).out

@@ -340,7 +340,7 @@ pub(crate) use scheme_glue;
 /// The [`super::ConjunctiveScheme`] methods every scheme writes alike:
 /// `descriptor` (the module's `DESCRIPTOR`), `fields` (`self.n`),
 /// `encrypt_index` (checks the fields, draws the non-zero mask `r`, then
-/// the client's own `encrypt_with(&r, id, fields)`) and `tester`
+/// the client's own `encrypt_with(&r, id, version, fields)`) and `tester`
 /// (`$tester::parse` of a token the client itself made).
 macro_rules! scheme_methods {
     ($tester:ident) => {
@@ -348,11 +348,12 @@ macro_rules! scheme_methods {
             &self,
             rng: &mut dyn rand_core::CryptoRngCore,
             id: $crate::api::DocId,
+            version: u64,
             fields: &[Vec<u8>],
         ) -> sesame_core::Result<Vec<u8>> {
             $crate::simple_index::check_fields(fields, self.n)?;
             let r = $crate::simple_index::random_nonzero(rng);
-            Ok(self.encrypt_with(&r, id, fields))
+            Ok(self.encrypt_with(&r, id, version, fields))
         }
 
         fn descriptor(&self) -> &'static sesame_core::SchemeDescriptor {

@@ -64,7 +64,7 @@ impl Gsw {
     }
 
     /// The encrypted index of `fields` under the mask `r`.
-    fn encrypt_with(&self, r: &Scalar, _id: DocId, fields: &[Vec<u8>]) -> Vec<u8> {
+    fn encrypt_with(&self, r: &Scalar, _id: DocId, _version: u64, fields: &[Vec<u8>]) -> Vec<u8> {
         let hashes = self.fh.hash_fields(fields);
         let proj = scaled::<InG1>(r, hashes.chain([Scalar::one(), self.alpha]));
         SHAPE.encode::<InG1>(self.n, &proj).out

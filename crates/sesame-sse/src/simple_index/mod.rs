@@ -111,10 +111,14 @@ pub trait ConjunctiveScheme: Send + Sync + fmt::Debug {
     fn fields(&self) -> usize;
 
     /// Encrypts the simple index of document `id` (`fields.len() == n`).
+    /// `version` tells apart uploads of the same identifier: a verifiable
+    /// scheme binds it into what it authenticates, so an answer from
+    /// another upload fails verification; the others ignore it.
     fn encrypt_index(
         &self,
         rng: &mut dyn CryptoRngCore,
         id: DocId,
+        version: u64,
         fields: &[Vec<u8>],
     ) -> Result<Vec<u8>>;
 
@@ -139,18 +143,26 @@ pub trait ConjunctiveScheme: Send + Sync + fmt::Debug {
         )))
     }
 
-    /// Checks the proof that document `id` does (`matched`) or does not
-    /// match the query of `token`. Any failure is [`Error::Crypto`].
-    fn verify(&self, token: &[u8], id: DocId, matched: bool, proof: &[u8]) -> Result<()> {
-        self.verifier(token)?.verify(id, matched, proof)
+    /// Checks the proof that upload `version` of document `id` does
+    /// (`matched`) or does not match the query of `token`. Any failure is
+    /// [`Error::Crypto`].
+    fn verify(
+        &self,
+        token: &[u8],
+        id: DocId,
+        version: u64,
+        matched: bool,
+        proof: &[u8],
+    ) -> Result<()> {
+        self.verifier(token)?.verify(id, version, matched, proof)
     }
 }
 
 /// Checks the per-document proofs of one answer (client side).
 pub trait Verifier {
-    /// Checks the proof that document `id` does (`matched`) or does not
-    /// match. Any failure is [`Error::Crypto`].
-    fn verify(&self, id: DocId, matched: bool, proof: &[u8]) -> Result<()>;
+    /// Checks the proof that upload `version` of document `id` does
+    /// (`matched`) or does not match. Any failure is [`Error::Crypto`].
+    fn verify(&self, id: DocId, version: u64, matched: bool, proof: &[u8]) -> Result<()>;
 }
 
 /// A registry entry: how to make a scheme and its keyless tester.

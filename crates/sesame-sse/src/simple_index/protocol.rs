@@ -1,15 +1,24 @@
 //! Client and server of any simple-index scheme over a [`Channel`].
 //!
 //! Upload: the client sends, per document, its encrypted simple index and
-//! its AEAD-encrypted body (AES-256-GCM-SIV, the identifier as associated
-//! data). Search: one round; the client sends a token, the server tests
-//! every stored index and answers with the matching documents. For a
-//! verifiable scheme the server answers with a verdict and a proof for
-//! *every* stored document, and the client accepts the answer only if it
-//! covers each document it uploaded exactly once, every proof verifies and
-//! every returned body opens under its identifier.
+//! its AEAD-encrypted body (AES-256-GCM-SIV, the identifier and the
+//! upload's version as associated data). Search: one round; the client
+//! sends a token, the server tests every stored index and answers with the
+//! matching documents. For a verifiable scheme the server answers with a
+//! verdict and a proof for *every* stored document, and the client accepts
+//! the answer only if it covers each document it uploaded exactly once,
+//! every proof verifies and every returned body opens under its identifier
+//! and version.
+//!
+//! Versions: every upload call takes the next number of a counter the
+//! client keeps (and saves), and the client remembers, per identifier, the
+//! version of its last upload. The scheme's tags and the body's associated
+//! data bind it, so a server that kept an earlier upload of an identifier
+//! cannot answer from it, nor mix its parts with the current one's. An
+//! upload whose answer is lost leaves the client with the previous
+//! version: upload the documents again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rand_core::CryptoRngCore;
@@ -186,24 +195,29 @@ impl Handler for SiServer {
     }
 }
 
-/// The client half: keys of the scheme, the document key, and the set of
-/// uploaded identifiers (needed to check that no result was dropped).
+/// The client half: keys of the scheme, the document key, the uploaded
+/// identifiers with the version of their last upload (needed to check
+/// that no result was dropped, and that none comes from an older upload)
+/// and the version the next upload takes.
 pub struct SiClient {
     scheme: Box<dyn ConjunctiveScheme>,
     aead: Aes256GcmSiv,
-    ids: BTreeSet<DocId>,
+    ids: BTreeMap<DocId, u64>,
+    next_version: u64,
     master: Key<32>,
     doc_key: Key<32>,
 }
 
-/// The client's durable state: scheme, n, keys, uploaded identifiers.
+/// The client's durable state: scheme, n, keys, uploaded identifiers and
+/// their versions, the next version.
 #[derive(Serialize, Deserialize)]
 struct State {
     scheme: String,
     n: u32,
     master: [u8; 32],
     doc_key: [u8; 32],
-    ids: Vec<DocId>,
+    ids: Vec<(DocId, u64)>,
+    next_version: u64,
 }
 
 impl Drop for State {
@@ -230,7 +244,8 @@ impl SiClient {
             n,
             Key::generate(rng),
             Key::generate(rng),
-            BTreeSet::new(),
+            BTreeMap::new(),
+            1,
         )
     }
 
@@ -239,12 +254,19 @@ impl SiClient {
         n: usize,
         master: Key<32>,
         doc_key: Key<32>,
-        ids: BTreeSet<DocId>,
+        ids: BTreeMap<DocId, u64>,
+        next_version: u64,
     ) -> Result<Self> {
+        if ids.values().any(|&v| v >= next_version) {
+            return Err(Error::Malformed(
+                "simple-index state: a version not below the next one".into(),
+            ));
+        }
         Ok(Self {
             scheme: (scheme.new)(&master, n)?,
             aead: Aes256GcmSiv::new(&doc_key),
             ids,
+            next_version,
             master,
             doc_key,
         })
@@ -258,7 +280,8 @@ impl SiClient {
                 .map_err(|_| Error::InvalidArgument("too many fields".into()))?,
             master: *self.master.as_bytes(),
             doc_key: *self.doc_key.as_bytes(),
-            ids: self.ids.iter().copied().collect(),
+            ids: self.ids.iter().map(|(&id, &v)| (id, v)).collect(),
+            next_version: self.next_version,
         };
         sesame_core::wire::encode(&s)
     }
@@ -278,6 +301,7 @@ impl SiClient {
             Key::from_bytes(s.master),
             Key::from_bytes(s.doc_key),
             s.ids.iter().copied().collect(),
+            s.next_version,
         )
     }
 
@@ -287,22 +311,35 @@ impl SiClient {
     }
 
     /// The identifiers uploaded so far.
-    pub fn ids(&self) -> &BTreeSet<DocId> {
-        &self.ids
+    pub fn ids(&self) -> BTreeSet<DocId> {
+        self.ids.keys().copied().collect()
     }
 
-    fn aad(&self, id: DocId) -> Vec<u8> {
+    /// The version of the last upload of `id`, if it was uploaded.
+    pub fn version(&self, id: DocId) -> Option<u64> {
+        self.ids.get(&id).copied()
+    }
+
+    fn aad(&self, id: DocId, version: u64) -> Vec<u8> {
         let mut a = self.scheme.descriptor().name.as_bytes().to_vec();
         a.extend_from_slice(&id.to_le_bytes());
+        a.extend_from_slice(&version.to_le_bytes());
         a
     }
 
-    /// Encrypts one document for upload.
-    pub fn encrypt(&self, rng: &mut dyn CryptoRngCore, doc: &Document) -> Result<Upload> {
-        let index = self.scheme.encrypt_index(rng, doc.id, &doc.fields)?;
+    /// Encrypts one document for upload as version `version`.
+    pub fn encrypt(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        doc: &Document,
+        version: u64,
+    ) -> Result<Upload> {
+        let index = self
+            .scheme
+            .encrypt_index(rng, doc.id, version, &doc.fields)?;
         let body = self
             .aead
-            .seal(rng, &self.aad(doc.id), &doc.body)
+            .seal(rng, &self.aad(doc.id, version), &doc.body)
             .map_err(|_| Error::Encode("simple index: document too long".into()))?;
         Ok(Upload {
             id: doc.id,
@@ -325,9 +362,15 @@ impl SiClient {
                 return Err(Error::InvalidArgument(format!("document {} twice", d.id)));
             }
         }
+        // The version is spent before the call: a retry after a lost answer
+        // takes a new one, so no two uploads of different content share one.
+        let version = self.next_version;
+        self.next_version = version
+            .checked_add(1)
+            .ok_or_else(|| Error::Unsupported("simple index: upload versions exhausted".into()))?;
         let uploads = docs
             .iter()
-            .map(|d| self.encrypt(rng, d))
+            .map(|d| self.encrypt(rng, d, version))
             .collect::<Result<Vec<_>>>()?;
         match channel::call(
             channel,
@@ -344,7 +387,7 @@ impl SiClient {
         if reset {
             self.ids.clear();
         }
-        self.ids.extend(seen);
+        self.ids.extend(seen.into_iter().map(|id| (id, version)));
         Ok(())
     }
 
@@ -385,20 +428,23 @@ impl SiClient {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for hit in hits {
-            if !seen.insert(hit.id) || !self.ids.contains(&hit.id) {
-                return Err(if verify {
-                    Error::Crypto
-                } else {
-                    Error::Protocol("unknown or repeated document in answer".into())
-                });
-            }
+            let version = match self.ids.get(&hit.id) {
+                Some(&v) if seen.insert(hit.id) => v,
+                _ => {
+                    return Err(if verify {
+                        Error::Crypto
+                    } else {
+                        Error::Protocol("unknown or repeated document in answer".into())
+                    })
+                }
+            };
             if let Some(v) = &verifier {
-                v.verify(hit.id, hit.matched, &hit.proof)?;
+                v.verify(hit.id, version, hit.matched, &hit.proof)?;
             }
             if hit.matched {
                 let body = self
                     .aead
-                    .open(&self.aad(hit.id), &hit.body)
+                    .open(&self.aad(hit.id, version), &hit.body)
                     .map_err(|_| Error::Crypto)?;
                 out.push((hit.id, body));
             } else if !verify {

@@ -9,7 +9,8 @@
 //!
 //! - Encryption (per document, linear in n): r random;
 //!   C0 = r·g1, C_j = (r·h_j)·g1 with h_j = H_K(j, v_j); a 16-byte tag
-//!   HMAC_K'(id, j, C_j) per point.
+//!   HMAC_K'(id, version, j, C_j) per point, `version` being the upload's
+//!   number, which the client keeps per identifier.
 //! - Token (constant group work in t): s random; T1 = s·g2,
 //!   T2 = (s·Σ h(j, v))·g2, plus the queried field indexes.
 //! - Search (constant per document: t-1 additions, 2 pairings):
@@ -19,7 +20,9 @@
 //!   recompute A and check e(A, T1)·e(-C0, T2) = 1 against the verdict.
 //!
 //! A search returns a verdict and a proof for every stored document, so a
-//! dropped, added, replayed or altered result fails verification.
+//! dropped, added, replayed or altered result fails verification, and so
+//! does an answer from an earlier upload of the same identifier, or one
+//! that mixes points of two uploads (the tags bind the version).
 
 use bls12_381::{G1Affine, G1Projective, G2Prepared, Scalar};
 use rand_core::CryptoRngCore;
@@ -58,8 +61,7 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
               sizes. Search: the queried field positions (not values), t, and the access \
               pattern (which documents match). Tokens are randomised: equal queries give \
               unlinkable tokens (under DDH in G2), though equal result sets are visible. \
-              Verification binds no version: for an identifier uploaded twice, a server can \
-              answer from the older upload, or mix the two, undetected.",
+              Re-uploading an identifier shows that it was re-uploaded.",
     doc: "docs/schemes/si_sse_rv.md",
 };
 
@@ -101,7 +103,7 @@ impl SiSseRv {
     }
 
     /// The encrypted index of `fields` under the mask `r`.
-    fn encrypt_with(&self, r: &Scalar, id: DocId, fields: &[Vec<u8>]) -> Vec<u8> {
+    fn encrypt_with(&self, r: &Scalar, id: DocId, version: u64, fields: &[Vec<u8>]) -> Vec<u8> {
         let hashes = std::iter::once(Scalar::one()).chain(self.fh.hash_fields(fields));
         let points = InG1::normalize(&scaled::<InG1>(r, hashes));
         let mut w = Writer::with_capacity(index_len(self.n));
@@ -113,15 +115,16 @@ impl SiSseRv {
             bytes.push(b);
         }
         for (l, b) in bytes.iter().enumerate() {
-            w.bytes(&self.tag(id, l, b));
+            w.bytes(&self.tag(id, version, l, b));
         }
         w.out
     }
 
-    fn tag(&self, id: DocId, label: usize, point: &[u8]) -> [u8; TAG_LEN] {
+    fn tag(&self, id: DocId, version: u64, label: usize, point: &[u8]) -> [u8; TAG_LEN] {
         let full = self.tags.eval_concat(&[
-            b"si-sse-rv/tag",
+            b"si-sse-rv/tag/v2",
             &id.to_le_bytes(),
+            &version.to_le_bytes(),
             &(label as u64).to_le_bytes(),
             point,
         ]);
@@ -161,7 +164,7 @@ struct RvVerifier<'a> {
 }
 
 impl Verifier for RvVerifier<'_> {
-    fn verify(&self, id: DocId, matched: bool, proof: &[u8]) -> Result<()> {
+    fn verify(&self, id: DocId, version: u64, matched: bool, proof: &[u8]) -> Result<()> {
         let t = &self.tester;
         if proof.len() != PROOF_ELEMENT_LEN * (t.fields.len() + 1) {
             return Err(Error::Crypto);
@@ -173,7 +176,7 @@ impl Verifier for RvVerifier<'_> {
         for (i, label) in labels.enumerate() {
             let chunk = chunks.next().ok_or(Error::Crypto)?;
             let (point, tag) = chunk.split_at(G1_LEN);
-            let expect = self.rv.tag(id, label, point);
+            let expect = self.rv.tag(id, version, label, point);
             if !bool::from(expect.ct_eq(tag)) {
                 return Err(Error::Crypto);
             }

@@ -63,7 +63,7 @@ impl Wwp {
     }
 
     /// The encrypted index of `fields` under the mask `r`.
-    fn encrypt_with(&self, r: &Scalar, _id: DocId, fields: &[Vec<u8>]) -> Vec<u8> {
+    fn encrypt_with(&self, r: &Scalar, _id: DocId, _version: u64, fields: &[Vec<u8>]) -> Vec<u8> {
         let roots: Vec<Scalar> = self.fh.hash_fields(fields).collect();
         let coeffs = poly_from_roots(&roots);
         let proj = scaled::<InG1>(r, coeffs);
