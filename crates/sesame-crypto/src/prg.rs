@@ -29,6 +29,44 @@ use crate::key::Key;
 /// AES pipeline full and the buffer small.
 const BUF_LEN: usize = 512;
 
+/// A uniform integer in `0..n` from a source of uniform 64-bit words, by
+/// Lemire's multiply-and-reject method: unbiased, rejecting with
+/// probability below `n / 2^64`. Returns 0 without drawing when `n <= 1`.
+///
+/// The one bounded sampler of the workspace: [`uniform_below`],
+/// [`shuffle_uniform`], [`AesCtrPrg::below`] and the schemes that sample
+/// from their own word sources (POPE's server-side pivots) all call it.
+/// Not counted: each caller counts in its own terms.
+pub fn below_with(n: u64, mut next: impl FnMut() -> u64) -> u64 {
+    if n <= 1 {
+        return 0;
+    }
+    // 2^64 mod n: products whose low half falls below it are rejected.
+    let threshold = n.wrapping_neg() % n;
+    loop {
+        let m = u128::from(next()) * u128::from(n);
+        if (m as u64) >= threshold {
+            return (m >> 64) as u64;
+        }
+    }
+}
+
+/// A uniform integer in `0..n` from `rng` ([`below_with`]); 0 when
+/// `n <= 1`. Not counted.
+pub fn uniform_below<R: RngCore + ?Sized>(rng: &mut R, n: u64) -> u64 {
+    below_with(n, || rng.next_u64())
+}
+
+/// Shuffles `items` uniformly with `rng` (Fisher-Yates, Knuth's Algorithm
+/// P, over [`below_with`]). Not counted.
+pub fn shuffle_uniform<R: RngCore + ?Sized, T>(rng: &mut R, items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        // `i + 1 <= items.len()` fits in u64 and the result is <= i.
+        let j = uniform_below(rng, i as u64 + 1) as usize;
+        items.swap(i, j);
+    }
+}
+
 /// A cryptographic pseudorandom generator with a seed.
 pub trait Prg: RngCore + CryptoRng {
     /// The seed type.
@@ -153,14 +191,7 @@ impl AesCtrPrg {
     }
 
     fn below_uncounted(&mut self, n: u64) -> u64 {
-        // 2^64 mod n: products whose low half falls below it are rejected.
-        let threshold = n.wrapping_neg() % n;
-        loop {
-            let m = u128::from(self.u64_uncounted()) * u128::from(n);
-            if (m as u64) >= threshold {
-                return (m >> 64) as u64;
-            }
-        }
+        below_with(n, || self.u64_uncounted())
     }
 
     fn u64_uncounted(&mut self) -> u64 {

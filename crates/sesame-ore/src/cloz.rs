@@ -140,22 +140,13 @@ fn values(prf: &Aes128Prf, bits: u32, x: u64) -> Vec<u128> {
         .collect()
 }
 
-/// A uniformly random permutation of `0..n` from `rng` (Fisher-Yates);
-/// one counted Prp call, as seed 004 counts CLOZ's shuffle.
+/// A uniformly random permutation of `0..n` from `rng` (Fisher-Yates,
+/// [`sesame_crypto::prg::shuffle_uniform`]); one counted Prp call, as
+/// seed 004 counts CLOZ's shuffle.
 fn permutation<R: CryptoRngCore + ?Sized>(rng: &mut R, n: usize) -> Vec<usize> {
     counter::record(Primitive::Prp, 1);
     let mut p: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        let bound = i as u64 + 1;
-        let threshold = bound.wrapping_neg() % bound;
-        let j = loop {
-            let m = u128::from(rng.next_u64()) * u128::from(bound);
-            if (m as u64) >= threshold {
-                break (m >> 64) as usize;
-            }
-        };
-        p.swap(i, j);
-    }
+    sesame_crypto::prg::shuffle_uniform(rng, &mut p);
     p
 }
 

@@ -976,7 +976,7 @@ impl PopeServer {
         let mut state = seed;
         for i in 0..l {
             let span = (idx.len() - i) as u64;
-            let j = i + (mix(&mut state) % span) as usize;
+            let j = i + sesame_crypto::prg::below_with(span, || mix(&mut state)) as usize;
             idx.swap(i, j);
         }
         idx.truncate(l);

@@ -273,27 +273,15 @@ where
     }
 }
 
-/// A uniform value in `0..n` by rejection sampling; 0 (drawing nothing)
-/// when `n` is 0 or 1.
+/// A uniform value in `0..n` ([`sesame_crypto::prg::uniform_below`]); 0
+/// (drawing nothing) when `n` is 0 or 1.
 pub fn below(rng: &mut dyn CryptoRngCore, n: u64) -> u64 {
-    if n <= 1 {
-        return 0;
-    }
-    let zone = u64::MAX - (u64::MAX % n);
-    loop {
-        let x = rng.next_u64();
-        if x < zone {
-            return x % n;
-        }
-    }
+    sesame_crypto::prg::uniform_below(rng, n)
 }
 
-/// Shuffles `items` uniformly (Fisher-Yates).
+/// Shuffles `items` uniformly ([`sesame_crypto::prg::shuffle_uniform`]).
 pub fn shuffle<T>(rng: &mut dyn CryptoRngCore, items: &mut [T]) {
-    for i in (1..items.len()).rev() {
-        let j = below(rng, i as u64 + 1) as usize;
-        items.swap(i, j);
-    }
+    sesame_crypto::prg::shuffle_uniform(rng, items);
 }
 
 /// A uniformly random permutation of `0..n`.
