@@ -676,18 +676,30 @@ impl KeywordClient for UedsseClient {
         let Some(request) = self.search_request(rng, &pk, keyword, &next)? else {
             return Ok(Vec::new());
         };
-        let eids = match channel::call(channel, &request)? {
+        // A server error (or no answer) leaves the client on k_w. An answer,
+        // whatever its bytes, means the server re-encrypted the keyword's
+        // entries: the client keeps k_w' (Listing 3, line 35) before it
+        // reads the answer, so a damaged answer does not strand it on a key
+        // the server no longer uses.
+        let raw = channel.call(&sesame_core::wire::encode(&request)?)?;
+        let Some(ks) = self.core.keywords.get_mut(keyword) else {
+            return Ok(Vec::new());
+        };
+        ks.key = next;
+        let eids = match sesame_core::wire::decode(&raw)? {
             Response::Eids(eids) => eids,
             other => return Err(unexpected(&other)),
         };
+        let core = &self.core;
+        let key = core
+            .keywords
+            .get(keyword)
+            .map(|ks| &ks.key)
+            .ok_or_else(|| Error::InvalidArgument("UEDSSE keyword vanished".into()))?;
         let ids = eids
             .iter()
-            .map(|eid| self.core.open(&next, keyword, eid))
+            .map(|eid| core.open(key, keyword, eid))
             .collect::<Result<Vec<_>>>()?;
-        // Listing 3, line 35: the client keeps k_w'.
-        if let Some(ks) = self.core.keywords.get_mut(keyword) {
-            ks.key = next;
-        }
         Ok(common::normalise(ids))
     }
 
