@@ -162,6 +162,150 @@ fn tampered_or_moved_buckets_give_crypto_errors() {
     }
 }
 
+/// The store's buckets: (key, ciphertext) pairs.
+type Buckets = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// An ORAM of 16 blocks, each written twice (value 1, then value 2)
+/// through `server`; returns the ORAM and the store's buckets as they
+/// were after the first round.
+fn written_twice(rng: &mut ChaCha20Rng, mem: &Arc<MemoryStore>) -> (PathOram, Buckets) {
+    let mut server = PathOramServer::new(mem.clone());
+    let mut o = PathOram::new(rng, 4, 8).unwrap();
+    for a in 0..16u64 {
+        o.write(rng, &mut server, a, vec![1; 8]).unwrap();
+    }
+    let first = bucket_keys(mem);
+    for a in 0..16u64 {
+        o.write(rng, &mut server, a, vec![2; 8]).unwrap();
+    }
+    (o, first)
+}
+
+/// Puts `buckets` into the store as they are.
+fn put_all(mem: &MemoryStore, buckets: &[(Vec<u8>, Vec<u8>)]) {
+    for (k, v) in buckets {
+        mem.put(k, v).unwrap();
+    }
+}
+
+/// Makes the store hold exactly `buckets` (a faithful rollback: buckets
+/// written since are removed).
+fn roll_back_to(mem: &MemoryStore, buckets: &[(Vec<u8>, Vec<u8>)]) {
+    let mut batch = sesame_core::WriteBatch::new();
+    for (k, _) in bucket_keys(mem) {
+        batch.delete(k);
+    }
+    mem.write(batch).unwrap();
+    put_all(mem, buckets);
+}
+
+/// Reads every block through a server over `mem` and requires each read
+/// to fail: a read that succeeds is a stale or lost block the client took
+/// for current (every block holds value 2).
+fn every_read_is_refused(rng: &mut ChaCha20Rng, o: &mut PathOram, mem: &Arc<MemoryStore>) {
+    let mut server = PathOramServer::new(mem.clone());
+    for a in 0..16u64 {
+        let r = o.read(rng, &mut server, a);
+        assert!(matches!(r, Err(Error::Crypto)), "block {a}: {r:?}");
+    }
+}
+
+/// After an attack is undone, the client reads every block right: the
+/// refused accesses changed nothing.
+fn every_read_is_right(rng: &mut ChaCha20Rng, o: &mut PathOram, mem: &Arc<MemoryStore>) {
+    let mut server = PathOramServer::new(mem.clone());
+    for a in 0..16u64 {
+        assert_eq!(
+            o.read(rng, &mut server, a).unwrap(),
+            Some(vec![2; 8]),
+            "block {a}"
+        );
+    }
+}
+
+fn root_key() -> Vec<u8> {
+    let mut k = vec![b'b'];
+    k.extend_from_slice(&0u64.to_be_bytes());
+    k
+}
+
+/// The server puts back an earlier ciphertext of the root (it opens under
+/// the key and the root's index: only freshness can tell).
+#[test]
+fn a_replayed_bucket_is_refused() {
+    let mut rng = ChaCha20Rng::seed_from_u64(31);
+    let mem = Arc::new(MemoryStore::new());
+    let (mut o, first) = written_twice(&mut rng, &mem);
+    let honest = bucket_keys(&mem);
+    let old_root = first
+        .iter()
+        .find(|(k, _)| *k == root_key())
+        .unwrap()
+        .clone();
+    put_all(&mem, &[old_root]);
+    every_read_is_refused(&mut rng, &mut o, &mem);
+    put_all(&mem, &honest);
+    every_read_is_right(&mut rng, &mut o, &mem);
+}
+
+/// The server rolls the whole tree back to an earlier, consistent state.
+#[test]
+fn a_rolled_back_tree_is_refused() {
+    let mut rng = ChaCha20Rng::seed_from_u64(32);
+    let mem = Arc::new(MemoryStore::new());
+    let (mut o, first) = written_twice(&mut rng, &mem);
+    let honest = bucket_keys(&mem);
+    roll_back_to(&mem, &first);
+    every_read_is_refused(&mut rng, &mut o, &mem);
+    roll_back_to(&mem, &honest);
+    every_read_is_right(&mut rng, &mut o, &mem);
+}
+
+/// The server drops a bucket it was given (it reads as never written).
+#[test]
+fn a_dropped_bucket_is_refused() {
+    let mut rng = ChaCha20Rng::seed_from_u64(33);
+    let mem = Arc::new(MemoryStore::new());
+    let (mut o, _) = written_twice(&mut rng, &mem);
+    let honest = bucket_keys(&mem);
+    let mut batch = sesame_core::WriteBatch::new();
+    batch.delete(root_key());
+    mem.write(batch).unwrap();
+    every_read_is_refused(&mut rng, &mut o, &mem);
+    put_all(&mem, &honest);
+    every_read_is_right(&mut rng, &mut o, &mem);
+}
+
+/// Freshness survives a save and restore of the client, and a client
+/// restored from an older state refuses the newer tree (the state is part
+/// of what is checked).
+#[test]
+fn freshness_is_part_of_the_saved_state() {
+    let mut rng = ChaCha20Rng::seed_from_u64(34);
+    let mem = Arc::new(MemoryStore::new());
+    let mut server = PathOramServer::new(mem.clone());
+    let mut o = PathOram::new(&mut rng, 4, 8).unwrap();
+    for a in 0..16u64 {
+        o.write(&mut rng, &mut server, a, vec![1; 8]).unwrap();
+    }
+    let old_state = o.save().unwrap();
+    let first = bucket_keys(&mem);
+    for a in 0..16u64 {
+        o.write(&mut rng, &mut server, a, vec![2; 8]).unwrap();
+    }
+    let mut restored = PathOram::restore(&o.save().unwrap()).unwrap();
+    every_read_is_right(&mut rng, &mut restored, &mem);
+    roll_back_to(&mem, &first);
+    every_read_is_refused(&mut rng, &mut restored, &mem);
+    // The old state matches the old tree only.
+    let mut old = PathOram::restore(&old_state).unwrap();
+    let mut server = PathOramServer::new(mem.clone());
+    assert_eq!(
+        old.read(&mut rng, &mut server, 5).unwrap(),
+        Some(vec![1; 8])
+    );
+}
+
 #[test]
 fn save_and_restore_in_the_middle_of_a_run() {
     let mut rng = ChaCha20Rng::seed_from_u64(21);

@@ -22,6 +22,18 @@
 //! The server sees only the leaf of each access (uniformly random and
 //! independent of the address) and bucket ciphertexts of a fixed size.
 //!
+//! Freshness (the paper's integrity extension, §6 of the CCS version: a
+//! Merkle tree laid on the ORAM tree): each bucket's plaintext ends with
+//! the SHA-256 digests of its two children's current ciphertexts
+//! ([`NEVER_WRITTEN`] for a child the server does not hold), and the client
+//! keeps the digest of the root's ciphertext. A path is checked from the
+//! root down before anything is used: a bucket whose digest is not the one
+//! its parent (or the client, for the root) recorded is refused with
+//! [`Error::Crypto`], so a replayed, rolled-back, swapped or dropped bucket
+//! never reaches the stash. A write-back seals the path from the leaf up,
+//! each parent taking its path child's new digest and its other child's
+//! digest from the checked read.
+//!
 //! A write-back that fails stays pending and is sent again before the next
 //! access; [`PathOram::grow`] doubles the capacity without moving a block;
 //! [`PathOram::initialize`] bulk-loads an empty ORAM. The client talks to
@@ -57,6 +69,19 @@ pub const SLOT_HEADER: usize = 12;
 
 /// Address marking an empty (dummy) slot.
 const DUMMY: u64 = u64::MAX;
+
+/// Bytes of a bucket's child digests (two SHA-256 digests), after its
+/// slots.
+pub const CHILD_DIGESTS: usize = 64;
+
+/// The digest recorded for a bucket the server does not hold (never
+/// written). A SHA-256 output equal to it is never expected.
+pub const NEVER_WRITTEN: [u8; 32] = [0; 32];
+
+/// The digest of a bucket ciphertext, as its parent records it.
+fn digest(ct: &[u8]) -> [u8; 32] {
+    sesame_crypto::hash::sha256(ct)
+}
 
 /// Associated data prefix of bucket ciphertexts.
 const AAD_PREFIX: &[u8; 16] = b"sesame-path-oram";
@@ -376,6 +401,7 @@ struct SavedOram {
     pending: Option<Pending>,
     max_stash: u64,
     accesses: u64,
+    root: [u8; 32],
 }
 
 impl Drop for SavedOram {
@@ -401,14 +427,19 @@ pub struct PathOram {
     pending: Option<Pending>,
     max_stash: usize,
     accesses: u64,
+    /// Digest of the root bucket's ciphertext as last written
+    /// ([`NEVER_WRITTEN`] before the first write).
+    root: [u8; 32],
 }
 
-/// A write-back: the path's leaf and the stash blocks placed in each of
-/// its buckets, root first.
+/// A write-back: the path's leaf, the stash blocks placed in each of its
+/// buckets, root first, and for each bucket above the leaf the digest of
+/// its child off the path (unchanged by the write-back).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Pending {
     leaf: u32,
     placed: Vec<Vec<u64>>,
+    siblings: Vec<[u8; 32]>,
 }
 
 impl std::fmt::Debug for PathOram {
@@ -450,6 +481,7 @@ impl PathOram {
             pending: None,
             max_stash: 0,
             accesses: 0,
+            root: NEVER_WRITTEN,
         })
     }
 
@@ -460,12 +492,19 @@ impl PathOram {
 
     /// The largest block size for which a bucket fits in `bytes` bytes.
     pub fn block_size_for_bucket(bytes: usize) -> usize {
-        (bytes.saturating_sub(Aes256GcmSiv::OVERHEAD) / Z).saturating_sub(SLOT_HEADER)
+        (bytes.saturating_sub(Aes256GcmSiv::OVERHEAD + CHILD_DIGESTS) / Z)
+            .saturating_sub(SLOT_HEADER)
     }
 
-    /// Bytes of a bucket for blocks of `block_size` bytes.
+    /// Bytes of a bucket for blocks of `block_size` bytes: the AEAD
+    /// overhead, Z slots and the two child digests.
     pub fn bucket_len_for(block_size: usize) -> usize {
-        Aes256GcmSiv::OVERHEAD + Z * (SLOT_HEADER + block_size)
+        Aes256GcmSiv::OVERHEAD + Z * (SLOT_HEADER + block_size) + CHILD_DIGESTS
+    }
+
+    /// Bytes of a bucket's plaintext.
+    fn plain_len(&self) -> usize {
+        Z * (SLOT_HEADER + self.block_size) + CHILD_DIGESTS
     }
 
     /// Tree height (the paper's L): paths have `height + 1` buckets.
@@ -581,7 +620,7 @@ impl PathOram {
         // Read the path and decrypt it before touching any state, so a
         // failed read leaves the client unchanged.
         let path = io.read_path(self.height, leaf)?;
-        let found = self.open_path(leaf, &path)?;
+        let (found, siblings) = self.open_path(leaf, &path)?;
         self.accesses += 1;
         for (b, data) in found {
             // A block already in the stash is newer than any copy on the
@@ -597,12 +636,19 @@ impl PathOram {
             Op::Write(data) => self.stash.insert(addr, data),
             Op::Remove => self.stash.remove(&addr),
         };
-        self.write_back(rng, io, leaf)?;
+        self.write_back(rng, io, leaf, siblings)?;
         Ok(old)
     }
 
-    /// Decrypts a path; returns its real blocks.
-    fn open_path(&self, leaf: u32, path: &[Option<Vec<u8>>]) -> Result<Vec<(u64, Vec<u8>)>> {
+    /// Checks a path from the root down and decrypts it; returns its real
+    /// blocks and, for each bucket above the leaf, the digest of its child
+    /// off the path.
+    #[allow(clippy::type_complexity)]
+    fn open_path(
+        &self,
+        leaf: u32,
+        path: &[Option<Vec<u8>>],
+    ) -> Result<(Vec<(u64, Vec<u8>)>, Vec<[u8; 32]>)> {
         if path.len() != self.height as usize + 1 {
             return Err(Error::Protocol(format!(
                 "the server returned {} buckets for a path of {}",
@@ -612,9 +658,20 @@ impl PathOram {
         }
         let slot = SLOT_HEADER + self.block_size;
         let mut blocks = Vec::new();
+        let mut siblings = Vec::with_capacity(self.height as usize);
+        // The digest the bucket at this level must have.
+        let mut expected = self.root;
         for (level, bucket) in (0..=self.height).zip(path) {
-            let Some(ct) = bucket else { continue };
-            if ct.len() != self.bucket_len() {
+            let Some(ct) = bucket else {
+                // Never written: nor is anything below it.
+                if expected != NEVER_WRITTEN {
+                    return Err(Error::Crypto);
+                }
+                siblings.resize(self.height as usize, NEVER_WRITTEN);
+                break;
+            };
+            if ct.len() != self.bucket_len() || expected == NEVER_WRITTEN || digest(ct) != expected
+            {
                 return Err(Error::Crypto);
             }
             let index = bucket_index(self.height, leaf, level);
@@ -622,7 +679,25 @@ impl PathOram {
                 .aead
                 .open(&Self::aad(index), ct)
                 .map_err(|_| Error::Crypto)?;
-            for s in plain.chunks_exact(slot) {
+            let (slots, children) = plain.split_at(Z * slot);
+            if level < self.height {
+                let (Some(left), Some(right)) =
+                    (children.first_chunk::<32>(), children.last_chunk::<32>())
+                else {
+                    return Err(Error::Crypto);
+                };
+                // The path goes right where the leaf's bit below this
+                // level is 1.
+                let right_side = (leaf >> (self.height - level - 1)) & 1 == 1;
+                let (on, off) = if right_side {
+                    (right, left)
+                } else {
+                    (left, right)
+                };
+                expected = *on;
+                siblings.push(*off);
+            }
+            for s in slots.chunks_exact(slot) {
                 let (Some(head), Some(len)) = (s.first_chunk::<8>(), s.get(8..12)) else {
                     return Err(Error::Crypto);
                 };
@@ -638,7 +713,7 @@ impl PathOram {
                 blocks.push((b, data.to_vec()));
             }
         }
-        Ok(blocks)
+        Ok((blocks, siblings))
     }
 
     /// Evicts the stash onto the path to `leaf` and writes it back.
@@ -647,6 +722,7 @@ impl PathOram {
         rng: &mut dyn CryptoRngCore,
         io: &mut dyn PathIo,
         leaf: u32,
+        siblings: Vec<[u8; 32]>,
     ) -> Result<()> {
         let h = self.height;
         // by_depth[d]: stash blocks whose own path leaves the accessed path
@@ -679,7 +755,11 @@ impl PathOram {
                 }
             }
         }
-        self.pending = Some(Pending { leaf, placed });
+        self.pending = Some(Pending {
+            leaf,
+            placed,
+            siblings,
+        });
         self.flush(rng, io)
     }
 
@@ -693,22 +773,38 @@ impl PathOram {
             return Ok(());
         };
         let (h, leaf) = (self.height, pending.leaf);
-        let slot = SLOT_HEADER + self.block_size;
         let mut buckets = Vec::with_capacity(h as usize + 1);
-        let mut plain = vec![0u8; Z * slot];
-        for (level, blocks) in (0..=h).zip(&pending.placed) {
+        let mut plain = vec![0u8; self.plain_len()];
+        // From the leaf up: each bucket records its path child's new digest
+        // and its other child's digest from the checked read.
+        let mut below = NEVER_WRITTEN;
+        for level in (0..=h).rev() {
+            let blocks = pending.placed.get(level as usize).ok_or(Error::Crypto)?;
             let entries = blocks
                 .iter()
                 .filter_map(|b| self.stash.get(b).map(|d| (*b, d.as_slice())));
-            self.encode_bucket(&mut plain, entries);
+            let children = if level < h {
+                let off = *pending.siblings.get(level as usize).ok_or(Error::Crypto)?;
+                if (leaf >> (h - level - 1)) & 1 == 1 {
+                    [off, below]
+                } else {
+                    [below, off]
+                }
+            } else {
+                [NEVER_WRITTEN; 2]
+            };
+            self.encode_bucket(&mut plain, entries, &children);
             let index = bucket_index(h, leaf, level);
             let ct = self
                 .aead
                 .seal(rng, &Self::aad(index), &plain)
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            below = digest(&ct);
             buckets.push(ct);
         }
+        buckets.reverse();
         io.write_path(h, leaf, buckets)?;
+        self.root = below;
         if let Some(pending) = self.pending.take() {
             for b in pending.placed.iter().flatten() {
                 self.stash.remove(b);
@@ -753,7 +849,9 @@ impl PathOram {
     /// included, `batch` buckets per request. Each block gets a uniformly
     /// random leaf and goes to the deepest bucket on its path with a free
     /// slot (the stash if none). The server sees the whole tree written
-    /// once, in index order: nothing that depends on the data.
+    /// once, level by level from the leaves up (a parent records its
+    /// children's digests), each level in index order: nothing that depends
+    /// on the data.
     pub fn initialize(
         &mut self,
         rng: &mut dyn CryptoRngCore,
@@ -808,34 +906,68 @@ impl PathOram {
                 }
             }
         }
-        let mut plain = vec![0u8; Z * (SLOT_HEADER + self.block_size)];
-        let mut first = 0u64;
-        let mut out = Vec::with_capacity(batch.max(1));
-        for (index, blocks) in slots.iter().enumerate() {
-            self.encode_bucket(&mut plain, blocks.iter().map(|(a, d)| (*a, d.as_slice())));
-            let ct = self
-                .aead
-                .seal(rng, &Self::aad(index as u64), &plain)
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-            out.push(ct);
-            if out.len() >= batch.max(1) {
-                io.put_buckets(h, first, std::mem::take(&mut out))?;
-                first = index as u64 + 1;
+        let mut plain = vec![0u8; self.plain_len()];
+        let batch = batch.max(1);
+        // Digests of the level below, by position within its level.
+        let mut below: Vec<[u8; 32]> = Vec::new();
+        for level in (0..=h).rev() {
+            let start = (1usize << level) - 1;
+            let width = 1usize << level;
+            let mut digests = Vec::with_capacity(width);
+            let mut first = start as u64;
+            let mut out = Vec::with_capacity(batch.min(width));
+            for p in 0..width {
+                let index = start + p;
+                let blocks = slots.get(index).ok_or(Error::Crypto)?;
+                let children = if level < h {
+                    [
+                        *below.get(2 * p).ok_or(Error::Crypto)?,
+                        *below.get(2 * p + 1).ok_or(Error::Crypto)?,
+                    ]
+                } else {
+                    [NEVER_WRITTEN; 2]
+                };
+                self.encode_bucket(
+                    &mut plain,
+                    blocks.iter().map(|(a, d)| (*a, d.as_slice())),
+                    &children,
+                );
+                let ct = self
+                    .aead
+                    .seal(rng, &Self::aad(index as u64), &plain)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                digests.push(digest(&ct));
+                out.push(ct);
+                if out.len() >= batch {
+                    io.put_buckets(h, first, std::mem::take(&mut out))?;
+                    first = index as u64 + 1;
+                }
             }
+            if !out.is_empty() {
+                io.put_buckets(h, first, out)?;
+            }
+            below = digests;
         }
-        if !out.is_empty() {
-            io.put_buckets(h, first, out)?;
-        }
+        self.root = below.first().copied().ok_or(Error::Crypto)?;
         self.max_stash = self.max_stash.max(self.stash.len());
         Ok(())
     }
 
-    /// Writes the plaintext of a bucket holding `blocks` (at most Z).
-    fn encode_bucket<'b>(&self, plain: &mut [u8], blocks: impl Iterator<Item = (u64, &'b [u8])>) {
+    /// Writes the plaintext of a bucket holding `blocks` (at most Z) and
+    /// its children's digests (left, right).
+    fn encode_bucket<'b>(
+        &self,
+        plain: &mut [u8],
+        blocks: impl Iterator<Item = (u64, &'b [u8])>,
+        children: &[[u8; 32]; 2],
+    ) {
         plain.fill(0);
         let slot = SLOT_HEADER + self.block_size;
+        let (slots, digests) = plain.split_at_mut(Z * slot);
+        digests[..32].copy_from_slice(&children[0]);
+        digests[32..].copy_from_slice(&children[1]);
         let mut blocks = blocks;
-        for s in plain.chunks_exact_mut(slot) {
+        for s in slots.chunks_exact_mut(slot) {
             match blocks.next() {
                 Some((b, data)) => {
                     s[..8].copy_from_slice(&b.to_le_bytes());
@@ -859,6 +991,7 @@ impl PathOram {
             pending: self.pending.clone(),
             max_stash: self.max_stash as u64,
             accesses: self.accesses,
+            root: self.root,
         };
         sesame_core::wire::encode(&s)
     }
@@ -886,6 +1019,7 @@ impl PathOram {
         if let Some(p) = &s.pending {
             let valid = u64::from(p.leaf) < leaves
                 && p.placed.len() == oram.height as usize + 1
+                && p.siblings.len() == oram.height as usize
                 && p.placed
                     .iter()
                     .all(|v| v.len() <= Z && v.iter().all(|b| oram.stash.contains_key(b)));
@@ -898,6 +1032,7 @@ impl PathOram {
         oram.pending = s.pending.clone();
         oram.max_stash = usize::try_from(s.max_stash).unwrap_or(usize::MAX);
         oram.accesses = s.accesses;
+        oram.root = s.root;
         Ok(oram)
     }
 }
