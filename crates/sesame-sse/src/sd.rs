@@ -55,7 +55,8 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
               per full level, the number of entries of the keyword (additions and deletions \
               alike) and, through the level, coarse times of the keyword's updates; the search \
               pattern within a level's lifetime; no identifier (response-hiding: the client \
-              filters deletions): backward privacy type II. Entry sizes reveal keyword lengths.",
+              filters deletions): backward privacy type II. Entries are padded to multiples of \
+              64 bytes: their sizes reveal only keywords longer than 43 bytes.",
     doc: "docs/schemes/sda_sdd.md",
 };
 
@@ -76,6 +77,13 @@ pub const LABEL_LEN: usize = 16;
 const MAX_LEVELS: usize = 64;
 /// Longest keyword an entry carries.
 const MAX_KEYWORD: usize = 1 << 16;
+
+/// Bytes of an entry before its keyword: sequence number, operation,
+/// identifier, keyword length.
+const ENTRY_HEAD: usize = 8 + 1 + 8 + 4;
+
+/// Entries are padded to a multiple of this many bytes.
+const ENTRY_PAD: usize = 64;
 
 /// An encrypted level entry: label and sealed `(w, ind, op, seq)`.
 pub type Entry = ([u8; LABEL_LEN], Vec<u8>);
@@ -138,18 +146,28 @@ struct Update {
 }
 
 impl Update {
+    /// `seq ‖ add ‖ id ‖ keyword length (u32 LE) ‖ keyword`, padded with
+    /// zeros to a multiple of [`ENTRY_PAD`] bytes, so that sealed entries
+    /// of keywords up to 43 bytes all have one length.
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8 + 1 + 8 + self.keyword.len());
+        let len = ENTRY_HEAD + self.keyword.len();
+        let mut out = Vec::with_capacity(len.next_multiple_of(ENTRY_PAD));
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(u8::from(self.add));
         out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&(self.keyword.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.keyword);
+        out.resize(len.next_multiple_of(ENTRY_PAD), 0);
         out
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() < 17 || bytes.len() > 17 + MAX_KEYWORD {
-            return Err(Error::Protocol("SDa entry of a bad length".into()));
+        let bad = || Error::Protocol("SDa entry of a bad length".into());
+        if bytes.len() < ENTRY_HEAD
+            || bytes.len() % ENTRY_PAD != 0
+            || bytes.len() > (ENTRY_HEAD + MAX_KEYWORD).next_multiple_of(ENTRY_PAD)
+        {
+            return Err(bad());
         }
         let mut seq = [0u8; 8];
         seq.copy_from_slice(&bytes[..8]);
@@ -160,8 +178,15 @@ impl Update {
         };
         let mut id = [0u8; 8];
         id.copy_from_slice(&bytes[9..17]);
+        let mut len = [0u8; 4];
+        len.copy_from_slice(&bytes[17..ENTRY_HEAD]);
+        let end = ENTRY_HEAD + u32::from_le_bytes(len) as usize;
+        let (keyword, padding) = (bytes.get(ENTRY_HEAD..end).ok_or_else(bad)?, &bytes[end..]);
+        if padding.len() >= ENTRY_PAD || padding.iter().any(|&b| b != 0) {
+            return Err(bad());
+        }
         Ok(Update {
-            keyword: bytes[17..].to_vec(),
+            keyword: keyword.to_vec(),
             id: DocId::from_le_bytes(id),
             add,
             seq: u64::from_le_bytes(seq),
@@ -459,6 +484,9 @@ impl KeywordClient for SdaClient {
                 });
             }
         }
+        // Pairs go to levels in random order: cut in keyword order, the
+        // level a search hits would tell the keyword's alphabetical place.
+        common::shuffle(rng, &mut all);
         // The binary decomposition of the count: one level per set bit.
         let mut rest = all.as_slice();
         for level in (0..MAX_LEVELS).rev() {
@@ -683,7 +711,8 @@ pub static SDD_DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
               for searches. But the merge is not oblivious: the entries each update fetches \
               show which input cursor advanced (the outcome of each keyword comparison), and \
               merged entries sit in keyword order, so a search shows the keyword's rank in each \
-              buffer. Entry sizes reveal keyword lengths.",
+              buffer. Entries are padded to multiples of 64 bytes: their sizes reveal only \
+              keywords longer than 43 bytes.",
     doc: "docs/schemes/sda_sdd.md",
 };
 
@@ -1026,18 +1055,25 @@ impl KeywordClient for SddClient {
         }
         self.levels.clear();
         self.seq = 0;
-        // SDd has no bulk build: every pair is an update.
+        // SDd has no bulk build: every pair is an update, in random order
+        // (in keyword order, which buffer holds a pair would follow the
+        // keyword's alphabetical place).
+        let mut pairs: Vec<(&Vec<u8>, DocId)> = Vec::new();
         for (w, ids) in db {
             for id in common::normalise(ids.clone()) {
-                self.seq += 1;
-                let u = Update {
-                    keyword: w.clone(),
-                    id,
-                    add: true,
-                    seq: self.seq,
-                };
-                self.update_one(rng, channel, u)?;
+                pairs.push((w, id));
             }
+        }
+        common::shuffle(rng, &mut pairs);
+        for (w, id) in pairs {
+            self.seq += 1;
+            let u = Update {
+                keyword: w.clone(),
+                id,
+                add: true,
+                seq: self.seq,
+            };
+            self.update_one(rng, channel, u)?;
         }
         Ok(())
     }

@@ -112,3 +112,96 @@ fn sdd_updates_cost_two_rounds_and_keep_three_buffers_per_level() {
     }
     assert!(c.save_state().unwrap().len() < 1000);
 }
+
+/// Bytes a fresh client of `scheme` sends for one addition of `keyword`.
+fn bytes_of_one_addition(scheme: &str, keyword: &[u8]) -> u64 {
+    let s = sesame_sse::scheme(scheme).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    let mut c = (s.new_client)(&mut rng, &Params::new()).unwrap();
+    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
+    let span = ch.meter().span();
+    c.update(&mut rng, &mut ch, UpdateOp::Add, 1, &[keyword.to_vec()])
+        .unwrap();
+    span.finish().bytes_up
+}
+
+/// Sealed entries are padded: keywords of 1 and 43 bytes cost the same
+/// bytes on the wire (before, every byte of a keyword showed), 44 bytes
+/// take the next 64-byte step.
+#[test]
+fn entries_of_short_keywords_have_one_size() {
+    for scheme in ["sda", "sdd"] {
+        let short = bytes_of_one_addition(scheme, b"a");
+        assert_eq!(
+            short,
+            bytes_of_one_addition(scheme, &[b'x'; 43]),
+            "{scheme}"
+        );
+        assert_eq!(
+            short,
+            bytes_of_one_addition(scheme, &[b'y'; 20]),
+            "{scheme}"
+        );
+        assert!(
+            bytes_of_one_addition(scheme, &[b'z'; 44]) > short,
+            "{scheme}"
+        );
+    }
+}
+
+/// SDa's setup puts pairs into levels in random order. With 96 pairs (one
+/// per keyword) the levels hold 64 and 32; a search's answer shows the
+/// level each keyword's entry sits in. Cut in keyword order (as before),
+/// the 64-entry level held exactly the alphabetically first 64 keywords.
+#[test]
+fn setup_levels_are_not_in_keyword_order() {
+    let s = sesame_sse::scheme("sda").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let mut c = SdaClient::new(&mut rng, &Params::new()).unwrap();
+    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    let mut db = Multimap::new();
+    for i in 0..96u64 {
+        db.insert(format!("k{i:03}").into_bytes(), vec![i]);
+    }
+    c.setup(&mut rng, &mut ch, &db).unwrap();
+    assert_eq!(c.full_levels(), vec![5, 6]);
+    // Which keywords does the big level hold? Searching one reads every
+    // full level; the server returns one entry, at its level.
+    let mut in_big = Vec::new();
+    for i in 0..96u64 {
+        let w = format!("k{i:03}").into_bytes();
+        let mut recorder = Recorder {
+            inner: &mut ch,
+            last: Vec::new(),
+        };
+        assert_eq!(c.search(&mut rng, &mut recorder, &w).unwrap(), vec![i]);
+        let found: sesame_sse::sd::Response = sesame_core::wire::decode(&recorder.last).unwrap();
+        let sesame_sse::sd::Response::Found(levels) = found else {
+            panic!("not a search answer")
+        };
+        // Levels in the answer follow the client's order of full levels.
+        if levels.last().is_some_and(|l| !l.is_empty()) {
+            in_big.push(i);
+        }
+    }
+    assert_eq!(in_big.len(), 64);
+    assert_ne!(in_big, (0..64).collect::<Vec<_>>());
+}
+
+/// A channel that keeps the last response.
+struct Recorder<'a, C> {
+    inner: &'a mut C,
+    last: Vec<u8>,
+}
+
+impl<C: Channel> Channel for Recorder<'_, C> {
+    fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        let r = self.inner.call(request)?;
+        self.last = r.clone();
+        Ok(r)
+    }
+    fn meter(&self) -> &sesame_core::Meter {
+        self.inner.meter()
+    }
+}
