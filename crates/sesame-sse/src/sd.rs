@@ -164,7 +164,7 @@ impl Update {
     fn decode(bytes: &[u8]) -> Result<Self> {
         let bad = || Error::Protocol("SDa entry of a bad length".into());
         if bytes.len() < ENTRY_HEAD
-            || bytes.len() % ENTRY_PAD != 0
+            || !bytes.len().is_multiple_of(ENTRY_PAD)
             || bytes.len() > (ENTRY_HEAD + MAX_KEYWORD).next_multiple_of(ENTRY_PAD)
         {
             return Err(bad());
