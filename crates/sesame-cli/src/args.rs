@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 #[command(after_help = "Environment:\n  \
     SESAME_HOME        profile directory when --dir is not given (default ./.sesame)\n  \
     SESAME_PASSPHRASE  passphrase, instead of a prompt on the terminal\n  \
+    SESAME_NEW_PASSPHRASE  at `passwd`: the new passphrase, instead of a prompt\n  \
     SESAME_KDF=fast    at `init`: INSECURE minimal Argon2id cost, for tests only\n  \
     SESAME_TOKEN       at `init --server`: the tenant's token, instead of --token")]
 pub struct Cli {
@@ -72,6 +73,11 @@ pub enum Command {
     },
     /// List the documents of the index.
     List,
+    /// Change the profile's passphrase: asks for the current one, then the
+    /// new one twice (or reads `SESAME_NEW_PASSPHRASE`). Only the profile
+    /// header is rewritten, in one atomic step: the keys, the index and the
+    /// documents stay as they are.
+    Passwd,
     /// List the searchable-encryption schemes: kind, paper, queries,
     /// leakage.
     Schemes {

@@ -109,6 +109,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Search { query } => search(&dir, &query.join(" ")),
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
+        Command::Passwd => passwd(&dir),
         Command::Schemes { long } => {
             let all = schemes::all();
             let text = if long {
@@ -246,6 +247,25 @@ fn server_binding(args: &InitArgs) -> Result<Option<ServerBinding>, CliError> {
         ))
     })?;
     Ok(Some(binding))
+}
+
+/// `sesame passwd`: the current passphrase opens the profile, the new one
+/// replaces it (same Argon2id cost).
+fn passwd(dir: &std::path::Path) -> Result<(), CliError> {
+    if !Profile::exists(dir) {
+        return Err(ClientError::NoProfile(dir.to_path_buf()).into());
+    }
+    let old = passphrase::passphrase(false)?;
+    let profile = Profile::open(dir, &old)?;
+    let new = passphrase::new_passphrase()?;
+    profile.change_passphrase(&new, profile.kdf())?;
+    write_stdout(
+        format!(
+            "passphrase changed for the profile in {}; the old one no longer opens it\n",
+            dir.display()
+        )
+        .as_bytes(),
+    )
 }
 
 /// Opens the profile (asking for the passphrase) and its default index.

@@ -506,3 +506,98 @@ fn help_and_bench_list_work() {
         "unknown experiment",
     );
 }
+
+/// `sesame passwd`: the new passphrase opens the profile, the old one is
+/// refused in one line; a missing new passphrase is one line too.
+#[test]
+fn passwd_changes_the_passphrase() {
+    let env = Env::new();
+    env.init("fast");
+    env.ok(&["add", "docs"]);
+    let out = env.run(&["passwd"]);
+    one_error(&out, "no new passphrase: set SESAME_NEW_PASSPHRASE");
+    let out = env
+        .cmd(&["passwd"])
+        .env("SESAME_NEW_PASSPHRASE", "second")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("passphrase changed"));
+    one_error(&env.run(&["list"]), "wrong passphrase");
+    let found = env
+        .cmd(&["search", "fox"])
+        .env("SESAME_PASSPHRASE", "second")
+        .output()
+        .unwrap();
+    assert_eq!(hits(&String::from_utf8(found.stdout).unwrap()).len(), 2);
+}
+
+/// `sesame passwd` killed at random points, again and again: after every
+/// kill exactly one of the old and the new passphrase opens the profile
+/// (never neither), and the documents are all there.
+#[test]
+fn passwd_killed_at_any_point_leaves_one_passphrase_working() {
+    use rand::{Rng, SeedableRng};
+    let env = Env::new();
+    env.init("fast");
+    env.ok(&["add", "docs"]);
+    let list = |pass: &str| {
+        env.cmd(&["list"])
+            .env("SESAME_PASSPHRASE", pass)
+            .output()
+            .unwrap()
+    };
+    // How long a whole passwd takes here, to spread the kills over it.
+    let start = std::time::Instant::now();
+    let out = env
+        .cmd(&["passwd"])
+        .env("SESAME_NEW_PASSPHRASE", "p0")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let span = start.elapsed().as_micros().max(1000) as u64;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+    let mut current = "p0".to_owned();
+    let (mut old_kept, mut new_took) = (0, 0);
+    for round in 1..=24 {
+        let next = format!("p{round}");
+        let mut child = env
+            .cmd(&["passwd"])
+            .env("SESAME_PASSPHRASE", &current)
+            .env("SESAME_NEW_PASSPHRASE", &next)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..span)));
+        let _ = child.kill();
+        let _ = child.wait();
+        let (old_ok, new_ok) = (
+            list(&current).status.success(),
+            list(&next).status.success(),
+        );
+        assert!(
+            old_ok != new_ok,
+            "round {round}: old {old_ok}, new {new_ok}"
+        );
+        if new_ok {
+            current = next;
+            new_took += 1;
+        } else {
+            old_kept += 1;
+        }
+        assert_eq!(
+            String::from_utf8(list(&current).stdout)
+                .unwrap()
+                .lines()
+                .count(),
+            3,
+            "round {round}"
+        );
+    }
+    eprintln!("passwd kills: {old_kept} kept the old passphrase, {new_took} took the new");
+}

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! DIR/
-//!   profile.json          header: format, profile id, where the index lives, Argon2id parameters and salt, key check
+//!   profile.json          header: format, profile id, where the index lives, Argon2id parameters and salt, wrapped master key
 //!   indexes/NAME.state    encrypted client state of index NAME
 //!   indexes/NAME.intents/ operations saved but not completed (see `intents`)
 //!   store.redb            embedded profiles: index entries and encrypted documents
@@ -14,6 +14,19 @@
 //! The header says which of `store.redb` and `server.json` the profile
 //! has, so opening a profile never creates or replaces a part of it: a
 //! missing or damaged part is an error naming it.
+//!
+//! Keys (format 3): the profile's master key is random; the header holds
+//! it sealed (AES-256-GCM-SIV, every header field as associated data)
+//! under a key-encryption key derived from Argon2id(passphrase, salt). The
+//! sub-keys (state, documents, server token) come from the master key by
+//! HKDF. Changing the passphrase ([`Profile::change_passphrase`]) re-seals
+//! the master key under a new salt and passphrase in one atomic rewrite of
+//! the header: after a crash the old or the new passphrase opens the
+//! profile, never neither, and no other file changes. Formats 1 and 2
+//! used the Argon2id output itself as the master key (checked by a sealed
+//! constant); they open as before, and a passphrase change moves them to
+//! format 3 with that same master key, so their states and documents stay
+//! as they are.
 
 use std::path::{Path, PathBuf};
 
@@ -51,11 +64,17 @@ pub const INDEX_DIR: &str = "indexes";
 /// The index [`Profile::create`] makes and the CLI uses.
 pub const DEFAULT_INDEX: &str = "default";
 
-/// Format tag of the header this build writes.
-const FORMAT: &str = "sesame-profile/2";
-/// Format tag of headers without the store kind (read, and upgraded by the
-/// first session).
+/// Format tag of the header this build writes: a random master key,
+/// wrapped.
+const FORMAT: &str = "sesame-profile/3";
+/// Format tag of headers whose master key is the Argon2id output, checked
+/// by a sealed constant (read; moved to format 3 by a passphrase change).
+const FORMAT_V2: &str = "sesame-profile/2";
+/// Format tag of format-2 headers without the store kind (read, and
+/// upgraded to format 2 by the first session).
 const FORMAT_V1: &str = "sesame-profile/1";
+/// Name of the lock file held while the header is rewritten.
+const HEADER_LOCK: &str = "profile.lock";
 /// The header's `store` for an embedded profile.
 const STORE_EMBEDDED: &str = "embedded";
 /// The header's `store` for a profile bound to a server.
@@ -66,6 +85,7 @@ const CHECK_TEXT: &[u8] = b"sesame profile key check v1";
 /// HKDF labels of the sub-keys of the master key.
 mod label {
     pub const CHECK: &str = "sesame-client/v1/key-check";
+    pub const WRAP: &str = "sesame-client/v3/wrap";
     pub const STATE: &str = "sesame-client/v1/state";
     pub const DOCUMENTS: &str = "sesame-client/v1/documents";
     pub const SERVER: &str = "sesame-client/v1/server-token";
@@ -83,8 +103,14 @@ struct Header {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     store: Option<String>,
     kdf: KdfHeader,
-    /// AEAD seal of [`CHECK_TEXT`] under the key-check key, hex.
-    check: String,
+    /// Formats 1 and 2: AEAD seal of [`CHECK_TEXT`] under the key-check
+    /// key, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    check: Option<String>,
+    /// Format 3: AEAD seal of the master key under the key-encryption key,
+    /// hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wrapped: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -131,6 +157,64 @@ impl Header {
         }
         aad
     }
+
+    /// Associated data of the wrapped master key (format 3): every header
+    /// field but the seal itself.
+    fn wrap_aad(&self) -> Vec<u8> {
+        format!(
+            "sesame-client/wrap/v3\0{}\0{}\0{}\0{}\0{}\0{}\0{}\0{}",
+            self.format,
+            self.id,
+            self.store.as_deref().unwrap_or(""),
+            self.kdf.algorithm,
+            self.kdf.m_kib,
+            self.kdf.t,
+            self.kdf.p,
+            self.kdf.salt
+        )
+        .into_bytes()
+    }
+
+    /// A format-3 header for profile `id` at `store`, with fresh Argon2id
+    /// `salt` and `kdf`: the master key sealed under the key derived from
+    /// `passphrase`. Returns it and the key-encryption key.
+    fn wrap(
+        id: &str,
+        store: &str,
+        kdf: KdfParams,
+        passphrase: &str,
+        master: &Key<32>,
+    ) -> Result<(Header, Key<32>)> {
+        let rng = &mut OsRng;
+        let mut salt = [0u8; SALT_LEN];
+        rng.fill_bytes(&mut salt);
+        let mut header = Header {
+            format: FORMAT.into(),
+            id: id.to_owned(),
+            store: Some(store.to_owned()),
+            kdf: KdfHeader {
+                algorithm: "argon2id".into(),
+                m_kib: kdf.m_kib,
+                t: kdf.t,
+                p: kdf.p,
+                salt: hex::encode(salt),
+            },
+            check: None,
+            wrapped: None,
+        };
+        let kek: Key<32> = kdf.derive(passphrase, &salt)?.derive(label::WRAP);
+        header.seal_master(&kek, master)?;
+        Ok((header, kek))
+    }
+
+    /// Seals `master` under `kek` with this header's fields.
+    fn seal_master(&mut self, kek: &Key<32>, master: &Key<32>) -> Result<()> {
+        let sealed = Aes256GcmSiv::new(kek)
+            .seal(&mut OsRng, &self.wrap_aad(), master.as_bytes())
+            .map_err(|_| ClientError::InvalidArgument("the master key does not seal".into()))?;
+        self.wrapped = Some(hex::encode(sealed));
+        Ok(())
+    }
 }
 
 /// An open profile: its directory and the keys derived from the passphrase.
@@ -144,6 +228,12 @@ pub struct Profile {
     /// The header as read (format 1 headers are upgraded by the first
     /// session, which knows the sealing key then).
     header: std::sync::Mutex<Header>,
+    /// The master key (format 3: random and wrapped; formats 1 and 2: the
+    /// Argon2id output).
+    master: Key<32>,
+    /// Format 3: the key-encryption key of the passphrase the profile was
+    /// opened with (a header rewrite re-seals the master key under it).
+    kek: std::sync::Mutex<Option<Key<32>>>,
     check_key: Key<32>,
     state_key: Key<32>,
     doc_key: Key<32>,
@@ -182,7 +272,7 @@ impl Profile {
         params: &Params,
         kdf: KdfParams,
     ) -> Result<Profile> {
-        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, None)
+        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, None, false)
     }
 
     /// As [`Profile::create_with_kdf`], bound to a server from the start
@@ -197,9 +287,65 @@ impl Profile {
         kdf: KdfParams,
         server: &ServerBinding,
     ) -> Result<Profile> {
-        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, Some(server))
+        Self::create_inner(
+            dir.as_ref(),
+            passphrase,
+            scheme,
+            params,
+            kdf,
+            Some(server),
+            false,
+        )
     }
 
+    /// A format-2 profile, as earlier builds made them (for the tests of
+    /// reading and moving them to format 3).
+    #[doc(hidden)]
+    pub fn create_format2_for_tests(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        scheme: &str,
+        params: &Params,
+        kdf: KdfParams,
+    ) -> Result<Profile> {
+        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, None, true)
+    }
+
+    /// A format-2 header: the master key is the Argon2id output, checked
+    /// by a sealed constant.
+    fn legacy_header(
+        id: String,
+        store: &str,
+        kdf: KdfParams,
+        passphrase: &str,
+    ) -> Result<(Header, Key<32>, Option<Key<32>>)> {
+        let rng = &mut OsRng;
+        let mut salt = [0u8; SALT_LEN];
+        rng.fill_bytes(&mut salt);
+        let master = kdf.derive(passphrase, &salt)?;
+        let mut header = Header {
+            format: FORMAT_V2.into(),
+            id,
+            store: Some(store.into()),
+            kdf: KdfHeader {
+                algorithm: "argon2id".into(),
+                m_kib: kdf.m_kib,
+                t: kdf.t,
+                p: kdf.p,
+                salt: hex::encode(salt),
+            },
+            check: None,
+            wrapped: None,
+        };
+        let check_key: Key<32> = master.derive(label::CHECK);
+        let sealed = Aes256GcmSiv::new(&check_key)
+            .seal(rng, &header.check_aad(), CHECK_TEXT)
+            .map_err(|_| ClientError::InvalidArgument("key check does not seal".into()))?;
+        header.check = Some(hex::encode(sealed));
+        Ok((header, master, None))
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn create_inner(
         dir: &Path,
         passphrase: &str,
@@ -207,6 +353,7 @@ impl Profile {
         params: &Params,
         kdf: KdfParams,
         server: Option<&ServerBinding>,
+        legacy_v2: bool,
     ) -> Result<Profile> {
         let header_path = dir.join(HEADER_FILE);
         if header_path.exists() {
@@ -223,39 +370,23 @@ impl Profile {
         // Check the parameters before anything is written.
         let client = new_client(&found, rng, params)?;
 
-        let mut salt = [0u8; SALT_LEN];
-        rng.fill_bytes(&mut salt);
         let mut id = [0u8; 16];
         rng.fill_bytes(&mut id);
-        let master = kdf.derive(passphrase, &salt)?;
-        let mut header = Header {
-            format: FORMAT.into(),
-            id: hex::encode(id),
-            store: Some(
-                if server.is_some() {
-                    STORE_SERVER
-                } else {
-                    STORE_EMBEDDED
-                }
-                .into(),
-            ),
-            kdf: KdfHeader {
-                algorithm: "argon2id".into(),
-                m_kib: kdf.m_kib,
-                t: kdf.t,
-                p: kdf.p,
-                salt: hex::encode(salt),
-            },
-            check: String::new(),
+        let store = if server.is_some() {
+            STORE_SERVER
+        } else {
+            STORE_EMBEDDED
         };
-        let check_key: Key<32> = master.derive(label::CHECK);
-        let sealed = Aes256GcmSiv::new(&check_key)
-            .seal(rng, &header.check_aad(), CHECK_TEXT)
-            .map_err(|_| ClientError::InvalidArgument("key check does not seal".into()))?;
-        header.check = hex::encode(sealed);
+        let (header, master, kek) = if legacy_v2 {
+            Self::legacy_header(hex::encode(id), store, kdf, passphrase)?
+        } else {
+            let master = Key::<32>::generate(rng);
+            let (header, kek) = Header::wrap(&hex::encode(id), store, kdf, passphrase, &master)?;
+            (header, master, Some(kek))
+        };
 
         fsutil::create_private_dir(&dir.join(INDEX_DIR))?;
-        let profile = Profile::from_master(dir, &header, &master);
+        let profile = Profile::from_master(dir, &header, master, kek);
         let state = IndexState::new(found.descriptor.name, params, client.save_state()?);
         profile.save_state(rng, DEFAULT_INDEX, &state)?;
         match server {
@@ -290,15 +421,30 @@ impl Profile {
         };
         let header: Header = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
         match (header.format.as_str(), header.store.as_deref()) {
-            (FORMAT, Some(STORE_EMBEDDED | STORE_SERVER)) | (FORMAT_V1, None) => {}
-            (FORMAT, other) => {
+            (FORMAT | FORMAT_V2, Some(STORE_EMBEDDED | STORE_SERVER)) | (FORMAT_V1, None) => {}
+            (FORMAT | FORMAT_V2, other) => {
                 return Err(damaged(format!(
                     "\"store\" is {other:?}, expected \"{STORE_EMBEDDED}\" or \"{STORE_SERVER}\""
                 )))
             }
             (other, _) => {
                 return Err(damaged(format!(
-                    "format {other:?}, this build reads {FORMAT:?} and {FORMAT_V1:?}"
+                    "format {other:?}, this build reads {FORMAT:?}, {FORMAT_V2:?} and {FORMAT_V1:?}"
+                )))
+            }
+        }
+        let v3 = header.format == FORMAT;
+        match (v3, &header.check, &header.wrapped) {
+            (true, None, Some(_)) | (false, Some(_), None) => {}
+            (true, _, _) => {
+                return Err(damaged(
+                    "a format-3 header holds \"wrapped\" and no \"check\"".into(),
+                ))
+            }
+            (false, _, _) => {
+                return Err(damaged(format!(
+                    "a {:?} header holds \"check\" and no \"wrapped\"",
+                    header.format
                 )))
             }
         }
@@ -312,8 +458,14 @@ impl Profile {
             .ok()
             .filter(|s| s.len() == SALT_LEN)
             .ok_or_else(|| damaged("the salt is not 16 bytes of hex".into()))?;
-        let check =
-            hex::decode(&header.check).map_err(|_| damaged("the key check is not hex".into()))?;
+        let sealed = hex::decode(
+            header
+                .check
+                .as_deref()
+                .or(header.wrapped.as_deref())
+                .unwrap_or(""),
+        )
+        .map_err(|_| damaged("the key check or wrapped key is not hex".into()))?;
         if hex::decode(&header.id).map(|i| i.len()) != Ok(16) {
             return Err(damaged("the profile id is not 16 bytes of hex".into()));
         }
@@ -323,11 +475,82 @@ impl Profile {
             .validate()
             .map_err(|e| damaged(e.to_string()))?;
 
-        let master = header.kdf.params().derive(passphrase, &salt)?;
-        let check_key: Key<32> = master.derive(label::CHECK);
-        match Aes256GcmSiv::new(&check_key).open(&header.check_aad(), &check) {
-            Ok(text) if text == CHECK_TEXT => Ok(Profile::from_master(dir, &header, &master)),
+        let derived = header.kdf.params().derive(passphrase, &salt)?;
+        if v3 {
+            let kek: Key<32> = derived.derive(label::WRAP);
+            let master = match Aes256GcmSiv::new(&kek).open(&header.wrap_aad(), &sealed) {
+                Ok(bytes) => Key::<32>::from_slice(&bytes)
+                    .map_err(|_| damaged("the wrapped key is not 32 bytes".into()))?,
+                Err(_) => return Err(ClientError::WrongPassphrase),
+            };
+            return Ok(Profile::from_master(dir, &header, master, Some(kek)));
+        }
+        let check_key: Key<32> = derived.derive(label::CHECK);
+        match Aes256GcmSiv::new(&check_key).open(&header.check_aad(), &sealed) {
+            Ok(text) if text == CHECK_TEXT => Ok(Profile::from_master(dir, &header, derived, None)),
             _ => Err(ClientError::WrongPassphrase),
+        }
+    }
+
+    /// Changes the passphrase: the master key is sealed anew under a key
+    /// derived from `new` with a fresh salt and `kdf`, and the header is
+    /// replaced in one atomic write (a crash leaves the old or the new
+    /// passphrase working). Nothing else in the profile changes: the keys
+    /// stay, so do the states and documents. A format-1 or -2 profile
+    /// becomes format 3. A concurrent change of the header is refused.
+    pub fn change_passphrase(&self, new: &str, kdf: KdfParams) -> Result<()> {
+        if new.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "the new passphrase is empty".into(),
+            ));
+        }
+        kdf.validate()?;
+        let _lock = ProfileLock::acquire(&self.dir.join(HEADER_LOCK), &self.dir)?;
+        let current = self.header();
+        self.check_header_unchanged(&current)?;
+        let store = match current.store.as_deref() {
+            Some(s) => s.to_owned(),
+            // Format 1: settle where the indexes live first.
+            None => match self.infer_store_kind()? {
+                StoreKind::Server => STORE_SERVER.to_owned(),
+                StoreKind::Embedded => STORE_EMBEDDED.to_owned(),
+            },
+        };
+        let (header, kek) = Header::wrap(&self.id, &store, kdf, new, &self.master)?;
+        let json = serde_json::to_vec_pretty(&header)
+            .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
+        fsutil::write_atomic(&self.dir.join(HEADER_FILE), &json)?;
+        *self
+            .header
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = header;
+        *self
+            .kek
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(kek);
+        Ok(())
+    }
+
+    /// Refuses to rewrite a header that changed on disk since this profile
+    /// read it (another process changed the passphrase, say).
+    fn check_header_unchanged(&self, current: &Header) -> Result<()> {
+        let path = self.dir.join(HEADER_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| ClientError::io("read", &path, &e))?;
+        let on_disk: Option<Header> = serde_json::from_slice(&bytes).ok();
+        let same = on_disk.is_some_and(|h| {
+            h.format == current.format
+                && h.kdf.salt == current.kdf.salt
+                && h.check == current.check
+                && h.wrapped == current.wrapped
+        });
+        if same {
+            Ok(())
+        } else {
+            Err(ClientError::InvalidArgument(format!(
+                "{} changed since the profile was opened (another process changed it): \
+                 run the command again",
+                path.display()
+            )))
         }
     }
 
@@ -336,7 +559,7 @@ impl Profile {
         dir.as_ref().join(HEADER_FILE).is_file()
     }
 
-    fn from_master(dir: &Path, header: &Header, master: &Key<32>) -> Profile {
+    fn from_master(dir: &Path, header: &Header, master: Key<32>, kek: Option<Key<32>>) -> Profile {
         Profile {
             dir: dir.to_path_buf(),
             id: header.id.clone(),
@@ -346,7 +569,15 @@ impl Profile {
             state_key: master.derive(label::STATE),
             doc_key: master.derive(label::DOCUMENTS),
             server_key: master.derive(label::SERVER),
+            master,
+            kek: std::sync::Mutex::new(kek),
         }
+    }
+
+    /// The header's format tag (`sesame-profile/3` for profiles this build
+    /// creates).
+    pub fn format(&self) -> String {
+        self.header().format
     }
 
     /// The profile directory.
@@ -446,6 +677,13 @@ impl Profile {
             Some(_) => return Ok(StoreKind::Embedded),
             None => {}
         }
+        let kind = self.infer_store_kind()?;
+        self.write_header(kind)?;
+        Ok(kind)
+    }
+
+    /// Where a format-1 profile's indexes live, from the files present.
+    fn infer_store_kind(&self) -> Result<StoreKind> {
         let kind = if self.server_path().exists() {
             StoreKind::Server
         } else if self.store_path().exists() {
@@ -470,14 +708,16 @@ impl Profile {
             drop(EmbeddedBackend::open(&self.store_path(), true)?);
             StoreKind::Embedded
         };
-        self.write_header(kind)?;
         Ok(kind)
     }
 
-    /// Rewrites the header (format 2) saying where the indexes live.
+    /// Rewrites the header saying where the indexes live: a format-3
+    /// header re-seals the master key under the same passphrase, a format-1
+    /// or -2 header becomes format 2 with its key check re-sealed.
     fn write_header(&self, kind: StoreKind) -> Result<()> {
+        let _lock = ProfileLock::acquire(&self.dir.join(HEADER_LOCK), &self.dir)?;
         let mut header = self.header();
-        header.format = FORMAT.into();
+        self.check_header_unchanged(&header)?;
         header.store = Some(
             match kind {
                 StoreKind::Server => STORE_SERVER,
@@ -485,10 +725,22 @@ impl Profile {
             }
             .into(),
         );
-        let sealed = Aes256GcmSiv::new(&self.check_key)
-            .seal(&mut OsRng, &header.check_aad(), CHECK_TEXT)
-            .map_err(|_| ClientError::InvalidArgument("key check does not seal".into()))?;
-        header.check = hex::encode(sealed);
+        let kek = self
+            .kek
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(Key::clone_secret);
+        match kek {
+            Some(kek) => header.seal_master(&kek, &self.master)?,
+            None => {
+                header.format = FORMAT_V2.into();
+                let sealed = Aes256GcmSiv::new(&self.check_key)
+                    .seal(&mut OsRng, &header.check_aad(), CHECK_TEXT)
+                    .map_err(|_| ClientError::InvalidArgument("key check does not seal".into()))?;
+                header.check = Some(hex::encode(sealed));
+            }
+        }
         let json = serde_json::to_vec_pretty(&header)
             .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
         fsutil::write_atomic(&self.dir.join(HEADER_FILE), &json)?;
@@ -597,9 +849,11 @@ impl Profile {
 pub(crate) fn parse_header(bytes: &[u8]) {
     if let Ok(header) = serde_json::from_slice::<Header>(bytes) {
         let _ = hex::decode(&header.kdf.salt);
-        let _ = hex::decode(&header.check);
+        let _ = header.check.as_deref().map(hex::decode);
+        let _ = header.wrapped.as_deref().map(hex::decode);
         let _ = header.kdf.params().validate();
         let _ = header.check_aad();
+        let _ = header.wrap_aad();
     }
 }
 

@@ -496,3 +496,146 @@ fn tokenizer_cases() {
     assert_eq!(tokenize("R2-D2 v1.0 42 42"), ["r2", "d2", "v1", "0", "42"]);
     assert_eq!(tokenize("dup Dup DUP"), ["dup"]);
 }
+
+/// The profile's files but its header (and the header lock).
+fn all_but_the_header(dir: &Path) -> Snapshot {
+    let mut s = snapshot(dir);
+    s.0.retain(|p, _| {
+        let name = p.file_name().unwrap().to_string_lossy();
+        name != "profile.json" && name != "profile.lock"
+    });
+    s
+}
+
+/// One document added to a fresh profile of `format` (3, or 2 as earlier
+/// builds made them); returns the profile directory.
+fn profile_with_a_document(root: &Path, format: u8) -> PathBuf {
+    let dir = root.join("p");
+    let (a, _, _) = corpus(root);
+    let p = match format {
+        3 => create(&dir, "fast"),
+        _ => Profile::create_format2_for_tests(
+            &dir,
+            PASS,
+            "fast",
+            &Params::new(),
+            insecure::fast_kdf(),
+        )
+        .unwrap(),
+    };
+    assert_eq!(p.format(), format!("sesame-profile/{format}"));
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&a], &mut |_| {})
+        .unwrap();
+    dir
+}
+
+fn finds_the_fox(dir: &Path, pass: &str) {
+    let p = Profile::open(dir, pass).unwrap();
+    let mut s = p.session(DEFAULT_INDEX).unwrap();
+    assert_eq!(paths(&s.search("fox").unwrap()), ["a.txt"]);
+}
+
+/// A new profile's master key is random and sealed in the header; a
+/// passphrase change rewrites the header only, after which the old
+/// passphrase fails and the new one reads everything.
+#[test]
+fn the_passphrase_changes_and_nothing_else_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = profile_with_a_document(tmp.path(), 3);
+    let header = fs::read_to_string(dir.join("profile.json")).unwrap();
+    assert!(header.contains("\"wrapped\"") && !header.contains("\"check\""));
+    let before = all_but_the_header(&dir);
+    let p = Profile::open(&dir, PASS).unwrap();
+    assert!(matches!(
+        p.change_passphrase("", insecure::fast_kdf()),
+        Err(ClientError::InvalidArgument(_))
+    ));
+    p.change_passphrase("a new passphrase", insecure::fast_kdf())
+        .unwrap();
+    assert_eq!(all_but_the_header(&dir), before);
+    assert_ne!(
+        fs::read_to_string(dir.join("profile.json")).unwrap(),
+        header
+    );
+    assert!(matches!(
+        Profile::open(&dir, PASS),
+        Err(ClientError::WrongPassphrase)
+    ));
+    finds_the_fox(&dir, "a new passphrase");
+    // And back, from a profile opened with the new one.
+    Profile::open(&dir, "a new passphrase")
+        .unwrap()
+        .change_passphrase(PASS, insecure::fast_kdf())
+        .unwrap();
+    finds_the_fox(&dir, PASS);
+}
+
+/// A format-2 profile (master key = Argon2id output) opens as before; a
+/// passphrase change moves it to format 3 with the same master key, so its
+/// states and documents need no change.
+#[test]
+fn a_format2_profile_moves_to_format3_on_a_passphrase_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = profile_with_a_document(tmp.path(), 2);
+    finds_the_fox(&dir, PASS);
+    let before = all_but_the_header(&dir);
+    let p = Profile::open(&dir, PASS).unwrap();
+    assert_eq!(p.format(), "sesame-profile/2");
+    p.change_passphrase("moved", insecure::fast_kdf()).unwrap();
+    assert_eq!(all_but_the_header(&dir), before);
+    let moved = Profile::open(&dir, "moved").unwrap();
+    assert_eq!(moved.format(), "sesame-profile/3");
+    assert_eq!(moved.id(), p.id());
+    finds_the_fox(&dir, "moved");
+    assert!(matches!(
+        Profile::open(&dir, PASS),
+        Err(ClientError::WrongPassphrase)
+    ));
+}
+
+/// Every header field is bound to the sealed master key: a header whose
+/// store kind, salt or cost was edited does not open, and says the
+/// passphrase is wrong rather than opening the wrong way.
+#[test]
+fn an_edited_format3_header_does_not_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = profile_with_a_document(tmp.path(), 3);
+    let path = dir.join("profile.json");
+    let good = fs::read_to_string(&path).unwrap();
+    for (from, to) in [("\"embedded\"", "\"server\""), ("\"t\": 1", "\"t\": 2")] {
+        assert!(good.contains(from), "{from}");
+        fs::write(&path, good.replacen(from, to, 1)).unwrap();
+        assert!(
+            matches!(Profile::open(&dir, PASS), Err(ClientError::WrongPassphrase)),
+            "{from} -> {to}"
+        );
+    }
+    // A format-3 header with a key check instead of a wrapped key.
+    fs::write(&path, good.replacen("\"wrapped\"", "\"check\"", 1)).unwrap();
+    assert!(matches!(
+        Profile::open(&dir, PASS),
+        Err(ClientError::ProfileCorrupt { .. })
+    ));
+    fs::write(&path, &good).unwrap();
+    finds_the_fox(&dir, PASS);
+}
+
+/// A profile opened before another process changed the passphrase cannot
+/// write the old header back.
+#[test]
+fn a_stale_profile_cannot_undo_a_passphrase_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = profile_with_a_document(tmp.path(), 3);
+    let first = Profile::open(&dir, PASS).unwrap();
+    let second = Profile::open(&dir, PASS).unwrap();
+    second
+        .change_passphrase("second", insecure::fast_kdf())
+        .unwrap();
+    let err = first
+        .change_passphrase("first", insecure::fast_kdf())
+        .unwrap_err();
+    assert!(err.to_string().contains("run the command again"), "{err}");
+    finds_the_fox(&dir, "second");
+}
