@@ -50,6 +50,24 @@ pub enum ClientError {
         /// Its state file.
         path: PathBuf,
     },
+    /// A part of the profile (its directory, header, server binding or an
+    /// index state) can be reached by other users: refused, as ssh refuses
+    /// a private key others can read. Nothing was read beyond its mode.
+    #[error(
+        "{} can be read by other users (mode {mode:03o}): run `chmod {fix} {}` so that only \
+         you can",
+        path.display(),
+        path.display(),
+        fix = if *.dir { "700" } else { "600" }
+    )]
+    TooOpen {
+        /// The file or directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+        /// Whether it is a directory.
+        dir: bool,
+    },
     /// Another process is using the profile (it holds the profile lock).
     #[error(
         "the profile {} is in use by another Sesame process; run the command again when it \

@@ -63,6 +63,47 @@ fn private_options() -> OpenOptions {
     o
 }
 
+/// Refuses `path` when other users can reach it (any group or other
+/// permission bit), as ssh refuses a private key others can read. A path
+/// that does not exist passes (its absence is another check's business).
+/// Only on Unix; elsewhere nothing is checked.
+pub(crate) fn check_private(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        match fs::metadata(path) {
+            Ok(m) => {
+                let mode = m.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    return Err(ClientError::TooOpen {
+                        path: path.to_path_buf(),
+                        mode,
+                        dir: m.is_dir(),
+                    });
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ClientError::io("read", path, &e)),
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+/// Makes `dir` private to its owner (mode 0700). Only on Unix.
+pub(crate) fn make_private_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            .map_err(|e| ClientError::io("protect", dir, &e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
 /// Creates `dir` and its parents; the last component is private to its
 /// owner where it is new.
 pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {

@@ -386,6 +386,9 @@ impl Profile {
         };
 
         fsutil::create_private_dir(&dir.join(INDEX_DIR))?;
+        // The profile directory may have existed (made by the user with
+        // the default umask): it becomes private, as its parts are.
+        fsutil::make_private_dir(dir)?;
         let profile = Profile::from_master(dir, &header, master, kek);
         let state = IndexState::new(found.descriptor.name, params, client.save_state()?);
         profile.save_state(rng, DEFAULT_INDEX, &state)?;
@@ -415,6 +418,7 @@ impl Profile {
             }
             Err(e) => return Err(ClientError::io("read", &header_path, &e)),
         };
+        check_parts_private(dir)?;
         let damaged = |reason: String| ClientError::ProfileCorrupt {
             path: header_path.clone(),
             reason,
@@ -843,6 +847,27 @@ impl Profile {
         self.state_cipher()
             .save(rng, &self.state_path(index), index, state)
     }
+}
+
+/// Refuses a profile whose directory, header, server binding, index
+/// directory or index states other users can reach
+/// ([`ClientError::TooOpen`]); the embedded store inside the private
+/// directory is not checked on its own.
+fn check_parts_private(dir: &Path) -> Result<()> {
+    fsutil::check_private(dir)?;
+    fsutil::check_private(&dir.join(HEADER_FILE))?;
+    fsutil::check_private(&dir.join(SERVER_FILE))?;
+    let indexes = dir.join(INDEX_DIR);
+    fsutil::check_private(&indexes)?;
+    if let Ok(entries) = std::fs::read_dir(&indexes) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "state") {
+                fsutil::check_private(&path)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Parses a header as `Profile::open` does (for the fuzz targets).

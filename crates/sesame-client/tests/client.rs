@@ -639,3 +639,39 @@ fn a_stale_profile_cannot_undo_a_passphrase_change() {
     assert!(err.to_string().contains("run the command again"), "{err}");
     finds_the_fox(&dir, "second");
 }
+
+/// Like ssh with a private key, a profile whose directory, header or
+/// index state other users can reach is refused before the passphrase is
+/// used, with the command that fixes it; `create` makes an existing
+/// directory private.
+#[cfg(unix)]
+#[test]
+fn a_profile_others_can_reach_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    create(&dir, "pibas");
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let state = dir.join("indexes/default.state");
+    for (path, open, fix) in [
+        (dir.join("profile.json"), 0o644, "chmod 600"),
+        (state.clone(), 0o640, "chmod 600"),
+        (dir.clone(), 0o755, "chmod 700"),
+        (dir.join("indexes"), 0o711, "chmod 700"),
+    ] {
+        let private = mode(&path);
+        fs::set_permissions(&path, fs::Permissions::from_mode(open)).unwrap();
+        let err = Profile::open(&dir, PASS).unwrap_err();
+        assert!(matches!(err, ClientError::TooOpen { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains(fix) && text.contains(&format!("{open:03o}")),
+            "{text}"
+        );
+        fs::set_permissions(&path, fs::Permissions::from_mode(private)).unwrap();
+        Profile::open(&dir, PASS).unwrap();
+    }
+}
