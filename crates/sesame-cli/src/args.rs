@@ -126,9 +126,16 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     pub insecure_plaintext: bool,
 
-    /// Address of the admin port: Prometheus metrics at /metrics.
+    /// Address of the admin port: Prometheus metrics at /metrics. Off by
+    /// default; an address that is not loopback needs --admin-token-file.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<String>,
+
+    /// File holding the admin port's bearer token (16 characters or more;
+    /// the file must be private to its owner, mode 600): requests without
+    /// `Authorization: Bearer TOKEN` get 401.
+    #[arg(long, value_name = "FILE", requires = "admin")]
+    pub admin_token_file: Option<std::path::PathBuf>,
 
     /// Largest request or response, in bytes.
     #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]

@@ -18,6 +18,33 @@ fn address(flag: &str, text: &str) -> Result<SocketAddr, CliError> {
         .ok_or_else(|| CliError::Usage(format!("{flag} {text:?} is not an address (HOST:PORT)")))
 }
 
+/// Refuses a file whose permission bits give other users any of `bits`
+/// (ssh's rule for private keys).
+fn refuse_open(path: &Path, bits: u32, what: &str) -> Result<(), CliError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(path) {
+            let mode = m.permissions().mode() & 0o777;
+            if mode & bits != 0 {
+                return Err(CliError::Usage(format!(
+                    "{what} {} is {} other users (mode {mode:03o}): run `chmod 600 {}`",
+                    path.display(),
+                    if bits & 0o044 != 0 {
+                        "readable by"
+                    } else {
+                        "writable by"
+                    },
+                    path.display()
+                )));
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, bits, what);
+    Ok(())
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, CliError> {
     std::fs::read(path).map_err(|e| {
         CliError::Other(format!(
@@ -50,6 +77,19 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut config = ServerConfig::new(listen);
     config.insecure_plaintext = args.insecure_plaintext;
     config.admin = admin;
+    if let Some(path) = &args.admin_token_file {
+        refuse_open(path, 0o077, "the admin token file")?;
+        let text = String::from_utf8(read(path)?).map_err(|_| {
+            CliError::Usage(format!(
+                "admin token file {}: not UTF-8 text",
+                path.display()
+            ))
+        })?;
+        config.admin_token =
+            Some(sesame_server::metrics::AdminToken::new(&text).map_err(|m| {
+                CliError::Usage(format!("admin token file {}: {m}", path.display()))
+            })?);
+    }
     config.max_message_bytes = args.max_message;
     config.request_timeout = Duration::from_secs(args.request_timeout);
     config.connections = ConnectionLimits {
@@ -64,6 +104,7 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
         ..Limits::default()
     };
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        refuse_open(key, 0o077, "the TLS private key")?;
         config.tls = Some(TlsFiles {
             cert_pem: read(cert)?,
             key_pem: read(key)?,
@@ -72,6 +113,8 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut one_time = None;
     config.tokens = match &args.tokens {
         Some(path) => {
+            // Hashes only, but whoever can write it can add a tenant.
+            refuse_open(path, 0o022, "the tokens file")?;
             let text = String::from_utf8(read(path)?).map_err(|_| {
                 CliError::Other(format!("tokens file {}: not UTF-8 text", path.display()))
             })?;
@@ -91,7 +134,8 @@ pub fn serve(args: ServeArgs) -> Result<(), CliError> {
     config.check().map_err(server_error)?;
     if admin.is_some_and(|a| !a.ip().is_loopback()) {
         eprintln!(
-            "warning: the admin port (metrics, plain HTTP) listens on a non-loopback address"
+            "warning: the admin port (metrics, plain HTTP, token-protected) listens on a \
+             non-loopback address"
         );
     }
     let store = sesame_store::open_store(&args.store)

@@ -572,3 +572,75 @@ fn client_killed_during_an_add_reuses_no_label_and_the_rerun_completes() {
         "every pair stored once, no label written twice"
     );
 }
+
+/// `sesame serve` refuses, in one line and before it opens the store, a
+/// TLS key or an admin token file other users can read, a tokens file
+/// they can write, a short admin token, and an admin port off loopback
+/// without a token.
+#[cfg(unix)]
+#[test]
+fn serve_refuses_open_secrets_and_an_unprotected_admin_port() {
+    use std::os::unix::fs::PermissionsExt;
+    let site = Site::new();
+    let chmod = |p: &str, mode: u32| {
+        std::fs::set_permissions(site.path(p), std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    std::fs::write(site.path("admin.token"), "a-long-enough-admin-token\n").unwrap();
+    chmod("admin.token", 0o600);
+    std::fs::write(site.path("short.token"), "short\n").unwrap();
+    chmod("short.token", 0o600);
+    let serve = |extra: &[&str]| {
+        let mut args = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--tls-cert",
+            "certs/server.pem",
+            "--tls-key",
+            "certs/server.key",
+            "--tokens",
+            "tokens.txt",
+        ];
+        args.extend_from_slice(extra);
+        site.run(&args)
+    };
+    let refused = |out: Output, needle: &str| {
+        let text = String::from_utf8(out.stderr).unwrap();
+        let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error: ")).collect();
+        assert_eq!(errors.len(), 1, "{text}");
+        assert!(errors[0].contains(needle), "{text} lacks {needle}");
+        assert!(!out.status.success());
+    };
+    chmod("certs/server.key", 0o644);
+    refused(serve(&[]), "the TLS private key");
+    chmod("certs/server.key", 0o600);
+    chmod("tokens.txt", 0o666);
+    refused(serve(&[]), "the tokens file");
+    chmod("tokens.txt", 0o644);
+    chmod("admin.token", 0o640);
+    refused(
+        serve(&[
+            "--admin",
+            "127.0.0.1:0",
+            "--admin-token-file",
+            "admin.token",
+        ]),
+        "the admin token file",
+    );
+    chmod("admin.token", 0o600);
+    refused(
+        serve(&[
+            "--admin",
+            "127.0.0.1:0",
+            "--admin-token-file",
+            "short.token",
+        ]),
+        "at least 16 characters",
+    );
+    refused(
+        serve(&["--admin", "0.0.0.0:0"]),
+        "not on a loopback address",
+    );
+}

@@ -297,11 +297,48 @@ impl Metrics {
     }
 }
 
+/// The bearer token of the admin port, kept as its SHA-256 digest and
+/// compared in constant time.
+#[derive(Clone)]
+pub struct AdminToken {
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken([redacted])")
+    }
+}
+
+impl AdminToken {
+    /// The token `text` (surrounding whitespace removed); refused when
+    /// shorter than 16 characters.
+    pub fn new(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.len() < 16 {
+            return Err("the admin token must be at least 16 characters".into());
+        }
+        Ok(AdminToken {
+            digest: sesame_crypto::hash::sha256(text.as_bytes()),
+        })
+    }
+
+    /// Whether `presented` is the token (constant time in its content).
+    pub fn matches(&self, presented: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        let d = sesame_crypto::hash::sha256(presented.trim().as_bytes());
+        d.ct_eq(&self.digest).into()
+    }
+}
+
 /// Serves `GET /metrics` (and `GET /healthz`) over plain HTTP/1.1 on
-/// `listener` until `stop` resolves. One request per connection.
+/// `listener` until `stop` resolves. One request per connection. With a
+/// `token`, a request without `Authorization: Bearer TOKEN` is answered
+/// 401 and nothing else.
 pub async fn serve_admin(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
+    token: Option<AdminToken>,
     stop: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(stop);
@@ -311,15 +348,42 @@ pub async fn serve_admin(
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let metrics = metrics.clone();
+                let token = token.clone();
                 tokio::spawn(async move {
-                    let _ = tokio::time::timeout(Duration::from_secs(5), answer(stream, &metrics)).await;
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        answer(stream, &metrics, token.as_ref()),
+                    )
+                    .await;
                 });
             }
         }
     }
 }
 
-async fn answer(mut stream: tokio::net::TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+/// Whether the request head carries `Authorization: Bearer T` with the
+/// token.
+fn authorized(head: &[u8], token: &AdminToken) -> bool {
+    String::from_utf8_lossy(head)
+        .split("\r\n")
+        .skip(1)
+        .any(|line| {
+            let Some((name, value)) = line.split_once(':') else {
+                return false;
+            };
+            let value = value.trim();
+            name.trim().eq_ignore_ascii_case("authorization")
+                && value.len() > 7
+                && value[..7].eq_ignore_ascii_case("bearer ")
+                && token.matches(&value[7..])
+        })
+}
+
+async fn answer(
+    mut stream: tokio::net::TcpStream,
+    metrics: &Metrics,
+    token: Option<&AdminToken>,
+) -> std::io::Result<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
@@ -333,7 +397,13 @@ async fn answer(mut stream: tokio::net::TcpStream, metrics: &Metrics) -> std::io
     let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split(' ');
+    let allowed = token.is_none_or(|t| authorized(&head, t));
     let (status, kind, body) = match (parts.next(), parts.next()) {
+        _ if !allowed => (
+            "401 Unauthorized\r\nWWW-Authenticate: Bearer",
+            "text/plain",
+            "unauthorized: send Authorization: Bearer TOKEN\n".to_owned(),
+        ),
         (Some("GET"), Some("/metrics")) => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",

@@ -16,7 +16,7 @@ use crate::accept::{spawn_accept_loop, tls_acceptor, ConnectionLimits};
 
 use crate::engine::{Engine, Limits};
 use crate::error::ServerError;
-use crate::metrics::{serve_admin, Metrics};
+use crate::metrics::{serve_admin, AdminToken, Metrics};
 use crate::service::{InFlight, SesameService, Shared};
 use crate::tokens::Tokens;
 use crate::watched::{shutdown_line, Watched};
@@ -49,6 +49,10 @@ pub struct ServerConfig {
     pub tokens: Tokens,
     /// Address of the admin port (Prometheus metrics), if any.
     pub admin: Option<SocketAddr>,
+    /// Bearer token the admin port requires (`Authorization: Bearer
+    /// TOKEN`); required when the admin port is not on a loopback
+    /// address.
+    pub admin_token: Option<AdminToken>,
     /// Limits of requests.
     pub limits: Limits,
     /// Longest a request may run (clients may ask for less); an upload's
@@ -78,6 +82,7 @@ impl ServerConfig {
             insecure_plaintext: false,
             tokens: Tokens::new(),
             admin: None,
+            admin_token: None,
             limits: Limits::default(),
             request_timeout: Duration::from_secs(60),
             max_message_bytes: DEFAULT_MAX_MESSAGE,
@@ -117,6 +122,14 @@ impl ServerConfig {
             return Err(ServerError::Config(
                 "no tenant can connect: the tokens are empty".into(),
             ));
+        }
+        if let Some(admin) = self.admin {
+            if !admin.ip().is_loopback() && self.admin_token.is_none() {
+                return Err(ServerError::Config(format!(
+                    "the admin port on {admin} is not on a loopback address: protect it with \
+                     --admin-token-file FILE (a bearer token), or bind it to 127.0.0.1"
+                )));
+            }
         }
         if self.max_message_bytes < 1024
             || self.request_timeout.is_zero()
@@ -248,7 +261,8 @@ pub async fn run(
     let admin_task = admin.as_ref().map(|(_, a)| *a);
     if let Some((listener, _)) = admin {
         let m = metrics.clone();
-        tokio::spawn(serve_admin(listener, m, async move {
+        let token = config.admin_token.clone();
+        tokio::spawn(serve_admin(listener, m, token, async move {
             let _ = admin_stop_rx.await;
         }));
     }

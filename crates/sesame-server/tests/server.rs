@@ -1054,3 +1054,55 @@ fn the_connection_limit_and_the_idle_deadline_hold() {
         .or_else(|_| conn.block_on(c.list_indexes()))
         .unwrap();
 }
+
+/// With a bearer token, the admin port answers 401 to a request without
+/// it or with another, and serves the metrics with it; off loopback, an
+/// admin port without a token is refused at configuration.
+#[test]
+fn the_admin_port_can_require_a_bearer_token() {
+    use sesame_server::metrics::AdminToken;
+    use std::io::{Read, Write};
+    let f = start_with(Arc::new(MemoryStore::new()), |c| {
+        c.admin_token = Some(AdminToken::new("an-admin-token-of-some-length").unwrap());
+    });
+    let admin = f.server.bound().admin.unwrap();
+    let get = |auth: Option<&str>| {
+        let mut s = std::net::TcpStream::connect(admin).unwrap();
+        let mut req = "GET /metrics HTTP/1.1\r\nHost: x\r\n".to_owned();
+        if let Some(a) = auth {
+            req.push_str(&format!("Authorization: {a}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    for auth in [
+        None,
+        Some("Bearer wrong-token-of-some-length"),
+        Some("Basic abc"),
+    ] {
+        let text = get(auth);
+        assert!(
+            text.starts_with("HTTP/1.1 401 Unauthorized"),
+            "{auth:?}: {text}"
+        );
+        assert!(!text.contains("sesame_requests_total"), "{text}");
+    }
+    let text = get(Some("bearer an-admin-token-of-some-length"));
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(text.contains("sesame_uptime_seconds"), "{text}");
+    assert!(AdminToken::new("too short").is_err());
+
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.insecure_plaintext = true;
+    config.tokens = Tokens::new()
+        .with("t", &Tokens::generate(&mut OsRng))
+        .unwrap();
+    config.admin = Some("0.0.0.0:9100".parse().unwrap());
+    let err = config.check().unwrap_err().to_string();
+    assert!(err.contains("not on a loopback address"), "{err}");
+    config.admin_token = Some(AdminToken::new("an-admin-token-of-some-length").unwrap());
+    config.check().unwrap();
+}
