@@ -73,6 +73,22 @@ pub enum Command {
     },
     /// List the documents of the index.
     List,
+    /// Back the profile up into DIR (a new directory): a consistent copy of
+    /// its files (already encrypted) with a manifest authenticated under
+    /// the profile's key. Refused while another command uses the profile.
+    Backup {
+        /// Where the backup goes (new or empty).
+        #[arg(value_name = "DIR")]
+        out: std::path::PathBuf,
+    },
+    /// Restore a backup into the profile directory (`--dir`, which must be
+    /// new or empty): the backup is checked whole before anything is
+    /// written, then opened with the passphrase.
+    Restore {
+        /// The backup directory.
+        #[arg(value_name = "BACKUP")]
+        backup: std::path::PathBuf,
+    },
     /// Change the profile's passphrase: asks for the current one, then the
     /// new one twice (or reads `SESAME_NEW_PASSPHRASE`). Only the profile
     /// header is rewritten, in one atomic step: the keys, the index and the

@@ -110,6 +110,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
         Command::Passwd => passwd(&dir),
+        Command::Backup { out } => backup(&dir, &out),
+        Command::Restore { backup } => restore(&dir, &backup),
         Command::Schemes { long } => {
             let all = schemes::all();
             let text = if long {
@@ -247,6 +249,49 @@ fn server_binding(args: &InitArgs) -> Result<Option<ServerBinding>, CliError> {
         ))
     })?;
     Ok(Some(binding))
+}
+
+/// `sesame backup DIR`.
+fn backup(dir: &std::path::Path, out: &std::path::Path) -> Result<(), CliError> {
+    if !Profile::exists(dir) {
+        return Err(ClientError::NoProfile(dir.to_path_buf()).into());
+    }
+    let pass = passphrase::passphrase(false)?;
+    let profile = Profile::open(dir, &pass)?;
+    let report = profile.backup(out)?;
+    write_stdout(
+        format!(
+            "backed up {} files ({} bytes) of {} into {}; restore with `sesame --dir NEW restore {}`\n",
+            report.files,
+            report.bytes,
+            dir.display(),
+            out.display(),
+            out.display()
+        )
+        .as_bytes(),
+    )
+}
+
+/// `sesame --dir NEW restore BACKUP`.
+fn restore(dir: &std::path::Path, backup: &std::path::Path) -> Result<(), CliError> {
+    if !backup.join(sesame_client::MANIFEST).is_file() {
+        return Err(CliError::Usage(format!(
+            "{} is not a Sesame backup (no {})",
+            backup.display(),
+            sesame_client::MANIFEST
+        )));
+    }
+    let pass = passphrase::passphrase(false)?;
+    let profile = sesame_client::restore(backup, dir, &pass)?;
+    let documents = profile.session(DEFAULT_INDEX)?.documents().len();
+    write_stdout(
+        format!(
+            "restored {} into {} ({documents} documents in the default index)\n",
+            backup.display(),
+            dir.display()
+        )
+        .as_bytes(),
+    )
 }
 
 /// `sesame passwd`: the current passphrase opens the profile, the new one

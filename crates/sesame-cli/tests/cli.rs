@@ -601,3 +601,31 @@ fn passwd_killed_at_any_point_leaves_one_passphrase_working() {
     }
     eprintln!("passwd kills: {old_kept} kept the old passphrase, {new_took} took the new");
 }
+
+/// `sesame backup` then `sesame --dir new restore`: the restored profile
+/// lists and finds what the original did; a non-backup and a non-empty
+/// target are one line each.
+#[test]
+fn backup_and_restore() {
+    let env = Env::new();
+    env.init("fast");
+    env.ok(&["add", "docs"]);
+    let out = env.ok(&["backup", "bk"]);
+    assert!(out.contains("backed up"), "{out}");
+    let restored = env.ok(&["--dir", "again", "restore", "bk"]);
+    assert!(restored.contains("3 documents"), "{restored}");
+    for args in [
+        &["--dir", "again", "list"][..],
+        &["--dir", "again", "search", "fox"],
+    ] {
+        let a = env.ok(args);
+        let b = env.ok(&args[2..]);
+        assert_eq!(a.lines().count(), b.lines().count(), "{args:?}");
+    }
+    one_error(
+        &env.run(&["--dir", "x", "restore", "docs"]),
+        "is not a Sesame backup",
+    );
+    one_error(&env.run(&["--dir", "again", "restore", "bk"]), "not empty");
+    one_error(&env.run(&["backup", "bk"]), "not empty");
+}

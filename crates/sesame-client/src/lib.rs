@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod backend;
+mod backup;
 mod collect;
 pub mod doc_service;
 mod documents;
@@ -18,6 +19,7 @@ mod state;
 pub mod tokenize;
 
 pub use backend::{Backend, EmbeddedBackend, SetupChannel};
+pub use backup::{restore, BackupReport, MANIFEST};
 pub use collect::MAX_DOCUMENT;
 pub use doc_service::DocId;
 pub use error::{ClientError, Result};

@@ -86,6 +86,7 @@ const CHECK_TEXT: &[u8] = b"sesame profile key check v1";
 mod label {
     pub const CHECK: &str = "sesame-client/v1/key-check";
     pub const WRAP: &str = "sesame-client/v3/wrap";
+    pub const BACKUP: &str = "sesame-client/v1/backup";
     pub const STATE: &str = "sesame-client/v1/state";
     pub const DOCUMENTS: &str = "sesame-client/v1/documents";
     pub const SERVER: &str = "sesame-client/v1/server-token";
@@ -509,7 +510,7 @@ impl Profile {
             ));
         }
         kdf.validate()?;
-        let _lock = ProfileLock::acquire(&self.dir.join(HEADER_LOCK), &self.dir)?;
+        let _lock = self.header_lock()?;
         let current = self.header();
         self.check_header_unchanged(&current)?;
         let store = match current.store.as_deref() {
@@ -719,7 +720,7 @@ impl Profile {
     /// header re-seals the master key under the same passphrase, a format-1
     /// or -2 header becomes format 2 with its key check re-sealed.
     fn write_header(&self, kind: StoreKind) -> Result<()> {
-        let _lock = ProfileLock::acquire(&self.dir.join(HEADER_LOCK), &self.dir)?;
+        let _lock = self.header_lock()?;
         let mut header = self.header();
         self.check_header_unchanged(&header)?;
         header.store = Some(
@@ -796,6 +797,17 @@ impl Profile {
         let lock = self.lock(index)?;
         let state = self.load_state(index)?;
         Session::new(self, index, state, backend, lock)
+    }
+
+    /// The header lock, held while the header is rewritten or the profile
+    /// is backed up.
+    pub(crate) fn header_lock(&self) -> Result<ProfileLock> {
+        ProfileLock::acquire(&self.dir.join(HEADER_LOCK), &self.dir)
+    }
+
+    /// The key of backup manifests' authentication tags.
+    pub(crate) fn backup_key(&self) -> Key<32> {
+        self.master.derive(label::BACKUP)
     }
 
     /// The lock of `index` (see [`crate::lock`]).

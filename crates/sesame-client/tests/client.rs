@@ -675,3 +675,141 @@ fn a_profile_others_can_reach_is_refused() {
         Profile::open(&dir, PASS).unwrap();
     }
 }
+
+/// A profile with the corpus added (embedded, FAST); its directory.
+fn profile_with_the_corpus(root: &Path) -> PathBuf {
+    let dir = root.join("p");
+    let (a, b, notes) = corpus(root);
+    let p = create(&dir, "fast");
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&a, &b, &notes], &mut |_| {})
+        .unwrap();
+    dir
+}
+
+/// What a profile answers: its documents and a few searches.
+fn answers(dir: &Path, pass: &str) -> Vec<Vec<String>> {
+    let p = Profile::open(dir, pass).unwrap();
+    let mut s = p.session(DEFAULT_INDEX).unwrap();
+    let mut out = vec![paths(&s.documents())];
+    for q in ["fox", "dog", "école", "absent"] {
+        out.push(paths(&s.search(q).unwrap()));
+    }
+    out
+}
+
+/// A backup restored into a new directory answers every search as the
+/// profile did, passes `check`, and the profile itself is untouched.
+#[test]
+fn a_restored_backup_answers_as_the_profile_did() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = profile_with_the_corpus(tmp.path());
+    let want = answers(&dir, PASS);
+    assert_eq!(want[0].len(), 4);
+    let before = snapshot(&dir);
+    let report = Profile::open(&dir, PASS)
+        .unwrap()
+        .backup(&tmp.path().join("b"))
+        .unwrap();
+    assert!(report.files >= 3 && report.bytes > 0, "{report:?}");
+    let mut after = snapshot(&dir);
+    after.0.retain(|p, _| !p.ends_with("profile.lock"));
+    assert_eq!(after, before);
+    let restored =
+        sesame_client::restore(&tmp.path().join("b"), &tmp.path().join("r"), PASS).unwrap();
+    let mut s = restored.session(DEFAULT_INDEX).unwrap();
+    let check = s.check(&mut |_| {}).unwrap();
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    assert_eq!(check.verified, 4);
+    drop(s);
+    assert_eq!(answers(&tmp.path().join("r"), PASS), want);
+    // A second backup into a directory that is not empty is refused.
+    let err = Profile::open(&dir, PASS)
+        .unwrap()
+        .backup(&tmp.path().join("b"))
+        .unwrap_err();
+    assert!(err.to_string().contains("not empty"), "{err}");
+}
+
+/// A damaged, altered, incomplete or padded backup is refused before
+/// anything is written, naming what is wrong; a wrong passphrase too.
+#[cfg(unix)]
+#[test]
+fn a_damaged_backup_is_refused_and_nothing_is_restored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = profile_with_the_corpus(tmp.path());
+    let good = tmp.path().join("b");
+    Profile::open(&dir, PASS).unwrap().backup(&good).unwrap();
+    let copy = |name: &str| {
+        let to = tmp.path().join(name);
+        fs::create_dir(&to).unwrap();
+        for (p, bytes) in snapshot(&good).0 {
+            let rel = p.strip_prefix(&good).unwrap();
+            fs::create_dir_all(to.join(rel).parent().unwrap()).unwrap();
+            fs::write(to.join(rel), bytes).unwrap();
+        }
+        use std::os::unix::fs::PermissionsExt;
+        for d in [to.clone(), to.join("indexes")] {
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        for (p, _) in snapshot(&to).0 {
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        to
+    };
+    let refused = |backup: &Path, needle: &str, pass: &str| {
+        let dest = tmp.path().join("dest");
+        let err = sesame_client::restore(backup, &dest, pass).unwrap_err();
+        assert!(err.to_string().contains(needle), "{needle}: {err}");
+        assert!(!dest.exists(), "{needle}: something was restored");
+    };
+    let flipped = copy("flipped");
+    let state = flipped.join("indexes/default.state");
+    let mut bytes = fs::read(&state).unwrap();
+    bytes[40] ^= 1;
+    fs::write(&state, bytes).unwrap();
+    refused(&flipped, "default.state", PASS);
+
+    let altered = copy("altered");
+    let manifest = altered.join("backup.json");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let edited = text.replacen("\"size\": ", "\"size\": 1", 1);
+    assert_ne!(edited, text);
+    fs::write(&manifest, edited).unwrap();
+    refused(&altered, "authentication tag", PASS);
+
+    let incomplete = copy("incomplete");
+    fs::remove_file(incomplete.join("backup.json")).unwrap();
+    refused(&incomplete, "not a complete Sesame backup", PASS);
+
+    let padded = copy("padded");
+    fs::write(padded.join("indexes/extra.state"), b"x").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(
+        padded.join("indexes/extra.state"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    refused(&padded, "files not in the manifest", PASS);
+
+    let err = sesame_client::restore(&good, &tmp.path().join("dest"), "wrong").unwrap_err();
+    assert!(matches!(err, ClientError::WrongPassphrase), "{err:?}");
+    // The good one restores.
+    sesame_client::restore(&good, &tmp.path().join("dest"), PASS).unwrap();
+}
+
+/// A backup waits for no one: while a session holds an index it is
+/// refused (run it again afterwards), and nothing is created.
+#[test]
+fn a_backup_during_a_session_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = profile_with_the_corpus(tmp.path());
+    let p = Profile::open(&dir, PASS).unwrap();
+    let session = p.session(DEFAULT_INDEX).unwrap();
+    let err = p.backup(&tmp.path().join("b")).unwrap_err();
+    assert!(matches!(err, ClientError::ProfileBusy(_)), "{err:?}");
+    assert!(!tmp.path().join("b").exists());
+    drop(session);
+    p.backup(&tmp.path().join("b")).unwrap();
+}
