@@ -3,6 +3,8 @@
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres_store;
+#[cfg(feature = "postgres")]
+mod postgres_tls;
 mod probe;
 mod redb_error;
 mod redb_store;

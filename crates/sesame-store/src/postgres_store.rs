@@ -54,11 +54,16 @@ const INIT_LOCK: i64 = 0x5345_5341_4d45_0001;
 /// tried once more on a fresh one (a write's error goes to the caller: its
 /// commit may or may not have happened).
 ///
-/// Connections are made without TLS: reach the database over a Unix socket
-/// or loopback, or through a tunnel. (What the store holds is encrypted by
-/// the clients, but the database password is not.)
+/// TLS: with `sslmode=require` in the spec, every connection uses TLS
+/// (rustls) and verifies the server's certificate and name, against the CA
+/// file `sslrootcert=PATH` or else the public web roots (libpq's
+/// `verify-full`). A TCP host that is not on this machine is refused
+/// without TLS unless the spec says `sslmode=disable` (the clients encrypt
+/// what the store holds, but not the database password or the access
+/// pattern); Unix sockets and loopback need no TLS.
 pub struct PostgresStore {
     config: postgres::Config,
+    tls: Option<crate::postgres_tls::RustlsConnect>,
     namespace: String,
     table: String,
     label: String,
@@ -91,19 +96,53 @@ impl fmt::Debug for PostgresStore {
     }
 }
 
+/// What a spec asks beyond the driver's parameters.
+struct SpecExtras {
+    /// The driver's URL, without `namespace=` and `sslrootcert=`.
+    url: String,
+    namespace: String,
+    /// `sslrootcert=PATH`, if given.
+    ca_file: Option<String>,
+    /// The `sslmode=` value as written, if given.
+    ssl_mode: Option<String>,
+}
+
 /// Splits `namespace=NAME` off the query of a `postgres://` URL.
+#[cfg(test)]
 fn split_namespace(spec: &str) -> Result<(String, String)> {
+    split_spec(spec).map(|s| (s.url, s.namespace))
+}
+
+/// Splits `namespace=NAME` and `sslrootcert=PATH` off the query of a
+/// `postgres://` URL, and notes `sslmode`.
+fn split_spec(spec: &str) -> Result<SpecExtras> {
     let (base, query) = match spec.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (spec, None),
     };
     let mut namespace = None;
+    let mut ca_file = None;
+    let mut ssl_mode = None;
     let mut rest = Vec::new();
     for part in query.into_iter().flat_map(|q| q.split('&')) {
-        match part.strip_prefix("namespace=") {
-            Some(ns) => namespace = Some(ns.to_owned()),
-            None if part.is_empty() => {}
-            None => rest.push(part),
+        if let Some(ns) = part.strip_prefix("namespace=") {
+            namespace = Some(ns.to_owned());
+        } else if let Some(path) = part.strip_prefix("sslrootcert=") {
+            ca_file = Some(path.to_owned());
+        } else if !part.is_empty() {
+            match part.strip_prefix("sslmode=") {
+                // libpq's names for what `require` does here: the
+                // certificate and the name are always verified.
+                Some("verify-full" | "verify-ca") => {
+                    ssl_mode = Some("require".to_owned());
+                    rest.push("sslmode=require");
+                }
+                Some(mode) => {
+                    ssl_mode = Some(mode.to_owned());
+                    rest.push(part);
+                }
+                None => rest.push(part),
+            }
         }
     }
     let url = if rest.is_empty() {
@@ -113,7 +152,66 @@ fn split_namespace(spec: &str) -> Result<(String, String)> {
     };
     let namespace = namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
     check_namespace(&namespace)?;
-    Ok((url, namespace))
+    Ok(SpecExtras {
+        url,
+        namespace,
+        ca_file,
+        ssl_mode,
+    })
+}
+
+/// The TLS connector a spec asks for: `sslmode=require` gives one
+/// (trusting `sslrootcert` or the public roots); no TLS is refused for a
+/// TCP host off this machine unless `sslmode=disable` says so.
+fn choose_tls(
+    ssl_mode: Option<&str>,
+    ca_file: Option<&str>,
+    config: &postgres::Config,
+) -> Result<Option<crate::postgres_tls::RustlsConnect>> {
+    let tls = match (ssl_mode, ca_file) {
+        (Some("require"), _) => {
+            let ca = ca_file
+                .map(|path| {
+                    std::fs::read(path)
+                        .map_err(|e| Error::InvalidArgument(format!("sslrootcert {path}: {e}")))
+                })
+                .transpose()?;
+            Some(crate::postgres_tls::RustlsConnect::new(ca.as_deref())?)
+        }
+        (_, Some(_)) => {
+            return Err(Error::InvalidArgument(
+                "sslrootcert is given without sslmode=require".into(),
+            ))
+        }
+        _ => None,
+    };
+    if tls.is_none() && ssl_mode != Some("disable") {
+        let remote: Vec<&str> = config
+            .get_hosts()
+            .iter()
+            .filter_map(|h| match h {
+                postgres::config::Host::Tcp(name) if !is_local(name) => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        if !remote.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "PostgreSQL store on {}: a connection off this machine must use TLS: add \
+                 sslmode=require (and sslrootcert=CA.pem for a private CA), or \
+                 sslmode=disable to send it in the clear deliberately",
+                remote.join(",")
+            )));
+        }
+    }
+    Ok(tls)
+}
+
+/// Whether a TCP host name or address is this machine.
+fn is_local(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Namespaces name a table: 1 to 40 characters of `a-z`, `0-9` and `_`.
@@ -217,10 +315,16 @@ impl PostgresStore {
     /// untouched; a database that cannot be reached gives
     /// [`Error::StoreIo`].
     pub fn open(spec: &str) -> Result<Self> {
-        let (url, namespace) = split_namespace(spec)?;
+        let SpecExtras {
+            url,
+            namespace,
+            ca_file,
+            ssl_mode,
+        } = split_spec(spec)?;
         let mut config = postgres::Config::from_str(&url).map_err(|e| {
             Error::InvalidArgument(format!("PostgreSQL store URL is not understood: {e}"))
         })?;
+        let tls = choose_tls(ssl_mode.as_deref(), ca_file.as_deref(), &config)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
@@ -231,6 +335,7 @@ impl PostgresStore {
         let table = format!("sesame_kv_{namespace}");
         let store = PostgresStore {
             config,
+            tls,
             namespace,
             table,
             label,
@@ -262,9 +367,11 @@ impl PostgresStore {
     }
 
     fn connect_raw(&self) -> Result<Client> {
-        self.config
-            .connect(NoTls)
-            .map_err(|e| from_pg(&self.label, &e))
+        match &self.tls {
+            Some(tls) => self.config.connect(tls.clone()),
+            None => self.config.connect(NoTls),
+        }
+        .map_err(|e| from_pg(&self.label, &e))
     }
 
     /// Creates the marker table, and the namespace's table and marker if
@@ -619,6 +726,63 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    /// Which specs get TLS, and which are refused before any connection.
+    #[test]
+    fn tls_is_required_off_this_machine() {
+        let tls = |spec: &str| {
+            let extras = split_spec(spec).unwrap();
+            let config = postgres::Config::from_str(&extras.url).unwrap();
+            choose_tls(
+                extras.ssl_mode.as_deref(),
+                extras.ca_file.as_deref(),
+                &config,
+            )
+            .map(|t| t.is_some())
+        };
+        for local in [
+            "postgres://u@localhost/db",
+            "postgres://u@127.0.0.1:5432/db",
+            "postgres://u@[::1]/db",
+            "postgres://u@%2Frun%2Fpostgresql/db",
+        ] {
+            assert!(!tls(local).unwrap(), "{local}");
+        }
+        let err = tls("postgres://u@db.example.com/db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("must use TLS") && err.contains("db.example.com"),
+            "{err}"
+        );
+        assert!(!tls("postgres://u@db.example.com/db?sslmode=disable").unwrap());
+        assert!(tls("postgres://u@db.example.com/db?sslmode=require").unwrap());
+        // libpq's names for full verification mean the same here.
+        let extras = split_spec("postgres://u@h/db?sslmode=verify-full").unwrap();
+        assert_eq!(extras.url, "postgres://u@h/db?sslmode=require");
+        assert!(tls("postgres://u@h/db?sslmode=verify-full").unwrap());
+        // A CA file: read, and only with TLS.
+        let err = tls("postgres://u@h/db?sslmode=require&sslrootcert=/no/such/ca.pem")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/no/such/ca.pem"), "{err}");
+        let err = tls("postgres://u@h/db?sslrootcert=/tmp/ca.pem")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("without sslmode=require"), "{err}");
+        let dir = std::env::temp_dir().join(format!("sesame-pg-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let not_pem = dir.join("ca.pem");
+        std::fs::write(&not_pem, "not a certificate").unwrap();
+        let err = tls(&format!(
+            "postgres://u@h/db?sslmode=require&sslrootcert={}",
+            not_pem.display()
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("no certificate"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

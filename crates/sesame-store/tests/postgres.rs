@@ -22,6 +22,13 @@ fn url() -> Option<String> {
     url
 }
 
+/// `SESAME_TEST_POSTGRES` without the note.
+fn url_quiet() -> Option<String> {
+    std::env::var("SESAME_TEST_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
 fn spec(url: &str, ns: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     format!("{url}{sep}namespace={ns}")
@@ -145,4 +152,77 @@ fn a_lost_connection_is_replaced() {
     let _ = s.get(b"k");
     assert_eq!(s.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
     s.destroy().unwrap();
+}
+
+/// The TLS endpoint of the test server (`.ci/run` starts one on loopback
+/// with a certificate from a throwaway CA): `SESAME_TEST_POSTGRES_TLS`
+/// (`postgres://...?sslmode=require&sslrootcert=CA.pem`).
+fn tls_url() -> Option<String> {
+    let url = std::env::var("SESAME_TEST_POSTGRES_TLS")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if url.is_none() {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: PostgreSQL TLS tests skipped: SESAME_TEST_POSTGRES_TLS is not set"
+        );
+    }
+    url
+}
+
+/// Over TLS with the CA the spec names, the store works (the server sees
+/// an SSL connection); with the public roots instead of that CA, or a
+/// name the certificate does not carry, the connection is refused: the
+/// certificate is verified.
+#[test]
+fn tls_connections_verify_the_server() {
+    let Some(url) = tls_url() else { return };
+    let ns = fresh("tls");
+    let s = PostgresStore::open(&spec(&url, &ns)).unwrap();
+    s.put(b"k", b"over tls").unwrap();
+    assert_eq!(s.get(b"k").unwrap().as_deref(), Some(&b"over tls"[..]));
+    // While the store holds its connection, the server lists it as an SSL
+    // session (asked over the plain test connection, when there is one).
+    if let Some(admin) = url_quiet() {
+        let mut c = postgres_client(&admin);
+        let ssl_sessions: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) \
+                 WHERE ssl AND application_name = 'sesame'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(ssl_sessions >= 1, "no SSL session of the store");
+        sql(
+            &admin,
+            &format!(
+                "DROP TABLE IF EXISTS sesame_kv_{ns}; DELETE FROM sesame_meta WHERE namespace = '{ns}'"
+            ),
+        );
+    }
+    drop(s);
+    // Without the private CA: the public roots do not know it.
+    let no_ca: String = url
+        .split('&')
+        .filter(|p| !p.starts_with("sslrootcert="))
+        .collect::<Vec<_>>()
+        .join("&");
+    let err = PostgresStore::open(&spec(&no_ca, &fresh("tls"))).unwrap_err();
+    assert!(
+        matches!(err, Error::StoreIo(_)) && err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
+    // A name the certificate does not carry, at the right address.
+    let other = format!(
+        "{}&hostaddr=127.0.0.1",
+        url.replace("@127.0.0.1:", "@wrong-name.example:")
+    );
+    assert_ne!(other, url);
+    let err = PostgresStore::open(&spec(&other, &fresh("tls"))).unwrap_err();
+    assert!(
+        matches!(err, Error::StoreIo(_)) && err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
 }
