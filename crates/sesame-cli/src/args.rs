@@ -89,6 +89,11 @@ pub enum Command {
         #[arg(value_name = "BACKUP")]
         backup: std::path::PathBuf,
     },
+    /// Move the index to fresh keys: a new generation of the index is
+    /// built from the stored documents under new scheme keys, switched to
+    /// atomically, and the old one dropped. Safe to interrupt and run
+    /// again.
+    Rekey,
     /// Change the profile's passphrase: asks for the current one, then the
     /// new one twice (or reads `SESAME_NEW_PASSPHRASE`). Only the profile
     /// header is rewritten, in one atomic step: the keys, the index and the

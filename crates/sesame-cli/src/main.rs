@@ -110,6 +110,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
         Command::Passwd => passwd(&dir),
+        Command::Rekey => rekey(&dir),
         Command::Backup { out } => backup(&dir, &out),
         Command::Restore { backup } => restore(&dir, &backup),
         Command::Schemes { long } => {
@@ -407,6 +408,25 @@ fn rm(dir: &std::path::Path, documents: &[String]) -> Result<(), CliError> {
         count(report.indexed, "document")
     ));
     write_stdout(out.as_bytes())
+}
+
+fn rekey(dir: &std::path::Path) -> Result<(), CliError> {
+    let mut session = open(dir)?;
+    let before = session.generation();
+    let mut bar = progress::Bar::new();
+    let done = session.rekey(&mut |p| bar.update(p));
+    bar.finish();
+    let done = done?;
+    write_stdout(
+        format!(
+            "{}: re-indexed {} under fresh keys (generation {before} replaced by {}); the old \
+             index is gone\n",
+            dir.display(),
+            count(done, "document"),
+            session.generation()
+        )
+        .as_bytes(),
+    )
 }
 
 fn check(dir: &std::path::Path) -> Result<(), CliError> {

@@ -629,3 +629,20 @@ fn backup_and_restore() {
     one_error(&env.run(&["--dir", "again", "restore", "bk"]), "not empty");
     one_error(&env.run(&["backup", "bk"]), "not empty");
 }
+
+/// `sesame rekey`: the index answers as before under a new generation.
+#[test]
+fn rekey_keeps_the_answers() {
+    let env = Env::new();
+    env.init("fast");
+    env.ok(&["add", "docs"]);
+    let before = env.ok(&["search", "dog"]);
+    let out = env.ok(&["rekey"]);
+    assert!(
+        out.contains("re-indexed 3 documents under fresh keys"),
+        "{out}"
+    );
+    assert!(out.contains("generation 0 replaced by 1"), "{out}");
+    assert_eq!(env.ok(&["search", "dog"]), before);
+    assert!(env.ok(&["check"]).contains("no problem found"));
+}

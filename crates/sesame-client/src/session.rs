@@ -531,6 +531,28 @@ impl Session {
         self.recover()
     }
 
+    /// Moves the index to fresh keys: a fresh scheme client (new random
+    /// scheme keys) builds a new generation of the index from the stored
+    /// documents (fetched, decrypted, tokenized again), the state switches
+    /// to it in one atomic write, and the old generation is dropped after.
+    /// Interrupted operations are completed first. A crash before the
+    /// switch leaves the old index in use (the next rebuild drops the
+    /// remnants); a crash after it leaves only old remnants. Running it
+    /// again simply makes another generation. Works for every scheme; the
+    /// document key and the profile's master key are not changed (see
+    /// [`crate::Profile::change_passphrase`]). Returns the documents
+    /// re-indexed.
+    pub fn rekey(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<usize> {
+        self.recover()?;
+        self.rebuild(Vec::new(), &[], progress)?;
+        Ok(self.state.catalog.len())
+    }
+
+    /// The index's generation (each rebuild or rekey makes a new one).
+    pub fn generation(&self) -> u64 {
+        self.state.generation
+    }
+
     fn recover(&mut self) -> Result<usize> {
         let mut done = 0;
         while let Some(pending) = self.state.pending.first().copied() {
