@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 #[command(after_help = "Environment:\n  \
     SESAME_HOME        profile directory when --dir is not given (default ./.sesame)\n  \
     SESAME_PASSPHRASE  passphrase, instead of a prompt on the terminal\n  \
+    SESAME_KEY_FILE    key file, instead of --key-file\n  \
     SESAME_NEW_PASSPHRASE  at `passwd`: the new passphrase, instead of a prompt\n  \
     SESAME_KDF=fast    at `init`: INSECURE minimal Argon2id cost, for tests only\n  \
     SESAME_TOKEN       at `init --server`: the tenant's token, instead of --token")]
@@ -19,6 +20,12 @@ pub struct Cli {
     /// Profile directory [default: $SESAME_HOME, or ./.sesame]
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+
+    /// Key file needed with the passphrase (or SESAME_KEY_FILE). At `init`,
+    /// a file that does not exist is made (32 random bytes, mode 600):
+    /// keep a copy, the profile cannot be opened without it.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
 
     /// The command.
     #[command(subcommand)]
@@ -97,8 +104,16 @@ pub enum Command {
     /// Change the profile's passphrase: asks for the current one, then the
     /// new one twice (or reads `SESAME_NEW_PASSPHRASE`). Only the profile
     /// header is rewritten, in one atomic step: the keys, the index and the
-    /// documents stay as they are.
-    Passwd,
+    /// documents stay as they are. A key file the profile needs stays
+    /// needed unless --new-key-file or --no-key-file says otherwise.
+    Passwd {
+        /// From now on, need this key file (made if absent, as at `init`).
+        #[arg(long, value_name = "FILE", conflicts_with = "no_key_file")]
+        new_key_file: Option<PathBuf>,
+        /// From now on, need the passphrase alone.
+        #[arg(long)]
+        no_key_file: bool,
+    },
     /// List the searchable-encryption schemes: kind, paper, queries,
     /// leakage.
     Schemes {

@@ -99,8 +99,92 @@ fn clap_error(e: clap::Error) -> ExitCode {
     }
 }
 
+/// The key file given with `--key-file` or `SESAME_KEY_FILE`, if any.
+static KEY_FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
+/// The contents of the key file given, if any: refused when others can
+/// read it or when it is too short.
+fn key_file() -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, CliError> {
+    match KEY_FILE.get().and_then(Option::as_ref) {
+        Some(path) => read_key_file(path).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn read_key_file(path: &std::path::Path) -> Result<zeroize::Zeroizing<Vec<u8>>, CliError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(path) {
+            let mode = m.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(CliError::Usage(format!(
+                    "the key file {} can be read by other users (mode {mode:03o}): run \
+                     `chmod 600 {}`",
+                    path.display(),
+                    path.display()
+                )));
+            }
+        }
+    }
+    std::fs::read(path)
+        .map(zeroize::Zeroizing::new)
+        .map_err(|e| {
+            ClientError::Io {
+                action: "read",
+                path: path.to_path_buf(),
+                message: if e.kind() == std::io::ErrorKind::NotFound {
+                    "no such file or directory".to_owned()
+                } else {
+                    one_line(&e.to_string())
+                },
+            }
+            .into()
+        })
+}
+
+/// Makes a new key file at `path` (32 random bytes, mode 600) if there is
+/// none, saying so; returns its contents.
+fn make_key_file(path: &std::path::Path) -> Result<zeroize::Zeroizing<Vec<u8>>, CliError> {
+    if !path.exists() {
+        use rand_core::RngCore;
+        let mut bytes = zeroize::Zeroizing::new(vec![0u8; 32]);
+        rand_core::OsRng.fill_bytes(&mut bytes);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let io = |e: std::io::Error| -> CliError {
+            ClientError::Io {
+                action: "write",
+                path: path.to_path_buf(),
+                message: one_line(&e.to_string()),
+            }
+            .into()
+        };
+        let mut f = options.open(path).map_err(io)?;
+        std::io::Write::write_all(&mut f, &bytes).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        eprintln!(
+            "made a new key file {}: keep a copy somewhere safe; without it the profile cannot \
+             be opened",
+            path.display()
+        );
+    }
+    read_key_file(path)
+}
+
 fn run(cli: Cli) -> Result<(), CliError> {
     let dir = profile_dir(cli.dir);
+    let key_path = cli.key_file.or_else(|| {
+        std::env::var_os("SESAME_KEY_FILE")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    let _ = KEY_FILE.set(key_path);
     match cli.command {
         Command::Init(args) => init(&dir, args),
         Command::Add { paths } => add(&dir, &paths),
@@ -109,7 +193,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Search { query } => search(&dir, &query.join(" ")),
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
-        Command::Passwd => passwd(&dir),
+        Command::Passwd {
+            new_key_file,
+            no_key_file,
+        } => passwd(&dir, new_key_file.as_deref(), no_key_file),
         Command::Rekey => rekey(&dir),
         Command::Backup { out } => backup(&dir, &out),
         Command::Restore { backup } => restore(&dir, &backup),
@@ -168,7 +255,14 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
     sesame_client::check_scheme(&args.scheme, &params)?;
     let binding = server_binding(&args)?;
     let fast = fast_kdf(&args)?;
+    let key_path = KEY_FILE.get().cloned().flatten();
+    if key_path.is_some() && binding.is_some() {
+        return Err(CliError::Usage(
+            "--key-file with --server is not supported yet: make the profile without it".into(),
+        ));
+    }
     let pass = passphrase::passphrase(true)?;
+    let key = key_path.as_deref().map(make_key_file).transpose()?;
     let kdf = if fast {
         eprintln!("warning: INSECURE key derivation (SESAME_KDF=fast): for tests only");
         insecure::fast_kdf()
@@ -179,7 +273,12 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
         .map(|s| s.descriptor)
         .ok_or_else(|| CliError::Other(format!("scheme {} vanished", args.scheme)))?;
     let profile = match &binding {
-        None => Profile::create_with_kdf(dir, &pass, &args.scheme, &params, kdf)?,
+        None => match &key {
+            Some(key) => {
+                Profile::create_with_key_file(dir, &pass, &args.scheme, &params, kdf, key)?
+            }
+            None => Profile::create_with_kdf(dir, &pass, &args.scheme, &params, kdf)?,
+        },
         Some(binding) => {
             // The server's index first: a server that cannot be reached, a
             // wrong token or a name taken leave no profile behind.
@@ -258,7 +357,7 @@ fn backup(dir: &std::path::Path, out: &std::path::Path) -> Result<(), CliError> 
         return Err(ClientError::NoProfile(dir.to_path_buf()).into());
     }
     let pass = passphrase::passphrase(false)?;
-    let profile = Profile::open(dir, &pass)?;
+    let profile = Profile::open_with_key_file(dir, &pass, key_file()?.as_deref().map(|k| &k[..]))?;
     let report = profile.backup(out)?;
     write_stdout(
         format!(
@@ -283,7 +382,9 @@ fn restore(dir: &std::path::Path, backup: &std::path::Path) -> Result<(), CliErr
         )));
     }
     let pass = passphrase::passphrase(false)?;
-    let profile = sesame_client::restore(backup, dir, &pass)?;
+    let key = key_file()?;
+    let profile =
+        sesame_client::restore_with_key_file(backup, dir, &pass, key.as_deref().map(|k| &k[..]))?;
     let documents = profile.session(DEFAULT_INDEX)?.documents().len();
     write_stdout(
         format!(
@@ -297,14 +398,25 @@ fn restore(dir: &std::path::Path, backup: &std::path::Path) -> Result<(), CliErr
 
 /// `sesame passwd`: the current passphrase opens the profile, the new one
 /// replaces it (same Argon2id cost).
-fn passwd(dir: &std::path::Path) -> Result<(), CliError> {
+fn passwd(
+    dir: &std::path::Path,
+    new_key_file: Option<&std::path::Path>,
+    no_key_file: bool,
+) -> Result<(), CliError> {
     if !Profile::exists(dir) {
         return Err(ClientError::NoProfile(dir.to_path_buf()).into());
     }
     let old = passphrase::passphrase(false)?;
-    let profile = Profile::open(dir, &old)?;
+    let profile = Profile::open_with_key_file(dir, &old, key_file()?.as_deref().map(|k| &k[..]))?;
     let new = passphrase::new_passphrase()?;
-    profile.change_passphrase(&new, profile.kdf())?;
+    match (new_key_file, no_key_file) {
+        (Some(path), _) => {
+            let key = make_key_file(path)?;
+            profile.change_key_file(&new, profile.kdf(), Some(&key))?;
+        }
+        (None, true) => profile.change_key_file(&new, profile.kdf(), None)?,
+        (None, false) => profile.change_passphrase(&new, profile.kdf())?,
+    }
     write_stdout(
         format!(
             "passphrase changed for the profile in {}; the old one no longer opens it\n",
@@ -320,7 +432,7 @@ fn open(dir: &std::path::Path) -> Result<sesame_client::Session, CliError> {
         return Err(ClientError::NoProfile(dir.to_path_buf()).into());
     }
     let pass = passphrase::passphrase(false)?;
-    let profile = Profile::open(dir, &pass)?;
+    let profile = Profile::open_with_key_file(dir, &pass, key_file()?.as_deref().map(|k| &k[..]))?;
     Ok(profile.session(DEFAULT_INDEX)?)
 }
 

@@ -646,3 +646,55 @@ fn rekey_keeps_the_answers() {
     assert_eq!(env.ok(&["search", "dog"]), before);
     assert!(env.ok(&["check"]).contains("no problem found"));
 }
+
+/// `--key-file`: made at `init`, needed afterwards (flag or
+/// SESAME_KEY_FILE), refused when others can read it, and dropped by
+/// `passwd --no-key-file`.
+#[cfg(unix)]
+#[test]
+fn a_key_file_is_made_at_init_and_needed_after() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let out = env.run(&["--key-file", "kf", "init", "--scheme", "fast"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("made a new key file"));
+    let kf = env.path("kf");
+    assert_eq!(fs::read(&kf).unwrap().len(), 32);
+    assert_eq!(
+        fs::metadata(&kf).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    env.ok(&["--key-file", "kf", "add", "docs"]);
+    one_error(&env.run(&["list"]), "needs its key file");
+    let listed = env
+        .cmd(&["list"])
+        .env("SESAME_KEY_FILE", "kf")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(listed.stdout).unwrap().lines().count(), 3);
+    fs::set_permissions(&kf, fs::Permissions::from_mode(0o644)).unwrap();
+    one_error(
+        &env.run(&["--key-file", "kf", "list"]),
+        "can be read by other users",
+    );
+    fs::set_permissions(&kf, fs::Permissions::from_mode(0o600)).unwrap();
+    let out = env
+        .cmd(&["--key-file", "kf", "passwd", "--no-key-file"])
+        .env("SESAME_NEW_PASSPHRASE", PASS)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(env.ok(&["list"]).lines().count(), 3);
+    one_error(
+        &env.run(&["--key-file", "kf", "list"]),
+        "does not use a key file",
+    );
+}

@@ -211,6 +211,16 @@ impl Profile {
 /// size and digest are checked before anything is written; a damaged or
 /// incomplete backup is [`ClientError::ProfileCorrupt`] naming the file.
 pub fn restore(backup: &Path, dest: &Path, passphrase: &str) -> Result<Profile> {
+    restore_with_key_file(backup, dest, passphrase, None)
+}
+
+/// As [`restore`], for a profile that needs its key file.
+pub fn restore_with_key_file(
+    backup: &Path,
+    dest: &Path,
+    passphrase: &str,
+    key_file: Option<&[u8]>,
+) -> Result<Profile> {
     let manifest_path = backup.join(MANIFEST);
     let damaged = |path: &Path, reason: String| ClientError::ProfileCorrupt {
         path: path.to_path_buf(),
@@ -237,7 +247,7 @@ pub fn restore(backup: &Path, dest: &Path, passphrase: &str) -> Result<Profile> 
     check_fresh(dest)?;
     // The backup's own header opens with the passphrase: the key of the
     // tag comes from its master key.
-    let source = Profile::open(backup, passphrase)?;
+    let source = Profile::open_with_key_file(backup, passphrase, key_file)?;
     let want = Key::<32>::from_bytes(manifest.tag(&source.backup_key()));
     let got = hex::decode(&manifest.tag)
         .ok()
@@ -293,7 +303,7 @@ pub fn restore(backup: &Path, dest: &Path, passphrase: &str) -> Result<Profile> 
     let header = header
         .ok_or_else(|| damaged(&manifest_path, format!("the backup has no {HEADER_FILE}")))?;
     fsutil::write_atomic(&dest.join(HEADER_FILE), &header)?;
-    Profile::open(dest, passphrase)
+    Profile::open_with_key_file(dest, passphrase, key_file)
 }
 
 #[cfg(test)]

@@ -21,6 +21,13 @@ pub enum ClientError {
     /// A profile already exists in the directory.
     #[error("a Sesame profile already exists in {}", .0.display())]
     ProfileExists(PathBuf),
+    /// The profile was made with a key file, and none was given.
+    #[error(
+        "the profile in {} needs its key file as well as the passphrase: give --key-file FILE \
+         (or set SESAME_KEY_FILE)",
+        .0.display()
+    )]
+    KeyFileNeeded(PathBuf),
     /// The passphrase does not open the profile (or its header was altered).
     #[error("wrong passphrase")]
     WrongPassphrase,

@@ -86,6 +86,7 @@ const CHECK_TEXT: &[u8] = b"sesame profile key check v1";
 mod label {
     pub const CHECK: &str = "sesame-client/v1/key-check";
     pub const WRAP: &str = "sesame-client/v3/wrap";
+    pub const WRAP_KEY_FILE: &str = "sesame-client/v3/wrap-with-key-file";
     pub const BACKUP: &str = "sesame-client/v1/backup";
     pub const STATE: &str = "sesame-client/v1/state";
     pub const DOCUMENTS: &str = "sesame-client/v1/documents";
@@ -112,6 +113,38 @@ struct Header {
     /// hex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     wrapped: Option<String>,
+    /// Format 3: the key-encryption key needs a key file as well as the
+    /// passphrase.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    key_file: bool,
+}
+
+/// Smallest key file accepted, in bytes.
+pub const MIN_KEY_FILE: usize = 16;
+
+/// The key-encryption key from the Argon2id output and, if the profile
+/// uses one, the SHA-256 digest of the key file.
+fn key_encryption_key(derived: &Key<32>, key_file: Option<&[u8; 32]>) -> Key<32> {
+    match key_file {
+        None => derived.derive(label::WRAP),
+        Some(digest) => {
+            let mut ikm = zeroize::Zeroizing::new([0u8; 64]);
+            ikm[..32].copy_from_slice(derived.as_bytes());
+            ikm[32..].copy_from_slice(digest);
+            Key::<64>::from_bytes(*ikm).derive(label::WRAP_KEY_FILE)
+        }
+    }
+}
+
+/// The digest of a key file's contents; refuses one that is too short.
+fn key_file_digest(bytes: &[u8]) -> Result<[u8; 32]> {
+    if bytes.len() < MIN_KEY_FILE {
+        return Err(ClientError::InvalidArgument(format!(
+            "the key file holds {} bytes; it must hold at least {MIN_KEY_FILE}",
+            bytes.len()
+        )));
+    }
+    Ok(sesame_crypto::hash::sha256(bytes))
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -162,7 +195,7 @@ impl Header {
     /// Associated data of the wrapped master key (format 3): every header
     /// field but the seal itself.
     fn wrap_aad(&self) -> Vec<u8> {
-        format!(
+        let mut aad = format!(
             "sesame-client/wrap/v3\0{}\0{}\0{}\0{}\0{}\0{}\0{}\0{}",
             self.format,
             self.id,
@@ -173,7 +206,11 @@ impl Header {
             self.kdf.p,
             self.kdf.salt
         )
-        .into_bytes()
+        .into_bytes();
+        if self.key_file {
+            aad.extend_from_slice(b"\0key_file=1");
+        }
+        aad
     }
 
     /// A format-3 header for profile `id` at `store`, with fresh Argon2id
@@ -184,6 +221,7 @@ impl Header {
         store: &str,
         kdf: KdfParams,
         passphrase: &str,
+        key_file: Option<&[u8; 32]>,
         master: &Key<32>,
     ) -> Result<(Header, Key<32>)> {
         let rng = &mut OsRng;
@@ -202,8 +240,9 @@ impl Header {
             },
             check: None,
             wrapped: None,
+            key_file: key_file.is_some(),
         };
-        let kek: Key<32> = kdf.derive(passphrase, &salt)?.derive(label::WRAP);
+        let kek = key_encryption_key(&kdf.derive(passphrase, &salt)?, key_file);
         header.seal_master(&kek, master)?;
         Ok((header, kek))
     }
@@ -235,6 +274,9 @@ pub struct Profile {
     /// Format 3: the key-encryption key of the passphrase the profile was
     /// opened with (a header rewrite re-seals the master key under it).
     kek: std::sync::Mutex<Option<Key<32>>>,
+    /// The digest of the key file the profile was opened with, if it uses
+    /// one (a passphrase change keeps it).
+    key_file: std::sync::Mutex<Option<[u8; 32]>>,
     check_key: Key<32>,
     state_key: Key<32>,
     doc_key: Key<32>,
@@ -273,7 +315,41 @@ impl Profile {
         params: &Params,
         kdf: KdfParams,
     ) -> Result<Profile> {
-        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, None, false)
+        Self::create_inner(
+            dir.as_ref(),
+            passphrase,
+            scheme,
+            params,
+            kdf,
+            None,
+            false,
+            None,
+        )
+    }
+
+    /// As [`Profile::create_with_kdf`], the master key sealed under the
+    /// passphrase *and* the key file's contents (at least
+    /// [`MIN_KEY_FILE`] bytes): opening needs both
+    /// ([`Profile::open_with_key_file`]).
+    pub fn create_with_key_file(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        scheme: &str,
+        params: &Params,
+        kdf: KdfParams,
+        key_file: &[u8],
+    ) -> Result<Profile> {
+        let digest = key_file_digest(key_file)?;
+        Self::create_inner(
+            dir.as_ref(),
+            passphrase,
+            scheme,
+            params,
+            kdf,
+            None,
+            false,
+            Some(&digest),
+        )
     }
 
     /// As [`Profile::create_with_kdf`], bound to a server from the start
@@ -296,6 +372,7 @@ impl Profile {
             kdf,
             Some(server),
             false,
+            None,
         )
     }
 
@@ -309,7 +386,16 @@ impl Profile {
         params: &Params,
         kdf: KdfParams,
     ) -> Result<Profile> {
-        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, None, true)
+        Self::create_inner(
+            dir.as_ref(),
+            passphrase,
+            scheme,
+            params,
+            kdf,
+            None,
+            true,
+            None,
+        )
     }
 
     /// A format-2 header: the master key is the Argon2id output, checked
@@ -337,6 +423,7 @@ impl Profile {
             },
             check: None,
             wrapped: None,
+            key_file: false,
         };
         let check_key: Key<32> = master.derive(label::CHECK);
         let sealed = Aes256GcmSiv::new(&check_key)
@@ -355,6 +442,7 @@ impl Profile {
         kdf: KdfParams,
         server: Option<&ServerBinding>,
         legacy_v2: bool,
+        key_file: Option<&[u8; 32]>,
     ) -> Result<Profile> {
         let header_path = dir.join(HEADER_FILE);
         if header_path.exists() {
@@ -382,7 +470,8 @@ impl Profile {
             Self::legacy_header(hex::encode(id), store, kdf, passphrase)?
         } else {
             let master = Key::<32>::generate(rng);
-            let (header, kek) = Header::wrap(&hex::encode(id), store, kdf, passphrase, &master)?;
+            let (header, kek) =
+                Header::wrap(&hex::encode(id), store, kdf, passphrase, key_file, &master)?;
             (header, master, Some(kek))
         };
 
@@ -391,6 +480,10 @@ impl Profile {
         // the default umask): it becomes private, as its parts are.
         fsutil::make_private_dir(dir)?;
         let profile = Profile::from_master(dir, &header, master, kek);
+        *profile
+            .key_file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = key_file.copied();
         let state = IndexState::new(found.descriptor.name, params, client.save_state()?);
         profile.save_state(rng, DEFAULT_INDEX, &state)?;
         match server {
@@ -410,6 +503,19 @@ impl Profile {
     /// A wrong passphrase gives [`ClientError::WrongPassphrase`]; nothing in
     /// the directory is written either way.
     pub fn open(dir: impl AsRef<Path>, passphrase: &str) -> Result<Profile> {
+        Self::open_with_key_file(dir, passphrase, None)
+    }
+
+    /// Opens the profile in `dir` with `passphrase` and, for a profile
+    /// made with one, the contents of its key file. A profile that needs a
+    /// key file refuses to open without it ([`ClientError::KeyFileNeeded`]),
+    /// and one without refuses a key file; a wrong passphrase or key file
+    /// gives [`ClientError::WrongPassphrase`].
+    pub fn open_with_key_file(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        key_file: Option<&[u8]>,
+    ) -> Result<Profile> {
         let dir = dir.as_ref();
         let header_path = dir.join(HEADER_FILE);
         let bytes = match std::fs::read(&header_path) {
@@ -480,15 +586,31 @@ impl Profile {
             .validate()
             .map_err(|e| damaged(e.to_string()))?;
 
+        let digest = match (header.key_file, key_file) {
+            (true, None) => return Err(ClientError::KeyFileNeeded(dir.to_path_buf())),
+            (false, Some(_)) => {
+                return Err(ClientError::InvalidArgument(format!(
+                    "the profile in {} does not use a key file: open it without one",
+                    dir.display()
+                )))
+            }
+            (true, Some(bytes)) => Some(key_file_digest(bytes)?),
+            (false, None) => None,
+        };
         let derived = header.kdf.params().derive(passphrase, &salt)?;
         if v3 {
-            let kek: Key<32> = derived.derive(label::WRAP);
+            let kek = key_encryption_key(&derived, digest.as_ref());
             let master = match Aes256GcmSiv::new(&kek).open(&header.wrap_aad(), &sealed) {
                 Ok(bytes) => Key::<32>::from_slice(&bytes)
                     .map_err(|_| damaged("the wrapped key is not 32 bytes".into()))?,
                 Err(_) => return Err(ClientError::WrongPassphrase),
             };
-            return Ok(Profile::from_master(dir, &header, master, Some(kek)));
+            let profile = Profile::from_master(dir, &header, master, Some(kek));
+            *profile
+                .key_file
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = digest;
+            return Ok(profile);
         }
         let check_key: Key<32> = derived.derive(label::CHECK);
         match Aes256GcmSiv::new(&check_key).open(&header.check_aad(), &sealed) {
@@ -504,6 +626,32 @@ impl Profile {
     /// stay, so do the states and documents. A format-1 or -2 profile
     /// becomes format 3. A concurrent change of the header is refused.
     pub fn change_passphrase(&self, new: &str, kdf: KdfParams) -> Result<()> {
+        let key_file = *self
+            .key_file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.change_credentials(new, kdf, key_file)
+    }
+
+    /// As [`Profile::change_passphrase`], and the key file: `Some(bytes)`
+    /// makes the profile need that key file from now on, `None` makes it
+    /// need the passphrase alone.
+    pub fn change_key_file(
+        &self,
+        new: &str,
+        kdf: KdfParams,
+        key_file: Option<&[u8]>,
+    ) -> Result<()> {
+        let digest = key_file.map(key_file_digest).transpose()?;
+        self.change_credentials(new, kdf, digest)
+    }
+
+    fn change_credentials(
+        &self,
+        new: &str,
+        kdf: KdfParams,
+        key_file: Option<[u8; 32]>,
+    ) -> Result<()> {
         if new.is_empty() {
             return Err(ClientError::InvalidArgument(
                 "the new passphrase is empty".into(),
@@ -521,7 +669,8 @@ impl Profile {
                 StoreKind::Embedded => STORE_EMBEDDED.to_owned(),
             },
         };
-        let (header, kek) = Header::wrap(&self.id, &store, kdf, new, &self.master)?;
+        let (header, kek) =
+            Header::wrap(&self.id, &store, kdf, new, key_file.as_ref(), &self.master)?;
         let json = serde_json::to_vec_pretty(&header)
             .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
         fsutil::write_atomic(&self.dir.join(HEADER_FILE), &json)?;
@@ -533,6 +682,10 @@ impl Profile {
             .kek
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(kek);
+        *self
+            .key_file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = key_file;
         Ok(())
     }
 
@@ -576,6 +729,7 @@ impl Profile {
             server_key: master.derive(label::SERVER),
             master,
             kek: std::sync::Mutex::new(kek),
+            key_file: std::sync::Mutex::new(None),
         }
     }
 

@@ -813,3 +813,102 @@ fn a_backup_during_a_session_is_refused() {
     drop(session);
     p.backup(&tmp.path().join("b")).unwrap();
 }
+
+/// A profile made with a key file opens only with the passphrase and that
+/// file; a passphrase change keeps the file; the file can be dropped or
+/// replaced; a backup restores with it.
+#[test]
+fn a_key_file_is_needed_as_well_as_the_passphrase() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let (a, _, _) = corpus(tmp.path());
+    let key = [7u8; 32];
+    let other = [8u8; 32];
+    assert!(matches!(
+        Profile::create_with_key_file(
+            &dir,
+            PASS,
+            "fast",
+            &Params::new(),
+            insecure::fast_kdf(),
+            b"short"
+        ),
+        Err(ClientError::InvalidArgument(_))
+    ));
+    let p = Profile::create_with_key_file(
+        &dir,
+        PASS,
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+        &key,
+    )
+    .unwrap();
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&a], &mut |_| {})
+        .unwrap();
+    drop(p);
+    let err = Profile::open(&dir, PASS).unwrap_err();
+    assert!(matches!(err, ClientError::KeyFileNeeded(_)), "{err:?}");
+    assert!(err.to_string().contains("--key-file"), "{err}");
+    assert!(matches!(
+        Profile::open_with_key_file(&dir, PASS, Some(&other)),
+        Err(ClientError::WrongPassphrase)
+    ));
+    assert!(matches!(
+        Profile::open_with_key_file(&dir, "not it", Some(&key)),
+        Err(ClientError::WrongPassphrase)
+    ));
+    let open = |pass: &str, kf: Option<&[u8]>| {
+        let p = Profile::open_with_key_file(&dir, pass, kf).unwrap();
+        let mut s = p.session(DEFAULT_INDEX).unwrap();
+        assert_eq!(paths(&s.search("fox").unwrap()), ["a.txt"]);
+    };
+    open(PASS, Some(&key));
+    // A passphrase change keeps the key file.
+    Profile::open_with_key_file(&dir, PASS, Some(&key))
+        .unwrap()
+        .change_passphrase("two", insecure::fast_kdf())
+        .unwrap();
+    assert!(matches!(
+        Profile::open(&dir, "two"),
+        Err(ClientError::KeyFileNeeded(_))
+    ));
+    open("two", Some(&key));
+    // A backup needs it to restore.
+    Profile::open_with_key_file(&dir, "two", Some(&key))
+        .unwrap()
+        .backup(&tmp.path().join("b"))
+        .unwrap();
+    assert!(matches!(
+        sesame_client::restore(&tmp.path().join("b"), &tmp.path().join("r"), "two"),
+        Err(ClientError::KeyFileNeeded(_))
+    ));
+    sesame_client::restore_with_key_file(
+        &tmp.path().join("b"),
+        &tmp.path().join("r"),
+        "two",
+        Some(&key),
+    )
+    .unwrap();
+    // Replaced, then dropped.
+    Profile::open_with_key_file(&dir, "two", Some(&key))
+        .unwrap()
+        .change_key_file("three", insecure::fast_kdf(), Some(&other))
+        .unwrap();
+    assert!(matches!(
+        Profile::open_with_key_file(&dir, "three", Some(&key)),
+        Err(ClientError::WrongPassphrase)
+    ));
+    open("three", Some(&other));
+    Profile::open_with_key_file(&dir, "three", Some(&other))
+        .unwrap()
+        .change_key_file("four", insecure::fast_kdf(), None)
+        .unwrap();
+    assert!(matches!(
+        Profile::open_with_key_file(&dir, "four", Some(&other)),
+        Err(ClientError::InvalidArgument(_))
+    ));
+    open("four", None);
+}
