@@ -256,11 +256,6 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
     let binding = server_binding(&args)?;
     let fast = fast_kdf(&args)?;
     let key_path = KEY_FILE.get().cloned().flatten();
-    if key_path.is_some() && binding.is_some() {
-        return Err(CliError::Usage(
-            "--key-file with --server is not supported yet: make the profile without it".into(),
-        ));
-    }
     let pass = passphrase::passphrase(true)?;
     let key = key_path.as_deref().map(make_key_file).transpose()?;
     let kdf = if fast {
@@ -284,7 +279,21 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
             // wrong token or a name taken leave no profile behind.
             let backend = NetworkBackend::connect(binding)?;
             backend.create_index(DEFAULT_INDEX, d.name, &params)?;
-            match Profile::create_with_server(dir, &pass, &args.scheme, &params, kdf, binding) {
+            let made = match &key {
+                Some(key) => Profile::create_with_server_and_key_file(
+                    dir,
+                    &pass,
+                    &args.scheme,
+                    &params,
+                    kdf,
+                    binding,
+                    key,
+                ),
+                None => {
+                    Profile::create_with_server(dir, &pass, &args.scheme, &params, kdf, binding)
+                }
+            };
+            match made {
                 Ok(p) => p,
                 Err(e) => {
                     let _ = backend.drop_index(DEFAULT_INDEX);

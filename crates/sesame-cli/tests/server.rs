@@ -644,3 +644,40 @@ fn serve_refuses_open_secrets_and_an_unprotected_admin_port() {
         "not on a loopback address",
     );
 }
+
+/// A server-bound profile made with a key file needs it; a backup of it
+/// restores into a new directory that reaches the same server index.
+#[test]
+fn a_server_profile_with_a_key_file_and_its_backup() {
+    let site = Site::new();
+    let server = Server::start(&site, 0);
+    std::fs::create_dir_all(site.path("notes")).unwrap();
+    std::fs::write(site.path("notes/a.txt"), "Budget meeting").unwrap();
+    let out = site.ok(&[
+        "--dir",
+        "p",
+        "--key-file",
+        "kf",
+        "init",
+        "--scheme",
+        "fast",
+        "--server",
+        &server.url(),
+        "--token",
+        &site.token,
+        "--ca",
+        "certs/ca.pem",
+    ]);
+    assert!(out.contains("on server"), "{out}");
+    site.ok(&["--dir", "p", "--key-file", "kf", "add", "notes"]);
+    let out = site.run(&["--dir", "p", "list"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs its key file"));
+    site.ok(&["--dir", "p", "--key-file", "kf", "backup", "bk"]);
+    site.ok(&["--dir", "q", "--key-file", "kf", "restore", "bk"]);
+    assert_eq!(
+        site.ok(&["--dir", "q", "--key-file", "kf", "search", "budget"]),
+        "1\tnotes/a.txt\n"
+    );
+    server.stop();
+}

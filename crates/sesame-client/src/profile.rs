@@ -376,6 +376,30 @@ impl Profile {
         )
     }
 
+    /// As [`Profile::create_with_server`], needing a key file as well as
+    /// the passphrase (see [`Profile::create_with_key_file`]).
+    pub fn create_with_server_and_key_file(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        scheme: &str,
+        params: &Params,
+        kdf: KdfParams,
+        server: &ServerBinding,
+        key_file: &[u8],
+    ) -> Result<Profile> {
+        let digest = key_file_digest(key_file)?;
+        Self::create_inner(
+            dir.as_ref(),
+            passphrase,
+            scheme,
+            params,
+            kdf,
+            Some(server),
+            false,
+            Some(&digest),
+        )
+    }
+
     /// A format-2 profile, as earlier builds made them (for the tests of
     /// reading and moving them to format 3).
     #[doc(hidden)]
