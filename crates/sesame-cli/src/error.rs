@@ -85,6 +85,21 @@ fn full_disk_hint(text: &str) -> &'static str {
 }
 
 /// `text` on one line: lines joined with spaces.
+/// A file error as one line naming the file: "cannot read x: no such
+/// file or directory".
+pub fn file_error(action: &'static str, path: &std::path::Path, e: &std::io::Error) -> CliError {
+    sesame_client::ClientError::Io {
+        action,
+        path: path.to_path_buf(),
+        message: if e.kind() == std::io::ErrorKind::NotFound {
+            "no such file or directory".to_owned()
+        } else {
+            one_line(&e.to_string())
+        },
+    }
+    .into()
+}
+
 pub fn one_line(text: &str) -> String {
     text.lines()
         .map(str::trim)

@@ -129,18 +129,7 @@ fn read_key_file(path: &std::path::Path) -> Result<zeroize::Zeroizing<Vec<u8>>, 
     }
     std::fs::read(path)
         .map(zeroize::Zeroizing::new)
-        .map_err(|e| {
-            ClientError::Io {
-                action: "read",
-                path: path.to_path_buf(),
-                message: if e.kind() == std::io::ErrorKind::NotFound {
-                    "no such file or directory".to_owned()
-                } else {
-                    one_line(&e.to_string())
-                },
-            }
-            .into()
-        })
+        .map_err(|e| error::file_error("read", path, &e))
 }
 
 /// Makes a new key file at `path` (32 random bytes, mode 600) if there is
@@ -157,14 +146,7 @@ fn make_key_file(path: &std::path::Path) -> Result<zeroize::Zeroizing<Vec<u8>>, 
             use std::os::unix::fs::OpenOptionsExt;
             options.mode(0o600);
         }
-        let io = |e: std::io::Error| -> CliError {
-            ClientError::Io {
-                action: "write",
-                path: path.to_path_buf(),
-                message: one_line(&e.to_string()),
-            }
-            .into()
-        };
+        let io = |e: std::io::Error| error::file_error("write", path, &e);
         let mut f = options.open(path).map_err(io)?;
         std::io::Write::write_all(&mut f, &bytes).map_err(io)?;
         f.sync_all().map_err(io)?;
@@ -334,15 +316,7 @@ fn server_binding(args: &InitArgs) -> Result<Option<ServerBinding>, CliError> {
         })?,
     };
     let ca_pem = match &args.ca {
-        Some(path) => Some(std::fs::read(path).map_err(|e| ClientError::Io {
-            action: "read",
-            path: path.clone(),
-            message: if e.kind() == std::io::ErrorKind::NotFound {
-                "no such file or directory".into()
-            } else {
-                one_line(&e.to_string())
-            },
-        })?),
+        Some(path) => Some(std::fs::read(path).map_err(|e| error::file_error("read", path, &e))?),
         None => None,
     };
     let binding = ServerBinding {
@@ -449,17 +423,7 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
     // A path that is not there is reported before the passphrase is asked.
     for p in paths {
         if let Err(e) = std::fs::metadata(p) {
-            let message = if e.kind() == std::io::ErrorKind::NotFound {
-                "no such file or directory".to_owned()
-            } else {
-                one_line(&e.to_string())
-            };
-            return Err(ClientError::Io {
-                action: "read",
-                path: p.clone(),
-                message,
-            }
-            .into());
+            return Err(error::file_error("read", p, &e));
         }
     }
     let mut session = open(dir)?;

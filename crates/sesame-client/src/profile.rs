@@ -283,6 +283,18 @@ pub struct Profile {
     server_key: Key<32>,
 }
 
+/// What a new profile is made with besides its passphrase, scheme and
+/// cost.
+#[derive(Default)]
+struct Making<'a> {
+    /// Bound to this server from the start.
+    server: Option<&'a ServerBinding>,
+    /// Format 2, as earlier builds made them (tests only).
+    legacy_v2: bool,
+    /// Needs a key file with this digest.
+    key_file: Option<[u8; 32]>,
+}
+
 impl std::fmt::Debug for Profile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Profile")
@@ -321,9 +333,7 @@ impl Profile {
             scheme,
             params,
             kdf,
-            None,
-            false,
-            None,
+            Making::default(),
         )
     }
 
@@ -339,17 +349,11 @@ impl Profile {
         kdf: KdfParams,
         key_file: &[u8],
     ) -> Result<Profile> {
-        let digest = key_file_digest(key_file)?;
-        Self::create_inner(
-            dir.as_ref(),
-            passphrase,
-            scheme,
-            params,
-            kdf,
-            None,
-            false,
-            Some(&digest),
-        )
+        let making = Making {
+            key_file: Some(key_file_digest(key_file)?),
+            ..Making::default()
+        };
+        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, making)
     }
 
     /// As [`Profile::create_with_kdf`], bound to a server from the start
@@ -364,16 +368,11 @@ impl Profile {
         kdf: KdfParams,
         server: &ServerBinding,
     ) -> Result<Profile> {
-        Self::create_inner(
-            dir.as_ref(),
-            passphrase,
-            scheme,
-            params,
-            kdf,
-            Some(server),
-            false,
-            None,
-        )
+        let making = Making {
+            server: Some(server),
+            ..Making::default()
+        };
+        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, making)
     }
 
     /// As [`Profile::create_with_server`], needing a key file as well as
@@ -387,17 +386,12 @@ impl Profile {
         server: &ServerBinding,
         key_file: &[u8],
     ) -> Result<Profile> {
-        let digest = key_file_digest(key_file)?;
-        Self::create_inner(
-            dir.as_ref(),
-            passphrase,
-            scheme,
-            params,
-            kdf,
-            Some(server),
-            false,
-            Some(&digest),
-        )
+        let making = Making {
+            server: Some(server),
+            key_file: Some(key_file_digest(key_file)?),
+            ..Making::default()
+        };
+        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, making)
     }
 
     /// A format-2 profile, as earlier builds made them (for the tests of
@@ -410,16 +404,11 @@ impl Profile {
         params: &Params,
         kdf: KdfParams,
     ) -> Result<Profile> {
-        Self::create_inner(
-            dir.as_ref(),
-            passphrase,
-            scheme,
-            params,
-            kdf,
-            None,
-            true,
-            None,
-        )
+        let making = Making {
+            legacy_v2: true,
+            ..Making::default()
+        };
+        Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, making)
     }
 
     /// A format-2 header: the master key is the Argon2id output, checked
@@ -457,17 +446,20 @@ impl Profile {
         Ok((header, master, None))
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn create_inner(
         dir: &Path,
         passphrase: &str,
         scheme: &str,
         params: &Params,
         kdf: KdfParams,
-        server: Option<&ServerBinding>,
-        legacy_v2: bool,
-        key_file: Option<&[u8; 32]>,
+        making: Making<'_>,
     ) -> Result<Profile> {
+        let Making {
+            server,
+            legacy_v2,
+            key_file,
+        } = making;
+        let key_file = key_file.as_ref();
         let header_path = dir.join(HEADER_FILE);
         if header_path.exists() {
             return Err(ClientError::ProfileExists(dir.to_path_buf()));
