@@ -323,6 +323,8 @@ fn server_binding(args: &InitArgs) -> Result<Option<ServerBinding>, CliError> {
         url: url.clone(),
         token,
         ca_pem,
+        // Several profiles can share a tenant: each has its own names.
+        index_prefix: ServerBinding::fresh_prefix(&mut rand_core::OsRng),
     };
     // The URL's form (https, or http to loopback) is checked here.
     sesame_server::client::endpoint(&binding.client_config()).map_err(|e| {

@@ -248,11 +248,25 @@ fn check_oracle(site: &Site, dir: &str, oracle: &BTreeMap<String, BTreeSet<Strin
     }
 }
 
-/// Index entries of index `default` of tenant `t`, generation `g`, in the
-/// server's store (the server must be stopped).
+/// The server's name of profile `p`'s index `default`: its prefix (from
+/// `p/server.json`) and `default`.
+fn server_index(site: &Site) -> String {
+    let binding: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(site.path("p/server.json")).unwrap()).unwrap();
+    let prefix = binding["index_prefix"].as_str().unwrap_or("");
+    assert!(
+        prefix.starts_with('p') && prefix.ends_with('-'),
+        "{prefix:?}"
+    );
+    format!("{prefix}default")
+}
+
+/// Index entries of profile `p`'s index `default` (tenant `t`),
+/// generation `g`, in the server's store (the server must be stopped).
 fn entries(site: &Site, g: u64) -> usize {
     let store = sesame_store::RedbStore::open(site.path("server.redb")).unwrap();
-    sesame_core::Store::scan_prefix(&store, format!("i/t/default/{g}/").as_bytes())
+    let index = server_index(site);
+    sesame_core::Store::scan_prefix(&store, format!("i/t/{index}/{g}/").as_bytes())
         .unwrap()
         .len()
 }
@@ -305,23 +319,20 @@ fn the_tour_works_against_a_server_and_refusals_are_one_line() {
         assert_eq!(out.status.code(), Some(code), "{text}");
     };
     let url = server.url();
-    // The tenant's index "default" is taken by profile p.
-    err(
-        site.run(&[
-            "--dir",
-            "q",
-            "init",
-            "--server",
-            &url,
-            "--token",
-            &site.token,
-            "--ca",
-            "certs/ca.pem",
-        ]),
-        "already exists (ALREADY_EXISTS)",
-        1,
+    // A second profile on the same tenant has its own index (its own
+    // prefix on the server): each finds its own documents only.
+    init(&site, "q", "fast", &server);
+    std::fs::create_dir_all(site.path("other")).unwrap();
+    std::fs::write(site.path("other/c.txt"), "budget of q").unwrap();
+    site.ok(&["--dir", "q", "add", "other"]);
+    assert_eq!(
+        site.ok(&["--dir", "q", "search", "budget"]),
+        "1\tother/c.txt\n"
     );
-    assert!(!site.path("q/profile.json").exists());
+    assert_eq!(
+        site.ok(&["--dir", "p", "search", "budget"]),
+        "1\tnotes/a.txt\n2\tnotes/b.txt\n"
+    );
     err(
         site.run(&[
             "--dir",
@@ -484,7 +495,7 @@ fn server_killed_during_a_bulk_upload_keeps_the_old_index() {
         .with_ca(std::fs::read(site.path("certs/ca.pem")).unwrap());
     let conn = sesame_server::blocking::Connection::connect(&config).unwrap();
     let mut upload = conn
-        .upload("default", "pibas", 99, sesame_core::Meter::new())
+        .upload(&server_index(&site), "pibas", 99, sesame_core::Meter::new())
         .unwrap();
     for m in &tap.sent {
         sesame_core::Channel::call(&mut upload, m).unwrap();

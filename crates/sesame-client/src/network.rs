@@ -40,6 +40,12 @@ pub struct ServerBinding {
     pub token: String,
     /// A PEM CA certificate to trust instead of the public roots.
     pub ca_pem: Option<Vec<u8>>,
+    /// Put before the profile's index names on the server, so that several
+    /// profiles share a tenant: index `default` of a profile with prefix
+    /// `p1a2b3c4d-` is the tenant's `p1a2b3c4d-default`. Empty for
+    /// profiles bound before prefixes existed (their `default` is the
+    /// tenant's `default`). See [`ServerBinding::fresh_prefix`].
+    pub index_prefix: String,
 }
 
 impl Drop for ServerBinding {
@@ -59,6 +65,12 @@ impl std::fmt::Debug for ServerBinding {
 }
 
 impl ServerBinding {
+    /// A random prefix for a new profile's index names: `p`, eight hex
+    /// digits, `-`.
+    pub fn fresh_prefix(rng: &mut dyn CryptoRngCore) -> String {
+        format!("p{:08x}-", rng.next_u32())
+    }
+
     /// The client configuration for this binding.
     pub fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new(self.url.clone(), self.token.clone());
@@ -77,11 +89,21 @@ struct BindingFile {
     ca: Option<String>,
     /// AES-256-GCM-SIV seal of the token, hex.
     token: String,
+    /// The index name prefix on the server (absent: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    index_prefix: String,
 }
 
-fn binding_aad(profile_id: &str, url: &str) -> Vec<u8> {
+/// Associated data of the sealed token: the profile, the URL and (when
+/// there is one) the index prefix, so that none can be edited.
+fn binding_aad(profile_id: &str, url: &str, prefix: &str) -> Vec<u8> {
     let mut aad = b"sesame-client/server-token/v1\0".to_vec();
-    for part in [profile_id, url] {
+    let parts: &[&str] = if prefix.is_empty() {
+        &[profile_id, url]
+    } else {
+        &[profile_id, url, prefix]
+    };
+    for part in parts {
         aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
         aad.extend_from_slice(part.as_bytes());
     }
@@ -105,7 +127,7 @@ pub(crate) fn save_binding(
     let sealed = aead
         .seal(
             rng,
-            &binding_aad(profile_id, &binding.url),
+            &binding_aad(profile_id, &binding.url, &binding.index_prefix),
             binding.token.as_bytes(),
         )
         .map_err(|_| ClientError::InvalidArgument("the token is too long".into()))?;
@@ -114,6 +136,7 @@ pub(crate) fn save_binding(
         url: binding.url.clone(),
         ca,
         token: hex::encode(sealed),
+        index_prefix: binding.index_prefix.clone(),
     };
     let json = serde_json::to_vec_pretty(&file)
         .map_err(|e| ClientError::InvalidArgument(format!("server binding: {e}")))?;
@@ -141,14 +164,18 @@ pub(crate) fn load_binding(
     }
     let sealed = hex::decode(&file.token).map_err(|_| damaged("the token is not hex"))?;
     let token = Zeroizing::new(
-        aead.open(&binding_aad(profile_id, &file.url), &sealed)
-            .map_err(|_| damaged("the token does not decrypt (altered file?)"))?,
+        aead.open(
+            &binding_aad(profile_id, &file.url, &file.index_prefix),
+            &sealed,
+        )
+        .map_err(|_| damaged("the token does not decrypt (altered file?)"))?,
     );
     let token = String::from_utf8(token.to_vec()).map_err(|_| damaged("the token is not text"))?;
     Ok(Some(ServerBinding {
         url: file.url,
         token,
         ca_pem: file.ca.map(String::into_bytes),
+        index_prefix: file.index_prefix,
     }))
 }
 
@@ -157,7 +184,7 @@ pub(crate) fn load_binding(
 pub(crate) fn parse_binding(bytes: &[u8]) {
     if let Ok(file) = serde_json::from_slice::<BindingFile>(bytes) {
         let _ = hex::decode(&file.token);
-        let _ = binding_aad("id", &file.url);
+        let _ = binding_aad("id", &file.url, &file.index_prefix);
     }
 }
 
@@ -166,9 +193,11 @@ fn status_error(s: &tonic::Status) -> ClientError {
 }
 
 /// The server halves run on a Sesame server. Index `NAME` of the profile
-/// is index `NAME` of the tenant on the server.
+/// is index `PREFIX` + `NAME` of the tenant on the server
+/// ([`ServerBinding::index_prefix`]).
 pub struct NetworkBackend {
     conn: Connection,
+    prefix: String,
     meter: Meter,
     /// The server's limits once asked: message bytes, messages per call.
     limits: Option<(usize, usize)>,
@@ -186,6 +215,7 @@ impl NetworkBackend {
         let conn = Connection::connect(&binding.client_config())?;
         Ok(NetworkBackend {
             conn,
+            prefix: binding.index_prefix.clone(),
             meter: Meter::new(),
             limits: None,
         })
@@ -216,6 +246,19 @@ impl NetworkBackend {
         Ok(limits)
     }
 
+    /// The server's name of the profile's index `index`.
+    fn remote(&self, index: &str) -> Result<String> {
+        let name = format!("{}{index}", self.prefix);
+        if name.len() > 64 {
+            return Err(ClientError::InvalidArgument(format!(
+                "index name {index:?} is too long for the server: with this profile's prefix \
+                 it may have at most {} characters",
+                64 - self.prefix.len()
+            )));
+        }
+        Ok(name)
+    }
+
     /// The connection, for direct RPCs.
     pub fn connection(&self) -> &Connection {
         &self.conn
@@ -225,6 +268,8 @@ impl NetworkBackend {
     /// `params`.
     pub fn create_index(&self, index: &str, scheme: &str, params: &Params) -> Result<()> {
         let params = params.to_string();
+        let index = self.remote(index)?;
+        let index = index.as_str();
         self.conn
             .with_retries(|mut c| {
                 let params = params.clone();
@@ -235,17 +280,23 @@ impl NetworkBackend {
     }
 
     /// Checks the token (and the connection) by listing the tenant's
-    /// indexes; returns their names.
+    /// indexes; returns the names of this profile's (those under its
+    /// prefix, without it).
     pub fn indexes(&self) -> Result<Vec<String>> {
         let r = self
             .conn
             .with_retries(|mut c| async move { c.list_indexes().await })
             .map_err(|s| status_error(&s))?;
-        Ok(r.indexes.into_iter().map(|i| i.index).collect())
+        Ok(r.indexes
+            .into_iter()
+            .filter_map(|i| i.index.strip_prefix(&self.prefix).map(str::to_owned))
+            .collect())
     }
 
     /// Removes index `index` from the server.
     pub fn drop_index(&self, index: &str) -> Result<()> {
+        let index = self.remote(index)?;
+        let index = index.as_str();
         self.conn
             .with_retries(|mut c| async move { c.drop_index(index).await })
             .map(drop)
@@ -260,8 +311,9 @@ impl Backend for NetworkBackend {
         generation: u64,
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn Channel>> {
+        let index = self.remote(index)?;
         Ok(Box::new(self.conn.index_channel(
-            index,
+            &index,
             scheme.descriptor.name,
             generation,
             self.meter.clone(),
@@ -271,12 +323,14 @@ impl Backend for NetworkBackend {
     fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel>> {
         Ok(Box::new(RemoteDocs {
             conn: self.conn.clone(),
-            index: index.to_owned(),
+            index: self.remote(index)?,
             meter: self.meter.clone(),
         }))
     }
 
     fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()> {
+        let index = self.remote(index)?;
+        let index = index.as_str();
         self.conn
             .with_retries(|mut c| async move { c.drop_generations(index, keep).await })
             .map(drop)
@@ -306,6 +360,8 @@ impl Backend for NetworkBackend {
         requests: &[Vec<u8>],
     ) -> Result<Vec<Vec<u8>>> {
         let (max_message, per_call) = self.limits()?;
+        let index = self.remote(index)?;
+        let index = index.as_str();
         let mut responses = Vec::with_capacity(requests.len());
         for (part, range) in split_calls(requests, call_budget(max_message), per_call)?
             .into_iter()
@@ -335,8 +391,9 @@ impl Backend for NetworkBackend {
         generation: u64,
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn SetupChannel>> {
+        let index = self.remote(index)?;
         Ok(Box::new(Upload(self.conn.upload(
-            index,
+            &index,
             scheme.descriptor.name,
             generation,
             self.meter.clone(),

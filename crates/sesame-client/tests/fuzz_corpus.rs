@@ -131,6 +131,7 @@ fn write_seed_corpus() {
         url: "https://localhost:7443".into(),
         token: "sst1_x".into(),
         ca_pem: Some(b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".to_vec()),
+        index_prefix: String::new(),
     })
     .unwrap();
     write(

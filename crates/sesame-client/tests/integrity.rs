@@ -329,6 +329,7 @@ fn a_server_profile_without_its_binding_does_not_turn_embedded() {
         url: "https://127.0.0.1:9".into(),
         token: "sst1_x".into(),
         ca_pem: None,
+        index_prefix: String::new(),
     })
     .unwrap();
     fs::remove_file(dir.join(SERVER_FILE)).unwrap();

@@ -99,6 +99,7 @@ fn serve_with(store: Arc<dyn Store>, max_message: usize) -> Setup {
         url: server.url(),
         token,
         ca_pem: Some(certs.ca_pem.into_bytes()),
+        index_prefix: String::new(),
     };
     Setup {
         _server: server,
@@ -363,4 +364,54 @@ fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
     store.heal();
     assert_eq!(found(&p, "all").len(), 600);
     check_oracle(&p, &oracle);
+}
+
+/// Two profiles share one tenant, each under its own index prefix: each
+/// finds only its own documents, and lists only its own index.
+#[test]
+fn two_profiles_share_a_tenant_under_their_prefixes() {
+    let s = serve(Arc::new(MemoryStore::new()));
+    let make = |name: &str, text: &str| {
+        let mut binding = s.binding.clone();
+        binding.index_prefix = ServerBinding::fresh_prefix(&mut OsRng);
+        let backend = NetworkBackend::connect(&binding).unwrap();
+        backend
+            .create_index(DEFAULT_INDEX, "fast", &Params::new())
+            .unwrap();
+        let p = Profile::create_with_kdf(
+            s.tmp.path().join(name),
+            "pw",
+            "fast",
+            &Params::new(),
+            insecure::fast_kdf(),
+        )
+        .unwrap();
+        p.bind_server(&binding).unwrap();
+        let file = s.tmp.path().join(format!("{name}.txt"));
+        std::fs::write(&file, text).unwrap();
+        p.session(DEFAULT_INDEX)
+            .unwrap()
+            .add_documents(&[&file], &mut |_| {})
+            .unwrap();
+        (p, backend, file)
+    };
+    let (a, backend_a, file_a) = make("a", "alpha shared");
+    let (b, _, file_b) = make("b", "beta shared");
+    for (p, file) in [(&a, &file_a), (&b, &file_b)] {
+        let hits = p.session(DEFAULT_INDEX).unwrap().search("shared").unwrap();
+        let paths: Vec<String> = hits.into_iter().map(|d| d.path).collect();
+        assert_eq!(paths, vec![file.to_string_lossy().into_owned()]);
+    }
+    assert_eq!(backend_a.indexes().unwrap(), vec![DEFAULT_INDEX.to_owned()]);
+    // The prefix is bound to the sealed token: an edited one is refused.
+    let path = a.server_path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replacen("\"index_prefix\": \"p", "\"index_prefix\": \"q", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&path, edited).unwrap();
+    let reopened = Profile::open(s.tmp.path().join("a"), "pw").unwrap();
+    assert!(matches!(
+        reopened.session(DEFAULT_INDEX),
+        Err(ClientError::ProfileCorrupt { .. })
+    ));
 }
