@@ -432,41 +432,80 @@ impl Session {
     }
 
     /// Reads, tokenizes and hashes the files, refusing any that is larger
-    /// than a document may be here.
+    /// than a document may be here. One worker thread per core takes the
+    /// next file while this thread reports progress and puts the results
+    /// back in order; the first failing file in order is the error, as if
+    /// they had been read one by one.
     fn read_files(
         &mut self,
         files: &[PathBuf],
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<Incoming>> {
-        let total = files.len() as u64;
+        // The same file named twice is added once.
         let mut seen = HashSet::new();
-        let mut out = Vec::with_capacity(files.len());
-        for (i, path) in files.iter().enumerate() {
-            progress(Progress {
-                phase: Phase::Reading,
-                done: i as u64,
-                total,
-            });
-            // The same file named twice is added once.
-            if !seen.insert(path.clone()) {
-                continue;
-            }
-            let max = self.max_document(&path.to_string_lossy());
-            let file = collect::read_file(path, max)?;
-            let keywords = tokenize_bytes(&file.content);
-            let digest = sesame_crypto::hash::sha256(&file.content);
-            out.push(Incoming {
-                file,
-                keywords,
-                digest,
-            });
-        }
+        let work: Vec<(&PathBuf, u64)> = files
+            .iter()
+            .filter(|p| seen.insert(*p))
+            .map(|p| (p, self.max_document(&p.to_string_lossy())))
+            .collect();
+        let total = work.len() as u64;
         progress(Progress {
             phase: Phase::Reading,
-            done: total,
+            done: 0,
             total,
         });
-        Ok(out)
+        let workers = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .clamp(1, 8)
+            .min(work.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut slots: Vec<Option<Result<Incoming>>> = (0..work.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Incoming>)>();
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let (next, work) = (&next, &work);
+                scope.spawn(move || loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(path, max)) = work.get(i) else {
+                        break;
+                    };
+                    let read = collect::read_file(path, max).map(|file| {
+                        let keywords = tokenize_bytes(&file.content);
+                        let digest = sesame_crypto::hash::sha256(&file.content);
+                        Incoming {
+                            file,
+                            keywords,
+                            digest,
+                        }
+                    });
+                    if tx.send((i, read)).is_err() {
+                        break;
+                    }
+                });
+            }
+            drop(tx);
+            for (done, (i, read)) in rx.into_iter().enumerate() {
+                if let Some(slot) = slots.get_mut(i) {
+                    *slot = Some(read);
+                }
+                progress(Progress {
+                    phase: Phase::Reading,
+                    done: done as u64 + 1,
+                    total,
+                });
+            }
+        });
+        slots
+            .into_iter()
+            .map(|s| {
+                s.unwrap_or_else(|| {
+                    Err(ClientError::InvalidArgument(
+                        "a file was not read (a reading thread stopped)".into(),
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// Removes documents, each named by its identifier or by the path it
