@@ -1,6 +1,9 @@
-//! SVG line charts of result sets, drawn with `plotters`' SVG backend
-//! (pure Rust: text is written as SVG `<text>` and laid out with estimated
-//! glyph sizes, so no font files or system libraries are needed).
+//! SVG charts of result sets, drawn with `plotters`' SVG backend (pure
+//! Rust: text is written as SVG `<text>` and laid out with estimated glyph
+//! sizes, so no font files or system libraries are needed): lines when the
+//! x parameter is a number, grouped bars when it is a word (categories
+//! such as encrypt / decrypt / compare, which a line would join as if they
+//! were points of a scale).
 
 use plotters::prelude::*;
 
@@ -74,6 +77,42 @@ fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
         let lo = if lo >= 0.0 { 0.0 } else { lo - pad };
         (lo, hi + pad)
     }
+}
+
+/// Tick positions for a log axis over `lo..hi`: the powers of ten and
+/// their 2 and 5 multiples inside the range, more multiples when that
+/// gives fewer than four, and evenly spaced values when the range is too
+/// narrow for any of them (a range inside one decade would otherwise get
+/// no tick at all).
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi > lo && lo.is_finite() && hi.is_finite()) {
+        return Vec::new();
+    }
+    let decades = (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32);
+    let with = |multiples: &[f64]| -> Vec<f64> {
+        decades
+            .clone()
+            .flat_map(|k| multiples.iter().map(move |m| m * 10f64.powi(k)))
+            .filter(|v| *v >= lo && *v <= hi)
+            .collect()
+    };
+    let mut ticks = with(&[1.0, 2.0, 5.0]);
+    if ticks.len() < 4 {
+        ticks = with(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    }
+    if ticks.len() < 3 {
+        // Five values spread over the range, three significant digits.
+        ticks = (0..5)
+            .map(|i| {
+                let v = lo * (hi / lo).powf(f64::from(i) / 4.0);
+                let scale = 10f64.powi(v.log10().floor() as i32 - 2);
+                (v / scale).round() * scale
+            })
+            .filter(|v| *v >= lo && *v <= hi)
+            .collect();
+        ticks.dedup();
+    }
+    ticks
 }
 
 fn plot_err(chart: &Chart, e: impl std::fmt::Display) -> BenchError {
@@ -156,8 +195,150 @@ fn legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// The categories of a chart whose x parameter is a word, in order of
+/// first appearance; `None` when it is a number.
+pub fn categories(rs: &ResultSet, chart: &Chart) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for row in rs.rows.iter().filter(|r| chart.selects(r)) {
+        match row.params.get(&chart.x) {
+            Some(crate::result::Value::Text(t)) => {
+                if !out.contains(t) {
+                    out.push(t.clone());
+                }
+            }
+            Some(_) => return None,
+            None => {}
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The bars of a categorical chart: per series (as for lines), the value
+/// of each category (`None` where it has none).
+fn bar_series(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Vec<(String, Vec<Option<f64>>)> {
+    let mut out: Vec<(String, Vec<Option<f64>>)> = Vec::new();
+    for row in rs.rows.iter().filter(|r| chart.selects(r)) {
+        let Some(crate::result::Value::Text(cat)) = row.params.get(&chart.x) else {
+            continue;
+        };
+        let Some(at) = cats.iter().position(|c| c == cat) else {
+            continue;
+        };
+        for y_name in &chart.y {
+            let Some(y) = row.figures.get(y_name).copied() else {
+                continue;
+            };
+            if chart.y_axis.log && y <= 0.0 {
+                continue;
+            }
+            let label = label(row, chart, y_name);
+            let i = match out.iter().position(|(l, _)| *l == label) {
+                Some(i) => i,
+                None => {
+                    out.push((label, vec![None; cats.len()]));
+                    out.len() - 1
+                }
+            };
+            if let Some(slot) = out.get_mut(i).and_then(|(_, v)| v.get_mut(at)) {
+                *slot = Some(y);
+            }
+        }
+    }
+    out
+}
+
+macro_rules! draw_bars {
+    ($root:expr, $chart:expr, $cats:expr, $bars:expr, $yr:expr, $base:expr) => {{
+        let chart = $chart;
+        let cats: &[String] = $cats;
+        // Each category is a group of one segment per series and a gap.
+        let group = $bars.len() as i32 + 1;
+        let segments = cats.len() as i32 * group;
+        let mut cc = ChartBuilder::on($root)
+            .caption(&chart.title, ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d((0..segments).into_segmented(), $yr)
+            .map_err(|e| plot_err(chart, e))?;
+        cc.configure_mesh()
+            .x_desc(chart.x_axis.label.as_str())
+            .y_desc(chart.y_axis.label.as_str())
+            .x_labels(segments as usize + 1)
+            .y_labels(8)
+            .x_label_formatter(&|v: &SegmentValue<i32>| match v {
+                // The category's name under the middle of its bars.
+                SegmentValue::CenterOf(k) if k % group == (group - 1) / 2 => {
+                    cats.get((k / group) as usize).cloned().unwrap_or_default()
+                }
+                _ => String::new(),
+            })
+            .y_label_formatter(&|v: &f64| tick(*v))
+            .disable_x_mesh()
+            .draw()
+            .map_err(|e| plot_err(chart, e))?;
+        for (j, (_, values)) in $bars.iter().enumerate() {
+            let color = Palette99::pick(j).to_rgba();
+            let rects = values.iter().enumerate().filter_map(|(i, v)| {
+                v.map(|v| {
+                    let k = i as i32 * group + j as i32;
+                    Rectangle::new(
+                        [
+                            (SegmentValue::Exact(k), $base),
+                            (SegmentValue::Exact(k + 1), v),
+                        ],
+                        color.filled(),
+                    )
+                })
+            });
+            cc.draw_series(rects).map_err(|e| plot_err(chart, e))?;
+        }
+    }};
+}
+
+/// Draws a categorical chart as grouped bars.
+fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String, BenchError> {
+    let bars = bar_series(rs, chart, cats);
+    let (y0, y1) = range(
+        bars.iter().flat_map(|(_, v)| v.iter().flatten().copied()),
+        chart.y_axis.log,
+    );
+    let lines: Vec<Series> = bars
+        .iter()
+        .map(|(label, _)| Series {
+            label: label.clone(),
+            points: Vec::new(),
+        })
+        .collect();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, HEIGHT))
+            .into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
+        let (plot, side) = root.split_horizontally(PLOT_WIDTH);
+        if chart.y_axis.log {
+            draw_bars!(
+                &plot,
+                chart,
+                cats,
+                bars,
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+                y0
+            );
+        } else {
+            draw_bars!(&plot, chart, cats, bars, y0..y1, y0);
+        }
+        legend(&side, chart, &lines)?;
+        root.present().map_err(|e| plot_err(chart, e))?;
+    }
+    Ok(svg)
+}
+
 /// Draws `chart` over the rows of `rs` as SVG text.
 pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
+    if let Some(cats) = categories(rs, chart) {
+        return render_bars(rs, chart, &cats);
+    }
     let lines = series(rs, chart);
     let (x0, x1) = range(
         lines.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
@@ -178,11 +359,23 @@ pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
                 &plot,
                 chart,
                 lines,
-                (x0..x1).log_scale(),
-                (y0..y1).log_scale()
+                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
             ),
-            (true, false) => draw!(&plot, chart, lines, (x0..x1).log_scale(), y0..y1),
-            (false, true) => draw!(&plot, chart, lines, x0..x1, (y0..y1).log_scale()),
+            (true, false) => draw!(
+                &plot,
+                chart,
+                lines,
+                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                y0..y1
+            ),
+            (false, true) => draw!(
+                &plot,
+                chart,
+                lines,
+                x0..x1,
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
+            ),
             (false, false) => draw!(&plot, chart, lines, x0..x1, y0..y1),
         }
         legend(&side, chart, &lines)?;
@@ -258,6 +451,68 @@ mod tests {
             c.y_axis.log = yl;
             assert!(render(&rs, &c).unwrap().contains("</svg>"));
         }
+        // A word on the x axis: grouped bars, one per series and category,
+        // with the categories' names under them (a line joined them as if
+        // they were points of a scale).
+        let mut ops = Vec::new();
+        for scheme in ["a", "b"] {
+            for (i, op) in ["encrypt", "decrypt", "compare"].iter().enumerate() {
+                let mut r = Row::new().param("scheme", scheme).param("op", *op);
+                r.set("us", (i + 1) as f64 * if scheme == "a" { 1.0 } else { 3.0 });
+                ops.push(r);
+            }
+        }
+        let bar_chart = Chart {
+            x: "op".into(),
+            y: vec!["us".into()],
+            filter: vec![],
+            ..chart.clone()
+        };
+        let bars = ResultSet {
+            rows: ops,
+            ..rs.clone()
+        };
+        assert_eq!(
+            categories(&bars, &bar_chart).unwrap(),
+            ["encrypt", "decrypt", "compare"]
+        );
+        let svg = render(&bars, &bar_chart).unwrap();
+        for op in ["encrypt", "decrypt", "compare", "scheme=a", "scheme=b"] {
+            assert!(svg.contains(op), "{op} missing");
+        }
+        assert!(svg.matches("<rect").count() >= 6 + 1, "{svg}");
+        assert!(categories(&rs, &chart).is_none());
+        // A log axis inside one decade still gets ticks (it got none).
+        let narrow = log_ticks(103.0, 110.0);
+        assert!(narrow.len() >= 3, "{narrow:?}");
+        assert!(narrow.iter().all(|v| (103.0..=110.0).contains(v)));
+        assert_eq!(
+            log_ticks(1.0, 1000.0),
+            [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]
+        );
+        assert!(log_ticks(0.001, 0.03).len() >= 4);
+        let mut tight = chart.clone();
+        tight.x_axis.log = false;
+        let svg = render(
+            &ResultSet {
+                rows: (0..3)
+                    .map(|i| {
+                        let mut r = Row::new()
+                            .param("scheme", "a")
+                            .param("n", i as usize)
+                            .param("op", "setup");
+                        r.set("ms", 103.0 + f64::from(i));
+                        r
+                    })
+                    .collect(),
+                ..rs.clone()
+            },
+            &tight,
+        )
+        .unwrap();
+        let labels = svg.matches("<text").count();
+        // Title, two axis names, one legend entry, and ticks on both axes.
+        assert!(labels >= 4 + 3 + 3, "{labels} texts in\n{svg}");
         assert_eq!(tick(0.01), "0.01");
         assert_eq!(tick(0.0125), "0.0125");
         assert_eq!(tick(100.0), "100");

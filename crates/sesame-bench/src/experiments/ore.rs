@@ -622,9 +622,8 @@ fn charts() -> Vec<Chart> {
     vec![
         Chart {
             file: "fig1-schemes".to_owned(),
-            title: "Fig. 1: time per operation (1 encrypt, 2 decrypt, 3 compare), uniform data"
-                .to_owned(),
-            x: "op_index".to_owned(),
+            title: "Fig. 1: time per operation, uniform data".to_owned(),
+            x: "op".to_owned(),
             y: vec!["time_us".to_owned()],
             series: vec!["scheme".to_owned()],
             filter: vec![
