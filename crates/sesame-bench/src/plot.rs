@@ -480,7 +480,8 @@ mod tests {
         for op in ["encrypt", "decrypt", "compare", "scheme=a", "scheme=b"] {
             assert!(svg.contains(op), "{op} missing");
         }
-        assert!(svg.matches("<rect").count() >= 6 + 1, "{svg}");
+        // The background and six bars.
+        assert!(svg.matches("<rect").count() > 6, "{svg}");
         assert!(categories(&rs, &chart).is_none());
         // A log axis inside one decade still gets ticks (it got none).
         let narrow = log_ticks(103.0, 110.0);
