@@ -201,11 +201,8 @@ pub fn categories(rs: &ResultSet, chart: &Chart) -> Option<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for row in rs.rows.iter().filter(|r| chart.selects(r)) {
         match row.params.get(&chart.x) {
-            Some(crate::result::Value::Text(t)) => {
-                if !out.contains(t) {
-                    out.push(t.clone());
-                }
-            }
+            Some(crate::result::Value::Text(t)) if !out.contains(t) => out.push(t.clone()),
+            Some(crate::result::Value::Text(_)) => {}
             Some(_) => return None,
             None => {}
         }
