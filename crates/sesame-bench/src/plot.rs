@@ -17,31 +17,56 @@ pub struct Series {
     pub label: String,
     /// Points sorted by x.
     pub points: Vec<(f64, f64)>,
+    /// The paper's reported values for the line of the same label without
+    /// " (paper)": drawn dashed with hollow markers, in that line's colour.
+    pub paper: bool,
 }
 
+/// Suffix of the label of a paper series.
+const PAPER: &str = " (paper)";
+
 /// The lines of `chart` over the rows of `rs`: one per distinct value of
-/// the series parameters and per y figure. Rows without the x or y value
-/// are skipped, as are values that are not positive on a log axis.
+/// the series parameters and per y figure, and beside it one of the
+/// paper's values where the rows carry the paper's figure of that name.
+/// Rows without the x or y value are skipped, as are values that are not
+/// positive on a log axis.
 pub fn series(rs: &ResultSet, chart: &Chart) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
+    let mut add = |label: String, point: (f64, f64), paper: bool| match out
+        .iter_mut()
+        .find(|s| s.label == label)
+    {
+        Some(s) => s.points.push(point),
+        None => out.push(Series {
+            label,
+            points: vec![point],
+            paper,
+        }),
+    };
     for row in rs.rows.iter().filter(|r| chart.selects(r)) {
         let Some(x) = row.number(&chart.x) else {
             continue;
         };
+        if chart.x_axis.log && x <= 0.0 {
+            continue;
+        }
         for y_name in &chart.y {
-            let Some(y) = row.figures.get(y_name).copied() else {
-                continue;
-            };
-            if (chart.x_axis.log && x <= 0.0) || (chart.y_axis.log && y <= 0.0) {
-                continue;
-            }
-            let label = label(row, chart, y_name);
-            match out.iter_mut().find(|s| s.label == label) {
-                Some(s) => s.points.push((x, y)),
-                None => out.push(Series {
-                    label,
-                    points: vec![(x, y)],
-                }),
+            let ours = row.figures.get(y_name).copied();
+            let theirs = row
+                .paper
+                .iter()
+                .find(|p| p.name == *y_name)
+                .map(|p| p.value);
+            for (y, paper) in [(ours, false), (theirs, true)] {
+                let Some(y) = y.filter(|y| y.is_finite() && !(chart.y_axis.log && *y <= 0.0))
+                else {
+                    continue;
+                };
+                let mut label = label(row, chart, y_name);
+                if paper {
+                    label.push_str(PAPER);
+                }
+                add(label, (x, y), paper);
             }
         }
     }
@@ -154,16 +179,48 @@ macro_rules! draw {
             .draw()
             .map_err(|e| plot_err(chart, e))?;
         for (i, s) in $lines.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            cc.draw_series(LineSeries::new(
-                s.points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| plot_err(chart, e))?;
-            cc.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            let color = Palette99::pick(colour_of(&$lines, i)).to_rgba();
+            if s.paper {
+                cc.draw_series(DashedLineSeries::new(
+                    s.points.iter().copied(),
+                    6,
+                    4,
+                    color.stroke_width(1),
+                ))
                 .map_err(|e| plot_err(chart, e))?;
+                cc.draw_series(
+                    s.points
+                        .iter()
+                        .map(|&p| Circle::new(p, 4, color.stroke_width(2))),
+                )
+                .map_err(|e| plot_err(chart, e))?;
+            } else {
+                cc.draw_series(LineSeries::new(
+                    s.points.iter().copied(),
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| plot_err(chart, e))?;
+                cc.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                    .map_err(|e| plot_err(chart, e))?;
+            }
         }
     }};
+}
+
+/// The palette index of line `i`: a paper series takes the colour of our
+/// line of the same label, so that the two read as a pair.
+fn colour_of(lines: &[Series], i: usize) -> usize {
+    let Some(s) = lines.get(i) else {
+        return i;
+    };
+    if !s.paper {
+        return lines[..i].iter().filter(|l| !l.paper).count();
+    }
+    let ours = s.label.trim_end_matches(PAPER);
+    match lines.iter().position(|l| !l.paper && l.label == ours) {
+        Some(j) => colour_of(lines, j),
+        None => lines.iter().filter(|l| !l.paper).count() + i,
+    }
 }
 
 /// Width of the chart, and of the legend beside it, in pixels.
@@ -180,15 +237,27 @@ fn legend<DB: DrawingBackend>(
 ) -> Result<(), BenchError> {
     let style = ("sans-serif", 13).into_font().color(&BLACK);
     for (i, s) in lines.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = Palette99::pick(colour_of(lines, i)).to_rgba();
         let y = 50 + 20 * i as i32;
-        area.draw(&PathElement::new(
-            vec![(5, y), (30, y)],
-            color.stroke_width(2),
-        ))
-        .map_err(|e| plot_err(chart, e))?;
-        area.draw(&Circle::new((17, y), 3, color.filled()))
+        if s.paper {
+            for x in [5, 17, 29] {
+                area.draw(&PathElement::new(
+                    vec![(x, y), (x + 6, y)],
+                    color.stroke_width(1),
+                ))
+                .map_err(|e| plot_err(chart, e))?;
+            }
+            area.draw(&Circle::new((17, y), 4, color.stroke_width(2)))
+                .map_err(|e| plot_err(chart, e))?;
+        } else {
+            area.draw(&PathElement::new(
+                vec![(5, y), (30, y)],
+                color.stroke_width(2),
+            ))
             .map_err(|e| plot_err(chart, e))?;
+            area.draw(&Circle::new((17, y), 3, color.filled()))
+                .map_err(|e| plot_err(chart, e))?;
+        }
         area.draw(&Text::new(s.label.clone(), (38, y - 7), style.clone()))
             .map_err(|e| plot_err(chart, e))?;
     }
@@ -305,6 +374,7 @@ fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String,
         .map(|(label, _)| Series {
             label: label.clone(),
             points: Vec::new(),
+            paper: false,
         })
         .collect();
     let mut svg = String::new();
@@ -448,6 +518,36 @@ mod tests {
             c.y_axis.log = yl;
             assert!(render(&rs, &c).unwrap().contains("</svg>"));
         }
+        // The paper's values, where rows carry them, beside ours: a dashed
+        // series of the same colour.
+        let mut with_paper = rs.clone();
+        for r in with_paper.rows.iter_mut() {
+            if r.params.get("scheme") == Some(&Value::from("a"))
+                && r.params.get("op") == Some(&Value::from("setup"))
+            {
+                let n = r.number("n").unwrap();
+                r.paper("ms", n * 1.5, "ms", "a paper");
+            }
+        }
+        let lines = series(&with_paper, &chart);
+        let labels: Vec<(&str, bool)> = lines.iter().map(|s| (s.label.as_str(), s.paper)).collect();
+        assert_eq!(
+            labels,
+            [
+                ("scheme=a", false),
+                ("scheme=a (paper)", true),
+                ("scheme=b", false)
+            ]
+        );
+        assert_eq!(
+            lines[1].points,
+            [(10.0, 15.0), (100.0, 150.0), (1000.0, 1500.0)]
+        );
+        assert_eq!(colour_of(&lines, 1), colour_of(&lines, 0));
+        assert_ne!(colour_of(&lines, 2), colour_of(&lines, 0));
+        assert!(render(&with_paper, &chart)
+            .unwrap()
+            .contains("scheme=a (paper)"));
         // A word on the x axis: grouped bars, one per series and category,
         // with the categories' names under them (a line joined them as if
         // they were points of a scale).
