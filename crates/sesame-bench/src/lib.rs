@@ -5,6 +5,7 @@ pub mod data;
 pub mod error;
 pub mod experiment;
 pub mod experiments;
+pub mod fidelity;
 pub mod measure;
 pub mod plot;
 pub mod report;
@@ -89,6 +90,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
         options: args.options(),
     };
     let mut results = Vec::new();
+    let mut seconds = Vec::new();
     let mut first_error = None;
     for e in chosen {
         let started = std::time::Instant::now();
@@ -105,6 +107,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
                     written.html.display()
                 )
                 .map_err(stdout_err)?;
+                seconds.push((rs.experiment.clone(), started.elapsed().as_secs_f64()));
                 results.push(rs);
             }
             Err(err) => {
@@ -112,6 +115,23 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
                 first_error.get_or_insert(err);
             }
         }
+    }
+    if !results.is_empty() {
+        // The front page covers every experiment whose report is in the
+        // output folder: this run's, and earlier runs' of the others.
+        let mut all = fidelity::reports_in(&args.out);
+        for rs in &results {
+            all.retain(|r| r.experiment != rs.experiment);
+            all.push(rs.clone());
+        }
+        all.sort_by(|a, b| a.experiment.cmp(&b.experiment));
+        fidelity::write_index(&args.out, &all, &seconds, &fidelity::RunInfo::here())?;
+        writeln!(
+            out,
+            "front page: {} (fidelity table: fidelity.json, fidelity.csv)",
+            args.out.join("index.html").display()
+        )
+        .map_err(stdout_err)?;
     }
     match first_error {
         Some(e) => Err(e),

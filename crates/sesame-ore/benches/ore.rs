@@ -2,7 +2,7 @@
 // Benchmark code: a failure is a bug to see at once.
 #![allow(clippy::unwrap_used)]
 //! Criterion benchmarks of every OPE/ORE scheme (encrypt, compare,
-//! decrypt), plus, in the same run, the figures the targets of issue 8 are
+//! decrypt), plus, in the same run, the figures the performance targets are
 //! stated against:
 //!
 //! - Lewi-Wu, u64, 8-bit blocks: encryption time against its AES bound

@@ -292,7 +292,7 @@ fn fig1_rows(scheme: &str, dataset: &str, st: &Stats) -> Vec<Row> {
                 "time_us",
                 2900.0,
                 "us per encryption",
-                "seed 004 Fig. 1 (as read in issue 8)",
+                "seed 004 Fig. 1 (read from the figure)",
             );
         }
         rows.push(row);

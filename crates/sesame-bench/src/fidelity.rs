@@ -1,0 +1,410 @@
+//! The run's front page: `index.html` over every experiment of a run, with
+//! the machine, the date and the commit, and the **fidelity table**: one
+//! row per paper figure we reproduce (the paper's value, ours, their ratio
+//! and a verdict), also written as `fidelity.json` and `fidelity.csv`.
+//!
+//! Verdicts:
+//! - `matches`: ours is within a factor of [`TOLERANCE`] of the paper's;
+//! - `differs`: it is not (the experiment's page says why);
+//! - `not comparable: times depend on the machine`: a time (the papers ran
+//!   other hardware; their trends are what we check, on the charts);
+//! - `not comparable: <scale> scale`: a run below the papers' sizes.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::BenchError;
+use crate::report::escape;
+use crate::result::ResultSet;
+
+/// Ours within this factor of the paper's value (either way) matches.
+pub const TOLERANCE: f64 = 2.0;
+
+/// One paper figure beside ours.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The experiment.
+    pub experiment: String,
+    /// The row's parameters, `name=value` separated by spaces.
+    pub configuration: String,
+    /// The figure's name.
+    pub figure: String,
+    /// The paper's value.
+    pub paper: f64,
+    /// Its unit.
+    pub unit: String,
+    /// Where the paper says it.
+    pub source: String,
+    /// Ours.
+    pub ours: f64,
+    /// Ours divided by the paper's.
+    pub ratio: f64,
+    /// See the module documentation.
+    pub verdict: String,
+}
+
+/// Whether a unit is a time (machine-dependent).
+fn is_time(unit: &str) -> bool {
+    let u = unit.to_ascii_lowercase();
+    ["ms", "µs", "us", "ns", "second", "minute"]
+        .iter()
+        .any(|t| {
+            u.split(|c: char| !c.is_alphanumeric() && c != 'µ')
+                .any(|w| w == *t)
+        })
+        || u == "s"
+        || u.starts_with("s ")
+}
+
+/// Every paper figure of `sets` that has our figure of the same name.
+pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for rs in sets {
+        for row in &rs.rows {
+            for p in &row.paper {
+                let Some(ours) = row.figures.get(&p.name).copied() else {
+                    continue;
+                };
+                let ratio = if p.value != 0.0 {
+                    ours / p.value
+                } else {
+                    f64::NAN
+                };
+                let verdict = if is_time(&p.unit) {
+                    "not comparable: times depend on the machine".to_owned()
+                } else if rs.scale != "full" {
+                    format!("not comparable: {} scale", rs.scale)
+                } else if (1.0 / TOLERANCE..=TOLERANCE).contains(&ratio) {
+                    "matches".to_owned()
+                } else {
+                    "differs".to_owned()
+                };
+                out.push(Comparison {
+                    experiment: rs.experiment.clone(),
+                    configuration: row
+                        .params
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    figure: p.name.clone(),
+                    paper: p.value,
+                    unit: p.unit.clone(),
+                    source: p.source.clone(),
+                    ours,
+                    ratio,
+                    verdict,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Where and when the run happened.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunInfo {
+    /// UTC date and time, RFC 3339.
+    pub date: String,
+    /// CPU model and core count.
+    pub machine: String,
+    /// The commit of the checkout, if the run is inside one.
+    pub commit: Option<String>,
+}
+
+impl RunInfo {
+    /// This machine, now, this checkout (best effort: what cannot be read
+    /// is said so).
+    pub fn here() -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, m)| m.trim().to_owned())
+            })
+            .unwrap_or_else(|| "unknown CPU".to_owned());
+        let cores = std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get);
+        RunInfo {
+            date: now_utc(),
+            machine: format!("{cpu}, {cores} cores"),
+            commit: commit(),
+        }
+    }
+}
+
+/// The commit of the checkout around the working directory, read from
+/// `.git` (no `git` binary needed).
+fn commit() -> Option<String> {
+    let mut dir = std::env::current_dir().ok()?;
+    loop {
+        let git = dir.join(".git");
+        if let Ok(head) = std::fs::read_to_string(git.join("HEAD")) {
+            let head = head.trim();
+            return match head.strip_prefix("ref: ") {
+                Some(r) => std::fs::read_to_string(git.join(r))
+                    .ok()
+                    .map(|s| s.trim().to_owned())
+                    .or_else(|| {
+                        std::fs::read_to_string(git.join("packed-refs"))
+                            .ok()?
+                            .lines()
+                            .find(|l| l.ends_with(r))
+                            .and_then(|l| l.split_whitespace().next())
+                            .map(str::to_owned)
+                    }),
+                None => Some(head.to_owned()),
+            };
+        }
+        if !dir.pop() {
+            return None;
+        }
+    }
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days,
+/// proleptic Gregorian).
+fn now_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn csv_cell(c: &str) -> String {
+    if c.contains([',', '"', '\n']) {
+        format!("\"{}\"", c.replace('"', "\"\""))
+    } else {
+        c.to_owned()
+    }
+}
+
+fn number(v: f64) -> String {
+    if v.is_finite() {
+        let s = format!("{v:.4}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        s.to_owned()
+    } else {
+        String::new()
+    }
+}
+
+/// The result sets of the reports under `out` (`*/results.json`); a file
+/// that does not read as one is left out.
+pub fn reports_in(out: &Path) -> Vec<ResultSet> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Vec::new();
+    };
+    let mut sets: Vec<ResultSet> = entries
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("results.json")).ok())
+        .filter_map(|t| serde_json::from_str(&t).ok())
+        .collect();
+    sets.sort_by(|a, b| a.experiment.cmp(&b.experiment));
+    sets
+}
+
+/// Writes `index.html`, `fidelity.json` and `fidelity.csv` into `out`.
+pub fn write_index(
+    out: &Path,
+    sets: &[ResultSet],
+    seconds: &[(String, f64)],
+    info: &RunInfo,
+) -> Result<(), BenchError> {
+    let rows = comparisons(sets);
+    std::fs::create_dir_all(out).map_err(|e| BenchError::io("create", out, e))?;
+    let json = serde_json::to_string_pretty(&serde_json::json!({
+        "run": info,
+        "tolerance": TOLERANCE,
+        "comparisons": rows,
+    }))
+    .map_err(|e| BenchError::Format(format!("fidelity table: {e}")))?;
+    let write = |name: &str, text: &str| {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|e| BenchError::io("write", path, e))
+    };
+    write("fidelity.json", &(json + "\n"))?;
+    let mut csv =
+        String::from("experiment,configuration,figure,paper,unit,source,ours,ratio,verdict\n");
+    for r in &rows {
+        let cells = [
+            r.experiment.clone(),
+            r.configuration.clone(),
+            r.figure.clone(),
+            number(r.paper),
+            r.unit.clone(),
+            r.source.clone(),
+            number(r.ours),
+            number(r.ratio),
+            r.verdict.clone(),
+        ];
+        let line: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
+        csv.push_str(&line.join(","));
+        csv.push('\n');
+    }
+    write("fidelity.csv", &csv)?;
+
+    let count = |v: &str| rows.iter().filter(|r| r.verdict.starts_with(v)).count();
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>Sesame benchmark results</title>\n<style>\n\
+         body {{ font-family: sans-serif; margin: 2em; }}\n\
+         table {{ border-collapse: collapse; font-size: 0.85em; }}\n\
+         th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; }}\n\
+         td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}\n\
+         tr.matches td.v {{ background: #e3f4e3; }}\n\
+         tr.differs td.v {{ background: #fbe3e3; }}\n</style>\n</head>\n<body>\n\
+         <h1>Sesame benchmark results</h1>\n\
+         <p>Run {date} on {machine}; commit {commit}.</p>\n\
+         <p>Where Sesame reproduces the papers: {m} figures match (ours within a factor of \
+         {tol} of the paper's), {d} differ (each experiment's page says why), {n} are not \
+         comparable (times on other hardware, or a run below the papers' sizes). Data: \
+         <a href=\"fidelity.json\">JSON</a>, <a href=\"fidelity.csv\">CSV</a>.</p>\n",
+        date = escape(&info.date),
+        machine = escape(&info.machine),
+        commit = escape(info.commit.as_deref().unwrap_or("unknown")),
+        m = count("matches"),
+        d = count("differs"),
+        n = count("not comparable"),
+        tol = TOLERANCE,
+    );
+    html.push_str("<h2>Experiments</h2>\n<table>\n<thead><tr><th>experiment</th><th>reproduces</th><th>scale</th><th>seconds</th></tr></thead>\n<tbody>\n");
+    for rs in sets {
+        let secs = seconds
+            .iter()
+            .find(|(n, _)| *n == rs.experiment)
+            .map_or(String::new(), |(_, s)| format!("{s:.1}"));
+        let _ = writeln!(
+            html,
+            "<tr><td><a href=\"{e}/index.html\">{e}</a>: {t}</td><td>{p}</td><td>{sc}</td>\
+             <td class=\"num\">{secs}</td></tr>",
+            e = escape(&rs.experiment),
+            t = escape(&rs.title),
+            p = escape(&rs.seed_paper),
+            sc = escape(&rs.scale),
+        );
+    }
+    html.push_str(
+        "</tbody>\n</table>\n<h2>Fidelity</h2>\n<table>\n<thead><tr>\
+        <th>experiment</th><th>configuration</th><th>figure</th><th>paper</th><th>unit</th>\
+        <th>ours</th><th>ours / paper</th><th>verdict</th><th>source</th></tr></thead>\n<tbody>\n",
+    );
+    for r in &rows {
+        let class = if r.verdict == "matches" {
+            "matches"
+        } else if r.verdict == "differs" {
+            "differs"
+        } else {
+            "other"
+        };
+        let _ = writeln!(
+            html,
+            "<tr class=\"{class}\"><td><a href=\"{e}/index.html\">{e}</a></td><td>{c}</td>\
+             <td>{f}</td><td class=\"num\">{p}</td><td>{u}</td><td class=\"num\">{o}</td>\
+             <td class=\"num\">{ra}</td><td class=\"v\">{v}</td><td>{s}</td></tr>",
+            e = escape(&r.experiment),
+            c = escape(&r.configuration),
+            f = escape(&r.figure),
+            p = number(r.paper),
+            u = escape(&r.unit),
+            o = number(r.ours),
+            ra = number(r.ratio),
+            v = escape(&r.verdict),
+            s = escape(&r.source),
+        );
+    }
+    html.push_str("</tbody>\n</table>\n</body>\n</html>\n");
+    write("index.html", &html)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::Row;
+
+    fn set(scale: &str) -> ResultSet {
+        let mut io = Row::new().param("protocol", "x");
+        io.set("query_io", 30.0)
+            .set("insert_us", 5.0)
+            .set("bytes", 900.0);
+        io.paper("query_io", 44.0, "I/O", "Table 3")
+            .paper("insert_us", 1.0, "µs", "Table 3")
+            .paper("bytes", 100.0, "bytes", "Table 3")
+            .paper("absent", 1.0, "I/O", "Table 3");
+        ResultSet {
+            experiment: "range".into(),
+            title: "t".into(),
+            seed_paper: "seed 004".into(),
+            scale: scale.into(),
+            seed: 1,
+            notes: vec![],
+            display: vec![],
+            rows: vec![io],
+            charts: vec![],
+        }
+    }
+
+    #[test]
+    fn verdicts_follow_the_tolerance_units_and_scale() {
+        let full = comparisons(&[set("full")]);
+        let verdicts: Vec<(&str, &str)> = full
+            .iter()
+            .map(|c| (c.figure.as_str(), c.verdict.as_str()))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("query_io", "matches"),
+                ("insert_us", "not comparable: times depend on the machine"),
+                ("bytes", "differs"),
+            ]
+        );
+        assert!((full[0].ratio - 30.0 / 44.0).abs() < 1e-12);
+        let quick = comparisons(&[set("quick")]);
+        assert_eq!(quick[0].verdict, "not comparable: quick scale");
+        assert!(is_time("ms per update") && is_time("s") && !is_time("messages"));
+    }
+
+    #[test]
+    fn the_index_and_the_tables_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let info = RunInfo {
+            date: "2026-01-01T00:00:00Z".into(),
+            machine: "test CPU, 2 cores".into(),
+            commit: Some("abc".into()),
+        };
+        write_index(dir.path(), &[set("full")], &[("range".into(), 1.5)], &info).unwrap();
+        let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+        assert!(html.contains("1 figures match") && html.contains("1 differ"));
+        assert!(html.contains("range/index.html") && html.contains("test CPU"));
+        let csv = std::fs::read_to_string(dir.path().join("fidelity.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 4);
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("fidelity.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(json["comparisons"].as_array().unwrap().len(), 3);
+        assert_eq!(now_utc().len(), 20);
+    }
+}
