@@ -37,6 +37,24 @@ pub fn list(out: &mut dyn Write) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// The line printed (on standard error) before experiment `k` of `total`
+/// starts: which one, how far the run is, and, once one experiment has
+/// finished, the time left if the others take as long on average (a rough
+/// estimate: experiments differ a lot).
+fn progress_line(k: usize, total: usize, name: &str, elapsed: std::time::Duration) -> String {
+    let mut line = format!(
+        "[{}/{total}] {name} ({:.0} s elapsed",
+        k + 1,
+        elapsed.as_secs_f64()
+    );
+    if k > 0 {
+        let left = elapsed.as_secs_f64() / k as f64 * (total - k) as f64;
+        line.push_str(&format!(", about {left:.0} s left at the average so far"));
+    }
+    line.push(')');
+    line
+}
+
 fn stdout_err(e: std::io::Error) -> BenchError {
     BenchError::io("write", "standard output", e)
 }
@@ -92,7 +110,15 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
     let mut results = Vec::new();
     let mut seconds = Vec::new();
     let mut first_error = None;
-    for e in chosen {
+    let total = chosen.len();
+    let run_started = std::time::Instant::now();
+    for (k, e) in chosen.into_iter().enumerate() {
+        if total > 1 {
+            eprintln!(
+                "{}",
+                progress_line(k, total, e.name(), run_started.elapsed())
+            );
+        }
         let started = std::time::Instant::now();
         let outcome = e
             .run(&ctx)
@@ -136,5 +162,20 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
     match first_error {
         Some(e) => Err(e),
         None => Ok(results),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_say_where_the_run_is() {
+        let zero = std::time::Duration::ZERO;
+        assert_eq!(progress_line(0, 9, "ore", zero), "[1/9] ore (0 s elapsed)");
+        assert_eq!(
+            progress_line(2, 4, "range", std::time::Duration::from_secs(60)),
+            "[3/4] range (60 s elapsed, about 60 s left at the average so far)"
+        );
     }
 }
