@@ -26,7 +26,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sesame_crypto::hash::{sha256, KeyedHash};
+use sesame_crypto::hash::KeyedHash;
 use sesame_crypto::Key;
 
 use crate::error::{ClientError, Result};
@@ -148,14 +148,17 @@ fn check_fresh(dest: &Path) -> Result<()> {
     }
 }
 
-/// Copies `from` to `to` (a new private file, synced); returns the bytes.
-fn copy_private(from: &Path, to: &Path) -> Result<Vec<u8>> {
-    let bytes = fs::read(from).map_err(|e| ClientError::io("read", from, &e))?;
+/// Copies `from` to `to` (a new private file, synced, its directories
+/// made private), in pieces; returns its manifest entry.
+fn copy_private(from: &Path, to: &Path) -> Result<FileEntry> {
     if let Some(parent) = to.parent() {
         fsutil::create_private_dir(parent)?;
     }
-    fsutil::write_atomic(to, &bytes)?;
-    Ok(bytes)
+    let (size, digest) = fsutil::copy_atomic(from, to)?;
+    Ok(FileEntry {
+        size,
+        sha256: hex::encode(digest),
+    })
 }
 
 impl Profile {
@@ -176,15 +179,9 @@ impl Profile {
         let mut files = BTreeMap::new();
         let mut bytes = 0u64;
         for rel in profile_files(self.dir())? {
-            let data = copy_private(&self.dir().join(&rel), &dest.join(&rel))?;
-            bytes += data.len() as u64;
-            files.insert(
-                manifest_name(&rel),
-                FileEntry {
-                    size: data.len() as u64,
-                    sha256: hex::encode(sha256(&data)),
-                },
-            );
+            let entry = copy_private(&self.dir().join(&rel), &dest.join(&rel))?;
+            bytes += entry.size;
+            files.insert(manifest_name(&rel), entry);
         }
         if !files.contains_key(HEADER_FILE) {
             return Err(ClientError::ProfileIncomplete(self.dir().join(HEADER_FILE)));
@@ -258,20 +255,24 @@ pub fn restore_with_key_file(
             "its authentication tag does not match: the backup was altered".into(),
         ));
     }
-    // Every file present, of its size and digest, and nothing else.
+    // Every file present, of its size and digest, and nothing else: read
+    // in pieces, so that memory stays bounded whatever the store's size.
+    let differs = |path: &Path| {
+        damaged(
+            path,
+            "its contents differ from the backup's manifest".into(),
+        )
+    };
     let mut contents = Vec::with_capacity(manifest.files.len());
     for (name, entry) in &manifest.files {
         let rel = relative_path(name)
             .ok_or_else(|| damaged(&manifest_path, format!("a bad file name {name:?}")))?;
         let path = backup.join(&rel);
-        let data = fs::read(&path).map_err(|e| ClientError::io("read", &path, &e))?;
-        if data.len() as u64 != entry.size || hex::encode(sha256(&data)) != entry.sha256 {
-            return Err(damaged(
-                &path,
-                "its contents differ from the backup's manifest".into(),
-            ));
+        let (size, digest) = fsutil::hash_file(&path)?;
+        if size != entry.size || hex::encode(digest) != entry.sha256 {
+            return Err(differs(&path));
         }
-        contents.push((rel, data));
+        contents.push((rel, entry));
     }
     let present = profile_files(backup)?;
     if present.len() != manifest.files.len() + 1 {
@@ -288,21 +289,25 @@ pub fn restore_with_key_file(
     drop(source);
     fsutil::create_private_dir(&dest.join(INDEX_DIR))?;
     fsutil::make_private_dir(dest)?;
-    // The header last: until it is there, `dest` is no profile.
-    let mut header = None;
-    for (rel, data) in contents {
-        if rel == Path::new(HEADER_FILE) {
-            header = Some(data);
-            continue;
-        }
-        if let Some(parent) = dest.join(&rel).parent() {
-            fsutil::create_private_dir(parent)?;
-        }
-        fsutil::write_atomic(&dest.join(&rel), &data)?;
+    // The header last: until it is there, `dest` is no profile. Each copy
+    // is checked against the manifest again (the backup could change
+    // between the check and the copy).
+    if !manifest.files.contains_key(HEADER_FILE) {
+        return Err(damaged(
+            &manifest_path,
+            format!("the backup has no {HEADER_FILE}"),
+        ));
     }
-    let header = header
-        .ok_or_else(|| damaged(&manifest_path, format!("the backup has no {HEADER_FILE}")))?;
-    fsutil::write_atomic(&dest.join(HEADER_FILE), &header)?;
+    let (header, rest): (Vec<_>, Vec<_>) = contents
+        .into_iter()
+        .partition(|(rel, _)| rel == Path::new(HEADER_FILE));
+    for (rel, entry) in rest.into_iter().chain(header) {
+        let copied = copy_private(&backup.join(&rel), &dest.join(&rel))?;
+        if copied != *entry {
+            let _ = fs::remove_file(dest.join(&rel));
+            return Err(differs(&backup.join(&rel)));
+        }
+    }
     Profile::open_with_key_file(dest, passphrase, key_file)
 }
 

@@ -39,6 +39,79 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     sync_dir(dir)
 }
 
+/// Bytes read or written at a time by [`copy_atomic`] and [`hash_file`].
+const PIECE: usize = 1 << 20;
+
+/// The size and SHA-256 of the file at `path`, read in pieces: memory
+/// stays bounded whatever its size.
+pub(crate) fn hash_file(path: &Path) -> Result<(u64, [u8; 32])> {
+    use sha2::Digest;
+    use std::io::Read;
+    let mut f = File::open(path).map_err(|e| ClientError::io("read", path, &e))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; PIECE];
+    let mut size = 0u64;
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| ClientError::io("read", path, &e))?;
+        if n == 0 {
+            return Ok((size, hasher.finalize().into()));
+        }
+        hasher.update(&buf[..n]);
+        size += n as u64;
+    }
+}
+
+/// Copies `from` to `to` as [`write_atomic`] writes (a private temporary
+/// file, synced, renamed, the directory synced), in pieces so that memory
+/// stays bounded whatever the size; returns the size and SHA-256 of what
+/// was copied.
+pub(crate) fn copy_atomic(from: &Path, to: &Path) -> Result<(u64, [u8; 32])> {
+    use sha2::Digest;
+    use std::io::Read;
+    let dir = to
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{:016x}", OsRng.next_u64()));
+    let copied = (|| -> Result<(u64, [u8; 32])> {
+        let mut src = File::open(from).map_err(|e| ClientError::io("read", from, &e))?;
+        let mut dst = private_options()
+            .open(&tmp)
+            .map_err(|e| ClientError::io("create", &tmp, &e))?;
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; PIECE];
+        let mut size = 0u64;
+        loop {
+            let n = src
+                .read(&mut buf)
+                .map_err(|e| ClientError::io("read", from, &e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            dst.write_all(&buf[..n])
+                .map_err(|e| ClientError::io("write", &tmp, &e))?;
+            size += n as u64;
+        }
+        dst.sync_all()
+            .map_err(|e| ClientError::io("write", &tmp, &e))?;
+        fs::rename(&tmp, to).map_err(|e| ClientError::io("write", to, &e))?;
+        Ok((size, hasher.finalize().into()))
+    })();
+    if copied.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    let copied = copied?;
+    sync_dir(dir)?;
+    Ok(copied)
+}
+
 /// Makes a rename or a new entry in `dir` durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     #[cfg(unix)]
@@ -130,5 +203,23 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn pieces_copy_and_hash_like_the_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("big");
+        // Several pieces and a partial one.
+        let bytes: Vec<u8> = (0..(2 * PIECE + 123)).map(|i| (i * 7) as u8).collect();
+        fs::write(&from, &bytes).unwrap();
+        let whole = (bytes.len() as u64, sesame_crypto::hash::sha256(&bytes));
+        assert_eq!(hash_file(&from).unwrap(), whole);
+        let to = dir.path().join("copy");
+        assert_eq!(copy_atomic(&from, &to).unwrap(), whole);
+        assert_eq!(fs::read(&to).unwrap(), bytes);
+        // No temporary left beside the copy.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2);
+        assert!(copy_atomic(&dir.path().join("absent"), &to).is_err());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 }
