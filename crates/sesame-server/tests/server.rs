@@ -84,6 +84,22 @@ fn postgres_store() -> Option<Arc<dyn Store>> {
     Some(sesame_store::open_store(&format!("{url}{sep}namespace={ns}")).unwrap())
 }
 
+/// `GET /metrics` on the admin port `admin`, with an `Authorization`
+/// header when given: the whole HTTP answer.
+fn admin_get(admin: std::net::SocketAddr, auth: Option<&str>) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(admin).unwrap();
+    let mut req = "GET /metrics HTTP/1.1\r\nHost: x\r\n".to_owned();
+    if let Some(a) = auth {
+        req.push_str(&format!("Authorization: {a}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text
+}
+
 fn start_with(store: Arc<dyn Store>, tune: impl FnOnce(&mut ServerConfig)) -> Fixture {
     let certs = sesame_server::certs::localhost().unwrap();
     let alice = Tokens::generate(&mut OsRng);
@@ -699,7 +715,6 @@ fn searches_never_see_part_of_an_update_under_concurrency() {
 
 #[test]
 fn metrics_are_served_on_the_admin_port() {
-    use std::io::{Read, Write};
     let f = start();
     let conn = Connection::connect(&f.alice).unwrap();
     let mut c = conn.client();
@@ -717,12 +732,7 @@ fn metrics_are_served_on_the_admin_port() {
         .map_err(|e| e.code())
         .unwrap_err();
     assert_eq!(err, Code::Unimplemented);
-    let admin = f.server.bound().admin.unwrap();
-    let mut s = std::net::TcpStream::connect(admin).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
+    let text = admin_get(f.server.bound().admin.unwrap(), None);
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
     for want in [
         "sesame_requests_total{method=\"ListIndexes\",code=\"OK\"} 1",
@@ -887,7 +897,6 @@ fn health_tells_the_limits_and_the_stores_state() {
 /// `sesame_store_errors_total`, and later requests are served.
 #[test]
 fn store_failures_are_counted_and_fail_only_their_request() {
-    use std::io::{Read, Write};
     let store = Arc::new(SlowStore {
         inner: MemoryStore::new(),
         delay_ms: AtomicU64::new(0),
@@ -896,12 +905,8 @@ fn store_failures_are_counted_and_fail_only_their_request() {
     });
     let f = start_with(store.clone(), |_| {});
     let errors = || -> u64 {
-        let mut s = std::net::TcpStream::connect(f.server.bound().admin.unwrap()).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        text.lines()
+        admin_get(f.server.bound().admin.unwrap(), None)
+            .lines()
             .find_map(|l| l.strip_prefix("sesame_store_errors_total ")?.parse().ok())
             .unwrap()
     };
@@ -978,13 +983,8 @@ fn uncommitted_uploads_are_bounded() {
     let mut c = conn.client();
     conn.block_on(c.create_index("big", "pibas", "")).unwrap();
     let gauge = || -> u64 {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(f.server.bound().admin.unwrap()).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        text.lines()
+        admin_get(f.server.bound().admin.unwrap(), None)
+            .lines()
             .find_map(|l| l.strip_prefix("sesame_uncommitted_bytes ")?.parse().ok())
             .unwrap()
     };
@@ -1061,23 +1061,11 @@ fn the_connection_limit_and_the_idle_deadline_hold() {
 #[test]
 fn the_admin_port_can_require_a_bearer_token() {
     use sesame_server::metrics::AdminToken;
-    use std::io::{Read, Write};
     let f = start_with(Arc::new(MemoryStore::new()), |c| {
         c.admin_token = Some(AdminToken::new("an-admin-token-of-some-length").unwrap());
     });
     let admin = f.server.bound().admin.unwrap();
-    let get = |auth: Option<&str>| {
-        let mut s = std::net::TcpStream::connect(admin).unwrap();
-        let mut req = "GET /metrics HTTP/1.1\r\nHost: x\r\n".to_owned();
-        if let Some(a) = auth {
-            req.push_str(&format!("Authorization: {a}\r\n"));
-        }
-        req.push_str("\r\n");
-        s.write_all(req.as_bytes()).unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        text
-    };
+    let get = |auth: Option<&str>| admin_get(admin, auth);
     for auth in [
         None,
         Some("Bearer wrong-token-of-some-length"),

@@ -82,51 +82,21 @@ fn updates_share_no_encrypted_identifier_with_what_the_server_holds() {
         };
         // Before any search: an addition, a second addition, the deletion
         // of the first.
-        send(
-            &mut client,
-            &mut rng,
-            &mut channel,
-            UpdateOp::Add,
-            1,
-            &mut seen,
-        );
-        send(
-            &mut client,
-            &mut rng,
-            &mut channel,
-            UpdateOp::Add,
-            2,
-            &mut seen,
-        );
-        send(
-            &mut client,
-            &mut rng,
-            &mut channel,
-            UpdateOp::Delete,
-            1,
-            &mut seen,
-        );
+        for (op, doc) in [
+            (UpdateOp::Add, 1),
+            (UpdateOp::Add, 2),
+            (UpdateOp::Delete, 1),
+        ] {
+            send(&mut client, &mut rng, &mut channel, op, doc, &mut seen);
+        }
         // After a search the server holds the refreshed identifiers; the
         // deletion of a returned pair, and a repeated addition, must not
         // match them.
         let found = client.search(&mut rng, &mut channel, b"alpha").unwrap();
         assert_eq!(found, vec![2], "{name}");
-        send(
-            &mut client,
-            &mut rng,
-            &mut channel,
-            UpdateOp::Add,
-            2,
-            &mut seen,
-        );
-        send(
-            &mut client,
-            &mut rng,
-            &mut channel,
-            UpdateOp::Delete,
-            2,
-            &mut seen,
-        );
+        for (op, doc) in [(UpdateOp::Add, 2), (UpdateOp::Delete, 2)] {
+            send(&mut client, &mut rng, &mut channel, op, doc, &mut seen);
+        }
         assert!(
             client
                 .search(&mut rng, &mut channel, b"alpha")
