@@ -112,21 +112,7 @@ fn key_file() -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, CliError> {
 }
 
 fn read_key_file(path: &std::path::Path) -> Result<zeroize::Zeroizing<Vec<u8>>, CliError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(m) = std::fs::metadata(path) {
-            let mode = m.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(CliError::Usage(format!(
-                    "the key file {} can be read by other users (mode {mode:03o}): run \
-                     `chmod 600 {}`",
-                    path.display(),
-                    path.display()
-                )));
-            }
-        }
-    }
+    serve::refuse_open(path, 0o077, "the key file")?;
     std::fs::read(path)
         .map(zeroize::Zeroizing::new)
         .map_err(|e| error::file_error("read", path, &e))

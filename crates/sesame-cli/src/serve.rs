@@ -20,7 +20,7 @@ fn address(flag: &str, text: &str) -> Result<SocketAddr, CliError> {
 
 /// Refuses a file whose permission bits give other users any of `bits`
 /// (ssh's rule for private keys).
-fn refuse_open(path: &Path, bits: u32, what: &str) -> Result<(), CliError> {
+pub(crate) fn refuse_open(path: &Path, bits: u32, what: &str) -> Result<(), CliError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -28,12 +28,12 @@ fn refuse_open(path: &Path, bits: u32, what: &str) -> Result<(), CliError> {
             let mode = m.permissions().mode() & 0o777;
             if mode & bits != 0 {
                 return Err(CliError::Usage(format!(
-                    "{what} {} is {} other users (mode {mode:03o}): run `chmod 600 {}`",
+                    "{what} {} {} other users (mode {mode:03o}): run `chmod 600 {}`",
                     path.display(),
                     if bits & 0o044 != 0 {
-                        "readable by"
+                        "can be read by"
                     } else {
-                        "writable by"
+                        "can be written by"
                     },
                     path.display()
                 )));

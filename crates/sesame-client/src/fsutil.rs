@@ -8,11 +8,12 @@ use rand_core::{OsRng, RngCore};
 
 use crate::error::{ClientError, Result};
 
-/// Replaces `path` with `bytes` atomically: the bytes go to a temporary
-/// file in the same directory, which is synced, renamed over `path`, and
-/// the directory synced. After a crash `path` holds the old or the new
-/// contents, never a mix. New files are readable by their owner only.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Replaces `path` atomically with what `fill` writes: `fill` writes a
+/// temporary file in the same directory, which is synced, renamed over
+/// `path`, and the directory synced. After a crash `path` holds the old or
+/// the new contents, never a mix; a failure leaves no temporary. New files
+/// are readable by their owner only.
+fn replace_atomic<T>(path: &Path, fill: impl FnOnce(&mut File, &Path) -> Result<T>) -> Result<T> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -22,21 +23,30 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{:016x}", OsRng.next_u64()));
-    let written = (|| {
+    let written = (|| -> Result<T> {
         let mut f = private_options()
             .open(&tmp)
             .map_err(|e| ClientError::io("create", &tmp, &e))?;
-        f.write_all(bytes)
-            .map_err(|e| ClientError::io("write", &tmp, &e))?;
+        let out = fill(&mut f, &tmp)?;
         f.sync_all()
             .map_err(|e| ClientError::io("write", &tmp, &e))?;
-        fs::rename(&tmp, path).map_err(|e| ClientError::io("write", path, &e))
+        fs::rename(&tmp, path).map_err(|e| ClientError::io("write", path, &e))?;
+        Ok(out)
     })();
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    written?;
-    sync_dir(dir)
+    let out = written?;
+    sync_dir(dir)?;
+    Ok(out)
+}
+
+/// Replaces `path` with `bytes` atomically ([`replace_atomic`]).
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace_atomic(path, |f, tmp| {
+        f.write_all(bytes)
+            .map_err(|e| ClientError::io("write", tmp, &e))
+    })
 }
 
 /// Bytes read or written at a time by [`copy_atomic`] and [`hash_file`].
@@ -45,71 +55,41 @@ const PIECE: usize = 1 << 20;
 /// The size and SHA-256 of the file at `path`, read in pieces: memory
 /// stays bounded whatever its size.
 pub(crate) fn hash_file(path: &Path) -> Result<(u64, [u8; 32])> {
-    use sha2::Digest;
-    use std::io::Read;
     let mut f = File::open(path).map_err(|e| ClientError::io("read", path, &e))?;
+    copy_hashed(&mut f, path, &mut std::io::sink(), path)
+}
+
+/// Copies `from` to `to` as [`write_atomic`] writes, in pieces so that
+/// memory stays bounded whatever the size; returns the size and SHA-256
+/// of what was copied.
+pub(crate) fn copy_atomic(from: &Path, to: &Path) -> Result<(u64, [u8; 32])> {
+    let mut src = File::open(from).map_err(|e| ClientError::io("read", from, &e))?;
+    replace_atomic(to, |dst, tmp| copy_hashed(&mut src, from, dst, tmp))
+}
+
+/// Copies `src` to `dst` in pieces, hashing what passes.
+fn copy_hashed(
+    src: &mut impl std::io::Read,
+    src_path: &Path,
+    dst: &mut impl Write,
+    dst_path: &Path,
+) -> Result<(u64, [u8; 32])> {
+    use sha2::Digest;
     let mut hasher = sha2::Sha256::new();
     let mut buf = vec![0u8; PIECE];
     let mut size = 0u64;
     loop {
-        let n = f
+        let n = src
             .read(&mut buf)
-            .map_err(|e| ClientError::io("read", path, &e))?;
+            .map_err(|e| ClientError::io("read", src_path, &e))?;
         if n == 0 {
             return Ok((size, hasher.finalize().into()));
         }
         hasher.update(&buf[..n]);
+        dst.write_all(&buf[..n])
+            .map_err(|e| ClientError::io("write", dst_path, &e))?;
         size += n as u64;
     }
-}
-
-/// Copies `from` to `to` as [`write_atomic`] writes (a private temporary
-/// file, synced, renamed, the directory synced), in pieces so that memory
-/// stays bounded whatever the size; returns the size and SHA-256 of what
-/// was copied.
-pub(crate) fn copy_atomic(from: &Path, to: &Path) -> Result<(u64, [u8; 32])> {
-    use sha2::Digest;
-    use std::io::Read;
-    let dir = to
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = to
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{:016x}", OsRng.next_u64()));
-    let copied = (|| -> Result<(u64, [u8; 32])> {
-        let mut src = File::open(from).map_err(|e| ClientError::io("read", from, &e))?;
-        let mut dst = private_options()
-            .open(&tmp)
-            .map_err(|e| ClientError::io("create", &tmp, &e))?;
-        let mut hasher = sha2::Sha256::new();
-        let mut buf = vec![0u8; PIECE];
-        let mut size = 0u64;
-        loop {
-            let n = src
-                .read(&mut buf)
-                .map_err(|e| ClientError::io("read", from, &e))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            dst.write_all(&buf[..n])
-                .map_err(|e| ClientError::io("write", &tmp, &e))?;
-            size += n as u64;
-        }
-        dst.sync_all()
-            .map_err(|e| ClientError::io("write", &tmp, &e))?;
-        fs::rename(&tmp, to).map_err(|e| ClientError::io("write", to, &e))?;
-        Ok((size, hasher.finalize().into()))
-    })();
-    if copied.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    let copied = copied?;
-    sync_dir(dir)?;
-    Ok(copied)
 }
 
 /// Makes a rename or a new entry in `dir` durable.

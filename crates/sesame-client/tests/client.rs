@@ -912,3 +912,40 @@ fn a_key_file_is_needed_as_well_as_the_passphrase() {
     ));
     open("four", None);
 }
+
+/// Files are read on several threads, but the error is the first failing
+/// file in the order they are listed, every time, and nothing is added.
+#[test]
+fn the_first_failing_file_in_order_is_the_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let files = tmp.path().join("files");
+    fs::create_dir_all(&files).unwrap();
+    for name in ["a.txt", "c.txt", "e.txt"] {
+        fs::write(files.join(name), "small words").unwrap();
+    }
+    // Sparse files over the largest document: nothing is written to disk.
+    for name in ["b.big", "d.big"] {
+        fs::File::create(files.join(name))
+            .unwrap()
+            .set_len(sesame_client::MAX_DOCUMENT + 1)
+            .unwrap();
+    }
+    let p = create(&dir, "fast");
+    let before = snapshot(&dir);
+    for _ in 0..5 {
+        let mut s = p.session(DEFAULT_INDEX).unwrap();
+        match s.add_documents(&[&files], &mut |_| {}) {
+            Err(ClientError::DocumentTooLarge { path, .. }) => {
+                assert_eq!(path, files.join("b.big"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(s.documents().is_empty());
+    }
+    let mut after = snapshot(&dir);
+    after.0.retain(|p, _| !p.ends_with("default.lock"));
+    let mut before_clean = before;
+    before_clean.0.retain(|p, _| !p.ends_with("default.lock"));
+    assert_eq!(after, before_clean);
+}

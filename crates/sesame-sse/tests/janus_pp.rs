@@ -116,3 +116,40 @@ fn a_repeated_search_gets_the_same_answer() {
     let held = store.scan_prefix(b"").unwrap().len();
     assert!(held <= 8, "{held} keys kept");
 }
+
+/// What a search consumed is deleted by the keyword's next search: the
+/// entries and shares of an epoch do not pile up on the server. After the
+/// first search of six additions and two deletions, searches with nothing
+/// in between leave the store at one size.
+#[test]
+fn consumed_keys_are_deleted_by_the_next_search() {
+    let s = sesame_sse::scheme("janus-pp").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(10);
+    let mut c = (s.new_client)(&mut rng, &Params::parse("d=4").unwrap()).unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let mut ch = LocalChannel::new((s.new_server)(store.clone()));
+    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
+    let w = vec![b"w".to_vec()];
+    for id in 1..=6 {
+        c.update(&mut rng, &mut ch, UpdateOp::Add, id, &w).unwrap();
+    }
+    for id in [2, 4] {
+        c.update(&mut rng, &mut ch, UpdateOp::Delete, id, &w)
+            .unwrap();
+    }
+    let keys = || store.scan_prefix(b"").unwrap().len();
+    let before = keys();
+    assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![1, 3, 5, 6]);
+    let after_first = keys();
+    assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![1, 3, 5, 6]);
+    let after_second = keys();
+    // The second search deleted the first epoch's entries and shares.
+    assert!(
+        after_second < after_first,
+        "{before} {after_first} {after_second}"
+    );
+    for _ in 0..3 {
+        assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![1, 3, 5, 6]);
+        assert_eq!(keys(), after_second);
+    }
+}
