@@ -1,56 +1,37 @@
-//! `sesame schemes`: the registered schemes as a table: keyword schemes
-//! (`sesame-sse`), order-preserving and order-revealing schemes
-//! (`sesame-ore`) and range protocols (`sesame-range`).
+//! `sesame schemes`: every registered scheme and protocol as a table, from
+//! the one registry (`sesame_schemes::all`): keyword schemes, conjunctive
+//! simple-index schemes, ORE schemes and range protocols.
 
 use std::fmt::Write;
 
 use sesame_core::{BackwardPrivacy, SchemeDescriptor};
+use sesame_schemes::Scheme;
 
-/// One registered scheme or protocol: its descriptor and parameters.
-#[derive(Clone, Copy, Debug)]
-pub struct Entry {
-    /// The descriptor.
-    pub descriptor: &'static SchemeDescriptor,
-    /// Parameter names with their defaults in words.
-    pub params: &'static [(&'static str, &'static str)],
-}
-
-/// Every registered scheme: keyword schemes, then ORE schemes, then range
-/// protocols.
-pub fn all() -> Vec<Entry> {
-    let keyword = sesame_sse::schemes().into_iter().map(|s| Entry {
-        descriptor: s.descriptor,
-        params: s.params,
-    });
-    let ore = sesame_ore::schemes().into_iter().map(|s| Entry {
-        descriptor: s.descriptor,
-        params: s.params,
-    });
-    let range = sesame_range::protocols().into_iter().map(|p| Entry {
-        descriptor: p.descriptor,
-        params: p.params,
-    });
-    keyword.chain(ore).chain(range).collect()
+/// Every registered scheme, family by family.
+pub fn all() -> Vec<Scheme> {
+    sesame_schemes::all()
 }
 
 /// Width the leakage column is wrapped to.
 const LEAKAGE_WIDTH: usize = 60;
 
-/// The table of `schemes`: name, kind, paper, query kinds, leakage.
-pub fn table(schemes: &[Entry]) -> String {
-    let rows: Vec<[String; 4]> = schemes
+/// The table of `schemes`: name, family, kind, paper, query kinds,
+/// leakage.
+pub fn table(schemes: &[Scheme]) -> String {
+    let rows: Vec<[String; 5]> = schemes
         .iter()
         .map(|s| {
-            let d = s.descriptor;
+            let d = s.descriptor();
             [
                 d.name.to_owned(),
+                s.family().to_string(),
                 d.kind.to_string(),
                 short_citation(d.citation),
                 queries(d),
             ]
         })
         .collect();
-    let head = ["NAME", "KIND", "PAPER", "QUERIES"];
+    let head = ["NAME", "FAMILY", "KIND", "PAPER", "QUERIES"];
     let mut widths = head.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -59,7 +40,7 @@ pub fn table(schemes: &[Entry]) -> String {
     }
     let indent: usize = widths.iter().map(|w| w + 2).sum();
     let mut out = String::new();
-    let line = |out: &mut String, cells: [&str; 4], last: &str| {
+    let line = |out: &mut String, cells: [&str; 5], last: &str| {
         for (cell, w) in cells.iter().zip(widths) {
             let _ = write!(out, "{cell:<w$}  ");
         }
@@ -68,10 +49,14 @@ pub fn table(schemes: &[Entry]) -> String {
     };
     line(&mut out, head, "LEAKAGE");
     for (row, s) in rows.iter().zip(schemes) {
-        let wrapped = wrap(s.descriptor.leakage, LEAKAGE_WIDTH);
+        let wrapped = wrap(s.descriptor().leakage, LEAKAGE_WIDTH);
         let mut parts = wrapped.iter();
         let first = parts.next().map(String::as_str).unwrap_or("");
-        line(&mut out, [&row[0], &row[1], &row[2], &row[3]], first);
+        line(
+            &mut out,
+            [&row[0], &row[1], &row[2], &row[3], &row[4]],
+            first,
+        );
         for rest in parts {
             let _ = writeln!(out, "{:indent$}{rest}", "");
         }
@@ -80,13 +65,23 @@ pub fn table(schemes: &[Entry]) -> String {
 }
 
 /// Every field of every scheme.
-pub fn long(schemes: &[Entry]) -> String {
+pub fn long(schemes: &[Scheme]) -> String {
     let mut out = String::new();
     for s in schemes {
-        let d = s.descriptor;
+        let d = s.descriptor();
         let _ = writeln!(out, "{} - {}", d.name, d.title);
         let _ = writeln!(out, "  paper:     {}", d.citation);
+        let _ = writeln!(out, "  family:    {}", s.family());
         let _ = writeln!(out, "  kind:      {}", d.kind);
+        let _ = writeln!(
+            out,
+            "  server:    {}",
+            if s.hosted() {
+                "hosted by `sesame serve`"
+            } else {
+                "none (runs on the client; stored through the bplus-* protocols)"
+            }
+        );
         let _ = writeln!(
             out,
             "  privacy:   forward {}, backward {}",
@@ -94,10 +89,10 @@ pub fn long(schemes: &[Entry]) -> String {
             backward(d.backward_privacy)
         );
         let _ = writeln!(out, "  queries:   {}", queries(d));
-        if s.params.is_empty() {
+        if s.params().is_empty() {
             let _ = writeln!(out, "  params:    none");
         }
-        for (name, default) in s.params {
+        for (name, default) in s.params() {
             let _ = writeln!(out, "  params:    {name} = {default}");
         }
         let mut first = true;
@@ -220,12 +215,13 @@ mod tests {
         assert_eq!(
             all.len(),
             sesame_sse::schemes().len()
+                + sesame_sse::simple_index::entries().len()
                 + sesame_ore::schemes().len()
                 + sesame_range::protocols().len()
         );
         let t = table(&all);
         for s in &all {
-            assert!(t.contains(s.descriptor.name));
+            assert!(t.contains(s.name()));
         }
         assert!(t.starts_with("NAME"));
         assert!(long(&all).contains("leakage:"));

@@ -211,7 +211,7 @@ fn schemes_table_lists_every_scheme() {
     let out = env.ok(&["schemes"]);
     let mut lines = out.lines();
     let head = lines.next().unwrap();
-    for col in ["NAME", "KIND", "PAPER", "QUERIES", "LEAKAGE"] {
+    for col in ["NAME", "FAMILY", "KIND", "PAPER", "QUERIES", "LEAKAGE"] {
         assert!(head.contains(col), "{head}");
     }
     for s in sesame_sse_names() {
@@ -221,16 +221,33 @@ fn schemes_table_lists_every_scheme() {
         );
     }
     assert!(out.contains("static SSE") && out.contains("Cash et al., NDSS 2014"));
-    // ORE schemes and range protocols are listed too.
-    for s in ["clww", "lewi-wu", "fh-ope"] {
+    // Conjunctive schemes, ORE schemes and range protocols are listed too.
+    for s in [
+        "clww",
+        "lewi-wu",
+        "fh-ope",
+        "si-sse-rv",
+        "gsw04",
+        "bkm05",
+        "bll06",
+        "wwp08",
+        "pope",
+        "path-oram",
+    ] {
         assert!(out.lines().any(|l| l.starts_with(&format!("{s} "))), "{s}");
     }
     assert!(
         out.contains("ORE") && out.contains("range protocol"),
         "{out}"
     );
+    for family in ["keyword", "conjunctive", "ore", "range"] {
+        assert!(out.contains(&format!("  {family}  ")), "{family}: {out}");
+    }
     let long = env.ok(&["schemes", "--long"]);
     assert!(long.contains("leakage:") && long.contains("docs/schemes/"));
+    assert!(
+        long.contains("server:    hosted by `sesame serve`") && long.contains("server:    none")
+    );
 }
 
 fn sesame_sse_names() -> Vec<&'static str> {

@@ -479,9 +479,14 @@ fn server_killed_during_a_bulk_upload_keeps_the_old_index() {
     let scheme = sesame_sse::scheme("pibas").unwrap();
     let mut rng = rand_core::OsRng;
     let mut tap = Tap {
-        inner: sesame_core::LocalChannel::new((scheme.new_server)(std::sync::Arc::new(
-            sesame_store::MemoryStore::new(),
-        ))),
+        inner: sesame_core::LocalChannel::new(
+            scheme
+                .server(
+                    std::sync::Arc::new(sesame_store::MemoryStore::new()),
+                    &sesame_core::Params::new(),
+                )
+                .unwrap(),
+        ),
         sent: Vec::new(),
     };
     for i in 0..40u64 {

@@ -261,7 +261,7 @@ impl Backend for EmbeddedBackend {
             self.store.clone(),
             generation_prefix(index, generation),
         ));
-        let server = (scheme.new_server)(view);
+        let server = scheme.server(view, &sesame_core::Params::new())?;
         Ok(Box::new(LocalChannel::with_meter(
             server,
             self.meter.clone(),
@@ -307,7 +307,7 @@ impl Backend for EmbeddedBackend {
             self.store.clone(),
             generation_prefix(index, generation),
         ))));
-        let server = (scheme.new_server)(view);
+        let server = scheme.server(view, &sesame_core::Params::new())?;
         Ok(Box::new(LocalChannel::with_meter(
             server,
             self.meter.clone(),
@@ -343,8 +343,10 @@ impl Backend for EmbeddedBackend {
             generation_prefix(index, generation),
             usize::MAX,
         ));
-        let mut channel =
-            LocalChannel::with_meter((scheme.new_server)(overlay.clone()), self.meter.clone());
+        let mut channel = LocalChannel::with_meter(
+            scheme.server(overlay.clone(), &sesame_core::Params::new())?,
+            self.meter.clone(),
+        );
         let write_once = channel.service().write_once();
         let responses = requests
             .iter()

@@ -1356,7 +1356,7 @@ mod tests {
                 );
                 Ok(Box::new(ToyClient { updates: n }))
             },
-            new_server: |store| Box::new(Typed(ToyServer(store))),
+            new_server: Some(|store, _| Ok(Box::new(Typed(ToyServer(store))))),
         }
     }
 

@@ -7,7 +7,8 @@
 //! - [`network`]: [`NetworkModel`] profiles that turn a snapshot into a
 //!   modelled time over LAN or WAN;
 //! - [`wire`]: the versioned binary encoding of every message;
-//! - [`scheme`]: scheme descriptors and the [`Registry`].
+//! - [`scheme`]: scheme descriptors and the registry [`Entry`] of every
+//!   scheme family.
 //!
 //! Scheme crates depend on this crate and on `sesame-crypto` only; they do
 //! no I/O of their own.
@@ -24,5 +25,7 @@ pub use channel::{Channel, Handler, LocalChannel, Service, Typed};
 pub use error::{Error, Result};
 pub use meter::{Meter, ServerReport, Snapshot, Span};
 pub use network::NetworkModel;
-pub use scheme::{BackwardPrivacy, Params, QueryKind, Registry, SchemeDescriptor, SchemeKind};
+pub use scheme::{
+    BackwardPrivacy, Entry, NewServer, Params, QueryKind, SchemeDescriptor, SchemeKind,
+};
 pub use store::{IoCounter, IoCounts, Prefixed, Store, WriteBatch, WriteOp};

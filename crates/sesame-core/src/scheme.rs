@@ -1,12 +1,19 @@
-//! Scheme descriptors and the registry that lists them.
+//! Scheme descriptors and registry entries.
 //!
 //! Every scheme and range protocol has a static [`SchemeDescriptor`]: its
 //! name, paper, kind, privacy notions, the query kinds it answers and its
-//! leakage in words. The crates that implement schemes export their
-//! descriptors; the CLI, the server, the benchmark harness and the generic
-//! test suites iterate over a [`Registry`] of them.
+//! leakage in words. Its [`Entry`] adds the parameters it reads and the
+//! constructors of its client and server halves. The crates that implement
+//! schemes export their entries; `sesame_schemes::all()` lists every one,
+//! and the CLI, the server, the benchmark harness and the generic test
+//! suites iterate over that list.
 
 use std::fmt;
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+
+use crate::{Service, Store};
 
 use serde::Serialize;
 
@@ -118,56 +125,71 @@ impl SchemeDescriptor {
     }
 }
 
-/// A list of descriptors with lookup by name.
-#[derive(Clone, Debug, Default)]
-pub struct Registry {
-    entries: Vec<&'static SchemeDescriptor>,
+/// Constructor of a scheme's server half over a store (the index's own key
+/// space), with the index's parameters.
+pub type NewServer = fn(Arc<dyn Store>, &Params) -> crate::Result<Box<dyn Service>>;
+
+/// A scheme's registry entry: its descriptor and parameters, and how to
+/// make its client and server halves.
+///
+/// One type for every family; `C` is the family's client interface
+/// (`dyn KeywordClient` for keyword schemes, `dyn DynOre` for ORE schemes,
+/// `dyn RangeClient` for range protocols, the simple-index protocol's client
+/// for conjunctive schemes). The list of every entry, across families, is
+/// `sesame_schemes::all()`.
+pub struct Entry<C: ?Sized + 'static> {
+    /// The descriptor.
+    pub descriptor: &'static SchemeDescriptor,
+    /// Parameter names the scheme reads, with their defaults in words.
+    pub params: &'static [(&'static str, &'static str)],
+    /// A client with fresh keys. It checks the parameters: an unknown name
+    /// or a bad value is [`crate::Error::InvalidArgument`].
+    pub new_client: fn(&mut dyn CryptoRngCore, &Params) -> crate::Result<Box<C>>,
+    /// A client restored from the bytes its family's `save_state` returned.
+    pub restore_client: fn(&[u8]) -> crate::Result<Box<C>>,
+    /// The server half, or `None` for a scheme that runs on the client
+    /// alone (an ORE scheme: its ciphertexts are compared by whatever
+    /// structure stores them, such as the B+ tree protocols).
+    pub new_server: Option<NewServer>,
 }
 
-impl Registry {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds descriptors. A name already present is replaced, so the
-    /// registry never holds two schemes of one name.
-    pub fn extend(&mut self, descriptors: impl IntoIterator<Item = &'static SchemeDescriptor>) {
-        for d in descriptors {
-            self.entries.retain(|e| e.name != d.name);
-            self.entries.push(d);
+impl<C: ?Sized> Entry<C> {
+    /// The server half over `store` with the index's `params`, or
+    /// [`crate::Error::Unsupported`] for a scheme without one.
+    pub fn server(
+        &self,
+        store: Arc<dyn Store>,
+        params: &Params,
+    ) -> crate::Result<Box<dyn Service>> {
+        match self.new_server {
+            Some(new) => new(store, params),
+            None => Err(crate::Error::Unsupported(format!(
+                "{} has no server half: it runs on the client alone",
+                self.descriptor.name
+            ))),
         }
     }
 
-    /// The descriptor called `name` (case-insensitive).
-    pub fn get(&self, name: &str) -> Option<&'static SchemeDescriptor> {
-        self.entries
-            .iter()
-            .copied()
-            .find(|d| d.name.eq_ignore_ascii_case(name))
+    /// The names of the parameters the scheme reads.
+    pub fn param_names(&self) -> impl Iterator<Item = &'static str> {
+        self.params.iter().map(|(name, _)| *name)
     }
+}
 
-    /// Every descriptor, in registration order.
-    pub fn iter(&self) -> impl Iterator<Item = &'static SchemeDescriptor> + '_ {
-        self.entries.iter().copied()
+impl<C: ?Sized> Clone for Entry<C> {
+    fn clone(&self) -> Self {
+        *self
     }
+}
 
-    /// Every descriptor of `kind`.
-    pub fn of_kind(
-        &self,
-        kind: SchemeKind,
-    ) -> impl Iterator<Item = &'static SchemeDescriptor> + '_ {
-        self.iter().filter(move |d| d.kind == kind)
-    }
+impl<C: ?Sized> Copy for Entry<C> {}
 
-    /// Number of descriptors.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether the registry is empty.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+impl<C: ?Sized> fmt::Debug for Entry<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &self.descriptor.name)
+            .field("kind", &self.descriptor.kind)
+            .finish_non_exhaustive()
     }
 }
 
@@ -179,27 +201,56 @@ mod tests {
         name: "a",
         title: "A",
         citation: "nobody",
-        kind: SchemeKind::StaticSse,
+        kind: SchemeKind::Ore,
         forward_private: false,
         backward_privacy: BackwardPrivacy::None,
-        queries: &[QueryKind::Exact],
+        queries: &[QueryKind::Range],
         leakage: "everything",
         doc: "docs/schemes/a.md",
     };
-    static A2: SchemeDescriptor = SchemeDescriptor {
-        title: "A again",
-        ..A
-    };
+
+    /// A store that holds nothing; the entry under test never reads it.
+    struct Empty;
+
+    impl Store for Empty {
+        fn get(&self, _: &[u8]) -> crate::Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn write(&self, _: crate::WriteBatch) -> crate::Result<()> {
+            Ok(())
+        }
+        fn scan_prefix(&self, _: &[u8]) -> crate::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            Ok(Vec::new())
+        }
+        fn io_counts(&self) -> crate::IoCounts {
+            crate::IoCounts::default()
+        }
+        fn backend(&self) -> &'static str {
+            "empty"
+        }
+    }
 
     #[test]
-    fn lookup_is_case_insensitive_and_names_are_unique() {
-        let mut r = Registry::new();
-        r.extend([&A, &A2]);
-        assert_eq!(r.len(), 1);
-        assert_eq!(r.get("A").map(|d| d.title), Some("A again"));
-        assert!(r.get("b").is_none());
-        assert!(A.supports(QueryKind::Exact) && !A.supports(QueryKind::Range));
-        assert_eq!(r.of_kind(SchemeKind::Ore).count(), 0);
+    fn an_entry_without_a_server_half_says_so() {
+        let entry: Entry<()> = Entry {
+            descriptor: &A,
+            params: &[("bits", "32")],
+            new_client: |_, _| Ok(Box::new(())),
+            restore_client: |_| Ok(Box::new(())),
+            new_server: None,
+        };
+        let store: Arc<dyn Store> = Arc::new(Empty);
+        let err = entry
+            .server(store, &Params::new())
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("a has no server half")),
+            "{err:?}"
+        );
+        assert_eq!(entry.param_names().collect::<Vec<_>>(), ["bits"]);
+        assert!(A.supports(QueryKind::Range) && !A.supports(QueryKind::Exact));
     }
 }
 
@@ -258,6 +309,13 @@ impl Params {
                 }
             ))),
         }
+    }
+
+    /// These parameters less the ones called `names`.
+    pub fn without(&self, names: &[&str]) -> Params {
+        let mut rest = self.clone();
+        rest.pairs.retain(|k, _| !names.contains(&k.as_str()));
+        rest
     }
 
     /// Whether no parameter is set.

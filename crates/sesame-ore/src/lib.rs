@@ -14,21 +14,13 @@ mod saved;
 pub use api::{CiphertextType, DynOre, LeftRight, OreInput, OreScheme};
 
 use rand_core::CryptoRngCore;
-use sesame_core::{Params, Registry, Result, SchemeDescriptor};
+use sesame_core::{Params, Result};
 
 /// A registered scheme: its descriptor, its parameters, and how to create
-/// or restore a client as a [`DynOre`].
-#[derive(Clone, Copy, Debug)]
-pub struct OreEntry {
-    /// The descriptor.
-    pub descriptor: &'static SchemeDescriptor,
-    /// Parameter names with their default and meaning.
-    pub params: &'static [(&'static str, &'static str)],
-    /// A client with a fresh key.
-    pub new: fn(&mut dyn CryptoRngCore, &Params) -> Result<Box<dyn DynOre>>,
-    /// A client restored from [`DynOre::save`].
-    pub restore: fn(&[u8]) -> Result<Box<dyn DynOre>>,
-}
+/// or restore a client as a [`DynOre`] (the registry entry of the ORE
+/// family). ORE schemes have no server half: the structure that stores
+/// their ciphertexts compares them (the `bplus-*` range protocols).
+pub type OreEntry = sesame_core::Entry<dyn DynOre>;
 
 const BITS: (&str, &str) = ("bits", "32 (plaintext width, 1..=64)");
 
@@ -93,44 +85,51 @@ pub fn schemes() -> Vec<OreEntry> {
         OreEntry {
             descriptor: &plain::DESCRIPTOR,
             params: &[BITS],
-            new: new_plain,
-            restore: restore_as::<plain::Plain>,
+            new_client: new_plain,
+            restore_client: restore_as::<plain::Plain>,
+            new_server: None,
         },
         OreEntry {
             descriptor: &bclo::DESCRIPTOR,
             params: &[BITS, ("range", "48 (ciphertext width, bits..=96)")],
-            new: new_bclo,
-            restore: restore_as::<bclo::Bclo>,
+            new_client: new_bclo,
+            restore_client: restore_as::<bclo::Bclo>,
+            new_server: None,
         },
         OreEntry {
             descriptor: &clww::DESCRIPTOR,
             params: &[BITS],
-            new: new_clww,
-            restore: restore_as::<clww::Clww>,
+            new_client: new_clww,
+            restore_client: restore_as::<clww::Clww>,
+            new_server: None,
         },
         OreEntry {
             descriptor: &lewi_wu::DESCRIPTOR,
             params: &[BITS, ("block", "2 (block width d, 1..=16)")],
-            new: new_lewi_wu,
-            restore: restore_as::<lewi_wu::LewiWu>,
+            new_client: new_lewi_wu,
+            restore_client: restore_as::<lewi_wu::LewiWu>,
+            new_server: None,
         },
         OreEntry {
             descriptor: &cloz::DESCRIPTOR,
             params: &[BITS],
-            new: new_cloz,
-            restore: restore_as::<cloz::ClozPairing>,
+            new_client: new_cloz,
+            restore_client: restore_as::<cloz::ClozPairing>,
+            new_server: None,
         },
         OreEntry {
             descriptor: &insecure::CLOZ_INSECURE_DESCRIPTOR,
             params: &[BITS],
-            new: new_cloz_insecure,
-            restore: restore_as::<insecure::ClozInsecure>,
+            new_client: new_cloz_insecure,
+            restore_client: restore_as::<insecure::ClozInsecure>,
+            new_server: None,
         },
         OreEntry {
             descriptor: &fh_ope::DESCRIPTOR,
             params: &[BITS, ("cipher_bits", "64 (ciphertext width, 2..=64)")],
-            new: new_fh_ope,
-            restore: restore_as::<fh_ope::FhOpe>,
+            new_client: new_fh_ope,
+            restore_client: restore_as::<fh_ope::FhOpe>,
+            new_server: None,
         },
     ]
 }
@@ -140,11 +139,4 @@ pub fn scheme(name: &str) -> Option<OreEntry> {
     schemes()
         .into_iter()
         .find(|s| s.descriptor.name.eq_ignore_ascii_case(name))
-}
-
-/// The descriptors of every scheme, as a [`Registry`].
-pub fn registry() -> Registry {
-    let mut r = Registry::new();
-    r.extend(schemes().into_iter().map(|s| s.descriptor));
-    r
 }

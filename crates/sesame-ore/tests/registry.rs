@@ -37,7 +37,7 @@ fn every_scheme_works_through_dyn_ore() {
         // Real pairings are slow in debug builds: 3-bit plaintexts.
         let bits = if d.name == "cloz" { 3 } else { 16 };
         params.set("bits", bits);
-        let mut s = (entry.new)(&mut rng, &params).unwrap();
+        let mut s = (entry.new_client)(&mut rng, &params).unwrap();
         assert_eq!(s.bits(), bits);
         let xs = [0u64, 5, 6, 5, (1 << bits) - 1];
         let cts: Vec<Vec<u8>> = xs
@@ -53,7 +53,7 @@ fn every_scheme_works_through_dyn_ore() {
             assert!(s.ciphertext_bits(a).unwrap() > 0);
         }
         let saved = s.save().unwrap();
-        let back = (entry.restore)(&saved).unwrap();
+        let back = (entry.restore_client)(&saved).unwrap();
         assert_eq!(back.descriptor().name, d.name);
         assert_eq!(back.compare(&cts[0], &cts[1]).unwrap(), xs[0].cmp(&xs[1]));
         if back.can_decrypt() {
@@ -64,15 +64,15 @@ fn every_scheme_works_through_dyn_ore() {
         // Unknown parameters are refused.
         let mut bad = Params::new();
         bad.set("nonsense", 1);
-        assert!((entry.new)(&mut rng, &bad).is_err(), "{}", d.name);
+        assert!((entry.new_client)(&mut rng, &bad).is_err(), "{}", d.name);
     }
     // A saved client of one scheme does not restore as another.
     let clww = sesame_ore::scheme("clww").unwrap();
-    let saved = (clww.new)(&mut rng, &Params::new())
+    let saved = (clww.new_client)(&mut rng, &Params::new())
         .unwrap()
         .save()
         .unwrap();
     let bclo = sesame_ore::scheme("BCLO").unwrap();
-    assert!((bclo.restore)(&saved).is_err());
-    assert_eq!(sesame_ore::registry().len(), 7);
+    assert!((bclo.restore_client)(&saved).is_err());
+    assert_eq!(sesame_ore::schemes().len(), 7);
 }

@@ -1,9 +1,7 @@
 //! The interface every range protocol implements, and its registry entry.
 
-use std::sync::Arc;
-
 use rand_core::CryptoRngCore;
-use sesame_core::{Channel, Error, Params, Result, SchemeDescriptor, Service, Store};
+use sesame_core::{Channel, Error, Params, Result, SchemeDescriptor};
 
 use crate::paged::PageConfig;
 
@@ -97,37 +95,27 @@ pub trait RangeClient: Send {
     fn save_state(&self) -> Result<Vec<u8>>;
 }
 
-/// Constructor of a client with fresh keys.
-pub type NewClient =
-    fn(&mut dyn CryptoRngCore, &Params, &PageConfig) -> Result<Box<dyn RangeClient>>;
+/// A registered range protocol: its descriptor, parameters and
+/// constructors (the registry entry of the range family).
+///
+/// Besides the protocol's own parameters, every entry reads the server's
+/// page configuration, [`PAGE_PARAMS`] (see [`PageConfig::from_params`]):
+/// the server lays its data out for it, and some clients size their
+/// messages by it. Give the server a [`crate::PagedStore`] with the same
+/// configuration to count page I/O.
+pub type RangeProtocol = sesame_core::Entry<dyn RangeClient>;
 
-/// Constructor of a server over a store.
-pub type NewServer = fn(Arc<dyn Store>, &PageConfig) -> Result<Box<dyn Service>>;
+/// The parameter names of the page configuration, read by every range
+/// protocol besides its own.
+pub const PAGE_PARAMS: [&str; 3] = ["page_size", "cache_size", "cache_policy"];
 
-/// A registered range protocol: its descriptor and constructors.
-#[derive(Clone, Copy)]
-pub struct RangeProtocol {
-    /// The protocol's descriptor (`kind` is [`sesame_core::SchemeKind::Range`]).
-    pub descriptor: &'static SchemeDescriptor,
-    /// Parameter names the protocol reads, with their defaults in words.
-    pub params: &'static [(&'static str, &'static str)],
-    /// A client with fresh keys. `page` is the server's page
-    /// configuration, which some clients need to size their messages.
-    pub new_client: NewClient,
-    /// A client restored from [`RangeClient::save_state`]'s bytes.
-    pub restore_client: fn(&[u8]) -> Result<Box<dyn RangeClient>>,
-    /// The server half over a store (give it a [`crate::PagedStore`] to
-    /// count page I/O) with the page configuration it lays its data out
-    /// for.
-    pub new_server: NewServer,
-}
-
-impl std::fmt::Debug for RangeProtocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RangeProtocol")
-            .field("name", &self.descriptor.name)
-            .finish_non_exhaustive()
-    }
+/// Splits `params` into the protocol's own parameters and the page
+/// configuration.
+pub fn split_page(params: &Params) -> Result<(Params, PageConfig)> {
+    Ok((
+        params.without(&PAGE_PARAMS),
+        PageConfig::from_params(params)?,
+    ))
 }
 
 /// Reads the value width parameter `bits` (default 32, in `1..=64`).

@@ -43,7 +43,7 @@ use sesame_ore::lewi_wu::{LewiWu, LewiWuCiphertext, LewiWuLeft, LewiWuParams, Le
 use sesame_ore::{CiphertextType, LeftRight, OreScheme};
 use zeroize::Zeroizing;
 
-use crate::api::{bits_param, check_value, RangeAnswer, RangeClient, RangeProtocol};
+use crate::api::{bits_param, check_value, split_page, RangeAnswer, RangeClient, RangeProtocol};
 use crate::btree::{BTree, Capacity, Node, NodeId, NodeStore};
 use crate::paged::PageConfig;
 use crate::record::RecordKey;
@@ -1462,9 +1462,17 @@ fn entry<C: ClientOrder>(params: &'static [(&'static str, &'static str)]) -> Ran
     RangeProtocol {
         descriptor: C::descriptor(),
         params,
-        new_client: |rng, params, _page| Ok(Box::new(BplusClient::<C>::new(rng, params)?)),
+        new_client: |rng, params| {
+            let (params, _) = split_page(params)?;
+            Ok(Box::new(BplusClient::<C>::new(rng, &params)?))
+        },
         restore_client: |bytes| Ok(Box::new(BplusClient::<C>::restore(bytes)?)),
-        new_server: |store, page| Ok(Box::new(Typed(BplusServer::<C::Server>::new(store, page)?))),
+        new_server: Some(|store, params| {
+            let (_, page) = split_page(params)?;
+            Ok(Box::new(Typed(BplusServer::<C::Server>::new(
+                store, &page,
+            )?)))
+        }),
     }
 }
 

@@ -37,7 +37,9 @@ use sesame_core::{
 
 use sesame_sse::common::below;
 
-use crate::api::{bits_param, check_value, RangeAnswer, RangeClient, RangeProtocol, Record};
+use crate::api::{
+    bits_param, check_value, split_page, RangeAnswer, RangeClient, RangeProtocol, Record,
+};
 use crate::paged::PageConfig;
 use crate::record::RecordKey;
 
@@ -79,11 +81,15 @@ pub fn protocols() -> Vec<RangeProtocol> {
     vec![RangeProtocol {
         descriptor: &DESCRIPTOR,
         params: &[("bits", "32 (value width)")],
-        new_client: |rng, params, _page| Ok(Box::new(KtClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(KtClient::restore(bytes)?)),
-        new_server: |store, page| -> Result<Box<dyn Service>> {
-            Ok(Box::new(Typed(KtServer::new(store, page)?)))
+        new_client: |rng, params| {
+            let (params, _) = split_page(params)?;
+            Ok(Box::new(KtClient::new(rng, &params)?))
         },
+        restore_client: |bytes| Ok(Box::new(KtClient::restore(bytes)?)),
+        new_server: Some(|store, params| -> Result<Box<dyn Service>> {
+            let (_, page) = split_page(params)?;
+            Ok(Box::new(Typed(KtServer::new(store, &page)?)))
+        }),
     }]
 }
 

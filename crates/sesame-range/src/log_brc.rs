@@ -43,7 +43,9 @@ use sesame_sse::two_lev::TwoLevServer;
 use sesame_sse::{DocId, KeywordClient, Multimap};
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::api::{bits_param, check_value, RangeAnswer, RangeClient, RangeProtocol, Record};
+use crate::api::{
+    bits_param, check_value, split_page, RangeAnswer, RangeClient, RangeProtocol, Record,
+};
 use crate::paged::PageConfig;
 use crate::record::RecordKey;
 
@@ -98,11 +100,20 @@ pub fn protocols() -> Vec<RangeProtocol> {
                     "1 (identifiers per PiBas entry: plain Π_bas; >1 is Π_pack)",
                 ),
             ],
-            new_client: |rng, params, page| {
-                Ok(Box::new(LogBrcClient::new(rng, Base::PiBas, params, page)?))
+            new_client: |rng, params| {
+                let (params, page) = split_page(params)?;
+                Ok(Box::new(LogBrcClient::new(
+                    rng,
+                    Base::PiBas,
+                    &params,
+                    &page,
+                )?))
             },
             restore_client: |bytes| Ok(Box::new(LogBrcClient::restore(bytes)?)),
-            new_server: |store, _page| Ok(Box::new(LogBrcServer::service(Base::PiBas, store))),
+            new_server: Some(|store, params| {
+                split_page(params)?;
+                Ok(Box::new(LogBrcServer::service(Base::PiBas, store)))
+            }),
         },
         RangeProtocol {
             descriptor: &DESCRIPTOR_2LEV,
@@ -117,16 +128,20 @@ pub fn protocols() -> Vec<RangeProtocol> {
                     "(page_size - 1) / 8 (dictionary slots: an entry fits a page)",
                 ),
             ],
-            new_client: |rng, params, page| {
+            new_client: |rng, params| {
+                let (params, page) = split_page(params)?;
                 Ok(Box::new(LogBrcClient::new(
                     rng,
                     Base::TwoLev,
-                    params,
-                    page,
+                    &params,
+                    &page,
                 )?))
             },
             restore_client: |bytes| Ok(Box::new(LogBrcClient::restore(bytes)?)),
-            new_server: |store, _page| Ok(Box::new(LogBrcServer::service(Base::TwoLev, store))),
+            new_server: Some(|store, params| {
+                split_page(params)?;
+                Ok(Box::new(LogBrcServer::service(Base::TwoLev, store)))
+            }),
         },
     ]
 }

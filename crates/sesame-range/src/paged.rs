@@ -60,6 +60,16 @@ impl PageConfig {
         Ok(config)
     }
 
+    /// `params` with this configuration's [`crate::api::PAGE_PARAMS`] set,
+    /// so that a protocol's entry builds its client and server for it.
+    pub fn with(&self, params: &Params) -> Params {
+        let mut all = params.clone();
+        all.set("page_size", self.page_size)
+            .set("cache_size", self.cache_blocks)
+            .set("cache_policy", self.policy);
+        all
+    }
+
     /// Fails unless the page size is in 64 bytes ..= 16 MiB.
     pub fn check(&self) -> Result<()> {
         if !(64..=16 << 20).contains(&self.page_size) {

@@ -40,7 +40,8 @@ impl Setup {
         rng: &mut ChaCha20Rng,
     ) -> Self {
         let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let client = (protocol.new_client)(rng, params, &page).expect("client");
+        let client = (protocol.new_client)(rng, &sesame_range::PageConfig::with(&page, params))
+            .expect("client");
         let channel = LocalChannel::new(Self::server(protocol, &inner, page));
         Setup {
             protocol,
@@ -57,7 +58,12 @@ impl Setup {
         page: PageConfig,
     ) -> Box<dyn Service> {
         let paged = PagedStore::new(Arc::clone(inner), page).expect("paged");
-        (protocol.new_server)(Arc::new(paged), &page).expect("server")
+        protocol
+            .server(
+                Arc::new(paged),
+                &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
+            )
+            .expect("server")
     }
 
     fn restart(&mut self) {
@@ -253,15 +259,22 @@ fn unknown_parameters_and_bad_states_are_refused() {
         let mut bad = Params::new();
         bad.set("colour", "blue");
         assert!(
-            (p.new_client)(&mut rng, &bad, &PageConfig::default()).is_err(),
+            (p.new_client)(
+                &mut rng,
+                &sesame_range::PageConfig::with(&PageConfig::default(), &bad)
+            )
+            .is_err(),
             "{}",
             p.descriptor.name
         );
         assert!((p.restore_client)(b"garbage").is_err());
     }
     // A state restores only into its own protocol.
-    let clww =
-        (bplus("bplus-clww").new_client)(&mut rng, &params(16), &PageConfig::default()).unwrap();
+    let clww = (bplus("bplus-clww").new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&PageConfig::default(), &params(16)),
+    )
+    .unwrap();
     let state = clww.save_state().unwrap();
     assert!((bplus("bplus-bclo").restore_client)(&state).is_err());
     assert!((bplus("bplus-clww").restore_client)(&state).is_ok());

@@ -36,7 +36,13 @@ fn paged(config: PageConfig) -> Arc<PagedStore> {
 
 fn channel(p: &RangeProtocol, store: &Arc<PagedStore>, config: PageConfig) -> Chan {
     let store: Arc<dyn Store> = store.clone();
-    LocalChannel::new((p.new_server)(store, &config).unwrap())
+    LocalChannel::new(
+        p.server(
+            store,
+            &sesame_range::PageConfig::with(&config, &sesame_core::Params::new()),
+        )
+        .unwrap(),
+    )
 }
 
 fn params(pairs: &[(&str, &str)]) -> Params {
@@ -73,7 +79,11 @@ fn oracle_run(
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut pr = vec![("bits", "8")];
     pr.extend_from_slice(extra);
-    let mut client = (p.new_client)(&mut rng, &params(&pr), &config).unwrap();
+    let mut client = (p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &params(&pr)),
+    )
+    .unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     let max = 255u64;
@@ -186,7 +196,11 @@ fn kerschbaum_tueno_duplicates_spanning_the_rotation_point() {
     let mut spanning = 0;
     for seed in 0..12u64 {
         let mut rng = ChaCha20Rng::seed_from_u64(100 + seed);
-        let mut client = (p.new_client)(&mut rng, &params(&[("bits", "8")]), &config).unwrap();
+        let mut client = (p.new_client)(
+            &mut rng,
+            &sesame_range::PageConfig::with(&config, &params(&[("bits", "8")])),
+        )
+        .unwrap();
         let key = kt_key(client.as_ref());
         let store = paged(config);
         let mut chan = channel(&p, &store, config);
@@ -260,7 +274,11 @@ fn pope_cold_query_costs_more_than_warm_queries() {
     let config = page(256, 16);
     let p = protocol("pope");
     let mut rng = ChaCha20Rng::seed_from_u64(11);
-    let mut client = (p.new_client)(&mut rng, &params(&[("l", "4")]), &config).unwrap();
+    let mut client = (p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &params(&[("l", "4")])),
+    )
+    .unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     let mut oracle = Vec::new();
@@ -305,7 +323,11 @@ fn malformed_requests_are_errors() {
     let mut rng = ChaCha20Rng::seed_from_u64(12);
 
     let p = protocol("kerschbaum-tueno");
-    let mut client = (p.new_client)(&mut rng, &Params::new(), &config).unwrap();
+    let mut client = (p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &Params::new()),
+    )
+    .unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     for v in [5u64, 1, 9] {
@@ -369,12 +391,24 @@ fn malformed_requests_are_errors() {
     let a = client.query(&mut rng, &mut chan, 0, 10).unwrap();
     assert_eq!(a.records.len(), 3);
     // Bad parameters.
-    assert!((p.new_client)(&mut rng, &params(&[("l", "3")]), &config).is_err());
-    assert!((p.new_client)(&mut rng, &params(&[("bits", "65")]), &config).is_err());
+    assert!((p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &params(&[("l", "3")]))
+    )
+    .is_err());
+    assert!((p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &params(&[("bits", "65")]))
+    )
+    .is_err());
     assert!((p.restore_client)(&[1, 2, 3]).is_err());
 
     let p = protocol("pope");
-    let mut client = (p.new_client)(&mut rng, &params(&[("l", "2")]), &config).unwrap();
+    let mut client = (p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &params(&[("l", "2")])),
+    )
+    .unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     for v in [5u64, 1, 9, 4, 4] {
@@ -382,8 +416,35 @@ fn malformed_requests_are_errors() {
     }
     use pope::Request as P;
     assert!(chan.service_mut().handle(&[1, 99]).is_err());
-    assert!(!handle(&mut chan, &P::Partition { assign: vec![0] }));
-    assert!(!handle(&mut chan, &P::Sort { order: vec![0, 1] }));
+    let flush = |split: Option<pope::Split>| pope::Flush {
+        path: vec![0],
+        l: 2,
+        split,
+    };
+    let split = |order: Vec<u32>| Some(pope::Split { seed: 1, order });
+    // The root is a leaf: there is no buffer of children to flush into.
+    assert!(!handle(
+        &mut chan,
+        &P::Partition {
+            flush: flush(None),
+            assign: vec![0]
+        }
+    ));
+    assert!(!handle(
+        &mut chan,
+        &P::Next {
+            flush: flush(None),
+            offset: 0
+        }
+    ));
+    // A split past the buffer's end.
+    assert!(!handle(
+        &mut chan,
+        &P::Next {
+            flush: flush(split(vec![0, 1])),
+            offset: 5
+        }
+    ));
     assert!(!handle(
         &mut chan,
         &P::Visit {
@@ -424,21 +485,43 @@ fn malformed_requests_are_errors() {
             seed: 1
         }
     ));
-    assert!(!handle(&mut chan, &P::Sort { order: vec![1, 1] }));
-    assert!(handle(
+    assert!(!handle(
         &mut chan,
-        &P::Pivots {
-            path: vec![0],
-            l: 2,
-            seed: 1
+        &P::Next {
+            flush: flush(split(vec![1, 1])),
+            offset: 0
         }
     ));
-    assert!(handle(&mut chan, &P::Sort { order: vec![1, 0] }));
-    assert!(!handle(&mut chan, &P::Partition { assign: vec![9, 9] }));
+    assert!(handle(
+        &mut chan,
+        &P::Next {
+            flush: flush(split(vec![1, 0])),
+            offset: 0
+        }
+    ));
+    // An assignment of the wrong length, then one to a bucket that does
+    // not exist (two pivots make three buckets).
+    for assign in [vec![0, 0], vec![0, 1, 2, 3, 1]] {
+        assert!(!handle(
+            &mut chan,
+            &P::Partition {
+                flush: flush(split(vec![1, 0])),
+                assign
+            }
+        ));
+    }
     let a = client.query(&mut rng, &mut chan, 0, 10).unwrap();
     assert_eq!(a.records.len(), 5);
-    assert!((p.new_client)(&mut rng, &params(&[("l", "1")]), &config).is_err());
-    assert!((p.new_client)(&mut rng, &params(&[("k", "1")]), &config).is_err());
+    assert!((p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &params(&[("l", "1")]))
+    )
+    .is_err());
+    assert!((p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &params(&[("k", "1")]))
+    )
+    .is_err());
     assert!(PopeClient::restore(&[1, 2, 3]).is_err());
 }
 
@@ -448,7 +531,11 @@ fn clients_restore_and_servers_restart_over_the_same_store() {
     for (name, pr) in [("kerschbaum-tueno", vec![]), ("pope", vec![("l", "3")])] {
         let p = protocol(name);
         let mut rng = ChaCha20Rng::seed_from_u64(13);
-        let mut client = (p.new_client)(&mut rng, &params(&pr), &config).unwrap();
+        let mut client = (p.new_client)(
+            &mut rng,
+            &sesame_range::PageConfig::with(&config, &params(&pr)),
+        )
+        .unwrap();
         let store = paged(config);
         let mut oracle = Vec::new();
         {
@@ -493,7 +580,11 @@ fn kerschbaum_tueno_insertion_rewrites_every_page() {
     let config = page(256, 0);
     let p = protocol("kerschbaum-tueno");
     let mut rng = ChaCha20Rng::seed_from_u64(14);
-    let mut client = (p.new_client)(&mut rng, &Params::new(), &config).unwrap();
+    let mut client = (p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &Params::new()),
+    )
+    .unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     for i in 0..100u64 {
@@ -526,7 +617,11 @@ fn sixty_four_bit_extreme_values() {
     ] {
         let p = protocol(name);
         let mut rng = ChaCha20Rng::seed_from_u64(15);
-        let mut client = (p.new_client)(&mut rng, &params(&pr), &config).unwrap();
+        let mut client = (p.new_client)(
+            &mut rng,
+            &sesame_range::PageConfig::with(&config, &params(&pr)),
+        )
+        .unwrap();
         let store = paged(config);
         let mut chan = channel(&p, &store, config);
         let mut oracle = Vec::new();
@@ -564,7 +659,11 @@ fn kerschbaum_tueno_bulk_load_is_one_round_and_only_into_an_empty_array() {
     let store = paged(config);
     let mut ch = channel(&p, &store, config);
     let mut rng = ChaCha20Rng::seed_from_u64(41);
-    let mut client = (p.new_client)(&mut rng, &params(&[("bits", "8")]), &config).unwrap();
+    let mut client = (p.new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&config, &params(&[("bits", "8")])),
+    )
+    .unwrap();
     let records: Vec<(u64, Vec<u8>)> = (0..200u64)
         .map(|i| ((i * 37) % 50, vec![i as u8]))
         .collect();

@@ -37,10 +37,15 @@ fn setup(name: &str, bits: u32, page: PageConfig, rng: &mut ChaCha20Rng) -> Setu
 
 fn setup_with(name: &str, params: &Params, page: PageConfig, rng: &mut ChaCha20Rng) -> Setup {
     let p = get(name);
-    let client = (p.new_client)(rng, params, &page).unwrap();
+    let client = (p.new_client)(rng, &sesame_range::PageConfig::with(&page, params)).unwrap();
     let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let paged = Arc::new(PagedStore::new(Arc::clone(&inner), page).unwrap());
-    let server = (p.new_server)(paged.clone(), &page).unwrap();
+    let server = p
+        .server(
+            paged.clone(),
+            &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
+        )
+        .unwrap();
     Setup {
         inner,
         paged,
@@ -281,10 +286,18 @@ fn the_sse_block_parameters_keep_results_exact() {
     let mut rng = ChaCha20Rng::seed_from_u64(32);
     let mut params = Params::new();
     params.set("b", 4);
-    assert!((get("log-brc-pibas").new_client)(&mut rng, &params, &page).is_err());
+    assert!((get("log-brc-pibas").new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&page, &params)
+    )
+    .is_err());
     let mut params = Params::new();
     params.set("block", 1);
-    assert!((get("log-brc-2lev").new_client)(&mut rng, &params, &page).is_err());
+    assert!((get("log-brc-2lev").new_client)(
+        &mut rng,
+        &sesame_range::PageConfig::with(&page, &params)
+    )
+    .is_err());
 }
 
 #[test]
@@ -428,7 +441,11 @@ fn malformed_requests_responses_and_records_give_errors() {
         let page = PageConfig::default();
         let fresh = || {
             let paged = PagedStore::new(Arc::clone(&s.inner), page).unwrap();
-            LocalChannel::new((get(name).new_server)(Arc::new(paged), &page).unwrap())
+            LocalChannel::new(
+                get(name)
+                    .server(Arc::new(paged), &page.with(&Params::new()))
+                    .unwrap(),
+            )
         };
         let mut ch = fresh();
         assert!(matches!(
@@ -458,10 +475,18 @@ fn malformed_requests_responses_and_records_give_errors() {
         let p = get(name);
         let mut params = Params::new();
         params.set("nonsense", 1);
-        assert!((p.new_client)(&mut rng, &params, &PageConfig::default()).is_err());
+        assert!((p.new_client)(
+            &mut rng,
+            &sesame_range::PageConfig::with(&PageConfig::default(), &params)
+        )
+        .is_err());
         let mut params = Params::new();
         params.set("bits", 65);
-        assert!((p.new_client)(&mut rng, &params, &PageConfig::default()).is_err());
+        assert!((p.new_client)(
+            &mut rng,
+            &sesame_range::PageConfig::with(&PageConfig::default(), &params)
+        )
+        .is_err());
         assert!((p.restore_client)(b"garbage").is_err());
         assert!((p.restore_client)(&[]).is_err());
     }
@@ -484,7 +509,11 @@ fn the_client_survives_save_and_restore_and_the_server_a_restart() {
         assert_eq!(client.descriptor().name, name);
         let page = PageConfig::default();
         let paged = PagedStore::new(Arc::clone(&s.inner), page).unwrap();
-        let mut ch = LocalChannel::new((get(name).new_server)(Arc::new(paged), &page).unwrap());
+        let mut ch = LocalChannel::new(
+            get(name)
+                .server(Arc::new(paged), &page.with(&Params::new()))
+                .unwrap(),
+        );
         let answer = client.query(&mut rng, &mut ch, 100, 3000).unwrap();
         assert_eq!(answer.records, oracle(&records, 100, 3000));
         assert!(client

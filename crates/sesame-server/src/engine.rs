@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use prost::Message;
-use sesame_core::{wire, Params, SchemeKind, ServerReport, Service, Store, WriteBatch};
+use sesame_core::{wire, Params, ServerReport, Service, Store, WriteBatch};
 use sesame_crypto::counter;
-use sesame_sse::KeywordScheme;
+use sesame_schemes::Scheme;
 use sha2::{Digest, Sha256};
 
 use crate::error::EngineError;
@@ -198,6 +198,21 @@ impl Drop for WriteGuard<'_> {
     }
 }
 
+/// An index's scheme with the parameters it was created with.
+struct Hosted {
+    scheme: Scheme,
+    params: Params,
+}
+
+impl Hosted {
+    /// The scheme's server half over `store`.
+    fn server(&self, store: Arc<dyn Store>) -> Result<Box<dyn Service>, EngineError> {
+        self.scheme
+            .server(store, &self.params)
+            .map_err(EngineError::from_core)
+    }
+}
+
 /// What running scheme messages produced.
 struct Run {
     responses: Vec<Vec<u8>>,
@@ -359,12 +374,9 @@ impl Engine {
         }
     }
 
-    /// The index's scheme, checked against the one the client speaks.
-    fn scheme_of(
-        meta: &IndexMeta,
-        index: &str,
-        spoken: &str,
-    ) -> Result<KeywordScheme, EngineError> {
+    /// The index's scheme with its parameters, checked against the scheme
+    /// the client speaks.
+    fn scheme_of(meta: &IndexMeta, index: &str, spoken: &str) -> Result<Hosted, EngineError> {
         if !meta.scheme.eq_ignore_ascii_case(spoken) {
             return Err(EngineError::FailedPrecondition(format!(
                 "index {index:?} is bound to scheme {}, not {:?}",
@@ -372,12 +384,20 @@ impl Engine {
                 spoken.chars().take(64).collect::<String>()
             )));
         }
-        sesame_sse::scheme(&meta.scheme).ok_or_else(|| {
+        let scheme = sesame_schemes::get(&meta.scheme)
+            .filter(Scheme::hosted)
+            .ok_or_else(|| {
+                EngineError::FailedPrecondition(format!(
+                    "index {index:?} is bound to scheme {}, which this server does not know",
+                    meta.scheme
+                ))
+            })?;
+        let params = Params::parse(&meta.params).map_err(|e| {
             EngineError::FailedPrecondition(format!(
-                "index {index:?} is bound to scheme {}, which this server does not know",
-                meta.scheme
+                "index {index:?} has stored parameters that do not parse: {e}"
             ))
-        })
+        })?;
+        Ok(Hosted { scheme, params })
     }
 
     fn replayed(
@@ -460,7 +480,7 @@ impl Engine {
     /// Runs scheme messages against a fresh server over a transaction.
     fn run(
         &self,
-        scheme: &KeywordScheme,
+        scheme: &Hosted,
         prefix: Vec<u8>,
         messages: &[Vec<u8>],
     ) -> Result<Run, EngineError> {
@@ -470,7 +490,7 @@ impl Engine {
             self.limits.max_transaction_bytes,
         ));
         let start = Instant::now();
-        let mut server = (scheme.new_server)(overlay.clone());
+        let mut server = scheme.server(overlay.clone())?;
         let (responses, primitives) = counter::measure(|| {
             messages
                 .iter()
@@ -540,30 +560,21 @@ impl Engine {
         req: proto::CreateIndexRequest,
     ) -> Result<proto::IndexInfo, EngineError> {
         keys::check_name("index", &req.index)?;
-        let scheme = sesame_sse::scheme(&req.scheme).ok_or_else(|| {
-            EngineError::InvalidArgument(format!(
-                "unknown scheme {:?} (known: {})",
-                req.scheme.chars().take(64).collect::<String>(),
-                sesame_sse::schemes()
-                    .iter()
-                    .map(|s| s.descriptor.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
-        if !matches!(
-            scheme.descriptor.kind,
-            SchemeKind::StaticSse | SchemeKind::DynamicSse
-        ) {
-            return Err(EngineError::InvalidArgument(format!(
-                "scheme {} is not a keyword scheme",
-                scheme.descriptor.name
-            )));
-        }
+        let scheme = sesame_schemes::get(&req.scheme)
+            .filter(Scheme::hosted)
+            .ok_or_else(|| {
+                EngineError::InvalidArgument(format!(
+                    "unknown scheme {:?} (a server hosts: {})",
+                    req.scheme.chars().take(64).collect::<String>(),
+                    sesame_schemes::hosted_names()
+                ))
+            })?;
         let params = Params::parse(&req.params)
             .map_err(|e| EngineError::InvalidArgument(format!("scheme parameters: {e}")))?;
-        // The scheme checks its parameters when it makes a client.
-        (scheme.new_client)(&mut rand_core::OsRng, &params)
+        // The scheme checks its parameters when it makes a client; the
+        // server half checks the ones it reads too.
+        scheme
+            .check_params(&params)
             .map_err(|e| EngineError::InvalidArgument(format!("scheme parameters: {e}")))?;
 
         let _create = self.create.lock().unwrap_or_else(PoisonError::into_inner);
@@ -586,7 +597,7 @@ impl Engine {
         // Remnants of an index of this name dropped halfway do not exist
         // (drops are one transaction), but a crash cannot leave any either.
         let meta = IndexMeta {
-            scheme: scheme.descriptor.name.to_owned(),
+            scheme: scheme.name().to_owned(),
             params: params.to_string(),
             created_unix: now_unix(),
             ..IndexMeta::default()
@@ -766,7 +777,7 @@ impl Engine {
             keys::generation_prefix(tenant, &start.index, start.generation),
             self.limits.max_transaction_bytes,
         ));
-        let server = (scheme.new_server)(overlay.clone());
+        let server = scheme.server(overlay.clone())?;
         let mut digest = RequestDigest::new("upload");
         digest
             .part(start.index.as_bytes())

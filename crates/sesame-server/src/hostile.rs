@@ -128,17 +128,23 @@ pub fn server_request(data: &[u8]) {
 }
 
 /// Scheme selector (first byte), then one scheme message, handled by that
-/// scheme's server half over a fresh memory store.
+/// scheme's server half over a fresh memory store. Every scheme a server
+/// hosts, of every family, can be selected.
 pub fn scheme_request(data: &[u8]) {
     let Some((&selector, message)) = data.split_first() else {
         return;
     };
-    let schemes = sesame_sse::schemes();
+    let schemes: Vec<_> = sesame_schemes::all()
+        .into_iter()
+        .filter(sesame_schemes::Scheme::hosted)
+        .collect();
     let Some(scheme) = schemes.get(usize::from(selector) % schemes.len().max(1)) else {
         return;
     };
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut server = (scheme.new_server)(store);
+    let Ok(mut server) = scheme.server(store, &sesame_core::Params::new()) else {
+        return;
+    };
     let _ = server.handle(message);
     // A second message after the first (state the first left behind).
     let _ = server.handle(message);

@@ -145,7 +145,7 @@ fn write_seed_corpus() {
         let name = scheme.descriptor.name;
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let mut tap = Tap {
-            inner: LocalChannel::new((scheme.new_server)(store)),
+            inner: LocalChannel::new(scheme.server(store, &sesame_core::Params::new()).unwrap()),
             sent: Vec::new(),
             answers: Vec::new(),
         };

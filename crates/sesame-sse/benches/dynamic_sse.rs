@@ -62,7 +62,11 @@ fn update(c: &mut Criterion) {
                     .expect("update")
             })
         });
-        let mut ch = LocalChannel::new((scheme.new_server)(Arc::new(MemoryStore::new())));
+        let mut ch = LocalChannel::new(
+            scheme
+                .server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+                .expect("server"),
+        );
         client
             .setup(&mut rng, &mut ch, &Multimap::new())
             .expect("setup");
@@ -89,7 +93,11 @@ fn search(c: &mut Criterion) {
             let scheme = sesame_sse::scheme(name).expect("registered");
             let mut rng = ChaCha20Rng::seed_from_u64(3);
             let mut client = (scheme.new_client)(&mut rng, &Params::new()).expect("client");
-            let mut ch = LocalChannel::new((scheme.new_server)(Arc::new(MemoryStore::new())));
+            let mut ch = LocalChannel::new(
+                scheme
+                    .server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+                    .expect("server"),
+            );
             client.setup(&mut rng, &mut ch, &db).expect("setup");
             g.bench_function(BenchmarkId::new(name, results), |b| {
                 b.iter(|| {

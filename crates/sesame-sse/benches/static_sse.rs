@@ -45,7 +45,11 @@ fn setup(c: &mut Criterion) {
             let mut rng = ChaCha20Rng::seed_from_u64(1);
             b.iter(|| {
                 let mut client = (scheme.new_client)(&mut rng, &params).expect("client");
-                let mut ch = LocalChannel::new((scheme.new_server)(Arc::new(MemoryStore::new())));
+                let mut ch = LocalChannel::new(
+                    scheme
+                        .server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+                        .expect("server"),
+                );
                 client.setup(&mut rng, &mut ch, &db).expect("setup");
             });
         });
@@ -65,7 +69,11 @@ fn search(c: &mut Criterion) {
         let params = Params::parse(params).expect("valid");
         let mut rng = ChaCha20Rng::seed_from_u64(2);
         let mut client = (scheme.new_client)(&mut rng, &params).expect("client");
-        let mut ch = LocalChannel::new((scheme.new_server)(Arc::new(MemoryStore::new())));
+        let mut ch = LocalChannel::new(
+            scheme
+                .server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+                .expect("server"),
+        );
         client.setup(&mut rng, &mut ch, &db).expect("setup");
         g.bench_function(BenchmarkId::new(name, &params), |b| {
             b.iter(|| {

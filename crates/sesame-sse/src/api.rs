@@ -3,10 +3,9 @@
 //! any of them by name.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use rand_core::CryptoRngCore;
-use sesame_core::{Channel, Params, Result, SchemeDescriptor, Service, Store};
+use sesame_core::{Channel, Result, SchemeDescriptor};
 
 /// A document identifier.
 pub type DocId = u64;
@@ -245,25 +244,6 @@ pub struct Prepared {
     pub context: Vec<u8>,
 }
 
-/// A registered keyword scheme: its descriptor and constructors.
-#[derive(Clone, Copy)]
-pub struct KeywordScheme {
-    /// The scheme's descriptor.
-    pub descriptor: &'static SchemeDescriptor,
-    /// Parameter names the scheme reads, with their defaults in words.
-    pub params: &'static [(&'static str, &'static str)],
-    /// A client with fresh keys.
-    pub new_client: fn(&mut dyn CryptoRngCore, &Params) -> Result<Box<dyn KeywordClient>>,
-    /// A client restored from [`KeywordClient::save_state`]'s bytes.
-    pub restore_client: fn(&[u8]) -> Result<Box<dyn KeywordClient>>,
-    /// The server half over a store (the index's own key space).
-    pub new_server: fn(Arc<dyn Store>) -> Box<dyn Service>,
-}
-
-impl std::fmt::Debug for KeywordScheme {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeywordScheme")
-            .field("name", &self.descriptor.name)
-            .finish_non_exhaustive()
-    }
-}
+/// A registered keyword scheme: its descriptor, parameters and
+/// constructors (the registry entry of the keyword family).
+pub type KeywordScheme = sesame_core::Entry<dyn KeywordClient>;

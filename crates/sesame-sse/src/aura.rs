@@ -100,7 +100,7 @@ pub fn scheme() -> KeywordScheme {
         ],
         new_client: |rng, params| Ok(Box::new(AuraClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(AuraClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(AuraServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(AuraServer::new(store))))),
     }
 }
 

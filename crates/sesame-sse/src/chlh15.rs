@@ -82,7 +82,7 @@ pub fn scheme() -> KeywordScheme {
         ],
         new_client: |rng, params| Ok(Box::new(ChlhClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(ChlhClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(ChlhServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(ChlhServer::new(store))))),
     }
 }
 

@@ -70,7 +70,7 @@ pub fn scheme() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(FastClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(FastClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(FastServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(FastServer::new(store))))),
     }
 }
 

@@ -68,7 +68,7 @@ pub fn scheme() -> KeywordScheme {
         )],
         new_client: |rng, params| Ok(Box::new(JanusClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(JanusClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(JanusServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(JanusServer::new(store))))),
     }
 }
 

@@ -79,7 +79,7 @@ pub fn scheme() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(Kpr12Client::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(Kpr12Client::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(Kpr12Server::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(Kpr12Server::new(store))))),
     }
 }
 

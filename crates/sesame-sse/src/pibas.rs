@@ -54,7 +54,7 @@ pub fn scheme() -> KeywordScheme {
         )],
         new_client: |rng, params| Ok(Box::new(PiBasClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(PiBasClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(PiBasServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(PiBasServer::new(store))))),
     }
 }
 

@@ -67,7 +67,7 @@ pub fn scheme() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(SdaClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(SdaClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(SdServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(SdServer::new(store))))),
     }
 }
 
@@ -723,7 +723,7 @@ pub fn scheme_sdd() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(SddClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(SddClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(SddServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(SddServer::new(store))))),
     }
 }
 

@@ -58,7 +58,7 @@ pub fn scheme() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(SimpleClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(SimpleClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(SimpleServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(SimpleServer::new(store))))),
     }
 }
 

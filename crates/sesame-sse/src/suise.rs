@@ -77,7 +77,7 @@ pub fn scheme() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(SuiseClient::new(rng, params, false)?)),
         restore_client: |bytes| Ok(Box::new(SuiseClient::restore(bytes, false)?)),
-        new_server: |store| Box::new(Typed(SuiseServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(SuiseServer::new(store))))),
     }
 }
 
@@ -88,7 +88,7 @@ pub fn scheme2() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(SuiseClient::new(rng, params, true)?)),
         restore_client: |bytes| Ok(Box::new(SuiseClient::restore(bytes, true)?)),
-        new_server: |store| Box::new(Typed(SuiseServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(SuiseServer::new(store))))),
     }
 }
 

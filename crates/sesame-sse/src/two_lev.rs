@@ -63,7 +63,7 @@ pub fn scheme() -> KeywordScheme {
         ],
         new_client: |rng, params| Ok(Box::new(TwoLevClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(TwoLevClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(TwoLevServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(TwoLevServer::new(store))))),
     }
 }
 

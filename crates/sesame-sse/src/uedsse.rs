@@ -79,7 +79,7 @@ pub fn scheme() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(UedsseClient::new(rng, params)?)),
         restore_client: |bytes| Ok(Box::new(UedsseClient::restore(bytes)?)),
-        new_server: |store| Box::new(Typed(UedsseServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(UedsseServer::new(store))))),
     }
 }
 

@@ -83,7 +83,7 @@ pub fn scheme() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(VasstClient::new(rng, params, false)?)),
         restore_client: |bytes| Ok(Box::new(VasstClient::restore(bytes, false)?)),
-        new_server: |store| Box::new(Typed(VasstServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(VasstServer::new(store))))),
     }
 }
 
@@ -94,7 +94,7 @@ pub fn scheme2() -> KeywordScheme {
         params: &[],
         new_client: |rng, params| Ok(Box::new(VasstClient::new(rng, params, true)?)),
         restore_client: |bytes| Ok(Box::new(VasstClient::restore(bytes, true)?)),
-        new_server: |store| Box::new(Typed(VasstServer::new(store))),
+        new_server: Some(|store, _| Ok(Box::new(Typed(VasstServer::new(store))))),
     }
 }
 

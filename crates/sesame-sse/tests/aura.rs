@@ -22,7 +22,10 @@ fn fresh(
     let s = sesame_sse::scheme("aura").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let mut c = (s.new_client)(&mut rng, &Params::parse(params).unwrap()).unwrap();
-    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    let mut ch = LocalChannel::new(
+        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .unwrap(),
+    );
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     (c, ch, rng)
 }

@@ -37,7 +37,10 @@ fn open(name: &str, seed: u64) -> Opened {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let client = (s.new_client)(&mut rng, &Params::new()).unwrap();
     let store = Arc::new(MemoryStore::new());
-    let ch = LocalChannel::new((s.new_server)(store.clone()));
+    let ch = LocalChannel::new(
+        s.server(store.clone(), &sesame_core::Params::new())
+            .unwrap(),
+    );
     (client, ch, store, rng)
 }
 
@@ -292,7 +295,9 @@ fn uedsse_tampered_or_foreign_results_are_crypto_errors() {
 fn hostile_requests_are_server_errors_not_panics() {
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut server = (scheme("uedsse").new_server)(store.clone());
+    let mut server = scheme("uedsse")
+        .server(store.clone(), &sesame_core::Params::new())
+        .unwrap();
     let pk = match wire::decode(
         &server
             .handle(&wire::encode(&uedsse::Request::PublicKey).unwrap())
@@ -304,7 +309,9 @@ fn hostile_requests_are_server_errors_not_panics() {
         other => panic!("{other:?}"),
     };
     // The key pair is kept in the store: a new server half finds it.
-    let mut again = (scheme("uedsse").new_server)(store.clone());
+    let mut again = scheme("uedsse")
+        .server(store.clone(), &sesame_core::Params::new())
+        .unwrap();
     let pk2 = again
         .handle(&wire::encode(&uedsse::Request::PublicKey).unwrap())
         .unwrap();
@@ -354,7 +361,9 @@ fn hostile_requests_are_server_errors_not_panics() {
         entries: vec![(label, u, [0; 32])],
     };
     server.handle(&wire::encode(&put).unwrap()).unwrap();
-    let mut simple_server = (scheme("simple").new_server)(store.clone());
+    let mut simple_server = scheme("simple")
+        .server(store.clone(), &sesame_core::Params::new())
+        .unwrap();
     let fetch = simple::Request::Fetch { tw, st };
     assert!(simple_server
         .handle(&wire::encode(&fetch).unwrap())
@@ -365,7 +374,9 @@ fn hostile_requests_are_server_errors_not_panics() {
         .handle(&wire::encode(&fetch).unwrap())
         .is_err());
     let fast_store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut fast_server = (scheme("fast").new_server)(fast_store.clone());
+    let mut fast_server = scheme("fast")
+        .server(fast_store.clone(), &sesame_core::Params::new())
+        .unwrap();
     let flabel = sesame_crypto::hash::sha256(&[&[1u8][..], &tw, &st].concat());
     fast_store
         .put(&[&b"e"[..], &flabel].concat(), b"short")
@@ -457,7 +468,10 @@ fn transcript(name: &str) -> serde_json::Value {
         let sk = EciesSecretKey::from_bytes(&fixed_scalar(0x11)).unwrap();
         store.put(b"k", &sk.to_secret_bytes()).unwrap();
     }
-    let mut ch = LocalChannel::new((s.new_server)(store.clone()));
+    let mut ch = LocalChannel::new(
+        s.server(store.clone(), &sesame_core::Params::new())
+            .unwrap(),
+    );
     ch.record_transcript();
     let mut db = Multimap::new();
     db.insert(b"alpha".to_vec(), vec![1, 2]);

@@ -17,7 +17,10 @@ fn deletions_send_a_share_and_respect_the_bound() {
     let s = sesame_sse::scheme("janus-pp").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     let mut c = (s.new_client)(&mut rng, &Params::parse("d=3").unwrap()).unwrap();
-    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    let mut ch = LocalChannel::new(
+        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .unwrap(),
+    );
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let w = vec![b"w".to_vec()];
     for id in 0..6 {
@@ -71,7 +74,10 @@ fn a_repeated_search_gets_the_same_answer() {
     let mut rng = ChaCha20Rng::seed_from_u64(9);
     let mut c = (s.new_client)(&mut rng, &Params::parse("d=4").unwrap()).unwrap();
     let store = Arc::new(MemoryStore::new());
-    let mut ch = LocalChannel::new((s.new_server)(store.clone()));
+    let mut ch = LocalChannel::new(
+        s.server(store.clone(), &sesame_core::Params::new())
+            .unwrap(),
+    );
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let w = vec![b"w".to_vec()];
     for id in 1..=6 {
@@ -127,7 +133,10 @@ fn consumed_keys_are_deleted_by_the_next_search() {
     let mut rng = ChaCha20Rng::seed_from_u64(10);
     let mut c = (s.new_client)(&mut rng, &Params::parse("d=4").unwrap()).unwrap();
     let store = Arc::new(MemoryStore::new());
-    let mut ch = LocalChannel::new((s.new_server)(store.clone()));
+    let mut ch = LocalChannel::new(
+        s.server(store.clone(), &sesame_core::Params::new())
+            .unwrap(),
+    );
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let w = vec![b"w".to_vec()];
     for id in 1..=6 {

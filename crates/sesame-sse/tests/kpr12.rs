@@ -31,7 +31,11 @@ impl Malicious {
     fn new() -> Self {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         Malicious {
-            inner: LocalChannel::new((sesame_sse::kpr12::scheme().new_server)(store)),
+            inner: LocalChannel::new(
+                sesame_sse::kpr12::scheme()
+                    .server(store, &sesame_core::Params::new())
+                    .unwrap(),
+            ),
             tamper: None,
             last: Vec::new(),
             replay: None,

@@ -62,7 +62,7 @@ fn setup_requests_fit_the_bound() {
         let mut client = (scheme.new_client)(&mut rng, &Params::new()).unwrap();
         let store = Arc::new(MemoryStore::new());
         let mut channel = Recording {
-            inner: LocalChannel::new((scheme.new_server)(store)),
+            inner: LocalChannel::new(scheme.server(store, &sesame_core::Params::new()).unwrap()),
             largest: 0,
         };
         client.setup(&mut rng, &mut channel, &db).unwrap();
@@ -95,7 +95,8 @@ fn prepared_update_requests_fit_the_bound() {
             continue;
         }
         let store = Arc::new(MemoryStore::new());
-        let mut channel = LocalChannel::new((scheme.new_server)(store));
+        let mut channel =
+            LocalChannel::new(scheme.server(store, &sesame_core::Params::new()).unwrap());
         let requests = client
             .prepare_update_interactive(&mut rng, &mut channel, UpdateOp::Add, 1, &words)
             .unwrap()

@@ -58,7 +58,11 @@ type Loaded = (
 fn loaded(scheme: &KeywordScheme, db: &Multimap, rng: &mut ChaCha20Rng) -> Loaded {
     let mut client = (scheme.new_client)(rng, &Params::new()).unwrap();
     let store = Arc::new(MemoryStore::new());
-    let mut channel = LocalChannel::new((scheme.new_server)(store.clone()));
+    let mut channel = LocalChannel::new(
+        scheme
+            .server(store.clone(), &sesame_core::Params::new())
+            .unwrap(),
+    );
     if scheme.descriptor.kind == SchemeKind::StaticSse {
         client.setup(rng, &mut channel, db).unwrap();
     } else {

@@ -42,7 +42,7 @@ fn configurations() -> Vec<(KeywordScheme, Params)> {
 }
 
 fn channel(s: &KeywordScheme, store: Arc<dyn Store>) -> LocalChannel<Box<dyn Service>> {
-    LocalChannel::new((s.new_server)(store))
+    LocalChannel::new(s.server(store, &sesame_core::Params::new()).unwrap())
 }
 
 fn oracle(db: &Multimap, w: &[u8]) -> Vec<DocId> {

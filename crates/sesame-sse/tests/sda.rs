@@ -17,7 +17,10 @@ fn fresh() -> (SdaClient, LocalChannel<Box<dyn Service>>, ChaCha20Rng) {
     let s = sesame_sse::scheme("sda").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let mut c = SdaClient::new(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    let mut ch = LocalChannel::new(
+        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .unwrap(),
+    );
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     (c, ch, rng)
 }
@@ -77,7 +80,10 @@ fn sdd_updates_cost_two_rounds_and_keep_three_buffers_per_level() {
     let s = sesame_sse::scheme("sdd").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(6);
     let mut c = sesame_sse::sd::SddClient::new(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    let mut ch = LocalChannel::new(
+        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .unwrap(),
+    );
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let words: Vec<Vec<u8>> = (0..5).map(|i| vec![b'a' + i]).collect();
     let mut truth: Vec<std::collections::BTreeSet<u64>> = vec![Default::default(); 5];
@@ -118,7 +124,10 @@ fn bytes_of_one_addition(scheme: &str, keyword: &[u8]) -> u64 {
     let s = sesame_sse::scheme(scheme).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     let mut c = (s.new_client)(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    let mut ch = LocalChannel::new(
+        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .unwrap(),
+    );
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let span = ch.meter().span();
     c.update(&mut rng, &mut ch, UpdateOp::Add, 1, &[keyword.to_vec()])
@@ -159,7 +168,10 @@ fn setup_levels_are_not_in_keyword_order() {
     let s = sesame_sse::scheme("sda").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(9);
     let mut c = SdaClient::new(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())));
+    let mut ch = LocalChannel::new(
+        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .unwrap(),
+    );
     let mut db = Multimap::new();
     for i in 0..96u64 {
         db.insert(format!("k{i:03}").into_bytes(), vec![i]);

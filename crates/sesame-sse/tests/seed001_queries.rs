@@ -15,7 +15,10 @@ use sesame_sse::{DocId, KeywordScheme, Multimap};
 use sesame_store::MemoryStore;
 
 fn channel(s: &KeywordScheme) -> LocalChannel<Box<dyn Service>> {
-    LocalChannel::new((s.new_server)(Arc::new(MemoryStore::new())))
+    LocalChannel::new(
+        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .unwrap(),
+    )
 }
 
 /// The documents holding a keyword for which `pred` holds.

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha20Rng;
 use sesame_core::{wire, Channel, Error, LocalChannel, Meter, QueryKind, Result, Typed};
 use sesame_crypto::key::Key;
 use sesame_sse::simple_index::protocol::{Document, Hit, Request, Response, SiClient, SiServer};
-use sesame_sse::simple_index::{self, Query, SiScheme};
+use sesame_sse::simple_index::{self, Query, SiAlgorithms};
 use sesame_store::MemoryStore;
 
 const N: usize = 5;
@@ -59,7 +59,7 @@ fn queries(docs: &[Document], rng: &mut ChaCha20Rng) -> Vec<Query> {
 
 type Chan = LocalChannel<Typed<SiServer>>;
 
-fn setup(scheme: SiScheme, docs: &[Document], seed: u64) -> (SiClient, Chan, ChaCha20Rng) {
+fn setup(scheme: SiAlgorithms, docs: &[Document], seed: u64) -> (SiClient, Chan, ChaCha20Rng) {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut client = SiClient::new(&mut rng, &scheme, N).unwrap();
     let mut ch = LocalChannel::new(Typed(SiServer::new(Arc::new(MemoryStore::new()), scheme)));
@@ -79,7 +79,7 @@ fn every_scheme_equals_the_oracle() {
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let docs = corpus(&mut rng, 10);
     let qs = queries(&docs, &mut rng);
-    for scheme in simple_index::schemes() {
+    for scheme in simple_index::algorithms() {
         let (mut client, mut ch, mut rng) = setup(scheme, &docs, 11);
         let mut matched_any = false;
         for q in &qs {
@@ -97,7 +97,7 @@ fn documents_added_later_are_found() {
     let mut rng = ChaCha20Rng::seed_from_u64(4);
     let docs = corpus(&mut rng, 6);
     let q = Query::new(vec![(0, docs[0].fields[0].clone())]);
-    for scheme in simple_index::schemes() {
+    for scheme in simple_index::algorithms() {
         let (mut client, mut ch, mut rng) = setup(scheme, &docs[..3], 12);
         client.upload(&mut rng, &mut ch, &docs[3..], false).unwrap();
         let got = client.search(&mut rng, &mut ch, &q).unwrap();
@@ -108,7 +108,7 @@ fn documents_added_later_are_found() {
 #[test]
 fn bad_queries_and_bad_bytes_are_errors_not_panics() {
     let mut rng = ChaCha20Rng::seed_from_u64(5);
-    for scheme in simple_index::schemes() {
+    for scheme in simple_index::algorithms() {
         let s = (scheme.new)(&Key::generate(&mut rng), N).unwrap();
         assert!(s.token(&mut rng, &Query::new(vec![])).is_err());
         assert!(s
@@ -181,7 +181,7 @@ fn caught(attack: impl Fn(&mut Vec<Hit>, &[Hit]) + Clone + 'static) {
     let want = oracle(&docs, &q);
     assert!(!want.is_empty() && want.len() < docs.len());
     let mut verifiable = 0;
-    for scheme in simple_index::schemes() {
+    for scheme in simple_index::algorithms() {
         if !scheme.descriptor.queries.contains(&QueryKind::Verifiable) {
             continue;
         }
@@ -259,7 +259,7 @@ fn against_a_kept_upload(
     q: &Query,
     attack: impl FnMut(&mut Vec<Hit>, &[Hit]) + 'static,
 ) -> Result<Vec<(u64, Vec<u8>)>> {
-    let scheme = simple_index::scheme("si-sse-rv").unwrap();
+    let scheme = simple_index::algorithms_of("si-sse-rv").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(21);
     let mut docs = corpus(&mut rng, 6);
     let mut client = SiClient::new(&mut rng, &scheme, N).unwrap();
@@ -469,7 +469,7 @@ fn honest_answers_verify_for_every_query() {
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     let docs = corpus(&mut rng, 8);
     let qs = queries(&docs, &mut rng);
-    let scheme = simple_index::scheme("si-sse-rv").unwrap();
+    let scheme = simple_index::algorithms_of("si-sse-rv").unwrap();
     let (mut client, mut ch, mut rng) = setup(scheme, &docs, 14);
     let before = sesame_crypto::counter::snapshot();
     for q in &qs {
@@ -488,7 +488,7 @@ fn honest_answers_verify_for_every_query() {
 #[test]
 fn verify_uses_exactly_two_pairings_per_result() {
     let mut rng = ChaCha20Rng::seed_from_u64(9);
-    let scheme = simple_index::scheme("si-sse-rv").unwrap();
+    let scheme = simple_index::algorithms_of("si-sse-rv").unwrap();
     let s = (scheme.new)(&Key::generate(&mut rng), N).unwrap();
     let fields: Vec<Vec<u8>> = (0..N).map(|j| vec![j as u8]).collect();
     let index = s.encrypt_index(&mut rng, 7, 2, &fields).unwrap();
@@ -523,7 +523,7 @@ fn client_state_survives_a_restart() {
     let mut rng = ChaCha20Rng::seed_from_u64(10);
     let docs = corpus(&mut rng, 6);
     let q = Query::new(vec![(0, docs[0].fields[0].clone())]);
-    for scheme in simple_index::schemes() {
+    for scheme in simple_index::algorithms() {
         let (client, mut ch, mut rng) = setup(scheme, &docs, 15);
         let saved = client.save_state().unwrap();
         drop(client);

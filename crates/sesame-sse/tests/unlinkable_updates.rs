@@ -52,7 +52,11 @@ fn updates_share_no_encrypted_identifier_with_what_the_server_holds() {
         let mut rng = ChaCha20Rng::seed_from_u64(23);
         let mut client = (scheme.new_client)(&mut rng, &Params::new()).unwrap();
         let store = Arc::new(MemoryStore::new());
-        let mut channel = LocalChannel::new((scheme.new_server)(store.clone()));
+        let mut channel = LocalChannel::new(
+            scheme
+                .server(store.clone(), &sesame_core::Params::new())
+                .unwrap(),
+        );
         client.initialise_server(&mut channel).unwrap();
         client
             .setup(&mut rng, &mut channel, &Multimap::new())

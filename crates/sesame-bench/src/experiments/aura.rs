@@ -137,7 +137,10 @@ fn aura_rows(ctx: &Ctx, h: u8, n: usize, d: usize) -> Result<Vec<Row>, BenchErro
     let (store, _) = Backend::Memory.open(&ctx.work_dir, "unused")?;
     let mut client =
         (s.new_client)(&mut rng, &params).map_err(|e| BenchError::scheme("aura: new client", e))?;
-    let mut ch = local_channel((s.new_server)(store));
+    let mut ch = local_channel(
+        s.server(store, &sesame_core::Params::new())
+            .map_err(|e| BenchError::scheme("server", e))?,
+    );
     client
         .setup(&mut rng, &mut ch, &Multimap::new())
         .map_err(|e| BenchError::scheme("aura: setup", e))?;
@@ -251,7 +254,10 @@ fn sd_rows(ctx: &Ctx, name: &str, n: usize, deletions: &[usize]) -> Result<Vec<R
     let (store, _) = Backend::Memory.open(&ctx.work_dir, "unused")?;
     let mut client = (s.new_client)(&mut rng, &Params::new())
         .map_err(|e| BenchError::scheme("sd: new client", e))?;
-    let mut ch = local_channel((s.new_server)(store));
+    let mut ch = local_channel(
+        s.server(store, &sesame_core::Params::new())
+            .map_err(|e| BenchError::scheme("server", e))?,
+    );
     client
         .setup(&mut rng, &mut ch, &Multimap::new())
         .map_err(|e| BenchError::scheme("sd: setup", e))?;
@@ -363,7 +369,10 @@ fn janus_rows(ctx: &Ctx, n: usize, d: usize) -> Result<Vec<Row>, BenchError> {
     let (store, _) = Backend::Memory.open(&ctx.work_dir, "unused")?;
     let mut client = (s.new_client)(&mut rng, &params)
         .map_err(|e| BenchError::scheme("janus-pp: new client", e))?;
-    let mut ch = local_channel((s.new_server)(store));
+    let mut ch = local_channel(
+        s.server(store, &sesame_core::Params::new())
+            .map_err(|e| BenchError::scheme("server", e))?,
+    );
     client
         .setup(&mut rng, &mut ch, &Multimap::new())
         .map_err(|e| BenchError::scheme("janus-pp: setup", e))?;

@@ -256,7 +256,10 @@ fn rows_for_size(
         let mut run = Run {
             name,
             client,
-            ch: local_channel((s.new_server)(store.clone())),
+            ch: local_channel(
+                s.server(store.clone(), &sesame_core::Params::new())
+                    .map_err(|e| BenchError::scheme("server", e))?,
+            ),
         };
         let label = |op: &str| {
             Row::new()

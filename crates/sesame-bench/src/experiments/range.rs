@@ -267,7 +267,11 @@ fn build(
     let name = protocol.descriptor.name;
     let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let store = Arc::new(PagedStore::new(inner, page).map_err(|e| err(name, "page store", e))?);
-    let server = (protocol.new_server)(Arc::clone(&store) as Arc<dyn Store>, &page)
+    let server = protocol
+        .server(
+            Arc::clone(&store) as Arc<dyn Store>,
+            &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
+        )
         .map_err(|e| err(name, "server", e))?;
     let mut channel = LocalChannel::new(server);
     let mut rng = ctx.rng(&format!("range/{name}"));
@@ -275,7 +279,8 @@ fn build(
     let mut params = Params::new();
     params.set("bits", bits);
     let mut client =
-        (protocol.new_client)(&mut rng, &params, &page).map_err(|e| err(name, "client", e))?;
+        (protocol.new_client)(&mut rng, &sesame_range::PageConfig::with(&page, &params))
+            .map_err(|e| err(name, "client", e))?;
     let records: Vec<(u64, Vec<u8>)> = values
         .iter()
         .enumerate()

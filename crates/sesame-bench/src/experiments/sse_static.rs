@@ -169,7 +169,11 @@ fn setup(
     let mut rng = ctx.rng(&format!("keys/{file}"));
     let mut client = (v.scheme.new_client)(&mut rng, &v.params)
         .map_err(|e| BenchError::scheme(label(v, backend, "new client"), e))?;
-    let mut channel = local_channel((v.scheme.new_server)(store.clone()));
+    let mut channel = local_channel(
+        v.scheme
+            .server(store.clone(), &sesame_core::Params::new())
+            .map_err(|e| BenchError::scheme("server", e))?,
+    );
     let span = channel.meter().span();
     client
         .setup(&mut rng, &mut channel, db)

@@ -145,7 +145,10 @@ fn update_row(ctx: &Ctx, name: &str, n: usize) -> Result<Row, BenchError> {
     let (store, _) = Backend::Memory.open(&ctx.work_dir, "unused")?;
     let mut client = (s.new_client)(&mut rng, &Params::new())
         .map_err(|e| BenchError::scheme(format!("{name}: new client"), e))?;
-    let mut ch = local_channel((s.new_server)(store));
+    let mut ch = local_channel(
+        s.server(store, &sesame_core::Params::new())
+            .map_err(|e| BenchError::scheme("server", e))?,
+    );
     client
         .setup(&mut rng, &mut ch, &Multimap::new())
         .map_err(|e| BenchError::scheme(format!("{name}: setup"), e))?;
@@ -202,7 +205,10 @@ fn search_rows(ctx: &Ctx, name: &str, plan: &Plan) -> Result<Vec<Row>, BenchErro
     let (store, _) = Backend::Memory.open(&ctx.work_dir, "unused")?;
     let mut client = (s.new_client)(&mut rng, &Params::new())
         .map_err(|e| BenchError::scheme(format!("{name}: new client"), e))?;
-    let mut ch = local_channel((s.new_server)(store));
+    let mut ch = local_channel(
+        s.server(store, &sesame_core::Params::new())
+            .map_err(|e| BenchError::scheme("server", e))?,
+    );
     client
         .setup(&mut rng, &mut ch, &db)
         .map_err(|e| BenchError::scheme(format!("{name}: setup"), e))?;

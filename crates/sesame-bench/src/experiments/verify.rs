@@ -21,7 +21,7 @@ use std::time::Instant;
 use rand::Rng;
 use sesame_crypto::counter::{self, Primitive};
 use sesame_sse::simple_index::protocol::{Document, SiClient};
-use sesame_sse::simple_index::{self, PairingFloor, Query, SiScheme};
+use sesame_sse::simple_index::{self, PairingFloor, Query, SiAlgorithms};
 
 use crate::data::Corpus;
 use crate::data::SPAMASSASSIN_DIR;
@@ -213,13 +213,13 @@ impl Fields {
     }
 }
 
-fn row(op: &str, scheme: &SiScheme) -> Row {
+fn row(op: &str, scheme: &SiAlgorithms) -> Row {
     Row::new()
         .param("op", op)
         .param("scheme", scheme.descriptor.name)
 }
 
-fn client(ctx: &Ctx, scheme: &SiScheme, n: usize) -> Result<SiClient, BenchError> {
+fn client(ctx: &Ctx, scheme: &SiAlgorithms, n: usize) -> Result<SiClient, BenchError> {
     let mut rng = ctx.rng(&format!("verify/keys/{}/{n}", scheme.descriptor.name));
     SiClient::new(&mut rng, scheme, n).map_err(err(format!("{} keys", scheme.descriptor.name)))
 }
@@ -231,7 +231,7 @@ fn encryption_rows(
     data: &Fields,
     rs: &mut ResultSet,
 ) -> Result<(), BenchError> {
-    for scheme in simple_index::schemes() {
+    for scheme in simple_index::algorithms() {
         let name = scheme.descriptor.name;
         for &n in &plan.ns {
             let c = client(ctx, &scheme, n)?;
@@ -277,7 +277,7 @@ fn token_search_rows(
     rs: &mut ResultSet,
 ) -> Result<(), BenchError> {
     let n = plan.n_fixed;
-    for scheme in simple_index::schemes() {
+    for scheme in simple_index::algorithms() {
         let name = scheme.descriptor.name;
         let c = client(ctx, &scheme, n)?;
         let mut rng = ctx.rng(&format!("verify/search/{name}"));
@@ -374,7 +374,7 @@ fn proof_verify_rows(
     floors: &mut Floors,
     rs: &mut ResultSet,
 ) -> Result<(), BenchError> {
-    let scheme = simple_index::si_sse_rv::scheme();
+    let scheme = simple_index::si_sse_rv::algorithms();
     // Fig. 3(a): proof computation for |L_D| results versus n.
     for &n in &plan.ns {
         let c = client(ctx, &scheme, n)?;

@@ -23,7 +23,7 @@ use sesame_core::{
     Service, Store, Typed,
 };
 
-use crate::api::{bits_param, check_value, RangeAnswer, RangeClient, RangeProtocol};
+use crate::api::{bits_param, check_value, split_page, RangeAnswer, RangeClient, RangeProtocol};
 use crate::btree::{BTree, Capacity, Node, NodeId, NodeStore};
 use crate::paged::PageConfig;
 use oram::{ChannelIo, PathOram, PathOramServer};
@@ -79,13 +79,17 @@ pub fn protocol() -> RangeProtocol {
                  record_size need",
             ),
         ],
-        new_client: |rng, params, page| Ok(Box::new(OramRangeClient::new(rng, params, page)?)),
+        new_client: |rng, params| {
+            let (params, page) = split_page(params)?;
+            Ok(Box::new(OramRangeClient::new(rng, &params, &page)?))
+        },
         restore_client: |bytes| Ok(Box::new(OramRangeClient::restore(bytes)?)),
-        new_server,
+        new_server: Some(new_server),
     }
 }
 
-fn new_server(store: Arc<dyn Store>, _page: &PageConfig) -> Result<Box<dyn Service>> {
+fn new_server(store: Arc<dyn Store>, params: &Params) -> Result<Box<dyn Service>> {
+    split_page(params)?;
     Ok(Box::new(Typed(PathOramServer::new(store))))
 }
 

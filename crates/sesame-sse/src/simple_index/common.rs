@@ -290,15 +290,15 @@ pub(crate) fn decode_token<T>(
     Ok((n, p, fields))
 }
 
-/// The glue every scheme module repeats: its registry entry `scheme()`
-/// (`$client::with_key`, `$tester::parse`), `validate` (of the module's
-/// index layout `SHAPE`), the
+/// The glue every scheme module repeats: its algorithms `algorithms()`
+/// (`$client::with_key`, `$tester::parse`), its registry entry `entry()`,
+/// `validate` (of the module's index layout `SHAPE`), the
 /// client's `Debug` (its `n` only) and its `new` from fresh keys.
 macro_rules! scheme_glue {
     ($name:literal, $client:ident, $tester:ident) => {
-        #[doc = concat!("The registry entry of ", $name, ".")]
-        pub fn scheme() -> $crate::simple_index::SiScheme {
-            $crate::simple_index::SiScheme {
+        #[doc = concat!("The algorithms of ", $name, ".")]
+        pub fn algorithms() -> $crate::simple_index::SiAlgorithms {
+            $crate::simple_index::SiAlgorithms {
                 descriptor: &DESCRIPTOR,
                 new: |key, n| Ok(Box::new($client::with_key(key, n)?)),
                 tester: |token| {
@@ -308,6 +308,21 @@ macro_rules! scheme_glue {
                     )?))
                 },
                 validate,
+            }
+        }
+
+        #[doc = concat!("The registry entry of ", $name, ": the simple-index protocol's client and server over ", $name, ".")]
+        pub fn entry() -> $crate::simple_index::ConjunctiveEntry {
+            sesame_core::Entry {
+                descriptor: &DESCRIPTOR,
+                params: $crate::simple_index::ENTRY_PARAMS,
+                new_client: |rng, params| {
+                    $crate::simple_index::new_client(rng, params, algorithms())
+                },
+                restore_client: |bytes| $crate::simple_index::restore_client(bytes, &DESCRIPTOR),
+                new_server: Some(|store, params| {
+                    $crate::simple_index::new_server(store, params, algorithms())
+                }),
             }
         }
 

@@ -22,7 +22,7 @@ use std::fmt;
 
 use bls12_381::{multi_miller_loop, G1Affine, G2Affine, G2Prepared, Gt, Scalar};
 use rand_core::CryptoRngCore;
-use sesame_core::{Error, Result, SchemeDescriptor};
+use sesame_core::{Error, Params, Result, SchemeDescriptor};
 use sesame_crypto::counter::{self, Primitive};
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
@@ -165,9 +165,12 @@ pub trait Verifier {
     fn verify(&self, id: DocId, version: u64, matched: bool, proof: &[u8]) -> Result<()>;
 }
 
-/// A registry entry: how to make a scheme and its keyless tester.
+/// The algorithms of a simple-index scheme: how to make its client half
+/// and its keyless tester, and how to check an uploaded index. The
+/// protocol ([`protocol::SiClient`], [`protocol::SiServer`]) runs any of
+/// them; [`ConjunctiveEntry`] is what the registry lists.
 #[derive(Clone, Copy)]
-pub struct SiScheme {
+pub struct SiAlgorithms {
     /// Name, citation and leakage.
     pub descriptor: &'static SchemeDescriptor,
     /// The client for `n` fields with keys derived from a master key.
@@ -180,30 +183,103 @@ pub struct SiScheme {
     pub validate: fn(&[u8]) -> Result<()>,
 }
 
-impl fmt::Debug for SiScheme {
+impl fmt::Debug for SiAlgorithms {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SiScheme")
+        f.debug_struct("SiAlgorithms")
             .field("name", &self.descriptor.name)
             .finish_non_exhaustive()
     }
 }
 
-/// Every simple-index scheme, SI-SSE-RV first.
-pub fn schemes() -> Vec<SiScheme> {
+/// The algorithms of every simple-index scheme, SI-SSE-RV first.
+pub fn algorithms() -> Vec<SiAlgorithms> {
     vec![
-        si_sse_rv::scheme(),
-        gsw::scheme(),
-        bkm::scheme(),
-        bll::scheme(),
-        wwp::scheme(),
+        si_sse_rv::algorithms(),
+        gsw::algorithms(),
+        bkm::algorithms(),
+        bll::algorithms(),
+        wwp::algorithms(),
     ]
 }
 
-/// The simple-index scheme called `name` (case-insensitive).
-pub fn scheme(name: &str) -> Option<SiScheme> {
-    schemes()
+/// The algorithms of the simple-index scheme called `name`
+/// (case-insensitive).
+pub fn algorithms_of(name: &str) -> Option<SiAlgorithms> {
+    algorithms()
         .into_iter()
         .find(|s| s.descriptor.name.eq_ignore_ascii_case(name))
+}
+
+/// A registered conjunctive scheme: the simple-index protocol
+/// ([`protocol::SiClient`] and [`protocol::SiServer`]) over one scheme's
+/// algorithms (the registry entry of the conjunctive family).
+pub type ConjunctiveEntry = sesame_core::Entry<protocol::SiClient>;
+
+/// The parameters every conjunctive entry reads.
+pub const ENTRY_PARAMS: &[(&str, &str)] = &[(
+    "fields",
+    "1 (keyword fields per document, 1..=4096; a query names fields by index)",
+)];
+
+fn fields_param(name: &str, params: &Params) -> Result<usize> {
+    params.only(name, &["fields"])?;
+    let n: usize = params.get_or("fields", 1)?;
+    if !(1..=MAX_FIELDS).contains(&n) {
+        return Err(Error::InvalidArgument(format!(
+            "fields={n}: a simple index has 1..={MAX_FIELDS} fields"
+        )));
+    }
+    Ok(n)
+}
+
+/// [`ConjunctiveEntry::new_client`] of `scheme`.
+pub(crate) fn new_client(
+    rng: &mut dyn CryptoRngCore,
+    params: &Params,
+    scheme: SiAlgorithms,
+) -> Result<Box<protocol::SiClient>> {
+    let n = fields_param(scheme.descriptor.name, params)?;
+    Ok(Box::new(protocol::SiClient::new(rng, &scheme, n)?))
+}
+
+/// [`ConjunctiveEntry::restore_client`] of the scheme `descriptor`: a
+/// saved client of another scheme is refused.
+pub(crate) fn restore_client(
+    bytes: &[u8],
+    descriptor: &SchemeDescriptor,
+) -> Result<Box<protocol::SiClient>> {
+    let client = protocol::SiClient::restore(bytes)?;
+    let saved = client.scheme().descriptor().name;
+    if saved != descriptor.name {
+        return Err(Error::Malformed(format!(
+            "the saved client is of {saved}, not {}",
+            descriptor.name
+        )));
+    }
+    Ok(Box::new(client))
+}
+
+/// [`ConjunctiveEntry::new_server`] of `scheme`.
+pub(crate) fn new_server(
+    store: std::sync::Arc<dyn sesame_core::Store>,
+    params: &Params,
+    scheme: SiAlgorithms,
+) -> Result<Box<dyn sesame_core::Service>> {
+    fields_param(scheme.descriptor.name, params)?;
+    Ok(Box::new(sesame_core::Typed(protocol::SiServer::new(
+        store, scheme,
+    ))))
+}
+
+/// The registry entries of every conjunctive scheme, SI-SSE-RV first.
+pub fn entries() -> Vec<ConjunctiveEntry> {
+    vec![
+        si_sse_rv::entry(),
+        gsw::entry(),
+        bkm::entry(),
+        bll::entry(),
+        wwp::entry(),
+    ]
 }
 
 // ---------------------------------------------------------------------------

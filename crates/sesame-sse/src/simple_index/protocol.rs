@@ -27,7 +27,7 @@ use sesame_core::{channel, Channel, Error, Handler, IoCounts, Result, Store, Wri
 use sesame_crypto::aead::Aes256GcmSiv;
 use sesame_crypto::key::Key;
 
-use super::{ConjunctiveScheme, Query, SiScheme};
+use super::{ConjunctiveScheme, Query, SiAlgorithms};
 use crate::api::DocId;
 
 /// One document to upload.
@@ -111,7 +111,7 @@ fn body_key(id: DocId) -> [u8; 9] {
 /// The server half: stores indexes and bodies, tests tokens.
 pub struct SiServer {
     store: Arc<dyn Store>,
-    scheme: SiScheme,
+    scheme: SiAlgorithms,
 }
 
 impl std::fmt::Debug for SiServer {
@@ -124,7 +124,7 @@ impl std::fmt::Debug for SiServer {
 
 impl SiServer {
     /// A server of `scheme` keeping its data in `store`.
-    pub fn new(store: Arc<dyn Store>, scheme: SiScheme) -> Self {
+    pub fn new(store: Arc<dyn Store>, scheme: SiAlgorithms) -> Self {
         Self { store, scheme }
     }
 
@@ -238,7 +238,7 @@ impl std::fmt::Debug for SiClient {
 
 impl SiClient {
     /// A client of `scheme` with fresh keys for `n` fields.
-    pub fn new(rng: &mut dyn CryptoRngCore, scheme: &SiScheme, n: usize) -> Result<Self> {
+    pub fn new(rng: &mut dyn CryptoRngCore, scheme: &SiAlgorithms, n: usize) -> Result<Self> {
         Self::with_keys(
             scheme,
             n,
@@ -250,7 +250,7 @@ impl SiClient {
     }
 
     fn with_keys(
-        scheme: &SiScheme,
+        scheme: &SiAlgorithms,
         n: usize,
         master: Key<32>,
         doc_key: Key<32>,
@@ -289,7 +289,7 @@ impl SiClient {
     /// A client from saved state.
     pub fn restore(bytes: &[u8]) -> Result<Self> {
         let s: State = sesame_core::wire::decode(bytes)?;
-        let scheme = super::scheme(&s.scheme).ok_or_else(|| {
+        let scheme = super::algorithms_of(&s.scheme).ok_or_else(|| {
             Error::Malformed(format!(
                 "state of an unknown simple-index scheme {}",
                 s.scheme
