@@ -213,14 +213,6 @@ impl Base {
             },
         }
     }
-
-    /// An encoded empty search response of this scheme.
-    fn empty_search_response(self) -> Result<Vec<u8>> {
-        match self {
-            Base::PiBas => sesame_core::wire::encode(&sesame_sse::pibas::Response::Ids(vec![])),
-            Base::TwoLev => sesame_core::wire::encode(&sesame_sse::two_lev::Response::Ids(vec![])),
-        }
-    }
 }
 
 /// The SSE search token of one node: the keyword's two keys (the same shape
@@ -306,33 +298,6 @@ impl Channel for IndexChannel<'_> {
 
     fn meter(&self) -> &Meter {
         self.inner.meter()
-    }
-}
-
-/// A channel that sends nothing: it keeps the SSE client's search request
-/// (the token) and answers it with an empty result. The SSE clients derive
-/// their tokens privately; this computes a token through the public
-/// interface, so that the tokens of a whole cover travel in one Log-BRC
-/// request.
-struct TokenChannel {
-    base: Base,
-    captured: Option<Vec<u8>>,
-    meter: Meter,
-}
-
-impl Channel for TokenChannel {
-    fn call(&mut self, request: &[u8]) -> Result<Vec<u8>> {
-        if self.captured.is_some() {
-            return Err(Error::Protocol(
-                "the SSE search takes more than one round; Log-BRC needs one".into(),
-            ));
-        }
-        self.captured = Some(request.to_vec());
-        self.base.empty_search_response()
-    }
-
-    fn meter(&self) -> &Meter {
-        &self.meter
     }
 }
 
@@ -426,17 +391,11 @@ impl LogBrcClient {
 
     /// The SSE search token of `node`.
     fn token(&mut self, rng: &mut dyn CryptoRngCore, node: &Node) -> Result<Token> {
-        let mut capture = TokenChannel {
-            base: self.base,
-            captured: None,
-            meter: Meter::new(),
-        };
-        self.sse.search(rng, &mut capture, &node.keyword())?;
-        let request = capture
-            .captured
-            .take()
+        let request = self
+            .sse
+            .search_token(rng, &node.keyword())?
             .map(Zeroizing::new)
-            .ok_or_else(|| Error::Protocol("the SSE search sent no request".into()))?;
+            .ok_or_else(|| Error::Protocol("the SSE client made no search token".into()))?;
         self.base.token(&request)
     }
 

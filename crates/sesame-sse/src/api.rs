@@ -201,12 +201,54 @@ pub trait KeywordClient: Send {
 
     /// The identifiers of the documents containing `keyword`, sorted and
     /// without duplicates.
+    ///
+    /// The default composes [`KeywordClient::search_token`], one round,
+    /// and [`KeywordClient::resolve`]; schemes whose search takes several
+    /// rounds override it.
     fn search(
         &mut self,
         rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
         keyword: &[u8],
-    ) -> Result<Vec<DocId>>;
+    ) -> Result<Vec<DocId>> {
+        match self.search_token(rng, keyword)? {
+            None => Ok(Vec::new()),
+            Some(request) => {
+                let response = channel.call(&request)?;
+                self.resolve(keyword, &response)
+            }
+        }
+    }
+
+    /// The encoded request of a one-round search for `keyword` (the
+    /// literature's search token), built without sending it, or `None`
+    /// when the client knows the answer is empty without asking (a
+    /// keyword it never added). Other code can carry the token inside its
+    /// own messages (Log-BRC sends the tokens of a whole range cover in
+    /// one request). Schemes whose search takes several rounds, or
+    /// writes, return [`sesame_core::Error::Unsupported`] (the default).
+    fn search_token(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        keyword: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let _ = (rng, keyword);
+        Err(sesame_core::Error::Unsupported(format!(
+            "{} has no one-round search token",
+            self.descriptor().name
+        )))
+    }
+
+    /// The result of the search for `keyword` from the server's encoded
+    /// answer to [`KeywordClient::search_token`]'s request: identifiers
+    /// sorted and without duplicates.
+    fn resolve(&mut self, keyword: &[u8], response: &[u8]) -> Result<Vec<DocId>> {
+        let _ = (keyword, response);
+        Err(sesame_core::Error::Unsupported(format!(
+            "{} has no one-round search token",
+            self.descriptor().name
+        )))
+    }
 
     /// The client state (keys included) to persist.
     fn save_state(&self) -> Result<Vec<u8>>;

@@ -31,7 +31,7 @@ use aes::cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
-    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
 use sesame_crypto::counter::{self, Primitive};
@@ -348,20 +348,23 @@ impl KeywordClient for FastClient {
         }
     }
 
-    fn search(
+    fn search_token(
         &mut self,
         _rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
         keyword: &[u8],
-    ) -> Result<Vec<DocId>> {
+    ) -> Result<Option<Vec<u8>>> {
         let Some(st) = self.states.get(keyword).copied() else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
         let request = Request::Search {
             tw: self.token(keyword),
             st,
         };
-        match channel::call(channel, &request)? {
+        sesame_core::wire::encode(&request).map(Some)
+    }
+
+    fn resolve(&mut self, _keyword: &[u8], response: &[u8]) -> Result<Vec<DocId>> {
+        match sesame_core::wire::decode(response)? {
             Response::Ids(ids) => Ok(common::normalise(ids)),
             other => Err(unexpected(&other)),
         }

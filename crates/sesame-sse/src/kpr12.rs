@@ -729,7 +729,7 @@ impl Kpr12Client {
     }
 
     /// The search token of `keyword`.
-    pub fn search_token(&self, keyword: &[u8]) -> SearchToken {
+    pub fn keyword_token(&self, keyword: &[u8]) -> SearchToken {
         let g = self.g.eval_concat(&[b"w", keyword]);
         let mut pad = [0u8; 16];
         pad.copy_from_slice(&g[..16]);
@@ -770,7 +770,7 @@ impl Kpr12Client {
         let mut items: Vec<AddItem> = words
             .into_iter()
             .map(|w| {
-                let t = self.search_token(w);
+                let t = self.keyword_token(w);
                 let mut node_r = [0u8; NONCE_LEN];
                 rng.fill_bytes(&mut node_r);
                 let mut node = [0u8; NODE_LEN];
@@ -848,7 +848,7 @@ impl Kpr12Client {
         let mut file_keys: HashMap<DocId, [u8; 32]> = HashMap::new();
         let mut next_place = places.iter().copied();
         for (w, ids) in lists {
-            let t = self.search_token(w);
+            let t = self.keyword_token(w);
             let at: Vec<u64> = next_place.by_ref().take(ids.len()).collect();
             for (j, &id) in ids.iter().enumerate() {
                 let me = at[j];
@@ -1037,7 +1037,7 @@ impl KeywordClient for Kpr12Client {
         channel: &mut dyn Channel,
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
-        let request = Request::Search(self.search_token(keyword));
+        let request = Request::Search(self.keyword_token(keyword));
         match channel::call(channel, &request)? {
             Response::Found { ids, proof } => {
                 let Request::Search(token) = &request else {

@@ -287,7 +287,11 @@ impl SuiseClient {
     }
 
     /// Searches one token.
-    fn search_token(&mut self, channel: &mut dyn Channel, token: Vec<u8>) -> Result<Vec<DocId>> {
+    fn search_with_token(
+        &mut self,
+        channel: &mut dyn Channel,
+        token: Vec<u8>,
+    ) -> Result<Vec<DocId>> {
         let request = self.search_request(token);
         match channel::call(channel, &request)? {
             Response::Ids(ids) => Ok(common::normalise(ids)),
@@ -466,7 +470,7 @@ impl KeywordClient for SuiseClient {
         channel: &mut dyn Channel,
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
-        self.search_token(channel, tagged(EXACT, keyword))
+        self.search_with_token(channel, tagged(EXACT, keyword))
     }
 
     fn search_writes(&self) -> bool {
@@ -540,7 +544,7 @@ impl KeywordClient for SuiseClient {
                     ));
                 }
                 Ok(QueryResult {
-                    ids: self.search_token(channel, tagged(PREFIX, p))?,
+                    ids: self.search_with_token(channel, tagged(PREFIX, p))?,
                     ..QueryResult::default()
                 })
             }

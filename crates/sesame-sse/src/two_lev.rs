@@ -286,18 +286,21 @@ impl KeywordClient for TwoLevClient {
         }
     }
 
-    fn search(
+    fn search_token(
         &mut self,
         _rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
         keyword: &[u8],
-    ) -> Result<Vec<DocId>> {
+    ) -> Result<Option<Vec<u8>>> {
         let keys = KeywordKeys::derive(&self.prf, keyword);
         let request = Request::Search {
             k1: keys.k1,
             k2: keys.k2,
         };
-        match channel::call(channel, &request)? {
+        sesame_core::wire::encode(&request).map(Some)
+    }
+
+    fn resolve(&mut self, _keyword: &[u8], response: &[u8]) -> Result<Vec<DocId>> {
+        match sesame_core::wire::decode(response)? {
             Response::Ids(ids) => Ok(common::normalise(ids)),
             Response::Stored => Err(Error::Protocol("2Lev: Stored after Search".into())),
         }

@@ -375,7 +375,7 @@ fn server_steps_are_callable_alone() {
     let (cells, root) = client.index_gen(&mut rng, &db).unwrap();
     server.put(true, cells).unwrap();
     assert_eq!(server.root().unwrap(), root);
-    let t = client.search_token(b"a");
+    let t = client.keyword_token(b"a");
     assert_eq!(server.search(&t).unwrap(), vec![1, 2, 3]);
     let (ids, proof) = server.prove(&t).unwrap();
     assert_eq!(client.verify(&t, &ids, &proof).unwrap(), vec![1, 2, 3]);

@@ -6,7 +6,9 @@
 //!   `resolve_query`, and a client restored from the state saved right
 //!   after `prepare_query` resolves the answers to the oracle's result;
 //! - a scheme whose [`KeywordClient::prepares_updates`] is `true` returns
-//!   requests from `prepare_update_interactive` for additions.
+//!   requests from `prepare_update_interactive` for additions;
+//! - a scheme with a one-round search token answers the token's request,
+//!   sent by hand and resolved, as its `search` does.
 
 #![allow(clippy::unwrap_used)]
 
@@ -233,4 +235,43 @@ fn schemes_that_support_deletion_delete() {
         checked += 1;
     }
     assert!(checked >= 6, "only {checked} schemes checked");
+}
+
+#[test]
+fn a_search_token_sent_by_hand_and_resolved_answers_as_search_does() {
+    let db = database();
+    let mut with_tokens = Vec::new();
+    for scheme in sesame_sse::schemes() {
+        let name = scheme.descriptor.name;
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let (mut client, mut channel, _store) = loaded(&scheme, &db, &mut rng);
+        let mut supported = true;
+        for w in ["k0", "k1", "k3", "absent"] {
+            let request = match client.search_token(&mut rng, w.as_bytes()) {
+                Err(sesame_core::Error::Unsupported(_)) => {
+                    supported = false;
+                    break;
+                }
+                other => other.unwrap(),
+            };
+            let got = match request {
+                None => Vec::new(),
+                Some(request) => {
+                    let response = channel.call(&request).unwrap();
+                    client.resolve(w.as_bytes(), &response).unwrap()
+                }
+            };
+            assert_eq!(got, expected(&db, w.as_bytes()), "{name}: {w}");
+            let searched = client.search(&mut rng, &mut channel, w.as_bytes()).unwrap();
+            assert_eq!(got, searched, "{name}: {w}");
+        }
+        if supported {
+            // An answer that is not this scheme's is an error.
+            assert!(client.resolve(b"k0", &[0xff, 0xff]).is_err(), "{name}");
+            with_tokens.push(name);
+        }
+    }
+    for name in ["pibas", "2lev", "fast"] {
+        assert!(with_tokens.contains(&name), "{name}: {with_tokens:?}");
+    }
 }

@@ -156,7 +156,7 @@ fn sweep_rows(ctx: &Ctx, plan: &Plan, v: usize) -> Result<Vec<Row>, BenchError> 
     server.put(true, cells).map_err(err("store index"))?;
     let mut rows = Vec::new();
     for (i, &n) in plan.results.iter().enumerate() {
-        let token = client.search_token(&keyword(i));
+        let token = client.keyword_token(&keyword(i));
         let (search_ms, plain) =
             time_ms(plan.reps, || server.search(&token).map_err(err("search")))?;
         let (prove_ms, (ids, proof)) =
