@@ -159,7 +159,7 @@ impl DocClient {
     pub fn put(channel: &mut dyn Channel, docs: Vec<(DocId, Vec<u8>)>) -> Result<()> {
         match channel::call(channel, &DocRequest::PutDocs(docs))? {
             DocResponse::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("document service", &other)),
         }
     }
 
@@ -167,7 +167,7 @@ impl DocClient {
     pub fn get(channel: &mut dyn Channel, id: DocId) -> Result<Option<Vec<u8>>> {
         match channel::call(channel, &DocRequest::GetDoc(id))? {
             DocResponse::Doc(d) => Ok(d),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("document service", &other)),
         }
     }
 
@@ -180,7 +180,7 @@ impl DocClient {
                 ids.len(),
                 d.len()
             ))),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("document service", &other)),
         }
     }
 
@@ -188,7 +188,7 @@ impl DocClient {
     pub fn delete(channel: &mut dyn Channel, id: DocId) -> Result<bool> {
         match channel::call(channel, &DocRequest::DeleteDoc(id))? {
             DocResponse::Deleted(d) => Ok(d),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("document service", &other)),
         }
     }
 
@@ -196,7 +196,7 @@ impl DocClient {
     pub fn delete_many(channel: &mut dyn Channel, ids: &[DocId]) -> Result<u64> {
         match channel::call(channel, &DocRequest::DeleteDocs(ids.to_vec()))? {
             DocResponse::DeletedCount(n) => Ok(n),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("document service", &other)),
         }
     }
 
@@ -204,23 +204,9 @@ impl DocClient {
     pub fn list(channel: &mut dyn Channel) -> Result<Vec<DocId>> {
         match channel::call(channel, &DocRequest::ListDocIds)? {
             DocResponse::DocIds(ids) => Ok(ids),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("document service", &other)),
         }
     }
-}
-
-fn unexpected(r: &DocResponse) -> Error {
-    Error::Protocol(format!(
-        "unexpected document service response {}",
-        match r {
-            DocResponse::Stored => "Stored",
-            DocResponse::Doc(_) => "Doc",
-            DocResponse::Docs(_) => "Docs",
-            DocResponse::Deleted(_) => "Deleted",
-            DocResponse::DocIds(_) => "DocIds",
-            DocResponse::DeletedCount(_) => "DeletedCount",
-        }
-    ))
 }
 
 #[cfg(test)]

@@ -20,6 +20,15 @@ pub enum Error {
     /// (wrong response kind for the request, impossible sizes, ...).
     #[error("protocol violation: {0}")]
     Protocol(String),
+    /// The peer answered with a response of another kind than the request
+    /// calls for (see [`Error::unexpected`]).
+    #[error("protocol violation: unexpected {scheme} response {response}")]
+    UnexpectedResponse {
+        /// The scheme or service whose protocol was broken.
+        scheme: &'static str,
+        /// The kind of response received.
+        response: String,
+    },
     /// The server reported an error while handling a request.
     #[error("server error: {0}")]
     Server(String),
@@ -51,5 +60,61 @@ pub enum Error {
     InvalidArgument(String),
 }
 
+impl Error {
+    /// The error for a `response` of the wrong kind in `scheme`'s protocol:
+    /// it names the response's variant (the first word of its `Debug`
+    /// form), never its contents.
+    pub fn unexpected(scheme: &'static str, response: &impl std::fmt::Debug) -> Self {
+        let text = format!("{response:?}");
+        let variant: String = text
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .take(64)
+            .collect();
+        Error::UnexpectedResponse {
+            scheme,
+            response: variant,
+        }
+    }
+}
+
+/// A primitive's error is [`Error::Crypto`], whatever its cause: the
+/// primitives fail on keys, tags, ciphertexts and tree nodes that came from
+/// a peer or a store, and a failed check stays opaque. (The primitives'
+/// parameter errors on the caller's own values are checked for before the
+/// call, with their own messages.)
+impl From<sesame_crypto::Error> for Error {
+    fn from(_: sesame_crypto::Error) -> Self {
+        Error::Crypto
+    }
+}
+
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    #[allow(dead_code)]
+    enum Response {
+        Stored,
+        Ids(Vec<u64>),
+    }
+
+    #[test]
+    fn an_unexpected_response_names_its_kind_not_its_contents() {
+        let e = Error::unexpected("PiBas", &Response::Ids(vec![12345]));
+        assert_eq!(
+            e.to_string(),
+            "protocol violation: unexpected PiBas response Ids"
+        );
+        let e = Error::unexpected("PiBas", &Response::Stored);
+        assert!(
+            matches!(e, Error::UnexpectedResponse { scheme: "PiBas", ref response } if response == "Stored")
+        );
+        let crypto: Error = sesame_crypto::Error::Decryption.into();
+        assert!(matches!(crypto, Error::Crypto));
+    }
+}

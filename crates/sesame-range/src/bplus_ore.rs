@@ -488,17 +488,6 @@ pub enum Response {
     Deleted(bool),
 }
 
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected B+ tree response {}",
-        match r {
-            Response::Done => "Done",
-            Response::Records(_) => "Records",
-            Response::Deleted(_) => "Deleted",
-        }
-    ))
-}
-
 // ---------------------------------------------------------------------
 // Server.
 
@@ -1288,7 +1277,7 @@ impl<C: ClientOrder> BplusClient<C> {
             };
             match self.send(channel, &request)? {
                 Response::Done => {}
-                other => return Err(unexpected(&other)),
+                other => return Err(Error::unexpected("B+ tree", &other)),
             }
         }
         Ok(())
@@ -1316,7 +1305,7 @@ impl<C: ClientOrder> BplusClient<C> {
         };
         let records = match self.send(channel, &request)? {
             Response::Records(records) => records,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("B+ tree", &other)),
         };
         let Request::Query { lo: a, hi: b, .. } = request else {
             return Err(Error::Protocol("request changed".into()));
@@ -1352,7 +1341,7 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         };
         match self.send(channel, &request)? {
             Response::Done => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("B+ tree", &other)),
         }
     }
 
@@ -1397,7 +1386,7 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         };
         match self.send(channel, &request)? {
             Response::Deleted(found) => Ok(found),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("B+ tree", &other)),
         }
     }
 

@@ -157,18 +157,6 @@ pub enum Response {
     Records(Vec<Vec<u8>>),
 }
 
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected Kerschbaum-Tueno response {}",
-        match r {
-            Response::Empty => "Empty",
-            Response::Slot { .. } => "Slot",
-            Response::Done => "Done",
-            Response::Records(_) => "Records",
-        }
-    ))
-}
-
 // ---------------------------------------------------------------------------
 // The order.
 
@@ -261,16 +249,10 @@ where
 // ---------------------------------------------------------------------------
 // Client.
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     key: [u8; 32],
     bits: u32,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.key);
-    }
 }
 
 /// The client half of Kerschbaum-Tueno: the record key only.
@@ -339,7 +321,7 @@ impl KtClient {
             Response::Slot { .. } => Err(Error::Protocol(
                 "the array size changed during an operation".into(),
             )),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
         }
     }
 
@@ -351,7 +333,7 @@ impl KtClient {
                 let (value, _) = self.open(&sealed)?;
                 Ok(Some((n, value, sealed)))
             }
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
         }
     }
 
@@ -376,7 +358,7 @@ impl KtClient {
         }
         let sealed = match channel::call(channel, &Request::Range { from, to, wrap })? {
             Response::Records(v) => v,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("Kerschbaum-Tueno", &other)),
         };
         let count = if wrap { n - from + to } else { to - from };
         if count != sealed.len() as u64 {
@@ -438,7 +420,7 @@ impl RangeClient for KtClient {
         let sealed = sealed.into_iter().map(|(_, s)| s).collect();
         match channel::call(channel, &Request::Load { sealed })? {
             Response::Done => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
         }
     }
 
@@ -474,7 +456,7 @@ impl RangeClient for KtClient {
             },
         )? {
             Response::Done => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
         }
     }
 
@@ -499,7 +481,7 @@ impl RangeClient for KtClient {
             },
         )? {
             Response::Done => Ok(true),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
         }
     }
 

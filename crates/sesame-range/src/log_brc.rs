@@ -271,17 +271,6 @@ pub enum Response {
     Records(Vec<Vec<u8>>),
 }
 
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected Log-BRC response {}",
-        match r {
-            Response::Index(_) => "Index",
-            Response::Stored => "Stored",
-            Response::Records(_) => "Records",
-        }
-    ))
-}
-
 /// A channel that wraps each SSE setup request in [`Request::Index`], so
 /// the SSE client's setup runs unchanged through the Log-BRC server.
 struct IndexChannel<'a> {
@@ -292,7 +281,7 @@ impl Channel for IndexChannel<'_> {
     fn call(&mut self, request: &[u8]) -> Result<Vec<u8>> {
         match channel::call(self.inner, &Request::Index(request.to_vec()))? {
             Response::Index(bytes) => Ok(bytes),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("Log-BRC", &other)),
         }
     }
 
@@ -302,21 +291,16 @@ impl Channel for IndexChannel<'_> {
 }
 
 /// The persisted client state.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
+    #[zeroize(skip)]
     base: Base,
     bits: u32,
+    #[zeroize(skip)]
     sse_params: Params,
     sse_state: Vec<u8>,
     record_key: [u8; 32],
     count: u64,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        self.sse_state.zeroize();
-        self.record_key.zeroize();
-    }
 }
 
 /// The client half of Logarithmic-BRC.
@@ -403,7 +387,7 @@ impl LogBrcClient {
     fn fetch_all(&self, channel: &mut dyn Channel) -> Result<Vec<Record>> {
         let sealed = match channel::call(channel, &Request::FetchAll)? {
             Response::Records(r) => r,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("Log-BRC", &other)),
         };
         if sealed.len() as u64 != self.count {
             return Err(Error::Protocol(format!(
@@ -456,7 +440,7 @@ impl LogBrcClient {
             };
             match channel::call(channel, &request)? {
                 Response::Stored => {}
-                other => return Err(unexpected(&other)),
+                other => return Err(Error::unexpected("Log-BRC", &other)),
             }
             reset = false;
             if rest.peek().is_none() {
@@ -545,7 +529,7 @@ impl RangeClient for LogBrcClient {
         sesame_sse::common::shuffle(rng, &mut tokens);
         let sealed = match channel::call(channel, &Request::Query { tokens })? {
             Response::Records(r) => r,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("Log-BRC", &other)),
         };
         let aad = self.aad();
         let mut records = Vec::with_capacity(sealed.len());

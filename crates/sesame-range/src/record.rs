@@ -75,7 +75,7 @@ impl RecordKey {
     /// Opens a sealed record; a wrong key or altered bytes give
     /// [`Error::Crypto`].
     pub fn open(&self, aad: &[u8], sealed: &[u8]) -> Result<Record> {
-        let plain = self.aead.open(aad, sealed).map_err(|_| Error::Crypto)?;
+        let plain = self.aead.open(aad, sealed)?;
         let Some((value, data)) = plain.split_first_chunk::<8>() else {
             return Err(Error::Crypto);
         };

@@ -60,6 +60,7 @@ impl EngineError {
         match e {
             E::Malformed(m) => EngineError::InvalidArgument(format!("malformed message: {m}")),
             E::Protocol(m) => EngineError::FailedPrecondition(format!("protocol violation: {m}")),
+            e @ E::UnexpectedResponse { .. } => EngineError::FailedPrecondition(e.to_string()),
             E::InvalidArgument(m) => EngineError::InvalidArgument(m),
             E::Unsupported(m) => EngineError::Unimplemented(m),
             E::Crypto => EngineError::InvalidArgument("decryption or verification failed".into()),

@@ -236,18 +236,14 @@ struct KeywordState {
     revoked: BTreeSet<u64>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     h: u8,
     depth: u8,
+    /// Counters and sets (no Zeroize for B-tree collections).
+    #[zeroize(skip)]
     keywords: Vec<(Vec<u8>, KeywordState)>,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-    }
 }
 
 /// The client half of Aura: master key, parameters and per-keyword state.
@@ -418,7 +414,7 @@ impl AuraClient {
         let full = Self::keyed(&self.sk_prf, keyword, epoch, 0);
         let mut root = [0u8; 16];
         root.copy_from_slice(&full[..16]);
-        GgmTree::new(Key::from_bytes(root), self.depth).map_err(|_| Error::Crypto)
+        GgmTree::new(Key::from_bytes(root), self.depth).map_err(Error::from)
     }
 
     /// The tag of the pair's live generation: the first one not in `D_w`.
@@ -447,7 +443,7 @@ impl AuraClient {
         let mut value = Vec::with_capacity(TAG_LEN + ID_LEN * usize::from(self.h));
         value.extend_from_slice(&tag);
         for p in positions(&tag, self.h, self.depth) {
-            let leaf = tree.leaf(p).map_err(|_| Error::Crypto)?;
+            let leaf = tree.leaf(p)?;
             let pad = pad(&leaf, &tag);
             let ct: Vec<u8> = doc
                 .to_le_bytes()
@@ -489,10 +485,7 @@ impl AuraClient {
         };
         let revoked: Vec<u64> = st.revoked.iter().copied().collect();
         let (epoch, count) = (st.epoch, st.count);
-        let cover = self
-            .tree(keyword, epoch)?
-            .cover(&revoked)
-            .map_err(|_| Error::Crypto)?;
+        let cover = self.tree(keyword, epoch)?.cover(&revoked)?;
         Ok(Some(Request::Search {
             tkn: self.token(keyword, epoch),
             prev: epoch.checked_sub(1).map(|e| self.token(keyword, e)),
@@ -540,7 +533,7 @@ impl KeywordClient for AuraClient {
             |reset, entries| Request::Put { reset, entries },
             |r: Response| match r {
                 Response::Stored => Ok(()),
-                other => Err(unexpected(&other)),
+                other => Err(Error::unexpected("Aura", &other)),
             },
         )
     }
@@ -588,7 +581,7 @@ impl KeywordClient for AuraClient {
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
         match sesame_core::wire::decode(response)? {
             Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("Aura", &other)),
         }
     }
 
@@ -603,7 +596,7 @@ impl KeywordClient for AuraClient {
         };
         let ids = match channel::call(channel, &request)? {
             Response::Ids(ids) => common::normalise(ids),
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("Aura", &other)),
         };
         self.renew(keyword);
         Ok(ids)
@@ -642,7 +635,7 @@ impl KeywordClient for AuraClient {
         for response in responses {
             match sesame_core::wire::decode(response)? {
                 Response::Ids(found) => ids.extend(found),
-                other => return Err(unexpected(&other)),
+                other => return Err(Error::unexpected("Aura", &other)),
             }
         }
         Ok(QueryResult {
@@ -664,16 +657,6 @@ impl KeywordClient for AuraClient {
         };
         sesame_core::wire::encode(&s)
     }
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected Aura response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Ids(_) => "Ids",
-        }
-    ))
 }
 
 fn entry_key(label: &[u8; LABEL_LEN]) -> Vec<u8> {
@@ -778,7 +761,7 @@ impl AuraServer {
                 let Some(node) = covering(cover, p) else {
                     continue;
                 };
-                let leaf = node.leaf(p).map_err(|_| Error::Crypto)?;
+                let leaf = node.leaf(p)?;
                 let pad = pad(&leaf, &tag);
                 let ct = &value[TAG_LEN + j * ID_LEN..TAG_LEN + (j + 1) * ID_LEN];
                 let mut id = [0u8; ID_LEN];

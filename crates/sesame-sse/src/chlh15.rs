@@ -115,17 +115,11 @@ pub enum Response {
     Candidates(Vec<(DocId, Vec<u8>)>),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     fpr: f64,
     elements: u64,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-    }
 }
 
 /// Bits of a filter sized for `n` elements at rate `fpr`: the optimal size
@@ -362,14 +356,11 @@ impl ChlhClient {
         let trapdoor = self.filter(self.m, pattern.elements())?.words().to_vec();
         let candidates = match channel::call(channel, &Request::Search { trapdoor })? {
             Response::Candidates(c) => c,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("CHLH15", &other)),
         };
         let mut result = QueryResult::default();
         for (doc, sealed) in candidates {
-            let list = self
-                .lists
-                .open(&doc.to_le_bytes(), &sealed)
-                .map_err(|_| Error::Crypto)?;
+            let list = self.lists.open(&doc.to_le_bytes(), &sealed)?;
             let words: Vec<Vec<u8>> = sesame_core::wire::decode(&list)?;
             if words.iter().any(|w| pattern.matches(w)) {
                 result.ids.push(doc);
@@ -413,7 +404,7 @@ impl KeywordClient for ChlhClient {
             |reset, docs| Request::Put { reset, docs },
             |r: Response| match r {
                 Response::Stored => Ok(()),
-                other => Err(unexpected(&other)),
+                other => Err(Error::unexpected("CHLH15", &other)),
             },
         )
     }
@@ -462,16 +453,6 @@ impl KeywordClient for ChlhClient {
             _ => Err(query::unsupported(DESCRIPTOR.name, q)),
         }
     }
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected CHLH15 response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Candidates(_) => "Candidates",
-        }
-    ))
 }
 
 fn filter_key(doc: DocId) -> Vec<u8> {

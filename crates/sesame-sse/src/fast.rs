@@ -159,19 +159,10 @@ fn unpermute(k: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; LAMBDA] {
     block.into()
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     states: Vec<(Vec<u8>, [u8; LAMBDA])>,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        self.master.zeroize();
-        for (_, st) in &mut self.states {
-            st.zeroize();
-        }
-    }
 }
 
 /// The client half of FAST: the master key and, per keyword, the state of
@@ -344,7 +335,7 @@ impl KeywordClient for FastClient {
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
         match sesame_core::wire::decode(response)? {
             Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("FAST", &other)),
         }
     }
 
@@ -366,7 +357,7 @@ impl KeywordClient for FastClient {
     fn resolve(&mut self, _keyword: &[u8], response: &[u8]) -> Result<Vec<DocId>> {
         match sesame_core::wire::decode(response)? {
             Response::Ids(ids) => Ok(common::normalise(ids)),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("FAST", &other)),
         }
     }
 
@@ -387,19 +378,9 @@ fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
         |reset, entries| Request::Put { reset, entries },
         |r: Response| match r {
             Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("FAST", &other)),
         },
     )
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected FAST response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Ids(_) => "Ids",
-        }
-    ))
 }
 
 /// Store key of a label.

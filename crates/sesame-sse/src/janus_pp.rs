@@ -161,17 +161,13 @@ struct KeywordState {
     generations: BTreeMap<DocId, u32>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     d: u32,
+    /// Counters and sets (no Zeroize for B-tree collections).
+    #[zeroize(skip)]
     keywords: Vec<(Vec<u8>, KeywordState)>,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-    }
 }
 
 /// The client half of Janus++.
@@ -257,8 +253,7 @@ impl JanusClient {
     }
 
     fn tree(&self, keyword: &[u8], epoch: u64, j: u32) -> Result<GgmTree> {
-        GgmTree::new(Key::from_bytes(self.share(keyword, epoch, j)), TAG_BITS)
-            .map_err(|_| Error::Crypto)
+        GgmTree::new(Key::from_bytes(self.share(keyword, epoch, j)), TAG_BITS).map_err(Error::from)
     }
 
     fn add_entry(&mut self, doc: DocId, keyword: &[u8]) -> Result<([u8; LABEL_LEN], [u8; 16])> {
@@ -268,10 +263,7 @@ impl JanusClient {
         // SPE encryption under every share: O(d) GGM evaluations.
         let mut key = [0u8; 16];
         for j in 0..self.d {
-            let leaf = self
-                .tree(keyword, st.epoch, j)?
-                .leaf(t)
-                .map_err(|_| Error::Crypto)?;
+            let leaf = self.tree(keyword, st.epoch, j)?.leaf(t)?;
             xor_into(&mut key, &leaf);
         }
         let p = pad(t, &key);
@@ -295,10 +287,7 @@ impl JanusClient {
         }
         let g = st.generations.get(&doc).copied().unwrap_or(0);
         let t = self.tag(keyword, doc, g);
-        let share = self
-            .tree(keyword, st.epoch, st.deleted)?
-            .puncture(&[t])
-            .map_err(|_| Error::Crypto)?;
+        let share = self.tree(keyword, st.epoch, st.deleted)?.puncture(&[t])?;
         let request = Request::Delete {
             tkn: self.token(keyword, st.epoch),
             index: st.deleted,
@@ -367,7 +356,7 @@ impl KeywordClient for JanusClient {
             |reset, entries| Request::Put { reset, entries },
             |r: Response| match r {
                 Response::Stored => Ok(()),
-                other => Err(unexpected(&other)),
+                other => Err(Error::unexpected("Janus++", &other)),
             },
         )
     }
@@ -452,7 +441,7 @@ impl KeywordClient for JanusClient {
         };
         let ids = match channel::call(channel, &request)? {
             Response::Ids(ids) => common::normalise(ids),
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("Janus++", &other)),
         };
         self.renew(keyword);
         Ok(ids)
@@ -491,7 +480,7 @@ impl KeywordClient for JanusClient {
         for response in responses {
             match sesame_core::wire::decode(response)? {
                 Response::Ids(found) => ids.extend(found),
-                other => return Err(unexpected(&other)),
+                other => return Err(Error::unexpected("Janus++", &other)),
             }
         }
         Ok(QueryResult {
@@ -511,16 +500,6 @@ impl KeywordClient for JanusClient {
                 .collect(),
         })
     }
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected Janus++ response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Ids(_) => "Ids",
-        }
-    ))
 }
 
 fn key(kind: u8, tkn: &[u8; LABEL_LEN], extra: &[u8]) -> Vec<u8> {
@@ -590,7 +569,7 @@ impl JanusServer {
         }
         let trees = shares
             .iter()
-            .map(|s| GgmTree::new(Key::from_bytes(*s), TAG_BITS).map_err(|_| Error::Crypto))
+            .map(|s| GgmTree::new(Key::from_bytes(*s), TAG_BITS).map_err(Error::from))
             .collect::<Result<Vec<_>>>()?;
         // The combined key of tag t, or None if a share is punctured at t.
         let combined = |t: u64| -> Result<Option<[u8; 16]>> {
@@ -602,7 +581,7 @@ impl JanusServer {
                 }
             }
             for tree in &trees {
-                xor_into(&mut k, &tree.leaf(t).map_err(|_| Error::Crypto)?);
+                xor_into(&mut k, &tree.leaf(t)?);
             }
             Ok(Some(k))
         };

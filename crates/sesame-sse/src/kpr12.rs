@@ -41,7 +41,6 @@ use sesame_crypto::hash::ro;
 use sesame_crypto::key::Key;
 use sesame_crypto::merkle::{leaf_hash, node_hash};
 use sesame_crypto::prf::HmacPrf;
-use zeroize::Zeroize;
 
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
 use crate::common;
@@ -657,16 +656,10 @@ fn verify_run<T>(
     Ok((out, m.finish()?))
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     root: [u8; 32],
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        self.master.zeroize();
-    }
 }
 
 /// The client half of KPR12: the master key (from which `K1`, `K2`, `K3`
@@ -980,7 +973,7 @@ impl KeywordClient for Kpr12Client {
             |reset, cells| Request::Put { reset, cells },
             |r: Response| match r {
                 Response::Stored => Ok(()),
-                other => Err(unexpected(&other)),
+                other => Err(Error::unexpected("KPR12", &other)),
             },
         )?;
         self.root = root;
@@ -1009,7 +1002,7 @@ impl KeywordClient for Kpr12Client {
                         };
                         self.apply_add(token, &proof)
                     }
-                    other => Err(unexpected(&other)),
+                    other => Err(Error::unexpected("KPR12", &other)),
                 }
             }
             UpdateOp::Delete => {
@@ -1025,7 +1018,7 @@ impl KeywordClient for Kpr12Client {
                         };
                         self.apply_del(token, &proof)
                     }
-                    other => Err(unexpected(&other)),
+                    other => Err(Error::unexpected("KPR12", &other)),
                 }
             }
         }
@@ -1045,7 +1038,7 @@ impl KeywordClient for Kpr12Client {
                 };
                 self.verify(token, &ids, &proof)
             }
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("KPR12", &other)),
         }
     }
 
@@ -1094,17 +1087,6 @@ pub enum Response {
     /// The update is done; every cell it read or wrote, with its path
     /// before the access.
     Updated(Vec<Access>),
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected KPR12 response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Found { .. } => "Found",
-            Response::Updated(_) => "Updated",
-        }
-    ))
 }
 
 // ------------------------------------------------------ server

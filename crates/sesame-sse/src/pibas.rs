@@ -88,16 +88,10 @@ pub enum Response {
     Ids(Vec<DocId>),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     block: u32,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-    }
 }
 
 /// The client half of PiBas.
@@ -191,7 +185,7 @@ impl KeywordClient for PiBasClient {
     fn resolve(&mut self, _keyword: &[u8], response: &[u8]) -> Result<Vec<DocId>> {
         match sesame_core::wire::decode(response)? {
             Response::Ids(ids) => Ok(common::normalise(ids)),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("PiBas", &other)),
         }
     }
 
@@ -213,19 +207,9 @@ fn upload(channel: &mut dyn Channel, entries: Vec<([u8; 16], Vec<u8>)>) -> Resul
         |reset, entries| Request::Put { reset, entries },
         |r: Response| match r {
             Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("PiBas", &other)),
         },
     )
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected PiBas response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Ids(_) => "Ids",
-        }
-    ))
 }
 
 /// Store key of a dictionary label.

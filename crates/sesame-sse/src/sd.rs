@@ -272,18 +272,12 @@ fn label(prf: &Aes128Prf, c: u64) -> [u8; LABEL_LEN] {
     prf.eval_block(&common::block(Tag::Label, c, 0))
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     seq: u64,
     builds: u64,
     levels: Vec<Option<u64>>,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-    }
 }
 
 /// The client half of SDa: a master key, the update counter and, per
@@ -372,8 +366,7 @@ impl SdaClient {
             let prf = Aes128Prf::new(&Key::from_bytes(keys.label_key(&u.keyword)));
             let sealed = keys
                 .aead
-                .seal(rng, &(level as u64).to_le_bytes(), &u.encode())
-                .map_err(|_| Error::Crypto)?;
+                .seal(rng, &(level as u64).to_le_bytes(), &u.encode())?;
             entries.push((label(&prf, *c), sealed));
             *c += 1;
         }
@@ -395,8 +388,7 @@ impl SdaClient {
         let plain = self
             .keys(level, version)
             .aead
-            .open(&(level as u64).to_le_bytes(), sealed)
-            .map_err(|_| Error::Crypto)?;
+            .open(&(level as u64).to_le_bytes(), sealed)?;
         Update::decode(&plain)
     }
 
@@ -421,7 +413,7 @@ impl SdaClient {
                 },
             )? {
                 Response::Levels(l) if l.len() == j => l,
-                other => return Err(unexpected(&other)),
+                other => return Err(Error::unexpected("SDa", &other)),
             };
             for (level, items) in fetched.iter().enumerate() {
                 if items.len() != 1 << level {
@@ -449,7 +441,7 @@ impl SdaClient {
             },
         )? {
             Response::Done => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("SDa", &other)),
         }
     }
 }
@@ -468,7 +460,7 @@ impl KeywordClient for SdaClient {
         common::check_ids(db)?;
         match channel::call(channel, &Request::Reset)? {
             Response::Done => {}
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("SDa", &other)),
         }
         self.levels.clear();
         self.seq = 0;
@@ -515,7 +507,7 @@ impl KeywordClient for SdaClient {
                     first = false;
                     match channel::call(channel, &request)? {
                         Response::Done => {}
-                        other => return Err(unexpected(&other)),
+                        other => return Err(Error::unexpected("SDa", &other)),
                     }
                 }
             }
@@ -556,7 +548,7 @@ impl KeywordClient for SdaClient {
             .collect();
         let found = match channel::call(channel, &Request::Search { tokens })? {
             Response::Found(f) if f.len() == full.len() => f,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("SDa", &other)),
         };
         let this = &*self;
         let opened = full.iter().zip(&found).flat_map(|(&l, items)| {
@@ -575,17 +567,6 @@ impl KeywordClient for SdaClient {
             levels: self.levels.clone(),
         })
     }
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected SDa response {}",
-        match r {
-            Response::Done => "Done",
-            Response::Levels(_) => "Levels",
-            Response::Found(_) => "Found",
-        }
-    ))
 }
 
 fn level_prefix(level: u8) -> [u8; 2] {
@@ -887,19 +868,12 @@ impl SddClient {
     ) -> Result<(u64, u64, [u8; LABEL_LEN], Vec<u8>)> {
         let keys = self.keys(buffer);
         let prf = Aes128Prf::new(&Key::from_bytes(keys.label_key(&u.keyword)));
-        let sealed = keys
-            .aead
-            .seal(rng, &buffer.to_le_bytes(), &u.encode())
-            .map_err(|_| Error::Crypto)?;
+        let sealed = keys.aead.seal(rng, &buffer.to_le_bytes(), &u.encode())?;
         Ok((buffer, position, label(&prf, count), sealed))
     }
 
     fn open(&self, buffer: u64, sealed: &[u8]) -> Result<Update> {
-        let plain = self
-            .keys(buffer)
-            .aead
-            .open(&buffer.to_le_bytes(), sealed)
-            .map_err(|_| Error::Crypto)?;
+        let plain = self.keys(buffer).aead.open(&buffer.to_le_bytes(), sealed)?;
         Update::decode(&plain)
     }
 

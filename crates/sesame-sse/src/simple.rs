@@ -244,7 +244,7 @@ impl KeywordClient for SimpleClient {
         let st = ks.st;
         let eids = match channel::call(channel, &Request::Fetch { tw, st })? {
             Response::Eids(eids) => eids,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("SIMPLE", &other)),
         };
         let ids = eids
             .iter()
@@ -294,7 +294,7 @@ impl KeywordClient for SimpleClient {
         let st = ks.st;
         let eids = match channel::call(channel, &Request::Fetch { tw, st })? {
             Response::Eids(eids) => eids,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("SIMPLE", &other)),
         };
         let ids = eids
             .iter()
@@ -348,18 +348,8 @@ impl KeywordClient for SimpleClient {
 fn expect_stored(r: Response) -> Result<()> {
     match r {
         Response::Stored => Ok(()),
-        other => Err(unexpected(&other)),
+        other => Err(Error::unexpected("SIMPLE", &other)),
     }
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected SIMPLE response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Eids(_) => "Eids",
-        }
-    ))
 }
 
 /// The server half of SIMPLE.

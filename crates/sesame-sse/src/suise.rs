@@ -165,16 +165,10 @@ pub enum Response {
     Ids(Vec<DocId>),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     searched: Vec<Vec<u8>>,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-    }
 }
 
 /// The client half of SUISE and SUISE2: the key and the set of tokens
@@ -295,7 +289,7 @@ impl SuiseClient {
         let request = self.search_request(token);
         match channel::call(channel, &request)? {
             Response::Ids(ids) => Ok(common::normalise(ids)),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("SUISE", &other)),
         }
     }
 
@@ -392,7 +386,7 @@ impl KeywordClient for SuiseClient {
         }
         let stored = |r: Response| match r {
             Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("SUISE", &other)),
         };
         common::upload(
             channel,
@@ -460,7 +454,7 @@ impl KeywordClient for SuiseClient {
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
         match sesame_core::wire::decode(response)? {
             Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("SUISE", &other)),
         }
     }
 
@@ -513,7 +507,7 @@ impl KeywordClient for SuiseClient {
         for response in responses {
             match sesame_core::wire::decode(response)? {
                 Response::Ids(ids) => sets.push(common::normalise(ids)),
-                other => return Err(unexpected(&other)),
+                other => return Err(Error::unexpected("SUISE", &other)),
             }
         }
         Ok(QueryResult {
@@ -551,16 +545,6 @@ impl KeywordClient for SuiseClient {
             _ => query::basic_query(self, rng, channel, q),
         }
     }
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected SUISE response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Ids(_) => "Ids",
-        }
-    ))
 }
 
 /// Store key of a document's list of keyword ciphertexts.

@@ -104,17 +104,11 @@ pub enum Response {
     Ids(Vec<DocId>),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     b: u32,
     block: u32,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-    }
 }
 
 /// The encrypted index of a database.

@@ -204,21 +204,11 @@ impl Drop for KeywordState {
 }
 
 /// The saved client state of UEDSSE and SIMPLE.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
     public_key: Option<[u8; 32]>,
     keywords: Vec<(Vec<u8>, [u8; LAMBDA], [u8; 32])>,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        self.master.zeroize();
-        for (_, st, k) in &mut self.keywords {
-            st.zeroize();
-            k.zeroize();
-        }
-    }
 }
 
 /// The client core UEDSSE and SIMPLE share: keys, per-keyword state, the
@@ -577,7 +567,7 @@ impl UedsseClient {
                 self.core.public_key = Some(pk);
                 Ok(pk)
             }
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("UEDSSE", &other)),
         }
     }
 
@@ -658,7 +648,7 @@ impl KeywordClient for UedsseClient {
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
         match sesame_core::wire::decode(response)? {
             Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("UEDSSE", &other)),
         }
     }
 
@@ -688,7 +678,7 @@ impl KeywordClient for UedsseClient {
         ks.key = next;
         let eids = match sesame_core::wire::decode(&raw)? {
             Response::Eids(eids) => eids,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("UEDSSE", &other)),
         };
         let core = &self.core;
         let key = core
@@ -754,7 +744,7 @@ impl KeywordClient for UedsseClient {
         };
         let eids = match sesame_core::wire::decode(response)? {
             Response::Eids(eids) => eids,
-            other => return Err(unexpected(&other)),
+            other => return Err(Error::unexpected("UEDSSE", &other)),
         };
         let ids = eids
             .iter()
@@ -789,20 +779,9 @@ fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
         |reset, entries| Request::Put { reset, entries },
         |r: Response| match r {
             Response::Stored => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("UEDSSE", &other)),
         },
     )
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected UEDSSE response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::PublicKey(_) => "PublicKey",
-            Response::Eids(_) => "Eids",
-        }
-    ))
 }
 
 /// The server half of UEDSSE: the index entries and its ECIES key pair,
@@ -865,10 +844,7 @@ impl UedsseServer {
         mut delta: [u8; 32],
         emask: &[u8; 32],
     ) -> Result<Vec<[u8; EID_LEN]>> {
-        let mask = self
-            .secret()?
-            .decapsulate(emask)
-            .map_err(|_| Error::Crypto)?;
+        let mask = self.secret()?.decapsulate(emask)?;
         let pad = mask_pad(&mask);
         xor_into(&mut tw, &pad[..LAMBDA]);
         xor_into(&mut st, &pad[LAMBDA..2 * LAMBDA]);

@@ -142,15 +142,9 @@ pub enum Response {
     Ranked(Vec<(DocId, f64)>),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-    }
 }
 
 /// The client half of VASST16 and VASST16-2.
@@ -257,7 +251,7 @@ impl VasstClient {
                 }
                 Ok(r)
             }
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("VASST16", &other)),
         }
     }
 }
@@ -289,7 +283,7 @@ impl KeywordClient for VasstClient {
             },
             |r: Response| match r {
                 Response::Stored => Ok(()),
-                other => Err(unexpected(&other)),
+                other => Err(Error::unexpected("VASST16", &other)),
             },
         )
     }
@@ -337,16 +331,6 @@ impl KeywordClient for VasstClient {
             _ => query::basic_query(self, rng, channel, q),
         }
     }
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected VASST16 response {}",
-        match r {
-            Response::Stored => "Stored",
-            Response::Ranked(_) => "Ranked",
-        }
-    ))
 }
 
 fn entry_key(label: &[u8; 16]) -> [u8; 17] {

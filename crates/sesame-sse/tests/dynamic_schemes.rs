@@ -287,7 +287,10 @@ fn uedsse_tampered_or_foreign_results_are_crypto_errors() {
     }
     assert!(matches!(
         c.search(&mut rng, &mut Stored(&mut ch), b"v"),
-        Err(Error::Protocol(_))
+        Err(Error::UnexpectedResponse {
+            scheme: "UEDSSE",
+            ..
+        })
     ));
 }
 

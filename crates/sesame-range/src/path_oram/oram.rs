@@ -675,10 +675,7 @@ impl PathOram {
                 return Err(Error::Crypto);
             }
             let index = bucket_index(self.height, leaf, level);
-            let plain = self
-                .aead
-                .open(&Self::aad(index), ct)
-                .map_err(|_| Error::Crypto)?;
+            let plain = self.aead.open(&Self::aad(index), ct)?;
             let (slots, children) = plain.split_at(Z * slot);
             if level < self.height {
                 let (Some(left), Some(right)) =

@@ -5,9 +5,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{channel, Channel, Error, Params, Result, SchemeDescriptor};
 
-use super::{
-    unexpected, Flush, Request, Response, Split, AAD, DESCRIPTOR, MAX_L, MAX_RETRIES, NOMINAL_ENTRY,
-};
+use super::{Flush, Request, Response, Split, AAD, DESCRIPTOR, MAX_L, MAX_RETRIES, NOMINAL_ENTRY};
 use crate::api::{bits_param, check_value, RangeAnswer, RangeClient, Record};
 use crate::paged::PageConfig;
 use crate::record::RecordKey;
@@ -45,17 +43,11 @@ impl Key {
     }
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     key: [u8; 32],
     bits: u32,
     l: u32,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.key);
-    }
 }
 
 /// The client half of POPE: the record key and `L`.
@@ -155,12 +147,12 @@ impl PopeClient {
             };
             match channel::call(channel, &request)? {
                 Response::Chunk(next) => chunk = next,
-                other => return Err(unexpected(&other)),
+                other => return Err(Error::unexpected("POPE", &other)),
             }
         }
         match channel::call(channel, &Request::Partition { flush, assign })? {
             Response::Flushed { restructured } => Ok(restructured),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("POPE", &other)),
         }
     }
 
@@ -183,7 +175,7 @@ impl PopeClient {
                     },
                 )? {
                     Response::Node(v) => v,
-                    other => return Err(unexpected(&other)),
+                    other => return Err(Error::unexpected("POPE", &other)),
                 };
                 if path.is_empty() {
                     path.push(view.id);
@@ -204,7 +196,7 @@ impl PopeClient {
                         },
                     )? {
                         Response::Chunk(p) => p,
-                        other => return Err(unexpected(&other)),
+                        other => return Err(Error::unexpected("POPE", &other)),
                     };
                     if pivots.len() != self.l() {
                         return Err(Error::Protocol("wrong number of POPE pivots".into()));
@@ -228,7 +220,7 @@ impl PopeClient {
                     };
                     let chunk = match channel::call(channel, &request)? {
                         Response::Chunk(c) => c,
-                        other => return Err(unexpected(&other)),
+                        other => return Err(Error::unexpected("POPE", &other)),
                     };
                     self.flush(channel, flush, &labels, chunk, view.len)?;
                     continue 'restart;
@@ -299,7 +291,7 @@ impl PopeClient {
                     left = self.descend(rng, channel, &klo)?;
                     right = self.descend(rng, channel, &khi)?;
                 }
-                other => return Err(unexpected(&other)),
+                other => return Err(Error::unexpected("POPE", &other)),
             }
         }
         Err(Error::Protocol("POPE tree keeps changing".into()))
@@ -326,7 +318,7 @@ impl RangeClient for PopeClient {
         let sealed = self.key.seal(rng, AAD, value, data)?;
         match channel::call(channel, &Request::Insert { sealed })? {
             Response::Done => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("POPE", &other)),
         }
     }
 
@@ -344,7 +336,7 @@ impl RangeClient for PopeClient {
         };
         match channel::call(channel, &Request::Remove { node, sealed })? {
             Response::Done => Ok(true),
-            other => Err(unexpected(&other)),
+            other => Err(Error::unexpected("POPE", &other)),
         }
     }
 

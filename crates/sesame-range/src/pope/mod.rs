@@ -35,7 +35,7 @@
 
 use serde::{Deserialize, Serialize};
 use sesame_core::{
-    BackwardPrivacy, Error, QueryKind, Result, SchemeDescriptor, SchemeKind, Service, Typed,
+    BackwardPrivacy, QueryKind, Result, SchemeDescriptor, SchemeKind, Service, Typed,
 };
 
 use crate::api::{split_page, RangeProtocol};
@@ -221,18 +221,4 @@ pub enum Response {
     Stale,
     /// Records with the node holding each.
     Records(Vec<(u64, Vec<u8>)>),
-}
-
-fn unexpected(r: &Response) -> Error {
-    Error::Protocol(format!(
-        "unexpected POPE response {}",
-        match r {
-            Response::Done => "Done",
-            Response::Node(_) => "Node",
-            Response::Chunk(_) => "Chunk",
-            Response::Flushed { .. } => "Flushed",
-            Response::Stale => "Stale",
-            Response::Records(_) => "Records",
-        }
-    ))
 }

@@ -210,7 +210,7 @@ pub struct SiClient {
 
 /// The client's durable state: scheme, n, keys, uploaded identifiers and
 /// their versions, the next version.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     scheme: String,
     n: u32,
@@ -218,13 +218,6 @@ struct State {
     doc_key: [u8; 32],
     ids: Vec<(DocId, u64)>,
     next_version: u64,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.master);
-        zeroize::Zeroize::zeroize(&mut self.doc_key);
-    }
 }
 
 impl std::fmt::Debug for SiClient {
@@ -442,10 +435,7 @@ impl SiClient {
                 v.verify(hit.id, version, hit.matched, &hit.proof)?;
             }
             if hit.matched {
-                let body = self
-                    .aead
-                    .open(&self.aad(hit.id, version), &hit.body)
-                    .map_err(|_| Error::Crypto)?;
+                let body = self.aead.open(&self.aad(hit.id, version), &hit.body)?;
                 out.push((hit.id, body));
             } else if !verify {
                 return Err(Error::Protocol("non-matching document in answer".into()));
