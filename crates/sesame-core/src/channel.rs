@@ -9,7 +9,6 @@
 use std::time::Instant;
 
 use serde::{de::DeserializeOwned, Serialize};
-use sesame_crypto::counter;
 
 use crate::error::{Error, Result};
 use crate::meter::{Meter, ServerReport};
@@ -210,10 +209,15 @@ impl<S: Service> LocalChannel<S> {
 impl<S: Service> Channel for LocalChannel<S> {
     fn call(&mut self, request: &[u8]) -> Result<Vec<u8>> {
         let start = Instant::now();
-        let io_before = self.service.io_counts();
-        let (result, primitives) = counter::measure(|| self.service.handle(request));
-        let handle_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let io = self.service.io_counts().since(&io_before);
+        let service = &mut self.service;
+        let (result, report) = {
+            let io = std::cell::RefCell::new(&mut *service);
+            ServerReport::measure(
+                || io.borrow().io_counts(),
+                || io.borrow_mut().handle(request),
+            )
+        };
+        let io = report.io;
         let response = result.map_err(|e| match e {
             e @ (Error::Server(_)
             | Error::StoreIo(_)
@@ -228,14 +232,7 @@ impl<S: Service> Channel for LocalChannel<S> {
         };
         self.meter
             .record_round(request.len(), down, start.elapsed());
-        self.meter.record_server(
-            &ServerReport {
-                handle_ns,
-                io,
-                primitives,
-            },
-            true,
-        );
+        self.meter.record_server(&report, true);
         if let Some(t) = &mut self.transcript {
             t.push(Observation {
                 round: self.rounds,

@@ -58,6 +58,25 @@ pub struct ServerReport {
     pub primitives: PrimitiveCounts,
 }
 
+impl ServerReport {
+    /// Runs `handle` (a server half answering requests) and reports it:
+    /// the time it took, the store operations `io` counted across it and
+    /// the primitive calls it made on this thread. Every place a server
+    /// half runs (the in-process channel, the networked server's calls and
+    /// uploads) measures it this way.
+    pub fn measure<T>(io: impl Fn() -> IoCounts, handle: impl FnOnce() -> T) -> (T, ServerReport) {
+        let start = Instant::now();
+        let before = io();
+        let (out, primitives) = counter::measure(handle);
+        let report = ServerReport {
+            handle_ns: u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            io: io().since(&before),
+            primitives,
+        };
+        (out, report)
+    }
+}
+
 impl Meter {
     /// A meter with all counters at zero.
     pub fn new() -> Self {

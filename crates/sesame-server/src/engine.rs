@@ -24,7 +24,6 @@ use std::time::Instant;
 
 use prost::Message;
 use sesame_core::{wire, Params, ServerReport, Service, Store, WriteBatch};
-use sesame_crypto::counter;
 use sesame_schemes::Scheme;
 use sha2::{Digest, Sha256};
 
@@ -400,6 +399,25 @@ impl Engine {
         Ok(Hosted { scheme, params })
     }
 
+    /// The index's metadata for a request that writes, taken under the
+    /// index's exclusive lock (which the caller holds); a request id that
+    /// was used before is refused here, and an exact repeat is answered
+    /// with the first answer ([`EngineError::Replayed`]).
+    fn meta_for_write(
+        &self,
+        tenant: &str,
+        index: &str,
+        replay: Option<(&[u8; 16], &[u8; 32])>,
+    ) -> Result<IndexMeta, EngineError> {
+        let meta = self.meta(tenant, index)?;
+        if let Some((id, digest)) = replay {
+            if let Some(e) = self.replayed(tenant, index, id, digest)? {
+                return Err(e);
+            }
+        }
+        Ok(meta)
+    }
+
     fn replayed(
         &self,
         tenant: &str,
@@ -489,16 +507,18 @@ impl Engine {
             prefix,
             self.limits.max_transaction_bytes,
         ));
-        let start = Instant::now();
-        let mut server = scheme.server(overlay.clone())?;
-        let (responses, primitives) = counter::measure(|| {
-            messages
-                .iter()
-                .map(|m| server.handle(m))
-                .collect::<sesame_core::Result<Vec<_>>>()
-        });
-        let handle_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let write_once = server.write_once();
+        let (answered, report) = ServerReport::measure(
+            || overlay.io_counts(),
+            || {
+                let mut server = scheme.server(overlay.clone())?;
+                let responses = messages
+                    .iter()
+                    .map(|m| server.handle(m))
+                    .collect::<sesame_core::Result<Vec<_>>>();
+                Ok::<_, EngineError>((responses, server.write_once()))
+            },
+        );
+        let (responses, write_once) = answered?;
         let responses = responses.map_err(|e| {
             if overlay.over_limit() {
                 EngineError::ResourceExhausted(format!(
@@ -511,11 +531,7 @@ impl Engine {
         })?;
         Ok(Run {
             responses,
-            report: ServerReport {
-                handle_ns,
-                io: overlay.io_counts(),
-                primitives,
-            },
+            report,
             overlay,
             write_once,
         })
@@ -806,10 +822,11 @@ impl Engine {
         upload: &mut Upload,
         message: &[u8],
     ) -> Result<proto::UploadResponse, EngineError> {
-        let start = Instant::now();
-        let before = upload.overlay.io_counts();
         let buffered = upload.overlay.buffered_bytes();
-        let (result, primitives) = counter::measure(|| upload.server.handle(message));
+        let overlay = upload.overlay.clone();
+        let server = &mut upload.server;
+        let (result, report) =
+            ServerReport::measure(|| overlay.io_counts(), || server.handle(message));
         let response = result.map_err(|e| {
             if upload.overlay.over_limit() {
                 EngineError::ResourceExhausted(format!(
@@ -828,11 +845,6 @@ impl Engine {
             .charge(&mut upload.charge, added, &self.limits)?;
         upload.messages += 1;
         upload.digest.part(message);
-        let report = ServerReport {
-            handle_ns: u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX),
-            io: upload.overlay.io_counts().since(&before),
-            primitives,
-        };
         Ok(proto::UploadResponse {
             message: response,
             committed: false,
@@ -856,12 +868,8 @@ impl Engine {
         let lock = self.lock_of(&tenant, &index);
         let _g = lock.write();
         // The index may have been dropped meanwhile.
-        let mut meta = self.meta(&tenant, &index)?;
-        if let Some(id) = &request_id {
-            if let Some(e) = self.replayed(&tenant, &index, id, &digest)? {
-                return Err(e);
-            }
-        }
+        let mut meta =
+            self.meta_for_write(&tenant, &index, request_id.as_ref().zip(Some(&digest)))?;
         let mut batch = WriteBatch::new();
         overlay.drain_into(&mut batch);
         meta.uploads += 1;
@@ -935,12 +943,7 @@ impl Engine {
         });
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
-        let mut meta = self.meta(tenant, &req.index)?;
-        if let (Some(id), Some(digest)) = (&id, &digest) {
-            if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
-                return Err(e);
-            }
-        }
+        let mut meta = self.meta_for_write(tenant, &req.index, id.as_ref().zip(digest.as_ref()))?;
         let keys: Vec<Vec<u8>> = req
             .documents
             .iter()
@@ -1046,12 +1049,7 @@ impl Engine {
         });
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
-        let mut meta = self.meta(tenant, &req.index)?;
-        if let (Some(id), Some(digest)) = (&id, &digest) {
-            if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
-                return Err(e);
-            }
-        }
+        let mut meta = self.meta_for_write(tenant, &req.index, id.as_ref().zip(digest.as_ref()))?;
         let keys: Vec<Vec<u8>> = req
             .ids
             .iter()
