@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
     SESAME_NEW_PASSPHRASE  at `passwd`: the new passphrase, instead of a prompt\n  \
     SESAME_KDF=fast    at `init`: INSECURE minimal Argon2id cost, for tests only\n  \
     SESAME_TOKEN       at `init --server`: the tenant's token, instead of --token")]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Profile directory [default: $SESAME_HOME, or ./.sesame]
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -34,7 +34,7 @@ pub struct Cli {
 
 /// The commands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Create a profile: asks for a passphrase, derives the keys, and binds
     /// the profile's index to a scheme.
     Init(InitArgs),
@@ -136,7 +136,7 @@ pub enum Command {
 
 /// Arguments of `sesame serve`.
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7443", value_name = "ADDR")]
     pub listen: String,
@@ -212,7 +212,7 @@ pub struct ServeArgs {
 
 /// `sesame token ...`.
 #[derive(Debug, Subcommand)]
-pub enum TokenCommand {
+pub(crate) enum TokenCommand {
     /// Make a token for a tenant: prints it once, and appends its hash to
     /// the tokens file (created if absent).
     New {
@@ -227,7 +227,7 @@ pub enum TokenCommand {
 
 /// Arguments of `sesame cert`.
 #[derive(Debug, clap::Args)]
-pub struct CertArgs {
+pub(crate) struct CertArgs {
     /// Directory for ca.pem, server.pem and server.key (made if absent).
     #[arg(value_name = "DIR")]
     pub out: std::path::PathBuf,
@@ -239,7 +239,7 @@ pub struct CertArgs {
 
 /// Arguments of `sesame init`.
 #[derive(Debug, clap::Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// The scheme of the index (see `sesame schemes`).
     #[arg(long, default_value = "pibas", value_name = "NAME")]
     pub scheme: String,

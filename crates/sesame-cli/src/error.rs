@@ -7,7 +7,7 @@ use sesame_client::ClientError;
 
 /// An error a command ends with.
 #[derive(Debug)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// From the client SDK.
     Client(ClientError),
     /// From the benchmark harness.
@@ -24,7 +24,7 @@ pub enum CliError {
 impl CliError {
     /// The exit status: 2 for a mistake on the command line or in the
     /// environment, 1 for anything else.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_)
             | CliError::Client(
@@ -87,7 +87,11 @@ fn full_disk_hint(text: &str) -> &'static str {
 /// `text` on one line: lines joined with spaces.
 /// A file error as one line naming the file: "cannot read x: no such
 /// file or directory".
-pub fn file_error(action: &'static str, path: &std::path::Path, e: &std::io::Error) -> CliError {
+pub(crate) fn file_error(
+    action: &'static str,
+    path: &std::path::Path,
+    e: &std::io::Error,
+) -> CliError {
     sesame_client::ClientError::Io {
         action,
         path: path.to_path_buf(),
@@ -100,7 +104,7 @@ pub fn file_error(action: &'static str, path: &std::path::Path, e: &std::io::Err
     .into()
 }
 
-pub fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())

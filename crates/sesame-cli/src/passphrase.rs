@@ -8,20 +8,20 @@ use zeroize::Zeroizing;
 use crate::error::CliError;
 
 /// The environment variable holding the passphrase.
-pub const ENV: &str = "SESAME_PASSPHRASE";
+pub(crate) const ENV: &str = "SESAME_PASSPHRASE";
 
 /// The environment variable holding the new passphrase of `passwd`.
-pub const NEW_ENV: &str = "SESAME_NEW_PASSPHRASE";
+pub(crate) const NEW_ENV: &str = "SESAME_NEW_PASSPHRASE";
 
 /// The new passphrase of `passwd`: from [`NEW_ENV`], or asked twice on the
 /// terminal.
-pub fn new_passphrase() -> Result<Zeroizing<String>, CliError> {
+pub(crate) fn new_passphrase() -> Result<Zeroizing<String>, CliError> {
     ask(NEW_ENV, true, "New passphrase: ")
 }
 
 /// The passphrase, asked once (or twice, with `confirm`, for a new
 /// profile).
-pub fn passphrase(confirm: bool) -> Result<Zeroizing<String>, CliError> {
+pub(crate) fn passphrase(confirm: bool) -> Result<Zeroizing<String>, CliError> {
     ask(
         ENV,
         confirm,

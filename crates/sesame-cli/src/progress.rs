@@ -8,14 +8,14 @@ use sesame_client::{Phase, Progress};
 
 /// A progress bar fed by the client's [`Progress`] callbacks; hidden when
 /// standard error is not a terminal.
-pub struct Bar {
+pub(crate) struct Bar {
     bar: ProgressBar,
     phase: Option<Phase>,
 }
 
 impl Bar {
     /// A bar, drawn only on a terminal.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let target = if std::io::stderr().is_terminal() {
             ProgressDrawTarget::stderr()
         } else {
@@ -31,7 +31,7 @@ impl Bar {
     }
 
     /// Shows `p`.
-    pub fn update(&mut self, p: Progress) {
+    pub(crate) fn update(&mut self, p: Progress) {
         if self.phase != Some(p.phase) {
             self.phase = Some(p.phase);
             self.bar.set_message(p.phase.to_string());
@@ -42,7 +42,7 @@ impl Bar {
     }
 
     /// Removes the bar.
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         self.bar.finish_and_clear();
     }
 }

@@ -8,7 +8,7 @@ use sesame_core::{BackwardPrivacy, SchemeDescriptor};
 use sesame_schemes::Scheme;
 
 /// Every registered scheme, family by family.
-pub fn all() -> Vec<Scheme> {
+pub(crate) fn all() -> Vec<Scheme> {
     sesame_schemes::all()
 }
 
@@ -17,7 +17,7 @@ const LEAKAGE_WIDTH: usize = 60;
 
 /// The table of `schemes`: name, family, kind, paper, query kinds,
 /// leakage.
-pub fn table(schemes: &[Scheme]) -> String {
+pub(crate) fn table(schemes: &[Scheme]) -> String {
     let rows: Vec<[String; 5]> = schemes
         .iter()
         .map(|s| {
@@ -65,7 +65,7 @@ pub fn table(schemes: &[Scheme]) -> String {
 }
 
 /// Every field of every scheme.
-pub fn long(schemes: &[Scheme]) -> String {
+pub(crate) fn long(schemes: &[Scheme]) -> String {
     let mut out = String::new();
     for s in schemes {
         let d = s.descriptor();
@@ -123,7 +123,7 @@ fn queries(d: &SchemeDescriptor) -> String {
 }
 
 /// "D. Cash, J. Jaeger, .... Title. NDSS 2014" as "Cash et al., NDSS 2014".
-pub fn short_citation(citation: &str) -> String {
+pub(crate) fn short_citation(citation: &str) -> String {
     let citation = citation.split_whitespace().collect::<Vec<_>>().join(" ");
     // The author list ends at the first ". " that follows a word longer
     // than an initial.

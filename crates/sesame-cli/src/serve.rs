@@ -67,7 +67,7 @@ fn server_error(e: ServerError) -> CliError {
 }
 
 /// Runs the server until SIGINT or SIGTERM.
-pub fn serve(args: ServeArgs) -> Result<(), CliError> {
+pub(crate) fn serve(args: ServeArgs) -> Result<(), CliError> {
     let listen = address("--listen", &args.listen)?;
     let admin = args
         .admin
@@ -196,7 +196,7 @@ fn redact(spec: &str) -> String {
 }
 
 /// `sesame token new TENANT --tokens FILE`.
-pub fn token(cmd: TokenCommand) -> Result<(), CliError> {
+pub(crate) fn token(cmd: TokenCommand) -> Result<(), CliError> {
     let TokenCommand::New { tenant, tokens } = cmd;
     let token = Tokens::generate(&mut rand_core::OsRng);
     // Checks the tenant name.
@@ -259,7 +259,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
 }
 
 /// `sesame cert DIR`.
-pub fn cert(args: CertArgs) -> Result<(), CliError> {
+pub(crate) fn cert(args: CertArgs) -> Result<(), CliError> {
     let certs = sesame_server::certs::generate(&args.names).map_err(CliError::Other)?;
     std::fs::create_dir_all(&args.out).map_err(|e| {
         CliError::Other(format!(

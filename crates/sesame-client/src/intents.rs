@@ -90,7 +90,7 @@ impl From<&Query> for SavedQuery {
 
 impl SavedQuery {
     /// The query back.
-    pub fn query(&self) -> Query {
+    pub(crate) fn query(&self) -> Query {
         match self {
             SavedQuery::Exact(w) => Query::Exact(w.clone()),
             SavedQuery::Prefix(w) => Query::Prefix(w.clone()),
@@ -119,7 +119,7 @@ pub(crate) struct Intent {
 
 impl Intent {
     /// Documents it adds or removes (for messages).
-    pub fn documents(&self) -> u64 {
+    pub(crate) fn documents(&self) -> u64 {
         match &self.op {
             IntentOp::Update { add, remove } => (add.len() + remove.len()) as u64,
             IntentOp::Search { .. } => 0,
@@ -146,7 +146,7 @@ pub(crate) struct IntentFiles {
 impl IntentFiles {
     /// The intents of `index`, in `dir` (`indexes/NAME.intents`), sealed
     /// under `key` (the profile's state key).
-    pub fn new(dir: PathBuf, key: &Key<32>, profile_id: &str, index: &str) -> Self {
+    pub(crate) fn new(dir: PathBuf, key: &Key<32>, profile_id: &str, index: &str) -> Self {
         IntentFiles {
             dir,
             aead: Aes256GcmSiv::new(key),
@@ -170,7 +170,7 @@ impl IntentFiles {
     }
 
     /// Writes `intent` to its file, durably.
-    pub fn save(&self, rng: &mut dyn CryptoRngCore, intent: &Intent) -> Result<()> {
+    pub(crate) fn save(&self, rng: &mut dyn CryptoRngCore, intent: &Intent) -> Result<()> {
         if !self.dir.is_dir() {
             fsutil::create_private_dir(&self.dir)?;
         }
@@ -187,7 +187,7 @@ impl IntentFiles {
 
     /// Reads the intent `id`. A missing or damaged file is
     /// [`ClientError::ProfileCorrupt`] naming it.
-    pub fn load(&self, id: &[u8; 16]) -> Result<Intent> {
+    pub(crate) fn load(&self, id: &[u8; 16]) -> Result<Intent> {
         let path = self.path(id);
         let damaged = |reason: &str| ClientError::ProfileCorrupt {
             path: path.clone(),
@@ -219,13 +219,13 @@ impl IntentFiles {
     }
 
     /// Removes the file of `id` (done with); a missing file is fine.
-    pub fn remove(&self, id: &[u8; 16]) {
+    pub(crate) fn remove(&self, id: &[u8; 16]) {
         let _ = std::fs::remove_file(self.path(id));
     }
 
     /// Removes every intent file but those of `keep` (left by a crash
     /// between writing an intent and the state that refers to it).
-    pub fn sweep(&self, keep: &[[u8; 16]]) {
+    pub(crate) fn sweep(&self, keep: &[[u8; 16]]) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };

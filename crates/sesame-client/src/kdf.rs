@@ -8,7 +8,7 @@ use zeroize::Zeroize;
 use crate::error::{ClientError, Result};
 
 /// Bytes of the random salt stored in the profile header.
-pub const SALT_LEN: usize = 16;
+pub(crate) const SALT_LEN: usize = 16;
 
 /// Argon2id cost parameters, stored in the profile header so that a
 /// profile opens with the parameters it was created with.

@@ -25,7 +25,7 @@ impl ProfileLock {
     /// Takes the lock at `path`, or fails at once with
     /// [`ClientError::ProfileBusy`] (naming `profile`) if another holder
     /// has it.
-    pub fn acquire(path: &Path, profile: &Path) -> Result<Self> {
+    pub(crate) fn acquire(path: &Path, profile: &Path) -> Result<Self> {
         let mut options = OpenOptions::new();
         options.read(true).write(true).create(true).truncate(false);
         #[cfg(unix)]

@@ -84,13 +84,13 @@ const CHECK_TEXT: &[u8] = b"sesame profile key check v1";
 
 /// HKDF labels of the sub-keys of the master key.
 mod label {
-    pub const CHECK: &str = "sesame-client/v1/key-check";
-    pub const WRAP: &str = "sesame-client/v3/wrap";
-    pub const WRAP_KEY_FILE: &str = "sesame-client/v3/wrap-with-key-file";
-    pub const BACKUP: &str = "sesame-client/v1/backup";
-    pub const STATE: &str = "sesame-client/v1/state";
-    pub const DOCUMENTS: &str = "sesame-client/v1/documents";
-    pub const SERVER: &str = "sesame-client/v1/server-token";
+    pub(super) const CHECK: &str = "sesame-client/v1/key-check";
+    pub(super) const WRAP: &str = "sesame-client/v3/wrap";
+    pub(super) const WRAP_KEY_FILE: &str = "sesame-client/v3/wrap-with-key-file";
+    pub(super) const BACKUP: &str = "sesame-client/v1/backup";
+    pub(super) const STATE: &str = "sesame-client/v1/state";
+    pub(super) const DOCUMENTS: &str = "sesame-client/v1/documents";
+    pub(super) const SERVER: &str = "sesame-client/v1/server-token";
 }
 
 /// The profile header as stored in `profile.json`.

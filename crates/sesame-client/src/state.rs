@@ -163,7 +163,7 @@ struct IndexStateV1 {
 
 impl IndexState {
     /// A new state: nothing added yet.
-    pub fn new(scheme: &str, params: &Params, client: Vec<u8>) -> Self {
+    pub(crate) fn new(scheme: &str, params: &Params, client: Vec<u8>) -> Self {
         IndexState {
             scheme: scheme.to_owned(),
             params: params.clone(),
@@ -179,7 +179,7 @@ impl IndexState {
     }
 
     /// The catalog's documents added from `path`, by identifier.
-    pub fn documents_at(&self, path: &str) -> Vec<&DocumentInfo> {
+    pub(crate) fn documents_at(&self, path: &str) -> Vec<&DocumentInfo> {
         self.catalog.values().filter(|d| d.path == path).collect()
     }
 }
@@ -217,7 +217,7 @@ pub(crate) struct StateCipher {
 }
 
 impl StateCipher {
-    pub fn new(key: &Key<32>, profile_id: &str) -> Self {
+    pub(crate) fn new(key: &Key<32>, profile_id: &str) -> Self {
         StateCipher {
             aead: Aes256GcmSiv::new(key),
             profile_id: profile_id.to_owned(),
@@ -234,7 +234,7 @@ impl StateCipher {
     }
 
     /// Encrypts `state` and writes it to `path` atomically.
-    pub fn save(
+    pub(crate) fn save(
         &self,
         rng: &mut dyn CryptoRngCore,
         path: &Path,
@@ -260,7 +260,7 @@ impl StateCipher {
 
     /// Reads and decrypts the state at `path`. Any damage (truncation, a
     /// flipped byte, a file from elsewhere) is [`ClientError::StateCorrupt`].
-    pub fn load(&self, path: &Path, index: &str) -> Result<IndexState> {
+    pub(crate) fn load(&self, path: &Path, index: &str) -> Result<IndexState> {
         let file = std::fs::read(path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 ClientError::UnknownIndex(index.to_owned())

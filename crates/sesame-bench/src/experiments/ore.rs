@@ -583,7 +583,7 @@ mod bls12_381_timing {
 
     /// (ns per PPH test, ns per G1 exponentiation, ns per G2 exponentiation),
     /// the latter two estimated from a left-only and a full hash.
-    pub fn timings(n: usize) -> (f64, f64, f64) {
+    pub(super) fn timings(n: usize) -> (f64, f64, f64) {
         let mut rng = ChaCha20Rng::seed_from_u64(1);
         let pph = PairingPph::new(&Key::from_bytes([9; 32]), 32);
         let start = Instant::now();
