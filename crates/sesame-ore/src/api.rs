@@ -106,6 +106,32 @@ pub trait OreScheme: Send {
     }
 }
 
+/// The public comparison of an order-revealing scheme, as a server runs it
+/// on the ciphertexts it stores. It is built from the scheme's public
+/// parameters alone and holds no key; every scheme's
+/// [`OreScheme::compare`] is its comparator's.
+///
+/// A ciphertext has a left part (what a query sends) and a right part
+/// (what is stored and compared against); for schemes without halves both
+/// are the ciphertext itself.
+pub trait Comparator: Send + Sync + 'static {
+    /// A full ciphertext, as an insertion sends it.
+    type Ciphertext: CiphertextType;
+    /// The part compared from the query's side.
+    type Left: CiphertextType;
+    /// The part stored.
+    type Right: CiphertextType;
+
+    /// The left part of a ciphertext.
+    fn left(c: &Self::Ciphertext) -> &Self::Left;
+
+    /// The right part of a ciphertext, as stored.
+    fn right(c: &Self::Ciphertext) -> Self::Right;
+
+    /// The order of the plaintext of `left` relative to that of `right`.
+    fn compare(&self, left: &Self::Left, right: &Self::Right) -> Result<Ordering>;
+}
+
 /// Schemes whose ciphertexts have a left (query) and a right (stored)
 /// half, as in Lewi and Wu's framework: a left half compares against a
 /// right half; right halves alone reveal nothing (they are semantically

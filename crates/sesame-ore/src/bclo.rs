@@ -81,6 +81,26 @@ impl BcloParams {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct BcloCiphertext(pub u128);
 
+/// The public comparison of BCLO ciphertexts: as numbers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BcloComparator;
+
+impl crate::api::Comparator for BcloComparator {
+    type Ciphertext = BcloCiphertext;
+    type Left = BcloCiphertext;
+    type Right = BcloCiphertext;
+
+    fn left(c: &BcloCiphertext) -> &BcloCiphertext {
+        c
+    }
+    fn right(c: &BcloCiphertext) -> BcloCiphertext {
+        *c
+    }
+    fn compare(&self, left: &BcloCiphertext, right: &BcloCiphertext) -> Result<Ordering> {
+        Ok(left.0.cmp(&right.0))
+    }
+}
+
 /// BCLO with a secret key.
 pub struct Bclo {
     params: BcloParams,
@@ -299,7 +319,7 @@ impl OreScheme for Bclo {
     }
 
     fn compare(&self, a: &BcloCiphertext, b: &BcloCiphertext) -> Result<Ordering> {
-        Ok(a.0.cmp(&b.0))
+        crate::api::Comparator::compare(&BcloComparator, a, b)
     }
 
     fn can_decrypt(&self) -> bool {

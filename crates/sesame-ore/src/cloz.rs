@@ -74,13 +74,13 @@ pub trait Pph: Send + Sync + Sized {
     fn hash_left<R: CryptoRngCore + ?Sized>(&self, rng: &mut R, u: u128) -> Self::Left;
 
     /// Prepares a right list for testing.
-    fn prepare(&self, rights: &[Self::Right]) -> Self::Prepared;
+    fn prepare(rights: &[Self::Right]) -> Self::Prepared;
 
     /// `[u_right = u_left + 1]` for right element `j`; one counted Pph call.
-    fn test_succ(&self, left: &Self::Left, rights: &Self::Prepared, j: usize) -> bool;
+    fn test_succ(left: &Self::Left, rights: &Self::Prepared, j: usize) -> bool;
 
     /// `[u_left = u_right + 1]` for right element `j`; one counted Pph call.
-    fn test_pred(&self, left: &Self::Left, rights: &Self::Prepared, j: usize) -> bool;
+    fn test_pred(left: &Self::Left, rights: &Self::Prepared, j: usize) -> bool;
 
     /// Size of a left hash in bits.
     fn left_bits() -> u64;
@@ -212,6 +212,48 @@ impl<P: Pph> Cloz<P> {
             .collect())
     }
 
+    /// The public comparison of this scheme's ciphertexts.
+    pub fn comparator(&self) -> ClozComparator<P> {
+        ClozComparator {
+            bits: self.bits,
+            pph: PhantomData,
+        }
+    }
+
+    /// Compares a left half with a right half, without the key (see
+    /// [`ClozComparator::compare_halves`]).
+    pub fn compare_halves(&self, left: &[P::Left], right: &[P::Right]) -> Result<Ordering> {
+        self.comparator().compare_halves(left, right)
+    }
+}
+
+/// The public comparison of CLOZ ciphertexts: PPH tests between a left
+/// half and a right half. It needs only the width (the PPH's tests use no
+/// key).
+pub struct ClozComparator<P: Pph> {
+    bits: u32,
+    pph: PhantomData<fn() -> P>,
+}
+
+impl<P: Pph> Debug for ClozComparator<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ClozComparator")
+            .field("scheme", &P::descriptor().name)
+            .field("bits", &self.bits)
+            .finish()
+    }
+}
+
+impl<P: Pph> ClozComparator<P> {
+    /// The comparison of `bits`-bit ciphertexts (`1..=64`).
+    pub fn new(bits: u32) -> Result<Self> {
+        check_bits(bits)?;
+        Ok(ClozComparator {
+            bits,
+            pph: PhantomData,
+        })
+    }
+
     /// Compares a left half with a right half: `x < y` if some right value
     /// is a left value plus one, `x > y` if some left value is a right
     /// value plus one, else equal. At most `2 n^2` PPH tests; about `n^2`
@@ -221,22 +263,38 @@ impl<P: Pph> Cloz<P> {
         if left.len() != n || right.len() != n {
             return Err(Error::Malformed("CLOZ ciphertext of another width".into()));
         }
-        let prepared = self.pph.prepare(right);
+        let prepared = P::prepare(right);
         for l in left {
             for j in 0..n {
-                if self.pph.test_succ(l, &prepared, j) {
+                if P::test_succ(l, &prepared, j) {
                     return Ok(Ordering::Less);
                 }
             }
         }
         for l in left {
             for j in 0..n {
-                if self.pph.test_pred(l, &prepared, j) {
+                if P::test_pred(l, &prepared, j) {
                     return Ok(Ordering::Greater);
                 }
             }
         }
         Ok(Ordering::Equal)
+    }
+}
+
+impl<P: Pph + 'static> crate::api::Comparator for ClozComparator<P> {
+    type Ciphertext = ClozCiphertext<P::Left, P::Right>;
+    type Left = Vec<P::Left>;
+    type Right = Vec<P::Right>;
+
+    fn left(c: &Self::Ciphertext) -> &Vec<P::Left> {
+        &c.left
+    }
+    fn right(c: &Self::Ciphertext) -> Vec<P::Right> {
+        c.right.clone()
+    }
+    fn compare(&self, left: &Vec<P::Left>, right: &Vec<P::Right>) -> Result<Ordering> {
+        self.compare_halves(left, right)
     }
 }
 
@@ -463,7 +521,7 @@ impl Pph for PairingPph {
         PairingLeft { a, b, a2, b2 }
     }
 
-    fn prepare(&self, rights: &[PairingRight]) -> PreparedRights {
+    fn prepare(rights: &[PairingRight]) -> PreparedRights {
         PreparedRights {
             points: rights
                 .iter()
@@ -479,7 +537,7 @@ impl Pph for PairingPph {
         }
     }
 
-    fn test_succ(&self, left: &PairingLeft, rights: &PreparedRights, j: usize) -> bool {
+    fn test_succ(left: &PairingLeft, rights: &PreparedRights, j: usize) -> bool {
         let _pph = counter::enter(Primitive::Pph);
         let Some(p) = rights.points.get(j) else {
             return false;
@@ -487,7 +545,7 @@ impl Pph for PairingPph {
         Self::product_is_one(&left.b.0, &p[0], &-left.a.0, &p[1])
     }
 
-    fn test_pred(&self, left: &PairingLeft, rights: &PreparedRights, j: usize) -> bool {
+    fn test_pred(left: &PairingLeft, rights: &PreparedRights, j: usize) -> bool {
         let _pph = counter::enter(Primitive::Pph);
         let Some(p) = rights.points.get(j) else {
             return false;
@@ -600,13 +658,13 @@ mod tests {
         let (_, r_next) = pph.hash(&mut rng, u + 1);
         let (_, r_same) = pph.hash(&mut rng, u);
         let (_, r_prev) = pph.hash(&mut rng, u - 1);
-        let prepared = pph.prepare(&[r_next, r_same, r_prev]);
-        assert!(pph.test_succ(&l, &prepared, 0));
-        assert!(!pph.test_succ(&l, &prepared, 1));
-        assert!(!pph.test_succ(&l, &prepared, 2));
-        assert!(!pph.test_pred(&l, &prepared, 0));
-        assert!(!pph.test_pred(&l, &prepared, 1));
-        assert!(pph.test_pred(&l, &prepared, 2));
+        let prepared = PairingPph::prepare(&[r_next, r_same, r_prev]);
+        assert!(PairingPph::test_succ(&l, &prepared, 0));
+        assert!(!PairingPph::test_succ(&l, &prepared, 1));
+        assert!(!PairingPph::test_succ(&l, &prepared, 2));
+        assert!(!PairingPph::test_pred(&l, &prepared, 0));
+        assert!(!PairingPph::test_pred(&l, &prepared, 1));
+        assert!(PairingPph::test_pred(&l, &prepared, 2));
         let bytes = sesame_core::wire::encode(&l).unwrap();
         assert_eq!(sesame_core::wire::decode::<PairingLeft>(&bytes).unwrap(), l);
         let mut bad = bytes.clone();

@@ -82,6 +82,57 @@ fn prefix(x: u64, bits: u32, i: u32) -> u64 {
     }
 }
 
+fn trit(bits: u32, c: u128, i: u32) -> u8 {
+    ((c >> (2 * (bits - 1 - i))) & 3) as u8
+}
+
+/// The public comparison of CLWW ciphertexts: the first differing trit
+/// says which plaintext is smaller. It needs only the width.
+#[derive(Clone, Copy, Debug)]
+pub struct ClwwComparator {
+    bits: u32,
+}
+
+impl ClwwComparator {
+    /// The comparison of `bits`-bit CLWW ciphertexts (`1..=64`).
+    pub fn new(bits: u32) -> Result<Self> {
+        check_bits(bits)?;
+        Ok(ClwwComparator { bits })
+    }
+
+    /// The order of the plaintexts of `a` and `b`.
+    pub fn compare_ct(&self, a: &ClwwCiphertext, b: &ClwwCiphertext) -> Ordering {
+        let diff = a.0 ^ b.0;
+        if diff == 0 {
+            return Ordering::Equal;
+        }
+        let unused = 128 - 2 * self.bits;
+        let i = (diff.leading_zeros().saturating_sub(unused)) / 2;
+        let (ua, ub) = (trit(self.bits, a.0, i), trit(self.bits, b.0, i));
+        if ub == (ua + 1) % 3 {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        }
+    }
+}
+
+impl crate::api::Comparator for ClwwComparator {
+    type Ciphertext = ClwwCiphertext;
+    type Left = ClwwCiphertext;
+    type Right = ClwwCiphertext;
+
+    fn left(c: &ClwwCiphertext) -> &ClwwCiphertext {
+        c
+    }
+    fn right(c: &ClwwCiphertext) -> ClwwCiphertext {
+        *c
+    }
+    fn compare(&self, left: &ClwwCiphertext, right: &ClwwCiphertext) -> Result<Ordering> {
+        Ok(self.compare_ct(left, right))
+    }
+}
+
 impl Clww {
     /// CLWW for `bits`-bit plaintexts keyed by `master`.
     pub fn new(master: Key<32>, bits: u32) -> Result<Self> {
@@ -115,23 +166,17 @@ impl Clww {
     }
 
     fn trit(&self, c: u128, i: u32) -> u8 {
-        ((c >> (2 * (self.bits - 1 - i))) & 3) as u8
+        trit(self.bits, c, i)
+    }
+
+    /// The public comparison of this scheme's ciphertexts.
+    pub fn comparator(&self) -> ClwwComparator {
+        ClwwComparator { bits: self.bits }
     }
 
     /// Compares two ciphertexts without the key.
     pub fn compare_ct(&self, a: &ClwwCiphertext, b: &ClwwCiphertext) -> Ordering {
-        let diff = a.0 ^ b.0;
-        if diff == 0 {
-            return Ordering::Equal;
-        }
-        let unused = 128 - 2 * self.bits;
-        let i = (diff.leading_zeros().saturating_sub(unused)) / 2;
-        let (ua, ub) = (self.trit(a.0, i), self.trit(b.0, i));
-        if ub == (ua + 1) % 3 {
-            Ordering::Less
-        } else {
-            Ordering::Greater
-        }
+        self.comparator().compare_ct(a, b)
     }
 
     /// The plaintext of `c`: the bits are recovered one at a time, each

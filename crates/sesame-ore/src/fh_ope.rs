@@ -84,6 +84,37 @@ pub struct FhOpeCiphertext {
     pub epoch: u64,
 }
 
+/// The public comparison of FH-OPE ciphertexts of one epoch: as numbers
+/// (ties, which hide equal plaintexts, compare by their random order).
+/// Ciphertexts of different epochs are not comparable; a server that keeps
+/// FH-OPE ciphertexts applies every [`Reencoding`] instead (the `bplus-fh-ope`
+/// protocol). [`OreScheme::compare`] of [`FhOpe`] is the client's exact
+/// comparison, which uses its state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FhOpeComparator;
+
+impl crate::api::Comparator for FhOpeComparator {
+    type Ciphertext = FhOpeCiphertext;
+    type Left = FhOpeCiphertext;
+    type Right = FhOpeCiphertext;
+
+    fn left(c: &FhOpeCiphertext) -> &FhOpeCiphertext {
+        c
+    }
+    fn right(c: &FhOpeCiphertext) -> FhOpeCiphertext {
+        *c
+    }
+    fn compare(&self, left: &FhOpeCiphertext, right: &FhOpeCiphertext) -> Result<Ordering> {
+        if left.epoch != right.epoch {
+            return Err(Error::InvalidArgument(format!(
+                "FH-OPE ciphertexts of epochs {} and {} are not comparable",
+                left.epoch, right.epoch
+            )));
+        }
+        Ok(left.value.cmp(&right.value))
+    }
+}
+
 /// What a rebalance changed: the ciphertexts of epoch `epoch - 1` that
 /// moved, as `(old, new)` pairs sorted by `old`; the others keep their
 /// number.

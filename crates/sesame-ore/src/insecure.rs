@@ -70,16 +70,16 @@ impl Pph for CorrectnessOnlyPph {
         u
     }
 
-    fn prepare(&self, rights: &[u128]) -> Vec<u128> {
+    fn prepare(rights: &[u128]) -> Vec<u128> {
         rights.to_vec()
     }
 
-    fn test_succ(&self, left: &u128, rights: &Vec<u128>, j: usize) -> bool {
+    fn test_succ(left: &u128, rights: &Vec<u128>, j: usize) -> bool {
         counter::record(Primitive::Pph, 1);
         rights.get(j) == Some(&left.wrapping_add(1))
     }
 
-    fn test_pred(&self, left: &u128, rights: &Vec<u128>, j: usize) -> bool {
+    fn test_pred(left: &u128, rights: &Vec<u128>, j: usize) -> bool {
         counter::record(Primitive::Pph, 1);
         rights.get(j).map(|r| r.wrapping_add(1)) == Some(*left)
     }

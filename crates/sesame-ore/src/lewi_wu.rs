@@ -278,6 +278,66 @@ fn hash_batch(h: &Aes128Enc, keys: &[Block], out: &mut [Block]) {
     let _ = h.encrypt_blocks_b2b(keys, out);
 }
 
+/// The public comparison of Lewi-Wu ciphertexts: a left half against a
+/// right half, with the hash keyed by the right half's nonce. It needs only
+/// the parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct LewiWuComparator {
+    params: LewiWuParams,
+}
+
+impl LewiWuComparator {
+    /// The comparison for `params`.
+    pub fn new(params: LewiWuParams) -> Result<Self> {
+        Ok(LewiWuComparator {
+            params: params.check()?,
+        })
+    }
+
+    /// The order of the plaintext of `left` relative to that of `right`.
+    pub fn compare_halves(&self, left: &LewiWuLeft, right: &LewiWuRight) -> Result<Ordering> {
+        let blocks = self.params.blocks() as usize;
+        let n = self.params.slots();
+        if left.blocks.len() != blocks || right.trits.len() != (blocks * n).div_ceil(4) {
+            return Err(Error::Malformed(
+                "Lewi-Wu ciphertext of other parameters".into(),
+            ));
+        }
+        let h = Aes128Enc::new(&right.nonce.into());
+        for (i, lb) in left.blocks.iter().enumerate() {
+            let slot = usize::from(lb.slot);
+            if slot >= n {
+                return Err(Error::Malformed("Lewi-Wu slot out of range".into()));
+            }
+            let z = right
+                .trit(i * n + slot)
+                .ok_or_else(|| Error::Malformed("Lewi-Wu right ciphertext too short".into()))?;
+            match (z + 3 - hash_mod3(&h, &lb.key)) % 3 {
+                0 => continue,
+                1 => return Ok(Ordering::Greater),
+                _ => return Ok(Ordering::Less),
+            }
+        }
+        Ok(Ordering::Equal)
+    }
+}
+
+impl crate::api::Comparator for LewiWuComparator {
+    type Ciphertext = LewiWuCiphertext;
+    type Left = LewiWuLeft;
+    type Right = LewiWuRight;
+
+    fn left(c: &LewiWuCiphertext) -> &LewiWuLeft {
+        &c.left
+    }
+    fn right(c: &LewiWuCiphertext) -> LewiWuRight {
+        c.right.clone()
+    }
+    fn compare(&self, left: &LewiWuLeft, right: &LewiWuRight) -> Result<Ordering> {
+        self.compare_halves(left, right)
+    }
+}
+
 /// One `H(k, r)`; one Hash call.
 fn hash_mod3(h: &Aes128Enc, key: &[u8; 16]) -> u8 {
     let _hash = counter::enter(Primitive::Hash);
@@ -592,31 +652,16 @@ impl LewiWu {
         })
     }
 
+    /// The public comparison of this scheme's ciphertexts.
+    pub fn comparator(&self) -> LewiWuComparator {
+        LewiWuComparator {
+            params: self.params,
+        }
+    }
+
     /// Compares a left half with a right half, without the key.
     pub fn compare_halves(&self, left: &LewiWuLeft, right: &LewiWuRight) -> Result<Ordering> {
-        let blocks = self.params.blocks() as usize;
-        let n = self.params.slots();
-        if left.blocks.len() != blocks || right.trits.len() != (blocks * n).div_ceil(4) {
-            return Err(Error::Malformed(
-                "Lewi-Wu ciphertext of other parameters".into(),
-            ));
-        }
-        let h = Aes128Enc::new(&right.nonce.into());
-        for (i, lb) in left.blocks.iter().enumerate() {
-            let slot = usize::from(lb.slot);
-            if slot >= n {
-                return Err(Error::Malformed("Lewi-Wu slot out of range".into()));
-            }
-            let z = right
-                .trit(i * n + slot)
-                .ok_or_else(|| Error::Malformed("Lewi-Wu right ciphertext too short".into()))?;
-            match (z + 3 - hash_mod3(&h, &lb.key)) % 3 {
-                0 => continue,
-                1 => return Ok(Ordering::Greater),
-                _ => return Ok(Ordering::Less),
-            }
-        }
-        Ok(Ordering::Equal)
+        self.comparator().compare_halves(left, right)
     }
 
     /// The plaintext of a left half: each block's permutation is rebuilt

@@ -11,7 +11,7 @@ pub mod lewi_wu;
 pub mod plain;
 mod saved;
 
-pub use api::{CiphertextType, DynOre, LeftRight, OreInput, OreScheme};
+pub use api::{CiphertextType, Comparator, DynOre, LeftRight, OreInput, OreScheme};
 
 use rand_core::CryptoRngCore;
 use sesame_core::{Params, Result};

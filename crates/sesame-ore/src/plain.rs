@@ -36,6 +36,26 @@ pub struct Plain {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PlainCiphertext(pub u64);
 
+/// The public comparison of plaintext-baseline ciphertexts: as numbers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlainComparator;
+
+impl crate::api::Comparator for PlainComparator {
+    type Ciphertext = PlainCiphertext;
+    type Left = PlainCiphertext;
+    type Right = PlainCiphertext;
+
+    fn left(c: &PlainCiphertext) -> &PlainCiphertext {
+        c
+    }
+    fn right(c: &PlainCiphertext) -> PlainCiphertext {
+        *c
+    }
+    fn compare(&self, left: &PlainCiphertext, right: &PlainCiphertext) -> Result<Ordering> {
+        Ok(left.0.cmp(&right.0))
+    }
+}
+
 impl Plain {
     /// The baseline for `bits`-bit plaintexts (`1..=64`).
     pub fn new(bits: u32) -> Result<Self> {
@@ -65,7 +85,7 @@ impl OreScheme for Plain {
     }
 
     fn compare(&self, a: &PlainCiphertext, b: &PlainCiphertext) -> Result<Ordering> {
-        Ok(a.0.cmp(&b.0))
+        crate::api::Comparator::compare(&PlainComparator, a, b)
     }
 
     fn can_decrypt(&self) -> bool {

@@ -33,14 +33,14 @@ use sesame_core::{
     channel, wire, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, Typed,
 };
-use sesame_crypto::key::Key;
-use sesame_ore::bclo::{Bclo, BcloCiphertext, BcloParams};
-use sesame_ore::cloz::{Cloz, ClozCiphertext, PairingPph, Pph};
-use sesame_ore::clww::{Clww, ClwwCiphertext};
+use sesame_ore::bclo::{Bclo, BcloCiphertext, BcloComparator, BcloParams};
+use sesame_ore::cloz::{Cloz, ClozComparator, PairingPph, Pph};
+use sesame_ore::clww::{Clww, ClwwCiphertext, ClwwComparator};
 use sesame_ore::fh_ope::{FhOpe, FhOpeParams};
 use sesame_ore::insecure::CorrectnessOnlyPph;
-use sesame_ore::lewi_wu::{LewiWu, LewiWuCiphertext, LewiWuLeft, LewiWuParams, LewiWuRight};
-use sesame_ore::{CiphertextType, LeftRight, OreScheme};
+use sesame_ore::lewi_wu::{LewiWu, LewiWuCiphertext, LewiWuComparator, LewiWuLeft, LewiWuParams};
+use sesame_ore::plain::{PlainCiphertext, PlainComparator};
+use sesame_ore::{Comparator, LeftRight, OreScheme};
 use zeroize::Zeroizing;
 
 use crate::api::{bits_param, check_value, split_page, RangeAnswer, RangeClient, RangeProtocol};
@@ -202,149 +202,64 @@ pub fn capacity(page_size: usize, key_bytes: usize, value_bytes: usize) -> Resul
 // ---------------------------------------------------------------------
 // Server-side comparison.
 
-/// A scheme's public comparison, as the server runs it (no key).
-pub trait ServerOrder: Send + Sized + 'static {
-    /// What an insertion sends.
-    type Full: CiphertextType;
-    /// What a query sends for each endpoint.
-    type Probe: CiphertextType;
-    /// What the tree stores.
-    type Stored: CiphertextType;
-
+/// A scheme's public comparison as the tree runs it: the scheme's
+/// [`Comparator`] (from `sesame-ore`, keyless), built for a layout. An
+/// insertion sends a [`Comparator::Ciphertext`], the tree stores its
+/// [`Comparator::right`] part, and a query sends [`Comparator::Left`]
+/// endpoints.
+pub trait ServerOrder: Comparator + Sized {
     /// The comparison for `layout`.
     fn new(layout: &Layout) -> Result<Self>;
 
     /// Bound on the encoded size of a stored key.
     fn key_bytes(layout: &Layout) -> usize;
 
-    /// The stored part of an inserted ciphertext.
-    fn stored(full: &Self::Full) -> Self::Stored;
-
-    /// Order of an inserted ciphertext against a stored one.
-    fn cmp_full(&self, full: &Self::Full, stored: &Self::Stored) -> Result<Ordering>;
-
-    /// Order of a query ciphertext against a stored one.
-    fn cmp_probe(&self, probe: &Self::Probe, stored: &Self::Stored) -> Result<Ordering>;
-
     /// Applies a re-encoding (sorted `(old, new)` pairs) to a stored key;
     /// only FH-OPE has re-encodings.
-    fn remap(_stored: &mut Self::Stored, _changes: &[(u64, u64)]) -> Result<()> {
+    fn remap(_stored: &mut Self::Right, _changes: &[(u64, u64)]) -> Result<()> {
         Err(Error::Protocol("this scheme has no re-encoding".into()))
     }
 }
 
-fn zero_key() -> Key<32> {
-    Key::from_bytes([0; 32])
-}
-
-/// Plaintext comparison (the baseline).
-#[derive(Debug)]
-pub struct PlainOrder;
-
-impl ServerOrder for PlainOrder {
-    type Full = u64;
-    type Probe = u64;
-    type Stored = u64;
-
+impl ServerOrder for PlainComparator {
     fn new(_layout: &Layout) -> Result<Self> {
-        Ok(PlainOrder)
+        Ok(PlainComparator)
     }
     fn key_bytes(layout: &Layout) -> usize {
         varint_bytes(layout.bits)
     }
-    fn stored(full: &u64) -> u64 {
-        *full
-    }
-    fn cmp_full(&self, full: &u64, stored: &u64) -> Result<Ordering> {
-        Ok(full.cmp(stored))
-    }
-    fn cmp_probe(&self, probe: &u64, stored: &u64) -> Result<Ordering> {
-        Ok(probe.cmp(stored))
-    }
 }
 
-/// BCLO: ciphertexts are order-preserving integers.
-#[derive(Debug)]
-pub struct BcloOrder;
-
-impl ServerOrder for BcloOrder {
-    type Full = BcloCiphertext;
-    type Probe = BcloCiphertext;
-    type Stored = BcloCiphertext;
-
+impl ServerOrder for BcloComparator {
     fn new(_layout: &Layout) -> Result<Self> {
-        Ok(BcloOrder)
+        Ok(BcloComparator)
     }
     fn key_bytes(layout: &Layout) -> usize {
         varint_bytes(layout.extra)
     }
-    fn stored(full: &BcloCiphertext) -> BcloCiphertext {
-        *full
-    }
-    fn cmp_full(&self, full: &BcloCiphertext, stored: &BcloCiphertext) -> Result<Ordering> {
-        Ok(full.0.cmp(&stored.0))
-    }
-    fn cmp_probe(&self, probe: &BcloCiphertext, stored: &BcloCiphertext) -> Result<Ordering> {
-        Ok(probe.0.cmp(&stored.0))
-    }
 }
 
-/// CLWW's keyless comparison.
-pub struct ClwwOrder(Clww);
-
-impl ServerOrder for ClwwOrder {
-    type Full = ClwwCiphertext;
-    type Probe = ClwwCiphertext;
-    type Stored = ClwwCiphertext;
-
+impl ServerOrder for ClwwComparator {
     fn new(layout: &Layout) -> Result<Self> {
-        // The comparison uses no key: the zero key is never used.
-        Ok(ClwwOrder(Clww::new(zero_key(), layout.bits)?))
+        ClwwComparator::new(layout.bits)
     }
     fn key_bytes(layout: &Layout) -> usize {
         varint_bytes(2 * layout.bits)
     }
-    fn stored(full: &ClwwCiphertext) -> ClwwCiphertext {
-        *full
-    }
-    fn cmp_full(&self, full: &ClwwCiphertext, stored: &ClwwCiphertext) -> Result<Ordering> {
-        Ok(self.0.compare_ct(full, stored))
-    }
-    fn cmp_probe(&self, probe: &ClwwCiphertext, stored: &ClwwCiphertext) -> Result<Ordering> {
-        Ok(self.0.compare_ct(probe, stored))
-    }
 }
 
-/// Lewi-Wu's keyless left/right comparison.
-pub struct LewiWuOrder(LewiWu);
-
-impl ServerOrder for LewiWuOrder {
-    type Full = LewiWuCiphertext;
-    type Probe = LewiWuLeft;
-    type Stored = LewiWuRight;
-
+impl ServerOrder for LewiWuComparator {
     fn new(layout: &Layout) -> Result<Self> {
-        let params = LewiWuParams {
+        LewiWuComparator::new(LewiWuParams {
             bits: layout.bits,
             block_bits: layout.extra,
-        };
-        // The comparison uses no key: the zero key is never used.
-        Ok(LewiWuOrder(LewiWu::new(zero_key(), params)?))
+        })
     }
     fn key_bytes(layout: &Layout) -> usize {
         let block = layout.extra.clamp(1, 16);
         let slots = 1usize << block;
         let trits = (layout.bits.div_ceil(block) as usize * slots).div_ceil(4);
         16 + len_prefix(trits) + trits
-    }
-    fn stored(full: &LewiWuCiphertext) -> LewiWuRight {
-        full.right.clone()
-    }
-    fn cmp_full(&self, full: &LewiWuCiphertext, stored: &LewiWuRight) -> Result<Ordering> {
-        self.0.compare_halves(&full.left, stored)
-    }
-    fn cmp_probe(&self, probe: &LewiWuLeft, stored: &LewiWuRight) -> Result<Ordering> {
-        self.0.compare_halves(probe, stored)
     }
 }
 
@@ -364,30 +279,13 @@ impl ClozHash for CorrectnessOnlyPph {
     const RIGHT_BYTES: usize = 19;
 }
 
-/// CLOZ's keyless left/right comparison.
-pub struct ClozOrder<P: Pph>(Cloz<P>);
-
-impl<P: ClozHash> ServerOrder for ClozOrder<P> {
-    type Full = ClozCiphertext<P::Left, P::Right>;
-    type Probe = Vec<P::Left>;
-    type Stored = Vec<P::Right>;
-
+impl<P: ClozHash> ServerOrder for ClozComparator<P> {
     fn new(layout: &Layout) -> Result<Self> {
-        // The comparison uses no key: the zero key is never used.
-        Ok(ClozOrder(Cloz::new(zero_key(), layout.bits)?))
+        ClozComparator::new(layout.bits)
     }
     fn key_bytes(layout: &Layout) -> usize {
         let n = layout.bits as usize;
         len_prefix(n) + n * P::RIGHT_BYTES
-    }
-    fn stored(full: &Self::Full) -> Vec<P::Right> {
-        full.right.clone()
-    }
-    fn cmp_full(&self, full: &Self::Full, stored: &Vec<P::Right>) -> Result<Ordering> {
-        self.0.compare_halves(&full.left, stored)
-    }
-    fn cmp_probe(&self, probe: &Vec<P::Left>, stored: &Vec<P::Right>) -> Result<Ordering> {
-        self.0.compare_halves(probe, stored)
     }
 }
 
@@ -400,28 +298,31 @@ pub struct FhOpeNumber(pub u64);
 
 /// FH-OPE: ciphertexts are order-preserving integers (unique per
 /// insertion); query bounds come from the client's state.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct FhOpeOrder;
 
-impl ServerOrder for FhOpeOrder {
-    type Full = FhOpeNumber;
-    type Probe = FhOpeNumber;
-    type Stored = FhOpeNumber;
+impl Comparator for FhOpeOrder {
+    type Ciphertext = FhOpeNumber;
+    type Left = FhOpeNumber;
+    type Right = FhOpeNumber;
 
+    fn left(c: &FhOpeNumber) -> &FhOpeNumber {
+        c
+    }
+    fn right(c: &FhOpeNumber) -> FhOpeNumber {
+        *c
+    }
+    fn compare(&self, left: &FhOpeNumber, right: &FhOpeNumber) -> Result<Ordering> {
+        Ok(left.0.cmp(&right.0))
+    }
+}
+
+impl ServerOrder for FhOpeOrder {
     fn new(_layout: &Layout) -> Result<Self> {
         Ok(FhOpeOrder)
     }
     fn key_bytes(layout: &Layout) -> usize {
         varint_bytes(layout.extra)
-    }
-    fn stored(full: &FhOpeNumber) -> FhOpeNumber {
-        *full
-    }
-    fn cmp_full(&self, full: &FhOpeNumber, stored: &FhOpeNumber) -> Result<Ordering> {
-        Ok(full.0.cmp(&stored.0))
-    }
-    fn cmp_probe(&self, probe: &FhOpeNumber, stored: &FhOpeNumber) -> Result<Ordering> {
-        Ok(probe.0.cmp(&stored.0))
     }
     fn remap(stored: &mut FhOpeNumber, changes: &[(u64, u64)]) -> Result<()> {
         if let Ok(i) = changes.binary_search_by_key(&stored.0, |c| c.0) {
@@ -606,7 +507,7 @@ struct Ready<O> {
 
 /// The server half: the tree in pages, and the scheme's public comparison.
 pub struct BplusServer<O: ServerOrder> {
-    nodes: PageNodes<O::Stored>,
+    nodes: PageNodes<O::Right>,
     page: PageConfig,
     ready: Option<Ready<O>>,
 }
@@ -681,7 +582,7 @@ impl<O: ServerOrder> BplusServer<O> {
         self.ready.as_ref().map(|r| r.capacity)
     }
 
-    fn insert(&mut self, layout: Layout, full: O::Full, record: Vec<u8>) -> Result<Response> {
+    fn insert(&mut self, layout: Layout, full: O::Ciphertext, record: Vec<u8>) -> Result<Response> {
         self.prepare(layout)?;
         let Some(ready) = &self.ready else {
             return Err(Error::Protocol("B+ tree server not ready".into()));
@@ -689,7 +590,7 @@ impl<O: ServerOrder> BplusServer<O> {
         if record.len() > MAX_RECORD {
             return Err(Error::Protocol("record too large".into()));
         }
-        let stored = O::stored(&full);
+        let stored = O::right(&full);
         if wire::encode(&stored)?.len() > ready.key_bytes + 1 {
             return Err(Error::Protocol(
                 "ciphertext larger than the scheme's parameters allow".into(),
@@ -697,11 +598,11 @@ impl<O: ServerOrder> BplusServer<O> {
         }
         let order = &ready.order;
         let mut tree = BTree::new(&mut self.nodes, ready.capacity);
-        tree.insert(stored, record, |k| order.cmp_full(&full, k))?;
+        tree.insert(stored, record, |k| order.compare(O::left(&full), k))?;
         Ok(Response::Done)
     }
 
-    fn query(&mut self, layout: Layout, lo: O::Probe, hi: O::Probe) -> Result<Response> {
+    fn query(&mut self, layout: Layout, lo: O::Left, hi: O::Left) -> Result<Response> {
         self.prepare(layout)?;
         let Some(ready) = &self.ready else {
             return Err(Error::Protocol("B+ tree server not ready".into()));
@@ -710,8 +611,8 @@ impl<O: ServerOrder> BplusServer<O> {
         let mut tree = BTree::new(&mut self.nodes, ready.capacity);
         let mut out = Vec::new();
         tree.scan(
-            |k| order.cmp_probe(&lo, k),
-            |k| order.cmp_probe(&hi, k),
+            |k| order.compare(&lo, k),
+            |k| order.compare(&hi, k),
             |_, v| {
                 out.push(v.clone());
                 Ok(())
@@ -723,8 +624,8 @@ impl<O: ServerOrder> BplusServer<O> {
     fn delete(
         &mut self,
         layout: Layout,
-        lo: O::Probe,
-        hi: O::Probe,
+        lo: O::Left,
+        hi: O::Left,
         record: Vec<u8>,
     ) -> Result<Response> {
         self.prepare(layout)?;
@@ -734,8 +635,8 @@ impl<O: ServerOrder> BplusServer<O> {
         let order = &ready.order;
         let mut tree = BTree::new(&mut self.nodes, ready.capacity);
         let found = tree.delete(
-            |k| order.cmp_probe(&lo, k),
-            |k| order.cmp_probe(&hi, k),
+            |k| order.compare(&lo, k),
+            |k| order.compare(&hi, k),
             |_, v| Ok(*v == record),
         )?;
         Ok(Response::Deleted(found.is_some()))
@@ -776,7 +677,7 @@ impl<O: ServerOrder> BplusServer<O> {
 }
 
 impl<O: ServerOrder> Handler for BplusServer<O> {
-    type Request = Request<O::Full, O::Probe>;
+    type Request = Request<O::Ciphertext, O::Left>;
     type Response = Response;
 
     fn handle(&mut self, request: Self::Request) -> Result<Response> {
@@ -809,8 +710,8 @@ impl<O: ServerOrder> Handler for BplusServer<O> {
 // ---------------------------------------------------------------------
 // Client.
 
-type FullOf<C> = <<C as ClientOrder>::Server as ServerOrder>::Full;
-type ProbeOf<C> = <<C as ClientOrder>::Server as ServerOrder>::Probe;
+type FullOf<C> = <<C as ClientOrder>::Server as Comparator>::Ciphertext;
+type ProbeOf<C> = <<C as ClientOrder>::Server as Comparator>::Left;
 
 /// A scheme's client side: keys (and state) and how values become
 /// ciphertexts and query endpoints.
@@ -874,7 +775,7 @@ pub trait ClientOrder: Send + Sized + 'static {
 pub struct PlainClient;
 
 impl ClientOrder for PlainClient {
-    type Server = PlainOrder;
+    type Server = PlainComparator;
 
     fn descriptor() -> &'static SchemeDescriptor {
         &PLAIN
@@ -897,21 +798,21 @@ impl ClientOrder for PlainClient {
     fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
         Ok(Zeroizing::new(Vec::new()))
     }
-    fn encrypt(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<u64> {
-        Ok(v)
+    fn encrypt(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<PlainCiphertext> {
+        Ok(PlainCiphertext(v))
     }
     fn probes(
         &mut self,
         _rng: &mut dyn CryptoRngCore,
         lo: u64,
         hi: u64,
-    ) -> Result<Option<(u64, u64)>> {
-        Ok(Some((lo, hi)))
+    ) -> Result<Option<(PlainCiphertext, PlainCiphertext)>> {
+        Ok(Some((PlainCiphertext(lo), PlainCiphertext(hi))))
     }
 }
 
 impl ClientOrder for Bclo {
-    type Server = BcloOrder;
+    type Server = BcloComparator;
 
     fn descriptor() -> &'static SchemeDescriptor {
         &BCLO
@@ -947,7 +848,7 @@ impl ClientOrder for Bclo {
 }
 
 impl ClientOrder for Clww {
-    type Server = ClwwOrder;
+    type Server = ClwwComparator;
 
     fn descriptor() -> &'static SchemeDescriptor {
         &CLWW
@@ -975,7 +876,7 @@ impl ClientOrder for Clww {
 }
 
 impl ClientOrder for LewiWu {
-    type Server = LewiWuOrder;
+    type Server = LewiWuComparator;
 
     fn descriptor() -> &'static SchemeDescriptor {
         &LEWI_WU
@@ -1031,7 +932,7 @@ impl ClozProtocol for CorrectnessOnlyPph {
 }
 
 impl<P: ClozProtocol> ClientOrder for Cloz<P> {
-    type Server = ClozOrder<P>;
+    type Server = ClozComparator<P>;
 
     fn descriptor() -> &'static SchemeDescriptor {
         P::protocol_descriptor()
@@ -1501,13 +1402,13 @@ mod tests {
     /// The figures quoted in docs/schemes/bplus_ore.md.
     #[test]
     fn fan_outs_of_the_documentation() {
-        assert_eq!(fan_out::<PlainOrder>(32, 0), (70, 407));
-        assert_eq!(fan_out::<ClwwOrder>(32, 0), (64, 271));
+        assert_eq!(fan_out::<PlainComparator>(32, 0), (70, 407));
+        assert_eq!(fan_out::<ClwwComparator>(32, 0), (64, 271));
         assert_eq!(fan_out::<FhOpeOrder>(32, 64), (64, 271));
-        assert_eq!(fan_out::<LewiWuOrder>(32, 2), (47, 107));
-        assert_eq!(fan_out::<ClozOrder<PairingPph>>(32, 0), (2, 2));
+        assert_eq!(fan_out::<LewiWuComparator>(32, 2), (47, 107));
+        assert_eq!(fan_out::<ClozComparator<PairingPph>>(32, 0), (2, 2));
         assert_eq!(
-            LewiWuOrder::key_bytes(&Layout {
+            <LewiWuComparator as ServerOrder>::key_bytes(&Layout {
                 bits: 32,
                 extra: 2,
                 payload: 16
@@ -1515,7 +1416,7 @@ mod tests {
             33
         );
         assert_eq!(
-            ClozOrder::<PairingPph>::key_bytes(&Layout {
+            ClozComparator::<PairingPph>::key_bytes(&Layout {
                 bits: 32,
                 extra: 0,
                 payload: 16
@@ -1545,12 +1446,12 @@ mod tests {
             let c = OreScheme::encrypt(&mut lw, &mut rng, x).unwrap();
             assert!(
                 wire::encode_raw_into(&c.right, Vec::new()).unwrap().len()
-                    <= LewiWuOrder::key_bytes(&layout)
+                    <= <LewiWuComparator as ServerOrder>::key_bytes(&layout)
             );
             let c = clww.encrypt_u64(x).unwrap();
             assert!(
                 wire::encode_raw_into(&c, Vec::new()).unwrap().len()
-                    <= ClwwOrder::key_bytes(&layout)
+                    <= <ClwwComparator as ServerOrder>::key_bytes(&layout)
             );
         }
         let mut pairing = Cloz::<PairingPph>::generate(&mut rng, 2).unwrap();
@@ -1562,7 +1463,7 @@ mod tests {
         };
         assert_eq!(
             wire::encode_raw_into(&c.right, Vec::new()).unwrap().len(),
-            ClozOrder::<PairingPph>::key_bytes(&two)
+            ClozComparator::<PairingPph>::key_bytes(&two)
         );
     }
 }
