@@ -313,7 +313,7 @@ fn server_binding(args: &InitArgs) -> Result<Option<ServerBinding>, CliError> {
         index_prefix: ServerBinding::fresh_prefix(&mut rand_core::OsRng),
     };
     // The URL's form (https, or http to loopback) is checked here.
-    sesame_server::client::endpoint(&binding.client_config()).map_err(|e| {
+    sesame_net::client::endpoint(&binding.client_config()).map_err(|e| {
         CliError::Usage(format!(
             "--server: {}",
             e.to_string().trim_start_matches("invalid argument: ")

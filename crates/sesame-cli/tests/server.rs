@@ -496,9 +496,9 @@ fn server_killed_during_a_bulk_upload_keeps_the_old_index() {
         let mut client = (scheme.new_client)(&mut rng, &sesame_core::Params::new()).unwrap();
         sesame_sse::KeywordClient::setup(&mut *client, &mut rng, &mut tap, &db).unwrap();
     }
-    let config = sesame_server::ClientConfig::new(server.url(), site.token.clone())
+    let config = sesame_net::ClientConfig::new(server.url(), site.token.clone())
         .with_ca(std::fs::read(site.path("certs/ca.pem")).unwrap());
-    let conn = sesame_server::blocking::Connection::connect(&config).unwrap();
+    let conn = sesame_net::blocking::Connection::connect(&config).unwrap();
     let mut upload = conn
         .upload(&server_index(&site), "pibas", 99, sesame_core::Meter::new())
         .unwrap();

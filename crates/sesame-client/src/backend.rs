@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sesame_core::{wire, Channel, LocalChannel, Meter, Prefixed, Store, Typed, WriteBatch};
-use sesame_server::overlay::Overlay;
 use sesame_sse::KeywordScheme;
+use sesame_store::overlay::Overlay;
 use sesame_store::RedbStore;
 
 use crate::doc_service::DocServer;

@@ -13,8 +13,8 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{wire, Channel, Meter, Params};
 use sesame_crypto::Aes256GcmSiv;
-use sesame_server::blocking::{from_status, new_request_id, Connection};
-use sesame_server::{proto, ClientConfig};
+use sesame_net::blocking::{from_status, new_request_id, Connection};
+use sesame_net::{proto, ClientConfig};
 use sesame_sse::KeywordScheme;
 use tonic::Code;
 use zeroize::{Zeroize, Zeroizing};
@@ -474,7 +474,7 @@ pub(crate) fn part_id(id: [u8; 16], part: usize) -> [u8; 16] {
 }
 
 /// A setup sent as one `Upload` stream.
-struct Upload(sesame_server::blocking::UploadChannel);
+struct Upload(sesame_net::blocking::UploadChannel);
 
 impl Channel for Upload {
     fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {

@@ -29,9 +29,9 @@ use sha2::{Digest, Sha256};
 
 use crate::error::EngineError;
 use crate::keys;
-use crate::overlay::Overlay;
 use crate::proto;
 use crate::records::{now_unix, IndexMeta, ReplayRecord};
+use sesame_store::overlay::Overlay;
 
 /// Limits a request is held to; over a limit is `RESOURCE_EXHAUSTED`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

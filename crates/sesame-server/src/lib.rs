@@ -1,28 +1,25 @@
 #![doc = include_str!("../README.md")]
 
 pub mod accept;
-pub mod blocking;
 #[cfg(feature = "certs")]
 pub mod certs;
-pub mod client;
 pub mod codec;
 pub mod engine;
 pub mod error;
 pub mod hostile;
 pub mod keys;
 pub mod metrics;
-pub mod overlay;
-pub mod proto;
 pub mod records;
 pub mod serve;
 pub mod service;
 pub mod tokens;
 pub mod watched;
 
-pub use client::{ClientConfig, SesameClient};
 pub use engine::{Engine, Limits};
 pub use error::{EngineError, ServerError};
 pub use serve::{run, Bound, RunningServer, ServerConfig, TlsFiles};
+/// The protocol the server serves (from `sesame-net`).
+pub use sesame_net::proto;
 pub use tokens::Tokens;
 
 /// Writes one line to the server's log (standard error).

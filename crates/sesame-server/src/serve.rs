@@ -69,8 +69,7 @@ pub struct ServerConfig {
     pub connections: ConnectionLimits,
 }
 
-/// Default largest message: 64 MiB.
-pub const DEFAULT_MAX_MESSAGE: usize = 64 << 20;
+pub use sesame_net::proto::DEFAULT_MAX_MESSAGE;
 
 impl ServerConfig {
     /// A configuration with the default limits, listening on `listen`,

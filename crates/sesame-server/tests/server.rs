@@ -13,9 +13,10 @@ use std::time::Duration;
 use prost::Message;
 use rand_core::OsRng;
 use sesame_core::{Channel, IoCounts, Meter, Params, Result as CoreResult, Store, WriteBatch};
-use sesame_server::blocking::{new_request_id, Connection};
+use sesame_net::blocking::{new_request_id, Connection};
+use sesame_net::ClientConfig;
 use sesame_server::proto::{self, path};
-use sesame_server::{ClientConfig, Limits, RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::{Limits, RunningServer, ServerConfig, TlsFiles, Tokens};
 use sesame_sse::{KeywordClient, Multimap, UpdateOp};
 use sesame_store::MemoryStore;
 use tonic::Code;
@@ -798,10 +799,10 @@ fn configuration_refuses_public_plaintext() {
         .to_string()
         .contains("--tls-cert"));
     // Clients refuse plaintext to anything but loopback.
-    let err = sesame_server::client::endpoint(&ClientConfig::new("http://example.com:1", "t"))
-        .unwrap_err();
+    let err =
+        sesame_net::client::endpoint(&ClientConfig::new("http://example.com:1", "t")).unwrap_err();
     assert!(err.to_string().contains("loopback"), "{err}");
-    assert!(sesame_server::client::endpoint(&ClientConfig::new("http://[::1]:1", "t")).is_ok());
+    assert!(sesame_net::client::endpoint(&ClientConfig::new("http://[::1]:1", "t")).is_ok());
 }
 
 #[test]

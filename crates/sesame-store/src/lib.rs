@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod memory;
+pub mod overlay;
 #[cfg(feature = "postgres")]
 mod postgres_store;
 #[cfg(feature = "postgres")]

@@ -24,8 +24,9 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{Meter, Params, Snapshot, Store};
-use sesame_server::blocking::{new_request_id, Connection};
-use sesame_server::{ClientConfig, RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_net::blocking::{new_request_id, Connection};
+use sesame_net::ClientConfig;
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
 use sesame_sse::{DocId, KeywordClient, UpdateOp};
 
 use crate::error::BenchError;
@@ -119,7 +120,7 @@ impl Client {
         let client = (scheme.new_client)(&mut rng, &Params::new()).map_err(|e| err("client", e))?;
         let mut c = conn.client();
         conn.block_on(c.create_index(&index, SCHEME, ""))
-            .map_err(|s| err("create index", sesame_server::blocking::from_status(&s)))?;
+            .map_err(|s| err("create index", sesame_net::blocking::from_status(&s)))?;
         Ok(Client {
             conn,
             index,

@@ -1,6 +1,7 @@
 //! A transaction over a store: a scheme server's writes during one request
-//! are buffered here and committed by the engine in one batch, together
-//! with the index's metadata and the replay record.
+//! are buffered here and committed by its host in one batch (the network
+//! server's engine, together with the index's metadata and the replay
+//! record; the client SDK's embedded backend, together with its intents).
 //!
 //! Scheme servers may write several batches per request (a reset, then
 //! entries) and read back what they wrote; the overlay serves reads from

@@ -13,8 +13,8 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Status, Streaming};
 use tonic_prost::ProstCodec;
 
+use crate::proto::DEFAULT_MAX_MESSAGE;
 use crate::proto::{self, path};
-use crate::serve::DEFAULT_MAX_MESSAGE;
 
 /// How to reach a server.
 #[derive(Clone)]
