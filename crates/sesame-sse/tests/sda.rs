@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{Channel, LocalChannel, Params, Service};
-use sesame_sse::sd::SdaClient;
+use sesame_sse::sd::sda::SdaClient;
 use sesame_sse::{KeywordClient, Multimap, UpdateOp};
 use sesame_store::MemoryStore;
 
@@ -79,7 +79,7 @@ fn deletions_and_re_additions_across_levels() {
 fn sdd_updates_cost_two_rounds_and_keep_three_buffers_per_level() {
     let s = sesame_sse::scheme("sdd").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(6);
-    let mut c = sesame_sse::sd::SddClient::new(&mut rng, &Params::new()).unwrap();
+    let mut c = sesame_sse::sd::sdd::SddClient::new(&mut rng, &Params::new()).unwrap();
     let mut ch = LocalChannel::new(
         s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
             .unwrap(),
@@ -111,7 +111,7 @@ fn sdd_updates_cost_two_rounds_and_keep_three_buffers_per_level() {
     }
     // De-amortised: never more than a fetch and a put per update.
     assert_eq!(max_rounds, 2);
-    let mut again = sesame_sse::sd::SddClient::restore(&c.save_state().unwrap()).unwrap();
+    let mut again = sesame_sse::sd::sdd::SddClient::restore(&c.save_state().unwrap()).unwrap();
     for (w, t) in words.iter().zip(&truth) {
         let got = again.search(&mut rng, &mut ch, w).unwrap();
         assert_eq!(got, t.iter().copied().collect::<Vec<_>>());
@@ -188,8 +188,9 @@ fn setup_levels_are_not_in_keyword_order() {
             last: Vec::new(),
         };
         assert_eq!(c.search(&mut rng, &mut recorder, &w).unwrap(), vec![i]);
-        let found: sesame_sse::sd::Response = sesame_core::wire::decode(&recorder.last).unwrap();
-        let sesame_sse::sd::Response::Found(levels) = found else {
+        let found: sesame_sse::sd::sda::Response =
+            sesame_core::wire::decode(&recorder.last).unwrap();
+        let sesame_sse::sd::sda::Response::Found(levels) = found else {
             panic!("not a search answer")
         };
         // Levels in the answer follow the client's order of full levels.

@@ -1,0 +1,164 @@
+//! What SDa and SDd share: the update entries `(w, ind, op, seq)` with
+//! their padded encoding, the per-level keys, and the search's filter that
+//! keeps each identifier's last operation.
+
+use std::collections::BTreeMap;
+
+use sesame_core::{Error, Result};
+use sesame_crypto::aead::Aes256GcmSiv;
+use sesame_crypto::prf::{Aes128Prf, HmacPrf};
+
+use crate::api::{DocId, UpdateOp};
+use crate::common::{self, Tag};
+
+/// Bytes of an entry's label.
+pub const LABEL_LEN: usize = 16;
+/// Most levels (`2^64` updates).
+pub(super) const MAX_LEVELS: usize = 64;
+/// Longest keyword an entry carries.
+pub(super) const MAX_KEYWORD: usize = 1 << 16;
+
+/// Bytes of an entry before its keyword: sequence number, operation,
+/// identifier, keyword length.
+pub(super) const ENTRY_HEAD: usize = 8 + 1 + 8 + 4;
+
+/// Entries are padded to a multiple of this many bytes.
+pub(super) const ENTRY_PAD: usize = 64;
+
+/// An encrypted level entry: label and sealed `(w, ind, op, seq)`.
+
+/// A decrypted update entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Update {
+    pub(super) keyword: Vec<u8>,
+    pub(super) id: DocId,
+    pub(super) add: bool,
+    pub(super) seq: u64,
+}
+
+impl Update {
+    /// `seq ‖ add ‖ id ‖ keyword length (u32 LE) ‖ keyword`, padded with
+    /// zeros to a multiple of [`ENTRY_PAD`] bytes, so that sealed entries
+    /// of keywords up to 43 bytes all have one length.
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let len = ENTRY_HEAD + self.keyword.len();
+        let mut out = Vec::with_capacity(len.next_multiple_of(ENTRY_PAD));
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.push(u8::from(self.add));
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&(self.keyword.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.keyword);
+        out.resize(len.next_multiple_of(ENTRY_PAD), 0);
+        out
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Result<Self> {
+        let bad = || Error::Protocol("SDa entry of a bad length".into());
+        if bytes.len() < ENTRY_HEAD
+            || !bytes.len().is_multiple_of(ENTRY_PAD)
+            || bytes.len() > (ENTRY_HEAD + MAX_KEYWORD).next_multiple_of(ENTRY_PAD)
+        {
+            return Err(bad());
+        }
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&bytes[..8]);
+        let add = match bytes[8] {
+            0 => false,
+            1 => true,
+            _ => return Err(Error::Protocol("SDa entry with a bad operation".into())),
+        };
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&bytes[9..17]);
+        let mut len = [0u8; 4];
+        len.copy_from_slice(&bytes[17..ENTRY_HEAD]);
+        let end = ENTRY_HEAD + u32::from_le_bytes(len) as usize;
+        let (keyword, padding) = (bytes.get(ENTRY_HEAD..end).ok_or_else(bad)?, &bytes[end..]);
+        if padding.len() >= ENTRY_PAD || padding.iter().any(|&b| b != 0) {
+            return Err(bad());
+        }
+        Ok(Update {
+            keyword: keyword.to_vec(),
+            id: DocId::from_le_bytes(id),
+            add,
+            seq: u64::from_le_bytes(seq),
+        })
+    }
+}
+
+/// The keys of one level version.
+pub(super) struct LevelKeys {
+    pub(super) aead: Aes256GcmSiv,
+    pub(super) labels: HmacPrf,
+}
+
+impl LevelKeys {
+    pub(super) fn label_key(&self, keyword: &[u8]) -> [u8; 16] {
+        let full = self.labels.eval_bytes(keyword);
+        let mut k = [0u8; 16];
+        k.copy_from_slice(&full[..16]);
+        k
+    }
+}
+
+/// The sequenced updates of (`doc`, `keywords`), numbered after `seq`
+/// (advanced): the update path shared by SDa and SDd.
+pub(super) fn sequenced(
+    scheme: &str,
+    seq: &mut u64,
+    op: UpdateOp,
+    doc: DocId,
+    keywords: &[Vec<u8>],
+) -> Result<Vec<Update>> {
+    if doc == common::PAD {
+        return Err(Error::InvalidArgument(format!(
+            "document identifier {} is reserved",
+            common::PAD
+        )));
+    }
+    let mut out = Vec::with_capacity(keywords.len());
+    for w in keywords {
+        if w.len() > MAX_KEYWORD {
+            return Err(Error::InvalidArgument(format!("{scheme} keyword too long")));
+        }
+        *seq += 1;
+        out.push(Update {
+            keyword: w.clone(),
+            id: doc,
+            add: op == UpdateOp::Add,
+            seq: *seq,
+        });
+    }
+    Ok(out)
+}
+
+/// The live identifiers of `keyword` among opened updates: for each
+/// identifier, the update with the highest sequence number decides.
+pub(super) fn live_ids(
+    scheme: &str,
+    keyword: &[u8],
+    updates: impl IntoIterator<Item = Result<Update>>,
+) -> Result<Vec<DocId>> {
+    let mut latest: BTreeMap<DocId, (u64, bool)> = BTreeMap::new();
+    for u in updates {
+        let u = u?;
+        if u.keyword != keyword {
+            return Err(Error::Protocol(format!(
+                "{scheme} entry of another keyword"
+            )));
+        }
+        let e = latest.entry(u.id).or_insert((0, false));
+        if u.seq >= e.0 {
+            *e = (u.seq, u.add);
+        }
+    }
+    Ok(latest
+        .into_iter()
+        .filter(|(_, (_, add))| *add)
+        .map(|(id, _)| id)
+        .collect())
+}
+
+/// The label of the `c`-th entry under a label key.
+pub(super) fn label(prf: &Aes128Prf, c: u64) -> [u8; LABEL_LEN] {
+    prf.eval_block(&common::block(Tag::Label, c, 0))
+}
