@@ -215,7 +215,7 @@ mod tests {
         assert_eq!(
             all.len(),
             sesame_sse::schemes().len()
-                + sesame_sse::simple_index::entries().len()
+                + sesame_sse::conjunctive::entries().len()
                 + sesame_ore::schemes().len()
                 + sesame_range::protocols().len()
         );

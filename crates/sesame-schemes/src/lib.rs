@@ -3,7 +3,7 @@
 //! Each family defines its client interface and lists its entries (all of
 //! type [`sesame_core::Entry`]): keyword schemes in `sesame-sse`
 //! ([`sesame_sse::schemes`]), conjunctive simple-index schemes in
-//! `sesame-sse` ([`sesame_sse::simple_index::entries`]), ORE schemes in
+//! `sesame-sse` ([`sesame_sse::conjunctive::entries`]), ORE schemes in
 //! `sesame-ore` ([`sesame_ore::schemes`]) and range protocols in
 //! `sesame-range` ([`sesame_range::protocols`]). [`all`] joins them, and it
 //! is what the CLI (`sesame schemes`), the server (which hosts every entry
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use sesame_core::{Params, Result, SchemeDescriptor, Service, Store};
 use sesame_ore::OreEntry;
 use sesame_range::RangeProtocol;
-use sesame_sse::simple_index::ConjunctiveEntry;
+use sesame_sse::conjunctive::ConjunctiveEntry;
 use sesame_sse::KeywordScheme;
 
 /// A scheme family: which client interface its entries build.
@@ -33,7 +33,7 @@ pub enum Family {
     Keyword,
     /// Conjunctive (and verifiable) search over fielded records, one
     /// encrypted simple index per record
-    /// ([`sesame_sse::simple_index::protocol::SiClient`]).
+    /// ([`sesame_sse::conjunctive::protocol::SiClient`]).
     Conjunctive,
     /// Order-preserving and order-revealing encryption
     /// ([`sesame_ore::DynOre`]); no server half.
@@ -132,7 +132,7 @@ impl Scheme {
 /// schemes, then range protocols, each family in its own order.
 pub fn all() -> Vec<Scheme> {
     let keyword = sesame_sse::schemes().into_iter().map(Scheme::Keyword);
-    let conjunctive = sesame_sse::simple_index::entries()
+    let conjunctive = sesame_sse::conjunctive::entries()
         .into_iter()
         .map(Scheme::Conjunctive);
     let ore = sesame_ore::schemes().into_iter().map(Scheme::Ore);

@@ -153,8 +153,8 @@ fn every_keyword_scheme_runs_over_the_network_server() {
 
 #[test]
 fn every_conjunctive_scheme_runs_over_the_network_server() {
-    use sesame_sse::simple_index::protocol::Document;
-    use sesame_sse::simple_index::Query as Conjunction;
+    use sesame_sse::conjunctive::protocol::Document;
+    use sesame_sse::conjunctive::Conjunction;
 
     let (_server, config) = start();
     let conn = Connection::connect(&config).unwrap();
@@ -169,7 +169,7 @@ fn every_conjunctive_scheme_runs_over_the_network_server() {
             body: format!("record {id}").into_bytes(),
         })
         .collect();
-    let entries = sesame_sse::simple_index::entries();
+    let entries = sesame_sse::conjunctive::entries();
     assert_eq!(entries.len(), 5);
     for (i, entry) in entries.into_iter().enumerate() {
         let name = entry.descriptor.name;

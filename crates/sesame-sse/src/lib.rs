@@ -7,6 +7,7 @@ pub mod api;
 pub mod aura;
 pub mod chlh15;
 pub mod common;
+pub mod conjunctive;
 pub mod fast;
 pub mod janus_pp;
 pub mod kpr12;
@@ -14,7 +15,6 @@ pub mod pibas;
 pub mod query;
 pub mod sd;
 pub mod simple;
-pub mod simple_index;
 pub mod suise;
 pub mod two_lev;
 pub mod uedsse;
@@ -37,10 +37,10 @@ pub fn schemes() -> Vec<KeywordScheme> {
         sd::sdd::scheme(),
         janus_pp::scheme(),
         suise::scheme(),
-        suise::scheme2(),
+        suise::scheme_with_prefixes(),
         chlh15::scheme(),
         vasst16::scheme(),
-        vasst16::scheme2(),
+        vasst16::scheme_with_prefixes(),
         kpr12::scheme(),
     ]
 }

@@ -81,8 +81,8 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
-/// The registry entry of SUISE2.
-pub fn scheme2() -> KeywordScheme {
+/// The registry entry of SUISE2: SUISE indexing every keyword prefix.
+pub fn scheme_with_prefixes() -> KeywordScheme {
     KeywordScheme {
         descriptor: &DESCRIPTOR2,
         params: &[],

@@ -87,8 +87,8 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
-/// The registry entry of VASST16-2.
-pub fn scheme2() -> KeywordScheme {
+/// The registry entry of VASST16-2: VASST16 indexing every keyword prefix.
+pub fn scheme_with_prefixes() -> KeywordScheme {
     KeywordScheme {
         descriptor: &DESCRIPTOR2,
         params: &[],

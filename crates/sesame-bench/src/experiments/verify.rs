@@ -20,8 +20,8 @@ use std::time::Instant;
 
 use rand::Rng;
 use sesame_crypto::counter::{self, Primitive};
-use sesame_sse::simple_index::protocol::{Document, SiClient};
-use sesame_sse::simple_index::{self, PairingFloor, Query, SiAlgorithms};
+use sesame_sse::conjunctive::protocol::{Document, SiClient};
+use sesame_sse::conjunctive::{self, Conjunction, PairingFloor, SiAlgorithms};
 
 use crate::data::Corpus;
 use crate::data::SPAMASSASSIN_DIR;
@@ -199,10 +199,10 @@ impl Fields {
     }
 
     /// A query of `t` fields taken from document `i` (so it matches it).
-    fn query(&self, i: usize, n: usize, t: usize) -> Query {
+    fn query(&self, i: usize, n: usize, t: usize) -> Conjunction {
         let d = self.doc(i, n);
         let step = (n / t).max(1);
-        Query::new(
+        Conjunction::new(
             (0..t)
                 .map(|k| {
                     let j = (k * step) % n;
@@ -231,7 +231,7 @@ fn encryption_rows(
     data: &Fields,
     rs: &mut ResultSet,
 ) -> Result<(), BenchError> {
-    for scheme in simple_index::algorithms() {
+    for scheme in conjunctive::algorithms() {
         let name = scheme.descriptor.name;
         for &n in &plan.ns {
             let c = client(ctx, &scheme, n)?;
@@ -251,7 +251,7 @@ fn encryption_rows(
             r.set("ms", ms(enc, docs.len()))
                 .set("group_exps", exps as f64 / docs.len() as f64);
             rs.rows.push(r);
-            if name == simple_index::si_sse_rv::DESCRIPTOR.name {
+            if name == conjunctive::si_sse_rv::DESCRIPTOR.name {
                 // Fig. 2(a): the simple index alone (no document body).
                 let t = Instant::now();
                 for d in &docs {
@@ -277,7 +277,7 @@ fn token_search_rows(
     rs: &mut ResultSet,
 ) -> Result<(), BenchError> {
     let n = plan.n_fixed;
-    for scheme in simple_index::algorithms() {
+    for scheme in conjunctive::algorithms() {
         let name = scheme.descriptor.name;
         let c = client(ctx, &scheme, n)?;
         let mut rng = ctx.rng(&format!("verify/search/{name}"));
@@ -289,7 +289,7 @@ fn token_search_rows(
             .map_err(err(format!("{name} indexes")))?;
         for &t in &plan.ts {
             let t = t.min(n);
-            let queries: Vec<Query> = (0..plan.reps).map(|i| data.query(i, n, t)).collect();
+            let queries: Vec<Conjunction> = (0..plan.reps).map(|i| data.query(i, n, t)).collect();
             let start = Instant::now();
             let tokens = queries
                 .iter()
@@ -354,7 +354,7 @@ fn rv_indexes(
 
 /// Server-side proof computation over `indexes` (all treated as results).
 fn prove_all(
-    tester: &dyn simple_index::Tester,
+    tester: &dyn conjunctive::Tester,
     indexes: &[Vec<u8>],
 ) -> Result<(f64, Vec<Vec<u8>>), BenchError> {
     let start = Instant::now();
@@ -374,7 +374,7 @@ fn proof_verify_rows(
     floors: &mut Floors,
     rs: &mut ResultSet,
 ) -> Result<(), BenchError> {
-    let scheme = simple_index::si_sse_rv::algorithms();
+    let scheme = conjunctive::si_sse_rv::algorithms();
     // Fig. 3(a): proof computation for |L_D| results versus n.
     for &n in &plan.ns {
         let c = client(ctx, &scheme, n)?;

@@ -25,8 +25,6 @@ pub(super) const ENTRY_HEAD: usize = 8 + 1 + 8 + 4;
 /// Entries are padded to a multiple of this many bytes.
 pub(super) const ENTRY_PAD: usize = 64;
 
-/// An encrypted level entry: label and sealed `(w, ind, op, seq)`.
-
 /// A decrypted update entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Update {

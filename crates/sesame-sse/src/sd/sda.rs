@@ -72,8 +72,7 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
-/// Bytes of a label.
-
+/// An encrypted level entry: label and sealed `(w, ind, op, seq)`.
 pub type Entry = ([u8; LABEL_LEN], Vec<u8>);
 
 crate::common::redacted_debug!(Request);

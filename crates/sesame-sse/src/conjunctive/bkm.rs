@@ -15,13 +15,13 @@ use rand_core::CryptoRngCore;
 use sesame_core::{Result, SchemeDescriptor};
 use sesame_crypto::key::Key;
 
-use super::common::{
+use super::glue::{
     baseline, decode_token, encode_token, scaled, scheme_glue, scheme_methods, Group, InG1, InG2,
     IndexShape,
 };
 use super::{
-    derive_scalar, pairing_product_is_one, Check, ConjunctiveScheme, FieldHash, Query, Tester,
-    G1_LEN, G2_LEN,
+    derive_scalar, pairing_product_is_one, Check, Conjunction, ConjunctiveScheme, FieldHash,
+    Tester, G1_LEN, G2_LEN,
 };
 use crate::api::DocId;
 
@@ -74,7 +74,7 @@ impl Bkm {
 impl ConjunctiveScheme for Bkm {
     scheme_methods!(BkmTester);
 
-    fn token(&self, _rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>> {
+    fn token(&self, _rng: &mut dyn CryptoRngCore, query: &Conjunction) -> Result<Vec<u8>> {
         query.check(self.n)?;
         let h = self.fh.query_sum(query);
         let t = G1Affine::from(InG1::mul(&G1Affine::generator(), &(self.x * h)));

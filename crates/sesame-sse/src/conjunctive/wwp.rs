@@ -21,10 +21,10 @@ use rand_core::CryptoRngCore;
 use sesame_core::{Error, Result, SchemeDescriptor};
 use sesame_crypto::key::Key;
 
-use super::common::{baseline, scaled, scheme_glue, scheme_methods, InG1, InG2, IndexShape};
+use super::glue::{baseline, scaled, scheme_glue, scheme_methods, InG1, InG2, IndexShape};
 use super::{
-    pairing_product_is_one, random_nonzero, Check, ConjunctiveScheme, FieldHash, Query, Reader,
-    Tester, G1_LEN, G2_LEN, MAX_FIELDS,
+    pairing_product_is_one, random_nonzero, Check, Conjunction, ConjunctiveScheme, FieldHash,
+    Reader, Tester, G1_LEN, G2_LEN, MAX_FIELDS,
 };
 use crate::api::DocId;
 
@@ -88,7 +88,7 @@ fn poly_from_roots(roots: &[Scalar]) -> Vec<Scalar> {
 impl ConjunctiveScheme for Wwp {
     scheme_methods!(WwpTester);
 
-    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>> {
+    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Conjunction) -> Result<Vec<u8>> {
         query.check(self.n)?;
         let u = random_nonzero(rng);
         let mut b = vec![Scalar::zero(); self.n + 1];

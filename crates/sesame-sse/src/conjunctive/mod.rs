@@ -32,7 +32,7 @@ use crate::api::DocId;
 
 pub mod bkm;
 pub mod bll;
-mod common;
+mod glue;
 pub mod gsw;
 pub mod protocol;
 pub mod si_sse_rv;
@@ -43,12 +43,12 @@ pub const MAX_FIELDS: usize = 4096;
 
 /// A conjunctive query: `(field, value)` pairs, fields distinct.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct Query {
+pub struct Conjunction {
     /// The queried (field index, value) pairs.
     pub terms: Vec<(u32, Vec<u8>)>,
 }
 
-impl Query {
+impl Conjunction {
     /// A query of these terms.
     pub fn new(terms: Vec<(u32, Vec<u8>)>) -> Self {
         Self { terms }
@@ -123,7 +123,7 @@ pub trait ConjunctiveScheme: Send + Sync + fmt::Debug {
     ) -> Result<Vec<u8>>;
 
     /// The search token of a conjunctive query.
-    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>>;
+    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Conjunction) -> Result<Vec<u8>>;
 
     /// The server's test for a token (no secret involved).
     fn tester(&self, token: &[u8]) -> Result<Box<dyn Tester>>;
@@ -345,7 +345,7 @@ impl FieldHash {
     }
 
     /// The sum of the hashes of a query's terms.
-    pub(crate) fn query_sum(&self, query: &Query) -> Scalar {
+    pub(crate) fn query_sum(&self, query: &Conjunction) -> Scalar {
         query
             .terms
             .iter()
@@ -571,11 +571,13 @@ mod tests {
 
     #[test]
     fn query_check_and_oracle() {
-        let q = Query::new(vec![(0, b"a".to_vec()), (2, b"c".to_vec())]);
+        let q = Conjunction::new(vec![(0, b"a".to_vec()), (2, b"c".to_vec())]);
         assert!(q.check(3).is_ok());
         assert!(q.check(2).is_err());
-        assert!(Query::new(vec![]).check(3).is_err());
-        assert!(Query::new(vec![(1, vec![]), (1, vec![])]).check(3).is_err());
+        assert!(Conjunction::new(vec![]).check(3).is_err());
+        assert!(Conjunction::new(vec![(1, vec![]), (1, vec![])])
+            .check(3)
+            .is_err());
         assert!(q.matches(&[b"a".to_vec(), b"x".to_vec(), b"c".to_vec()]));
         assert!(!q.matches(&[b"a".to_vec(), b"x".to_vec(), b"d".to_vec()]));
     }
@@ -584,7 +586,7 @@ mod tests {
     fn reader_never_panics_on_short_input() {
         let mut r = Reader::new(&[1, 2], "test");
         assert!(r.u32().is_err());
-        assert!(common::point_at::<common::InG1>(&[0u8; 10], 50, Check::Full, "x").is_err());
-        assert!(common::point_at::<common::InG1>(&[0u8; 96], 0, Check::Full, "x").is_err());
+        assert!(glue::point_at::<glue::InG1>(&[0u8; 10], 50, Check::Full, "x").is_err());
+        assert!(glue::point_at::<glue::InG1>(&[0u8; 96], 0, Check::Full, "x").is_err());
     }
 }

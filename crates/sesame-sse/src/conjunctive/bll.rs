@@ -16,11 +16,13 @@ use rand_core::CryptoRngCore;
 use sesame_core::{Result, SchemeDescriptor};
 use sesame_crypto::key::Key;
 
-use super::common::{
+use super::glue::{
     baseline, blinded_sum_token, decode_token, scaled, scheme_glue, scheme_methods, InG1, InG2,
     IndexShape,
 };
-use super::{pairing_product_is_one, Check, ConjunctiveScheme, FieldHash, Query, Tester, G2_LEN};
+use super::{
+    pairing_product_is_one, Check, Conjunction, ConjunctiveScheme, FieldHash, Tester, G2_LEN,
+};
 use crate::api::DocId;
 
 /// Descriptor of BLL06.
@@ -64,7 +66,7 @@ impl Bll {
 impl ConjunctiveScheme for Bll {
     scheme_methods!(BllTester);
 
-    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>> {
+    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Conjunction) -> Result<Vec<u8>> {
         blinded_sum_token::<InG1>(self.n, &self.fh, rng, query)
     }
 }

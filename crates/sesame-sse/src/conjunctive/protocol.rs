@@ -27,7 +27,7 @@ use sesame_core::{channel, Channel, Error, Handler, IoCounts, Result, Store, Wri
 use sesame_crypto::aead::Aes256GcmSiv;
 use sesame_crypto::key::Key;
 
-use super::{ConjunctiveScheme, Query, SiAlgorithms};
+use super::{Conjunction, ConjunctiveScheme, SiAlgorithms};
 use crate::api::DocId;
 
 /// One document to upload.
@@ -391,7 +391,7 @@ impl SiClient {
         &mut self,
         rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
-        query: &Query,
+        query: &Conjunction,
     ) -> Result<Vec<(DocId, Vec<u8>)>> {
         let token = self.scheme.token(rng, query)?;
         let prove = self.scheme.verifiable();

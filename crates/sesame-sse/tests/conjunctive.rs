@@ -11,8 +11,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{wire, Channel, Error, LocalChannel, Meter, QueryKind, Result, Typed};
 use sesame_crypto::key::Key;
-use sesame_sse::simple_index::protocol::{Document, Hit, Request, Response, SiClient, SiServer};
-use sesame_sse::simple_index::{self, Query, SiAlgorithms};
+use sesame_sse::conjunctive::protocol::{Document, Hit, Request, Response, SiClient, SiServer};
+use sesame_sse::conjunctive::{self, Conjunction, SiAlgorithms};
 use sesame_store::MemoryStore;
 
 const N: usize = 5;
@@ -30,7 +30,7 @@ fn corpus(rng: &mut ChaCha20Rng, docs: u64) -> Vec<Document> {
         .collect()
 }
 
-fn queries(docs: &[Document], rng: &mut ChaCha20Rng) -> Vec<Query> {
+fn queries(docs: &[Document], rng: &mut ChaCha20Rng) -> Vec<Conjunction> {
     let mut out = Vec::new();
     for k in 0..6 {
         // Half the queries are taken from a document (so something matches).
@@ -52,7 +52,7 @@ fn queries(docs: &[Document], rng: &mut ChaCha20Rng) -> Vec<Query> {
                 (j, v)
             })
             .collect();
-        out.push(Query::new(terms));
+        out.push(Conjunction::new(terms));
     }
     out
 }
@@ -67,7 +67,7 @@ fn setup(scheme: SiAlgorithms, docs: &[Document], seed: u64) -> (SiClient, Chan,
     (client, ch, rng)
 }
 
-fn oracle(docs: &[Document], q: &Query) -> Vec<(u64, Vec<u8>)> {
+fn oracle(docs: &[Document], q: &Conjunction) -> Vec<(u64, Vec<u8>)> {
     docs.iter()
         .filter(|d| q.matches(&d.fields))
         .map(|d| (d.id, d.body.clone()))
@@ -79,7 +79,7 @@ fn every_scheme_equals_the_oracle() {
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let docs = corpus(&mut rng, 10);
     let qs = queries(&docs, &mut rng);
-    for scheme in simple_index::algorithms() {
+    for scheme in conjunctive::algorithms() {
         let (mut client, mut ch, mut rng) = setup(scheme, &docs, 11);
         let mut matched_any = false;
         for q in &qs {
@@ -96,8 +96,8 @@ fn every_scheme_equals_the_oracle() {
 fn documents_added_later_are_found() {
     let mut rng = ChaCha20Rng::seed_from_u64(4);
     let docs = corpus(&mut rng, 6);
-    let q = Query::new(vec![(0, docs[0].fields[0].clone())]);
-    for scheme in simple_index::algorithms() {
+    let q = Conjunction::new(vec![(0, docs[0].fields[0].clone())]);
+    for scheme in conjunctive::algorithms() {
         let (mut client, mut ch, mut rng) = setup(scheme, &docs[..3], 12);
         client.upload(&mut rng, &mut ch, &docs[3..], false).unwrap();
         let got = client.search(&mut rng, &mut ch, &q).unwrap();
@@ -108,16 +108,18 @@ fn documents_added_later_are_found() {
 #[test]
 fn bad_queries_and_bad_bytes_are_errors_not_panics() {
     let mut rng = ChaCha20Rng::seed_from_u64(5);
-    for scheme in simple_index::algorithms() {
+    for scheme in conjunctive::algorithms() {
         let s = (scheme.new)(&Key::generate(&mut rng), N).unwrap();
-        assert!(s.token(&mut rng, &Query::new(vec![])).is_err());
+        assert!(s.token(&mut rng, &Conjunction::new(vec![])).is_err());
         assert!(s
-            .token(&mut rng, &Query::new(vec![(N as u32, b"x".to_vec())]))
+            .token(&mut rng, &Conjunction::new(vec![(N as u32, b"x".to_vec())]))
             .is_err());
         assert!(s.encrypt_index(&mut rng, 1, 1, &[b"a".to_vec()]).is_err());
         let fields: Vec<Vec<u8>> = (0..N).map(|j| vec![j as u8]).collect();
         let index = s.encrypt_index(&mut rng, 1, 1, &fields).unwrap();
-        let token = s.token(&mut rng, &Query::new(vec![(1, vec![1])])).unwrap();
+        let token = s
+            .token(&mut rng, &Conjunction::new(vec![(1, vec![1])]))
+            .unwrap();
         assert!((scheme.validate)(&index).is_ok());
         assert!((scheme.tester)(&token).unwrap().matches(&index).unwrap());
         for cut in [0, 3, 4, 50, token.len() - 1] {
@@ -177,11 +179,11 @@ impl Channel for Malicious {
 fn caught(attack: impl Fn(&mut Vec<Hit>, &[Hit]) + Clone + 'static) {
     let mut rng = ChaCha20Rng::seed_from_u64(6);
     let docs = corpus(&mut rng, 8);
-    let q = Query::new(vec![(0, docs[0].fields[0].clone())]);
+    let q = Conjunction::new(vec![(0, docs[0].fields[0].clone())]);
     let want = oracle(&docs, &q);
     assert!(!want.is_empty() && want.len() < docs.len());
     let mut verifiable = 0;
-    for scheme in simple_index::algorithms() {
+    for scheme in conjunctive::algorithms() {
         if !scheme.descriptor.queries.contains(&QueryKind::Verifiable) {
             continue;
         }
@@ -190,7 +192,7 @@ fn caught(attack: impl Fn(&mut Vec<Hit>, &[Hit]) + Clone + 'static) {
         verifiable += 1;
         // An earlier honest answer, for replays.
         let mut ch = ch;
-        let other = Query::new(vec![(1, docs[1].fields[1].clone())]);
+        let other = Conjunction::new(vec![(1, docs[1].fields[1].clone())]);
         let token = client.scheme().token(&mut rng, &other).unwrap();
         let old = ch.service().0.search(&token, true).unwrap();
         assert_eq!(client.search(&mut rng, &mut ch, &q).unwrap(), want);
@@ -256,10 +258,10 @@ impl Channel for KeepsOldUploads {
 /// that the honest answer reflects the second upload.
 fn against_a_kept_upload(
     second: Vec<Vec<u8>>,
-    q: &Query,
+    q: &Conjunction,
     attack: impl FnMut(&mut Vec<Hit>, &[Hit]) + 'static,
 ) -> Result<Vec<(u64, Vec<u8>)>> {
-    let scheme = simple_index::algorithms_of("si-sse-rv").unwrap();
+    let scheme = conjunctive::algorithms_of("si-sse-rv").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(21);
     let mut docs = corpus(&mut rng, 6);
     let mut client = SiClient::new(&mut rng, &scheme, N).unwrap();
@@ -289,7 +291,7 @@ fn against_a_kept_upload(
 fn malicious_answer_from_an_older_upload_is_caught() {
     let mut rng = ChaCha20Rng::seed_from_u64(21);
     let first = corpus(&mut rng, 6).remove(0);
-    let q = Query::new(vec![(0, first.fields[0].clone())]);
+    let q = Conjunction::new(vec![(0, first.fields[0].clone())]);
     let second: Vec<Vec<u8>> = (0..N).map(|j| format!("other{j}").into_bytes()).collect();
     let r = against_a_kept_upload(second, &q, |hits, old| {
         let i = hits.iter().position(|h| h.id == 100).unwrap();
@@ -310,13 +312,13 @@ fn malicious_mix_of_two_uploads_is_caught() {
     let mut rng = ChaCha20Rng::seed_from_u64(21);
     let first = corpus(&mut rng, 6).remove(0);
     let second: Vec<Vec<u8>> = (0..N).map(|j| format!("other{j}").into_bytes()).collect();
-    let q = Query::new(vec![(0, second[0].clone())]);
+    let q = Conjunction::new(vec![(0, second[0].clone())]);
     assert!(!q.matches(&first.fields));
     let r = against_a_kept_upload(second, &q, |hits, old| {
         let i = hits.iter().position(|h| h.id == 100).unwrap();
         let o = old.iter().find(|h| h.id == 100).unwrap();
         assert!(hits[i].matched && !o.matched);
-        let element = simple_index::si_sse_rv::PROOF_ELEMENT_LEN;
+        let element = conjunctive::si_sse_rv::PROOF_ELEMENT_LEN;
         let mut proof = o.proof[..element].to_vec();
         proof.extend_from_slice(&hits[i].proof[element..]);
         hits[i].proof = proof;
@@ -469,7 +471,7 @@ fn honest_answers_verify_for_every_query() {
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     let docs = corpus(&mut rng, 8);
     let qs = queries(&docs, &mut rng);
-    let scheme = simple_index::algorithms_of("si-sse-rv").unwrap();
+    let scheme = conjunctive::algorithms_of("si-sse-rv").unwrap();
     let (mut client, mut ch, mut rng) = setup(scheme, &docs, 14);
     let before = sesame_crypto::counter::snapshot();
     for q in &qs {
@@ -488,11 +490,11 @@ fn honest_answers_verify_for_every_query() {
 #[test]
 fn verify_uses_exactly_two_pairings_per_result() {
     let mut rng = ChaCha20Rng::seed_from_u64(9);
-    let scheme = simple_index::algorithms_of("si-sse-rv").unwrap();
+    let scheme = conjunctive::algorithms_of("si-sse-rv").unwrap();
     let s = (scheme.new)(&Key::generate(&mut rng), N).unwrap();
     let fields: Vec<Vec<u8>> = (0..N).map(|j| vec![j as u8]).collect();
     let index = s.encrypt_index(&mut rng, 7, 2, &fields).unwrap();
-    let q = Query::new(vec![(0, vec![0]), (3, vec![3]), (4, vec![4])]);
+    let q = Conjunction::new(vec![(0, vec![0]), (3, vec![3]), (4, vec![4])]);
     let token = s.token(&mut rng, &q).unwrap();
     let tester = (scheme.tester)(&token).unwrap();
     assert!(tester.matches(&index).unwrap());
@@ -522,8 +524,8 @@ fn verify_uses_exactly_two_pairings_per_result() {
 fn client_state_survives_a_restart() {
     let mut rng = ChaCha20Rng::seed_from_u64(10);
     let docs = corpus(&mut rng, 6);
-    let q = Query::new(vec![(0, docs[0].fields[0].clone())]);
-    for scheme in simple_index::algorithms() {
+    let q = Conjunction::new(vec![(0, docs[0].fields[0].clone())]);
+    for scheme in conjunctive::algorithms() {
         let (client, mut ch, mut rng) = setup(scheme, &docs, 15);
         let saved = client.save_state().unwrap();
         drop(client);

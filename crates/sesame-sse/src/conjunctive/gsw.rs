@@ -16,13 +16,13 @@ use rand_core::CryptoRngCore;
 use sesame_core::{Error, Result, SchemeDescriptor};
 use sesame_crypto::key::Key;
 
-use super::common::{
+use super::glue::{
     baseline, decode_token, encode_token, scaled, scheme_glue, scheme_methods, Group, InG1, InG2,
     IndexShape,
 };
 use super::{
-    derive_scalar, pairing_product_is_one, random_nonzero, Check, ConjunctiveScheme, FieldHash,
-    Query, Tester, G1_LEN, G2_LEN,
+    derive_scalar, pairing_product_is_one, random_nonzero, Check, Conjunction, ConjunctiveScheme,
+    FieldHash, Tester, G1_LEN, G2_LEN,
 };
 use crate::api::DocId;
 
@@ -74,7 +74,7 @@ impl Gsw {
 impl ConjunctiveScheme for Gsw {
     scheme_methods!(GswTester);
 
-    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>> {
+    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Conjunction) -> Result<Vec<u8>> {
         query.check(self.n)?;
         let u = random_nonzero(rng);
         let w_ = random_nonzero(rng);

@@ -31,13 +31,13 @@ use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 use subtle::ConstantTimeEq;
 
-use super::common::{
+use super::glue::{
     blinded_sum_token, decode_token, scaled, scheme_glue, scheme_methods, Group, InG1, InG2,
     IndexShape,
 };
 use super::{
-    pairing_product_is_one, Check, ConjunctiveScheme, FieldHash, Query, Tester, Verifier, Writer,
-    G1_LEN,
+    pairing_product_is_one, Check, Conjunction, ConjunctiveScheme, FieldHash, Tester, Verifier,
+    Writer, G1_LEN,
 };
 use crate::api::DocId;
 
@@ -138,7 +138,7 @@ impl ConjunctiveScheme for SiSseRv {
     scheme_methods!(RvTester);
 
     /// The token (the client keeps its bytes to verify the answer).
-    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Query) -> Result<Vec<u8>> {
+    fn token(&self, rng: &mut dyn CryptoRngCore, query: &Conjunction) -> Result<Vec<u8>> {
         blinded_sum_token::<InG2>(self.n, &self.fh, rng, query)
     }
 

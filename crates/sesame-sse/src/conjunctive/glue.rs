@@ -9,8 +9,8 @@ use sesame_core::{BackwardPrivacy, Error, QueryKind, Result, SchemeDescriptor, S
 use sesame_crypto::key::Key;
 
 use super::{
-    check_n, g1_mul, g2_mul, random_nonzero, read_fields, Check, FieldHash, Query, Reader, Writer,
-    G1_LEN, G2_LEN, MAX_FIELDS,
+    check_n, g1_mul, g2_mul, random_nonzero, read_fields, Check, Conjunction, FieldHash, Reader,
+    Writer, G1_LEN, G2_LEN, MAX_FIELDS,
 };
 
 /// The descriptor of a conjunctive baseline of the seed: dynamic, neither
@@ -242,7 +242,7 @@ impl IndexShape {
 pub(crate) fn encode_token(
     n: usize,
     points_len: usize,
-    query: &Query,
+    query: &Conjunction,
     points: impl FnOnce(&mut Writer),
 ) -> Vec<u8> {
     let mut w = Writer::with_capacity(12 + points_len + 4 * query.terms.len());
@@ -261,7 +261,7 @@ pub(crate) fn blinded_sum_token<G: Group>(
     n: usize,
     fh: &FieldHash,
     rng: &mut dyn CryptoRngCore,
-    query: &Query,
+    query: &Conjunction,
 ) -> Result<Vec<u8>> {
     query.check(n)?;
     let s = random_nonzero(rng);
@@ -297,14 +297,14 @@ pub(crate) fn decode_token<T>(
 macro_rules! scheme_glue {
     ($name:literal, $client:ident, $tester:ident) => {
         #[doc = concat!("The algorithms of ", $name, ".")]
-        pub fn algorithms() -> $crate::simple_index::SiAlgorithms {
-            $crate::simple_index::SiAlgorithms {
+        pub fn algorithms() -> $crate::conjunctive::SiAlgorithms {
+            $crate::conjunctive::SiAlgorithms {
                 descriptor: &DESCRIPTOR,
                 new: |key, n| Ok(Box::new($client::with_key(key, n)?)),
                 tester: |token| {
                     Ok(Box::new($tester::parse(
                         token,
-                        $crate::simple_index::Check::Full,
+                        $crate::conjunctive::Check::Full,
                     )?))
                 },
                 validate,
@@ -312,16 +312,16 @@ macro_rules! scheme_glue {
         }
 
         #[doc = concat!("The registry entry of ", $name, ": the simple-index protocol's client and server over ", $name, ".")]
-        pub fn entry() -> $crate::simple_index::ConjunctiveEntry {
+        pub fn entry() -> $crate::conjunctive::ConjunctiveEntry {
             sesame_core::Entry {
                 descriptor: &DESCRIPTOR,
-                params: $crate::simple_index::ENTRY_PARAMS,
+                params: $crate::conjunctive::ENTRY_PARAMS,
                 new_client: |rng, params| {
-                    $crate::simple_index::new_client(rng, params, algorithms())
+                    $crate::conjunctive::new_client(rng, params, algorithms())
                 },
-                restore_client: |bytes| $crate::simple_index::restore_client(bytes, &DESCRIPTOR),
+                restore_client: |bytes| $crate::conjunctive::restore_client(bytes, &DESCRIPTOR),
                 new_server: Some(|store, params| {
-                    $crate::simple_index::new_server(store, params, algorithms())
+                    $crate::conjunctive::new_server(store, params, algorithms())
                 }),
             }
         }
@@ -366,8 +366,8 @@ macro_rules! scheme_methods {
             version: u64,
             fields: &[Vec<u8>],
         ) -> sesame_core::Result<Vec<u8>> {
-            $crate::simple_index::check_fields(fields, self.n)?;
-            let r = $crate::simple_index::random_nonzero(rng);
+            $crate::conjunctive::check_fields(fields, self.n)?;
+            let r = $crate::conjunctive::random_nonzero(rng);
             Ok(self.encrypt_with(&r, id, version, fields))
         }
 
@@ -382,10 +382,10 @@ macro_rules! scheme_methods {
         fn tester(
             &self,
             token: &[u8],
-        ) -> sesame_core::Result<Box<dyn $crate::simple_index::Tester>> {
+        ) -> sesame_core::Result<Box<dyn $crate::conjunctive::Tester>> {
             Ok(Box::new($tester::parse(
                 token,
-                $crate::simple_index::Check::Trusted,
+                $crate::conjunctive::Check::Trusted,
             )?))
         }
     };
