@@ -1,0 +1,653 @@
+//! The client side: each scheme's keys, ciphertexts and query endpoints
+//! ([`ClientOrder`]), and the protocol's client ([`BplusClient`]).
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{channel, wire, Channel, Error, Params, Result, SchemeDescriptor};
+use sesame_ore::bclo::{Bclo, BcloCiphertext, BcloComparator, BcloParams};
+use sesame_ore::cloz::{Cloz, ClozComparator, PairingPph};
+use sesame_ore::clww::{Clww, ClwwCiphertext, ClwwComparator};
+use sesame_ore::fh_ope::{FhOpe, FhOpeParams};
+use sesame_ore::insecure::CorrectnessOnlyPph;
+use sesame_ore::lewi_wu::{LewiWu, LewiWuCiphertext, LewiWuComparator, LewiWuLeft, LewiWuParams};
+use sesame_ore::plain::{PlainCiphertext, PlainComparator};
+use sesame_ore::{Comparator, LeftRight, OreScheme};
+use zeroize::Zeroizing;
+
+use super::{
+    ClozHash, FhOpeNumber, FhOpeOrder, Layout, Request, Response, ServerOrder, BCLO, CLOZ,
+    CLOZ_INSECURE, CLWW, FH_OPE, LEWI_WU, PLAIN,
+};
+use crate::api::{bits_param, check_value, RangeAnswer, RangeClient};
+use crate::record::RecordKey;
+
+// ---------------------------------------------------------------------
+// Client.
+
+pub(super) type FullOf<C> = <<C as ClientOrder>::Server as Comparator>::Ciphertext;
+pub(super) type ProbeOf<C> = <<C as ClientOrder>::Server as Comparator>::Left;
+
+/// A scheme's client side: keys (and state) and how values become
+/// ciphertexts and query endpoints.
+pub trait ClientOrder: Send + Sized + 'static {
+    /// The server's comparison.
+    type Server: ServerOrder;
+
+    /// The protocol's descriptor.
+    fn descriptor() -> &'static SchemeDescriptor;
+
+    /// Whether records are sealed (all but the baseline).
+    fn sealed() -> bool {
+        true
+    }
+
+    /// Names of the scheme's own parameters (besides `bits`, `payload`).
+    fn param_names() -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Fresh keys for `bits`-bit values; returns the scheme and
+    /// [`Layout::extra`].
+    fn generate(rng: &mut dyn CryptoRngCore, params: &Params, bits: u32) -> Result<(Self, u32)>;
+
+    /// Keys and state saved by [`ClientOrder::save`].
+    fn restore(bytes: &[u8]) -> Result<Self>;
+
+    /// Keys and state.
+    fn save(&self) -> Result<Zeroizing<Vec<u8>>>;
+
+    /// Bytes of the scheme's key (32 unless it has none).
+    fn key_bytes() -> u64 {
+        32
+    }
+
+    /// Bits of state beyond the keys.
+    fn state_bits(&self) -> u64 {
+        0
+    }
+
+    /// The ciphertext an insertion of `v` sends.
+    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FullOf<Self>>;
+
+    /// Query ciphertexts for `[lo, hi]` (`lo <= hi`); `None` when the
+    /// scheme knows the range is empty.
+    fn probes(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<(ProbeOf<Self>, ProbeOf<Self>)>>;
+
+    /// The re-encoding the server must apply before the next request.
+    fn take_reencoding(&mut self) -> Option<Vec<(u64, u64)>> {
+        None
+    }
+}
+
+/// The baseline: values in the clear.
+#[derive(Debug)]
+pub struct PlainClient;
+
+impl ClientOrder for PlainClient {
+    type Server = PlainComparator;
+
+    fn descriptor() -> &'static SchemeDescriptor {
+        &PLAIN
+    }
+    fn sealed() -> bool {
+        false
+    }
+    fn key_bytes() -> u64 {
+        0
+    }
+    fn generate(_rng: &mut dyn CryptoRngCore, _params: &Params, _bits: u32) -> Result<(Self, u32)> {
+        Ok((PlainClient, 0))
+    }
+    fn restore(bytes: &[u8]) -> Result<Self> {
+        if !bytes.is_empty() {
+            return Err(Error::Malformed("plain B+ tree state is empty".into()));
+        }
+        Ok(PlainClient)
+    }
+    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
+        Ok(Zeroizing::new(Vec::new()))
+    }
+    fn encrypt(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<PlainCiphertext> {
+        Ok(PlainCiphertext(v))
+    }
+    fn probes(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<(PlainCiphertext, PlainCiphertext)>> {
+        Ok(Some((PlainCiphertext(lo), PlainCiphertext(hi))))
+    }
+}
+
+impl ClientOrder for Bclo {
+    type Server = BcloComparator;
+
+    fn descriptor() -> &'static SchemeDescriptor {
+        &BCLO
+    }
+    fn param_names() -> &'static [&'static str] {
+        &["range"]
+    }
+    fn generate(rng: &mut dyn CryptoRngCore, params: &Params, bits: u32) -> Result<(Self, u32)> {
+        let range_bits = params.get_or("range", 48u32.max(bits))?;
+        let scheme = Bclo::generate(rng, BcloParams { bits, range_bits })?;
+        Ok((scheme, range_bits))
+    }
+    fn restore(bytes: &[u8]) -> Result<Self> {
+        <Bclo as OreScheme>::restore(bytes)
+    }
+    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
+        OreScheme::save(self)
+    }
+    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<BcloCiphertext> {
+        OreScheme::encrypt(self, rng, v)
+    }
+    fn probes(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<(BcloCiphertext, BcloCiphertext)>> {
+        Ok(Some((
+            OreScheme::encrypt(self, rng, lo)?,
+            OreScheme::encrypt(self, rng, hi)?,
+        )))
+    }
+}
+
+impl ClientOrder for Clww {
+    type Server = ClwwComparator;
+
+    fn descriptor() -> &'static SchemeDescriptor {
+        &CLWW
+    }
+    fn generate(rng: &mut dyn CryptoRngCore, _params: &Params, bits: u32) -> Result<(Self, u32)> {
+        Ok((Clww::generate(rng, bits)?, 0))
+    }
+    fn restore(bytes: &[u8]) -> Result<Self> {
+        <Clww as OreScheme>::restore(bytes)
+    }
+    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
+        OreScheme::save(self)
+    }
+    fn encrypt(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<ClwwCiphertext> {
+        self.encrypt_u64(v)
+    }
+    fn probes(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<(ClwwCiphertext, ClwwCiphertext)>> {
+        Ok(Some((self.encrypt_u64(lo)?, self.encrypt_u64(hi)?)))
+    }
+}
+
+impl ClientOrder for LewiWu {
+    type Server = LewiWuComparator;
+
+    fn descriptor() -> &'static SchemeDescriptor {
+        &LEWI_WU
+    }
+    fn param_names() -> &'static [&'static str] {
+        &["block"]
+    }
+    fn generate(rng: &mut dyn CryptoRngCore, params: &Params, bits: u32) -> Result<(Self, u32)> {
+        let block_bits = params.get_or("block", 2u32)?;
+        Ok((
+            LewiWu::generate(rng, LewiWuParams { bits, block_bits })?,
+            block_bits,
+        ))
+    }
+    fn restore(bytes: &[u8]) -> Result<Self> {
+        <LewiWu as OreScheme>::restore(bytes)
+    }
+    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
+        OreScheme::save(self)
+    }
+    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<LewiWuCiphertext> {
+        OreScheme::encrypt(self, rng, v)
+    }
+    fn probes(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<(LewiWuLeft, LewiWuLeft)>> {
+        Ok(Some((
+            self.encrypt_left_only(lo)?,
+            self.encrypt_left_only(hi)?,
+        )))
+    }
+}
+
+/// CLOZ protocol descriptors by hash function.
+pub trait ClozProtocol: ClozHash {
+    /// The protocol's descriptor.
+    fn protocol_descriptor() -> &'static SchemeDescriptor;
+}
+
+impl ClozProtocol for PairingPph {
+    fn protocol_descriptor() -> &'static SchemeDescriptor {
+        &CLOZ
+    }
+}
+
+impl ClozProtocol for CorrectnessOnlyPph {
+    fn protocol_descriptor() -> &'static SchemeDescriptor {
+        &CLOZ_INSECURE
+    }
+}
+
+impl<P: ClozProtocol> ClientOrder for Cloz<P> {
+    type Server = ClozComparator<P>;
+
+    fn descriptor() -> &'static SchemeDescriptor {
+        P::protocol_descriptor()
+    }
+    fn generate(rng: &mut dyn CryptoRngCore, _params: &Params, bits: u32) -> Result<(Self, u32)> {
+        Ok((Cloz::generate(rng, bits)?, 0))
+    }
+    fn restore(bytes: &[u8]) -> Result<Self> {
+        <Cloz<P> as OreScheme>::restore(bytes)
+    }
+    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
+        OreScheme::save(self)
+    }
+    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FullOf<Self>> {
+        OreScheme::encrypt(self, rng, v)
+    }
+    fn probes(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<(ProbeOf<Self>, ProbeOf<Self>)>> {
+        Ok(Some((
+            LeftRight::encrypt_left(self, rng, lo)?,
+            LeftRight::encrypt_left(self, rng, hi)?,
+        )))
+    }
+}
+
+/// Where a query endpoint falls among FH-OPE ciphertexts: the extreme
+/// ciphertext of the value if it was encrypted, else the ciphertext a new
+/// encryption would get (computed on a copy of the state, and strictly
+/// between those of the smaller and the larger values). `None` when the
+/// copy had to rebalance.
+pub(super) fn fh_bound(
+    scheme: &FhOpe,
+    scratch: &mut Option<FhOpe>,
+    rng: &mut dyn CryptoRngCore,
+    x: u64,
+    lower: bool,
+) -> Result<Option<u64>> {
+    if let Some((min, max)) = scheme.ciphertext_range(x) {
+        return Ok(Some(if lower { min } else { max }));
+    }
+    let copy = scratch.get_or_insert_with(|| {
+        let mut copy = scheme.clone();
+        // A re-encoding pending on the original is not the copy's.
+        let _ = copy.take_reencoding();
+        copy
+    });
+    let c = copy.encrypt_u64(rng, x)?;
+    if copy.take_reencoding().is_some() {
+        return Ok(None);
+    }
+    Ok(Some(c))
+}
+
+impl ClientOrder for FhOpe {
+    type Server = FhOpeOrder;
+
+    fn descriptor() -> &'static SchemeDescriptor {
+        &FH_OPE
+    }
+    fn param_names() -> &'static [&'static str] {
+        &["cipher_bits"]
+    }
+    fn key_bytes() -> u64 {
+        0
+    }
+    fn generate(_rng: &mut dyn CryptoRngCore, params: &Params, bits: u32) -> Result<(Self, u32)> {
+        let cipher_bits = params.get_or("cipher_bits", 64u32)?;
+        Ok((FhOpe::new(FhOpeParams { bits, cipher_bits })?, cipher_bits))
+    }
+    fn restore(bytes: &[u8]) -> Result<Self> {
+        <FhOpe as OreScheme>::restore(bytes)
+    }
+    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
+        OreScheme::save(self)
+    }
+    fn state_bits(&self) -> u64 {
+        OreScheme::state_bits(self)
+    }
+    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FhOpeNumber> {
+        self.encrypt_u64(rng, v).map(FhOpeNumber)
+    }
+    fn probes(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<(FhOpeNumber, FhOpeNumber)>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        for _ in 0..2 {
+            let mut scratch = None;
+            let a = fh_bound(self, &mut scratch, rng, lo, true)?;
+            let b = fh_bound(self, &mut scratch, rng, hi, false)?;
+            if let (Some(a), Some(b)) = (a, b) {
+                if a > b {
+                    // `lo == hi`, never encrypted: nothing lies between.
+                    return Ok(None);
+                }
+                return Ok(Some((FhOpeNumber(a), FhOpeNumber(b))));
+            }
+            // The copy ran out of room: rebalance for real (the server
+            // receives the re-encoding first) and try again.
+            self.rebalance()?;
+        }
+        Err(Error::Unsupported(
+            "FH-OPE ciphertext range exhausted even after rebalancing".into(),
+        ))
+    }
+    fn take_reencoding(&mut self) -> Option<Vec<(u64, u64)>> {
+        FhOpe::take_reencoding(self).map(|r| r.changes)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct SavedClient {
+    protocol: String,
+    bits: u32,
+    extra: u32,
+    payload: u32,
+    record_key: [u8; 32],
+    scheme: Vec<u8>,
+}
+
+impl Drop for SavedClient {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.record_key);
+        zeroize::Zeroize::zeroize(&mut self.scheme);
+    }
+}
+
+/// The client half of a B+ tree protocol.
+pub struct BplusClient<C: ClientOrder> {
+    scheme: C,
+    record_key: RecordKey,
+    layout: Layout,
+}
+
+impl<C: ClientOrder> std::fmt::Debug for BplusClient<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BplusClient")
+            .field("protocol", &C::descriptor().name)
+            .field("layout", &self.layout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: ClientOrder> BplusClient<C> {
+    /// A client with fresh keys. Parameters: `bits` (value width, default
+    /// 32), `payload` (record bytes leaves are sized for, default 16) and
+    /// the scheme's own (see [`protocols`]).
+    pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
+        let mut known = vec!["bits", "payload"];
+        known.extend_from_slice(C::param_names());
+        params.only(C::descriptor().name, &known)?;
+        let bits = bits_param(params)?;
+        let payload: u32 = params.get_or("payload", 16)?;
+        let (scheme, extra) = C::generate(rng, params, bits)?;
+        let layout = Layout {
+            bits,
+            extra,
+            payload,
+        };
+        layout
+            .check()
+            .map_err(|_| Error::InvalidArgument(format!("invalid parameters {layout:?}")))?;
+        Ok(BplusClient {
+            scheme,
+            record_key: RecordKey::generate(rng),
+            layout,
+        })
+    }
+
+    /// A client from [`RangeClient::save_state`]'s bytes.
+    pub fn restore(bytes: &[u8]) -> Result<Self> {
+        let saved: SavedClient = wire::decode(bytes)?;
+        if saved.protocol != C::descriptor().name {
+            return Err(Error::Malformed(format!(
+                "state of {}, not {}",
+                saved.protocol,
+                C::descriptor().name
+            )));
+        }
+        let layout = Layout {
+            bits: saved.bits,
+            extra: saved.extra,
+            payload: saved.payload,
+        };
+        layout
+            .check()
+            .map_err(|_| Error::Malformed("impossible saved layout".into()))?;
+        Ok(BplusClient {
+            scheme: C::restore(&saved.scheme)?,
+            record_key: RecordKey::from_bytes(&saved.record_key)?,
+            layout,
+        })
+    }
+
+    fn aad() -> &'static [u8] {
+        C::descriptor().name.as_bytes()
+    }
+
+    fn seal(&self, rng: &mut dyn CryptoRngCore, value: u64, data: &[u8]) -> Result<Vec<u8>> {
+        if C::sealed() {
+            self.record_key.seal(rng, Self::aad(), value, data)
+        } else {
+            let mut plain = Vec::with_capacity(8 + data.len());
+            plain.extend_from_slice(&value.to_be_bytes());
+            plain.extend_from_slice(data);
+            Ok(plain)
+        }
+    }
+
+    fn open(&self, record: &[u8]) -> Result<(u64, Vec<u8>)> {
+        if C::sealed() {
+            self.record_key.open(Self::aad(), record)
+        } else {
+            let (value, data) = record
+                .split_first_chunk::<8>()
+                .ok_or_else(|| Error::Protocol("plain record shorter than 8 bytes".into()))?;
+            Ok((u64::from_be_bytes(*value), data.to_vec()))
+        }
+    }
+
+    fn send(
+        &self,
+        channel: &mut dyn Channel,
+        request: &Request<FullOf<C>, ProbeOf<C>>,
+    ) -> Result<Response> {
+        channel::call(channel, request)
+    }
+
+    /// Sends the pending FH-OPE re-encoding, if any.
+    fn flush_reencoding(&mut self, channel: &mut dyn Channel) -> Result<()> {
+        if let Some(changes) = self.scheme.take_reencoding() {
+            let request = Request::Reencode {
+                layout: self.layout,
+                changes,
+            };
+            match self.send(channel, &request)? {
+                Response::Done => {}
+                other => return Err(Error::unexpected("B+ tree", &other)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The sealed records of `[lo, hi]` (`lo <= hi`), with the endpoints
+    /// sent.
+    #[allow(clippy::type_complexity)]
+    fn fetch(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        lo: u64,
+        hi: u64,
+    ) -> Result<Option<(ProbeOf<C>, ProbeOf<C>, Vec<Vec<u8>>)>> {
+        let probes = self.scheme.probes(rng, lo, hi)?;
+        self.flush_reencoding(channel)?;
+        let Some((a, b)) = probes else {
+            return Ok(None);
+        };
+        let request = Request::Query {
+            layout: self.layout,
+            lo: a,
+            hi: b,
+        };
+        let records = match self.send(channel, &request)? {
+            Response::Records(records) => records,
+            other => return Err(Error::unexpected("B+ tree", &other)),
+        };
+        let Request::Query { lo: a, hi: b, .. } = request else {
+            return Err(Error::Protocol("request changed".into()));
+        };
+        Ok(Some((a, b, records)))
+    }
+}
+
+impl<C: ClientOrder> RangeClient for BplusClient<C> {
+    fn descriptor(&self) -> &'static SchemeDescriptor {
+        C::descriptor()
+    }
+
+    fn bits(&self) -> u32 {
+        self.layout.bits
+    }
+
+    fn insert(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        value: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        check_value(value, self.layout.bits)?;
+        let ciphertext = self.scheme.encrypt(rng, value)?;
+        self.flush_reencoding(channel)?;
+        let record = self.seal(rng, value, data)?;
+        let request = Request::Insert {
+            layout: self.layout,
+            ciphertext,
+            record,
+        };
+        match self.send(channel, &request)? {
+            Response::Done => Ok(()),
+            other => Err(Error::unexpected("B+ tree", &other)),
+        }
+    }
+
+    fn delete(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        value: u64,
+        data: &[u8],
+    ) -> Result<bool> {
+        check_value(value, self.layout.bits)?;
+        let (lo, hi, record) = if C::sealed() {
+            // Round 1: the sealed records of [v, v]; pick the pair's.
+            let Some((lo, hi, records)) = self.fetch(rng, channel, value, value)? else {
+                return Ok(false);
+            };
+            let mut found = None;
+            for r in records {
+                let (v, d) = self.open(&r)?;
+                if v == value && d == data {
+                    found = Some(r);
+                    break;
+                }
+            }
+            let Some(record) = found else {
+                return Ok(false);
+            };
+            (lo, hi, record)
+        } else {
+            // The baseline's records are deterministic: one round.
+            let Some((lo, hi)) = self.scheme.probes(rng, value, value)? else {
+                return Ok(false);
+            };
+            (lo, hi, self.seal(rng, value, data)?)
+        };
+        // Round 2 (round 1 for the baseline): delete that entry.
+        let request = Request::Delete {
+            layout: self.layout,
+            lo,
+            hi,
+            record,
+        };
+        match self.send(channel, &request)? {
+            Response::Deleted(found) => Ok(found),
+            other => Err(Error::unexpected("B+ tree", &other)),
+        }
+    }
+
+    fn query(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        lo: u64,
+        hi: u64,
+    ) -> Result<RangeAnswer> {
+        check_value(lo, self.layout.bits)?;
+        check_value(hi, self.layout.bits)?;
+        if lo > hi {
+            return Ok(RangeAnswer::default());
+        }
+        let Some((_, _, sealed)) = self.fetch(rng, channel, lo, hi)? else {
+            return Ok(RangeAnswer::default());
+        };
+        let mut records = Vec::with_capacity(sealed.len());
+        for r in &sealed {
+            let (v, d) = self.open(r)?;
+            if v < lo || v > hi {
+                return Err(Error::Protocol(format!(
+                    "the server returned value {v} for the query [{lo}, {hi}]"
+                )));
+            }
+            records.push((v, d));
+        }
+        Ok(RangeAnswer::from_records(records, 0))
+    }
+
+    fn client_storage_bytes(&self) -> u64 {
+        // The parameters (bits, extra, payload), the keys and the state.
+        let record_key = if C::sealed() { 32 } else { 0 };
+        12 + record_key + C::key_bytes() + self.scheme.state_bits().div_ceil(8)
+    }
+
+    fn save_state(&self) -> Result<Vec<u8>> {
+        let saved = SavedClient {
+            protocol: C::descriptor().name.to_owned(),
+            bits: self.layout.bits,
+            extra: self.layout.extra,
+            payload: self.layout.payload,
+            record_key: *self.record_key.to_bytes(),
+            scheme: self.scheme.save()?.to_vec(),
+        };
+        wire::encode(&saved)
+    }
+}

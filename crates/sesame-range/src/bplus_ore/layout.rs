@@ -1,0 +1,67 @@
+//! Node capacities: how many entries a node of one page holds, for each
+//! scheme's ciphertext size (fan-out), and the layout every request names.
+
+use serde::{Deserialize, Serialize};
+use sesame_core::{Error, Result};
+
+use crate::btree::Capacity;
+
+// ---------------------------------------------------------------------
+// Layout and fan-out.
+
+/// The scheme parameters a server needs: sent with every request, fixed
+/// by the first one and checked against it afterwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Value width in bits.
+    pub bits: u32,
+    /// The scheme's second parameter: BCLO's ciphertext width, Lewi-Wu's
+    /// block width, FH-OPE's ciphertext width; 0 for the others.
+    pub extra: u32,
+    /// Payload bytes per record that leaves are sized for.
+    pub payload: u32,
+}
+
+impl Layout {
+    pub(super) fn check(&self) -> Result<()> {
+        if !(1..=64).contains(&self.bits) || self.extra > 128 || self.payload > 1 << 20 {
+            return Err(Error::Protocol(format!(
+                "impossible B+ tree layout {self:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of a postcard varint of a `bits`-bit number, at most.
+pub(super) const fn varint_bytes(bits: u32) -> usize {
+    if bits == 0 {
+        1
+    } else {
+        bits.div_ceil(7) as usize
+    }
+}
+
+/// Bytes of a postcard length prefix for `len`.
+pub(super) fn len_prefix(len: usize) -> usize {
+    varint_bytes(usize::BITS - len.leading_zeros())
+}
+
+/// Bound on a node's bytes beyond its entries: kind tag, vector lengths,
+/// the next-leaf pointer, the wire version.
+pub const NODE_HEADER_BYTES: usize = 16;
+
+/// Bytes a child pointer takes in a page (node ids below 2^35).
+pub const CHILD_BYTES: usize = 5;
+
+/// Node capacities for pages of `page_size` bytes, keys of at most
+/// `key_bytes` bytes and leaf values of at most `value_bytes` bytes:
+/// `leaf = (page - 16) / (key + value)` and
+/// `internal = (page - 16 - 5) / (key + 5)`, at least 2 each (a key larger
+/// than a page gives nodes of several pages).
+pub fn capacity(page_size: usize, key_bytes: usize, value_bytes: usize) -> Result<Capacity> {
+    let room = page_size.saturating_sub(NODE_HEADER_BYTES);
+    let leaf = room / (key_bytes + value_bytes).max(1);
+    let internal = room.saturating_sub(CHILD_BYTES) / (key_bytes + CHILD_BYTES);
+    Capacity::new(leaf.max(2), internal.max(2))
+}

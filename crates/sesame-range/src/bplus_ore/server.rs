@@ -1,0 +1,220 @@
+//! The server half: a B+ tree over [`PageNodes`], compared with the
+//! scheme's [`ServerOrder`].
+
+use std::sync::Arc;
+
+use sesame_core::{wire, Error, Handler, IoCounts, Result, Store};
+
+use super::{capacity, len_prefix, Layout, PageNodes, Request, Response, ServerOrder, MAX_RECORD};
+use crate::btree::{BTree, Capacity, Node, NodeId, NodeStore};
+use crate::paged::PageConfig;
+use crate::record::RecordKey;
+
+pub(super) struct Ready<O> {
+    layout: Layout,
+    order: O,
+    capacity: Capacity,
+    key_bytes: usize,
+}
+
+/// The server half: the tree in pages, and the scheme's public comparison.
+pub struct BplusServer<O: ServerOrder> {
+    nodes: PageNodes<O::Right>,
+    page: PageConfig,
+    ready: Option<Ready<O>>,
+}
+
+impl<O: ServerOrder> std::fmt::Debug for BplusServer<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BplusServer")
+            .field("nodes", &self.nodes)
+            .field("page", &self.page)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Bytes of a sealed record (or of a plain one) with `payload` bytes.
+pub(super) fn record_bytes(sealed: bool, payload: usize) -> usize {
+    if sealed {
+        RecordKey::sealed_len(payload)
+    } else {
+        8 + payload
+    }
+}
+
+impl<O: ServerOrder> BplusServer<O> {
+    /// A server over `store` (a [`crate::PagedStore`] to count page I/O)
+    /// laid out for `page`; continues the tree already in `store`.
+    pub fn new(store: Arc<dyn Store>, page: &PageConfig) -> Result<Self> {
+        page.check()?;
+        let mut server = BplusServer {
+            nodes: PageNodes::open(store)?,
+            page: *page,
+            ready: None,
+        };
+        if let Some(layout) = server.nodes.meta.layout {
+            server.prepare(layout)?;
+        }
+        Ok(server)
+    }
+
+    fn prepare(&mut self, layout: Layout) -> Result<()> {
+        if let Some(ready) = &self.ready {
+            if ready.layout != layout {
+                return Err(Error::Protocol(format!(
+                    "B+ tree laid out for {:?}, request for {layout:?}",
+                    ready.layout
+                )));
+            }
+            return Ok(());
+        }
+        layout.check()?;
+        let key_bytes = O::key_bytes(&layout);
+        // Sealed or not, records are sized the same way (the baseline's
+        // are 16 bytes shorter, which only leaves room).
+        let payload = layout.payload as usize;
+        let value_bytes = record_bytes(true, payload) + len_prefix(record_bytes(true, payload));
+        let capacity = capacity(self.page.page_size, key_bytes, value_bytes)?;
+        let order = O::new(&layout)?;
+        if self.nodes.meta.layout.is_none() {
+            self.nodes.meta.layout = Some(layout);
+            self.nodes.dirty = true;
+        }
+        self.ready = Some(Ready {
+            layout,
+            order,
+            capacity,
+            key_bytes,
+        });
+        Ok(())
+    }
+
+    /// The node capacities, once the first request fixed the layout.
+    pub fn capacity(&self) -> Option<Capacity> {
+        self.ready.as_ref().map(|r| r.capacity)
+    }
+
+    fn insert(&mut self, layout: Layout, full: O::Ciphertext, record: Vec<u8>) -> Result<Response> {
+        self.prepare(layout)?;
+        let Some(ready) = &self.ready else {
+            return Err(Error::Protocol("B+ tree server not ready".into()));
+        };
+        if record.len() > MAX_RECORD {
+            return Err(Error::Protocol("record too large".into()));
+        }
+        let stored = O::right(&full);
+        if wire::encode(&stored)?.len() > ready.key_bytes + 1 {
+            return Err(Error::Protocol(
+                "ciphertext larger than the scheme's parameters allow".into(),
+            ));
+        }
+        let order = &ready.order;
+        let mut tree = BTree::new(&mut self.nodes, ready.capacity);
+        tree.insert(stored, record, |k| order.compare(O::left(&full), k))?;
+        Ok(Response::Done)
+    }
+
+    fn query(&mut self, layout: Layout, lo: O::Left, hi: O::Left) -> Result<Response> {
+        self.prepare(layout)?;
+        let Some(ready) = &self.ready else {
+            return Err(Error::Protocol("B+ tree server not ready".into()));
+        };
+        let order = &ready.order;
+        let mut tree = BTree::new(&mut self.nodes, ready.capacity);
+        let mut out = Vec::new();
+        tree.scan(
+            |k| order.compare(&lo, k),
+            |k| order.compare(&hi, k),
+            |_, v| {
+                out.push(v.clone());
+                Ok(())
+            },
+        )?;
+        Ok(Response::Records(out))
+    }
+
+    fn delete(
+        &mut self,
+        layout: Layout,
+        lo: O::Left,
+        hi: O::Left,
+        record: Vec<u8>,
+    ) -> Result<Response> {
+        self.prepare(layout)?;
+        let Some(ready) = &self.ready else {
+            return Err(Error::Protocol("B+ tree server not ready".into()));
+        };
+        let order = &ready.order;
+        let mut tree = BTree::new(&mut self.nodes, ready.capacity);
+        let found = tree.delete(
+            |k| order.compare(&lo, k),
+            |k| order.compare(&hi, k),
+            |_, v| Ok(*v == record),
+        )?;
+        Ok(Response::Deleted(found.is_some()))
+    }
+
+    /// Rewrites every stored key (leaves and separators) through the
+    /// re-encoding; it preserves order, so the tree stays valid.
+    fn reencode(&mut self, layout: Layout, changes: Vec<(u64, u64)>) -> Result<Response> {
+        self.prepare(layout)?;
+        if changes.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(Error::Protocol("re-encoding not sorted".into()));
+        }
+        let mut stack: Vec<NodeId> = self.nodes.root().into_iter().collect();
+        let mut seen = 0u64;
+        while let Some(id) = stack.pop() {
+            seen += 1;
+            if seen > self.nodes.meta.next {
+                return Err(Error::StoreCorrupt("B+ tree has a cycle".into()));
+            }
+            let mut node = self.nodes.load(id)?;
+            match &mut node {
+                Node::Leaf(l) => {
+                    for (k, _) in &mut l.entries {
+                        O::remap(k, &changes)?;
+                    }
+                }
+                Node::Internal(n) => {
+                    for k in &mut n.keys {
+                        O::remap(k, &changes)?;
+                    }
+                    stack.extend(n.children.iter().copied());
+                }
+            }
+            self.nodes.store(id, &node)?;
+        }
+        Ok(Response::Done)
+    }
+}
+
+impl<O: ServerOrder> Handler for BplusServer<O> {
+    type Request = Request<O::Ciphertext, O::Left>;
+    type Response = Response;
+
+    fn handle(&mut self, request: Self::Request) -> Result<Response> {
+        let response = match request {
+            Request::Insert {
+                layout,
+                ciphertext,
+                record,
+            } => self.insert(layout, ciphertext, record),
+            Request::Query { layout, lo, hi } => self.query(layout, lo, hi),
+            Request::Delete {
+                layout,
+                lo,
+                hi,
+                record,
+            } => self.delete(layout, lo, hi, record),
+            Request::Reencode { layout, changes } => self.reencode(layout, changes),
+        };
+        // Persist the root and id counter even when the operation failed
+        // half way: the nodes it wrote are then reachable and consistent.
+        self.nodes.commit()?;
+        response
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.nodes.io_counts()
+    }
+}
