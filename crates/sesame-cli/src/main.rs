@@ -552,17 +552,18 @@ fn plural(n: usize) -> &'static str {
 }
 
 fn search(dir: &std::path::Path, text: &str) -> Result<(), CliError> {
-    // A malformed query is refused before the passphrase is asked.
-    sesame_client::parse_query(text)?;
+    // A malformed query is refused before the passphrase is asked; the
+    // session answers the parsed query in one pass.
+    let query = sesame_client::parse_query(text)?;
     let mut session = open(dir)?;
-    let resumed = session.resume_pending()?;
+    let hits = session.answer(&query)?;
+    let resumed = hits.resumed;
     if resumed > 0 {
         eprintln!(
             "completed {resumed} document{} of an interrupted add",
             plural(resumed)
         );
     }
-    let hits = session.query(text)?;
     let removed = hits.false_positives_removed;
     if removed > 0 {
         eprintln!(

@@ -466,3 +466,28 @@ fn rekey_moves_every_scheme_to_fresh_keys_and_survives_failures() {
         check_exact(&p, &store, &corpus, &format!("{name} after rekey"));
     }
 }
+
+/// A search completes what an interrupted add left, in the same pass, and
+/// says how many documents that was; a second search has nothing left.
+#[test]
+fn a_search_completes_an_interrupted_add_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = profile(&tmp.path().join("p"), "fast");
+    let store = Arc::new(FaultyStore::new());
+    let corpus = Corpus::new(&tmp.path().join("c"), 8);
+    // The write that would apply the update is applied but reported lost:
+    // the intent stays pending.
+    store.fail(2, 1);
+    let interrupted = session(&p, &store).add_documents(&[&corpus.root], &mut |_| {});
+    store.heal();
+    assert!(interrupted.is_err());
+    let mut s = session(&p, &store);
+    let pending = s.pending_documents();
+    assert!(pending > 0, "nothing was left pending");
+    let query = sesame_client::parse_query("all").unwrap();
+    let hits = s.answer(&query).unwrap();
+    assert_eq!(hits.resumed, pending);
+    assert_eq!(hits.documents.len(), s.documents().len());
+    assert_eq!(s.pending_documents(), 0);
+    assert_eq!(s.answer(&query).unwrap().resumed, 0);
+}

@@ -1,0 +1,199 @@
+//! Pending intents: saved with the client state that follows them before
+//! anything is sent, sent (again) until acknowledged, completed once; and
+//! the resumption of what an interrupted command left.
+
+use sesame_sse::query::QueryResult;
+use zeroize::Zeroize;
+
+use crate::doc_service::DocId;
+use crate::error::{ClientError, Result};
+use crate::intents::{Intent, IntentOp};
+use crate::state::PendingRef;
+
+/// Documents whose keywords `check` searches for.
+use super::*;
+
+impl Session {
+    // ---- completing interrupted operations ----------------------------
+
+    /// Completes, in order, the operations an interrupted command saved
+    /// but did not finish (their requests are sent again; the server
+    /// applies each once), and deletes the stored documents an
+    /// interrupted add left without an index entry. Returns the documents
+    /// completed. Every command on the index calls it first.
+    pub fn resume_pending(&mut self) -> Result<usize> {
+        self.recover()
+    }
+
+    pub(super) fn recover(&mut self) -> Result<usize> {
+        let mut done = 0;
+        while let Some(pending) = self.state.pending.first().copied() {
+            let intent = self.intents.load(&pending.id)?;
+            if let IntentOp::Update { add, .. } = &intent.op {
+                done += add.len();
+            }
+            self.complete_intent(intent)?;
+        }
+        if !self.state.reserved.is_empty() {
+            let catalog = &self.state.catalog;
+            let orphans: Vec<DocId> = self
+                .state
+                .reserved
+                .iter()
+                .copied()
+                .filter(|id| !catalog.contains_key(id))
+                .collect();
+            self.state.garbage.extend(orphans);
+            self.state.reserved.clear();
+            self.save()?;
+        }
+        // Deleting left-over documents may fail (a full disk): that must
+        // not stop searches; they stay listed and go next time.
+        let _ = self.collect_garbage();
+        Ok(done)
+    }
+
+    /// Writes format-2 intents (kept inside the state) as intent files.
+    pub(super) fn adopt_legacy_intents(&mut self) -> Result<()> {
+        if self.state.legacy.is_empty() {
+            return Ok(());
+        }
+        for legacy in std::mem::take(&mut self.state.legacy) {
+            let intent = Intent {
+                id: legacy.id,
+                generation: legacy.generation,
+                requests: legacy.requests,
+                op: IntentOp::Update {
+                    add: legacy.documents,
+                    remove: Vec::new(),
+                },
+            };
+            self.intents.save(&mut self.rng, &intent)?;
+            self.state.pending.push(PendingRef {
+                id: intent.id,
+                documents: intent.documents(),
+            });
+        }
+        self.save()
+    }
+
+    /// Saves `intent` and the client state that follows it: the intent's
+    /// file first, then the state that refers to it (one atomic rename).
+    /// On failure the client goes back to the last saved state.
+    pub(super) fn persist_intent(&mut self, intent: &Intent) -> Result<()> {
+        let saved = (|| {
+            self.intents.save(&mut self.rng, intent)?;
+            let after = self.client.save_state()?;
+            let before = std::mem::replace(&mut self.state.client, after);
+            self.state.pending.push(PendingRef {
+                id: intent.id,
+                documents: intent.documents(),
+            });
+            match self.save() {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    self.state.pending.pop();
+                    let mut after = std::mem::replace(&mut self.state.client, before);
+                    after.zeroize();
+                    Err(e)
+                }
+            }
+        })();
+        if saved.is_err() {
+            self.intents.remove(&intent.id);
+            self.reload_client()?;
+        }
+        saved
+    }
+
+    /// Sends a saved intent (again, after an interruption) and completes
+    /// it: the catalog changes of an update, the result of a search.
+    pub(super) fn complete_intent(&mut self, intent: Intent) -> Result<Option<QueryResult>> {
+        let responses = if intent.requests.is_empty() {
+            Vec::new()
+        } else {
+            let sent = self
+                .backend
+                .apply_update(
+                    &self.index,
+                    intent.generation,
+                    &self.scheme,
+                    intent.id,
+                    &intent.requests,
+                )
+                .and_then(|responses| {
+                    if responses.len() == intent.requests.len() {
+                        Ok(responses)
+                    } else {
+                        Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                            "sent {} requests, got {} answers",
+                            intent.requests.len(),
+                            responses.len()
+                        ))))
+                    }
+                });
+            sent.map_err(|cause| ClientError::Unacknowledged {
+                documents: self.pending_documents(),
+                cause: Box::new(cause),
+            })?
+        };
+        let result = match &intent.op {
+            IntentOp::Update { add, remove } => {
+                for r in &responses {
+                    self.client.check_update_response(r)?;
+                }
+                for d in add {
+                    self.state.catalog.insert(d.id, d.clone());
+                }
+                for id in remove {
+                    self.state.catalog.remove(id);
+                }
+                self.state.garbage.extend(remove.iter().copied());
+                None
+            }
+            IntentOp::Search { query, context } => {
+                let result = self
+                    .client
+                    .resolve_query(&query.query(), context, &responses)?;
+                let after = self.client.save_state()?;
+                let mut before = std::mem::replace(&mut self.state.client, after);
+                before.zeroize();
+                Some(result)
+            }
+        };
+        self.state.pending.retain(|p| p.id != intent.id);
+        self.save()?;
+        self.intents.remove(&intent.id);
+        // The kept answers are no longer needed; if forgetting fails they
+        // only take room.
+        let _ = self.backend.forget(&self.index, intent.id);
+        Ok(result)
+    }
+
+    /// Brings the scheme client back to the last saved state (after a
+    /// preparation that was not saved).
+    pub(super) fn reload_client(&mut self) -> Result<()> {
+        self.client = (self.scheme.restore_client)(&self.state.client).map_err(|_| {
+            ClientError::StateCorrupt {
+                index: self.index.clone(),
+                path: self.state_path.clone(),
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Refuses prepared requests that no message to the server can carry.
+    pub(super) fn check_sizes(&self, requests: &[Vec<u8>]) -> Result<()> {
+        let Some(max) = self.max_message.map(crate::network::max_request) else {
+            return Ok(());
+        };
+        match requests.iter().find(|r| r.len() > max) {
+            Some(r) => Err(ClientError::TooLarge {
+                what: format!("a request of scheme {}", self.scheme.descriptor.name),
+                size: r.len() as u64,
+                max: max as u64,
+            }),
+            None => Ok(()),
+        }
+    }
+}

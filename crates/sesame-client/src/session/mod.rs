@@ -1,0 +1,519 @@
+//! A session on one index: adding (syncing) and removing documents,
+//! searching, reading documents back, checking the profile.
+//!
+//! Every operation that changes the index is a *pending intent* first
+//! ([`crate::intents`]): its requests and the client state that follows
+//! are saved together before anything is sent, the server applies the
+//! requests once whatever number of times they arrive, and the operation
+//! is completed by whichever command runs next if this one is interrupted.
+//! Every command starts by completing what an interrupted one left
+//! ([`Session::resume_pending`]).
+//!
+//! The session's parts: `sync` (adding and removing documents: dynamic
+//! updates and static rebuilds), `intents` (saving, sending and
+//! completing pending intents, and resuming interrupted ones), `queries`
+//! (searching, reading documents back, checking).
+
+use std::path::PathBuf;
+
+use rand_core::OsRng;
+use sesame_core::{Meter, QueryKind, SchemeDescriptor, SchemeKind};
+use sesame_crypto::Aes256GcmSiv;
+use sesame_sse::{KeywordClient, KeywordScheme};
+
+use crate::backend::Backend;
+use crate::collect::NewFile;
+use crate::doc_service::DocId;
+use crate::error::{ClientError, Result};
+use crate::intents::IntentFiles;
+use crate::lock::ProfileLock;
+use crate::profile::{find_scheme, Profile};
+use crate::state::{DocumentInfo, IndexState, StateCipher};
+
+mod intents;
+mod queries;
+mod sync;
+
+/// Documents per pending intent of a dynamic scheme's updates.
+const INTENT_DOCS: usize = 64;
+/// Bytes of requests per pending intent (one document's requests may be
+/// more: they are saved and sent together, in calls under the limit).
+const INTENT_BYTES: usize = 1 << 20;
+/// Documents whose keywords `check` searches for.
+const CHECK_PROBES: usize = 32;
+
+/// What a long operation is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Reading and tokenizing the new files.
+    Reading,
+    /// Encrypting and storing the new documents.
+    Storing,
+    /// Fetching and decrypting stored documents (a static index's rebuild,
+    /// the keywords of documents to delete, a check).
+    Fetching,
+    /// Building or updating the encrypted index.
+    Indexing,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Reading => "reading",
+            Phase::Storing => "storing",
+            Phase::Fetching => "fetching",
+            Phase::Indexing => "indexing",
+        })
+    }
+}
+
+/// Progress of a long operation: `done` of `total` steps of `phase`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// The phase.
+    pub phase: Phase,
+    /// Steps done.
+    pub done: u64,
+    /// Steps in the phase.
+    pub total: u64,
+}
+
+/// The answer to [`Session::query`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryHits {
+    /// The kind of query answered.
+    pub kind: QueryKind,
+    /// Matching documents: best first for ranked queries, else by
+    /// identifier.
+    pub documents: Vec<DocumentInfo>,
+    /// For ranked queries, the score of each document; empty otherwise.
+    pub scores: Vec<f64>,
+    /// Candidates the server returned that did not match after decryption
+    /// (false positives of filter-based schemes), removed.
+    pub false_positives_removed: usize,
+    /// Documents of interrupted operations completed before the query ran
+    /// ([`Session::resume_pending`]).
+    pub resumed: usize,
+}
+
+/// What [`Session::add_documents`] did. `add` is a sync: a file whose path
+/// and content the index already holds is skipped; a file whose content
+/// changed replaces its old version.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AddReport {
+    /// New documents (paths the index did not hold), with their new
+    /// identifiers.
+    pub added: Vec<DocumentInfo>,
+    /// New versions of changed files, with their new identifiers.
+    pub replaced: Vec<DocumentInfo>,
+    /// Documents deleted: the old versions of changed files, and extra
+    /// copies of a path (left by earlier builds).
+    pub removed: Vec<DocumentInfo>,
+    /// Files skipped because the index holds them unchanged.
+    pub unchanged: usize,
+    /// Distinct keywords in the added and replaced documents.
+    pub keywords: usize,
+    /// (keyword, document) pairs added.
+    pub pairs: usize,
+    /// Whether the whole index was rebuilt ([`Session::rebuilds`]).
+    pub rebuilt: bool,
+    /// Documents in the index afterwards.
+    pub indexed: usize,
+    /// Documents of an earlier, interrupted command that this one
+    /// completed first.
+    pub resumed: usize,
+}
+
+/// What [`Session::remove_documents`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoveReport {
+    /// The documents removed.
+    pub removed: Vec<DocumentInfo>,
+    /// Whether the scheme deleted their entries from the index; when it
+    /// cannot (schemes without deletion), the entries stay on the server
+    /// and the client no longer shows the documents.
+    pub index_entries_deleted: bool,
+    /// Whether the whole index was rebuilt ([`Session::rebuilds`]).
+    pub rebuilt: bool,
+    /// Documents in the index afterwards.
+    pub indexed: usize,
+}
+
+/// What [`Session::check`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// Documents in the catalog.
+    pub documents: usize,
+    /// Documents fetched, decrypted and compared with their recorded hash.
+    pub verified: usize,
+    /// Searches made to check that documents are found by their keywords.
+    pub searches: usize,
+    /// Interrupted operations completed before the check.
+    pub resumed: usize,
+    /// What is wrong, one line each; empty when the profile is sound.
+    pub problems: Vec<String>,
+}
+
+/// A file to add, read and hashed.
+struct Incoming {
+    file: NewFile,
+    keywords: Vec<String>,
+    digest: [u8; 32],
+}
+
+/// The documents an update adds and removes, grouped so that a changed
+/// file's old and new versions go in the same intent.
+struct Group {
+    removes: Vec<(DocumentInfo, Vec<String>)>,
+    add: Option<(DocumentInfo, Vec<String>)>,
+}
+
+/// The intent being filled by an update.
+#[derive(Default)]
+struct Batch {
+    requests: Vec<Vec<u8>>,
+    add: Vec<DocumentInfo>,
+    remove: Vec<DocId>,
+    bytes: usize,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.requests.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// A session on one index of a profile.
+///
+/// It holds the profile lock for as long as it lives. Every operation that
+/// changes the client state writes it (encrypted, atomically) before it
+/// returns.
+pub struct Session {
+    pub(crate) index: String,
+    pub(crate) profile_id: String,
+    profile_dir: PathBuf,
+    state_path: PathBuf,
+    cipher: StateCipher,
+    pub(crate) docs: Aes256GcmSiv,
+    scheme: KeywordScheme,
+    pub(crate) state: IndexState,
+    client: Box<dyn KeywordClient>,
+    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) rng: OsRng,
+    intents: IntentFiles,
+    /// The server's message limit, if it has one.
+    pub(crate) max_message: Option<usize>,
+    _lock: ProfileLock,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("index", &self.index)
+            .field("scheme", &self.scheme.descriptor.name)
+            .field("documents", &self.state.catalog.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(
+        profile: &Profile,
+        index: &str,
+        state: IndexState,
+        backend: Box<dyn Backend>,
+        lock: ProfileLock,
+    ) -> Result<Session> {
+        let scheme = find_scheme(&state.scheme)?;
+        Self::with_scheme(profile, index, state, backend, scheme, lock)
+    }
+
+    /// As [`Session::new`], with the scheme given rather than looked up.
+    fn with_scheme(
+        profile: &Profile,
+        index: &str,
+        state: IndexState,
+        mut backend: Box<dyn Backend>,
+        scheme: KeywordScheme,
+        lock: ProfileLock,
+    ) -> Result<Session> {
+        let state_path = profile.state_path(index);
+        let client =
+            (scheme.restore_client)(&state.client).map_err(|_| ClientError::StateCorrupt {
+                index: index.to_owned(),
+                path: state_path.clone(),
+            })?;
+        let max_message = backend.max_message()?;
+        let mut session = Session {
+            index: index.to_owned(),
+            profile_id: profile.id().to_owned(),
+            profile_dir: profile.dir().to_path_buf(),
+            state_path,
+            cipher: profile.state_cipher(),
+            docs: Aes256GcmSiv::new(profile.doc_key()),
+            scheme,
+            state,
+            client,
+            backend,
+            rng: OsRng,
+            intents: profile.intent_files(index),
+            max_message,
+            _lock: lock,
+        };
+        session.adopt_legacy_intents()?;
+        let keep: Vec<[u8; 16]> = session.state.pending.iter().map(|p| p.id).collect();
+        session.intents.sweep(&keep);
+        Ok(session)
+    }
+
+    /// The index name.
+    pub fn index(&self) -> &str {
+        &self.index
+    }
+
+    /// The descriptor of the index's scheme.
+    pub fn scheme(&self) -> &'static SchemeDescriptor {
+        self.scheme.descriptor
+    }
+
+    /// Whether the scheme is static (adding documents rebuilds the index).
+    pub fn is_static(&self) -> bool {
+        self.scheme.descriptor.kind == SchemeKind::StaticSse
+    }
+
+    /// Whether a change rebuilds the whole index ([`AddReport::rebuilt`]):
+    /// static schemes, and dynamic schemes whose updates cannot be
+    /// prepared ahead of sending them (SDa, SDd, KPR12 read the server
+    /// between their writes), which the session keeps crash-safe this way.
+    pub fn rebuilds(&self) -> bool {
+        self.is_static() || !self.client.prepares_updates()
+    }
+
+    /// The meter every channel of the session reports to.
+    pub fn meter(&self) -> &Meter {
+        self.backend.meter()
+    }
+
+    /// The documents of the index, by identifier.
+    pub fn documents(&self) -> Vec<DocumentInfo> {
+        self.state.catalog.values().cloned().collect()
+    }
+
+    /// The document `id`, if the index has it.
+    pub fn document(&self, id: DocId) -> Option<&DocumentInfo> {
+        self.state.catalog.get(&id)
+    }
+
+    /// Documents waiting in operations saved but not completed.
+    pub fn pending_documents(&self) -> usize {
+        self.state
+            .pending
+            .iter()
+            .map(|p| p.documents as usize)
+            .sum()
+    }
+
+    /// The index's generation (each rebuild or rekey makes a new one).
+    pub fn generation(&self) -> u64 {
+        self.state.generation
+    }
+
+    pub(crate) fn save(&mut self) -> Result<()> {
+        self.cipher
+            .save(&mut self.rng, &self.state_path, &self.index, &self.state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The dynamic path, with a toy plaintext dynamic scheme (no dynamic
+    //! scheme is registered yet).
+
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Serialize};
+
+    use rand_core::CryptoRngCore;
+    use sesame_core::{
+        channel, wire, BackwardPrivacy, Channel, Handler, IoCounts, Params, QueryKind,
+        Result as CoreResult, Store, Typed,
+    };
+    use sesame_store::MemoryStore;
+
+    use super::*;
+    use crate::backend::EmbeddedBackend;
+    use crate::insecure;
+    use sesame_sse::{Multimap, UpdateOp};
+
+    static TOY: SchemeDescriptor = SchemeDescriptor {
+        name: "toy",
+        title: "Toy dynamic scheme (plaintext)",
+        citation: "nobody",
+        kind: SchemeKind::DynamicSse,
+        forward_private: false,
+        backward_privacy: BackwardPrivacy::None,
+        queries: &[QueryKind::Exact],
+        leakage: "everything",
+        doc: "none",
+    };
+
+    #[derive(Serialize, Deserialize)]
+    enum Req {
+        Add(DocId, Vec<Vec<u8>>),
+        Search(Vec<u8>),
+    }
+
+    /// Counts its updates, so the state changes with each.
+    struct ToyClient {
+        updates: u64,
+    }
+
+    impl KeywordClient for ToyClient {
+        fn descriptor(&self) -> &'static SchemeDescriptor {
+            &TOY
+        }
+        fn setup(
+            &mut self,
+            _: &mut dyn CryptoRngCore,
+            _: &mut dyn Channel,
+            _: &Multimap,
+        ) -> CoreResult<()> {
+            panic!("a dynamic scheme is never set up by the SDK")
+        }
+        fn prepares_updates(&self) -> bool {
+            true
+        }
+
+        fn prepare_update(
+            &mut self,
+            _: &mut dyn CryptoRngCore,
+            op: UpdateOp,
+            doc: DocId,
+            words: &[Vec<u8>],
+        ) -> CoreResult<Option<Vec<Vec<u8>>>> {
+            assert_eq!(op, UpdateOp::Add);
+            self.updates += 1;
+            Ok(Some(vec![wire::encode(&Req::Add(doc, words.to_vec()))?]))
+        }
+        fn check_update_response(&self, response: &[u8]) -> CoreResult<()> {
+            wire::decode::<Vec<DocId>>(response).map(drop)
+        }
+        fn search(
+            &mut self,
+            _: &mut dyn CryptoRngCore,
+            ch: &mut dyn Channel,
+            w: &[u8],
+        ) -> CoreResult<Vec<DocId>> {
+            channel::call(ch, &Req::Search(w.to_vec()))
+        }
+        fn save_state(&self) -> CoreResult<Vec<u8>> {
+            Ok(self.updates.to_le_bytes().to_vec())
+        }
+    }
+
+    struct ToyServer(Arc<dyn Store>);
+
+    impl Handler for ToyServer {
+        type Request = Req;
+        type Response = Vec<DocId>;
+        fn handle(&mut self, r: Req) -> CoreResult<Vec<DocId>> {
+            match r {
+                Req::Add(doc, words) => {
+                    for w in words {
+                        let mut k = w;
+                        k.push(0);
+                        k.extend_from_slice(&doc.to_be_bytes());
+                        self.0.put(&k, b"")?;
+                    }
+                    Ok(Vec::new())
+                }
+                Req::Search(mut w) => {
+                    w.push(0);
+                    let mut ids = Vec::new();
+                    for (k, _) in self.0.scan_prefix(&w)? {
+                        let b: [u8; 8] = k[w.len()..].try_into().unwrap();
+                        ids.push(DocId::from_be_bytes(b));
+                    }
+                    Ok(ids)
+                }
+            }
+        }
+        fn io_counts(&self) -> IoCounts {
+            self.0.io_counts()
+        }
+    }
+
+    fn toy() -> KeywordScheme {
+        KeywordScheme {
+            descriptor: &TOY,
+            params: &[],
+            new_client: |_, _| Ok(Box::new(ToyClient { updates: 0 })),
+            restore_client: |b| {
+                let n = u64::from_le_bytes(
+                    b.try_into()
+                        .map_err(|_| sesame_core::Error::Malformed("toy state".into()))?,
+                );
+                Ok(Box::new(ToyClient { updates: n }))
+            },
+            new_server: Some(|store, _| Ok(Box::new(Typed(ToyServer(store))))),
+        }
+    }
+
+    #[test]
+    fn dynamic_schemes_update_per_document_and_persist_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        let profile = Profile::create_with_kdf(
+            tmp.path().join("p"),
+            "pw",
+            "pibas",
+            &Params::new(),
+            insecure::fast_kdf(),
+        )
+        .unwrap();
+        let files: Vec<PathBuf> = ["fox dog", "dog cat", ""]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let p = tmp.path().join(format!("{i}.txt"));
+                std::fs::write(&p, text).unwrap();
+                p
+            })
+            .collect();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let state = IndexState::new("toy", &Params::new(), 0u64.to_le_bytes().to_vec());
+        let backend = Box::new(EmbeddedBackend::over(store.clone()));
+        profile.save_state(&mut OsRng, "toy", &state).unwrap();
+        let lock = profile.lock("toy").unwrap();
+        let mut s = Session::with_scheme(&profile, "toy", state, backend, toy(), lock).unwrap();
+        assert!(!s.is_static());
+        s.save().unwrap();
+
+        let r = s.add_documents(&files[..2], &mut |_| {}).unwrap();
+        assert!(!r.rebuilt);
+        assert_eq!((r.added.len(), r.indexed, r.pairs), (2, 2, 4));
+        let r = s.add_documents(&files[2..], &mut |_| {}).unwrap();
+        assert!(!r.rebuilt);
+        assert_eq!(r.indexed, 3);
+        let ids = |hits: Vec<DocumentInfo>| hits.into_iter().map(|d| d.id).collect::<Vec<_>>();
+        assert_eq!(ids(s.search("dog").unwrap()), [1, 2]);
+        assert_eq!(ids(s.search("CAT").unwrap()), [2]);
+        assert_eq!(s.get(3).unwrap(), b"");
+        drop(s);
+
+        // The state on disk has the catalog and the scheme's state (two
+        // updates: the empty document sends none).
+        let state = profile.load_state("toy").unwrap();
+        assert_eq!(state.catalog.len(), 3);
+        assert_eq!(state.client, 2u64.to_le_bytes());
+        assert_eq!(state.next_doc, 4);
+        assert_eq!(state.generation, 0);
+        let backend = Box::new(EmbeddedBackend::over(store));
+        let lock = profile.lock("toy").unwrap();
+        let mut s = Session::with_scheme(&profile, "toy", state, backend, toy(), lock).unwrap();
+        assert_eq!(ids(s.search("fox").unwrap()), [1]);
+    }
+}

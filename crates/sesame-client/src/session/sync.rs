@@ -1,0 +1,514 @@
+//! Adding and removing documents: a dynamic scheme's updates as pending
+//! intents, a static scheme's rebuilds as new generations, and rekeying.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+
+use rand_core::RngCore;
+use sesame_sse::{Multimap, UpdateOp};
+use zeroize::Zeroize;
+
+use crate::collect::{self, NewFile};
+use crate::doc_service::DocId;
+use crate::error::{ClientError, Result};
+use crate::intents::{Intent, IntentOp};
+use crate::profile::new_client;
+use crate::state::DocumentInfo;
+use crate::tokenize::tokenize_bytes;
+
+/// Documents whose keywords `check` searches for.
+use super::*;
+
+impl Session {
+    // ---- adding and removing ------------------------------------------
+
+    /// Syncs files and directories (walked recursively) into the index.
+    ///
+    /// Every file is read (and its size checked against what the store
+    /// accepts) before anything is saved or sent, so a missing, unreadable
+    /// or too large file changes nothing. Then, per file: a path the index
+    /// holds with the same content (SHA-256) is skipped; a path it holds
+    /// with other content is replaced (the new version gets a fresh
+    /// identifier, the old one is deleted through the scheme's deletion
+    /// in the same operation); a new path is added. A dynamic scheme sends
+    /// updates; a static scheme rebuilds the whole index with fresh keys
+    /// ([`AddReport::rebuilt`]). Interrupted at any point, the same command
+    /// run again completes the work and adds every file exactly once.
+    /// `progress` hears of each step.
+    pub fn add_documents<P: AsRef<Path>>(
+        &mut self,
+        paths: &[P],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<AddReport> {
+        if paths.is_empty() {
+            return Err(ClientError::InvalidArgument("no files to add".into()));
+        }
+        let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+        let files = collect::list_files(&paths, &self.profile_dir)?;
+        let incoming = self.read_files(&files, progress)?;
+
+        let mut report = AddReport {
+            resumed: self.recover()?,
+            ..AddReport::default()
+        };
+
+        // Compare with the catalog: skip, replace or add.
+        let mut fresh: Vec<(Incoming, bool)> = Vec::new();
+        let mut removes: Vec<DocumentInfo> = Vec::new();
+        for item in incoming {
+            let path = item.file.path.to_string_lossy().into_owned();
+            let existing: Vec<DocumentInfo> = self
+                .state
+                .documents_at(&path)
+                .into_iter()
+                .cloned()
+                .collect();
+            let mut kept = false;
+            for doc in existing.iter() {
+                let same = !kept && self.stored_digest(doc).ok() == Some(item.digest);
+                if same {
+                    kept = true;
+                } else {
+                    removes.push(doc.clone());
+                }
+            }
+            if kept {
+                report.unchanged += 1;
+            } else {
+                fresh.push((item, !existing.is_empty()));
+            }
+        }
+        report.removed.clone_from(&removes);
+        if fresh.is_empty() && removes.is_empty() {
+            report.indexed = self.state.catalog.len();
+            return Ok(report);
+        }
+
+        // Reserve the identifiers first: whatever happens next they are
+        // never handed out again, and an interrupted run's documents are
+        // cleaned up by the next command.
+        let mut next = self.state.next_doc;
+        let mut ids = Vec::with_capacity(fresh.len());
+        for _ in &fresh {
+            ids.push(next);
+            next = next
+                .checked_add(1)
+                .filter(|&n| n < sesame_sse::common::PAD)
+                .ok_or_else(|| {
+                    ClientError::InvalidArgument("document identifiers exhausted".into())
+                })?;
+        }
+        self.state.next_doc = next;
+        self.state.reserved.clone_from(&ids);
+        self.save()?;
+
+        let to_store: Vec<(DocId, &NewFile)> = ids
+            .iter()
+            .zip(&fresh)
+            .map(|(id, (item, _))| (*id, &item.file))
+            .collect();
+        self.store_documents(&to_store, progress)?;
+
+        let mut distinct = BTreeSet::new();
+        let mut adds = Vec::with_capacity(fresh.len());
+        for (id, (item, replaces)) in ids.into_iter().zip(fresh) {
+            let info = DocumentInfo {
+                id,
+                path: item.file.path.to_string_lossy().into_owned(),
+                size: item.file.content.len() as u64,
+                digest: Some(item.digest),
+            };
+            report.pairs += item.keywords.len();
+            distinct.extend(item.keywords.iter().cloned());
+            if replaces {
+                report.replaced.push(info.clone());
+            } else {
+                report.added.push(info.clone());
+            }
+            adds.push((info, item.keywords));
+        }
+        report.keywords = distinct.len();
+
+        if self.rebuilds() {
+            self.rebuild(adds, &removes, progress)?;
+            report.rebuilt = true;
+        } else {
+            self.update(adds, removes, progress)?;
+        }
+        self.state.reserved.clear();
+        self.save()?;
+        let _ = self.collect_garbage();
+        report.indexed = self.state.catalog.len();
+        Ok(report)
+    }
+
+    /// Reads, tokenizes and hashes the files, refusing any that is larger
+    /// than a document may be here. One worker thread per core takes the
+    /// next file while this thread reports progress and puts the results
+    /// back in order; the first failing file in order is the error, as if
+    /// they had been read one by one.
+    fn read_files(
+        &mut self,
+        files: &[PathBuf],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<Incoming>> {
+        // The same file named twice is added once.
+        let mut seen = HashSet::new();
+        let work: Vec<(&PathBuf, u64)> = files
+            .iter()
+            .filter(|p| seen.insert(*p))
+            .map(|p| (p, self.max_document(&p.to_string_lossy())))
+            .collect();
+        let total = work.len() as u64;
+        progress(Progress {
+            phase: Phase::Reading,
+            done: 0,
+            total,
+        });
+        let workers = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .clamp(1, 8)
+            .min(work.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut slots: Vec<Option<Result<Incoming>>> = (0..work.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Incoming>)>();
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let (next, work) = (&next, &work);
+                scope.spawn(move || loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(path, max)) = work.get(i) else {
+                        break;
+                    };
+                    let read = collect::read_file(path, max).map(|file| {
+                        let keywords = tokenize_bytes(&file.content);
+                        let digest = sesame_crypto::hash::sha256(&file.content);
+                        Incoming {
+                            file,
+                            keywords,
+                            digest,
+                        }
+                    });
+                    if tx.send((i, read)).is_err() {
+                        break;
+                    }
+                });
+            }
+            drop(tx);
+            for (done, (i, read)) in rx.into_iter().enumerate() {
+                if let Some(slot) = slots.get_mut(i) {
+                    *slot = Some(read);
+                }
+                progress(Progress {
+                    phase: Phase::Reading,
+                    done: done as u64 + 1,
+                    total,
+                });
+            }
+        });
+        slots
+            .into_iter()
+            .map(|s| {
+                s.unwrap_or_else(|| {
+                    Err(ClientError::InvalidArgument(
+                        "a file was not read (a reading thread stopped)".into(),
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Removes documents, each named by its identifier or by the path it
+    /// was added from (every document of that path). A name that matches
+    /// no document is an error before anything changes. Dynamic schemes
+    /// with deletion delete the documents' pairs from the index; static
+    /// schemes rebuild without them; schemes without deletion leave their
+    /// entries on the server and forget the documents on the client. The
+    /// stored documents are deleted in every case.
+    pub fn remove_documents(&mut self, names: &[String]) -> Result<RemoveReport> {
+        self.recover()?;
+        let mut ids = BTreeSet::new();
+        for name in names {
+            let by_id = name
+                .trim()
+                .parse::<DocId>()
+                .ok()
+                .filter(|id| self.state.catalog.contains_key(id));
+            match by_id {
+                Some(id) => {
+                    ids.insert(id);
+                }
+                None => {
+                    let at: Vec<DocId> =
+                        self.state.documents_at(name).iter().map(|d| d.id).collect();
+                    if at.is_empty() {
+                        return Err(ClientError::NotInIndex(name.clone()));
+                    }
+                    ids.extend(at);
+                }
+            }
+        }
+        let removes: Vec<DocumentInfo> = ids
+            .iter()
+            .filter_map(|id| self.state.catalog.get(id).cloned())
+            .collect();
+        let mut report = RemoveReport {
+            removed: removes.clone(),
+            ..RemoveReport::default()
+        };
+        if self.rebuilds() {
+            self.rebuild(Vec::new(), &removes, &mut |_| {})?;
+            report.rebuilt = true;
+            report.index_entries_deleted = true;
+        } else {
+            report.index_entries_deleted = self.client.supports_deletion();
+            self.update(Vec::new(), removes, &mut |_| {})?;
+        }
+        let _ = self.collect_garbage();
+        report.indexed = self.state.catalog.len();
+        Ok(report)
+    }
+
+    /// Moves the index to fresh keys: a fresh scheme client (new random
+    /// scheme keys) builds a new generation of the index from the stored
+    /// documents (fetched, decrypted, tokenized again), the state switches
+    /// to it in one atomic write, and the old generation is dropped after.
+    /// Interrupted operations are completed first. A crash before the
+    /// switch leaves the old index in use (the next rebuild drops the
+    /// remnants); a crash after it leaves only old remnants. Running it
+    /// again simply makes another generation. Works for every scheme; the
+    /// document key and the profile's master key are not changed (see
+    /// [`crate::Profile::change_passphrase`]). Returns the documents
+    /// re-indexed.
+    pub fn rekey(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<usize> {
+        self.recover()?;
+        self.rebuild(Vec::new(), &[], progress)?;
+        Ok(self.state.catalog.len())
+    }
+
+    // ---- dynamic updates ----------------------------------------------
+
+    /// Dynamic schemes: adds and removes documents through pending
+    /// intents of up to [`INTENT_DOCS`] documents or [`INTENT_BYTES`] of
+    /// requests; a changed file's old and new versions go in the same
+    /// intent. On an error before an intent is saved, the client goes back
+    /// to its last saved state (nothing unsaved was sent).
+    fn update(
+        &mut self,
+        adds: Vec<(DocumentInfo, Vec<String>)>,
+        removes: Vec<DocumentInfo>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        let deletes = self.client.supports_deletion();
+        let mut remove_keywords = Vec::with_capacity(removes.len());
+        if deletes && !removes.is_empty() {
+            // A document that cannot be read back (missing, damaged) can
+            // only be forgotten on the client.
+            self.fetch_documents(&removes, Phase::Fetching, progress, &mut |_, record| {
+                remove_keywords.push(match record {
+                    Ok(r) => tokenize_bytes(&r.content),
+                    Err(_) => Vec::new(),
+                });
+                Ok(())
+            })?;
+        } else {
+            remove_keywords.resize(removes.len(), Vec::new());
+        }
+        let mut removes: Vec<(DocumentInfo, Vec<String>)> =
+            removes.into_iter().zip(remove_keywords).collect();
+        let mut groups = Vec::with_capacity(adds.len() + removes.len());
+        for (info, keywords) in adds {
+            let (same, rest): (Vec<_>, Vec<_>) =
+                removes.into_iter().partition(|(d, _)| d.path == info.path);
+            removes = rest;
+            groups.push(Group {
+                removes: same,
+                add: Some((info, keywords)),
+            });
+        }
+        for r in removes {
+            groups.push(Group {
+                removes: vec![r],
+                add: None,
+            });
+        }
+        let done = self.update_groups(groups, progress);
+        if done.is_err() {
+            self.reload_client()?;
+        }
+        done
+    }
+
+    fn update_groups(
+        &mut self,
+        groups: Vec<Group>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        let total = groups.len() as u64;
+        let mut batch = Batch::default();
+        for (i, group) in groups.into_iter().enumerate() {
+            progress(Progress {
+                phase: Phase::Indexing,
+                done: i as u64,
+                total,
+            });
+            for (doc, keywords) in group.removes {
+                if !keywords.is_empty() && self.client.supports_deletion() {
+                    self.prepare(&mut batch, UpdateOp::Delete, doc.id, keywords)?;
+                }
+                batch.remove.push(doc.id);
+            }
+            if let Some((info, keywords)) = group.add {
+                if !keywords.is_empty() {
+                    self.prepare(&mut batch, UpdateOp::Add, info.id, keywords)?;
+                }
+                batch.add.push(info);
+            }
+            if batch.add.len() + batch.remove.len() >= INTENT_DOCS || batch.bytes >= INTENT_BYTES {
+                self.flush(&mut batch)?;
+            }
+        }
+        self.flush(&mut batch)?;
+        progress(Progress {
+            phase: Phase::Indexing,
+            done: total,
+            total,
+        });
+        Ok(())
+    }
+
+    /// Adds the requests of one document's update to `batch`. A scheme
+    /// whose updates read the server first gets the server up to date
+    /// (the batch is sent) before it reads.
+    fn prepare(
+        &mut self,
+        batch: &mut Batch,
+        op: UpdateOp,
+        doc: DocId,
+        keywords: Vec<String>,
+    ) -> Result<()> {
+        let words: Vec<Vec<u8>> = keywords.into_iter().map(String::into_bytes).collect();
+        let requests = match self.client.prepare_update(&mut self.rng, op, doc, &words)? {
+            Some(r) => r,
+            None => {
+                self.flush(batch)?;
+                let mut channel =
+                    self.backend
+                        .read_channel(&self.index, self.state.generation, &self.scheme)?;
+                self.client
+                    .prepare_update_interactive(&mut self.rng, channel.as_mut(), op, doc, &words)?
+                    .ok_or_else(|| {
+                        ClientError::Core(sesame_core::Error::Unsupported(format!(
+                            "{} cannot update its index",
+                            self.scheme.descriptor.name
+                        )))
+                    })?
+            }
+        };
+        self.check_sizes(&requests)?;
+        batch.bytes += requests.iter().map(Vec::len).sum::<usize>();
+        batch.requests.extend(requests);
+        Ok(())
+    }
+
+    /// Saves the batch as a pending intent with the client state that
+    /// produced it, sends it, and completes it.
+    fn flush(&mut self, batch: &mut Batch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let taken = std::mem::take(batch);
+        let mut id = [0u8; 16];
+        self.rng.fill_bytes(&mut id);
+        let intent = Intent {
+            id,
+            generation: self.state.generation,
+            requests: taken.requests,
+            op: IntentOp::Update {
+                add: taken.add,
+                remove: taken.remove,
+            },
+        };
+        self.persist_intent(&intent)?;
+        self.complete_intent(intent).map(drop)
+    }
+
+    // ---- static rebuilds ----------------------------------------------
+
+    /// Static schemes: a fresh client (fresh keys) builds a new generation
+    /// of the index over every document but `removes`, and `adds`; the
+    /// state switches to it in one atomic write; the old generation is
+    /// dropped, and so are the removed documents.
+    fn rebuild(
+        &mut self,
+        adds: Vec<(DocumentInfo, Vec<String>)>,
+        removes: &[DocumentInfo],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        let gone: HashSet<DocId> = removes.iter().map(|d| d.id).collect();
+        let kept: Vec<DocumentInfo> = self
+            .state
+            .catalog
+            .values()
+            .filter(|d| !gone.contains(&d.id))
+            .cloned()
+            .collect();
+        let mut db = Multimap::new();
+        let insert = |db: &mut Multimap, id: DocId, keywords: Vec<String>| {
+            for w in keywords {
+                db.entry(w.into_bytes()).or_default().push(id);
+            }
+        };
+        for (doc, keywords) in kept.iter().zip(self.stored_keywords(&kept, progress)?) {
+            insert(&mut db, doc.id, keywords);
+        }
+        let mut added = Vec::with_capacity(adds.len());
+        for (info, keywords) in adds {
+            insert(&mut db, info.id, keywords);
+            added.push(info);
+        }
+
+        progress(Progress {
+            phase: Phase::Indexing,
+            done: 0,
+            total: 1,
+        });
+        let mut client = new_client(&self.scheme, &mut self.rng, &self.state.params)?;
+        let generation = self.state.generation + 1;
+        // Remnants of an earlier rebuild that did not complete go first, so
+        // the new generation starts empty whatever the scheme's setup does.
+        self.backend
+            .drop_other_generations(&self.index, self.state.generation)?;
+        let mut channel = self
+            .backend
+            .setup_channel(&self.index, generation, &self.scheme)?;
+        let ch: &mut dyn sesame_core::Channel = channel.as_mut();
+        client.setup(&mut self.rng, ch, &db)?;
+        // Durable (and, on a server, visible) before the state switches.
+        channel.commit()?;
+        progress(Progress {
+            phase: Phase::Indexing,
+            done: 1,
+            total: 1,
+        });
+
+        self.state.client.zeroize();
+        self.state.client = client.save_state()?;
+        self.state.generation = generation;
+        for info in added {
+            self.state.catalog.insert(info.id, info);
+        }
+        for id in &gone {
+            self.state.catalog.remove(id);
+        }
+        self.state.garbage.extend(gone);
+        self.state.reserved.clear();
+        self.client = client;
+        self.save()?;
+        // Left-overs of an earlier failure go too; if this fails, the next
+        // rebuild removes them.
+        let _ = self.backend.drop_other_generations(&self.index, generation);
+        Ok(())
+    }
+}
