@@ -152,6 +152,36 @@ fn every_keyword_scheme_runs_over_the_network_server() {
 }
 
 #[test]
+fn the_server_lists_every_scheme_it_hosts_of_every_family() {
+    let (_server, config) = start();
+    let conn = Connection::connect(&config).unwrap();
+    let mut c = conn.client();
+    let health = conn.block_on(c.health()).unwrap();
+    for name in [
+        "pibas",
+        "fast",
+        "kpr12",
+        "si-sse-rv",
+        "wwp08",
+        "pope",
+        "bplus-lewi-wu",
+        "path-oram",
+    ] {
+        assert!(
+            health.schemes.iter().any(|s| s == name),
+            "{name}: {:?}",
+            health.schemes
+        );
+    }
+    // ORE schemes have no server half: an index cannot be bound to one.
+    assert!(!health.schemes.iter().any(|s| s == "lewi-wu"));
+    let err = conn
+        .block_on(c.create_index("ore", "lewi-wu", ""))
+        .unwrap_err();
+    assert!(err.message().contains("a server hosts"), "{err}");
+}
+
+#[test]
 fn every_conjunctive_scheme_runs_over_the_network_server() {
     use sesame_sse::conjunctive::protocol::Document;
     use sesame_sse::conjunctive::Conjunction;
