@@ -8,7 +8,6 @@ pub mod fh_ope;
 pub mod hg;
 pub mod insecure;
 pub mod lewi_wu;
-pub mod plain;
 mod saved;
 
 pub use api::{CiphertextType, Comparator, DynOre, LeftRight, OreInput, OreScheme};
@@ -30,7 +29,7 @@ fn bits(params: &Params) -> Result<u32> {
 
 fn new_plain(_rng: &mut dyn CryptoRngCore, p: &Params) -> Result<Box<dyn DynOre>> {
     p.only("plain", &["bits"])?;
-    Ok(Box::new(plain::Plain::new(bits(p)?)?))
+    Ok(Box::new(insecure::plain::Plain::new(bits(p)?)?))
 }
 
 fn new_bclo(rng: &mut dyn CryptoRngCore, p: &Params) -> Result<Box<dyn DynOre>> {
@@ -83,10 +82,10 @@ fn restore_as<S: OreScheme + 'static>(bytes: &[u8]) -> Result<Box<dyn DynOre>> {
 pub fn schemes() -> Vec<OreEntry> {
     vec![
         OreEntry {
-            descriptor: &plain::DESCRIPTOR,
+            descriptor: &insecure::plain::DESCRIPTOR,
             params: &[BITS],
             new_client: new_plain,
-            restore_client: restore_as::<plain::Plain>,
+            restore_client: restore_as::<insecure::plain::Plain>,
             new_server: None,
         },
         OreEntry {

@@ -12,9 +12,9 @@ use sesame_ore::bclo::{Bclo, BcloComparator, BcloParams};
 use sesame_ore::cloz::{ClozComparator, PairingPph};
 use sesame_ore::clww::{Clww, ClwwComparator};
 use sesame_ore::fh_ope::{FhOpe, FhOpeComparator, FhOpeParams};
+use sesame_ore::insecure::plain::{Plain, PlainComparator};
 use sesame_ore::insecure::{ClozInsecure, CorrectnessOnlyPph};
 use sesame_ore::lewi_wu::{LewiWu, LewiWuComparator, LewiWuParams};
-use sesame_ore::plain::{Plain, PlainComparator};
 use sesame_ore::{Comparator, OreScheme};
 
 /// Encrypts `xs` with `scheme` and checks `cmp` on every pair.

@@ -30,9 +30,9 @@ use sesame_ore::cloz::ClozPairing;
 use sesame_ore::clww::Clww;
 use sesame_ore::fh_ope::{FhOpe, FhOpeParams};
 use sesame_ore::hg::{self, Coins};
+use sesame_ore::insecure::plain::Plain;
 use sesame_ore::insecure::ClozInsecure;
 use sesame_ore::lewi_wu::{LewiWu, LewiWuParams};
-use sesame_ore::plain::Plain;
 use sesame_ore::{OreInput, OreScheme};
 
 use crate::data::{synth, Flights};

@@ -8,9 +8,9 @@ use sesame_ore::bclo::{Bclo, BcloCiphertext, BcloComparator, BcloParams};
 use sesame_ore::cloz::{Cloz, ClozComparator, PairingPph};
 use sesame_ore::clww::{Clww, ClwwCiphertext, ClwwComparator};
 use sesame_ore::fh_ope::{FhOpe, FhOpeParams};
+use sesame_ore::insecure::plain::{PlainCiphertext, PlainComparator};
 use sesame_ore::insecure::CorrectnessOnlyPph;
 use sesame_ore::lewi_wu::{LewiWu, LewiWuCiphertext, LewiWuComparator, LewiWuLeft, LewiWuParams};
-use sesame_ore::plain::{PlainCiphertext, PlainComparator};
 use sesame_ore::{Comparator, LeftRight, OreScheme};
 use zeroize::Zeroizing;
 

@@ -252,8 +252,8 @@ mod tests {
     use sesame_ore::clww::{Clww, ClwwComparator};
 
     use sesame_core::wire;
+    use sesame_ore::insecure::plain::PlainComparator;
     use sesame_ore::lewi_wu::{LewiWu, LewiWuComparator, LewiWuParams};
-    use sesame_ore::plain::PlainComparator;
     use sesame_ore::OreScheme;
 
     fn fan_out<O: ServerOrder>(bits: u32, extra: u32) -> (usize, usize) {

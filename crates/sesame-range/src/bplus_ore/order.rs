@@ -8,9 +8,9 @@ use sesame_core::{Error, Result};
 use sesame_ore::bclo::BcloComparator;
 use sesame_ore::cloz::{ClozComparator, PairingPph, Pph};
 use sesame_ore::clww::ClwwComparator;
+use sesame_ore::insecure::plain::PlainComparator;
 use sesame_ore::insecure::CorrectnessOnlyPph;
 use sesame_ore::lewi_wu::{LewiWuComparator, LewiWuParams};
-use sesame_ore::plain::PlainComparator;
 use sesame_ore::Comparator;
 
 use super::{len_prefix, varint_bytes, Layout};

@@ -1,5 +1,9 @@
 //! **Insecure** modes, for benchmarks only.
 //!
+//! [`plain`] is the plaintext baseline of the OPE/ORE comparisons (values
+//! in the clear, registry name `plain`, and `bplus-plain` in the range
+//! protocols): what an index costs without encryption.
+//!
 //! [`CorrectnessOnlyPph`] is the "fake" property-preserving hash that
 //! seed 004 used to run CLOZ at all ("correct, but insecure, which does not
 //! use pairings", §3.4): its hashes are the values themselves, so a CLOZ
@@ -8,6 +12,8 @@
 //! everything but the pairings can be measured at scale. The first
 //! construction in a process prints a warning on standard error (once, so
 //! that a benchmark creating thousands of them stays readable).
+
+pub mod plain;
 
 use rand_core::CryptoRngCore;
 use sesame_core::{BackwardPrivacy, QueryKind, SchemeDescriptor, SchemeKind};
