@@ -495,6 +495,22 @@ impl Engine {
         Ok(())
     }
 
+    /// Commits a request's batch as [`Engine::commit`] does, remembering
+    /// `response` as its answer when the request has an id, and returns
+    /// the response.
+    fn commit_answer<M: prost::Message>(
+        &self,
+        batch: WriteBatch,
+        meta: &mut IndexMeta,
+        index: (&str, &str),
+        replay: Option<(&[u8; 16], [u8; 32])>,
+        response: M,
+    ) -> Result<M, EngineError> {
+        let replay = replay.map(|(id, digest)| (id, digest, response.encode_to_vec()));
+        self.commit(batch, meta, index, replay)?;
+        Ok(response)
+    }
+
     /// Runs scheme messages against a fresh server over a transaction.
     fn run(
         &self,
@@ -879,11 +895,13 @@ impl Engine {
             committed: true,
             report: Vec::new(),
         };
-        let replay = request_id
-            .as_ref()
-            .map(|id| (id, digest, response.encode_to_vec()));
-        self.commit(batch, &mut meta, (&tenant, &index), replay)?;
-        Ok(response)
+        self.commit_answer(
+            batch,
+            &mut meta,
+            (&tenant, &index),
+            request_id.as_ref().zip(Some(digest)),
+            response,
+        )
     }
 
     /// Removes every generation of an index but `keep`.
@@ -993,12 +1011,13 @@ impl Engine {
         }
         meta.documents += added;
         let response = proto::PutDocumentsResponse { added };
-        let replay = id
-            .as_ref()
-            .zip(digest)
-            .map(|(id, digest)| (id, digest, response.encode_to_vec()));
-        self.commit(batch, &mut meta, (tenant, &req.index), replay)?;
-        Ok(response)
+        self.commit_answer(
+            batch,
+            &mut meta,
+            (tenant, &req.index),
+            id.as_ref().zip(digest),
+            response,
+        )
     }
 
     /// Encrypted documents, in the order asked.
@@ -1068,12 +1087,13 @@ impl Engine {
         }
         meta.documents = meta.documents.saturating_sub(gone.len() as u64);
         let response = proto::DeleteDocumentsResponse { deleted };
-        let replay = id
-            .as_ref()
-            .zip(digest)
-            .map(|(id, digest)| (id, digest, response.encode_to_vec()));
-        self.commit(batch, &mut meta, (tenant, &req.index), replay)?;
-        Ok(response)
+        self.commit_answer(
+            batch,
+            &mut meta,
+            (tenant, &req.index),
+            id.as_ref().zip(digest),
+            response,
+        )
     }
 
     /// Identifiers of every stored document, ascending.

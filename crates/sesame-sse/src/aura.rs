@@ -619,10 +619,7 @@ impl KeywordClient for AuraClient {
             return Ok(Prepared::default());
         };
         self.renew(keyword);
-        Ok(Prepared {
-            requests: vec![sesame_core::wire::encode(&request)?],
-            context: Vec::new(),
-        })
+        common::prepared_one(&request)
     }
 
     fn resolve_query(
@@ -631,16 +628,9 @@ impl KeywordClient for AuraClient {
         _context: &[u8],
         responses: &[Vec<u8>],
     ) -> Result<QueryResult> {
-        let mut ids = Vec::new();
-        for response in responses {
-            match sesame_core::wire::decode(response)? {
-                Response::Ids(found) => ids.extend(found),
-                other => return Err(Error::unexpected("Aura", &other)),
-            }
-        }
-        Ok(QueryResult {
-            ids: common::normalise(ids),
-            ..QueryResult::default()
+        common::resolve_ids("Aura", responses, |r| match r {
+            Response::Ids(ids) => Ok(ids),
+            other => Err(other),
         })
     }
 

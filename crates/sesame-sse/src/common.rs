@@ -186,6 +186,38 @@ pub fn check_ids(db: &crate::api::Multimap) -> Result<()> {
     Ok(())
 }
 
+/// The result of a search prepared as requests whose answers carry
+/// identifiers (`ids` picks them out of one decoded answer; another kind
+/// of answer is [`sesame_core::Error::UnexpectedResponse`]): every
+/// identifier, sorted and without duplicates.
+pub(crate) fn resolve_ids<R: serde::de::DeserializeOwned + std::fmt::Debug>(
+    scheme: &'static str,
+    responses: &[Vec<u8>],
+    ids: impl Fn(R) -> Result<Vec<DocId>, R>,
+) -> sesame_core::Result<crate::query::QueryResult> {
+    let mut all = Vec::new();
+    for response in responses {
+        match ids(sesame_core::wire::decode(response)?) {
+            Ok(found) => all.extend(found),
+            Err(other) => return Err(sesame_core::Error::unexpected(scheme, &other)),
+        }
+    }
+    Ok(crate::query::QueryResult {
+        ids: normalise(all),
+        ..crate::query::QueryResult::default()
+    })
+}
+
+/// A search prepared as the one request `request`.
+pub(crate) fn prepared_one(
+    request: &impl serde::Serialize,
+) -> sesame_core::Result<crate::api::Prepared> {
+    Ok(crate::api::Prepared {
+        requests: vec![sesame_core::wire::encode(request)?],
+        context: Vec::new(),
+    })
+}
+
 /// A sorted, duplicate-free copy of `ids`.
 pub fn normalise(mut ids: Vec<DocId>) -> Vec<DocId> {
     ids.sort_unstable();

@@ -464,10 +464,7 @@ impl KeywordClient for JanusClient {
             return Ok(Prepared::default());
         };
         self.renew(keyword);
-        Ok(Prepared {
-            requests: vec![sesame_core::wire::encode(&request)?],
-            context: Vec::new(),
-        })
+        common::prepared_one(&request)
     }
 
     fn resolve_query(
@@ -476,16 +473,9 @@ impl KeywordClient for JanusClient {
         _context: &[u8],
         responses: &[Vec<u8>],
     ) -> Result<QueryResult> {
-        let mut ids = Vec::new();
-        for response in responses {
-            match sesame_core::wire::decode(response)? {
-                Response::Ids(found) => ids.extend(found),
-                other => return Err(Error::unexpected("Janus++", &other)),
-            }
-        }
-        Ok(QueryResult {
-            ids: common::normalise(ids),
-            ..QueryResult::default()
+        common::resolve_ids("Janus++", responses, |r| match r {
+            Response::Ids(ids) => Ok(ids),
+            other => Err(other),
         })
     }
 
