@@ -18,7 +18,7 @@
 //! (see `docs/experiments/aura.md`).
 
 use sesame_core::{Channel, Params};
-use sesame_sse::{KeywordScheme, Multimap, UpdateOp};
+use sesame_sse::{KeywordClient, KeywordScheme, Multimap, UpdateOp};
 
 use crate::error::BenchError;
 use crate::experiment::{Ctx, Experiment};
@@ -128,6 +128,27 @@ fn scheme(name: &str) -> Result<KeywordScheme, BenchError> {
 }
 
 /// Runs the workload for one (h, d) and returns the insert, delete and
+/// Deletes `docs` from keyword `w`, one update each, and returns what the
+/// meter saw over them with the per-deletion time in µs.
+fn measure_deletions(
+    client: &mut dyn KeywordClient,
+    ch: &mut dyn Channel,
+    rng: &mut rand_chacha::ChaCha20Rng,
+    w: &[Vec<u8>],
+    docs: &[u64],
+    what: &str,
+) -> Result<(sesame_core::Snapshot, f64), BenchError> {
+    let span = ch.meter().span();
+    for &doc in docs {
+        client
+            .update(rng, ch, UpdateOp::Delete, doc, w)
+            .map_err(|e| BenchError::scheme(format!("{what}: deletion"), e))?;
+    }
+    let snap = span.finish();
+    let us = snap.wall_ns as f64 / 1e3 / docs.len().max(1) as f64;
+    Ok((snap, us))
+}
+
 /// search rows.
 fn aura_rows(ctx: &Ctx, h: u8, n: usize, d: usize) -> Result<Vec<Row>, BenchError> {
     let s = scheme("aura")?;
@@ -174,20 +195,11 @@ fn aura_rows(ctx: &Ctx, h: u8, n: usize, d: usize) -> Result<Vec<Row>, BenchErro
     // Deletions spread over the identifiers.
     let step = (n / d.max(1)).max(1);
     let deleted: Vec<u64> = (0..d).map(|i| (i * step) as u64).collect();
-    let span = ch.meter().span();
-    for &doc in &deleted {
-        client
-            .update(&mut rng, &mut ch, UpdateOp::Delete, doc, &w)
-            .map_err(|e| BenchError::scheme("aura: deletion", e))?;
-    }
-    let snap = span.finish();
+    let (snap, us) = measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &deleted, "aura")?;
     let mut row = label("delete");
     add_snapshot(&mut row, &snap, d as u64);
-    row.set(
-        "us_per_deletion",
-        snap.wall_ns as f64 / 1e3 / d.max(1) as f64,
-    )
-    .set("deletion_bytes", snap.bytes() as f64);
+    row.set("us_per_deletion", us)
+        .set("deletion_bytes", snap.bytes() as f64);
     if let Some(&(_, us)) = TABLE4.iter().find(|t| t.0 == h) {
         row.paper("us_per_deletion", us, "µs per deletion", SOURCE_T4);
     }
@@ -294,22 +306,12 @@ fn sd_rows(ctx: &Ctx, name: &str, n: usize, deletions: &[usize]) -> Result<Vec<R
             .map(|i| (i * step) as u64)
             .filter(|x| deleted.binary_search(x).is_err())
             .collect();
-        let span = ch.meter().span();
-        for &doc in &stage {
-            client
-                .update(&mut rng, &mut ch, UpdateOp::Delete, doc, &w)
-                .map_err(|e| BenchError::scheme("sd: deletion", e))?;
-        }
-        let snap = span.finish();
+        let (snap, us) = measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &stage, "sd")?;
         deleted.extend(&stage);
         deleted.sort_unstable();
         let mut row = label("delete", d);
         add_snapshot(&mut row, &snap, stage.len() as u64);
-        row.set(
-            "us_per_deletion",
-            snap.wall_ns as f64 / 1e3 / stage.len().max(1) as f64,
-        )
-        .set(
+        row.set("us_per_deletion", us).set(
             "deletion_bytes",
             snap.bytes() as f64 * d as f64 / stage.len().max(1) as f64,
         );
@@ -402,20 +404,12 @@ fn janus_rows(ctx: &Ctx, n: usize, d: usize) -> Result<Vec<Row>, BenchError> {
     // d deletions: the first min(n, d) identifiers, then absent ones (a
     // deletion costs the same either way).
     let deleted: Vec<u64> = (0..d as u64).collect();
-    let span = ch.meter().span();
-    for &doc in &deleted {
-        client
-            .update(&mut rng, &mut ch, UpdateOp::Delete, doc, &w)
-            .map_err(|e| BenchError::scheme("janus-pp: deletion", e))?;
-    }
-    let snap = span.finish();
+    let (snap, us) =
+        measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &deleted, "janus-pp")?;
     let mut row = label("delete");
     add_snapshot(&mut row, &snap, d as u64);
-    row.set(
-        "us_per_deletion",
-        snap.wall_ns as f64 / 1e3 / d.max(1) as f64,
-    )
-    .set("deletion_bytes", snap.bytes() as f64);
+    row.set("us_per_deletion", us)
+        .set("deletion_bytes", snap.bytes() as f64);
     if let Some(&(_, kb)) = TABLE6_JANUS.iter().find(|t| t.0 == d) {
         row.paper(
             "deletion_bytes",
