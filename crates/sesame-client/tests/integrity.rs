@@ -11,7 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
@@ -20,62 +19,10 @@ use sesame_client::{
     insecure, ClientError, EmbeddedBackend, Profile, Session, DEFAULT_INDEX, SERVER_FILE,
     STORE_FILE,
 };
-use sesame_core::{IoCounts, Params, Result as CoreResult, SchemeKind, Store, WriteBatch};
-use sesame_store::MemoryStore;
+use sesame_core::{Params, SchemeKind, Store};
+use sesame_store::faulty::{Fault, FaultyStore};
 
 const PASS: &str = "pw";
-
-/// A store whose writes fail on demand: after `countdown` more writes,
-/// each write fails (mode 1: nothing applied) or is applied and reported
-/// failed (mode 2: the answer is lost), as a full disk or a lost connection
-/// would.
-struct FaultyStore {
-    inner: MemoryStore,
-    mode: AtomicU8,
-    countdown: AtomicI64,
-}
-
-impl FaultyStore {
-    fn new() -> Self {
-        FaultyStore {
-            inner: MemoryStore::new(),
-            mode: AtomicU8::new(0),
-            countdown: AtomicI64::new(-1),
-        }
-    }
-    fn fail(&self, mode: u8, after: i64) {
-        self.countdown.store(after, Ordering::SeqCst);
-        self.mode.store(mode, Ordering::SeqCst);
-    }
-    fn heal(&self) {
-        self.mode.store(0, Ordering::SeqCst);
-    }
-}
-
-impl Store for FaultyStore {
-    fn get(&self, key: &[u8]) -> CoreResult<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn write(&self, batch: WriteBatch) -> CoreResult<()> {
-        let mode = self.mode.load(Ordering::SeqCst);
-        if mode != 0 && self.countdown.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            if mode == 2 {
-                self.inner.write(batch)?;
-            }
-            return Err(sesame_core::Error::StoreIo("injected failure".into()));
-        }
-        self.inner.write(batch)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> CoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        "faulty-memory"
-    }
-}
 
 /// Files with known words; the oracle maps each word to its paths.
 struct Corpus {
@@ -119,6 +66,15 @@ impl Corpus {
             }
         }
         o
+    }
+}
+
+/// Mode 1 refuses the write, mode 2 applies it and loses the answer.
+fn fault(mode: u8) -> Fault {
+    if mode == 1 {
+        Fault::Refused
+    } else {
+        Fault::AnswerLost
     }
 }
 
@@ -182,14 +138,14 @@ fn repeated_interruptions_add_every_file_exactly_once() {
                 .add_documents(&[corpus.root.join("f000.txt")], &mut |_| {})
                 .unwrap();
             for _ in 0..4 {
-                store.fail(rng.gen_range(1..=2), rng.gen_range(0..12));
+                store.fail(fault(rng.gen_range(1..=2)), rng.gen_range(0..12));
                 let _ = session(&p, &store).add_documents(&[&corpus.root], &mut |_| {});
                 store.heal();
             }
             // Change and add files between interruptions too.
             corpus.write(3, "all changed doc3 fresh");
             corpus.write(40, "all newcomer");
-            store.fail(rng.gen_range(1..=2), rng.gen_range(0..6));
+            store.fail(fault(rng.gen_range(1..=2)), rng.gen_range(0..6));
             let _ = session(&p, &store).add_documents(&[&corpus.root], &mut |_| {});
             store.heal();
             let r = session(&p, &store)
@@ -270,7 +226,7 @@ fn interrupted_searches_leave_the_index_searchable() {
             .add_documents(&[&corpus.root], &mut |_| {})
             .unwrap();
         for _ in 0..6 {
-            store.fail(rng.gen_range(1..=2), rng.gen_range(0..3));
+            store.fail(fault(rng.gen_range(1..=2)), rng.gen_range(0..3));
             let _ = session(&p, &store).search("group1");
             store.heal();
         }
@@ -357,7 +313,7 @@ fn check_finds_a_damaged_document_and_a_lost_index_entry() {
     let docs = store.scan_prefix(b"d/").unwrap();
     let (key, mut blob) = docs[3].clone();
     blob[10] ^= 1;
-    store.inner.put(&key, &blob).unwrap();
+    store.inner().put(&key, &blob).unwrap();
     let report = session(&p, &store).check(&mut |_| {}).unwrap();
     assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
     assert!(
@@ -374,7 +330,7 @@ fn check_finds_a_damaged_document_and_a_lost_index_entry() {
         .add_documents(&[&corpus.root], &mut |_| {})
         .unwrap();
     for (k, _) in store2.scan_prefix(b"i/").unwrap() {
-        store2.inner.delete(&k).unwrap();
+        store2.inner().delete(&k).unwrap();
     }
     let report = session(&p2, &store2).check(&mut |_| {}).unwrap();
     assert!(
@@ -389,7 +345,7 @@ fn check_finds_a_damaged_document_and_a_lost_index_entry() {
 fn labels(store: &FaultyStore, generation: u64) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
     let prefix = format!("i/{DEFAULT_INDEX}/{generation}/");
     store
-        .inner
+        .inner()
         .scan_prefix(prefix.as_bytes())
         .unwrap()
         .into_iter()
@@ -427,13 +383,13 @@ fn rekey_moves_every_scheme_to_fresh_keys_and_survives_failures() {
         );
 
         // A failing rekey (nothing applied, then applied but unanswered).
-        for mode in [1u8, 2] {
+        for mode in [Fault::Refused, Fault::AnswerLost] {
             let mut sess = session(&p, &store);
             store.fail(mode, 0);
-            assert!(sess.rekey(&mut |_| {}).is_err(), "{name} mode {mode}");
+            assert!(sess.rekey(&mut |_| {}).is_err(), "{name} {mode:?}");
             store.heal();
             drop(sess);
-            assert_eq!(session(&p, &store).generation(), g0, "{name} mode {mode}");
+            assert_eq!(session(&p, &store).generation(), g0, "{name} {mode:?}");
             check_exact(&p, &store, &corpus, &format!("{name} after a failed rekey"));
         }
 
@@ -477,7 +433,7 @@ fn a_search_completes_an_interrupted_add_and_says_so() {
     let corpus = Corpus::new(&tmp.path().join("c"), 8);
     // The write that would apply the update is applied but reported lost:
     // the intent stays pending.
-    store.fail(2, 1);
+    store.fail(Fault::AnswerLost, 1);
     let interrupted = session(&p, &store).add_documents(&[&corpus.root], &mut |_| {});
     store.heal();
     assert!(interrupted.is_err());

@@ -6,73 +6,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use rand_core::OsRng;
 use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
-use sesame_core::{IoCounts, Params, Result as CoreResult, Store, WriteBatch};
+use sesame_core::{Params, Store};
 use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_store::faulty::{Fault, FaultyStore};
 use sesame_store::MemoryStore;
-
-/// A store that fails writes on demand, as a full disk would.
-struct FailingStore {
-    inner: MemoryStore,
-    /// 0: writes work; 1: they fail and change nothing; 2: they are
-    /// applied, then reported as failed (the answer is lost).
-    mode: AtomicU8,
-    /// Writes that still succeed before `mode` applies (-1: no countdown).
-    countdown: AtomicI64,
-}
-
-impl FailingStore {
-    fn new() -> Self {
-        FailingStore {
-            inner: MemoryStore::new(),
-            mode: AtomicU8::new(0),
-            countdown: AtomicI64::new(-1),
-        }
-    }
-
-    fn fail(&self, mode: u8, after: i64) {
-        self.countdown.store(after, Ordering::SeqCst);
-        self.mode.store(mode, Ordering::SeqCst);
-    }
-
-    fn heal(&self) {
-        self.mode.store(0, Ordering::SeqCst);
-    }
-}
-
-impl Store for FailingStore {
-    fn get(&self, key: &[u8]) -> CoreResult<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> CoreResult<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> CoreResult<()> {
-        let full =
-            || sesame_core::Error::StoreIo("write: No space left on device (os error 28)".into());
-        let mode = self.mode.load(Ordering::SeqCst);
-        if mode != 0 && self.countdown.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            if mode == 2 {
-                self.inner.write(batch)?;
-            }
-            return Err(full());
-        }
-        self.inner.write(batch)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> CoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        "failing-memory"
-    }
-}
 
 struct Setup {
     _server: RunningServer,
@@ -225,7 +166,7 @@ fn static_and_dynamic_profiles_work_against_the_server() {
 
 #[test]
 fn a_failed_write_reaches_the_user_and_nothing_acknowledged_is_lost() {
-    let store = Arc::new(FailingStore::new());
+    let store = Arc::new(FaultyStore::new());
     let s = serve(store.clone());
     let p = profile(&s, "fast");
     let (dir, mut oracle) = corpus(s.tmp.path(), "a", 0, 10);
@@ -235,7 +176,7 @@ fn a_failed_write_reaches_the_user_and_nothing_acknowledged_is_lost() {
         .unwrap();
 
     // The disk is full: the documents cannot be stored.
-    store.fail(1, 0);
+    store.fail(Fault::Refused, 0);
     let (dir2, more) = corpus(s.tmp.path(), "b", 10, 6);
     merge(&mut oracle, more);
     let err = p
@@ -253,7 +194,7 @@ fn a_failed_write_reaches_the_user_and_nothing_acknowledged_is_lost() {
     assert_eq!(found(&p, "all").len(), 10);
 
     // The documents are stored, but the index update fails: it is kept.
-    store.fail(1, 1);
+    store.fail(Fault::Refused, 1);
     let err = p
         .session(DEFAULT_INDEX)
         .unwrap()
@@ -282,12 +223,12 @@ fn a_failed_write_reaches_the_user_and_nothing_acknowledged_is_lost() {
 
 #[test]
 fn an_update_applied_but_not_acknowledged_is_not_applied_twice() {
-    let store = Arc::new(FailingStore::new());
+    let store = Arc::new(FaultyStore::new());
     let s = serve(store.clone());
     let p = profile(&s, "fast");
     let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 8);
     // Documents stored; the update is committed, but its answer is lost.
-    store.fail(2, 1);
+    store.fail(Fault::AnswerLost, 1);
     let err = p
         .session(DEFAULT_INDEX)
         .unwrap()
@@ -347,7 +288,7 @@ fn updates_of_any_size_fit_the_servers_messages() {
 /// answer again, however large, and the index stays searchable.
 #[test]
 fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
-    let store = Arc::new(FailingStore::new());
+    let store = Arc::new(FaultyStore::new());
     let s = serve(store.clone());
     let p = profile(&s, "uedsse");
     let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 600);
@@ -358,7 +299,7 @@ fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
     // A first search (the server makes its key pair on the first one).
     assert_eq!(found(&p, "all").len(), 600);
     // The search's writes are committed, but its answer is lost.
-    store.fail(2, 0);
+    store.fail(Fault::AnswerLost, 0);
     let err = p.session(DEFAULT_INDEX).unwrap().search("all").unwrap_err();
     assert!(matches!(err, ClientError::Unacknowledged { .. }), "{err}");
     store.heal();

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "test-suite")]
+pub mod faulty;
 mod memory;
 pub mod overlay;
 #[cfg(feature = "postgres")]

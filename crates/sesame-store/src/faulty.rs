@@ -1,0 +1,120 @@
+//! A memory store whose writes fail on demand, for tests of what a failed
+//! write leaves behind (feature `test-suite`).
+
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+
+use sesame_core::{IoCounts, Result, Store, WriteBatch};
+
+use crate::MemoryStore;
+
+/// How a failing write fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The write is refused and nothing is applied (a full disk).
+    Refused,
+    /// The write is applied and then reported failed (the answer is lost,
+    /// as over a connection that drops).
+    AnswerLost,
+}
+
+/// A [`MemoryStore`] whose writes, once [`FaultyStore::fail`] is called,
+/// fail after a countdown with "No space left on device", until
+/// [`FaultyStore::heal`].
+#[derive(Debug)]
+pub struct FaultyStore {
+    inner: MemoryStore,
+    /// 0: writes work; 1: [`Fault::Refused`]; 2: [`Fault::AnswerLost`].
+    mode: AtomicU8,
+    /// Writes that still succeed before the fault applies (-1: none).
+    countdown: AtomicI64,
+}
+
+impl Default for FaultyStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FaultyStore {
+    /// An empty store whose writes work.
+    pub fn new() -> Self {
+        FaultyStore {
+            inner: MemoryStore::new(),
+            mode: AtomicU8::new(0),
+            countdown: AtomicI64::new(-1),
+        }
+    }
+
+    /// From now on, after `after` more writes succeed, every write fails
+    /// with `fault`.
+    pub fn fail(&self, fault: Fault, after: i64) {
+        self.countdown.store(after, Ordering::SeqCst);
+        self.mode.store(
+            match fault {
+                Fault::Refused => 1,
+                Fault::AnswerLost => 2,
+            },
+            Ordering::SeqCst,
+        );
+    }
+
+    /// The store underneath, whose writes never fail (to damage or inspect
+    /// what the code under test wrote).
+    pub fn inner(&self) -> &MemoryStore {
+        &self.inner
+    }
+
+    /// Writes work again.
+    pub fn heal(&self) {
+        self.mode.store(0, Ordering::SeqCst);
+    }
+}
+
+impl Store for FaultyStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.inner.get_many(keys)
+    }
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        let mode = self.mode.load(Ordering::SeqCst);
+        if mode != 0 && self.countdown.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            if mode == 2 {
+                self.inner.write(batch)?;
+            }
+            return Err(sesame_core::Error::StoreIo(
+                "write: No space left on device (os error 28)".into(),
+            ));
+        }
+        self.inner.write(batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> IoCounts {
+        self.inner.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        "faulty-memory"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_refuse_or_lose_the_answer_after_the_countdown() {
+        let s = FaultyStore::new();
+        s.fail(Fault::Refused, 1);
+        assert!(s.put(b"a", b"1").is_ok());
+        assert!(s.put(b"b", b"2").is_err());
+        assert_eq!(s.get(b"b").ok().flatten(), None);
+        s.fail(Fault::AnswerLost, 0);
+        assert!(s.put(b"c", b"3").is_err());
+        assert_eq!(s.get(b"c").ok().flatten(), Some(b"3".to_vec()));
+        s.heal();
+        assert!(s.put(b"d", b"4").is_ok());
+    }
+}
