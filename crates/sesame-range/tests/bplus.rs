@@ -40,8 +40,7 @@ impl Setup {
         rng: &mut ChaCha20Rng,
     ) -> Self {
         let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let client = (protocol.new_client)(rng, &sesame_range::PageConfig::with(&page, params))
-            .expect("client");
+        let client = (protocol.new_client)(rng, &page.with(params)).expect("client");
         let channel = LocalChannel::new(Self::server(protocol, &inner, page));
         Setup {
             protocol,
@@ -59,10 +58,7 @@ impl Setup {
     ) -> Box<dyn Service> {
         let paged = PagedStore::new(Arc::clone(inner), page).expect("paged");
         protocol
-            .server(
-                Arc::new(paged),
-                &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
-            )
+            .server(Arc::new(paged), &page.with(&Params::new()))
             .expect("server")
     }
 
@@ -259,22 +255,15 @@ fn unknown_parameters_and_bad_states_are_refused() {
         let mut bad = Params::new();
         bad.set("colour", "blue");
         assert!(
-            (p.new_client)(
-                &mut rng,
-                &sesame_range::PageConfig::with(&PageConfig::default(), &bad)
-            )
-            .is_err(),
+            (p.new_client)(&mut rng, &PageConfig::default().with(&bad)).is_err(),
             "{}",
             p.descriptor.name
         );
         assert!((p.restore_client)(b"garbage").is_err());
     }
     // A state restores only into its own protocol.
-    let clww = (bplus("bplus-clww").new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&PageConfig::default(), &params(16)),
-    )
-    .unwrap();
+    let clww = (bplus("bplus-clww").new_client)(&mut rng, &PageConfig::default().with(&params(16)))
+        .unwrap();
     let state = clww.save_state().unwrap();
     assert!((bplus("bplus-bclo").restore_client)(&state).is_err());
     assert!((bplus("bplus-clww").restore_client)(&state).is_ok());

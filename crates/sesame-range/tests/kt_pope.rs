@@ -36,13 +36,7 @@ fn paged(config: PageConfig) -> Arc<PagedStore> {
 
 fn channel(p: &RangeProtocol, store: &Arc<PagedStore>, config: PageConfig) -> Chan {
     let store: Arc<dyn Store> = store.clone();
-    LocalChannel::new(
-        p.server(
-            store,
-            &sesame_range::PageConfig::with(&config, &sesame_core::Params::new()),
-        )
-        .unwrap(),
-    )
+    LocalChannel::new(p.server(store, &config.with(&Params::new())).unwrap())
 }
 
 fn params(pairs: &[(&str, &str)]) -> Params {
@@ -79,11 +73,7 @@ fn oracle_run(
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut pr = vec![("bits", "8")];
     pr.extend_from_slice(extra);
-    let mut client = (p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &params(&pr)),
-    )
-    .unwrap();
+    let mut client = (p.new_client)(&mut rng, &config.with(&params(&pr))).unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     let max = 255u64;
@@ -196,11 +186,7 @@ fn kerschbaum_tueno_duplicates_spanning_the_rotation_point() {
     let mut spanning = 0;
     for seed in 0..12u64 {
         let mut rng = ChaCha20Rng::seed_from_u64(100 + seed);
-        let mut client = (p.new_client)(
-            &mut rng,
-            &sesame_range::PageConfig::with(&config, &params(&[("bits", "8")])),
-        )
-        .unwrap();
+        let mut client = (p.new_client)(&mut rng, &config.with(&params(&[("bits", "8")]))).unwrap();
         let key = kt_key(client.as_ref());
         let store = paged(config);
         let mut chan = channel(&p, &store, config);
@@ -274,11 +260,7 @@ fn pope_cold_query_costs_more_than_warm_queries() {
     let config = page(256, 16);
     let p = protocol("pope");
     let mut rng = ChaCha20Rng::seed_from_u64(11);
-    let mut client = (p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &params(&[("l", "4")])),
-    )
-    .unwrap();
+    let mut client = (p.new_client)(&mut rng, &config.with(&params(&[("l", "4")]))).unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     let mut oracle = Vec::new();
@@ -323,11 +305,7 @@ fn malformed_requests_are_errors() {
     let mut rng = ChaCha20Rng::seed_from_u64(12);
 
     let p = protocol("kerschbaum-tueno");
-    let mut client = (p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &Params::new()),
-    )
-    .unwrap();
+    let mut client = (p.new_client)(&mut rng, &config.with(&Params::new())).unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     for v in [5u64, 1, 9] {
@@ -391,24 +369,12 @@ fn malformed_requests_are_errors() {
     let a = client.query(&mut rng, &mut chan, 0, 10).unwrap();
     assert_eq!(a.records.len(), 3);
     // Bad parameters.
-    assert!((p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &params(&[("l", "3")]))
-    )
-    .is_err());
-    assert!((p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &params(&[("bits", "65")]))
-    )
-    .is_err());
+    assert!((p.new_client)(&mut rng, &config.with(&params(&[("l", "3")]))).is_err());
+    assert!((p.new_client)(&mut rng, &config.with(&params(&[("bits", "65")]))).is_err());
     assert!((p.restore_client)(&[1, 2, 3]).is_err());
 
     let p = protocol("pope");
-    let mut client = (p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &params(&[("l", "2")])),
-    )
-    .unwrap();
+    let mut client = (p.new_client)(&mut rng, &config.with(&params(&[("l", "2")]))).unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     for v in [5u64, 1, 9, 4, 4] {
@@ -512,16 +478,8 @@ fn malformed_requests_are_errors() {
     }
     let a = client.query(&mut rng, &mut chan, 0, 10).unwrap();
     assert_eq!(a.records.len(), 5);
-    assert!((p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &params(&[("l", "1")]))
-    )
-    .is_err());
-    assert!((p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &params(&[("k", "1")]))
-    )
-    .is_err());
+    assert!((p.new_client)(&mut rng, &config.with(&params(&[("l", "1")]))).is_err());
+    assert!((p.new_client)(&mut rng, &config.with(&params(&[("k", "1")]))).is_err());
     assert!(PopeClient::restore(&[1, 2, 3]).is_err());
 }
 
@@ -531,11 +489,7 @@ fn clients_restore_and_servers_restart_over_the_same_store() {
     for (name, pr) in [("kerschbaum-tueno", vec![]), ("pope", vec![("l", "3")])] {
         let p = protocol(name);
         let mut rng = ChaCha20Rng::seed_from_u64(13);
-        let mut client = (p.new_client)(
-            &mut rng,
-            &sesame_range::PageConfig::with(&config, &params(&pr)),
-        )
-        .unwrap();
+        let mut client = (p.new_client)(&mut rng, &config.with(&params(&pr))).unwrap();
         let store = paged(config);
         let mut oracle = Vec::new();
         {
@@ -580,11 +534,7 @@ fn kerschbaum_tueno_insertion_rewrites_every_page() {
     let config = page(256, 0);
     let p = protocol("kerschbaum-tueno");
     let mut rng = ChaCha20Rng::seed_from_u64(14);
-    let mut client = (p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &Params::new()),
-    )
-    .unwrap();
+    let mut client = (p.new_client)(&mut rng, &config.with(&Params::new())).unwrap();
     let store = paged(config);
     let mut chan = channel(&p, &store, config);
     for i in 0..100u64 {
@@ -617,11 +567,7 @@ fn sixty_four_bit_extreme_values() {
     ] {
         let p = protocol(name);
         let mut rng = ChaCha20Rng::seed_from_u64(15);
-        let mut client = (p.new_client)(
-            &mut rng,
-            &sesame_range::PageConfig::with(&config, &params(&pr)),
-        )
-        .unwrap();
+        let mut client = (p.new_client)(&mut rng, &config.with(&params(&pr))).unwrap();
         let store = paged(config);
         let mut chan = channel(&p, &store, config);
         let mut oracle = Vec::new();
@@ -659,11 +605,7 @@ fn kerschbaum_tueno_bulk_load_is_one_round_and_only_into_an_empty_array() {
     let store = paged(config);
     let mut ch = channel(&p, &store, config);
     let mut rng = ChaCha20Rng::seed_from_u64(41);
-    let mut client = (p.new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&config, &params(&[("bits", "8")])),
-    )
-    .unwrap();
+    let mut client = (p.new_client)(&mut rng, &config.with(&params(&[("bits", "8")]))).unwrap();
     let records: Vec<(u64, Vec<u8>)> = (0..200u64)
         .map(|i| ((i * 37) % 50, vec![i as u8]))
         .collect();

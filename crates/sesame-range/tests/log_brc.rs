@@ -37,15 +37,10 @@ fn setup(name: &str, bits: u32, page: PageConfig, rng: &mut ChaCha20Rng) -> Setu
 
 fn setup_with(name: &str, params: &Params, page: PageConfig, rng: &mut ChaCha20Rng) -> Setup {
     let p = get(name);
-    let client = (p.new_client)(rng, &sesame_range::PageConfig::with(&page, params)).unwrap();
+    let client = (p.new_client)(rng, &page.with(params)).unwrap();
     let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let paged = Arc::new(PagedStore::new(Arc::clone(&inner), page).unwrap());
-    let server = p
-        .server(
-            paged.clone(),
-            &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
-        )
-        .unwrap();
+    let server = p.server(paged.clone(), &page.with(&Params::new())).unwrap();
     Setup {
         inner,
         paged,
@@ -286,18 +281,10 @@ fn the_sse_block_parameters_keep_results_exact() {
     let mut rng = ChaCha20Rng::seed_from_u64(32);
     let mut params = Params::new();
     params.set("b", 4);
-    assert!((get("log-brc-pibas").new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&page, &params)
-    )
-    .is_err());
+    assert!((get("log-brc-pibas").new_client)(&mut rng, &page.with(&params)).is_err());
     let mut params = Params::new();
     params.set("block", 1);
-    assert!((get("log-brc-2lev").new_client)(
-        &mut rng,
-        &sesame_range::PageConfig::with(&page, &params)
-    )
-    .is_err());
+    assert!((get("log-brc-2lev").new_client)(&mut rng, &page.with(&params)).is_err());
 }
 
 #[test]
@@ -475,18 +462,10 @@ fn malformed_requests_responses_and_records_give_errors() {
         let p = get(name);
         let mut params = Params::new();
         params.set("nonsense", 1);
-        assert!((p.new_client)(
-            &mut rng,
-            &sesame_range::PageConfig::with(&PageConfig::default(), &params)
-        )
-        .is_err());
+        assert!((p.new_client)(&mut rng, &PageConfig::default().with(&params)).is_err());
         let mut params = Params::new();
         params.set("bits", 65);
-        assert!((p.new_client)(
-            &mut rng,
-            &sesame_range::PageConfig::with(&PageConfig::default(), &params)
-        )
-        .is_err());
+        assert!((p.new_client)(&mut rng, &PageConfig::default().with(&params)).is_err());
         assert!((p.restore_client)(b"garbage").is_err());
         assert!((p.restore_client)(&[]).is_err());
     }

@@ -466,14 +466,11 @@ fn range_client(
         params.set(k, v);
     }
     let p = protocol();
-    let client = (p.new_client)(rng, &sesame_range::PageConfig::with(&page, &params)).unwrap();
+    let client = (p.new_client)(rng, &page.with(&params)).unwrap();
     let store = PagedStore::new(Arc::new(MemoryStore::new()), page).unwrap();
     let chan = LocalChannel::new(
-        p.server(
-            Arc::new(store),
-            &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
-        )
-        .unwrap(),
+        p.server(Arc::new(store), &page.with(&Params::new()))
+            .unwrap(),
     );
     (client, chan, page)
 }

@@ -78,7 +78,7 @@ impl Run {
         let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let mut params = Params::new();
         params.set("bits", bits);
-        let client = (protocol.new_client)(rng, &sesame_range::PageConfig::with(&page, &params))
+        let client = (protocol.new_client)(rng, &page.with(&params))
             .unwrap_or_else(|e| panic!("{}: new client: {e}", protocol.descriptor.name));
         let channel = LocalChannel::new(Self::server(protocol, &inner, page));
         Run {
@@ -97,10 +97,7 @@ impl Run {
     ) -> Box<dyn Service> {
         let paged = PagedStore::new(Arc::clone(inner), page).expect("page config");
         protocol
-            .server(
-                Arc::new(paged),
-                &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
-            )
+            .server(Arc::new(paged), &page.with(&Params::new()))
             .unwrap_or_else(|e| panic!("{}: new server: {e}", protocol.descriptor.name))
     }
 
@@ -282,10 +279,7 @@ fn every_protocol_refuses_garbage_requests_without_panicking() {
         let page = PageConfig::default();
         let paged = PagedStore::new(Arc::clone(&inner), page).expect("page config");
         let mut server = p
-            .server(
-                Arc::new(paged),
-                &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
-            )
+            .server(Arc::new(paged), &page.with(&Params::new()))
             .expect("server");
         for garbage in [&b""[..], &[0xff; 3][..], &[1, 200, 200, 200, 200][..]] {
             assert!(

@@ -270,7 +270,7 @@ fn build(
     let server = protocol
         .server(
             Arc::clone(&store) as Arc<dyn Store>,
-            &sesame_range::PageConfig::with(&page, &sesame_core::Params::new()),
+            &page.with(&sesame_core::Params::new()),
         )
         .map_err(|e| err(name, "server", e))?;
     let mut channel = LocalChannel::new(server);
@@ -279,8 +279,7 @@ fn build(
     let mut params = Params::new();
     params.set("bits", bits);
     let mut client =
-        (protocol.new_client)(&mut rng, &sesame_range::PageConfig::with(&page, &params))
-            .map_err(|e| err(name, "client", e))?;
+        (protocol.new_client)(&mut rng, &page.with(&params)).map_err(|e| err(name, "client", e))?;
     let records: Vec<(u64, Vec<u8>)> = values
         .iter()
         .enumerate()
