@@ -407,7 +407,14 @@ fn rekey_moves_every_scheme_to_fresh_keys_and_survives_failures() {
         // but for one piece of public metadata some schemes keep (the
         // server's public key, a document count).
         let new_labels = labels(&store, g1);
-        let shared = old_labels.intersection(&new_labels).count();
+        // KPR12 keeps its free list and the list's head in clear
+        // (docs/schemes/kpr12.md), under Merkle nodes: structure that no
+        // key touches, laid out by a random permutation, so some of it can
+        // repeat by chance. Only key-dependent entries count.
+        let keyed = |(k, v): &&(Vec<u8>, Vec<u8>)| {
+            name != "kpr12" || !(k.first() == Some(&b'n') || matches!(v.first(), Some(b'F' | b'M')))
+        };
+        let shared = old_labels.intersection(&new_labels).filter(keyed).count();
         assert!(
             shared <= 1,
             "{name}: {shared} of {} entries unchanged by the rekey",
