@@ -356,3 +356,63 @@ fn two_profiles_share_a_tenant_under_their_prefixes() {
         Err(ClientError::ProfileCorrupt { .. })
     ));
 }
+
+/// `rekey` on a server-bound profile: a new generation under fresh keys on
+/// the server, the old one dropped there, every search as before; a rekey
+/// whose write the server refuses leaves the old generation answering.
+#[test]
+fn rekey_moves_a_server_index_to_fresh_keys() {
+    for scheme in ["pibas", "fast", "aura"] {
+        let store = Arc::new(FaultyStore::new());
+        let s = serve(store.clone());
+        let p = profile(&s, scheme);
+        let (root, oracle) = corpus(s.tmp.path(), "files", 0, 9);
+        p.session(DEFAULT_INDEX)
+            .unwrap()
+            .add_documents(&[&root], &mut |_| {})
+            .unwrap();
+        check_oracle(&p, &oracle);
+        let g0 = p.session(DEFAULT_INDEX).unwrap().generation();
+        let values = |g: u64| -> BTreeSet<Vec<u8>> {
+            store
+                .inner()
+                .scan_prefix(format!("i/alice/{DEFAULT_INDEX}/{g}/").as_bytes())
+                .unwrap()
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect()
+        };
+        let before = values(g0);
+        assert!(!before.is_empty(), "{scheme}");
+
+        // Refused by the server's store: the old generation still answers.
+        store.fail(Fault::Refused, 0);
+        assert!(p
+            .session(DEFAULT_INDEX)
+            .unwrap()
+            .rekey(&mut |_| {})
+            .is_err());
+        store.heal();
+        assert_eq!(p.session(DEFAULT_INDEX).unwrap().generation(), g0);
+        check_oracle(&p, &oracle);
+
+        let mut sess = p.session(DEFAULT_INDEX).unwrap();
+        assert_eq!(sess.rekey(&mut |_| {}).unwrap(), 9, "{scheme}");
+        let g1 = sess.generation();
+        drop(sess);
+        assert!(g1 > g0, "{scheme}");
+        assert_eq!(
+            entries(store.as_ref(), g0),
+            0,
+            "{scheme}: old generation left"
+        );
+        assert!(entries(store.as_ref(), g1) > 0, "{scheme}");
+        check_oracle(&p, &oracle);
+        // Fresh keys: the stored values are not the old ones (at most one
+        // piece of public metadata repeats).
+        assert!(
+            before.intersection(&values(g1)).count() <= 1,
+            "{scheme}: values repeat after the rekey"
+        );
+    }
+}
