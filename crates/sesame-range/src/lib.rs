@@ -11,6 +11,7 @@
 //! Servers keep their data in pages through a [`PagedStore`]: a store
 //! wrapper with a real block cache (LRU, LFU or FIFO) that counts the page
 //! I/O requests that miss it, the measure of seed 004's Table 3.
+//! [`LocalRange`] runs a protocol's two halves in one process over one.
 //!
 //! The protocols ([`protocols`] lists them by name):
 //! - [`bplus_ore`]: a B+ tree whose keys are ORE ciphertexts, one protocol
@@ -29,6 +30,7 @@ pub mod bplus_ore;
 pub mod btree;
 pub mod cache;
 pub mod kerschbaum_tueno;
+pub mod local;
 pub mod log_brc;
 pub mod paged;
 pub mod path_oram;
@@ -37,6 +39,7 @@ pub mod record;
 
 pub use api::{RangeAnswer, RangeClient, RangeProtocol};
 pub use cache::CachePolicy;
+pub use local::LocalRange;
 pub use paged::{PageConfig, PagedStore};
 
 /// Every range protocol, in a fixed order.

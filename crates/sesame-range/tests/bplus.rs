@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{wire, Channel, LocalChannel, Params, Service, Store};
 use sesame_range::bplus_ore::{self, capacity, Layout, Request, Response};
-use sesame_range::{CachePolicy, PageConfig, PagedStore, RangeClient, RangeProtocol};
+use sesame_range::{CachePolicy, LocalRange, PageConfig, PagedStore, RangeProtocol};
 use sesame_store::MemoryStore;
 
 fn bplus(name: &str) -> RangeProtocol {
@@ -24,12 +24,21 @@ fn fast() -> Vec<RangeProtocol> {
         .collect()
 }
 
-struct Setup {
-    protocol: RangeProtocol,
-    inner: Arc<dyn Store>,
-    page: PageConfig,
-    channel: LocalChannel<Box<dyn Service>>,
-    client: Box<dyn RangeClient>,
+/// A protocol in process ([`LocalRange`]), with shorthands that fail the
+/// test on an error.
+struct Setup(LocalRange);
+
+impl std::ops::Deref for Setup {
+    type Target = LocalRange;
+    fn deref(&self) -> &LocalRange {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Setup {
+    fn deref_mut(&mut self) -> &mut LocalRange {
+        &mut self.0
+    }
 }
 
 impl Setup {
@@ -39,18 +48,11 @@ impl Setup {
         page: PageConfig,
         rng: &mut ChaCha20Rng,
     ) -> Self {
-        let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let client = (protocol.new_client)(rng, &page.with(params)).expect("client");
-        let channel = LocalChannel::new(Self::server(protocol, &inner, page));
-        Setup {
-            protocol,
-            inner,
-            page,
-            channel,
-            client,
-        }
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        Setup(LocalRange::new(protocol, params, page, store, rng).expect("setup"))
     }
 
+    /// A server half over `inner` alone.
     fn server(
         protocol: RangeProtocol,
         inner: &Arc<dyn Store>,
@@ -63,22 +65,15 @@ impl Setup {
     }
 
     fn restart(&mut self) {
-        let saved = self.client.save_state().expect("save");
-        self.client = (self.protocol.restore_client)(&saved).expect("restore");
-        self.channel = LocalChannel::new(Self::server(self.protocol, &self.inner, self.page));
+        self.0.restart().expect("restart");
     }
 
     fn insert(&mut self, rng: &mut ChaCha20Rng, v: u64, d: &[u8]) {
-        self.client
-            .insert(rng, &mut self.channel, v, d)
-            .expect("insert");
+        self.0.insert(rng, v, d).expect("insert");
     }
 
     fn query(&mut self, rng: &mut ChaCha20Rng, lo: u64, hi: u64) -> Vec<(u64, Vec<u8>)> {
-        self.client
-            .query(rng, &mut self.channel, lo, hi)
-            .expect("query")
-            .records
+        self.0.query(rng, lo, hi).expect("query").records
     }
 }
 
@@ -136,10 +131,10 @@ fn exercise(
                 } else {
                     (pick(&mut rng, &pairs), b"absent".to_vec())
                 };
-                let got = s
-                    .client
-                    .delete(&mut rng, &mut s.channel, v, &d)
-                    .expect("delete");
+                let got =
+                    s.0.client
+                        .delete(&mut rng, &mut s.0.channel, v, &d)
+                        .expect("delete");
                 let expected = match pairs.iter().position(|p| p.0 == v && p.1 == d) {
                     Some(i) => {
                         pairs.swap_remove(i);
@@ -173,8 +168,8 @@ fn exercise(
     // Drain: every pair deletes, and the tree ends empty.
     for (v, d) in pairs.clone() {
         assert!(
-            s.client
-                .delete(&mut rng, &mut s.channel, v, &d)
+            s.0.client
+                .delete(&mut rng, &mut s.0.channel, v, &d)
                 .expect("delete"),
             "{ctx}: drain {v}"
         );
@@ -312,7 +307,11 @@ fn a_warm_cache_reads_fewer_pages_than_a_cold_one() {
     s.insert(&mut rng, 5, b"y");
     assert_eq!(span.finish().rounds, 1);
     let span = meter.span();
-    assert!(s.client.delete(&mut rng, &mut s.channel, 5, b"y").unwrap());
+    assert!(s
+        .0
+        .client
+        .delete(&mut rng, &mut s.0.channel, 5, b"y")
+        .unwrap());
     assert_eq!(span.finish().rounds, 2);
 }
 
@@ -332,7 +331,7 @@ fn nodes_fit_their_pages_and_fan_out_follows_ciphertext_size() {
             let v = rng.gen_range(0..1 << 32);
             s.insert(&mut rng, v, &i.to_be_bytes()[..]);
         }
-        let nodes = s.inner.scan_prefix(b"n").unwrap();
+        let nodes = s.store.scan_prefix(b"n").unwrap();
         assert!(nodes.len() > 3, "{name}: {} nodes", nodes.len());
         for (k, v) in &nodes {
             assert!(
@@ -428,7 +427,7 @@ fn malformed_requests_are_errors_not_panics() {
     let lw = bplus("bplus-lewi-wu");
     let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let mut s = Setup::new(lw, &params(16), page, &mut rng);
-    s.inner = Arc::clone(&inner);
+    s.store = Arc::clone(&inner);
     s.channel = LocalChannel::new(Setup::server(lw, &inner, page));
     for v in 0..10 {
         s.insert(&mut rng, v, b"z");
@@ -480,7 +479,7 @@ fn a_restarted_server_answers_the_same() {
             s.insert(&mut rng, v, &i.to_be_bytes()[..]);
         }
         let before = s.query(&mut rng, 100, 700);
-        s.channel = LocalChannel::new(Setup::server(p, &s.inner, page));
+        s.channel = LocalChannel::new(Setup::server(p, &s.store, page));
         assert_eq!(s.query(&mut rng, 100, 700), before, "{}", p.descriptor.name);
         assert!(!before.is_empty());
     }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{LocalChannel, Params, Service, Store};
-use sesame_range::{protocols, CachePolicy, PageConfig, PagedStore, RangeClient, RangeProtocol};
+use sesame_core::{Params, Service, Store};
+use sesame_range::{protocols, CachePolicy, LocalRange, PageConfig, PagedStore, RangeProtocol};
 use sesame_store::MemoryStore;
 
 fn ops() -> usize {
@@ -65,49 +65,13 @@ impl Oracle {
     }
 }
 
-struct Run {
-    protocol: RangeProtocol,
-    inner: Arc<dyn Store>,
-    page: PageConfig,
-    channel: LocalChannel<Box<dyn Service>>,
-    client: Box<dyn RangeClient>,
-}
-
-impl Run {
-    fn new(protocol: RangeProtocol, bits: u32, page: PageConfig, rng: &mut ChaCha20Rng) -> Self {
-        let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let mut params = Params::new();
-        params.set("bits", bits);
-        let client = (protocol.new_client)(rng, &page.with(&params))
-            .unwrap_or_else(|e| panic!("{}: new client: {e}", protocol.descriptor.name));
-        let channel = LocalChannel::new(Self::server(protocol, &inner, page));
-        Run {
-            protocol,
-            inner,
-            page,
-            channel,
-            client,
-        }
-    }
-
-    fn server(
-        protocol: RangeProtocol,
-        inner: &Arc<dyn Store>,
-        page: PageConfig,
-    ) -> Box<dyn Service> {
-        let paged = PagedStore::new(Arc::clone(inner), page).expect("page config");
-        protocol
-            .server(Arc::new(paged), &page.with(&Params::new()))
-            .unwrap_or_else(|e| panic!("{}: new server: {e}", protocol.descriptor.name))
-    }
-
-    fn restart(&mut self) {
-        let name = self.protocol.descriptor.name;
-        let saved = self.client.save_state().expect("save state");
-        self.client = (self.protocol.restore_client)(&saved)
-            .unwrap_or_else(|e| panic!("{name}: restore client: {e}"));
-        self.channel = LocalChannel::new(Self::server(self.protocol, &self.inner, self.page));
-    }
+/// A protocol in process over a memory store, with `bits`-bit values.
+fn run(protocol: RangeProtocol, bits: u32, page: PageConfig, rng: &mut ChaCha20Rng) -> LocalRange {
+    let mut params = Params::new();
+    params.set("bits", bits);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    LocalRange::new(protocol, &params, page, store, rng)
+        .unwrap_or_else(|e| panic!("{}: {e}", protocol.descriptor.name))
 }
 
 fn value(rng: &mut ChaCha20Rng, bits: u32, pool: &[u64]) -> u64 {
@@ -131,7 +95,7 @@ fn exercise(protocol: RangeProtocol, bits: u32, page: PageConfig, seed: u64, n: 
         page.page_size, page.cache_blocks, page.policy
     );
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut run = Run::new(protocol, bits, page, &mut rng);
+    let mut run = run(protocol, bits, page, &mut rng);
     let mut oracle = Oracle::default();
     let mut pool: Vec<u64> = Vec::new();
 
@@ -152,7 +116,8 @@ fn exercise(protocol: RangeProtocol, bits: u32, page: PageConfig, seed: u64, n: 
 
     for step in 0..n {
         if step == n / 2 {
-            run.restart();
+            run.restart()
+                .unwrap_or_else(|e| panic!("{ctx}: restart: {e}"));
         }
         match rng.gen_range(0..10) {
             0..=3 => {
