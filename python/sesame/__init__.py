@@ -1,0 +1,15 @@
+"""Sesame from Python.
+
+- ``schemes()``: every registered scheme and protocol, of every family;
+- ``Index``: a keyword scheme's client and server half in process, with
+  the meter snapshot of the last operation (``Index.meter()``);
+- ``sesame.ore.Scheme``: an ORE/OPE scheme (encrypt, compare, decrypt);
+- ``sesame.range.Protocol``: a range protocol in process.
+
+Every error of the Rust code is a ``SesameError`` carrying its message.
+"""
+
+from ._sesame import Index, SesameError, default_page_size, schemes
+from . import ore, range  # noqa: A004 - the family's name
+
+__all__ = ["Index", "SesameError", "default_page_size", "ore", "range", "schemes"]

@@ -1,0 +1,5 @@
+"""Range-query protocols, run in process."""
+
+from ._sesame import Protocol
+
+__all__ = ["Protocol"]

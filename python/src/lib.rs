@@ -1,0 +1,416 @@
+//! Sesame from Python: the extension module `sesame._sesame`, re-exported
+//! by the package `sesame` (`python/sesame`).
+//!
+//! - `schemes()`: every registry entry (all families) as a dict;
+//! - `Index`: a keyword scheme's client and server half in process over a
+//!   store (`memory`, `redb:PATH`), with the meter snapshot of the last
+//!   operation;
+//! - `OreScheme` (`sesame.ore.Scheme`): an ORE/OPE scheme with a fresh key:
+//!   encrypt, compare, decrypt;
+//! - `RangeProtocol` (`sesame.range.Protocol`): a range protocol in
+//!   process (`sesame_range::LocalRange`), with its meter.
+//!
+//! Every Rust error is a `sesame.SesameError` with the error's message;
+//! the GIL is released while Rust computes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use rand_core::OsRng;
+use sesame_core::{LocalChannel, Meter, Params, Service, Snapshot};
+use sesame_ore::DynOre;
+use sesame_range::{LocalRange, PageConfig};
+use sesame_sse::query::Query;
+use sesame_sse::{KeywordClient, KeywordScheme, Multimap, UpdateOp};
+
+create_exception!(
+    _sesame,
+    SesameError,
+    PyException,
+    "An error of Sesame's Rust code, with its message."
+);
+
+fn err(e: impl std::fmt::Display) -> PyErr {
+    SesameError::new_err(e.to_string())
+}
+
+/// `params` as scheme parameters: every value by its `str()`.
+fn params_of(params: Option<&Bound<'_, PyDict>>) -> PyResult<Params> {
+    let mut p = Params::new();
+    if let Some(d) = params {
+        for (k, v) in d.iter() {
+            let key: String = k.extract()?;
+            let value: String = v.str()?.extract()?;
+            p.set(&key, value);
+        }
+    }
+    Ok(p)
+}
+
+/// A JSON value as a Python object (dicts, lists, ints, floats, strings).
+fn to_py(py: Python<'_>, v: &serde_json::Value) -> PyResult<PyObject> {
+    use serde_json::Value;
+    Ok(match v {
+        Value::Null => py.None(),
+        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => u.into_pyobject(py)?.into_any().unbind(),
+            (None, Some(i)) => i.into_pyobject(py)?.into_any().unbind(),
+            _ => n
+                .as_f64()
+                .unwrap_or(f64::NAN)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+        },
+        Value::String(s) => s.into_pyobject(py)?.into_any().unbind(),
+        Value::Array(a) => {
+            let list = PyList::empty(py);
+            for x in a {
+                list.append(to_py(py, x)?)?;
+            }
+            list.into_any().unbind()
+        }
+        Value::Object(o) => {
+            let d = PyDict::new(py);
+            for (k, x) in o {
+                d.set_item(k, to_py(py, x)?)?;
+            }
+            d.into_any().unbind()
+        }
+    })
+}
+
+/// The state behind a Python object (Python objects must be shareable
+/// between threads; the Rust halves are used by one at a time).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn snapshot_dict(py: Python<'_>, s: &Snapshot) -> PyResult<PyObject> {
+    let value = serde_json::to_value(s).map_err(err)?;
+    to_py(py, &value)
+}
+
+/// Every registered scheme and protocol, of every family, as dicts: name,
+/// family, kind, title, citation, queries, leakage, forward_private,
+/// hosted (has a server half), params (name to default in words).
+#[pyfunction]
+fn schemes(py: Python<'_>) -> PyResult<Vec<PyObject>> {
+    sesame_schemes::all()
+        .iter()
+        .map(|s| {
+            let d = s.descriptor();
+            let dict = PyDict::new(py);
+            dict.set_item("name", d.name)?;
+            dict.set_item("family", s.family().to_string())?;
+            dict.set_item("kind", d.kind.to_string())?;
+            dict.set_item("title", d.title)?;
+            dict.set_item("citation", d.citation)?;
+            let queries: Vec<String> = d.queries.iter().map(ToString::to_string).collect();
+            dict.set_item("queries", queries)?;
+            dict.set_item("leakage", d.leakage)?;
+            dict.set_item("forward_private", d.forward_private)?;
+            dict.set_item("hosted", s.hosted())?;
+            let params: BTreeMap<&str, &str> = s.params().iter().copied().collect();
+            dict.set_item("params", params)?;
+            Ok(dict.into_any().unbind())
+        })
+        .collect()
+}
+
+/// A keyword scheme in process: its client, and its server half over a
+/// store, joined by a metered channel.
+#[pyclass(module = "sesame")]
+struct Index {
+    scheme: KeywordScheme,
+    inner: Mutex<IndexHalves>,
+}
+
+struct IndexHalves {
+    client: Box<dyn KeywordClient>,
+    channel: LocalChannel<Box<dyn Service>>,
+    last: Snapshot,
+}
+
+impl Index {
+    /// Runs `op` with the GIL released, metered.
+    fn metered<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(
+                &mut dyn KeywordClient,
+                &mut LocalChannel<Box<dyn Service>>,
+            ) -> sesame_core::Result<T>
+            + Send,
+    ) -> PyResult<T> {
+        let inner = &self.inner;
+        py.allow_threads(|| {
+            let mut halves = lock(inner);
+            let IndexHalves {
+                client,
+                channel,
+                last,
+            } = &mut *halves;
+            let span = sesame_core::Channel::meter(channel).span();
+            let out = op(client.as_mut(), channel);
+            *last = span.finish();
+            out
+        })
+        .map_err(err)
+    }
+}
+
+#[pymethods]
+impl Index {
+    /// A fresh client (fresh keys) of `scheme` with `params`, and its
+    /// server half over `store` (`memory`, or `redb:PATH`).
+    #[staticmethod]
+    #[pyo3(signature = (scheme, store = "memory", params = None))]
+    fn create(scheme: &str, store: &str, params: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let entry = sesame_sse::scheme(scheme)
+            .ok_or_else(|| err(format!("no keyword scheme named {scheme:?}")))?;
+        let params = params_of(params)?;
+        let client = (entry.new_client)(&mut OsRng, &params).map_err(err)?;
+        let store = sesame_store::open_store(store).map_err(err)?;
+        let server = entry.server(store, &params).map_err(err)?;
+        Ok(Index {
+            scheme: entry,
+            inner: Mutex::new(IndexHalves {
+                client,
+                channel: LocalChannel::with_meter(server, Meter::new()),
+                last: Snapshot::default(),
+            }),
+        })
+    }
+
+    /// The scheme's registry name.
+    #[getter]
+    fn scheme(&self) -> &'static str {
+        self.scheme.descriptor.name
+    }
+
+    /// Builds the index of `db` (keyword to document identifiers),
+    /// replacing any earlier one: a static scheme's setup.
+    fn setup(&self, py: Python<'_>, db: BTreeMap<String, Vec<u64>>) -> PyResult<()> {
+        let db: Multimap = db.into_iter().map(|(k, v)| (k.into_bytes(), v)).collect();
+        self.metered(py, move |c, ch| c.setup(&mut OsRng, ch, &db))
+    }
+
+    /// Adds the pairs (`doc_id`, keyword) of a dynamic scheme.
+    fn add(&self, py: Python<'_>, doc_id: u64, keywords: Vec<String>) -> PyResult<()> {
+        let words: Vec<Vec<u8>> = keywords.into_iter().map(String::into_bytes).collect();
+        self.metered(py, move |c, ch| {
+            c.update(&mut OsRng, ch, UpdateOp::Add, doc_id, &words)
+        })
+    }
+
+    /// Deletes the pairs (`doc_id`, keyword) of a dynamic scheme.
+    fn delete(&self, py: Python<'_>, doc_id: u64, keywords: Vec<String>) -> PyResult<()> {
+        let words: Vec<Vec<u8>> = keywords.into_iter().map(String::into_bytes).collect();
+        self.metered(py, move |c, ch| {
+            c.update(&mut OsRng, ch, UpdateOp::Delete, doc_id, &words)
+        })
+    }
+
+    /// The identifiers of the documents holding `keyword`, sorted.
+    fn search(&self, py: Python<'_>, keyword: &str) -> PyResult<Vec<u64>> {
+        let w = keyword.as_bytes().to_vec();
+        self.metered(py, move |c, ch| c.search(&mut OsRng, ch, &w))
+    }
+
+    /// Answers a query of the query language (`w`, `abc*`, `a?c`, `a b`,
+    /// `top:K a b`): a dict with `ids`, `scores` (ranked queries) and
+    /// `false_positives_removed`.
+    fn query(&self, py: Python<'_>, text: &str) -> PyResult<PyObject> {
+        let q = Query::parse(text).map_err(err)?;
+        let r = self.metered(py, move |c, ch| c.query(&mut OsRng, ch, &q))?;
+        let d = PyDict::new(py);
+        d.set_item("ids", r.ids)?;
+        d.set_item("scores", r.scores)?;
+        d.set_item("false_positives_removed", r.false_positives_removed)?;
+        Ok(d.into_any().unbind())
+    }
+
+    /// What the last operation cost: wall, client and server time (ns),
+    /// bytes each way, rounds, store I/O and primitive calls.
+    fn meter(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let last = lock(&self.inner).last;
+        snapshot_dict(py, &last)
+    }
+
+    /// The client state, keys included (secret).
+    fn save_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let state = lock(&self.inner).client.save_state().map_err(err)?;
+        Ok(PyBytes::new(py, &state))
+    }
+}
+
+/// An order-preserving or order-revealing scheme with a fresh key.
+#[pyclass(module = "sesame.ore", name = "Scheme")]
+struct OreScheme {
+    name: &'static str,
+    bits: u32,
+    scheme: Mutex<Box<dyn DynOre>>,
+}
+
+#[pymethods]
+impl OreScheme {
+    /// Scheme `name` (`sesame.schemes()`, family `ore`) with parameters
+    /// such as `bits=32`, `block=8`.
+    #[new]
+    #[pyo3(signature = (name, **params))]
+    fn new(name: &str, params: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let entry =
+            sesame_ore::scheme(name).ok_or_else(|| err(format!("no ORE scheme named {name:?}")))?;
+        let params = params_of(params)?;
+        let scheme = (entry.new_client)(&mut OsRng, &params).map_err(err)?;
+        Ok(OreScheme {
+            name: entry.descriptor.name,
+            bits: scheme.bits(),
+            scheme: Mutex::new(scheme),
+        })
+    }
+
+    /// The scheme's registry name.
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Plaintext width in bits.
+    #[getter]
+    fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    /// The ciphertext of `x` (encoded).
+    fn encrypt<'py>(&self, py: Python<'py>, x: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let scheme = &self.scheme;
+        let c = py
+            .allow_threads(|| lock(scheme).encrypt(&mut OsRng, x))
+            .map_err(err)?;
+        Ok(PyBytes::new(py, &c))
+    }
+
+    /// -1, 0 or 1 as the plaintext of `a` is below, equal to or above that
+    /// of `b`.
+    fn compare(&self, py: Python<'_>, a: &[u8], b: &[u8]) -> PyResult<i8> {
+        let scheme = &self.scheme;
+        let o = py
+            .allow_threads(|| lock(scheme).compare(a, b))
+            .map_err(err)?;
+        Ok(o as i8)
+    }
+
+    /// The plaintext of `c` (where the scheme decrypts).
+    fn decrypt(&self, c: &[u8]) -> PyResult<u64> {
+        lock(&self.scheme).decrypt(c).map_err(err)
+    }
+}
+
+/// A range protocol in process over a store in memory.
+#[pyclass(module = "sesame.range", name = "Protocol")]
+struct RangeProtocol {
+    name: &'static str,
+    inner: Mutex<(LocalRange, Snapshot)>,
+}
+
+impl RangeProtocol {
+    fn metered<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(&mut LocalRange) -> sesame_core::Result<T> + Send,
+    ) -> PyResult<T> {
+        let inner = &self.inner;
+        py.allow_threads(|| {
+            let mut guard = lock(inner);
+            let (local, last) = &mut *guard;
+            let span = sesame_core::Channel::meter(&local.channel).span();
+            let out = op(local);
+            *last = span.finish();
+            out
+        })
+        .map_err(err)
+    }
+}
+
+#[pymethods]
+impl RangeProtocol {
+    /// Protocol `name` (`sesame.schemes()`, family `range`) with
+    /// parameters such as `bits=32`, `page_size=4096`.
+    #[new]
+    #[pyo3(signature = (name, **params))]
+    fn new(name: &str, params: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let protocol = sesame_range::protocol(name)
+            .ok_or_else(|| err(format!("no range protocol named {name:?}")))?;
+        let params = params_of(params)?;
+        let (own, page) = sesame_range::api::split_page(&params).map_err(err)?;
+        let store: Arc<dyn sesame_core::Store> = Arc::new(sesame_store::MemoryStore::new());
+        let local = LocalRange::new(protocol, &own, page, store, &mut OsRng).map_err(err)?;
+        Ok(RangeProtocol {
+            name: protocol.descriptor.name,
+            inner: Mutex::new((local, Snapshot::default())),
+        })
+    }
+
+    /// The protocol's registry name.
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Inserts `value` with its record `data`.
+    fn insert(&self, py: Python<'_>, value: u64, data: Vec<u8>) -> PyResult<()> {
+        self.metered(py, move |l| l.insert(&mut OsRng, value, &data))
+    }
+
+    /// Deletes one occurrence of (`value`, `data`); whether there was one.
+    fn delete(&self, py: Python<'_>, value: u64, data: Vec<u8>) -> PyResult<bool> {
+        self.metered(py, move |l| {
+            l.client.delete(&mut OsRng, &mut l.channel, value, &data)
+        })
+    }
+
+    /// The records `(value, data)` with values in `[lo, hi]`, sorted.
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+    ) -> PyResult<Vec<(u64, Bound<'py, PyBytes>)>> {
+        let answer = self.metered(py, move |l| l.query(&mut OsRng, lo, hi))?;
+        Ok(answer
+            .records
+            .iter()
+            .map(|(v, d)| (*v, PyBytes::new(py, d)))
+            .collect())
+    }
+
+    /// What the last operation cost (see `Index.meter`).
+    fn meter(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let last = lock(&self.inner).1;
+        snapshot_dict(py, &last)
+    }
+}
+
+/// The page configuration the protocols default to (bytes per page).
+#[pyfunction]
+fn default_page_size() -> usize {
+    PageConfig::default().page_size
+}
+
+#[pymodule]
+fn _sesame(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SesameError", m.py().get_type::<SesameError>())?;
+    m.add_function(wrap_pyfunction!(schemes, m)?)?;
+    m.add_function(wrap_pyfunction!(default_page_size, m)?)?;
+    m.add_class::<Index>()?;
+    m.add_class::<OreScheme>()?;
+    m.add_class::<RangeProtocol>()?;
+    Ok(())
+}

@@ -1,0 +1,179 @@
+"""The Python package against plaintext oracles, and its error paths."""
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sesame
+
+
+def test_schemes_list_every_family():
+    all_ = sesame.schemes()
+    names = {s["name"] for s in all_}
+    assert len(names) == len(all_)
+    families = {s["family"] for s in all_}
+    assert families == {"keyword", "conjunctive", "ore", "range"}
+    fast = next(s for s in all_ if s["name"] == "fast")
+    assert fast["forward_private"] and fast["hosted"] and "exact" in fast["queries"]
+    assert not next(s for s in all_ if s["name"] == "lewi-wu")["hosted"]
+    assert "bits" in next(s for s in all_ if s["name"] == "pope")["params"]
+
+
+def oracle_db(rng, docs=40, words=8):
+    db = {}
+    for d in range(docs):
+        for w in range(words):
+            if rng.random() < 0.3:
+                db.setdefault(f"w{w}", []).append(d)
+    return db
+
+
+@pytest.mark.parametrize("scheme", ["fast", "aura", "janus-pp", "uedsse"])
+def test_dynamic_index_matches_an_oracle_and_meters_each_operation(scheme):
+    rng = random.Random(7)
+    ix = sesame.Index.create(scheme)
+    assert ix.scheme == scheme
+    oracle = {}
+    for step in range(80):
+        doc, w = rng.randrange(20), f"w{rng.randrange(6)}"
+        present = doc in oracle.get(w, set())
+        # A keyword never added may be answered without asking the server.
+        if present and rng.random() < 0.5:
+            ix.delete(doc, [w])
+            oracle[w].discard(doc)
+        elif not present:
+            ix.add(doc, [w])
+            oracle.setdefault(w, set()).add(doc)
+        if step % 10 == 9:
+            for q in range(6):
+                assert ix.search(f"w{q}") == sorted(oracle.get(f"w{q}", set()))
+                m = ix.meter()
+                if f"w{q}" in oracle:
+                    assert m["rounds"] >= 1 and m["bytes_up"] > 0, m
+                assert m["wall_ns"] > 0, m
+    ix.add(99, ["fresh"])
+    m = ix.meter()
+    assert m["rounds"] >= 1 and m["store"]["writes"] >= 1, m
+
+
+def test_static_index_setup_and_queries():
+    rng = random.Random(3)
+    db = oracle_db(rng)
+    for scheme in ["pibas", "2lev", "chlh15"]:
+        ix = sesame.Index.create(scheme)
+        ix.setup(db)
+        for w, ids in db.items():
+            assert ix.search(w) == sorted(set(ids)), (scheme, w)
+    ix = sesame.Index.create("chlh15")
+    ix.setup({"apple": [1, 2], "apricot": [3], "banana": [4]})
+    assert ix.query("ap*")["ids"] == [1, 2, 3]
+    ranked = sesame.Index.create("vasst16")
+    ranked.setup({"a": [1, 2, 3], "b": [2, 3], "c": [3]})
+    r = ranked.query("top:2 a b c")
+    assert r["ids"][0] == 3 and len(r["ids"]) == 2 and len(r["scores"]) == 2
+
+
+def test_index_errors_are_sesame_errors():
+    with pytest.raises(sesame.SesameError, match="no keyword scheme"):
+        sesame.Index.create("nope")
+    with pytest.raises(sesame.SesameError, match="parameter"):
+        sesame.Index.create("pibas", params={"no_such": 1})
+    with pytest.raises(sesame.SesameError):
+        sesame.Index.create("pibas").add(1, ["w"])  # static: no updates
+    with pytest.raises(sesame.SesameError, match="store scheme"):
+        sesame.Index.create("fast", store="nowhere://x")
+
+
+def test_index_over_a_redb_file(tmp_path):
+    ix = sesame.Index.create("fast", store=f"redb:{tmp_path / 'ix.redb'}")
+    ix.add(1, ["a", "b"])
+    ix.add(2, ["b"])
+    assert ix.search("b") == [1, 2]
+    assert (tmp_path / "ix.redb").exists()
+    assert len(ix.save_state()) > 32
+
+
+@pytest.mark.parametrize("name,params", [
+    ("clww", {"bits": 16}),
+    ("lewi-wu", {"bits": 16, "block": 4}),
+    ("bclo", {"bits": 16}),
+    ("cloz-insecure", {"bits": 16}),
+    ("plain", {"bits": 16}),
+])
+def test_ore_schemes_order_like_their_plaintexts(name, params):
+    rng = random.Random(11)
+    s = sesame.ore.Scheme(name, **params)
+    assert s.name == name and s.bits == 16
+    xs = [rng.randrange(1 << 16) for _ in range(12)] + [5, 5]
+    cts = [s.encrypt(x) for x in xs]
+    for i, a in enumerate(cts):
+        for j, b in enumerate(cts):
+            want = (xs[i] > xs[j]) - (xs[i] < xs[j])
+            assert s.compare(a, b) == want
+    if name != "cloz-insecure":
+        assert [s.decrypt(c) for c in cts] == xs
+
+
+def test_ore_errors():
+    with pytest.raises(sesame.SesameError, match="no ORE scheme"):
+        sesame.ore.Scheme("nope")
+    s = sesame.ore.Scheme("clww", bits=8)
+    with pytest.raises(sesame.SesameError):
+        s.encrypt(256)
+    with pytest.raises(sesame.SesameError):
+        s.compare(b"\x00", b"garbage that is not a ciphertext")
+
+
+@pytest.mark.parametrize("name", ["pope", "bplus-lewi-wu", "kerschbaum-tueno", "path-oram", "log-brc-pibas"])
+def test_range_protocols_match_an_oracle(name):
+    rng = random.Random(5)
+    p = sesame.range.Protocol(name, bits=10, page_size=512)
+    assert p.name == name
+    records = []
+    for i in range(60):
+        v = rng.randrange(1 << 10)
+        p.insert(v, f"r{i}".encode())
+        records.append((v, f"r{i}".encode()))
+    for lo, hi in [(0, 1023), (100, 300), (500, 500)]:
+        want = sorted(r for r in records if lo <= r[0] <= hi)
+        assert p.query(lo, hi) == want
+        assert p.meter()["rounds"] >= 1
+    if name != "log-brc-pibas":
+        v, d = records[0]
+        assert p.delete(v, d)
+        assert (v, d) not in p.query(v, v)
+
+
+def test_range_errors():
+    with pytest.raises(sesame.SesameError, match="no range protocol"):
+        sesame.range.Protocol("nope")
+    with pytest.raises(sesame.SesameError):
+        sesame.range.Protocol("pope", page_size=1)
+    p = sesame.range.Protocol("pope", bits=8)
+    with pytest.raises(sesame.SesameError):
+        p.insert(256, b"too wide")
+
+
+def test_the_example_runs():
+    example = Path(__file__).parent.parent / "examples" / "compare_schemes.py"
+    out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, check=True)
+    assert "fast" in out.stdout and "aura" in out.stdout
+
+
+def test_index_over_postgresql():
+    import os
+    import uuid
+
+    url = os.environ.get("SESAME_TEST_POSTGRES")
+    if not url:
+        pytest.skip("SESAME_TEST_POSTGRES is not set (scripts/test.sh sets it under .ci/run)")
+    sep = "&" if "?" in url else "?"
+    spec = f"{url}{sep}namespace=py_{uuid.uuid4().hex[:12]}"
+    ix = sesame.Index.create("fast", store=spec)
+    ix.add(1, ["a"])
+    ix.add(2, ["a", "b"])
+    assert ix.search("a") == [1, 2]
+    assert ix.meter()["store"]["reads"] >= 1
