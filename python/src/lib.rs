@@ -258,6 +258,23 @@ struct OreScheme {
     scheme: Mutex<Box<dyn DynOre>>,
 }
 
+impl OreScheme {
+    fn new_with(name: &str, params: &[(&str, &str)]) -> PyResult<Self> {
+        let entry =
+            sesame_ore::scheme(name).ok_or_else(|| err(format!("no ORE scheme named {name:?}")))?;
+        let mut p = Params::new();
+        for (k, v) in params {
+            p.set(k, v);
+        }
+        let scheme = (entry.new_client)(&mut OsRng, &p).map_err(err)?;
+        Ok(OreScheme {
+            name: entry.descriptor.name,
+            bits: scheme.bits(),
+            scheme: Mutex::new(scheme),
+        })
+    }
+}
+
 #[pymethods]
 impl OreScheme {
     /// Scheme `name` (`sesame.schemes()`, family `ore`) with parameters
@@ -398,6 +415,46 @@ impl RangeProtocol {
     }
 }
 
+/// Benchmark-only: the Rust side of a Python call, timed in Rust for the
+/// overhead measurement in `docs/performance.md`. `n` FAST updates of one
+/// keyword each (fresh index in memory, identifiers 0..n), then `n`
+/// Lewi-Wu comparisons (32-bit, block 8) of two fixed ciphertexts; returns
+/// the nanoseconds per update and per comparison, each measured the way
+/// `Index.add` and `Scheme.compare` run them (update under a meter span,
+/// comparison of encoded ciphertexts).
+#[pyfunction]
+fn _rust_call_costs(py: Python<'_>, n: u64) -> PyResult<(f64, f64)> {
+    let index = Index::create("fast", "memory", None)?;
+    let ore = OreScheme::new_with("lewi-wu", &[("bits", "32"), ("block", "8")])?;
+    let a = lock(&ore.scheme).encrypt(&mut OsRng, 3).map_err(err)?;
+    let b = lock(&ore.scheme).encrypt(&mut OsRng, 9).map_err(err)?;
+    py.allow_threads(|| {
+        let n = n.max(1);
+        let words = vec![b"w".to_vec()];
+        let start = std::time::Instant::now();
+        for doc in 0..n {
+            let mut halves = lock(&index.inner);
+            let IndexHalves {
+                client,
+                channel,
+                last,
+            } = &mut *halves;
+            let span = sesame_core::Channel::meter(channel).span();
+            client
+                .update(&mut OsRng, channel, UpdateOp::Add, doc, &words)
+                .map_err(err)?;
+            *last = span.finish();
+        }
+        let update = start.elapsed().as_nanos() as f64 / n as f64;
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(lock(&ore.scheme).compare(&a, &b).map_err(err)?);
+        }
+        let compare = start.elapsed().as_nanos() as f64 / n as f64;
+        Ok((update, compare))
+    })
+}
+
 /// The page configuration the protocols default to (bytes per page).
 #[pyfunction]
 fn default_page_size() -> usize {
@@ -409,6 +466,7 @@ fn _sesame(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SesameError", m.py().get_type::<SesameError>())?;
     m.add_function(wrap_pyfunction!(schemes, m)?)?;
     m.add_function(wrap_pyfunction!(default_page_size, m)?)?;
+    m.add_function(wrap_pyfunction!(_rust_call_costs, m)?)?;
     m.add_class::<Index>()?;
     m.add_class::<OreScheme>()?;
     m.add_class::<RangeProtocol>()?;

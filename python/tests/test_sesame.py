@@ -177,3 +177,10 @@ def test_index_over_postgresql():
     ix.add(2, ["a", "b"])
     assert ix.search("a") == [1, 2]
     assert ix.meter()["store"]["reads"] >= 1
+
+
+def test_the_benchmark_hook_times_both_calls():
+    from sesame import _sesame
+
+    update_ns, compare_ns = _sesame._rust_call_costs(5)
+    assert update_ns > 0 and compare_ns > 0
