@@ -91,6 +91,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// What the server observed, round by round, as dicts: `round`,
+/// `request` (the bytes as the server received them), `response_len`, and
+/// `io` (the store operations the request caused).
+fn view_list(
+    py: Python<'_>,
+    view: Vec<sesame_core::channel::Observation>,
+) -> PyResult<Vec<PyObject>> {
+    view.into_iter()
+        .map(|o| {
+            let d = PyDict::new(py);
+            d.set_item("round", o.round)?;
+            d.set_item("request", PyBytes::new(py, &o.request))?;
+            d.set_item("response_len", o.response_len)?;
+            let io = serde_json::to_value(o.io).map_err(err)?;
+            d.set_item("io", to_py(py, &io)?)?;
+            Ok(d.into_any().unbind())
+        })
+        .collect()
+}
+
 fn snapshot_dict(py: Python<'_>, s: &Snapshot) -> PyResult<PyObject> {
     let value = serde_json::to_value(s).map_err(err)?;
     to_py(py, &value)
@@ -241,6 +261,19 @@ impl Index {
     fn meter(&self, py: Python<'_>) -> PyResult<PyObject> {
         let last = lock(&self.inner).last;
         snapshot_dict(py, &last)
+    }
+
+    /// Starts recording what the server observes (research use: it keeps
+    /// every request as the server received it).
+    fn record_view(&self) {
+        lock(&self.inner).channel.record_transcript();
+    }
+
+    /// What the server observed since recording started (or the last
+    /// call), round by round; see `sesame.Index.record_view`.
+    fn take_view(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
+        let view = lock(&self.inner).channel.take_transcript();
+        view_list(py, view)
     }
 
     /// The client state, keys included (secret).
@@ -412,6 +445,18 @@ impl RangeProtocol {
     fn meter(&self, py: Python<'_>) -> PyResult<PyObject> {
         let last = lock(&self.inner).1;
         snapshot_dict(py, &last)
+    }
+
+    /// Starts recording what the server observes (see `Index.record_view`).
+    fn record_view(&self) {
+        lock(&self.inner).0.channel.record_transcript();
+    }
+
+    /// What the server observed since recording started (or the last
+    /// call), round by round.
+    fn take_view(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
+        let view = lock(&self.inner).0.channel.take_transcript();
+        view_list(py, view)
     }
 }
 

@@ -184,3 +184,26 @@ def test_the_benchmark_hook_times_both_calls():
 
     update_ns, compare_ns = _sesame._rust_call_costs(5)
     assert update_ns > 0 and compare_ns > 0
+
+
+def test_the_server_view_shows_the_search_pattern_and_no_plaintext():
+    ix = sesame.Index.create("fast")
+    for d in range(10):
+        ix.add(d, ["secret-word" if d % 2 else "other"])
+    ix.record_view()
+    ix.search("secret-word")
+    ix.search("secret-word")
+    ix.search("other")
+    view = ix.take_view()
+    first = view[0]["round"]
+    assert [o["round"] for o in view] == [first, first + 1, first + 2]
+    # FAST's search token of a keyword is the same until it is updated:
+    # the server sees the repeat (the search pattern), never the keyword.
+    assert view[0]["request"] == view[1]["request"] != view[2]["request"]
+    assert all(b"secret-word" not in o["request"] for o in view)
+    assert all(o["io"]["reads"] >= 1 and o["response_len"] > 0 for o in view)
+    assert ix.take_view() == []
+    p = sesame.range.Protocol("bplus-clww", bits=8)
+    p.record_view()
+    p.insert(5, b"x")
+    assert len(p.take_view()) >= 1
