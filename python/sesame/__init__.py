@@ -4,12 +4,13 @@
 - ``Index``: a keyword scheme's client and server half in process, with
   the meter snapshot of the last operation (``Index.meter()``);
 - ``sesame.ore.Scheme``: an ORE/OPE scheme (encrypt, compare, decrypt);
-- ``sesame.range.Protocol``: a range protocol in process.
+- ``sesame.range.Protocol``: a range protocol in process;
+- ``sesame.bench.run(name, scale)``: a benchmark experiment's results.
 
 Every error of the Rust code is a ``SesameError`` carrying its message.
 """
 
 from ._sesame import Index, SesameError, default_page_size, schemes
-from . import ore, range  # noqa: A004 - the family's name
+from . import bench, ore, range  # noqa: A004 - the family's name
 
-__all__ = ["Index", "SesameError", "default_page_size", "ore", "range", "schemes"]
+__all__ = ["Index", "SesameError", "bench", "default_page_size", "ore", "range", "schemes"]

@@ -500,6 +500,58 @@ fn _rust_call_costs(py: Python<'_>, n: u64) -> PyResult<(f64, f64)> {
     })
 }
 
+/// Runs the benchmark experiment `name` (`sesame bench list`) at `scale`
+/// (`quick`, `tiny` or `full`) and returns its result set as a dict (the
+/// JSON the harness writes, plus `table`: its header and rows of cells),
+/// writing no file. `data` is where the fetched data sets are.
+#[pyfunction]
+#[pyo3(signature = (name, scale = "quick", seed = 1, data = "data"))]
+fn bench_run(py: Python<'_>, name: &str, scale: &str, seed: u64, data: &str) -> PyResult<PyObject> {
+    use sesame_bench::{Ctx, Scale};
+    let experiment = sesame_bench::experiment(name).ok_or_else(|| {
+        let known: Vec<&str> = sesame_bench::experiments()
+            .iter()
+            .map(|e| e.name())
+            .collect();
+        err(format!(
+            "no experiment named {name:?} (known: {})",
+            known.join(", ")
+        ))
+    })?;
+    let scale = match scale {
+        "full" => Scale::Full,
+        "quick" => Scale::Quick,
+        "tiny" => Scale::Tiny,
+        other => return Err(err(format!("scale {other:?}: use quick, tiny or full"))),
+    };
+    let mut work = std::env::temp_dir();
+    work.push(format!(
+        "sesame-py-bench-{}-{}",
+        std::process::id(),
+        rand_core::RngCore::next_u64(&mut OsRng)
+    ));
+    std::fs::create_dir_all(&work).map_err(err)?;
+    let ctx = Ctx {
+        scale,
+        seed,
+        data_dir: data.into(),
+        work_dir: work.clone(),
+        options: Params::new(),
+    };
+    let result = py.allow_threads(|| experiment.run(&ctx));
+    let _ = std::fs::remove_dir_all(&work);
+    let result = result.map_err(err)?;
+    let mut value = serde_json::to_value(&result).map_err(err)?;
+    let table = result.to_table();
+    if let Some(map) = value.as_object_mut() {
+        map.insert(
+            "table".into(),
+            serde_json::json!({ "header": table.header, "rows": table.rows }),
+        );
+    }
+    to_py(py, &value)
+}
+
 /// The page configuration the protocols default to (bytes per page).
 #[pyfunction]
 fn default_page_size() -> usize {
@@ -512,6 +564,7 @@ fn _sesame(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schemes, m)?)?;
     m.add_function(wrap_pyfunction!(default_page_size, m)?)?;
     m.add_function(wrap_pyfunction!(_rust_call_costs, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_run, m)?)?;
     m.add_class::<Index>()?;
     m.add_class::<OreScheme>()?;
     m.add_class::<RangeProtocol>()?;

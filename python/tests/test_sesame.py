@@ -207,3 +207,24 @@ def test_the_server_view_shows_the_search_pattern_and_no_plaintext():
     p.record_view()
     p.insert(5, b"x")
     assert len(p.take_view()) >= 1
+
+
+def test_bench_runs_an_experiment_without_writing_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rs = sesame.bench.run("ore", scale="tiny")
+    assert rs.experiment == "ore" and rs.scale == "tiny"
+    assert len(rs.rows) > 0 and rs.table["header"] and rs.table["rows"]
+    assert list(tmp_path.iterdir()) == []
+    schemes = {r["params"].get("scheme") for r in rs.rows}
+    assert {"plain", "clww", "lewi-wu"} <= schemes
+    assert all(isinstance(v, float) for r in rs.rows for v in r["figures"].values())
+    with pytest.raises(sesame.SesameError, match="no experiment"):
+        sesame.bench.run("nope")
+    with pytest.raises(sesame.SesameError, match="scale"):
+        sesame.bench.run("ore", scale="huge")
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return
+    frame = rs.to_pandas()
+    assert len(frame) == len(rs.table["rows"])
