@@ -552,6 +552,126 @@ fn bench_run(py: Python<'_>, name: &str, scale: &str, seed: u64, data: &str) -> 
     to_py(py, &value)
 }
 
+/// A profile: keys, the encrypted client state and documents in a
+/// directory, its index embedded or bound to a server (what the `sesame`
+/// CLI uses). Each call opens a session on the default index and closes
+/// it, so a CLI on the same profile waits for the call, never interleaves.
+#[pyclass(module = "sesame")]
+struct Profile {
+    inner: Mutex<sesame_client::Profile>,
+}
+
+fn doc_dict(py: Python<'_>, d: &sesame_client::DocumentInfo) -> PyResult<PyObject> {
+    let dict = PyDict::new(py);
+    dict.set_item("id", d.id)?;
+    dict.set_item("path", &d.path)?;
+    dict.set_item("size", d.size)?;
+    Ok(dict.into_any().unbind())
+}
+
+impl Profile {
+    fn with_session<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(&mut sesame_client::Session) -> sesame_client::Result<T> + Send,
+    ) -> PyResult<T> {
+        let inner = &self.inner;
+        py.allow_threads(|| {
+            let profile = lock(inner);
+            let mut session = profile.session(sesame_client::DEFAULT_INDEX)?;
+            op(&mut session)
+        })
+        .map_err(err)
+    }
+}
+
+#[pymethods]
+impl Profile {
+    /// Creates a profile in `dir` whose default index uses `scheme`.
+    /// `insecure_fast_kdf` makes the passphrase's key derivation cheap
+    /// (tests and benchmarks only: it makes guessing the passphrase
+    /// cheap too).
+    #[staticmethod]
+    #[pyo3(signature = (dir, passphrase, scheme = "fast", params = None, insecure_fast_kdf = false))]
+    fn create(
+        py: Python<'_>,
+        dir: &str,
+        passphrase: &str,
+        scheme: &str,
+        params: Option<&Bound<'_, PyDict>>,
+        insecure_fast_kdf: bool,
+    ) -> PyResult<Self> {
+        let params = params_of(params)?;
+        let kdf = if insecure_fast_kdf {
+            sesame_client::insecure::fast_kdf()
+        } else {
+            sesame_client::KdfParams::default()
+        };
+        let profile = py
+            .allow_threads(|| {
+                sesame_client::Profile::create_with_kdf(dir, passphrase, scheme, &params, kdf)
+            })
+            .map_err(err)?;
+        Ok(Profile {
+            inner: Mutex::new(profile),
+        })
+    }
+
+    /// Opens the profile in `dir` (with the key file at `key_file` for a
+    /// profile made with one).
+    #[staticmethod]
+    #[pyo3(signature = (dir, passphrase, key_file = None))]
+    fn open(py: Python<'_>, dir: &str, passphrase: &str, key_file: Option<&str>) -> PyResult<Self> {
+        let key = match key_file {
+            Some(path) => Some(std::fs::read(path).map_err(|e| err(format!("{path}: {e}")))?),
+            None => None,
+        };
+        let profile = py
+            .allow_threads(|| {
+                sesame_client::Profile::open_with_key_file(dir, passphrase, key.as_deref())
+            })
+            .map_err(err)?;
+        Ok(Profile {
+            inner: Mutex::new(profile),
+        })
+    }
+
+    /// Syncs files and directories into the index (as `sesame add`):
+    /// a dict with the `added` and `replaced` documents, `unchanged` and
+    /// `indexed` counts.
+    fn add(&self, py: Python<'_>, paths: Vec<String>) -> PyResult<PyObject> {
+        let report = self.with_session(py, move |s| s.add_documents(&paths, &mut |_| {}))?;
+        let d = PyDict::new(py);
+        let docs = |list: &[sesame_client::DocumentInfo]| -> PyResult<Vec<PyObject>> {
+            list.iter().map(|x| doc_dict(py, x)).collect()
+        };
+        d.set_item("added", docs(&report.added)?)?;
+        d.set_item("replaced", docs(&report.replaced)?)?;
+        d.set_item("unchanged", report.unchanged)?;
+        d.set_item("indexed", report.indexed)?;
+        Ok(d.into_any().unbind())
+    }
+
+    /// The documents matching a query (as `sesame search`), each a dict
+    /// with `id`, `path` and `size`.
+    fn search(&self, py: Python<'_>, text: String) -> PyResult<Vec<PyObject>> {
+        let hits = self.with_session(py, move |s| s.query(&text))?;
+        hits.documents.iter().map(|d| doc_dict(py, d)).collect()
+    }
+
+    /// The decrypted content of document `id`.
+    fn get<'py>(&self, py: Python<'py>, id: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let content = self.with_session(py, move |s| s.get(id))?;
+        Ok(PyBytes::new(py, &content))
+    }
+
+    /// Every document of the index.
+    fn documents(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
+        let docs = self.with_session(py, |s| Ok(s.documents()))?;
+        docs.iter().map(|d| doc_dict(py, d)).collect()
+    }
+}
+
 /// The page configuration the protocols default to (bytes per page).
 #[pyfunction]
 fn default_page_size() -> usize {
@@ -566,6 +686,7 @@ fn _sesame(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_rust_call_costs, m)?)?;
     m.add_function(wrap_pyfunction!(bench_run, m)?)?;
     m.add_class::<Index>()?;
+    m.add_class::<Profile>()?;
     m.add_class::<OreScheme>()?;
     m.add_class::<RangeProtocol>()?;
     Ok(())

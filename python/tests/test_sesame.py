@@ -228,3 +228,25 @@ def test_bench_runs_an_experiment_without_writing_files(tmp_path, monkeypatch):
         return
     frame = rs.to_pandas()
     assert len(frame) == len(rs.table["rows"])
+
+
+def test_a_profile_adds_searches_and_reads_back(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "a.txt").write_text("invoice march paid")
+    (files / "b.txt").write_text("invoice april")
+    p = sesame.Profile.create(str(tmp_path / "p"), "pw", scheme="fast", insecure_fast_kdf=True)
+    report = p.add([str(files)])
+    assert len(report["added"]) == 2 and report["indexed"] == 2
+    assert p.add([str(files)])["unchanged"] == 2
+    hits = p.search("invoice")
+    assert sorted(h["path"].rsplit("/", 1)[-1] for h in hits) == ["a.txt", "b.txt"]
+    (march,) = p.search("march")
+    assert p.get(march["id"]) == b"invoice march paid"
+    assert len(p.documents()) == 2
+    again = sesame.Profile.open(str(tmp_path / "p"), "pw")
+    assert [h["id"] for h in again.search("april")] == [h["id"] for h in p.search("april")]
+    with pytest.raises(sesame.SesameError, match="passphrase"):
+        sesame.Profile.open(str(tmp_path / "p"), "wrong")
+    with pytest.raises(sesame.SesameError):
+        p.search("top:x invalid")
