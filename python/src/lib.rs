@@ -21,6 +21,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use rand_core::OsRng;
+use sesame_core::view::{Event, RecordingService, RecordingStore, View};
 use sesame_core::{LocalChannel, Meter, Params, Service, Snapshot};
 use sesame_ore::DynOre;
 use sesame_range::{LocalRange, PageConfig};
@@ -91,21 +92,45 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// What the server observed, round by round, as dicts: `round`,
-/// `request` (the bytes as the server received them), `response_len`, and
-/// `io` (the store operations the request caused).
-fn view_list(
-    py: Python<'_>,
-    view: Vec<sesame_core::channel::Observation>,
-) -> PyResult<Vec<PyObject>> {
-    view.into_iter()
-        .map(|o| {
+/// The server's view as dicts, in order: `{"event": "request" |
+/// "response", "bytes": ...}`, `{"event": "read", "key", "size"}` (size
+/// `None` for an absent key), `{"event": "write", "key", "size"}`,
+/// `{"event": "delete", "key"}`, `{"event": "scan", "prefix", "found"}`.
+fn events_list(py: Python<'_>, events: Vec<Event>) -> PyResult<Vec<PyObject>> {
+    events
+        .into_iter()
+        .map(|e| {
             let d = PyDict::new(py);
-            d.set_item("round", o.round)?;
-            d.set_item("request", PyBytes::new(py, &o.request))?;
-            d.set_item("response_len", o.response_len)?;
-            let io = serde_json::to_value(o.io).map_err(err)?;
-            d.set_item("io", to_py(py, &io)?)?;
+            match e {
+                Event::Request(b) => {
+                    d.set_item("event", "request")?;
+                    d.set_item("bytes", PyBytes::new(py, &b))?;
+                }
+                Event::Response(b) => {
+                    d.set_item("event", "response")?;
+                    d.set_item("bytes", PyBytes::new(py, &b))?;
+                }
+                Event::Read { key, size } => {
+                    d.set_item("event", "read")?;
+                    d.set_item("key", PyBytes::new(py, &key))?;
+                    d.set_item("size", size)?;
+                }
+                Event::Write { key, size } => {
+                    d.set_item("event", "write")?;
+                    d.set_item("key", PyBytes::new(py, &key))?;
+                    d.set_item("size", size)?;
+                }
+                Event::Delete { key } => {
+                    d.set_item("event", "delete")?;
+                    d.set_item("key", PyBytes::new(py, &key))?;
+                }
+                Event::Scan { prefix, found } => {
+                    d.set_item("event", "scan")?;
+                    d.set_item("prefix", PyBytes::new(py, &prefix))?;
+                    d.set_item("found", found)?;
+                }
+                _ => d.set_item("event", "other")?,
+            }
             Ok(d.into_any().unbind())
         })
         .collect()
@@ -149,6 +174,7 @@ fn schemes(py: Python<'_>) -> PyResult<Vec<PyObject>> {
 struct Index {
     scheme: KeywordScheme,
     inner: Mutex<IndexHalves>,
+    view: View,
 }
 
 struct IndexHalves {
@@ -196,9 +222,17 @@ impl Index {
             .ok_or_else(|| err(format!("no keyword scheme named {scheme:?}")))?;
         let params = params_of(params)?;
         let client = (entry.new_client)(&mut OsRng, &params).map_err(err)?;
-        let store = sesame_store::open_store(store).map_err(err)?;
-        let server = entry.server(store, &params).map_err(err)?;
+        let view = View::new();
+        let store: Arc<dyn sesame_core::Store> = Arc::new(RecordingStore::new(
+            sesame_store::open_store(store).map_err(err)?,
+            view.clone(),
+        ));
+        let server: Box<dyn Service> = Box::new(RecordingService::new(
+            entry.server(store, &params).map_err(err)?,
+            view.clone(),
+        ));
         Ok(Index {
+            view,
             scheme: entry,
             inner: Mutex::new(IndexHalves {
                 client,
@@ -263,17 +297,23 @@ impl Index {
         snapshot_dict(py, &last)
     }
 
-    /// Starts recording what the server observes (research use: it keeps
-    /// every request as the server received it).
+    /// Starts recording the server's view: every request and response as
+    /// the server half received and sent them, and every store key it
+    /// read, wrote, deleted or scanned, in order (research use only: it
+    /// keeps everything an attacker on the server would see).
     fn record_view(&self) {
-        lock(&self.inner).channel.record_transcript();
+        self.view.start();
     }
 
-    /// What the server observed since recording started (or the last
-    /// call), round by round; see `sesame.Index.record_view`.
+    /// Stops recording the server's view.
+    fn stop_view(&self) {
+        self.view.stop();
+    }
+
+    /// The server's view recorded since `record_view` (or the last call),
+    /// as a list of event dicts.
     fn take_view(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
-        let view = lock(&self.inner).channel.take_transcript();
-        view_list(py, view)
+        events_list(py, self.view.take())
     }
 
     /// The client state, keys included (secret).
@@ -368,6 +408,7 @@ impl OreScheme {
 struct RangeProtocol {
     name: &'static str,
     inner: Mutex<(LocalRange, Snapshot)>,
+    view: View,
 }
 
 impl RangeProtocol {
@@ -400,9 +441,29 @@ impl RangeProtocol {
             .ok_or_else(|| err(format!("no range protocol named {name:?}")))?;
         let params = params_of(params)?;
         let (own, page) = sesame_range::api::split_page(&params).map_err(err)?;
-        let store: Arc<dyn sesame_core::Store> = Arc::new(sesame_store::MemoryStore::new());
-        let local = LocalRange::new(protocol, &own, page, store, &mut OsRng).map_err(err)?;
+        let view = View::new();
+        let store: Arc<dyn sesame_core::Store> = Arc::new(RecordingStore::new(
+            Arc::new(sesame_store::MemoryStore::new()),
+            view.clone(),
+        ));
+        let LocalRange {
+            protocol,
+            store,
+            page,
+            channel,
+            client,
+        } = LocalRange::new(protocol, &own, page, store, &mut OsRng).map_err(err)?;
+        let service: Box<dyn Service> =
+            Box::new(RecordingService::new(channel.into_service(), view.clone()));
+        let local = LocalRange {
+            protocol,
+            store,
+            page,
+            channel: LocalChannel::new(service),
+            client,
+        };
         Ok(RangeProtocol {
+            view,
             name: protocol.descriptor.name,
             inner: Mutex::new((local, Snapshot::default())),
         })
@@ -447,16 +508,19 @@ impl RangeProtocol {
         snapshot_dict(py, &last)
     }
 
-    /// Starts recording what the server observes (see `Index.record_view`).
+    /// Starts recording the server's view (see `Index.record_view`).
     fn record_view(&self) {
-        lock(&self.inner).0.channel.record_transcript();
+        self.view.start();
     }
 
-    /// What the server observed since recording started (or the last
-    /// call), round by round.
+    /// Stops recording the server's view.
+    fn stop_view(&self) {
+        self.view.stop();
+    }
+
+    /// The server's view recorded since `record_view` (or the last call).
     fn take_view(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
-        let view = lock(&self.inner).0.channel.take_transcript();
-        view_list(py, view)
+        events_list(py, self.view.take())
     }
 }
 

@@ -7,6 +7,8 @@
 //! - [`network`]: [`NetworkModel`] profiles that turn a snapshot into a
 //!   modelled time over LAN or WAN;
 //! - [`wire`]: the versioned binary encoding of every message;
+//! - [`view`]: the server's view (requests, responses, store keys in
+//!   order) recorded for leakage analysis;
 //! - [`scheme`]: scheme descriptors and the registry [`Entry`] of every
 //!   scheme family.
 //!
@@ -19,6 +21,7 @@ pub mod meter;
 pub mod network;
 pub mod scheme;
 pub mod store;
+pub mod view;
 pub mod wire;
 
 pub use channel::{Channel, Handler, LocalChannel, Service, Typed};
