@@ -347,7 +347,7 @@ impl Backend for NetworkBackend {
 
     /// Sends the requests in as few `Call`s as fit the server's message
     /// limit, in order: the first under the operation's id, the others
-    /// under ids derived from it ([`part_id`]), each applied once by the
+    /// under ids derived from it (`part_id`), each applied once by the
     /// server. Parts are not one transaction, but the session sends nothing
     /// else to the index before every part is acknowledged, and the
     /// documents of an update enter the catalog only then.

@@ -89,7 +89,7 @@ impl From<sesame_crypto::Error> for Error {
     }
 }
 
-/// Result with [`Error`].
+/// Result with [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -169,7 +169,7 @@ impl Session {
     /// store for damage it can detect, fetches and decrypts every document
     /// (and compares it with its recorded hash), compares the stored
     /// documents with the catalog, and searches for keywords of up to
-    /// [`CHECK_PROBES`] documents (spread over the catalog) to see that
+    /// `CHECK_PROBES` (32) documents (spread over the catalog) to see that
     /// each is found. Schemes whose search writes are not probed (a check
     /// changes nothing). Problems are returned, one line each; an `Err` is
     /// a check that could not run at all.
