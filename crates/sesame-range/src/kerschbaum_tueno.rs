@@ -20,7 +20,7 @@
 //!   distinct), so the rotation point is never ambiguous, however many
 //!   copies of the reference value there are.
 //!
-//! Layout: slots are packed `per_page` to a page (see [`Page`]); an
+//! Layout: slots are packed `per_page` to a page (see `Page`); an
 //! insertion or deletion rewrites every page (O(N/B) I/O, the protocol's
 //! nature) by copying byte ranges, without decoding entries. See
 //! `docs/schemes/kerschbaum_tueno.md`.

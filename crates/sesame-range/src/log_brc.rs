@@ -5,7 +5,7 @@
 //! al., NDSS 2014).
 //!
 //! The client views the value domain `0..2^bits` as a binary tree of
-//! `bits + 1` levels ([`brc`]). A record with value `v` is indexed under the
+//! `bits + 1` levels (`brc`). A record with value `v` is indexed under the
 //! keywords of the `bits + 1` nodes on the path from the leaf of `v` to the
 //! root, with a random identifier as its document; the multimap of every
 //! record is the index of a static SSE scheme, built in one batch. A query
@@ -626,7 +626,7 @@ impl LogBrcServer {
         }
     }
 
-    /// The server as a [`Service`].
+    /// The server as a [`Service`](sesame_core::Service).
     pub fn service(base: Base, store: Arc<dyn Store>) -> Typed<LogBrcServer> {
         Typed(Self::new(base, store))
     }

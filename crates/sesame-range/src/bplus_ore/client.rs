@@ -401,7 +401,7 @@ impl<C: ClientOrder> std::fmt::Debug for BplusClient<C> {
 impl<C: ClientOrder> BplusClient<C> {
     /// A client with fresh keys. Parameters: `bits` (value width, default
     /// 32), `payload` (record bytes leaves are sized for, default 16) and
-    /// the scheme's own (see [`protocols`]).
+    /// the scheme's own (see [`protocols`](super::protocols)).
     pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
         let mut known = vec!["bits", "payload"];
         known.extend_from_slice(C::param_names());

@@ -4,7 +4,7 @@
 //!
 //! The server keeps a B+ tree ([`crate::btree`]) whose keys are ORE
 //! ciphertexts and whose values are records sealed by the client
-//! ([`RecordKey`]); each node is one page of the store, and the node
+//! ([`RecordKey`](crate::record::RecordKey)); each node is one page of the store, and the node
 //! capacities follow from the page size and the scheme's ciphertext size
 //! ([`capacity`]), so the fan-out shrinks as ciphertexts grow. The server
 //! runs the scheme's public comparison (it holds no key):

@@ -32,7 +32,7 @@ pub(super) fn node_key(id: NodeId) -> [u8; 9] {
 }
 
 /// Tree nodes as values of a store (one page each when the capacities
-/// come from [`capacity`]), with the root and the id counter under a meta
+/// come from [`capacity`](super::capacity)), with the root and the id counter under a meta
 /// key written once per request that changed them.
 pub struct PageNodes<K> {
     pub(super) store: Arc<dyn Store>,
