@@ -160,7 +160,13 @@ def test_range_errors():
 def test_the_example_runs():
     example = Path(__file__).parent.parent / "examples" / "compare_schemes.py"
     out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, check=True)
-    assert "fast" in out.stdout and "aura" in out.stdout
+    lines = {line.split()[0]: line for line in out.stdout.splitlines() if line.split()}
+    # What the server saw: FAST's update is not linked to the earlier
+    # search (forward privacy); KPR12's is (it updates the list head the
+    # search read).
+    assert "update linked to an earlier search: no" in lines["fast"], out.stdout
+    assert "update linked to an earlier search: yes" in lines["kpr12"], out.stdout
+    assert "repeated search seen: yes" in lines["fast"], out.stdout
 
 
 def test_index_over_postgresql():
