@@ -19,7 +19,7 @@ if ! python3 -m venv "$VENV" 2>/dev/null; then
         exit 1
     fi
 fi
-"$VENV/bin/pip" install --quiet --disable-pip-version-check "maturin>=1.5,<2" pytest
+"$VENV/bin/pip" install --quiet --disable-pip-version-check "maturin>=1.5,<2" pytest pandas
 # Build with the workspace's target folder, so that the crates compiled by
 # the tests above are reused.
 (cd python && VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" CARGO_TARGET_DIR="$PWD/../target" maturin develop --quiet)
