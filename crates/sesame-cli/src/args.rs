@@ -114,6 +114,50 @@ pub(crate) enum Command {
         #[arg(long)]
         no_key_file: bool,
     },
+    /// Encrypted tables of structured records: create, list, show,
+    /// delete records, drop (see also `import` and `query`).
+    #[command(subcommand)]
+    Table(TableCommand),
+    /// Import records into a table from a CSV file (a header line naming
+    /// the columns) or JSON Lines (one object per line).
+    ///
+    /// Every record is checked before anything is sent; an interrupted
+    /// import is completed by running it again, and each record ends up in
+    /// the table once (records are named by the schema's key, else by the
+    /// file's name and line).
+    Import {
+        /// The table.
+        #[arg(value_name = "TABLE")]
+        table: String,
+        /// The file.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// csv or jsonl [default: from the file's extension]
+        #[arg(long, value_name = "FORMAT")]
+        format: Option<String>,
+    },
+    /// Query a table: `=`, `<`, `<=`, `>`, `>=`, `between A and B`,
+    /// `like "abc*"`, combined with `and`, `or` and parentheses; strings in
+    /// double quotes (`carrier = "UA" and dep_delay between 10 and 20`).
+    Query {
+        /// The table.
+        #[arg(value_name = "TABLE")]
+        table: String,
+        /// The query (quote it for the shell).
+        #[arg(value_name = "QUERY", allow_hyphen_values = true)]
+        query: String,
+        /// Print at most N records (the count of all matches is still
+        /// given).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// table, json or csv.
+        #[arg(long, value_name = "FORMAT", default_value = "table")]
+        format: String,
+        /// Say which index answers each part and what its scheme lets the
+        /// server learn, without running the query.
+        #[arg(long)]
+        explain: bool,
+    },
     /// List the searchable-encryption schemes: kind, paper, queries,
     /// leakage.
     Schemes {
@@ -132,6 +176,44 @@ pub(crate) enum Command {
     /// Make a private CA and a server certificate (for `sesame serve
     /// --tls-cert/--tls-key` and `sesame init --ca`).
     Cert(CertArgs),
+}
+
+/// `sesame table ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum TableCommand {
+    /// Create a table from a schema file (TOML: fields, their types, and
+    /// per field the query kinds and schemes; see docs/tables.md).
+    Create {
+        /// Its name (a-z, 0-9 and _).
+        #[arg(value_name = "TABLE")]
+        table: String,
+        /// The schema file.
+        #[arg(long, value_name = "FILE")]
+        schema: PathBuf,
+    },
+    /// List the tables.
+    List,
+    /// Show a table's fields, indexes and record count.
+    Show {
+        /// The table.
+        #[arg(value_name = "TABLE")]
+        table: String,
+    },
+    /// Delete the records matching a query.
+    Delete {
+        /// The table.
+        #[arg(value_name = "TABLE")]
+        table: String,
+        /// The query, as for `sesame query`.
+        #[arg(value_name = "QUERY", allow_hyphen_values = true)]
+        query: String,
+    },
+    /// Remove a table: its records and every index.
+    Drop {
+        /// The table.
+        #[arg(value_name = "TABLE")]
+        table: String,
+    },
 }
 
 /// Arguments of `sesame serve`.

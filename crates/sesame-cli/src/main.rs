@@ -28,6 +28,7 @@ mod passphrase;
 mod progress;
 mod schemes;
 mod serve;
+mod tables;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -177,6 +178,19 @@ fn run(cli: Cli) -> Result<(), CliError> {
             };
             write_stdout(text.as_bytes())
         }
+        Command::Table(cmd) => tables::table(&dir, cmd),
+        Command::Import {
+            table,
+            file,
+            format,
+        } => tables::import(&dir, &table, &file, format.as_deref()),
+        Command::Query {
+            table,
+            query,
+            limit,
+            format,
+            explain,
+        } => tables::query(&dir, &table, &query, limit, &format, explain),
         Command::Bench(args) => Ok(sesame_bench::run(&args)?),
         Command::Serve(args) => serve::serve(args),
         Command::Token(cmd) => serve::token(cmd),
@@ -399,12 +413,20 @@ fn passwd(
 
 /// Opens the profile (asking for the passphrase) and its default index.
 fn open(dir: &std::path::Path) -> Result<sesame_client::Session, CliError> {
+    Ok(open_profile(dir)?.session(DEFAULT_INDEX)?)
+}
+
+/// Opens the profile, asking for the passphrase.
+pub(crate) fn open_profile(dir: &std::path::Path) -> Result<Profile, CliError> {
     if !Profile::exists(dir) {
         return Err(ClientError::NoProfile(dir.to_path_buf()).into());
     }
     let pass = passphrase::passphrase(false)?;
-    let profile = Profile::open_with_key_file(dir, &pass, key_file()?.as_deref().map(|k| &k[..]))?;
-    Ok(profile.session(DEFAULT_INDEX)?)
+    Ok(Profile::open_with_key_file(
+        dir,
+        &pass,
+        key_file()?.as_deref().map(|k| &k[..]),
+    )?)
 }
 
 fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
@@ -539,7 +561,7 @@ fn check(dir: &std::path::Path) -> Result<(), CliError> {
 }
 
 /// `n` and `what`, plural when `n` is not 1.
-fn count(n: usize, what: &str) -> String {
+pub(crate) fn count(n: usize, what: &str) -> String {
     format!("{n} {what}{}", plural(n))
 }
 

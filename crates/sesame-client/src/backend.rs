@@ -9,7 +9,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sesame_core::{wire, Channel, LocalChannel, Meter, Prefixed, Store, Typed, WriteBatch};
+use sesame_core::{
+    wire, Channel, LocalChannel, Meter, Params, Prefixed, Service, Store, Typed, WriteBatch,
+};
 use sesame_sse::KeywordScheme;
 use sesame_store::overlay::Overlay;
 use sesame_store::RedbStore;
@@ -100,6 +102,31 @@ pub trait Backend {
             .map(|r| channel.call(r).map_err(ClientError::from))
             .collect()
     }
+
+    /// A channel to generation `generation` of index `index`, hosted by
+    /// the registry entry named `scheme` (of any family: a table's range
+    /// indexes use it). `server` makes the entry's server half over a
+    /// store, for a backend that runs it in this process; a remote
+    /// server makes its own from the index's scheme and parameters.
+    fn hosted_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &str,
+        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> Result<Box<dyn Channel>>;
+
+    /// Makes sure index `index` exists where the server halves run, bound
+    /// to `scheme` with `params` (a server creates it if it is missing;
+    /// the embedded store needs nothing).
+    fn ensure_index(&mut self, index: &str, scheme: &str, params: &Params) -> Result<()> {
+        let _ = (index, scheme, params);
+        Ok(())
+    }
+
+    /// Removes index `index` (every generation) where the server halves
+    /// run.
+    fn remove_index(&mut self, index: &str) -> Result<()>;
 
     /// A channel for building generation `generation` of an index with a
     /// static scheme's setup. Nothing need be visible before
@@ -277,6 +304,40 @@ impl Backend for EmbeddedBackend {
             Typed(DocServer::new(view)),
             self.meter.clone(),
         )))
+    }
+
+    fn hosted_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        _scheme: &str,
+        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> Result<Box<dyn Channel>> {
+        let view: Arc<dyn Store> = Arc::new(Prefixed::new(
+            self.store.clone(),
+            generation_prefix(index, generation),
+        ));
+        Ok(Box::new(LocalChannel::with_meter(
+            server(view)?,
+            self.meter.clone(),
+        )))
+    }
+
+    fn remove_index(&mut self, index: &str) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        for prefix in [
+            index_prefix(index),
+            format!("d/{index}/").into_bytes(),
+            replay_prefix(index),
+        ] {
+            for (k, _) in self.store.scan_prefix(&prefix)? {
+                batch.delete(k);
+            }
+        }
+        if !batch.is_empty() {
+            self.store.write(batch)?;
+        }
+        Ok(())
     }
 
     fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()> {

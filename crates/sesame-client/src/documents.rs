@@ -11,7 +11,6 @@ use crate::doc_service::{DocClient, DocId};
 use crate::error::{ClientError, Result};
 use crate::session::{Phase, Progress, Session};
 use crate::state::DocumentInfo;
-use crate::tokenize::tokenize_bytes;
 
 /// Bytes of documents per request to the document service, at most.
 pub(crate) const BATCH_BYTES: u64 = 16 << 20;
@@ -164,8 +163,9 @@ impl Session {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<Vec<String>>> {
         let mut out = Vec::with_capacity(docs.len());
+        let extract = std::sync::Arc::clone(&self.extract);
         self.fetch_documents(docs, Phase::Fetching, progress, &mut |_, record| {
-            out.push(tokenize_bytes(&record?.content));
+            out.push(extract(&record?.content));
             Ok(())
         })?;
         Ok(out)

@@ -109,6 +109,12 @@ pub enum ClientError {
     /// The profile already has an index of this name.
     #[error("an index named {0:?} already exists")]
     IndexExists(String),
+    /// No table of that name.
+    #[error("no table named {0:?} in this profile (see `sesame table list`)")]
+    UnknownTable(String),
+    /// A table of that name exists.
+    #[error("a table named {0:?} already exists")]
+    TableExists(String),
     /// No document has this identifier.
     #[error("no document with id {0}")]
     UnknownDocument(u64),

@@ -16,6 +16,7 @@ mod network;
 mod profile;
 mod session;
 mod state;
+pub mod table;
 pub mod tokenize;
 
 pub use backend::{Backend, EmbeddedBackend, SetupChannel};
@@ -30,4 +31,5 @@ pub use profile::{
 };
 pub use session::{AddReport, CheckReport, Phase, Progress, QueryHits, RemoveReport, Session};
 pub use state::DocumentInfo;
+pub use table::{Answer, InsertReport, Record, Schema, Table};
 pub use tokenize::{parse_query, query_keyword, tokenize, tokenize_bytes};

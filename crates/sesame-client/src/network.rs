@@ -7,11 +7,12 @@
 //! the rest is not).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
-use sesame_core::{wire, Channel, Meter, Params};
+use sesame_core::{wire, Channel, Meter, Params, Service, Store};
 use sesame_crypto::Aes256GcmSiv;
 use sesame_net::blocking::{from_status, new_request_id, Connection};
 use sesame_net::{proto, ClientConfig};
@@ -318,6 +319,36 @@ impl Backend for NetworkBackend {
             generation,
             self.meter.clone(),
         )))
+    }
+
+    fn hosted_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &str,
+        _server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> Result<Box<dyn Channel>> {
+        let index = self.remote(index)?;
+        Ok(Box::new(self.conn.index_channel(
+            &index,
+            scheme,
+            generation,
+            self.meter.clone(),
+        )))
+    }
+
+    fn ensure_index(&mut self, index: &str, scheme: &str, params: &Params) -> Result<()> {
+        if self.indexes()?.iter().any(|i| i == index) {
+            return Ok(());
+        }
+        self.create_index(index, scheme, params)
+    }
+
+    fn remove_index(&mut self, index: &str) -> Result<()> {
+        if !self.indexes()?.iter().any(|i| i == index) {
+            return Ok(());
+        }
+        self.drop_index(index)
     }
 
     fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel>> {

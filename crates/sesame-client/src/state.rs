@@ -29,6 +29,13 @@ use crate::fsutil;
 /// First bytes of every state file this build writes (name and format
 /// version).
 const MAGIC: &[u8; 8] = b"SSMIDX03";
+/// First bytes of a table's state file.
+const TABLE_MAGIC: &[u8; 8] = b"SSMTBL01";
+/// Binds a table's state to its kind in the authenticated data.
+const TABLE_LABEL: &str = "table";
+/// The version in a table state's authenticated data (apart from the
+/// index states' 1 to 3).
+const TABLE_AAD_VERSION: u8 = 100;
 /// First bytes of a format-2 state file (read, never written).
 const MAGIC_V2: &[u8; 8] = b"SSMIDX02";
 /// First bytes of a format-1 state file (read, never written).
@@ -256,6 +263,46 @@ impl StateCipher {
         file.extend_from_slice(scheme);
         file.extend_from_slice(&sealed);
         fsutil::write_atomic(path, &file)
+    }
+
+    /// Encrypts `plain` (a table's state, named `name`) and writes it to
+    /// `path` atomically.
+    pub(crate) fn seal_table(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        path: &Path,
+        name: &str,
+        plain: &[u8],
+    ) -> Result<()> {
+        let sealed = self
+            .aead
+            .seal(rng, &self.aad(TABLE_AAD_VERSION, name, TABLE_LABEL), plain)
+            .map_err(|_| ClientError::InvalidArgument("table state is too large".into()))?;
+        let mut file = Vec::with_capacity(TABLE_MAGIC.len() + sealed.len());
+        file.extend_from_slice(TABLE_MAGIC);
+        file.extend_from_slice(&sealed);
+        fsutil::write_atomic(path, &file)
+    }
+
+    /// Reads and decrypts a table's state; `None` when there is no file.
+    /// Any damage is [`ClientError::StateCorrupt`].
+    pub(crate) fn open_table(&self, path: &Path, name: &str) -> Result<Option<Zeroizing<Vec<u8>>>> {
+        let file = match std::fs::read(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(ClientError::io("read", path, &e)),
+        };
+        let corrupt = || ClientError::StateCorrupt {
+            index: format!("table {name}"),
+            path: PathBuf::from(path),
+        };
+        let sealed = file
+            .strip_prefix(TABLE_MAGIC.as_slice())
+            .ok_or_else(corrupt)?;
+        self.aead
+            .open(&self.aad(TABLE_AAD_VERSION, name, TABLE_LABEL), sealed)
+            .map(|p| Some(Zeroizing::new(p)))
+            .map_err(|_| corrupt())
     }
 
     /// Reads and decrypts the state at `path`. Any damage (truncation, a

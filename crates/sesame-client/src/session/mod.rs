@@ -207,7 +207,26 @@ pub struct Session {
     intents: IntentFiles,
     /// The server's message limit, if it has one.
     pub(crate) max_message: Option<usize>,
+    /// The keywords of a stored document's content (for deletions,
+    /// rebuilds and checks): the tokenizer for files, the table's
+    /// schema for records.
+    pub(crate) extract: Extractor,
+    /// Documents per pending intent of a dynamic scheme's updates.
+    intent_docs: usize,
     _lock: ProfileLock,
+}
+
+/// Gives the keywords of a document's content.
+pub(crate) type Extractor = std::sync::Arc<dyn Fn(&[u8]) -> Vec<String> + Send + Sync>;
+
+/// An item for [`Session::put_items`]: a name, its content, its keywords.
+pub(crate) struct Item {
+    /// The name the index knows it by (a record's key).
+    pub name: String,
+    /// What is stored, encrypted, beside the index.
+    pub content: Vec<u8>,
+    /// Its keywords.
+    pub keywords: Vec<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -262,6 +281,8 @@ impl Session {
             rng: OsRng,
             intents: profile.intent_files(index),
             max_message,
+            extract: std::sync::Arc::new(|c: &[u8]| crate::tokenize::tokenize_bytes(c)),
+            intent_docs: INTENT_DOCS,
             _lock: lock,
         };
         session.adopt_legacy_intents()?;
@@ -320,6 +341,14 @@ impl Session {
     /// The index's generation (each rebuild or rekey makes a new one).
     pub fn generation(&self) -> u64 {
         self.state.generation
+    }
+
+    /// Sets how the keywords of stored content are found, and how many
+    /// documents one pending intent may carry (a table's small records go
+    /// in larger intents).
+    pub(crate) fn set_items(&mut self, extract: Extractor, intent_docs: usize) {
+        self.extract = extract;
+        self.intent_docs = intent_docs.max(1);
     }
 
     pub(crate) fn save(&mut self) -> Result<()> {

@@ -10,7 +10,7 @@ use crate::doc_service::{DocClient, DocId};
 use crate::error::{ClientError, Result};
 use crate::intents::{Intent, IntentOp};
 use crate::state::DocumentInfo;
-use crate::tokenize::{query_keyword, tokenize_bytes};
+use crate::tokenize::query_keyword;
 
 /// Documents whose keywords `check` searches for.
 use super::*;
@@ -205,6 +205,7 @@ impl Session {
         let mut problems = Vec::new();
         let mut verified = 0;
         let mut position = 0usize;
+        let extract = std::sync::Arc::clone(&self.extract);
         self.fetch_documents(&docs, Phase::Fetching, progress, &mut |doc, record| {
             position += 1;
             match record {
@@ -219,7 +220,7 @@ impl Session {
                         verified += 1;
                     }
                     if (position - 1).is_multiple_of(step) && probes.len() < CHECK_PROBES {
-                        let words = tokenize_bytes(&r.content);
+                        let words = extract(&r.content);
                         let pick: Vec<String> = [0, words.len() / 2, words.len().saturating_sub(1)]
                             .iter()
                             .filter_map(|&i| words.get(i).cloned())

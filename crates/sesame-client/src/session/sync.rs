@@ -1,7 +1,7 @@
 //! Adding and removing documents: a dynamic scheme's updates as pending
 //! intents, a static scheme's rebuilds as new generations, and rekeying.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use rand_core::RngCore;
@@ -46,23 +46,73 @@ impl Session {
         let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
         let files = collect::list_files(&paths, &self.profile_dir)?;
         let incoming = self.read_files(&files, progress)?;
+        self.sync_incoming(incoming, progress)
+    }
 
+    /// Syncs named items whose keywords the caller gives (the records of
+    /// a table): as [`Session::add_documents`] does for files, an item
+    /// whose name the index holds with the same content is skipped, one
+    /// with other content replaces the old, a new name is added, and an
+    /// interrupted call run again adds each item exactly once. The
+    /// session's keyword extractor must give the same keywords for the
+    /// content (it is what deletions and rebuilds use).
+    pub(crate) fn put_items(
+        &mut self,
+        items: Vec<Item>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<AddReport> {
+        let mut incoming = Vec::with_capacity(items.len());
+        for item in items {
+            let max = self.max_document(&item.name);
+            if item.content.len() as u64 > max {
+                return Err(ClientError::DocumentTooLarge {
+                    path: PathBuf::from(&item.name),
+                    size: item.content.len() as u64,
+                    max,
+                });
+            }
+            let digest = sesame_crypto::hash::sha256(&item.content);
+            incoming.push(Incoming {
+                file: NewFile {
+                    path: PathBuf::from(item.name),
+                    content: item.content,
+                },
+                keywords: item.keywords,
+                digest,
+            });
+        }
+        self.sync_incoming(incoming, progress)
+    }
+
+    fn sync_incoming(
+        &mut self,
+        incoming: Vec<Incoming>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<AddReport> {
         let mut report = AddReport {
             resumed: self.recover()?,
             ..AddReport::default()
         };
 
         // Compare with the catalog: skip, replace or add.
+        let mut by_path: HashMap<&str, Vec<&DocumentInfo>> = HashMap::new();
+        for doc in self.state.catalog.values() {
+            by_path.entry(doc.path.as_str()).or_default().push(doc);
+        }
+        let mut current: Vec<Vec<DocumentInfo>> = Vec::with_capacity(incoming.len());
+        for item in &incoming {
+            let path = item.file.path.to_string_lossy();
+            current.push(
+                by_path
+                    .get(path.as_ref())
+                    .map(|docs| docs.iter().map(|d| (*d).clone()).collect())
+                    .unwrap_or_default(),
+            );
+        }
+        drop(by_path);
         let mut fresh: Vec<(Incoming, bool)> = Vec::new();
         let mut removes: Vec<DocumentInfo> = Vec::new();
-        for item in incoming {
-            let path = item.file.path.to_string_lossy().into_owned();
-            let existing: Vec<DocumentInfo> = self
-                .state
-                .documents_at(&path)
-                .into_iter()
-                .cloned()
-                .collect();
+        for (item, existing) in incoming.into_iter().zip(current) {
             let mut kept = false;
             for doc in existing.iter() {
                 let same = !kept && self.stored_digest(doc).ok() == Some(item.digest);
@@ -305,9 +355,10 @@ impl Session {
         if deletes && !removes.is_empty() {
             // A document that cannot be read back (missing, damaged) can
             // only be forgotten on the client.
+            let extract = std::sync::Arc::clone(&self.extract);
             self.fetch_documents(&removes, Phase::Fetching, progress, &mut |_, record| {
                 remove_keywords.push(match record {
-                    Ok(r) => tokenize_bytes(&r.content),
+                    Ok(r) => extract(&r.content),
                     Err(_) => Vec::new(),
                 });
                 Ok(())
@@ -365,7 +416,9 @@ impl Session {
                 }
                 batch.add.push(info);
             }
-            if batch.add.len() + batch.remove.len() >= INTENT_DOCS || batch.bytes >= INTENT_BYTES {
+            if batch.add.len() + batch.remove.len() >= self.intent_docs
+                || batch.bytes >= INTENT_BYTES
+            {
                 self.flush(&mut batch)?;
             }
         }

@@ -1,0 +1,363 @@
+//! Planning a table query: each predicate goes to the index that answers
+//! it (the keyword index for `=` on an equality field and for `like` on a
+//! prefix field, the field's range index for comparisons, and for `=` on a
+//! field with a range index only); `and` and `or` combine the identifier
+//! sets on the client. A predicate that no index answers is an error that
+//! names the fields and the kinds they answer: a table is never scanned.
+
+use std::collections::BTreeSet;
+
+use crate::doc_service::DocId;
+use crate::error::{ClientError, Result};
+use crate::table::query::{Expr, Literal, Op, Predicate};
+use crate::table::schema::{Field, Schema, Value};
+
+/// How one predicate is answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A search of the keyword index for this keyword.
+    Keyword(String),
+    /// A query of the field's range index for encoded values in
+    /// `[lo, hi]`.
+    Range {
+        /// Smallest encoded value.
+        lo: u64,
+        /// Largest encoded value.
+        hi: u64,
+    },
+    /// Nothing can match (a bound outside the field's domain, an empty
+    /// interval): nothing is sent.
+    Nothing,
+}
+
+/// A planned query: the shape of the expression with each predicate
+/// resolved to an index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// One predicate.
+    Leaf {
+        /// The predicate as written (canonical form).
+        text: String,
+        /// Position of its field in the schema.
+        field: usize,
+        /// How it is answered.
+        access: Access,
+    },
+    /// Both sides (set intersection, on the client).
+    And(Box<Plan>, Box<Plan>),
+    /// Either side (set union, on the client).
+    Or(Box<Plan>, Box<Plan>),
+}
+
+impl Plan {
+    /// The leaves, left to right.
+    pub fn leaves(&self) -> Vec<(&str, usize, &Access)> {
+        let mut out = Vec::new();
+        self.collect(&mut out);
+        out
+    }
+
+    fn collect<'a>(&'a self, out: &mut Vec<(&'a str, usize, &'a Access)>) {
+        match self {
+            Plan::Leaf {
+                text,
+                field,
+                access,
+            } => out.push((text, *field, access)),
+            Plan::And(a, b) | Plan::Or(a, b) => {
+                a.collect(out);
+                b.collect(out);
+            }
+        }
+    }
+
+    /// Evaluates the plan, answering each leaf with `leaf`.
+    pub(crate) fn evaluate(
+        &self,
+        leaf: &mut dyn FnMut(usize, &Access) -> Result<BTreeSet<DocId>>,
+    ) -> Result<BTreeSet<DocId>> {
+        match self {
+            Plan::Leaf { field, access, .. } => match access {
+                Access::Nothing => Ok(BTreeSet::new()),
+                _ => leaf(*field, access),
+            },
+            Plan::And(a, b) => {
+                let left = a.evaluate(leaf)?;
+                if left.is_empty() {
+                    // The right side is still asked: skipping it would
+                    // tell the server (by timing and by what it is not
+                    // asked) that the left side was empty.
+                    b.evaluate(leaf)?;
+                    return Ok(left);
+                }
+                let right = b.evaluate(leaf)?;
+                Ok(left.intersection(&right).copied().collect())
+            }
+            Plan::Or(a, b) => {
+                let mut left = a.evaluate(leaf)?;
+                left.extend(b.evaluate(leaf)?);
+                Ok(left)
+            }
+        }
+    }
+}
+
+/// Plans `expr` over `schema`.
+pub(crate) fn plan(schema: &Schema, expr: &Expr) -> Result<Plan> {
+    match expr {
+        Expr::Pred(p) => leaf(schema, p),
+        Expr::And(a, b) => Ok(Plan::And(
+            Box::new(plan(schema, a)?),
+            Box::new(plan(schema, b)?),
+        )),
+        Expr::Or(a, b) => Ok(Plan::Or(
+            Box::new(plan(schema, a)?),
+            Box::new(plan(schema, b)?),
+        )),
+    }
+}
+
+/// What can be asked of the table, for error messages.
+pub(crate) fn askable(schema: &Schema) -> String {
+    let list: Vec<String> = schema
+        .fields
+        .iter()
+        .filter(|f| !f.kinds().is_empty())
+        .map(|f| format!("{} ({})", f.name, f.kinds().join("; ")))
+        .collect();
+    if list.is_empty() {
+        "no field of this table is indexed".into()
+    } else {
+        format!("indexed fields: {}", list.join(", "))
+    }
+}
+
+fn literal_text(l: &Literal) -> &str {
+    match l {
+        Literal::Number(s) | Literal::Text(s) => s,
+    }
+}
+
+fn leaf(schema: &Schema, p: &Predicate) -> Result<Plan> {
+    let Some((position, field)) = schema
+        .fields
+        .iter()
+        .enumerate()
+        .find(|(_, f)| f.name == p.field)
+    else {
+        return Err(ClientError::InvalidQuery(format!(
+            "the table has no field {:?}; {}",
+            p.field,
+            askable(schema)
+        )));
+    };
+    let text = Expr::Pred(p.clone()).to_string();
+    let unanswered = |kind: &str| {
+        ClientError::InvalidQuery(format!(
+            "no index answers {kind} on field {:?} (it answers: {}); {}",
+            field.name,
+            if field.kinds().is_empty() {
+                "nothing".to_owned()
+            } else {
+                field.kinds().join("; ")
+            },
+            askable(schema)
+        ))
+    };
+    let value = |l: &Literal| -> Result<Value> {
+        match (l, field.ty) {
+            (Literal::Number(_), crate::table::schema::FieldType::String) => {
+                Err(ClientError::InvalidQuery(format!(
+                    "field {:?} is a string: quote the value",
+                    field.name
+                )))
+            }
+            _ => field
+                .parse_literal(literal_text(l))
+                .map_err(|e| ClientError::InvalidQuery(e.to_string())),
+        }
+    };
+    let access = match &p.op {
+        Op::Eq(l) => {
+            let v = value(l)?;
+            if field.equality {
+                Access::Keyword(field.equality_keyword(&v))
+            } else if field.range.is_some() {
+                interval(field, Bound::At(&v), Bound::At(&v))
+            } else {
+                return Err(unanswered("="));
+            }
+        }
+        Op::Lt(l) | Op::Le(l) | Op::Gt(l) | Op::Ge(l) => {
+            if field.range.is_none() {
+                return Err(unanswered("comparisons"));
+            }
+            let v = value(l)?;
+            match &p.op {
+                Op::Lt(_) => interval(field, Bound::Open, Bound::Below(&v)),
+                Op::Le(_) => interval(field, Bound::Open, Bound::At(&v)),
+                Op::Gt(_) => interval(field, Bound::Above(&v), Bound::Open),
+                _ => interval(field, Bound::At(&v), Bound::Open),
+            }
+        }
+        Op::Between(a, b) => {
+            if field.range.is_none() {
+                return Err(unanswered("between"));
+            }
+            let (a, b) = (value(a)?, value(b)?);
+            interval(field, Bound::At(&a), Bound::At(&b))
+        }
+        Op::Like(prefix) => {
+            let Some(max) = field.prefix else {
+                return Err(unanswered("like"));
+            };
+            let chars = prefix.chars().count();
+            if chars > max {
+                return Err(ClientError::InvalidQuery(format!(
+                    "field {:?} answers prefixes of at most {max} characters, not {chars} \
+                     (prefix_max in the schema)",
+                    field.name
+                )));
+            }
+            Access::Keyword(field.prefix_keyword(prefix))
+        }
+    };
+    Ok(Plan::Leaf {
+        text,
+        field: position,
+        access,
+    })
+}
+
+enum Bound<'a> {
+    Open,
+    At(&'a Value),
+    Below(&'a Value),
+    Above(&'a Value),
+}
+
+/// The encoded interval of a comparison, clamped to the field's domain.
+fn interval(field: &Field, lo: Bound<'_>, hi: Bound<'_>) -> Access {
+    let (min, max) = field.limits();
+    let int = |v: &Value| match v {
+        Value::Int(i) => i128::from(*i),
+        Value::Text(_) => i128::MAX,
+    };
+    let lo = match lo {
+        Bound::Open => i128::from(min),
+        Bound::At(v) => int(v),
+        Bound::Above(v) => int(v) + 1,
+        Bound::Below(v) => int(v) - 1,
+    }
+    .max(i128::from(min));
+    let hi = match hi {
+        Bound::Open => i128::from(max),
+        Bound::At(v) => int(v),
+        Bound::Below(v) => int(v) - 1,
+        Bound::Above(v) => int(v) + 1,
+    }
+    .min(i128::from(max));
+    if lo > hi {
+        return Access::Nothing;
+    }
+    let shift = |v: i128| (v - i128::from(min)) as u64;
+    Access::Range {
+        lo: shift(lo),
+        hi: shift(hi),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::query::parse;
+
+    fn schema() -> Schema {
+        Schema::from_toml(
+            r#"
+[fields.carrier]
+type = "string"
+index = ["equality"]
+[fields.dest]
+type = "string"
+index = ["prefix"]
+prefix_max = 3
+[fields.delay]
+type = "integer"
+index = ["range"]
+bits = 8
+[fields.note]
+type = "string"
+"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn planned(q: &str) -> Result<Plan> {
+        let expr = parse(q).map_err(|e| ClientError::InvalidQuery(e.to_string()))?;
+        plan(&schema(), &expr)
+    }
+
+    fn access(q: &str) -> Access {
+        match planned(q).unwrap_or_else(|e| panic!("{q}: {e}")) {
+            Plan::Leaf { access, .. } => access,
+            other => panic!("{q}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_predicate_goes_to_its_index() {
+        assert_eq!(
+            access(r#"carrier = "UA""#),
+            Access::Keyword("carrier=UA".into())
+        );
+        assert_eq!(
+            access(r#"dest like "SF*""#),
+            Access::Keyword("dest^SF".into())
+        );
+        // 8 bits: values -128..=127 at 0..=255.
+        assert_eq!(access("delay = 3"), Access::Range { lo: 131, hi: 131 });
+        assert_eq!(access("delay < 0"), Access::Range { lo: 0, hi: 127 });
+        assert_eq!(access("delay >= -1"), Access::Range { lo: 127, hi: 255 });
+        assert_eq!(access("delay between 5 and 1"), Access::Nothing);
+        assert_eq!(access("delay > 1000"), Access::Nothing);
+        assert_eq!(access("delay <= 1000"), Access::Range { lo: 0, hi: 255 });
+    }
+
+    #[test]
+    fn what_no_index_answers_is_an_error_naming_what_can_be_asked() {
+        for (q, want) in [
+            (r#"note = "x""#, "no index answers ="),
+            (r#"carrier < "x""#, "no index answers comparisons"),
+            (r#"carrier like "U*""#, "no index answers like"),
+            (r#"nope = 1"#, "no field \"nope\""),
+            (r#"dest like "SFOX*""#, "at most 3"),
+            (r#"carrier = 5"#, "quote the value"),
+            (r#"delay = "x""#, "not an integer"),
+        ] {
+            let e = planned(q).map(drop).unwrap_err().to_string();
+            assert!(e.contains(want), "{q}: {e}");
+            if !want.contains("at most") && !want.contains("quote") && !want.contains("integer") {
+                assert!(e.contains("indexed fields: carrier"), "{q}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn and_or_combine_sets() {
+        let plan = planned(r#"carrier = "A" and (delay < 0 or dest like "S*")"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let sets = |access: &Access| -> BTreeSet<DocId> {
+            match access {
+                Access::Keyword(k) if k == "carrier=A" => [1, 2, 3].into(),
+                Access::Range { .. } => [2, 9].into(),
+                _ => [3, 7].into(),
+            }
+        };
+        let got = plan
+            .evaluate(&mut |_, a| Ok(sets(a)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, [2, 3].into());
+        assert_eq!(plan.leaves().len(), 3);
+    }
+}

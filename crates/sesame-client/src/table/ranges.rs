@@ -1,0 +1,165 @@
+//! A table's range indexes: one per range field, each a range protocol's
+//! client here (its state in the table's state file) and its server half
+//! where the backend runs the table's keyword index (in this process over
+//! the profile's store, or on the server as an index of its own).
+//!
+//! Range protocols are interactive (a B+ tree insertion reads its path
+//! first, Path ORAM rewrites a path on every access), so their operations
+//! cannot be saved as pending intents the way keyword updates are.
+//! Instead an operation that changes a range index marks it *dirty* in the
+//! table's state before it starts and clears the mark with the new client
+//! state when it ends. A table opened with a dirty index rebuilds it from
+//! the table's records (which are exactly-once, with the keyword index)
+//! into a fresh generation with fresh keys, switches to it in one state
+//! write and drops the old generation: whatever a crash interrupted, the
+//! index again holds exactly the table's records.
+
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{Channel, Params, Service, Store};
+use sesame_range::{RangeClient, RangeProtocol};
+use zeroize::Zeroize;
+
+use crate::backend::Backend;
+use crate::doc_service::DocId;
+use crate::error::{ClientError, Result};
+use crate::table::schema::{Binding, Field};
+
+/// Range protocols whose queries write nothing, on the server or in the
+/// client state: their queries need no dirty mark.
+const READ_ONLY_QUERIES: [&str; 2] = ["bplus-", "log-brc-"];
+
+/// What the table's state keeps of one range index.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct RangeState {
+    /// The field it answers.
+    pub field: String,
+    /// The index's name where the backend runs it.
+    pub index: String,
+    /// Its generation (each rebuild makes a new one).
+    pub generation: u64,
+    /// The protocol client's saved state (keys included).
+    pub client: Vec<u8>,
+    /// Records it holds.
+    pub records: u64,
+    /// An operation began and did not end: rebuild before use.
+    pub dirty: bool,
+}
+
+impl Drop for RangeState {
+    fn drop(&mut self) {
+        self.client.zeroize();
+    }
+}
+
+/// A range index at work: the protocol and its client.
+pub(crate) struct RangeIndex {
+    /// Position of its field in the schema.
+    pub field: usize,
+    /// The protocol's registry entry.
+    pub protocol: RangeProtocol,
+    /// The protocol's parameters (`bits` included).
+    pub params: Params,
+    /// The client half.
+    pub client: Box<dyn RangeClient>,
+}
+
+/// The protocol entry and parameters of a range field.
+pub(crate) fn binding(field: &Field) -> Result<(RangeProtocol, Params)> {
+    let b: &Binding = field.range.as_ref().ok_or_else(|| {
+        ClientError::InvalidArgument(format!("field {:?} has no range index", field.name))
+    })?;
+    let protocol = sesame_range::protocol(&b.scheme).ok_or_else(|| {
+        ClientError::InvalidArgument(format!(
+            "range protocol {:?} is not in the registry",
+            b.scheme
+        ))
+    })?;
+    let mut params = b.params()?;
+    params.set("bits", field.bits);
+    Ok((protocol, params))
+}
+
+impl RangeIndex {
+    /// A fresh client (fresh keys) for `field`.
+    pub(crate) fn fresh(
+        position: usize,
+        field: &Field,
+        rng: &mut dyn CryptoRngCore,
+    ) -> Result<RangeIndex> {
+        let (protocol, params) = binding(field)?;
+        let client = (protocol.new_client)(rng, &params).map_err(|e| {
+            ClientError::InvalidArgument(format!(
+                "field {:?}: {} does not accept its parameters: {e}",
+                field.name, protocol.descriptor.name
+            ))
+        })?;
+        Ok(RangeIndex {
+            field: position,
+            protocol,
+            params,
+            client,
+        })
+    }
+
+    /// The client restored from its saved state.
+    pub(crate) fn restore(position: usize, field: &Field, state: &RangeState) -> Result<Self> {
+        let (protocol, params) = binding(field)?;
+        let client = (protocol.restore_client)(&state.client).map_err(|_| {
+            ClientError::InvalidArgument(format!(
+                "the range index of field {:?} has a damaged client state",
+                field.name
+            ))
+        })?;
+        Ok(RangeIndex {
+            field: position,
+            protocol,
+            params,
+            client,
+        })
+    }
+
+    /// Whether a query may change the index or the client state.
+    pub(crate) fn query_writes(&self) -> bool {
+        let name = self.protocol.descriptor.name;
+        !READ_ONLY_QUERIES.iter().any(|p| name.starts_with(p))
+    }
+
+    /// A channel to generation `generation` of the index.
+    pub(crate) fn channel(
+        &self,
+        backend: &mut dyn Backend,
+        state: &RangeState,
+    ) -> Result<Box<dyn Channel>> {
+        let protocol = self.protocol;
+        let params = self.params.clone();
+        let make = move |store: Arc<dyn Store>| -> sesame_core::Result<Box<dyn Service>> {
+            protocol.server(store, &params)
+        };
+        backend.hosted_channel(
+            &state.index,
+            state.generation,
+            protocol.descriptor.name,
+            &make,
+        )
+    }
+}
+
+/// A record's place in a range index: the encoded value, and the record's
+/// identifier as the payload.
+pub(crate) fn payload(id: DocId) -> Vec<u8> {
+    id.to_be_bytes().to_vec()
+}
+
+/// The identifier in a range index's payload.
+pub(crate) fn payload_id(payload: &[u8]) -> Result<DocId> {
+    <[u8; 8]>::try_from(payload)
+        .map(u64::from_be_bytes)
+        .map_err(|_| {
+            ClientError::Core(sesame_core::Error::Protocol(
+                "a range index returned a record that is not a record identifier".into(),
+            ))
+        })
+}
