@@ -270,25 +270,29 @@ fn as_table(t: &Table, answer: &Answer) -> String {
 }
 
 fn as_json(t: &Table, answer: &Answer) -> Result<String, CliError> {
+    // Written by hand so that the fields keep the schema's order.
     let fields = &t.schema().fields;
-    let list: Vec<serde_json::Value> = answer
-        .records
-        .iter()
-        .map(|r| {
-            let mut object = serde_json::Map::new();
-            for (f, v) in fields.iter().zip(&r.values) {
-                object.insert(
-                    f.name.clone(),
-                    v.as_ref().map_or(serde_json::Value::Null, |v| f.json(v)),
-                );
+    let bad = |e: serde_json::Error| CliError::Other(format!("cannot write JSON: {e}"));
+    let mut out = String::from("[");
+    for (i, r) in answer.records.iter().enumerate() {
+        out.push_str(if i == 0 { "\n  {" } else { ",\n  {" });
+        for (j, (f, v)) in fields.iter().zip(&r.values).enumerate() {
+            if j > 0 {
+                out.push_str(", ");
             }
-            serde_json::Value::Object(object)
-        })
-        .collect();
-    let mut text = serde_json::to_string_pretty(&list)
-        .map_err(|e| CliError::Other(format!("cannot write JSON: {e}")))?;
-    text.push('\n');
-    Ok(text)
+            let value = v.as_ref().map_or(serde_json::Value::Null, |v| f.json(v));
+            out.push_str(&serde_json::to_string(&f.name).map_err(bad)?);
+            out.push_str(": ");
+            out.push_str(&serde_json::to_string(&value).map_err(bad)?);
+        }
+        out.push('}');
+    }
+    out.push_str(if answer.records.is_empty() {
+        "]\n"
+    } else {
+        "\n]\n"
+    });
+    Ok(out)
 }
 
 fn as_csv(t: &Table, answer: &Answer) -> Result<String, CliError> {

@@ -116,6 +116,19 @@ pub trait Backend {
         server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
     ) -> Result<Box<dyn Channel>>;
 
+    /// As [`Backend::hosted_channel`], as one transaction: the server
+    /// half reads its own writes, and nothing is visible (or durable)
+    /// before [`SetupChannel::commit`], which applies everything at once.
+    /// A table's range operations go through it, so that a batch of
+    /// insertions costs one commit, not one per write.
+    fn hosted_transaction(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &str,
+        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> Result<Box<dyn SetupChannel>>;
+
     /// Makes sure index `index` exists where the server halves run, bound
     /// to `scheme` with `params` (a server creates it if it is missing;
     /// the embedded store needs nothing).
@@ -323,6 +336,26 @@ impl Backend for EmbeddedBackend {
         )))
     }
 
+    fn hosted_transaction(
+        &mut self,
+        index: &str,
+        generation: u64,
+        _scheme: &str,
+        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> Result<Box<dyn SetupChannel>> {
+        let overlay = Arc::new(Overlay::new(
+            self.store.clone(),
+            generation_prefix(index, generation),
+            usize::MAX,
+        ));
+        let channel = LocalChannel::with_meter(server(overlay.clone())?, self.meter.clone());
+        Ok(Box::new(Transaction {
+            channel,
+            overlay,
+            store: self.store.clone(),
+        }))
+    }
+
     fn remove_index(&mut self, index: &str) -> Result<()> {
         let mut batch = WriteBatch::new();
         for prefix in [
@@ -432,6 +465,34 @@ impl Backend for EmbeddedBackend {
 
     fn verify(&mut self) -> Result<()> {
         Ok(self.store.verify()?)
+    }
+}
+
+/// A channel whose server half writes into an overlay, committed to the
+/// store in one write.
+struct Transaction {
+    channel: LocalChannel<Box<dyn Service>>,
+    overlay: Arc<Overlay>,
+    store: Arc<dyn Store>,
+}
+
+impl Channel for Transaction {
+    fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        self.channel.call(request)
+    }
+    fn meter(&self) -> &Meter {
+        self.channel.meter()
+    }
+}
+
+impl SetupChannel for Transaction {
+    fn commit(self: Box<Self>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        self.overlay.drain_into(&mut batch);
+        if !batch.is_empty() {
+            self.store.write(batch)?;
+        }
+        Ok(())
     }
 }
 

@@ -337,6 +337,22 @@ impl Backend for NetworkBackend {
         )))
     }
 
+    fn hosted_transaction(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &str,
+        _server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> Result<Box<dyn SetupChannel>> {
+        let index = self.remote(index)?;
+        Ok(Box::new(Upload(self.conn.upload(
+            &index,
+            scheme,
+            generation,
+            self.meter.clone(),
+        )?)))
+    }
+
     fn ensure_index(&mut self, index: &str, scheme: &str, params: &Params) -> Result<()> {
         if self.indexes()?.iter().any(|i| i == index) {
             return Ok(());

@@ -645,7 +645,7 @@ impl Table {
             .zip(self.state.ranges.iter_mut())
             .enumerate()
         {
-            let mut channel = index.channel(self.rows.backend.as_mut(), state)?;
+            let mut channel = index.transaction(self.rows.backend.as_mut(), state)?;
             for (id, values) in deletes {
                 if let Some(Some(v)) = values.get(i) {
                     if index.client.delete(
@@ -687,6 +687,7 @@ impl Table {
                 }
                 done += (inserts.len() - records.len()) as u64;
             }
+            channel.commit()?;
             state.records += records.len() as u64;
         }
         self.save_ranges(false)
@@ -743,13 +744,13 @@ impl Table {
             self.rows
                 .backend
                 .drop_other_generations(&state.index, state.generation)?;
-            let mut channel = fresh.channel(self.rows.backend.as_mut(), &target)?;
+            let mut channel = fresh.transaction(self.rows.backend.as_mut(), &target)?;
             if !records.is_empty() {
                 fresh
                     .client
                     .build(&mut self.rng, channel.as_mut(), &records)?;
             }
-            drop(channel);
+            channel.commit()?;
             let mut target = target;
             target.client = fresh.client.save_state()?;
             if let (Some(slot), Some(state_slot)) =

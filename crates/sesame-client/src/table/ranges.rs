@@ -22,7 +22,7 @@ use sesame_core::{Channel, Params, Service, Store};
 use sesame_range::{RangeClient, RangeProtocol};
 use zeroize::Zeroize;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, SetupChannel};
 use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
 use crate::table::schema::{Binding, Field};
@@ -139,6 +139,28 @@ impl RangeIndex {
             protocol.server(store, &params)
         };
         backend.hosted_channel(
+            &state.index,
+            state.generation,
+            protocol.descriptor.name,
+            &make,
+        )
+    }
+}
+
+impl RangeIndex {
+    /// A transaction on generation `generation` of the index (see
+    /// [`Backend::hosted_transaction`]).
+    pub(crate) fn transaction(
+        &self,
+        backend: &mut dyn Backend,
+        state: &RangeState,
+    ) -> Result<Box<dyn SetupChannel>> {
+        let protocol = self.protocol;
+        let params = self.params.clone();
+        let make = move |store: Arc<dyn Store>| -> sesame_core::Result<Box<dyn Service>> {
+            protocol.server(store, &params)
+        };
+        backend.hosted_transaction(
             &state.index,
             state.generation,
             protocol.descriptor.name,
