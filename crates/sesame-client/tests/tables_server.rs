@@ -1,0 +1,229 @@
+//! Encrypted tables on a Sesame server over loopback TLS: every range
+//! protocol and a dynamic and a static keyword scheme as field indexes,
+//! against a plaintext filter, across a client restart and a server
+//! restart (a new server process over the same store).
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_core::OsRng;
+use sesame_client::table::{Schema, Table, Value};
+use sesame_client::{insecure, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_core::{Params, Store};
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_store::MemoryStore;
+
+struct Server {
+    running: RunningServer,
+    store: Arc<dyn Store>,
+    certs: sesame_server::certs::GeneratedCerts,
+    token: String,
+}
+
+impl Server {
+    fn start(
+        store: Arc<dyn Store>,
+        certs: sesame_server::certs::GeneratedCerts,
+        token: String,
+    ) -> Self {
+        let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        config.tls = Some(TlsFiles {
+            cert_pem: certs.cert_pem.clone().into_bytes(),
+            key_pem: certs.key_pem.clone().into_bytes(),
+        });
+        config.tokens = Tokens::new().with("alice", &token).unwrap();
+        let running = RunningServer::start(config, store.clone()).unwrap();
+        Server {
+            running,
+            store,
+            certs,
+            token,
+        }
+    }
+
+    fn binding(&self) -> ServerBinding {
+        ServerBinding {
+            url: self.running.url(),
+            token: self.token.clone(),
+            ca_pem: Some(self.certs.ca_pem.clone().into_bytes()),
+            index_prefix: "p1-".into(),
+        }
+    }
+
+    /// Stops this server and starts another over the same store.
+    fn restart(self) -> Self {
+        let Server {
+            running,
+            store,
+            certs,
+            token,
+        } = self;
+        running.shutdown().unwrap();
+        Server::start(store, certs, token)
+    }
+}
+
+fn schema(range: &str, equality: &str) -> Schema {
+    Schema::from_toml(&format!(
+        r#"
+key = "id"
+equality = "{equality}"
+[fields.id]
+type = "integer"
+[fields.v]
+type = "integer"
+index = ["range"]
+range = "{range}"
+bits = 10
+[fields.s]
+type = "string"
+index = ["equality"]
+"#
+    ))
+    .unwrap()
+}
+
+type Oracle = BTreeMap<i64, (i64, String)>;
+
+fn insert(table: &mut Table, oracle: &mut Oracle, rng: &mut StdRng, ids: std::ops::Range<i64>) {
+    let mut records = Vec::new();
+    for id in ids {
+        let v: i64 = rng.gen_range(-512..512);
+        let s = ["x", "y", "z"][rng.gen_range(0..3)].to_owned();
+        let cells = [
+            ("id", id.to_string()),
+            ("v", v.to_string()),
+            ("s", s.clone()),
+        ];
+        records.push(
+            table
+                .record_from_cells(cells.iter().map(|(k, v)| (*k, v.as_str())), None)
+                .unwrap(),
+        );
+        oracle.insert(id, (v, s));
+    }
+    table.insert(records, &mut |_| {}).unwrap();
+}
+
+fn check(table: &mut Table, oracle: &Oracle, rng: &mut StdRng, what: &str) {
+    for _ in 0..4 {
+        let (a, b) = (rng.gen_range(-600..600), rng.gen_range(-600..600));
+        let s = ["x", "y", "z"][rng.gen_range(0..3)];
+        for (q, want) in [
+            (
+                format!("v between {a} and {b}"),
+                oracle
+                    .iter()
+                    .filter(|(_, (v, _))| a <= *v && *v <= b)
+                    .map(|(k, _)| *k)
+                    .collect::<BTreeSet<i64>>(),
+            ),
+            (
+                format!("s = \"{s}\" or v < {a}"),
+                oracle
+                    .iter()
+                    .filter(|(_, (v, t))| t == s || *v < a)
+                    .map(|(k, _)| *k)
+                    .collect(),
+            ),
+        ] {
+            let got: BTreeSet<i64> = table
+                .query(&q, None)
+                .unwrap_or_else(|e| panic!("{what}: {q}: {e}"))
+                .records
+                .iter()
+                .map(|r| match r.values.first() {
+                    Some(Some(Value::Int(k))) => *k,
+                    _ => panic!("no key"),
+                })
+                .collect();
+            assert_eq!(got, want, "{what}: {q}");
+        }
+    }
+}
+
+fn run(range: &str, equality: &str, seed: u64) {
+    let what = format!("{range} / {equality}");
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let server = Server::start(Arc::new(MemoryStore::new()), certs, token);
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = NetworkBackend::connect(&server.binding()).unwrap();
+    backend
+        .create_index(DEFAULT_INDEX, "fast", &Params::new())
+        .unwrap();
+    let dir = tmp.path().join("p");
+    let p =
+        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    p.bind_server(&server.binding()).unwrap();
+
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut oracle = Oracle::new();
+    let mut table = Table::create(&p, "t", schema(range, equality)).unwrap();
+    insert(&mut table, &mut oracle, &mut rng, 0..24);
+    check(&mut table, &oracle, &mut rng, &what);
+    // Replacements and new records, then a deletion.
+    insert(&mut table, &mut oracle, &mut rng, 18..30);
+    let n = table.delete("s = \"x\"").unwrap();
+    let before = oracle.len();
+    oracle.retain(|_, (_, s)| s != "x");
+    assert_eq!(n, before - oracle.len(), "{what}");
+    check(&mut table, &oracle, &mut rng, &what);
+
+    // The server restarts (a new process over the same store); the client
+    // too.
+    drop(table);
+    drop(p);
+    let server = server.restart();
+    let p = Profile::open(&dir, "pw").unwrap();
+    p.bind_server(&server.binding()).unwrap();
+    let mut table = Table::open(&p, "t").unwrap();
+    assert_eq!(table.len(), oracle.len(), "{what}");
+    check(&mut table, &oracle, &mut rng, &what);
+    insert(&mut table, &mut oracle, &mut rng, 30..36);
+    check(&mut table, &oracle, &mut rng, &what);
+    drop(table);
+    // The indexes live in the server's store.
+    let keys = server.store.scan_prefix(b"").unwrap();
+    let holds = |index: &str| {
+        keys.iter()
+            .any(|(k, _)| k.windows(index.len()).any(|w| w == index.as_bytes()))
+    };
+    assert!(
+        holds("p1-t-t-1/"),
+        "{what}: no range index entries on the server"
+    );
+    assert!(
+        holds("p1-t-t/"),
+        "{what}: no keyword index entries on the server"
+    );
+    let names = NetworkBackend::connect(&server.binding())
+        .unwrap()
+        .indexes()
+        .unwrap();
+    assert!(names.iter().any(|n| n == "t-t"), "{names:?}");
+    assert!(names.iter().any(|n| n == "t-t-1"), "{names:?}");
+}
+
+#[test]
+fn every_range_protocol_serves_a_table_over_tls() {
+    for (i, protocol) in sesame_range::protocols().iter().enumerate() {
+        let name = protocol.descriptor.name;
+        if name.contains("insecure") || name == "bplus-cloz" {
+            // The stand-in is refused by tables; CLOZ's pairings take about
+            // a second per comparison (it runs embedded in tables.rs).
+            continue;
+        }
+        run(name, "fast", 300 + i as u64);
+    }
+}
+
+#[test]
+fn a_static_and_a_backward_private_keyword_scheme_serve_a_table_over_tls() {
+    run("bplus-lewi-wu", "pibas", 400);
+    run("pope", "aura", 401);
+}
