@@ -734,6 +734,251 @@ impl Profile {
         let docs = self.with_session(py, |s| Ok(s.documents()))?;
         docs.iter().map(|d| doc_dict(py, d)).collect()
     }
+
+    /// Creates table `name` from a schema in TOML (see docs/tables.md).
+    fn create_table(slf: Py<Self>, py: Python<'_>, name: String, schema: &str) -> PyResult<Table> {
+        let parsed = sesame_client::table::Schema::from_toml(schema).map_err(err)?;
+        {
+            let me = slf.borrow(py);
+            let inner = &me.inner;
+            let name = name.clone();
+            py.allow_threads(move || {
+                sesame_client::Table::create(&lock(inner), &name, parsed).map(drop)
+            })
+            .map_err(err)?;
+        }
+        Ok(Table { profile: slf, name })
+    }
+
+    /// The table `name` (it must exist).
+    fn table(slf: Py<Self>, py: Python<'_>, name: String) -> PyResult<Table> {
+        let t = Table { profile: slf, name };
+        t.with_table(py, |_| Ok(()))?;
+        Ok(t)
+    }
+
+    /// The names of the profile's tables.
+    fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let inner = &self.inner;
+        py.allow_threads(|| sesame_client::table::tables(&lock(inner)))
+            .map_err(err)
+    }
+}
+
+/// An encrypted table of a profile (see docs/tables.md). Each call opens
+/// the table and closes it, as `sesame query` does.
+#[pyclass(module = "sesame")]
+struct Table {
+    profile: Py<Profile>,
+    name: String,
+}
+
+impl Table {
+    fn with_table<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(&mut sesame_client::Table) -> sesame_client::Result<T> + Send,
+    ) -> PyResult<T> {
+        let profile = self.profile.borrow(py);
+        let inner = &profile.inner;
+        let name = &self.name;
+        py.allow_threads(|| {
+            let profile = lock(inner);
+            let mut table = sesame_client::Table::open(&profile, name)?;
+            op(&mut table)
+        })
+        .map_err(err)
+    }
+}
+
+/// A record as a dict: integers as `int`, strings as `str`, decimals and
+/// timestamps as the text the CLI prints (`"12.50"`,
+/// `"2013-01-01T05:00:00Z"`), no value as `None`; the key under `"_key"`.
+fn record_dict(
+    py: Python<'_>,
+    schema: &sesame_client::table::Schema,
+    r: &sesame_client::table::Record,
+) -> PyResult<PyObject> {
+    use sesame_client::table::{FieldType, Value};
+    let d = PyDict::new(py);
+    d.set_item("_key", &r.key)?;
+    for (f, v) in schema.fields.iter().zip(&r.values) {
+        match (f.ty, v) {
+            (_, None) => d.set_item(&f.name, py.None())?,
+            (FieldType::Integer, Some(Value::Int(i))) => d.set_item(&f.name, *i)?,
+            (_, Some(v)) => d.set_item(&f.name, f.display(v))?,
+        }
+    }
+    Ok(d.into_any().unbind())
+}
+
+/// A Python value as a cell's text (`None`: no cell).
+fn cell_text(v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    if let Ok(s) = v.extract::<String>() {
+        return Ok(Some(s));
+    }
+    if v.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(err("a boolean is not a table value"));
+    }
+    if let Ok(i) = v.extract::<i64>() {
+        return Ok(Some(i.to_string()));
+    }
+    // Floats and decimal.Decimal: their text, which the field checks
+    // against its scale.
+    Ok(Some(v.str()?.to_string()))
+}
+
+#[pymethods]
+impl Table {
+    /// The table's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The fields: a list of dicts with `name`, `type`, `equality`,
+    /// `prefix` (longest prefix, or None), `range` (protocol, or None) and
+    /// `bits`.
+    fn fields(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
+        let schema = self.with_table(py, |t| Ok(t.schema().clone()))?;
+        schema
+            .fields
+            .iter()
+            .map(|f| {
+                let d = PyDict::new(py);
+                d.set_item("name", &f.name)?;
+                d.set_item("type", f.ty.to_string())?;
+                d.set_item("equality", f.equality)?;
+                d.set_item("prefix", f.prefix)?;
+                d.set_item("range", f.range.as_ref().map(|b| b.scheme.clone()))?;
+                d.set_item("bits", f.bits)?;
+                Ok(d.into_any().unbind())
+            })
+            .collect()
+    }
+
+    /// Records it holds.
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with_table(py, |t| Ok(t.len()))
+    }
+
+    /// Inserts records, each a dict of field values (ints, strings,
+    /// floats, `decimal.Decimal`, None), keyed by the schema's key field
+    /// or, without one, by `keys` (one per record) or by position. A
+    /// record with a key the table holds replaces it. Returns a dict of
+    /// `inserted`, `replaced` and `unchanged` counts.
+    #[pyo3(signature = (records, keys = None))]
+    fn insert(
+        &self,
+        py: Python<'_>,
+        records: Vec<Bound<'_, PyDict>>,
+        keys: Option<Vec<String>>,
+    ) -> PyResult<PyObject> {
+        if let Some(k) = &keys {
+            if k.len() != records.len() {
+                return Err(err(format!(
+                    "{} keys for {} records",
+                    k.len(),
+                    records.len()
+                )));
+            }
+        }
+        let mut rows: Vec<Vec<(String, String)>> = Vec::with_capacity(records.len());
+        for r in &records {
+            let mut cells = Vec::new();
+            for (k, v) in r.iter() {
+                let name: String = k.extract()?;
+                if let Some(text) = cell_text(&v)? {
+                    cells.push((name, text));
+                }
+            }
+            rows.push(cells);
+        }
+        let report = self.with_table(py, move |t| {
+            let mut out = Vec::with_capacity(rows.len());
+            for (i, cells) in rows.iter().enumerate() {
+                let key = keys.as_ref().and_then(|k| k.get(i).cloned());
+                out.push(
+                    t.record_from_cells(cells.iter().map(|(k, v)| (k.as_str(), v.as_str())), key)?,
+                );
+            }
+            t.insert(out, &mut |_| {})
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("inserted", report.inserted)?;
+        d.set_item("replaced", report.replaced)?;
+        d.set_item("unchanged", report.unchanged)?;
+        Ok(d.into_any().unbind())
+    }
+
+    /// Imports a CSV or JSON Lines file (as `sesame import`); `format` is
+    /// `"csv"` or `"jsonl"` (default: from the extension). Returns a dict
+    /// of `read`, `inserted`, `replaced`, `unchanged` and
+    /// `ignored_columns`.
+    #[pyo3(signature = (path, format = None))]
+    fn import_file(
+        &self,
+        py: Python<'_>,
+        path: String,
+        format: Option<String>,
+    ) -> PyResult<PyObject> {
+        use sesame_client::table::import::Format;
+        let path = std::path::PathBuf::from(path);
+        let format = match format {
+            Some(f) => Format::parse(&f).map_err(err)?,
+            None => Format::of(&path).map_err(err)?,
+        };
+        let report = self.with_table(py, move |t| t.import(&path, format, &mut |_| {}))?;
+        let d = PyDict::new(py);
+        d.set_item("read", report.read)?;
+        d.set_item("inserted", report.insert.inserted)?;
+        d.set_item("replaced", report.insert.replaced)?;
+        d.set_item("unchanged", report.insert.unchanged)?;
+        d.set_item("ignored_columns", report.ignored_columns)?;
+        Ok(d.into_any().unbind())
+    }
+
+    /// The records matching a query (as `sesame query`), each a dict (see
+    /// the module docs), the first `limit` in insertion order.
+    #[pyo3(signature = (text, limit = None))]
+    fn query(&self, py: Python<'_>, text: String, limit: Option<usize>) -> PyResult<Vec<PyObject>> {
+        let (schema, answer) = self.with_table(py, move |t| {
+            Ok((t.schema().clone(), t.query(&text, limit)?))
+        })?;
+        answer
+            .records
+            .iter()
+            .map(|r| record_dict(py, &schema, r))
+            .collect()
+    }
+
+    /// How a query would be answered: a list of dicts with `predicate`,
+    /// `field`, `index`, `scheme`, `request` and `leakage`. Nothing is
+    /// sent.
+    fn explain(&self, py: Python<'_>, text: String) -> PyResult<Vec<PyObject>> {
+        let steps = self.with_table(py, move |t| t.explain(&text))?;
+        steps
+            .iter()
+            .map(|s| {
+                let d = PyDict::new(py);
+                d.set_item("predicate", &s.predicate)?;
+                d.set_item("field", &s.field)?;
+                d.set_item("index", &s.index)?;
+                d.set_item("scheme", &s.scheme)?;
+                d.set_item("request", &s.request)?;
+                d.set_item("leakage", &s.leakage)?;
+                Ok(d.into_any().unbind())
+            })
+            .collect()
+    }
+
+    /// Deletes the records matching a query; returns how many.
+    fn delete(&self, py: Python<'_>, text: String) -> PyResult<usize> {
+        self.with_table(py, move |t| t.delete(&text))
+    }
 }
 
 /// The page configuration the protocols default to (bytes per page).
@@ -751,6 +996,7 @@ fn _sesame(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_run, m)?)?;
     m.add_class::<Index>()?;
     m.add_class::<Profile>()?;
+    m.add_class::<Table>()?;
     m.add_class::<OreScheme>()?;
     m.add_class::<RangeProtocol>()?;
     Ok(())

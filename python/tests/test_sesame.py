@@ -322,3 +322,83 @@ def test_a_server_bound_profile_works_from_python(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+TABLE_SCHEMA = """
+key = "id"
+[fields.id]
+type = "integer"
+[fields.carrier]
+type = "string"
+index = ["equality", "prefix"]
+[fields.delay]
+type = "integer"
+index = ["range"]
+range = "RANGE"
+bits = 12
+[fields.price]
+type = "decimal"
+scale = 2
+"""
+
+
+@pytest.mark.parametrize("protocol", ["bplus-lewi-wu", "pope", "log-brc-2lev"])
+def test_a_table_answers_like_a_python_filter(tmp_path, protocol):
+    p = sesame.Profile.create(str(tmp_path / "p"), "pw", insecure_fast_kdf=True)
+    t = p.create_table("flights", TABLE_SCHEMA.replace("RANGE", protocol))
+    assert p.tables() == ["flights"]
+    assert [f["name"] for f in t.fields()] == ["id", "carrier", "delay", "price"]
+    rng = random.Random(7)
+    rows = {}
+    for i in range(60):
+        rows[i] = {
+            "id": i,
+            "carrier": rng.choice(["UA", "US", "B6", "AA"]),
+            "delay": rng.randrange(-100, 300),
+            "price": f"{rng.randrange(0, 10000) / 100:.2f}",
+        }
+    report = t.insert(list(rows.values()))
+    assert report["inserted"] == 60
+    assert len(t) == 60
+
+    def ids(q):
+        return sorted(r["id"] for r in t.query(q))
+
+    for _ in range(15):
+        a, b = sorted(rng.randrange(-120, 320) for _ in range(2))
+        c = rng.choice(["UA", "US", "B6", "AA"])
+        assert ids(f"delay between {a} and {b}") == sorted(
+            k for k, r in rows.items() if a <= r["delay"] <= b)
+        assert ids(f'carrier = "{c}" or delay < {a}') == sorted(
+            k for k, r in rows.items() if r["carrier"] == c or r["delay"] < a)
+        assert ids(f'carrier like "U*" and delay >= {a}') == sorted(
+            k for k, r in rows.items() if r["carrier"].startswith("U") and r["delay"] >= a)
+    # Values come back typed: ints as ints, decimals as their text.
+    first = t.query('carrier = "UA"', limit=1)[0]
+    want = rows[first["id"]]
+    assert first == {"_key": str(first["id"]), **want}
+    # What no index answers is an error naming what can be asked.
+    with pytest.raises(sesame.SesameError, match="no index answers"):
+        t.query("price < 3")
+    with pytest.raises(sesame.SesameError, match="column|expected"):
+        t.query("delay <")
+    steps = t.explain('carrier = "UA" and delay > 5')
+    assert [s["scheme"] for s in steps] == ["fast", protocol]
+    # Deletion, then the file import of the same rows restores them once.
+    gone = t.delete('carrier = "AA"')
+    assert gone == sum(1 for r in rows.values() if r["carrier"] == "AA")
+    assert len(t) == 60 - gone
+    csv = tmp_path / "rows.csv"
+    csv.write_text("id,carrier,delay,price,extra\n" + "".join(
+        f"{r['id']},{r['carrier']},{r['delay']},{r['price']},x\n" for r in rows.values()))
+    report = t.import_file(str(csv))
+    assert (report["read"], report["inserted"], report["unchanged"]) == (60, gone, 60 - gone)
+    assert report["ignored_columns"] == ["extra"]
+    assert len(t) == 60
+    again = sesame.Profile.open(str(tmp_path / "p"), "pw").table("flights")
+    assert ids("delay >= -100") == list(range(60))
+    assert len(again) == 60
+    with pytest.raises(sesame.SesameError, match="outside"):
+        t.insert([{"id": 99, "carrier": "UA", "delay": 5000, "price": "1.00"}])
+    with pytest.raises(sesame.SesameError, match="no table"):
+        p.table("nope")

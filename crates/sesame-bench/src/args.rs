@@ -45,7 +45,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "POLICY")]
     pub cache_policy: Option<String>,
 
-    /// `range` only: queries per run (default 1000).
+    /// `range` and `tables`: queries per run (default 1000).
     #[arg(long, value_name = "N")]
     pub queries: Option<usize>,
 

@@ -107,6 +107,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(crate::experiments::mobile::Mobile),
         Box::new(crate::experiments::verify::Verify),
         Box::new(crate::experiments::server::Server),
+        Box::new(crate::experiments::tables::Tables),
     ]
 }
 

@@ -72,6 +72,12 @@ pub trait Backend {
         Ok(None)
     }
 
+    /// The most documents one document request may name, if the server
+    /// has a limit: the session splits its document requests under it.
+    fn max_documents(&mut self) -> Result<Option<usize>> {
+        Ok(None)
+    }
+
     /// Checks the store behind the backend for damage it can detect (see
     /// [`sesame_core::Store::verify`]); `Ok` where there is nothing the
     /// client can check.

@@ -14,6 +14,9 @@ use crate::state::DocumentInfo;
 
 /// Bytes of documents per request to the document service, at most.
 pub(crate) const BATCH_BYTES: u64 = 16 << 20;
+/// The most documents one document request names (fewer where the server
+/// says so).
+pub(crate) const DOCS_PER_REQUEST: usize = 10_000;
 
 /// Bytes of a document request beside the documents (names, ids,
 /// framing), with room to spare.
@@ -97,7 +100,9 @@ impl Session {
         let mut bytes = 0u64;
         for (i, (id, file)) in batch.iter().enumerate() {
             let blob = self.seal_document(*id, file)?;
-            if !pending.is_empty() && bytes + blob.len() as u64 > limit {
+            if !pending.is_empty()
+                && (bytes + blob.len() as u64 > limit || pending.len() >= self.max_documents)
+            {
                 DocClient::put(channel.as_mut(), std::mem::take(&mut pending))?;
                 bytes = 0;
             }
@@ -133,7 +138,7 @@ impl Session {
         let limit = self.batch_bytes();
         let mut channel = self.backend.document_channel(&self.index)?;
         let mut done = 0u64;
-        for chunk in chunk_by_size(docs, limit) {
+        for chunk in chunk_by_size(docs, limit, self.max_documents) {
             progress(Progress { phase, done, total });
             let ids: Vec<DocId> = chunk.iter().map(|d| d.id).collect();
             let blobs = DocClient::get_many(channel.as_mut(), &ids)?;
@@ -198,7 +203,7 @@ impl Session {
             return Ok(());
         }
         let mut channel = self.backend.document_channel(&self.index)?;
-        for chunk in self.state.garbage.clone().chunks(10_000) {
+        for chunk in self.state.garbage.clone().chunks(self.max_documents) {
             DocClient::delete_many(channel.as_mut(), chunk)?;
         }
         self.state.garbage.clear();
@@ -207,13 +212,13 @@ impl Session {
 }
 
 /// Splits documents into runs of at most `limit` bytes (by their sizes in
-/// the catalog), each run at least one document.
-fn chunk_by_size(docs: &[DocumentInfo], limit: u64) -> Vec<&[DocumentInfo]> {
+/// the catalog) and `count` documents, each run at least one document.
+fn chunk_by_size(docs: &[DocumentInfo], limit: u64, count: usize) -> Vec<&[DocumentInfo]> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut bytes = 0u64;
     for (i, d) in docs.iter().enumerate() {
-        if i > start && bytes + d.size + SEAL_OVERHEAD > limit {
+        if i > start && (bytes + d.size + SEAL_OVERHEAD > limit || i - start >= count) {
             out.push(&docs[start..i]);
             start = i;
             bytes = 0;

@@ -200,8 +200,8 @@ pub struct NetworkBackend {
     conn: Connection,
     prefix: String,
     meter: Meter,
-    /// The server's limits once asked: message bytes, messages per call.
-    limits: Option<(usize, usize)>,
+    /// The server's limits once asked.
+    limits: Option<Limits>,
 }
 
 impl std::fmt::Debug for NetworkBackend {
@@ -222,10 +222,11 @@ impl NetworkBackend {
         })
     }
 
-    /// The server's message limit and messages per `Call`, asked once by
-    /// `Health` (the defaults for a server that does not say), so that
-    /// the client's size checks and splits agree with the server.
-    fn limits(&mut self) -> Result<(usize, usize)> {
+    /// The server's message limit, messages per `Call` and documents per
+    /// request, asked once by `Health` (the defaults for a server that
+    /// does not say), so that the client's size checks and splits agree
+    /// with the server.
+    fn limits(&mut self) -> Result<Limits> {
         if let Some(limits) = self.limits {
             return Ok(limits);
         }
@@ -239,10 +240,11 @@ impl NetworkBackend {
                 .filter(|n| *n > 0)
                 .unwrap_or(default)
         };
-        let limits = (
-            or(health.max_message_bytes, DEFAULT_MAX_MESSAGE),
-            or(health.max_messages_per_call, MESSAGES_PER_CALL),
-        );
+        let limits = Limits {
+            message: or(health.max_message_bytes, DEFAULT_MAX_MESSAGE),
+            per_call: or(health.max_messages_per_call, MESSAGES_PER_CALL),
+            documents: or(health.max_documents_per_request, DOCUMENTS_PER_REQUEST),
+        };
         self.limits = Some(limits);
         Ok(limits)
     }
@@ -389,7 +391,11 @@ impl Backend for NetworkBackend {
     }
 
     fn max_message(&mut self) -> Result<Option<usize>> {
-        Ok(Some(self.limits()?.0))
+        Ok(Some(self.limits()?.message))
+    }
+
+    fn max_documents(&mut self) -> Result<Option<usize>> {
+        Ok(Some(self.limits()?.documents))
     }
 
     /// Sends the requests in as few `Call`s as fit the server's message
@@ -406,7 +412,11 @@ impl Backend for NetworkBackend {
         id: [u8; 16],
         requests: &[Vec<u8>],
     ) -> Result<Vec<Vec<u8>>> {
-        let (max_message, per_call) = self.limits()?;
+        let Limits {
+            message: max_message,
+            per_call,
+            ..
+        } = self.limits()?;
         let index = self.remote(index)?;
         let index = index.as_str();
         let mut responses = Vec::with_capacity(requests.len());
@@ -455,6 +465,21 @@ const CALL_OVERHEAD: usize = 64 << 10;
 const MESSAGE_OVERHEAD: usize = 16;
 /// Scheme messages in one `Call` (the server's default limit).
 const MESSAGES_PER_CALL: usize = 100_000;
+/// Documents per document request for a server that does not say (its
+/// default).
+const DOCUMENTS_PER_REQUEST: usize = 100_000;
+
+/// What the server accepts, from its `Health`.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// Bytes of one gRPC message.
+    message: usize,
+    /// Scheme messages in one `Call`.
+    per_call: usize,
+    /// Documents one document request names.
+    documents: usize,
+}
+
 /// The server's message limit when it does not say (its default).
 pub(crate) const DEFAULT_MAX_MESSAGE: usize = 64 << 20;
 

@@ -30,7 +30,17 @@ impl Server {
         certs: sesame_server::certs::GeneratedCerts,
         token: String,
     ) -> Self {
+        Self::start_with(store, certs, token, |_| {})
+    }
+
+    fn start_with(
+        store: Arc<dyn Store>,
+        certs: sesame_server::certs::GeneratedCerts,
+        token: String,
+        configure: impl FnOnce(&mut ServerConfig),
+    ) -> Self {
         let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        configure(&mut config);
         config.tls = Some(TlsFiles {
             cert_pem: certs.cert_pem.clone().into_bytes(),
             key_pem: certs.key_pem.clone().into_bytes(),
@@ -226,4 +236,37 @@ fn every_range_protocol_serves_a_table_over_tls() {
 fn a_static_and_a_backward_private_keyword_scheme_serve_a_table_over_tls() {
     run("bplus-lewi-wu", "pibas", 400);
     run("pope", "aura", 401);
+}
+
+#[test]
+fn an_import_larger_than_the_servers_documents_per_request_is_split() {
+    // A server that takes at most 16 documents per request: a batch of
+    // 100 records is stored, and read back, in several requests.
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let server = Server::start_with(Arc::new(MemoryStore::new()), certs, token, |c| {
+        c.limits.max_documents_per_request = 16;
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = NetworkBackend::connect(&server.binding()).unwrap();
+    backend
+        .create_index(DEFAULT_INDEX, "fast", &Params::new())
+        .unwrap();
+    let p = Profile::create_with_kdf(
+        tmp.path().join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap();
+    p.bind_server(&server.binding()).unwrap();
+    let mut table = Table::create(&p, "t", schema("bplus-clww", "fast")).unwrap();
+    let mut oracle = Oracle::new();
+    let mut rng = StdRng::seed_from_u64(9);
+    insert(&mut table, &mut oracle, &mut rng, 0..100);
+    assert_eq!(table.len(), 100);
+    let all = table.query("v between -512 and 511", None).unwrap();
+    assert_eq!(all.records.len(), 100);
+    check(&mut table, &oracle, &mut rng, "16 documents per request");
 }

@@ -458,6 +458,7 @@ fn health(
         store: engine.store().backend().into(),
         max_message_bytes: engine.limits().max_message_bytes as u64,
         max_messages_per_call: engine.limits().max_messages_per_call as u64,
+        max_documents_per_request: engine.limits().max_documents_per_request as u64,
         schemes: sesame_schemes::all()
             .iter()
             .filter(|s| s.hosted())

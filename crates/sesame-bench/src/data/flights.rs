@@ -123,6 +123,23 @@ impl Flights {
     }
 }
 
+impl Flights {
+    /// The text column `name` (`carrier`, `origin`, ...), cells as
+    /// written (quotes removed).
+    pub fn text_column(&self, name: &str) -> Result<Vec<String>, BenchError> {
+        let at = self.header.iter().position(|h| h == name).ok_or_else(|| {
+            BenchError::InvalidArgument(format!(
+                "flights has no column {name:?} (columns: {})",
+                self.header.join(", ")
+            ))
+        })?;
+        Ok(self
+            .rows()
+            .map(|line| split(line).get(at).cloned().unwrap_or_default())
+            .collect())
+    }
+}
+
 /// Splits one CSV line; quoted cells lose their quotes.
 fn split(line: &str) -> Vec<String> {
     if !line.contains('"') {

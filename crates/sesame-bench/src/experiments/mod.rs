@@ -7,6 +7,7 @@ pub mod ore;
 pub mod range;
 pub mod server;
 pub mod sse_static;
+pub mod tables;
 pub mod uedsse;
 pub mod verify;
 pub mod verify_kpr12;

@@ -55,6 +55,8 @@ pub enum Phase {
     Fetching,
     /// Building or updating the encrypted index.
     Indexing,
+    /// Records of an import inserted into a table, all indexes included.
+    Imported,
 }
 
 impl std::fmt::Display for Phase {
@@ -64,6 +66,7 @@ impl std::fmt::Display for Phase {
             Phase::Storing => "storing",
             Phase::Fetching => "fetching",
             Phase::Indexing => "indexing",
+            Phase::Imported => "imported",
         })
     }
 }
@@ -207,6 +210,8 @@ pub struct Session {
     intents: IntentFiles,
     /// The server's message limit, if it has one.
     pub(crate) max_message: Option<usize>,
+    /// Documents one document request may name.
+    pub(crate) max_documents: usize,
     /// The keywords of a stored document's content (for deletions,
     /// rebuilds and checks): the tokenizer for files, the table's
     /// schema for records.
@@ -267,6 +272,10 @@ impl Session {
                 path: state_path.clone(),
             })?;
         let max_message = backend.max_message()?;
+        let max_documents = backend
+            .max_documents()?
+            .unwrap_or(crate::documents::DOCS_PER_REQUEST)
+            .clamp(1, crate::documents::DOCS_PER_REQUEST);
         let mut session = Session {
             index: index.to_owned(),
             profile_id: profile.id().to_owned(),
@@ -281,6 +290,7 @@ impl Session {
             rng: OsRng,
             intents: profile.intent_files(index),
             max_message,
+            max_documents,
             extract: std::sync::Arc::new(|c: &[u8]| crate::tokenize::tokenize_bytes(c)),
             intent_docs: INTENT_DOCS,
             _lock: lock,

@@ -18,8 +18,8 @@ use crate::error::{ClientError, Result};
 use crate::session::{Phase, Progress};
 use crate::table::{InsertReport, Record, Table};
 
-/// Records per insertion of an import (a static keyword scheme takes the
-/// whole file in one, as each insertion rebuilds its index).
+/// Records per insertion of an import (a static keyword scheme, and a
+/// table with an empty range index, take the whole file in one).
 pub const IMPORT_BATCH: usize = 20_000;
 
 /// The format of a file to import.
@@ -232,7 +232,10 @@ impl Table {
         let ignored_columns: Vec<String> = columns.difference(&known).cloned().collect();
 
         // Second pass: insert in batches.
-        let batch_size = if self.keyword_index().rebuilds() {
+        // One batch when a range index is empty: its protocol's `build`
+        // then takes every record at once (Kerschbaum-Tueno's insertions
+        // rewrite its whole array, its build writes it once).
+        let batch_size = if self.keyword_index().rebuilds() || self.has_empty_range() {
             usize::MAX
         } else {
             IMPORT_BATCH
@@ -244,14 +247,14 @@ impl Table {
         };
         let mut batch = Vec::new();
         let mut flush = |table: &mut Table, batch: &mut Vec<Record>, done: usize| -> Result<()> {
-            let r = table.insert(std::mem::take(batch), &mut |_| {})?;
+            let r = table.insert(std::mem::take(batch), &mut *progress)?;
             report.insert.inserted += r.inserted;
             report.insert.replaced += r.replaced;
             report.insert.unchanged += r.unchanged;
             report.insert.rebuilt |= r.rebuilt;
             report.insert.resumed += r.resumed;
             progress(Progress {
-                phase: Phase::Indexing,
+                phase: Phase::Imported,
                 done: done as u64,
                 total,
             });

@@ -410,6 +410,12 @@ impl Table {
         self.len() == 0
     }
 
+    /// Whether a range index holds no record (its next insertion is a
+    /// batch build).
+    pub(crate) fn has_empty_range(&self) -> bool {
+        self.state.ranges.iter().any(|r| r.records == 0)
+    }
+
     /// The meter every index of the table reports to.
     pub fn meter(&self) -> &Meter {
         self.rows.meter()
