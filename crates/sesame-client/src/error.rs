@@ -115,6 +115,13 @@ pub enum ClientError {
     /// A table of that name exists.
     #[error("a table named {0:?} already exists")]
     TableExists(String),
+    /// A verifying index's answer did not verify: the server dropped,
+    /// added, replayed or altered a result.
+    #[error(
+        "the server's answer did not verify (index {0}): it dropped, added, replayed or altered \
+         a result, so nothing of it was used"
+    )]
+    AnswerNotVerified(String),
     /// No document has this identifier.
     #[error("no document with id {0}")]
     UnknownDocument(u64),

@@ -46,11 +46,13 @@ mod plan;
 pub mod query;
 mod ranges;
 pub mod schema;
+mod verified;
 
 pub use plan::{Access, Plan};
 pub use schema::{Field, FieldType, Schema, Value};
 
 use ranges::{RangeIndex, RangeState};
+use verified::{GroupIndex, GroupState};
 
 /// Directory of a profile's table states.
 pub const TABLE_DIR: &str = "tables";
@@ -116,6 +118,8 @@ pub struct Step {
 struct TableState {
     schema: Schema,
     ranges: Vec<RangeState>,
+    /// The verified group's index, if the schema has one.
+    group: Option<GroupState>,
     /// The next position given to a record inserted without a key.
     next_row: u64,
 }
@@ -129,6 +133,7 @@ pub struct Table {
     state: TableState,
     rows: Session,
     ranges: Vec<RangeIndex>,
+    group: Option<GroupIndex>,
     rng: OsRng,
     /// Range fields whose index opening the table rebuilt.
     repaired: Vec<String>,
@@ -164,6 +169,10 @@ fn rows_index(name: &str) -> String {
 
 fn range_index(name: &str, position: usize) -> String {
     format!("t-{name}-{position}")
+}
+
+fn group_index(name: &str) -> String {
+    format!("t-{name}-v")
 }
 
 fn table_path(profile: &Profile, name: &str) -> PathBuf {
@@ -268,6 +277,19 @@ impl Table {
                 ranges.push(index);
             }
         }
+        let (group, group_state) = if schema.verified.is_some() {
+            let g = GroupIndex::fresh(&schema, &mut rng)?;
+            let state = GroupState {
+                index: group_index(name),
+                generation: 0,
+                client: g.client.save_state()?,
+                stale: 0,
+                dirty: false,
+            };
+            (Some(g), Some(state))
+        } else {
+            (None, None)
+        };
         let rows = rows_index(name);
         profile.create_index(&rows, &schema.equality.scheme, &keyword_params)?;
         let made = (|| {
@@ -282,6 +304,11 @@ impl Table {
                     &index.params,
                 )?;
             }
+            if let (Some(g), Some(state)) = (&group, &group_state) {
+                session
+                    .backend
+                    .ensure_index(&state.index, g.entry.descriptor.name, &g.params)?;
+            }
             crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
             let mut table = Table {
                 name: name.to_owned(),
@@ -290,10 +317,12 @@ impl Table {
                 state: TableState {
                     schema,
                     ranges: states,
+                    group: group_state,
                     next_row: 0,
                 },
                 rows: session,
                 ranges,
+                group,
                 rng,
                 repaired: Vec::new(),
             };
@@ -350,6 +379,10 @@ impl Table {
                 .ok_or_else(corrupt)?;
             ranges.push(RangeIndex::restore(position, field, rs)?);
         }
+        let group = match &state.group {
+            Some(g) => Some(GroupIndex::restore(&state.schema, g)?),
+            None => None,
+        };
         let mut table = Table {
             name: name.to_owned(),
             path,
@@ -357,6 +390,7 @@ impl Table {
             state,
             rows,
             ranges,
+            group,
             rng: OsRng,
             repaired: Vec::new(),
         };
@@ -378,10 +412,70 @@ impl Table {
         let dirty: Vec<usize> = (0..self.ranges.len())
             .filter(|&i| self.state.ranges.get(i).is_some_and(|r| r.dirty))
             .collect();
-        if dirty.is_empty() {
-            return Ok(Vec::new());
+        let group_dirty = self.state.group.as_ref().is_some_and(|g| g.dirty);
+        let mut repaired = Vec::new();
+        if !dirty.is_empty() {
+            repaired = self.rebuild_ranges(&dirty, &mut |_| {})?;
         }
-        self.rebuild_ranges(&dirty, &mut |_| {})
+        if group_dirty {
+            self.rebuild_group()?;
+            repaired.push("[verified]".into());
+        }
+        Ok(repaired)
+    }
+
+    /// Every record with its identifier, in insertion order.
+    fn fetch_all(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<Vec<(DocId, Record)>> {
+        let docs: Vec<DocumentInfo> = self.rows.state.catalog.values().cloned().collect();
+        let mut all: Vec<(DocId, Record)> = Vec::with_capacity(docs.len());
+        self.rows
+            .fetch_documents(&docs, Phase::Fetching, progress, &mut |doc, r| {
+                let record = r.and_then(|r| {
+                    wire::decode::<Record>(&r.content)
+                        .map_err(|_| ClientError::DocumentCorrupt(doc.id))
+                })?;
+                all.push((doc.id, record));
+                Ok(())
+            })?;
+        Ok(all)
+    }
+
+    /// Rebuilds the verified group's index from the records: a fresh
+    /// client (fresh keys) uploads every record into a new generation, the
+    /// state switches to it, the old generations are dropped.
+    fn rebuild_group(&mut self) -> Result<()> {
+        let Some(old) = self.state.group.clone() else {
+            return Ok(());
+        };
+        let all = self.fetch_all(&mut |_| {})?;
+        let mut fresh = GroupIndex::fresh(&self.state.schema, &mut self.rng)?;
+        let docs: Vec<_> = all
+            .iter()
+            .map(|(id, r)| fresh.document(&self.state.schema, *id, &r.values))
+            .collect();
+        let generation = old.generation + 1;
+        let mut target = GroupState {
+            index: old.index.clone(),
+            generation,
+            client: Vec::new(),
+            stale: 0,
+            dirty: false,
+        };
+        self.rows
+            .backend
+            .drop_other_generations(&old.index, old.generation)?;
+        let mut channel = fresh.transaction(self.rows.backend.as_mut(), &target)?;
+        fresh.upload(&mut self.rng, channel.as_mut(), &docs, true)?;
+        channel.commit()?;
+        target.client = fresh.client.save_state()?;
+        self.group = Some(fresh);
+        self.state.group = Some(target);
+        self.save()?;
+        let _ = self
+            .rows
+            .backend
+            .drop_other_generations(&old.index, generation);
+        Ok(())
     }
 
     /// The range fields whose index was rebuilt from the records when the
@@ -438,7 +532,17 @@ impl Table {
             state.client = index.client.save_state()?;
             state.dirty = dirty;
         }
+        if let (Some(g), Some(state)) = (&self.group, self.state.group.as_mut()) {
+            state.client = g.client.save_state()?;
+            state.dirty = dirty;
+        }
         self.save()
+    }
+
+    /// Whether the table has indexes besides the keyword index (range
+    /// indexes, a verified group), whose operations are marked dirty.
+    fn has_side_indexes(&self) -> bool {
+        !self.ranges.is_empty() || self.group.is_some()
     }
 
     /// Reads the cells of one record (`(field, text)` pairs; a field
@@ -562,7 +666,7 @@ impl Table {
                 });
             }
         }
-        if !self.ranges.is_empty() {
+        if self.has_side_indexes() {
             self.save_ranges(true)?;
         }
         let added = self.rows.put_items(items, progress)?;
@@ -571,8 +675,17 @@ impl Table {
         report.unchanged = added.unchanged;
         report.rebuilt = added.rebuilt;
         report.resumed += added.resumed;
-        if self.ranges.is_empty() {
+        if !self.has_side_indexes() {
             return Ok(report);
+        }
+        if self.group.is_some() {
+            let fresh: Vec<(DocId, &Record)> = added
+                .added
+                .iter()
+                .chain(&added.replaced)
+                .filter_map(|d| by_key.get(&d.path).map(|r| (d.id, r)))
+                .collect();
+            self.apply_group(&fresh, added.removed.len() as u64)?;
         }
         let mut deletes: Vec<(DocId, Vec<Option<u64>>)> = Vec::new();
         for doc in &added.removed {
@@ -587,7 +700,40 @@ impl Table {
             }
         }
         self.apply_ranges(&deletes, &inserts, progress)?;
+        self.compact_group()?;
         Ok(report)
+    }
+
+    /// Uploads new records to the verified group's index (one
+    /// transaction), and counts `stale` entries of records gone. The
+    /// caller saves the state.
+    fn apply_group(&mut self, fresh: &[(DocId, &Record)], stale: u64) -> Result<()> {
+        let (Some(group), Some(state)) = (self.group.as_mut(), self.state.group.as_mut()) else {
+            return Ok(());
+        };
+        state.stale += stale;
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let docs: Vec<_> = fresh
+            .iter()
+            .map(|(id, r)| group.document(&self.state.schema, *id, &r.values))
+            .collect();
+        let mut channel = group.transaction(self.rows.backend.as_mut(), state)?;
+        group.upload(&mut self.rng, channel.as_mut(), &docs, false)?;
+        channel.commit()?;
+        Ok(())
+    }
+
+    /// Rebuilds the verified group's index when more than half of its
+    /// entries belong to records no longer in the table (the protocol
+    /// has no deletion).
+    fn compact_group(&mut self) -> Result<()> {
+        let stale = self.state.group.as_ref().map_or(0, |g| g.stale);
+        if stale > 0 && stale as usize > self.len() {
+            self.rebuild_group()?;
+        }
+        Ok(())
     }
 
     /// The encoded values of a record's range fields, in range index
@@ -708,17 +854,7 @@ impl Table {
         which: &[usize],
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<String>> {
-        let docs: Vec<DocumentInfo> = self.rows.state.catalog.values().cloned().collect();
-        let mut all: Vec<(DocId, Record)> = Vec::with_capacity(docs.len());
-        self.rows
-            .fetch_documents(&docs, Phase::Fetching, progress, &mut |doc, r| {
-                let record = r.and_then(|r| {
-                    wire::decode::<Record>(&r.content)
-                        .map_err(|_| ClientError::DocumentCorrupt(doc.id))
-                })?;
-                all.push((doc.id, record));
-                Ok(())
-            })?;
+        let all = self.fetch_all(progress)?;
         let mut rebuilt = Vec::new();
         for &i in which {
             let (Some(index), Some(state)) = (self.ranges.get(i), self.state.ranges.get(i)) else {
@@ -842,6 +978,29 @@ impl Table {
                         leakage: index.protocol.descriptor.leakage.to_owned(),
                     }
                 }
+                Access::Verified(terms) => {
+                    let (g, state) = self
+                        .group
+                        .as_ref()
+                        .zip(self.state.group.as_ref())
+                        .ok_or_else(|| {
+                            ClientError::InvalidArgument("the verified group vanished".into())
+                        })?;
+                    let d = g.entry.descriptor;
+                    Step {
+                        predicate: predicate.to_owned(),
+                        field: field.name.clone(),
+                        index: format!("verified group {}", state.index),
+                        scheme: d.name.to_owned(),
+                        request: format!(
+                            "one token for the conjunction of {} equalit{}; the server tests \
+                             every record and proves each verdict, which the client checks",
+                            terms.len(),
+                            if terms.len() == 1 { "y" } else { "ies" }
+                        ),
+                        leakage: d.leakage.to_owned(),
+                    }
+                }
                 Access::Nothing => Step {
                     predicate: predicate.to_owned(),
                     field: field.name.clone(),
@@ -880,11 +1039,15 @@ impl Table {
                 self.save_ranges(false)?;
             }
         }
-        let ids = ids?;
-        let total = ids.len();
-        let docs: Vec<DocumentInfo> = ids
+        // An identifier the catalog lacks belongs to a record deleted or
+        // replaced (an index without deletion still holds it).
+        let matching: Vec<DocumentInfo> = ids?
             .iter()
             .filter_map(|id| self.rows.state.catalog.get(id).cloned())
+            .collect();
+        let total = matching.len();
+        let docs: Vec<DocumentInfo> = matching
+            .into_iter()
             .take(limit.unwrap_or(usize::MAX))
             .collect();
         let records = self.fetch_records(&docs)?;
@@ -898,12 +1061,34 @@ impl Table {
     fn matching_ids(&mut self, plan: &Plan) -> Result<BTreeSet<DocId>> {
         let ranges = &mut self.ranges;
         let states = &self.state.ranges;
+        let group = &mut self.group;
+        let group_state = &self.state.group;
         let rows = &mut self.rows;
         let rng = &mut self.rng;
+        let rows_name = rows_index(&self.name);
         plan.evaluate(&mut |field, access| match access {
             Access::Keyword(k) => {
-                let hits = rows.answer(&Query::Exact(k.clone().into_bytes()))?;
+                let hits = match rows.answer(&Query::Exact(k.clone().into_bytes())) {
+                    Ok(h) => h,
+                    // A verifying keyword scheme (KPR12) says so when the
+                    // server's answer does not match its root.
+                    Err(ClientError::Core(sesame_core::Error::Crypto)) => {
+                        return Err(ClientError::AnswerNotVerified(rows_name.clone()))
+                    }
+                    Err(e) => return Err(e),
+                };
                 Ok(hits.documents.iter().map(|d| d.id).collect())
+            }
+            Access::Verified(terms) => {
+                let (Some(g), Some(state)) = (group.as_mut(), group_state.as_ref()) else {
+                    return Err(ClientError::InvalidArgument(
+                        "the verified group's index vanished".into(),
+                    ));
+                };
+                let mut channel = g.channel(rows.backend.as_mut(), state)?;
+                Ok(g.search(rng, channel.as_mut(), terms, &state.index)?
+                    .into_iter()
+                    .collect())
             }
             Access::Range { lo, hi } => {
                 let Some(i) = ranges.iter().position(|r| r.field == field) else {
@@ -948,8 +1133,7 @@ impl Table {
         let answer_ids = {
             let plan = self.plan(text)?;
             self.recover()?;
-            let writes = !self.ranges.is_empty();
-            if writes {
+            if self.has_side_indexes() {
                 self.save_ranges(true)?;
             }
             self.matching_ids(&plan)?
@@ -959,7 +1143,7 @@ impl Table {
             .filter_map(|id| self.rows.state.catalog.get(id).cloned())
             .collect();
         if docs.is_empty() {
-            if !self.ranges.is_empty() {
+            if self.has_side_indexes() {
                 self.save_ranges(false)?;
             }
             return Ok(0);
@@ -971,12 +1155,14 @@ impl Table {
         };
         let names: Vec<String> = docs.iter().map(|d| d.id.to_string()).collect();
         self.rows.remove_documents(&names)?;
-        if !self.ranges.is_empty() {
+        if self.has_side_indexes() {
+            self.apply_group(&[], docs.len() as u64)?;
             let deletes: Vec<(DocId, Vec<Option<u64>>)> = docs
                 .iter()
                 .filter_map(|d| old.get(&d.id).map(|v| (d.id, v.clone())))
                 .collect();
             self.apply_ranges(&deletes, &[], &mut |_| {})?;
+            self.compact_group()?;
         }
         Ok(docs.len())
     }
@@ -993,6 +1179,9 @@ impl Table {
     pub fn drop_table(mut self, profile: &Profile) -> Result<()> {
         for state in &self.state.ranges {
             self.rows.backend.remove_index(&state.index)?;
+        }
+        if let Some(g) = &self.state.group {
+            self.rows.backend.remove_index(&g.index)?;
         }
         let rows = rows_index(&self.name);
         self.rows.backend.remove_index(&rows)?;

@@ -25,6 +25,10 @@ pub enum Access {
         /// Largest encoded value.
         hi: u64,
     },
+    /// A verified search of the table's verified group for records whose
+    /// group fields equal these values (field position in the group, the
+    /// value as [`Field::group_value`] encodes it).
+    Verified(Vec<(u32, Vec<u8>)>),
     /// Nothing can match (a bound outside the field's domain, an empty
     /// interval): nothing is sent.
     Nothing,
@@ -102,18 +106,104 @@ impl Plan {
     }
 }
 
-/// Plans `expr` over `schema`.
+/// Plans `expr` over `schema`. The equality predicates of one
+/// conjunction on fields of the verified group become one verified search.
 pub(crate) fn plan(schema: &Schema, expr: &Expr) -> Result<Plan> {
     match expr {
-        Expr::Pred(p) => leaf(schema, p),
-        Expr::And(a, b) => Ok(Plan::And(
-            Box::new(plan(schema, a)?),
-            Box::new(plan(schema, b)?),
-        )),
+        Expr::Pred(p) => match verified_term(schema, p)? {
+            Some(term) => Ok(verified_leaf(schema, vec![(p, term)])),
+            None => leaf(schema, p),
+        },
+        Expr::And(..) => {
+            let mut conjuncts = Vec::new();
+            flatten_and(expr, &mut conjuncts);
+            let mut group = Vec::new();
+            let mut rest = Vec::new();
+            for c in conjuncts {
+                match c {
+                    Expr::Pred(p) => match verified_term(schema, p)? {
+                        // A field asked twice (`a = 1 and a = 2`) is one
+                        // term of the group and one ordinary predicate.
+                        Some(term) if !group.iter().any(|(_, (j, _))| *j == term.0) => {
+                            group.push((p, term));
+                        }
+                        _ => rest.push(c),
+                    },
+                    other => rest.push(other),
+                }
+            }
+            let mut planned: Option<Plan> = None;
+            if !group.is_empty() {
+                planned = Some(verified_leaf(schema, group));
+            }
+            for c in rest {
+                let next = plan(schema, c)?;
+                planned = Some(match planned {
+                    Some(p) => Plan::And(Box::new(p), Box::new(next)),
+                    None => next,
+                });
+            }
+            planned.ok_or_else(|| ClientError::InvalidQuery("an empty conjunction".into()))
+        }
         Expr::Or(a, b) => Ok(Plan::Or(
             Box::new(plan(schema, a)?),
             Box::new(plan(schema, b)?),
         )),
+    }
+}
+
+fn flatten_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::And(a, b) => {
+            flatten_and(a, out);
+            flatten_and(b, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// The verified group's term for `p`, when it is an equality on a field of
+/// the group.
+fn verified_term(schema: &Schema, p: &Predicate) -> Result<Option<(u32, Vec<u8>)>> {
+    let (Op::Eq(l), Some(j)) = (&p.op, schema.group_position(&p.field)) else {
+        return Ok(None);
+    };
+    let Some(field) = schema.field(&p.field) else {
+        return Ok(None);
+    };
+    let v = literal_value(field, l)?;
+    Ok(Some((j, field.group_value(Some(&v)))))
+}
+
+fn verified_leaf(schema: &Schema, group: Vec<(&Predicate, (u32, Vec<u8>))>) -> Plan {
+    let text = group
+        .iter()
+        .map(|(p, _)| Expr::Pred((*p).clone()).to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let field = group
+        .first()
+        .and_then(|(p, _)| schema.fields.iter().position(|f| f.name == p.field))
+        .unwrap_or(0);
+    Plan::Leaf {
+        text,
+        field,
+        access: Access::Verified(group.into_iter().map(|(_, t)| t).collect()),
+    }
+}
+
+/// A literal read as a value of `field`.
+fn literal_value(field: &Field, l: &Literal) -> Result<Value> {
+    match (l, field.ty) {
+        (Literal::Number(_), crate::table::schema::FieldType::String) => {
+            Err(ClientError::InvalidQuery(format!(
+                "field {:?} is a string: quote the value",
+                field.name
+            )))
+        }
+        _ => field
+            .parse_literal(literal_text(l))
+            .map_err(|e| ClientError::InvalidQuery(e.to_string())),
     }
 }
 
@@ -164,19 +254,7 @@ fn leaf(schema: &Schema, p: &Predicate) -> Result<Plan> {
             askable(schema)
         ))
     };
-    let value = |l: &Literal| -> Result<Value> {
-        match (l, field.ty) {
-            (Literal::Number(_), crate::table::schema::FieldType::String) => {
-                Err(ClientError::InvalidQuery(format!(
-                    "field {:?} is a string: quote the value",
-                    field.name
-                )))
-            }
-            _ => field
-                .parse_literal(literal_text(l))
-                .map_err(|e| ClientError::InvalidQuery(e.to_string())),
-        }
-    };
+    let value = |l: &Literal| literal_value(field, l);
     let access = match &p.op {
         Op::Eq(l) => {
             let v = value(l)?;

@@ -47,6 +47,8 @@ use crate::error::{ClientError, Result};
 
 /// The default keyword scheme of a table's equality and prefix fields.
 pub const DEFAULT_EQUALITY: &str = "fast";
+/// The default scheme of a verified group.
+pub const DEFAULT_VERIFIED: &str = "si-sse-rv";
 /// The default range protocol of a range field.
 pub const DEFAULT_RANGE: &str = "bplus-lewi-wu";
 /// The default width of a range field's encoded values, in bits.
@@ -137,13 +139,18 @@ pub struct Field {
     pub range: Option<Binding>,
     /// Width of the encoded values of a range field, in bits.
     pub bits: u32,
+    /// Answers `=` through the table's verified group (see
+    /// [`Schema::verified`]).
+    pub verified: bool,
 }
 
 impl Field {
     /// The query kinds it answers, for messages.
     pub fn kinds(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
-        if self.equality || self.range.is_some() {
+        if self.verified {
+            out.push("= (verified)");
+        } else if self.equality || self.range.is_some() {
             out.push("=");
         }
         if self.range.is_some() {
@@ -259,6 +266,22 @@ impl Field {
         }
     }
 
+    /// A value as the verified group's field value: a tag byte (1 for a
+    /// value, 0 for none) and the value's canonical text.
+    pub fn group_value(&self, value: Option<&Value>) -> Vec<u8> {
+        match value {
+            None => vec![0],
+            Some(v) => {
+                let mut out = vec![1];
+                match v {
+                    Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+                    Value::Text(t) => out.extend_from_slice(t.as_bytes()),
+                }
+                out
+            }
+        }
+    }
+
     /// The keyword of `field like "prefix*"` in the keyword index.
     pub fn prefix_keyword(&self, prefix: &str) -> String {
         format!("{}^{prefix}", self.name)
@@ -292,6 +315,19 @@ pub struct Schema {
     pub nulls: Vec<String>,
     /// The fields, in the order written.
     pub fields: Vec<Field>,
+    /// A group of fields whose equality predicates are answered together,
+    /// and verified, by a conjunctive scheme (SI-SSE-RV).
+    pub verified: Option<VerifiedGroup>,
+}
+
+/// A verified group: fields and the conjunctive scheme that answers
+/// conjunctions of equalities over them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifiedGroup {
+    /// The fields, in the group's order.
+    pub fields: Vec<String>,
+    /// The conjunctive scheme (default [`DEFAULT_VERIFIED`]).
+    pub binding: Binding,
 }
 
 #[derive(Deserialize)]
@@ -301,6 +337,14 @@ struct RawSchema {
     equality: Option<RawBinding>,
     nulls: Option<Vec<String>>,
     fields: toml::map::Map<String, toml::Value>,
+    verified: Option<RawVerified>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVerified {
+    fields: Vec<String>,
+    scheme: Option<RawBinding>,
 }
 
 #[derive(Deserialize)]
@@ -391,11 +435,27 @@ impl Schema {
             })?;
             fields.push(Self::read_field(name, f)?);
         }
+        let verified = match raw.verified {
+            Some(g) => Some(VerifiedGroup {
+                fields: g.fields,
+                binding: match g.scheme {
+                    Some(b) => b.resolve("verified")?,
+                    None => Binding::new(DEFAULT_VERIFIED),
+                },
+            }),
+            None => None,
+        };
+        if let Some(g) = &verified {
+            for f in fields.iter_mut() {
+                f.verified = g.fields.contains(&f.name);
+            }
+        }
         let schema = Schema {
             key: raw.key,
             equality,
             nulls: raw.nulls.unwrap_or_else(|| vec![String::new()]),
             fields,
+            verified,
         };
         schema.check()?;
         Ok(schema)
@@ -476,6 +536,7 @@ impl Schema {
             prefix,
             range,
             bits,
+            verified: false,
         })
     }
 
@@ -510,6 +571,36 @@ impl Schema {
                     "equality scheme {:?} is not in the registry (see `sesame schemes`)",
                     self.equality.scheme
                 )))
+            }
+        }
+        if let Some(g) = &self.verified {
+            if g.fields.is_empty() {
+                return Err(bad("[verified] needs at least one field".into()));
+            }
+            let mut seen = BTreeSet::new();
+            for name in &g.fields {
+                if !seen.insert(name) {
+                    return Err(bad(format!("[verified] names {name:?} twice")));
+                }
+                if self.field(name).is_none() {
+                    return Err(bad(format!("[verified] field {name:?} is not a field")));
+                }
+            }
+            match sesame_schemes::get(&g.binding.scheme) {
+                Some(sesame_schemes::Scheme::Conjunctive(_)) => {}
+                Some(other) => {
+                    return Err(bad(format!(
+                        "[verified] scheme {:?} is a {} scheme, not a conjunctive scheme",
+                        g.binding.scheme,
+                        other.family()
+                    )))
+                }
+                None => {
+                    return Err(bad(format!(
+                        "[verified] scheme {:?} is not in the registry (see `sesame schemes`)",
+                        g.binding.scheme
+                    )))
+                }
             }
         }
         for name in std::iter::once(&self.equality.scheme).chain(
@@ -565,6 +656,14 @@ impl Schema {
         out.sort();
         out.dedup();
         out
+    }
+
+    /// The position of field `name` in the verified group.
+    pub fn group_position(&self, name: &str) -> Option<u32> {
+        self.verified
+            .as_ref()
+            .and_then(|g| g.fields.iter().position(|f| f == name))
+            .and_then(|p| u32::try_from(p).ok())
     }
 
     /// Whether any field is answered by the keyword index.
