@@ -11,10 +11,13 @@
 //!   deletions are the index's own updates, with its guarantees: pending
 //!   intents, exactly-once application, static schemes rebuilt;
 //! - each **range field** has a range protocol's index of its own
-//!   (`t-<table>-<n>`, see [`ranges`]), whose records are the encoded
-//!   value and the record's identifier.
+//!   (`t-<table>-<n>`, module `ranges`), whose records are the encoded
+//!   value and the record's identifier;
+//! - a **verified group** of fields (`t-<table>-v`, module `verified`) is
+//!   answered by a conjunctive scheme whose answers the client verifies
+//!   (SI-SSE-RV).
 //!
-//! A query ([`query`]) is planned ([`plan`]): every predicate goes to the
+//! A query ([`query`]) is planned (module `plan`): every predicate goes to the
 //! index that answers it, `and`/`or` combine identifier sets here, and the
 //! matching records are fetched and decrypted. The schema and the range
 //! clients' states are kept in `tables/<table>.table`, encrypted under

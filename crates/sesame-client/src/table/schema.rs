@@ -35,6 +35,15 @@
 //! range = { scheme = "pope", params = { } }
 //! ```
 //!
+//! A verified group (optional) names fields whose equalities are
+//! answered together, with proofs, by a conjunctive scheme:
+//!
+//! ```toml
+//! [verified]
+//! fields = ["carrier", "origin"]
+//! scheme = "si-sse-rv"       # default
+//! ```
+//!
 //! Field names are `[A-Za-z_][A-Za-z0-9_]*`. A field without `index` is
 //! stored in the record but answers no query.
 
