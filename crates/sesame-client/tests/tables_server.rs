@@ -157,10 +157,14 @@ fn check(table: &mut Table, oracle: &Oracle, rng: &mut StdRng, what: &str) {
 }
 
 fn run(range: &str, equality: &str, seed: u64) {
+    run_on(Arc::new(MemoryStore::new()), range, equality, seed);
+}
+
+fn run_on(store: Arc<dyn Store>, range: &str, equality: &str, seed: u64) {
     let what = format!("{range} / {equality}");
     let certs = sesame_server::certs::localhost().unwrap();
     let token = Tokens::generate(&mut OsRng);
-    let server = Server::start(Arc::new(MemoryStore::new()), certs, token);
+    let server = Server::start(store, certs, token);
     let tmp = tempfile::tempdir().unwrap();
     let backend = NetworkBackend::connect(&server.binding()).unwrap();
     backend
@@ -269,4 +273,36 @@ fn an_import_larger_than_the_servers_documents_per_request_is_split() {
     let all = table.query("v between -512 and 511", None).unwrap();
     assert_eq!(all.records.len(), 100);
     check(&mut table, &oracle, &mut rng, "16 documents per request");
+}
+
+#[test]
+fn a_table_is_served_from_postgresql() {
+    let Some(url) = std::env::var("SESAME_TEST_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("note: tables-over-PostgreSQL test skipped: SESAME_TEST_POSTGRES is not set");
+        return;
+    };
+    for (i, (range, equality)) in [("bplus-lewi-wu", "fast"), ("pope", "aura")]
+        .into_iter()
+        .enumerate()
+    {
+        let ns = format!(
+            "tables{}_{i}_{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let store = Arc::new(
+            sesame_store::PostgresStore::open(&format!("{url}{sep}namespace={ns}")).unwrap(),
+        );
+        run_on(store.clone(), range, equality, 500 + i as u64);
+        if let Ok(store) = Arc::try_unwrap(store) {
+            store.destroy().unwrap();
+        }
+    }
 }
