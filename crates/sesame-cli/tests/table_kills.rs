@@ -1,0 +1,213 @@
+//! `sesame import` and `sesame table delete` killed (SIGKILL) at random
+//! points, repeatedly, through the binary: every command run afterwards
+//! completes or repairs what was left, and the table converges to exactly
+//! the file's records, each once, with every range and equality query
+//! answering as the plaintext does. Bounded: a fixed number of rounds and
+//! kills, each command waited for at most a minute.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn sesame(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sesame"));
+    c.current_dir(dir)
+        .env_remove("SESAME_HOME")
+        .env("SESAME_PASSPHRASE", "kill passphrase")
+        .env("SESAME_KDF", "fast")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    let out = sesame(dir).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "sesame {args:?}: {err}");
+    out
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = run(dir, args);
+    assert!(
+        out.status.success(),
+        "sesame {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+const SCHEMA: &str = r#"
+key = "id"
+[fields.id]
+type = "integer"
+[fields.carrier]
+type = "string"
+index = ["equality"]
+[fields.v]
+type = "integer"
+index = ["range"]
+range = "RANGE"
+bits = 12
+"#;
+
+/// id -> (carrier, v)
+type Rows = BTreeMap<i64, (String, i64)>;
+
+fn write_csv(path: &Path, rows: &Rows) {
+    let mut text = String::from("id,carrier,v\n");
+    for (id, (c, v)) in rows {
+        text.push_str(&format!("{id},{c},{v}\n"));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The table's records, by key, from `sesame query ... --format csv`.
+fn table_rows(dir: &Path, query: &str) -> Vec<(i64, String, i64)> {
+    let out = ok(dir, &["--dir", "p", "query", "t", query, "--format", "csv"]);
+    out.lines()
+        .skip(1)
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            (
+                cells[0].parse().unwrap(),
+                cells[1].to_owned(),
+                cells[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn check(dir: &Path, rows: &Rows, rng: &mut ChaCha8Rng, what: &str) {
+    let all = table_rows(dir, "v between -2048 and 2047");
+    let mut seen = BTreeMap::new();
+    for (id, c, v) in &all {
+        assert!(
+            seen.insert(*id, (c.clone(), *v)).is_none(),
+            "{what}: record {id} twice"
+        );
+    }
+    assert_eq!(&seen, rows, "{what}: the table is not the file");
+    for _ in 0..3 {
+        let a: i64 = rng.gen_range(-60..60);
+        let b = a + rng.gen_range(0..40);
+        let mut got: Vec<i64> = table_rows(dir, &format!("v between {a} and {b}"))
+            .iter()
+            .map(|r| r.0)
+            .collect();
+        got.sort();
+        let want: Vec<i64> = rows
+            .iter()
+            .filter(|(_, (_, v))| a <= *v && *v <= b)
+            .map(|(k, _)| *k)
+            .collect();
+        assert_eq!(got, want, "{what}: v between {a} and {b}");
+        let c = ["UA", "B6", "AA"][rng.gen_range(0..3)];
+        let got = table_rows(dir, &format!("carrier = \"{c}\"")).len();
+        let want = rows.values().filter(|(x, _)| x == c).count();
+        assert_eq!(got, want, "{what}: carrier = {c}");
+    }
+}
+
+/// Runs `args`, killing it after a random delay below `typical`, up to
+/// three times in a row; returns how many were killed while running.
+fn interrupt(dir: &Path, args: &[&str], typical: Duration, rng: &mut ChaCha8Rng) -> u64 {
+    let mut kills = 0;
+    for _ in 0..rng.gen_range(1..=3) {
+        let delay = Duration::from_micros(rng.gen_range(0..typical.as_micros().max(1000) as u64));
+        let mut child = sesame(dir).args(args).spawn().unwrap();
+        std::thread::sleep(delay);
+        if child.try_wait().unwrap().is_none() {
+            kills += 1;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    kills
+}
+
+fn harness(range: &str, seed: u64) {
+    let site = tempfile::tempdir().unwrap();
+    let dir = site.path();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    ok(dir, &["init", "--dir", "p", "--scheme", "fast"]);
+    std::fs::write(dir.join("schema.toml"), SCHEMA.replace("RANGE", range)).unwrap();
+    ok(
+        dir,
+        &[
+            "--dir",
+            "p",
+            "table",
+            "create",
+            "t",
+            "--schema",
+            "schema.toml",
+        ],
+    );
+    let csv = dir.join("rows.csv");
+    let mut rows = Rows::new();
+    let mut next = 0i64;
+    let mut kills = 0;
+    let mut typical = Duration::from_millis(300);
+    for round in 0..10 {
+        // The file changes: new records, changed records, records gone.
+        for _ in 0..300 {
+            rows.insert(
+                next,
+                (
+                    ["UA", "B6", "AA"][rng.gen_range(0..3)].to_owned(),
+                    rng.gen_range(-100..100),
+                ),
+            );
+            next += 1;
+        }
+        for _ in 0..20 {
+            let k = rng.gen_range(0..next);
+            if let Some(r) = rows.get_mut(&k) {
+                r.1 = rng.gen_range(-100..100);
+            }
+        }
+        write_csv(&csv, &rows);
+        kills += interrupt(
+            dir,
+            &["--dir", "p", "import", "t", "rows.csv"],
+            typical,
+            &mut rng,
+        );
+        // A query after the kills completes or repairs what they left.
+        let _ = table_rows(dir, "v between -2048 and 2047");
+        let start = Instant::now();
+        ok(dir, &["--dir", "p", "import", "t", "rows.csv"]);
+        typical = start.elapsed();
+        let what = format!("{range}, round {round}");
+        // Deletions, interrupted too.
+        let cut: i64 = rng.gen_range(-100..-60);
+        let q = format!("v < {cut}");
+        kills += interrupt(
+            dir,
+            &["--dir", "p", "table", "delete", "t", &q],
+            typical,
+            &mut rng,
+        );
+        ok(dir, &["--dir", "p", "table", "delete", "t", &q]);
+        rows.retain(|_, (_, v)| *v >= cut);
+        // The file keeps the deleted records out from now on.
+        write_csv(&csv, &rows);
+        check(dir, &rows, &mut rng, &what);
+    }
+    eprintln!("table kills ({range}): {kills} commands killed while running");
+    assert!(kills > 0, "no command was killed while running");
+}
+
+#[test]
+fn imports_and_deletes_killed_at_random_converge() {
+    harness("bplus-lewi-wu", 1);
+    harness("pope", 2);
+}
