@@ -38,8 +38,9 @@ impl std::fmt::Debug for Overlay {
 }
 
 impl Overlay {
-    /// A transaction on the keys of `base` under `prefix`, buffering at
-    /// most `limit` bytes of writes (beyond, writes fail and
+    /// A transaction on the keys of `base` under `prefix`, holding at
+    /// most `limit` bytes of buffered keys and values (a key written again
+    /// counts once, at its latest size; beyond the limit, writes fail and
     /// [`Overlay::over_limit`] is set).
     pub fn new(base: Arc<dyn Store>, prefix: Vec<u8>, limit: usize) -> Self {
         Overlay {
@@ -136,15 +137,24 @@ impl Store for Overlay {
         if batch.is_empty() {
             return Ok(());
         }
-        let added: usize = batch
-            .ops()
-            .iter()
-            .map(|op| match op {
-                WriteOp::Put { key, value } => key.len() + value.len(),
-                WriteOp::Delete { key } => key.len(),
-            })
-            .sum();
-        let total = self.bytes.load(Ordering::Acquire).saturating_add(added);
+        // The limit bounds what the overlay holds: a key written again
+        // replaces its earlier value, so only the difference counts.
+        let mut pending = self.lock();
+        let held = |key: &[u8], value: Option<&Vec<u8>>| key.len() + value.map_or(0, Vec::len);
+        let mut total = self.bytes.load(Ordering::Acquire);
+        let mut seen: BTreeMap<&[u8], usize> = BTreeMap::new();
+        for op in batch.ops() {
+            let (key, size) = match op {
+                WriteOp::Put { key, value } => (key.as_slice(), key.len() + value.len()),
+                WriteOp::Delete { key } => (key.as_slice(), key.len()),
+            };
+            let before = match seen.get(key) {
+                Some(&s) => s,
+                None => pending.get(key).map_or(0, |v| held(key, v.as_ref())),
+            };
+            seen.insert(key, size);
+            total = total.saturating_sub(before).saturating_add(size);
+        }
         if total > self.limit {
             self.over_limit.store(true, Ordering::Release);
             return Err(Error::InvalidArgument(format!(
@@ -153,7 +163,6 @@ impl Store for Overlay {
             )));
         }
         self.io.batch(&batch);
-        let mut pending = self.lock();
         for op in batch.into_ops() {
             match op {
                 WriteOp::Put { key, value } => pending.insert(key, Some(value)),
@@ -249,5 +258,20 @@ mod tests {
         o.put(b"k", b"12345").unwrap();
         assert!(o.put(b"l", b"123456789").is_err());
         assert!(o.over_limit());
+    }
+
+    #[test]
+    fn the_limit_counts_what_is_held_not_what_was_overwritten() {
+        // A protocol that rewrites the same keys (Path ORAM rewrites a
+        // path on every access) holds one value per key.
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let o = Overlay::new(base, b"p/".to_vec(), 100);
+        for i in 0..50u8 {
+            o.put(b"k", &[i; 60]).unwrap();
+        }
+        o.delete(b"k").unwrap();
+        o.put(b"l", &[1; 90]).unwrap();
+        assert!(!o.over_limit());
+        assert!(o.put(b"m", &[1; 20]).is_err());
     }
 }

@@ -564,6 +564,8 @@ fn run_one(
     }
     if let Some(t) = tls {
         t.server.shutdown().map_err(|e| err("server", e))?;
+        drop(t.store);
+        let _ = std::fs::remove_file(ctx.work_dir.join(format!("tables-server-{protocol}.redb")));
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok((row, lat))
