@@ -506,15 +506,24 @@ impl SetupChannel for Transaction {
 /// scheme's server writes every key once, so a different value under a
 /// stored key means two clients updated from the same state.
 fn check_write_once(store: &dyn Store, batch: &WriteBatch) -> Result<()> {
-    for op in batch.ops() {
-        if let sesame_core::WriteOp::Put { key, value } = op {
-            if let Some(old) = store.get(key)? {
-                if &old != value {
-                    return Err(ClientError::Conflict(
-                        "the update would overwrite index entries written by another update                          (was this profile copied and used in two places?)"
-                            .into(),
-                    ));
-                }
+    let puts: Vec<(&[u8], &Vec<u8>)> = batch
+        .ops()
+        .iter()
+        .filter_map(|op| match op {
+            sesame_core::WriteOp::Put { key, value } => Some((key.as_slice(), value)),
+            sesame_core::WriteOp::Delete { .. } => None,
+        })
+        .collect();
+    // One read transaction per chunk, not one per key.
+    for chunk in puts.chunks(4096) {
+        let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| *k).collect();
+        for ((_, value), old) in chunk.iter().zip(store.get_many(&keys)?) {
+            if old.is_some_and(|old| &old != *value) {
+                return Err(ClientError::Conflict(
+                    "the update would overwrite index entries written by another update \
+                     (was this profile copied and used in two places?)"
+                        .into(),
+                ));
             }
         }
     }

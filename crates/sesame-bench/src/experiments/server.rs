@@ -322,7 +322,30 @@ impl Backing {
     }
 }
 
-fn postgres_url() -> Option<String> {
+/// A server on a free loopback port over TLS (`certs`), with one tenant
+/// `bench` whose token is `token`, over `store`.
+pub(crate) fn loopback_server(
+    certs: &sesame_server::certs::GeneratedCerts,
+    token: &str,
+    store: Arc<dyn Store>,
+) -> Result<RunningServer, BenchError> {
+    let mut config = ServerConfig::new(
+        "127.0.0.1:0"
+            .parse()
+            .map_err(|_| BenchError::InvalidArgument("address".into()))?,
+    );
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.clone().into_bytes(),
+        key_pem: certs.key_pem.clone().into_bytes(),
+    });
+    config.tokens = Tokens::new()
+        .with("bench", token)
+        .map_err(BenchError::InvalidArgument)?;
+    RunningServer::start(config, store)
+        .map_err(|e| BenchError::InvalidArgument(format!("server: {e}")))
+}
+
+pub(crate) fn postgres_url() -> Option<String> {
     ["SESAME_BENCH_POSTGRES", "SESAME_TEST_POSTGRES"]
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
@@ -394,20 +417,7 @@ impl Experiment for Server {
         for (store_name, make) in &backings {
             for &clients in &plan.clients {
                 let backing = make()?;
-                let mut config = ServerConfig::new(
-                    "127.0.0.1:0"
-                        .parse()
-                        .map_err(|_| BenchError::InvalidArgument("address".into()))?,
-                );
-                config.tls = Some(TlsFiles {
-                    cert_pem: certs.cert_pem.clone().into_bytes(),
-                    key_pem: certs.key_pem.clone().into_bytes(),
-                });
-                config.tokens = Tokens::new()
-                    .with("bench", &token)
-                    .map_err(BenchError::InvalidArgument)?;
-                let server = RunningServer::start(config, backing.store())
-                    .map_err(|e| BenchError::InvalidArgument(format!("server: {e}")))?;
+                let server = loopback_server(&certs, &token, backing.store())?;
                 let client = ClientConfig::new(server.url(), token.clone())
                     .with_ca(certs.ca_pem.clone().into_bytes());
                 let phases = run_clients(&client, clients, &plan, ctx.seed);

@@ -333,12 +333,6 @@ fn bytes_under(store: &dyn Store, prefixes: &[Vec<u8>]) -> Result<Vec<u64>, Benc
         .collect())
 }
 
-fn postgres_url() -> Option<String> {
-    ["SESAME_BENCH_POSTGRES", "SESAME_TEST_POSTGRES"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
-}
-
 /// The same rows and queries in plaintext PostgreSQL.
 fn postgres(url: &str, rows: &[Flight], qs: &[Query]) -> Result<(f64, Latencies), BenchError> {
     use std::str::FromStr;
@@ -425,28 +419,14 @@ struct Tls {
 }
 
 fn start_server(ctx: &Ctx, name: &str) -> Result<Tls, BenchError> {
-    use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
     let certs = sesame_server::certs::localhost().map_err(BenchError::InvalidArgument)?;
-    let token = Tokens::generate(&mut rand::rngs::OsRng);
+    let token = sesame_server::Tokens::generate(&mut rand::rngs::OsRng);
     let path = ctx.work_dir.join(format!("tables-server-{name}.redb"));
     let _ = std::fs::remove_file(&path);
     let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(
         sesame_store::RedbStore::open(&path).map_err(|e| err("open redb store", e))?,
     );
-    let mut config = ServerConfig::new(
-        "127.0.0.1:0"
-            .parse()
-            .map_err(|_| BenchError::InvalidArgument("address".into()))?,
-    );
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.clone().into_bytes(),
-        key_pem: certs.key_pem.clone().into_bytes(),
-    });
-    config.tokens = Tokens::new()
-        .with("bench", &token)
-        .map_err(BenchError::InvalidArgument)?;
-    let server =
-        RunningServer::start(config, store.clone()).map_err(|e| err("start the server", e))?;
+    let server = super::server::loopback_server(&certs, &token, store.clone())?;
     let binding = sesame_client::ServerBinding {
         url: server.url(),
         token,
@@ -632,7 +612,7 @@ impl Experiment for Tables {
             oram_rows.len()
         ));
         let mut pg_p50: Vec<(usize, Latencies)> = Vec::new();
-        match postgres_url() {
+        match super::server::postgres_url() {
             Some(url) => {
                 for rows in [&all, &oram_rows] {
                     if pg_p50.iter().any(|(n, _)| *n == rows.len()) {

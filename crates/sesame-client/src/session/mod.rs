@@ -16,6 +16,8 @@
 
 use std::path::PathBuf;
 
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
 use rand_core::OsRng;
 use sesame_core::{Meter, QueryKind, SchemeDescriptor, SchemeKind};
 use sesame_crypto::Aes256GcmSiv;
@@ -35,10 +37,10 @@ mod queries;
 mod sync;
 
 /// Documents per pending intent of a dynamic scheme's updates.
-const INTENT_DOCS: usize = 64;
+const INTENT_DOCS: usize = 512;
 /// Bytes of requests per pending intent (one document's requests may be
 /// more: they are saved and sent together, in calls under the limit).
-const INTENT_BYTES: usize = 1 << 20;
+const INTENT_BYTES: usize = 8 << 20;
 /// Documents whose keywords `check` searches for.
 const CHECK_PROBES: usize = 32;
 
@@ -206,7 +208,9 @@ pub struct Session {
     pub(crate) state: IndexState,
     client: Box<dyn KeywordClient>,
     pub(crate) backend: Box<dyn Backend>,
-    pub(crate) rng: OsRng,
+    /// Keys, nonces and identifiers: ChaCha20 seeded from the operating
+    /// system, so that the updates' many draws make no system call each.
+    pub(crate) rng: ChaCha20Rng,
     intents: IntentFiles,
     /// The server's message limit, if it has one.
     pub(crate) max_message: Option<usize>,
@@ -287,7 +291,9 @@ impl Session {
             state,
             client,
             backend,
-            rng: OsRng,
+            rng: ChaCha20Rng::from_rng(OsRng).map_err(|e| {
+                ClientError::InvalidArgument(format!("the system's random source failed: {e}"))
+            })?,
             intents: profile.intent_files(index),
             max_message,
             max_documents,

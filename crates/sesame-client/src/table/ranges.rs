@@ -127,45 +127,33 @@ impl RangeIndex {
         !READ_ONLY_QUERIES.iter().any(|p| name.starts_with(p))
     }
 
-    /// A channel to generation `generation` of the index.
+    /// The protocol's server half over a store (for a backend that runs
+    /// it in this process).
+    fn server(&self) -> impl Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>> {
+        let protocol = self.protocol;
+        let params = self.params.clone();
+        move |store: Arc<dyn Store>| protocol.server(store, &params)
+    }
+
+    /// A channel to the index's generation in `state`.
     pub(crate) fn channel(
         &self,
         backend: &mut dyn Backend,
         state: &RangeState,
     ) -> Result<Box<dyn Channel>> {
-        let protocol = self.protocol;
-        let params = self.params.clone();
-        let make = move |store: Arc<dyn Store>| -> sesame_core::Result<Box<dyn Service>> {
-            protocol.server(store, &params)
-        };
-        backend.hosted_channel(
-            &state.index,
-            state.generation,
-            protocol.descriptor.name,
-            &make,
-        )
+        let name = self.protocol.descriptor.name;
+        backend.hosted_channel(&state.index, state.generation, name, &self.server())
     }
-}
 
-impl RangeIndex {
-    /// A transaction on generation `generation` of the index (see
+    /// A transaction on the index's generation in `state` (see
     /// [`Backend::hosted_transaction`]).
     pub(crate) fn transaction(
         &self,
         backend: &mut dyn Backend,
         state: &RangeState,
     ) -> Result<Box<dyn SetupChannel>> {
-        let protocol = self.protocol;
-        let params = self.params.clone();
-        let make = move |store: Arc<dyn Store>| -> sesame_core::Result<Box<dyn Service>> {
-            protocol.server(store, &params)
-        };
-        backend.hosted_transaction(
-            &state.index,
-            state.generation,
-            protocol.descriptor.name,
-            &make,
-        )
+        let name = self.protocol.descriptor.name;
+        backend.hosted_transaction(&state.index, state.generation, name, &self.server())
     }
 }
 

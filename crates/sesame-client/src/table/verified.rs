@@ -143,12 +143,8 @@ impl GroupIndex {
         backend: &mut dyn Backend,
         state: &GroupState,
     ) -> Result<Box<dyn Channel>> {
-        backend.hosted_channel(
-            &state.index,
-            state.generation,
-            self.entry.descriptor.name,
-            &self.server(),
-        )
+        let name = self.entry.descriptor.name;
+        backend.hosted_channel(&state.index, state.generation, name, &self.server())
     }
 
     /// A transaction on the index (for uploads).
@@ -157,12 +153,8 @@ impl GroupIndex {
         backend: &mut dyn Backend,
         state: &GroupState,
     ) -> Result<Box<dyn SetupChannel>> {
-        backend.hosted_transaction(
-            &state.index,
-            state.generation,
-            self.entry.descriptor.name,
-            &self.server(),
-        )
+        let name = self.entry.descriptor.name;
+        backend.hosted_transaction(&state.index, state.generation, name, &self.server())
     }
 
     /// A record's document for the group: its group fields' values.
