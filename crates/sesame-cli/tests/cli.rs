@@ -715,3 +715,96 @@ fn a_key_file_is_made_at_init_and_needed_after() {
         "does not use a key file",
     );
 }
+
+#[test]
+fn tables_from_the_command_line() {
+    let env = Env::new();
+    env.init("fast");
+    fs::write(
+        env.path("s.toml"),
+        "key = \"id\"\n[fields.id]\ntype = \"integer\"\n[fields.name]\ntype = \"string\"\n\
+         index = [\"equality\", \"prefix\"]\n[fields.price]\ntype = \"decimal\"\nscale = 2\n\
+         index = [\"range\"]\n",
+    )
+    .unwrap();
+    let out = env.ok(&["table", "create", "shop", "--schema", "s.toml"]);
+    assert!(out.contains("created table shop"), "{out}");
+    assert!(out.contains("range: bplus-lewi-wu"), "{out}");
+    fs::write(
+        env.path("rows.jsonl"),
+        "{\"id\": 1, \"name\": \"tea, green\", \"price\": 3.5}\n\
+         {\"id\": 2, \"name\": \"coffee\", \"price\": \"12.00\", \"note\": \"x\"}\n\
+         {\"id\": 3, \"name\": \"cocoa\", \"price\": null}\n",
+    )
+    .unwrap();
+    let out = env.ok(&["import", "shop", "rows.jsonl"]);
+    assert!(out.contains("read 3 records: inserted 3"), "{out}");
+    assert!(out.contains("not stored: note"), "{out}");
+    // Again: nothing new.
+    let out = env.ok(&["import", "shop", "rows.jsonl"]);
+    assert!(out.contains("unchanged 3"), "{out}");
+
+    let json = env.ok(&[
+        "query",
+        "shop",
+        "name like \"co*\" or price < 4",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let ids: Vec<i64> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2, 3]);
+    assert_eq!(v[0]["price"], "3.50");
+    assert_eq!(v[2]["price"], serde_json::Value::Null);
+    let csv = env.ok(&["query", "shop", "price between 3 and 4", "--format", "csv"]);
+    assert_eq!(csv, "id,name,price\n1,\"tea, green\",3.50\n");
+    let table = env.ok(&["query", "shop", "name = \"coffee\""]);
+    assert!(table.starts_with("id  name    price"), "{table}");
+    assert!(table.ends_with("(1 record)\n"), "{table}");
+    let explain = env.ok(&["query", "shop", "price > 1", "--explain"]);
+    assert!(
+        explain.contains("answered by: range index t-shop-2 (bplus-lewi-wu)"),
+        "{explain}"
+    );
+
+    // Errors: one line each, exit 2 for the user's mistakes.
+    for (args, needle) in [
+        (vec!["query", "shop", "price >"], "expected a value"),
+        (
+            vec!["query", "shop", "name < \"b\""],
+            "no index answers comparisons",
+        ),
+        (vec!["query", "shop", "id = 1"], "indexed fields: name"),
+        (
+            vec!["query", "shop", "price > 1", "--format", "xml"],
+            "not table, json or csv",
+        ),
+        (
+            vec!["query", "nope", "price > 1"],
+            "no table named \"nope\"",
+        ),
+        (
+            vec!["table", "create", "x", "--schema", "missing.toml"],
+            "missing.toml",
+        ),
+    ] {
+        let out = env.run(&args);
+        one_error(&out, needle);
+    }
+    let out = env.run(&["query", "shop", "name < \"b\""]);
+    assert_eq!(out.status.code(), Some(2));
+    fs::write(env.path("bad.csv"), "id,name,price\n4,tea,1.234\n").unwrap();
+    let out = env.run(&["import", "shop", "bad.csv"]);
+    one_error(&out, "bad.csv:2");
+    assert_eq!(env.ok(&["table", "list"]), "shop\n");
+    let out = env.ok(&["table", "delete", "shop", "price >= 10"]);
+    assert!(out.contains("deleted 1 record; 2 records left"), "{out}");
+    let out = env.ok(&["table", "drop", "shop"]);
+    assert!(out.contains("dropped table shop (2 records)"), "{out}");
+    assert_eq!(env.ok(&["table", "list"]), "");
+}

@@ -928,8 +928,8 @@ impl Table {
 
     /// Parses and plans a query without running it.
     pub fn plan(&self, text: &str) -> Result<Plan> {
-        let expr = query::parse(text)
-            .map_err(|e| ClientError::InvalidQuery(format!("{e}\n{}", e.caret(text))))?;
+        let expr =
+            query::parse(text).map_err(|e| ClientError::InvalidQuery(format!("query: {e}")))?;
         plan::plan(&self.state.schema, &expr)
     }
 
