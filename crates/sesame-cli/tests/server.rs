@@ -409,7 +409,8 @@ fn server_killed_during_a_stream_of_updates_loses_nothing_acknowledged() {
     let server = Server::start(&site, 0);
     let port = server.port;
     init(&site, "p", "fast", &server);
-    let (oracle, pairs) = corpus(&site, "docs", 640, 6);
+    // Ten pending intents of 512 documents each.
+    let (oracle, pairs) = corpus(&site, "docs", 5120, 6);
     let add = site.client(&["--dir", "p", "add", "docs"]);
     // Some updates acknowledged, then the server dies.
     assert!(server.wait_for(
@@ -426,7 +427,10 @@ fn server_killed_during_a_stream_of_updates_loses_nothing_acknowledged() {
     // What was acknowledged is there; pending updates are sent again by
     // the next command; running the add again completes it.
     let listed = site.ok(&["--dir", "p", "list"]).lines().count();
-    assert!(listed >= 128, "at least two acknowledged updates: {listed}");
+    assert!(
+        listed >= 1024,
+        "at least two acknowledged updates: {listed}"
+    );
     let out = site.run(&["--dir", "p", "add", "docs"]);
     assert!(
         out.status.success(),
@@ -439,7 +443,7 @@ fn server_killed_during_a_stream_of_updates_loses_nothing_acknowledged() {
         String::from_utf8_lossy(&out.stderr)
     );
     check_oracle(&site, "p", &oracle);
-    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 640);
+    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 5120);
     server.stop();
     assert_eq!(
         entries(&site, 0),
@@ -564,7 +568,8 @@ fn client_killed_during_an_add_reuses_no_label_and_the_rerun_completes() {
     let site = Site::new();
     let server = Server::start(&site, 0);
     init(&site, "p", "fast", &server);
-    let (oracle, pairs) = corpus(&site, "docs", 640, 6);
+    // Ten pending intents of 512 documents each.
+    let (oracle, pairs) = corpus(&site, "docs", 5120, 6);
     let mut add = site.client(&["--dir", "p", "add", "docs"]);
     assert!(server.wait_for(
         "sesame_requests_total{method=\"Call\",code=\"OK\"}",
@@ -580,7 +585,7 @@ fn client_killed_during_an_add_reuses_no_label_and_the_rerun_completes() {
         String::from_utf8_lossy(&out.stderr)
     );
     check_oracle(&site, "p", &oracle);
-    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 640);
+    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 5120);
     server.stop();
     assert_eq!(
         entries(&site, 0),
