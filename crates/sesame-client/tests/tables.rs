@@ -553,3 +553,57 @@ index = ["equality"]
     // A decimal with too many digits, in a record or a query.
     assert!(table.query("price = 1.234", None).is_err());
 }
+
+#[test]
+fn a_dropped_table_leaves_nothing_to_a_new_one_of_the_same_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let mut rng = StdRng::seed_from_u64(11);
+    for round in 0..2 {
+        let mut table = Table::create(&p, "t", schema("pope", "fast")).unwrap();
+        let mut oracle = Oracle::new();
+        let rows = (0..15)
+            .map(|id| {
+                let (cells, value) = random_record(&mut rng, id + round * 100);
+                (cells, id + round * 100, value)
+            })
+            .collect();
+        insert(&mut table, &mut oracle, rows);
+        check_queries(&mut table, &oracle, &mut rng, 6, &format!("round {round}"));
+        table.drop_table(&p).unwrap();
+        assert!(sesame_client::table::tables(&p).unwrap().is_empty());
+        assert!(matches!(
+            Table::open(&p, "t"),
+            Err(ClientError::UnknownTable(_))
+        ));
+    }
+    // A table whose drop stopped after its state was removed: the next
+    // create of that name starts clean.
+    let mut table = Table::create(&p, "t", schema("bplus-clww", "fast")).unwrap();
+    let mut oracle = Oracle::new();
+    let rows = (0..10)
+        .map(|id| {
+            let (cells, value) = random_record(&mut rng, id);
+            (cells, id, value)
+        })
+        .collect();
+    insert(&mut table, &mut oracle, rows);
+    drop(table);
+    std::fs::remove_file(dir.path().join("p/tables/t.table")).unwrap();
+    let mut table = Table::create(&p, "t", schema("bplus-clww", "fast")).unwrap();
+    assert!(table.is_empty());
+    assert!(table
+        .query("v between -128 and 127", None)
+        .unwrap()
+        .records
+        .is_empty());
+    let mut oracle = Oracle::new();
+    let rows = (50..60)
+        .map(|id| {
+            let (cells, value) = random_record(&mut rng, id);
+            (cells, id, value)
+        })
+        .collect();
+    insert(&mut table, &mut oracle, rows);
+    check_queries(&mut table, &oracle, &mut rng, 6, "recreated");
+}

@@ -140,6 +140,17 @@ pub struct Table {
     rng: OsRng,
     /// Range fields whose index opening the table rebuilt.
     repaired: Vec<String>,
+    /// Records the last query's range indexes returned, by identifier.
+    covered: HashMap<DocId, Record>,
+}
+
+/// A record as the range indexes see it: its identifier, its encoded
+/// range values, and its stored bytes (carried in range payloads).
+#[derive(Clone, Debug)]
+struct RangeRow {
+    id: DocId,
+    values: Vec<Option<u64>>,
+    content: Vec<u8>,
 }
 
 impl std::fmt::Debug for Table {
@@ -294,9 +305,21 @@ impl Table {
             (None, None)
         };
         let rows = rows_index(name);
+        // Index names `t-<table>...` belong to the table of that name: what
+        // a table dropped or created part-way left under them is removed.
+        let orphan = profile.state_path(&rows);
+        if orphan.exists() {
+            std::fs::remove_file(&orphan).map_err(|e| ClientError::io("remove", &orphan, &e))?;
+        }
         profile.create_index(&rows, &schema.equality.scheme, &keyword_params)?;
         let made = (|| {
             let mut session = Self::session(profile, &rows, backend)?;
+            let mut names = vec![rows.clone()];
+            names.extend(states.iter().map(|s| s.index.clone()));
+            names.extend(group_state.as_ref().map(|g| g.index.clone()));
+            for index in &names {
+                session.backend.remove_index(index)?;
+            }
             session
                 .backend
                 .ensure_index(&rows, &schema.equality.scheme, &keyword_params)?;
@@ -328,6 +351,7 @@ impl Table {
                 group,
                 rng,
                 repaired: Vec::new(),
+                covered: HashMap::new(),
             };
             table.prepare_rows();
             table.save()?;
@@ -396,6 +420,7 @@ impl Table {
             group,
             rng: OsRng,
             repaired: Vec::new(),
+            covered: HashMap::new(),
         };
         table.prepare_rows();
         table.repaired = table.recover()?;
@@ -690,16 +715,19 @@ impl Table {
                 .collect();
             self.apply_group(&fresh, added.removed.len() as u64)?;
         }
-        let mut deletes: Vec<(DocId, Vec<Option<u64>>)> = Vec::new();
-        for doc in &added.removed {
-            if let Some(values) = old.get(&doc.id) {
-                deletes.push((doc.id, values.clone()));
-            }
-        }
-        let mut inserts: Vec<(DocId, Vec<Option<u64>>)> = Vec::new();
+        let deletes: Vec<RangeRow> = added
+            .removed
+            .iter()
+            .filter_map(|doc| old.get(&doc.id).cloned())
+            .collect();
+        let mut inserts: Vec<RangeRow> = Vec::new();
         for doc in added.added.iter().chain(&added.replaced) {
-            if let Some(values) = encoded.get(&doc.path) {
-                inserts.push((doc.id, values.clone()));
+            if let (Some(values), Some(r)) = (encoded.get(&doc.path), by_key.get(&doc.path)) {
+                inserts.push(RangeRow {
+                    id: doc.id,
+                    values: values.clone(),
+                    content: wire::encode(r)?,
+                });
             }
         }
         self.apply_ranges(&deletes, &inserts, progress)?;
@@ -760,10 +788,7 @@ impl Table {
     /// Fetches stored records and gives their encoded range values, by
     /// identifier. A record that cannot be read is left out (it cannot
     /// be deleted from a range index it is not known to be in).
-    fn fetch_range_values(
-        &mut self,
-        docs: &[DocumentInfo],
-    ) -> Result<HashMap<DocId, Vec<Option<u64>>>> {
+    fn fetch_range_values(&mut self, docs: &[DocumentInfo]) -> Result<HashMap<DocId, RangeRow>> {
         let mut records = Vec::new();
         self.rows
             .fetch_documents(docs, Phase::Fetching, &mut |_| {}, &mut |doc, r| {
@@ -776,8 +801,15 @@ impl Table {
             })?;
         let mut out = HashMap::new();
         for (id, record) in records {
-            if let Ok(values) = self.range_values(&record) {
-                out.insert(id, values);
+            if let (Ok(values), Ok(content)) = (self.range_values(&record), wire::encode(&record)) {
+                out.insert(
+                    id,
+                    RangeRow {
+                        id,
+                        values,
+                        content,
+                    },
+                );
             }
         }
         Ok(out)
@@ -788,8 +820,8 @@ impl Table {
     /// batch (the protocol's `build`).
     fn apply_ranges(
         &mut self,
-        deletes: &[(DocId, Vec<Option<u64>>)],
-        inserts: &[(DocId, Vec<Option<u64>>)],
+        deletes: &[RangeRow],
+        inserts: &[RangeRow],
         progress: &mut dyn FnMut(Progress),
     ) -> Result<()> {
         let total = (deletes.len() + inserts.len()) as u64 * self.ranges.len() as u64;
@@ -801,13 +833,13 @@ impl Table {
             .enumerate()
         {
             let mut channel = index.transaction(self.rows.backend.as_mut(), state)?;
-            for (id, values) in deletes {
-                if let Some(Some(v)) = values.get(i) {
+            for row in deletes {
+                if let Some(Some(v)) = row.values.get(i) {
                     if index.client.delete(
                         &mut self.rng,
                         channel.as_mut(),
                         *v,
-                        &ranges::payload(*id),
+                        &index.payload(row.id, &row.content),
                     )? {
                         state.records = state.records.saturating_sub(1);
                     }
@@ -816,8 +848,8 @@ impl Table {
             }
             let records: Vec<(u64, Vec<u8>)> = inserts
                 .iter()
-                .filter_map(|(id, values)| match values.get(i) {
-                    Some(Some(v)) => Some((*v, ranges::payload(*id))),
+                .filter_map(|row| match row.values.get(i) {
+                    Some(Some(v)) => Some((*v, index.payload(row.id, &row.content))),
                     _ => None,
                 })
                 .collect();
@@ -871,12 +903,12 @@ impl Table {
                 .ok_or_else(|| ClientError::InvalidArgument("a range field vanished".into()))?
                 .clone();
             let mut records = Vec::new();
+            let mut fresh = RangeIndex::fresh(index.field, &field, &mut self.rng)?;
             for (id, record) in &all {
                 if let Some(Some(v)) = record.values.get(index.field) {
-                    records.push((field.encode(v)?, ranges::payload(*id)));
+                    records.push((field.encode(v)?, fresh.payload(*id, &wire::encode(record)?)));
                 }
             }
-            let mut fresh = RangeIndex::fresh(index.field, &field, &mut self.rng)?;
             let generation = state.generation + 1;
             let target = RangeState {
                 field: state.field.clone(),
@@ -1062,6 +1094,19 @@ impl Table {
     }
 
     fn matching_ids(&mut self, plan: &Plan) -> Result<BTreeSet<DocId>> {
+        let mut covered = HashMap::new();
+        let ids = self.matching_ids_into(plan, &mut covered)?;
+        self.covered = covered;
+        Ok(ids)
+    }
+
+    /// As `matching_ids`, keeping the records that range indexes returned
+    /// with their identifiers in `covered`.
+    fn matching_ids_into(
+        &mut self,
+        plan: &Plan,
+        covered: &mut HashMap<DocId, Record>,
+    ) -> Result<BTreeSet<DocId>> {
         let ranges = &mut self.ranges;
         let states = &self.state.ranges;
         let group = &mut self.group;
@@ -1104,11 +1149,15 @@ impl Table {
                 };
                 let mut channel = index.channel(rows.backend.as_mut(), state)?;
                 let answer = index.client.query(rng, channel.as_mut(), *lo, *hi)?;
-                answer
-                    .records
-                    .iter()
-                    .map(|(_, p)| ranges::payload_id(p))
-                    .collect()
+                let mut ids = BTreeSet::new();
+                for (_, p) in &answer.records {
+                    let (id, content) = ranges::split_payload(p)?;
+                    if let Some(record) = content.and_then(|c| wire::decode::<Record>(c).ok()) {
+                        covered.insert(id, record);
+                    }
+                    ids.insert(id);
+                }
+                Ok(ids)
             }
             Access::Nothing => Ok(BTreeSet::new()),
         })
@@ -1116,6 +1165,32 @@ impl Table {
 
     /// Fetches and decrypts records.
     fn fetch_records(&mut self, docs: &[DocumentInfo]) -> Result<Vec<Record>> {
+        // Records a range index returned with their identifiers need no
+        // second fetch.
+        let covered = std::mem::take(&mut self.covered);
+        if !covered.is_empty() {
+            let missing: Vec<DocumentInfo> = docs
+                .iter()
+                .filter(|d| !covered.contains_key(&d.id))
+                .cloned()
+                .collect();
+            let mut fetched: HashMap<DocId, Record> = HashMap::new();
+            if !missing.is_empty() {
+                for (d, r) in missing.iter().zip(self.fetch_records(&missing)?) {
+                    fetched.insert(d.id, r);
+                }
+            }
+            let mut covered = covered;
+            return docs
+                .iter()
+                .map(|d| {
+                    covered
+                        .remove(&d.id)
+                        .or_else(|| fetched.remove(&d.id))
+                        .ok_or(ClientError::DocumentMissing(d.id))
+                })
+                .collect();
+        }
         let mut out = Vec::with_capacity(docs.len());
         self.rows
             .fetch_documents(docs, Phase::Fetching, &mut |_| {}, &mut |doc, r| {
@@ -1139,7 +1214,9 @@ impl Table {
             if self.has_side_indexes() {
                 self.save_ranges(true)?;
             }
-            self.matching_ids(&plan)?
+            let ids = self.matching_ids(&plan)?;
+            self.covered.clear();
+            ids
         };
         let docs: Vec<DocumentInfo> = answer_ids
             .iter()
@@ -1160,9 +1237,9 @@ impl Table {
         self.rows.remove_documents(&names)?;
         if self.has_side_indexes() {
             self.apply_group(&[], docs.len() as u64)?;
-            let deletes: Vec<(DocId, Vec<Option<u64>>)> = docs
+            let deletes: Vec<RangeRow> = docs
                 .iter()
-                .filter_map(|d| old.get(&d.id).map(|v| (d.id, v.clone())))
+                .filter_map(|d| old.get(&d.id).cloned())
                 .collect();
             self.apply_ranges(&deletes, &[], &mut |_| {})?;
             self.compact_group()?;
@@ -1180,25 +1257,33 @@ impl Table {
     /// Removes the table: its indexes where they run, its keyword index's
     /// state, and its state file.
     pub fn drop_table(mut self, profile: &Profile) -> Result<()> {
-        for state in &self.state.ranges {
-            self.rows.backend.remove_index(&state.index)?;
-        }
-        if let Some(g) = &self.state.group {
-            self.rows.backend.remove_index(&g.index)?;
-        }
+        // The table's state goes first: from then on the table is gone,
+        // and a crash leaves at most index data nothing refers to (removed
+        // again by a table of the same name being dropped or created).
         let rows = rows_index(&self.name);
-        self.rows.backend.remove_index(&rows)?;
-        let path = self.path.clone();
-        let state = profile.state_path(&rows);
-        drop(self);
-        for p in [path, state] {
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(ClientError::io("remove", &p, &e)),
-            }
+        let remove = |p: &std::path::Path| match std::fs::remove_file(p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ClientError::io("remove", p, &e)),
+        };
+        remove(&self.path)?;
+        remove(&profile.state_path(&rows))?;
+        let mut indexes: Vec<String> = self.state.ranges.iter().map(|r| r.index.clone()).collect();
+        indexes.extend(self.state.group.as_ref().map(|g| g.index.clone()));
+        indexes.push(rows.clone());
+        for index in &indexes {
+            self.rows.backend.remove_index(index)?;
         }
-        Ok(())
+        let intents = profile
+            .dir()
+            .join(crate::INDEX_DIR)
+            .join(format!("{rows}.intents"));
+        drop(self);
+        match std::fs::remove_dir_all(&intents) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ClientError::io("remove", &intents, &e)),
+        }
     }
 }
 

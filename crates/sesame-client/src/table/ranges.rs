@@ -157,19 +157,37 @@ impl RangeIndex {
     }
 }
 
-/// A record's place in a range index: the encoded value, and the record's
-/// identifier as the payload.
-pub(crate) fn payload(id: DocId) -> Vec<u8> {
-    id.to_be_bytes().to_vec()
+/// The largest payload a range index takes whole (Path ORAM's blocks are
+/// sized by its `record_size`).
+const COVER_MAX: usize = 1024;
+
+impl RangeIndex {
+    /// The payload of a record in this index: its identifier, followed by
+    /// the record's stored bytes when the whole fits the protocol (a
+    /// query then needs no second fetch), else the identifier alone.
+    pub(crate) fn payload(&self, id: DocId, content: &[u8]) -> Vec<u8> {
+        let max = if self.protocol.descriptor.name == "path-oram" {
+            self.params
+                .get_or("record_size", sesame_range::path_oram::DEFAULT_RECORD_SIZE)
+                .unwrap_or(sesame_range::path_oram::DEFAULT_RECORD_SIZE)
+        } else {
+            COVER_MAX
+        };
+        let mut out = id.to_be_bytes().to_vec();
+        if out.len() + content.len() <= max {
+            out.extend_from_slice(content);
+        }
+        out
+    }
 }
 
-/// The identifier in a range index's payload.
-pub(crate) fn payload_id(payload: &[u8]) -> Result<DocId> {
-    <[u8; 8]>::try_from(payload)
-        .map(u64::from_be_bytes)
-        .map_err(|_| {
-            ClientError::Core(sesame_core::Error::Protocol(
-                "a range index returned a record that is not a record identifier".into(),
-            ))
-        })
+/// The identifier in a range index's payload, and the record's stored
+/// bytes when the payload carries them.
+pub(crate) fn split_payload(payload: &[u8]) -> Result<(DocId, Option<&[u8]>)> {
+    let (id, rest) = payload.split_first_chunk::<8>().ok_or_else(|| {
+        ClientError::Core(sesame_core::Error::Protocol(
+            "a range index returned a record that is not a record identifier".into(),
+        ))
+    })?;
+    Ok((u64::from_be_bytes(*id), (!rest.is_empty()).then_some(rest)))
 }
