@@ -87,6 +87,20 @@ pub trait RangeClient: Send {
         hi: u64,
     ) -> Result<RangeAnswer>;
 
+    /// Whether a query may change the server's structure or the client
+    /// state (POPE splits buffers, Path ORAM rewrites paths). A caller
+    /// that must survive a crash mid-query (a table marks the index while
+    /// it runs) asks. The default says it may.
+    fn query_writes(&self) -> bool {
+        true
+    }
+
+    /// The largest record the protocol stores, if it has a limit below
+    /// what a message carries (Path ORAM's `record_size`).
+    fn max_record(&self) -> Option<usize> {
+        None
+    }
+
     /// Bytes of client storage: keys and persistent state (position map
     /// and stash for Path ORAM, counters, ...), as seed 004 reports it.
     fn client_storage_bytes(&self) -> u64;

@@ -547,6 +547,10 @@ impl RangeClient for LogBrcClient {
 
     /// Two 32-byte keys (the SSE master key and the record key), the record
     /// count and the value width.
+    fn query_writes(&self) -> bool {
+        false
+    }
+
     fn client_storage_bytes(&self) -> u64 {
         32 + 32 + 8 + 4
     }

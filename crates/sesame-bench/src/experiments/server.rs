@@ -207,12 +207,15 @@ impl Client {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
+/// The `p`-th percentile (nearest rank) of sorted latencies, in ms.
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e3
+    sorted
+        .get(rank.clamp(1, sorted.len()) - 1)
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
 }
 
 /// Runs `clients` clients through the preload, the update phase and the

@@ -260,15 +260,7 @@ fn queries(ctx: &Ctx, rows: &[Flight], n: usize) -> Vec<Query> {
     out
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted
-        .get(rank.clamp(1, sorted.len()) - 1)
-        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
-}
+use super::server::percentile;
 
 /// Latencies by query kind.
 type Latencies = Vec<(&'static str, Vec<Duration>)>;

@@ -27,10 +27,6 @@ use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
 use crate::table::schema::{Binding, Field};
 
-/// Range protocols whose queries write nothing, on the server or in the
-/// client state: their queries need no dirty mark.
-const READ_ONLY_QUERIES: [&str; 2] = ["bplus-", "log-brc-"];
-
 /// What the table's state keeps of one range index.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct RangeState {
@@ -123,8 +119,7 @@ impl RangeIndex {
 
     /// Whether a query may change the index or the client state.
     pub(crate) fn query_writes(&self) -> bool {
-        let name = self.protocol.descriptor.name;
-        !READ_ONLY_QUERIES.iter().any(|p| name.starts_with(p))
+        self.client.query_writes()
     }
 
     /// The protocol's server half over a store (for a backend that runs
@@ -157,8 +152,8 @@ impl RangeIndex {
     }
 }
 
-/// The largest payload a range index takes whole (Path ORAM's blocks are
-/// sized by its `record_size`).
+/// The largest payload a range index takes whole (less where the protocol
+/// says so: Path ORAM's `record_size`).
 const COVER_MAX: usize = 1024;
 
 impl RangeIndex {
@@ -166,13 +161,10 @@ impl RangeIndex {
     /// the record's stored bytes when the whole fits the protocol (a
     /// query then needs no second fetch), else the identifier alone.
     pub(crate) fn payload(&self, id: DocId, content: &[u8]) -> Vec<u8> {
-        let max = if self.protocol.descriptor.name == "path-oram" {
-            self.params
-                .get_or("record_size", sesame_range::path_oram::DEFAULT_RECORD_SIZE)
-                .unwrap_or(sesame_range::path_oram::DEFAULT_RECORD_SIZE)
-        } else {
-            COVER_MAX
-        };
+        let max = self
+            .client
+            .max_record()
+            .map_or(COVER_MAX, |m| m.min(COVER_MAX));
         let mut out = id.to_be_bytes().to_vec();
         if out.len() + content.len() <= max {
             out.extend_from_slice(content);

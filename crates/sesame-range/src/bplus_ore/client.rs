@@ -633,6 +633,10 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         Ok(RangeAnswer::from_records(records, 0))
     }
 
+    fn query_writes(&self) -> bool {
+        false
+    }
+
     fn client_storage_bytes(&self) -> u64 {
         // The parameters (bits, extra, payload), the keys and the state.
         let record_key = if C::sealed() { 32 } else { 0 };

@@ -387,6 +387,10 @@ impl RangeClient for OramRangeClient {
         Ok(RangeAnswer::from_records(records, 0))
     }
 
+    fn max_record(&self) -> Option<usize> {
+        Some(self.record_size)
+    }
+
     fn client_storage_bytes(&self) -> u64 {
         // ORAM state, then the root, the next id and the free list.
         self.oram.client_storage_bytes() + 16 + 8 * self.alloc.free.len() as u64
