@@ -1,5 +1,6 @@
 //! `sesame bench` before the `sesame` CLI exists:
-//! `cargo run --release -p sesame-bench --example bench -- sse-static --quick`.
+//! `cargo run --release -p sesame-bench --example bench -- sse-static --quick`
+//! (without `--quick`: the standard scale; `--full`: the papers' sizes).
 
 use clap::Parser;
 use sesame_bench::BenchArgs;

@@ -2,12 +2,19 @@
 
 use std::path::PathBuf;
 
-/// `sesame bench EXPERIMENT [--quick] [--out DIR] [--data DIR] [--seed N]`.
+/// `sesame bench EXPERIMENT [--full | --quick] [--out DIR] [--data DIR]
+/// [--seed N]`: without `--full` or `--quick`, the standard scale.
 #[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct BenchArgs {
     /// The experiment to run, `all` for every one, or `list` to list them.
     #[arg(value_name = "EXPERIMENT")]
     pub experiment: String,
+
+    /// The papers' sizes (`bench all` takes hours). Without `--full` or
+    /// `--quick`, every experiment runs at the standard scale: all of them
+    /// in about ten minutes, still showing each paper's trends.
+    #[arg(long, conflicts_with = "quick")]
+    pub full: bool,
 
     /// Shrink every experiment so that all of them run in about two minutes
     /// (smoke test).
@@ -16,7 +23,7 @@ pub struct BenchArgs {
 
     /// Smaller than --quick: seconds in a debug build (the harness's own
     /// tests).
-    #[arg(long, hide = true, conflicts_with = "quick")]
+    #[arg(long, hide = true, conflicts_with_all = ["quick", "full"])]
     pub tiny: bool,
 
     /// Where to write the reports: one folder per experiment.
@@ -65,6 +72,7 @@ impl BenchArgs {
     pub fn new(experiment: &str) -> Self {
         BenchArgs {
             experiment: experiment.to_owned(),
+            full: false,
             quick: false,
             tiny: false,
             out: PathBuf::from("bench-results"),
@@ -76,6 +84,20 @@ impl BenchArgs {
             queries: None,
             range_percent: None,
             data_percent: None,
+        }
+    }
+
+    /// The scale the flags choose: `--tiny`, `--quick`, `--full`, else
+    /// standard.
+    pub fn scale(&self) -> crate::Scale {
+        if self.tiny {
+            crate::Scale::Tiny
+        } else if self.quick {
+            crate::Scale::Quick
+        } else if self.full {
+            crate::Scale::Full
+        } else {
+            crate::Scale::Standard
         }
     }
 

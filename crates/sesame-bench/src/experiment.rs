@@ -11,8 +11,12 @@ use crate::result::ResultSet;
 /// How big an experiment runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scale {
-    /// The paper's sizes, or as close as this machine allows.
+    /// The paper's sizes, or as close as this machine allows (`--full`).
     Full,
+    /// The default: sizes chosen so that every experiment together runs in
+    /// about ten minutes on a 2-core machine while still showing each
+    /// paper's trends (each experiment's page lists them).
+    Standard,
     /// Shrunk so that every experiment together runs in about two minutes
     /// (`--quick`, the CI smoke test).
     Quick,
@@ -22,10 +26,11 @@ pub enum Scale {
 }
 
 impl Scale {
-    /// `full`, `quick` or `tiny`.
+    /// `full`, `standard`, `quick` or `tiny`.
     pub fn name(self) -> &'static str {
         match self {
             Scale::Full => "full",
+            Scale::Standard => "standard",
             Scale::Quick => "quick",
             Scale::Tiny => "tiny",
         }
@@ -51,9 +56,10 @@ pub struct Ctx {
 
 impl Ctx {
     /// The value for the current scale.
-    pub fn pick<T>(&self, full: T, quick: T, tiny: T) -> T {
+    pub fn pick<T>(&self, full: T, standard: T, quick: T, tiny: T) -> T {
         match self.scale {
             Scale::Full => full,
+            Scale::Standard => standard,
             Scale::Quick => quick,
             Scale::Tiny => tiny,
         }

@@ -8,7 +8,12 @@
 //! - `differs`: it is not (the experiment's page says why);
 //! - `not comparable: times depend on the machine`: a time (the papers ran
 //!   other hardware; their trends are what we check, on the charts);
-//! - `not comparable: <scale> scale`: a run below the papers' sizes.
+//! - `not comparable: <scale> scale`: a run below the papers' sizes, for a
+//!   figure that grows with the data size (I/O per query over a smaller
+//!   table, bytes over a smaller Bloom filter). Figures marked
+//!   [`crate::result::PaperFigure::any_scale`] (counts per operation,
+//!   sizes whose configuration the row's parameters fix) are compared at
+//!   every scale.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -74,7 +79,7 @@ pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
                 };
                 let verdict = if is_time(&p.unit) {
                     "not comparable: times depend on the machine".to_owned()
-                } else if rs.scale != "full" {
+                } else if rs.scale != "full" && !p.any_scale {
                     format!("not comparable: {} scale", rs.scale)
                 } else if (1.0 / TOLERANCE..=TOLERANCE).contains(&ratio) {
                     "matches".to_owned()
@@ -274,13 +279,23 @@ pub fn write_index(
          th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; }}\n\
          td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}\n\
          tr.matches td.v {{ background: #e3f4e3; }}\n\
-         tr.differs td.v {{ background: #fbe3e3; }}\n</style>\n</head>\n<body>\n\
+         tr.differs td.v {{ background: #fbe3e3; }}\n</style>\n{errors}</head>\n\
+         <body data-page=\"index\">\n\
          <h1>Sesame benchmark results</h1>\n\
          <p>Run {date} on {machine}; commit {commit}.</p>\n\
          <p>Where Sesame reproduces the papers: {m} figures match (ours within a factor of \
          {tol} of the paper's), {d} differ (each experiment's page says why), {n} are not \
-         comparable (times on other hardware, or a run below the papers' sizes). Data: \
-         <a href=\"fidelity.json\">JSON</a>, <a href=\"fidelity.csv\">CSV</a>.</p>\n",
+         comparable. Data: <a href=\"fidelity.json\">JSON</a>, \
+         <a href=\"fidelity.csv\">CSV</a>. Explore every result, filter and sort: \
+         <a href=\"explore.html\">explore.html</a>.</p>\n\
+         <p id=\"rule\">The rule: a time is never compared (the papers ran other hardware; \
+         their trends are what we check, on the charts). Any other figure is compared at the \
+         full scale (<code>--full</code>, the papers' sizes). Below it (the default standard \
+         scale, <code>--quick</code>) only figures that do not grow with the data size are \
+         compared: counts per operation, ciphertext and state sizes, reads and bytes per \
+         search at a result size the row fixes; the others (I/O per query over a smaller \
+         table, bytes over a smaller Bloom filter) say <i>not comparable: standard \
+         scale</i>.</p>\n",
         date = escape(&info.date),
         machine = escape(&info.machine),
         commit = escape(info.commit.as_deref().unwrap_or("unknown")),
@@ -288,6 +303,7 @@ pub fn write_index(
         d = count("differs"),
         n = count("not comparable"),
         tol = TOLERANCE,
+        errors = crate::explore::script(crate::explore::ERRORS_JS),
     );
     html.push_str("<h2>Experiments</h2>\n<table>\n<thead><tr><th>experiment</th><th>reproduces</th><th>scale</th><th>seconds</th></tr></thead>\n<tbody>\n");
     for rs in sets {
@@ -334,7 +350,9 @@ pub fn write_index(
             s = escape(&r.source),
         );
     }
-    html.push_str("</tbody>\n</table>\n</body>\n</html>\n");
+    html.push_str("</tbody>\n</table>\n");
+    html.push_str(&crate::explore::script(crate::explore::SELFCHECK_JS));
+    html.push_str("</body>\n</html>\n");
     write("index.html", &html)
 }
 
@@ -347,11 +365,13 @@ mod tests {
         let mut io = Row::new().param("protocol", "x");
         io.set("query_io", 30.0)
             .set("insert_us", 5.0)
-            .set("bytes", 900.0);
+            .set("bytes", 900.0)
+            .set("prf", 33.0);
         io.paper("query_io", 44.0, "I/O", "Table 3")
             .paper("insert_us", 1.0, "µs", "Table 3")
             .paper("bytes", 100.0, "bytes", "Table 3")
-            .paper("absent", 1.0, "I/O", "Table 3");
+            .paper("absent", 1.0, "I/O", "Table 3")
+            .paper_any_scale("prf", 32.0, "PRF per encryption", "Table 4");
         ResultSet {
             experiment: "range".into(),
             title: "t".into(),
@@ -378,11 +398,15 @@ mod tests {
                 ("query_io", "matches"),
                 ("insert_us", "not comparable: times depend on the machine"),
                 ("bytes", "differs"),
+                ("prf", "matches"),
             ]
         );
         assert!((full[0].ratio - 30.0 / 44.0).abs() < 1e-12);
-        let quick = comparisons(&[set("quick")]);
-        assert_eq!(quick[0].verdict, "not comparable: quick scale");
+        let standard = comparisons(&[set("standard")]);
+        assert_eq!(standard[0].verdict, "not comparable: standard scale");
+        assert_eq!(standard[1].verdict, full[1].verdict);
+        // A count per operation is compared at every scale.
+        assert_eq!(standard[3].verdict, "matches");
         assert!(is_time("ms per update") && is_time("s") && !is_time("messages"));
     }
 
@@ -396,15 +420,16 @@ mod tests {
         };
         write_index(dir.path(), &[set("full")], &[("range".into(), 1.5)], &info).unwrap();
         let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
-        assert!(html.contains("1 figures match") && html.contains("1 differ"));
+        assert!(html.contains("2 figures match") && html.contains("1 differ"));
+        assert!(html.contains("explore.html") && html.contains("id=\"rule\""));
         assert!(html.contains("range/index.html") && html.contains("test CPU"));
         let csv = std::fs::read_to_string(dir.path().join("fidelity.csv")).unwrap();
-        assert_eq!(csv.lines().count(), 4);
+        assert_eq!(csv.lines().count(), 5);
         let json: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join("fidelity.json")).unwrap(),
         )
         .unwrap();
-        assert_eq!(json["comparisons"].as_array().unwrap().len(), 3);
+        assert_eq!(json["comparisons"].as_array().unwrap().len(), 4);
         assert_eq!(now_utc().len(), 20);
     }
 }

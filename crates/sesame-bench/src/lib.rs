@@ -5,13 +5,14 @@ pub mod data;
 pub mod error;
 pub mod experiment;
 pub mod experiments;
+pub mod explore;
 pub mod fidelity;
 pub mod measure;
 pub mod plot;
 pub mod report;
 pub mod result;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 pub use args::BenchArgs;
 pub use error::BenchError;
@@ -37,22 +38,99 @@ pub fn list(out: &mut dyn Write) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// The line printed (on standard error) before experiment `k` of `total`
-/// starts: which one, how far the run is, and, once one experiment has
-/// finished, the time left if the others take as long on average (a rough
-/// estimate: experiments differ a lot).
-fn progress_line(k: usize, total: usize, name: &str, elapsed: std::time::Duration) -> String {
-    let mut line = format!(
-        "[{}/{total}] {name} ({:.0} s elapsed",
-        k + 1,
-        elapsed.as_secs_f64()
-    );
-    if k > 0 {
-        let left = elapsed.as_secs_f64() / k as f64 * (total - k) as f64;
-        line.push_str(&format!(", about {left:.0} s left at the average so far"));
+/// Seconds an experiment took on the reference machine (2 vCPUs), per
+/// scale: the weights of the time-left estimate. Full-scale figures of the
+/// longest experiments are measured; the others are rough.
+fn expected_seconds(name: &str, scale: Scale) -> f64 {
+    // (name, full, standard, quick)
+    const TABLE: [(&str, f64, f64, f64); 10] = [
+        ("datasets", 5.0, 1.0, 1.0),
+        ("sse-static", 120.0, 20.0, 6.0),
+        ("ore", 32.0, 4.0, 1.0),
+        ("range", 2820.0, 120.0, 30.0),
+        ("uedsse", 120.0, 5.0, 1.0),
+        ("aura", 300.0, 30.0, 2.0),
+        ("mobile", 120.0, 30.0, 4.0),
+        ("verify", 370.0, 60.0, 13.0),
+        ("server", 60.0, 5.0, 1.0),
+        ("tables", 1320.0, 150.0, 60.0),
+    ];
+    let row = TABLE.iter().find(|r| r.0 == name);
+    match (row, scale) {
+        (Some(r), Scale::Full) => r.1,
+        (Some(r), Scale::Standard) => r.2,
+        (Some(r), Scale::Quick) => r.3,
+        (Some(r), Scale::Tiny) => r.3 / 10.0,
+        (None, _) => 10.0,
     }
-    line.push(')');
-    line
+}
+
+/// `95 s` or `7 min 40 s`.
+fn duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s < 100 {
+        format!("{s} s")
+    } else {
+        format!("{} min {:02} s", s / 60, s % 60)
+    }
+}
+
+/// Where a run of several experiments is: printed on standard error
+/// before each experiment starts.
+struct Progress {
+    names: Vec<&'static str>,
+    scale: Scale,
+    started: std::time::Instant,
+    /// Whether standard error is a terminal: the line then rewrites
+    /// itself; otherwise each is a plain line (logs, CI).
+    terminal: bool,
+}
+
+impl Progress {
+    /// The line before experiment `k` starts, `elapsed` into the run: which
+    /// one, how many are done, and the time left, from the reference
+    /// timings scaled by how fast the finished experiments ran here.
+    fn line(&self, k: usize, elapsed: std::time::Duration) -> String {
+        let total = self.names.len();
+        let expected =
+            |names: &[&str]| -> f64 { names.iter().map(|n| expected_seconds(n, self.scale)).sum() };
+        let done = expected(&self.names[..k.min(total)]);
+        let left = expected(&self.names[k.min(total)..]);
+        let secs = elapsed.as_secs_f64();
+        // How much slower (or faster) this machine is than the reference,
+        // once something has run; bounded so that one odd experiment does
+        // not swing the estimate too far.
+        let speed = if k > 0 && done > 0.0 && secs > 0.0 {
+            (secs / done).clamp(0.2, 5.0)
+        } else {
+            1.0
+        };
+        format!(
+            "[{}/{total}] {} ({k} done, {} elapsed, about {} left)",
+            k + 1,
+            self.names.get(k).copied().unwrap_or("?"),
+            duration(secs),
+            duration(left * speed),
+        )
+    }
+
+    /// Shows the line before experiment `k`.
+    fn start(&self, k: usize) {
+        let line = self.line(k, self.started.elapsed());
+        if self.terminal {
+            // Carriage return and erase-line: the line overwrites the last.
+            eprint!("\r\x1b[K{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    /// Clears the terminal line before the experiment's report is printed.
+    fn clear(&self) {
+        if self.terminal {
+            eprint!("\r\x1b[K");
+        }
+    }
 }
 
 fn stdout_err(e: std::io::Error) -> BenchError {
@@ -89,13 +167,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
                 .into(),
         ));
     }
-    let scale = if args.tiny {
-        Scale::Tiny
-    } else if args.quick {
-        Scale::Quick
-    } else {
-        Scale::Full
-    };
+    let scale = args.scale();
     let work = tempfile::Builder::new()
         .prefix("sesame-bench-")
         .tempdir()
@@ -111,18 +183,23 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
     let mut seconds = Vec::new();
     let mut first_error = None;
     let total = chosen.len();
-    let run_started = std::time::Instant::now();
+    let progress = Progress {
+        names: chosen.iter().map(|e| e.name()).collect(),
+        scale,
+        started: std::time::Instant::now(),
+        terminal: std::io::stderr().is_terminal(),
+    };
     for (k, e) in chosen.into_iter().enumerate() {
         if total > 1 {
-            eprintln!(
-                "{}",
-                progress_line(k, total, e.name(), run_started.elapsed())
-            );
+            progress.start(k);
         }
         let started = std::time::Instant::now();
         let outcome = e
             .run(&ctx)
             .and_then(|rs| report::write_all(&rs, &args.out.join(e.name())).map(|w| (rs, w)));
+        if total > 1 {
+            progress.clear();
+        }
         match outcome {
             Ok((rs, written)) => {
                 write!(out, "{}", rs.to_text()).map_err(stdout_err)?;
@@ -152,10 +229,12 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
         }
         all.sort_by(|a, b| a.experiment.cmp(&b.experiment));
         fidelity::write_index(&args.out, &all, &seconds, &fidelity::RunInfo::here())?;
+        let explore = explore::write(&args.out, &all)?;
         writeln!(
             out,
-            "front page: {} (fidelity table: fidelity.json, fidelity.csv)",
-            args.out.join("index.html").display()
+            "front page: {} (fidelity table: fidelity.json, fidelity.csv; interactive: {})",
+            args.out.join("index.html").display(),
+            explore.display()
         )
         .map_err(stdout_err)?;
     }
@@ -171,11 +250,26 @@ mod tests {
 
     #[test]
     fn progress_lines_say_where_the_run_is() {
+        let p = Progress {
+            names: vec!["ore", "range", "tables"],
+            scale: Scale::Quick,
+            started: std::time::Instant::now(),
+            terminal: false,
+        };
         let zero = std::time::Duration::ZERO;
-        assert_eq!(progress_line(0, 9, "ore", zero), "[1/9] ore (0 s elapsed)");
+        // Before anything ran: the reference timings (1 + 30 + 60 s).
         assert_eq!(
-            progress_line(2, 4, "range", std::time::Duration::from_secs(60)),
-            "[3/4] range (60 s elapsed, about 60 s left at the average so far)"
+            p.line(0, zero),
+            "[1/3] ore (0 done, 0 s elapsed, about 91 s left)"
         );
+        // ore took 2 s here where the reference says 1 s: this machine
+        // runs at half speed, so the 90 s left become 180 s.
+        assert_eq!(
+            p.line(1, std::time::Duration::from_secs(2)),
+            "[2/3] range (1 done, 2 s elapsed, about 3 min 00 s left)"
+        );
+        assert_eq!(duration(61.4), "61 s");
+        assert_eq!(duration(460.0), "7 min 40 s");
+        assert!(expected_seconds("no such", Scale::Full) > 0.0);
     }
 }

@@ -280,9 +280,11 @@ pub fn categories(rs: &ResultSet, chart: &Chart) -> Option<Vec<String>> {
 }
 
 /// The bars of a categorical chart: per series (as for lines), the value
-/// of each category (`None` where it has none).
-fn bar_series(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Vec<(String, Vec<Option<f64>>)> {
-    let mut out: Vec<(String, Vec<Option<f64>>)> = Vec::new();
+/// of each category (`None` where it has none); beside a series whose rows
+/// carry the paper's figure, a paper series (label ending " (paper)",
+/// flag `true`), drawn as outlined bars of the same colour.
+fn bar_series(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Vec<(Series, Vec<Option<f64>>)> {
+    let mut out: Vec<(Series, Vec<Option<f64>>)> = Vec::new();
     for row in rs.rows.iter().filter(|r| chart.selects(r)) {
         let Some(crate::result::Value::Text(cat)) = row.params.get(&chart.x) else {
             continue;
@@ -291,26 +293,57 @@ fn bar_series(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Vec<(String, Ve
             continue;
         };
         for y_name in &chart.y {
-            let Some(y) = row.figures.get(y_name).copied() else {
-                continue;
-            };
-            if chart.y_axis.log && y <= 0.0 {
-                continue;
-            }
-            let label = label(row, chart, y_name);
-            let i = match out.iter().position(|(l, _)| *l == label) {
-                Some(i) => i,
-                None => {
-                    out.push((label, vec![None; cats.len()]));
-                    out.len() - 1
+            let ours = row.figures.get(y_name).copied();
+            let theirs = row
+                .paper
+                .iter()
+                .find(|p| p.name == *y_name)
+                .map(|p| p.value);
+            for (y, paper) in [(ours, false), (theirs, true)] {
+                let Some(y) = y.filter(|y| y.is_finite() && !(chart.y_axis.log && *y <= 0.0))
+                else {
+                    continue;
+                };
+                let mut label = label(row, chart, y_name);
+                if paper {
+                    label.push_str(PAPER);
                 }
-            };
-            if let Some(slot) = out.get_mut(i).and_then(|(_, v)| v.get_mut(at)) {
-                *slot = Some(y);
+                let i = match out.iter().position(|(s, _)| s.label == label) {
+                    Some(i) => i,
+                    None => {
+                        out.push((
+                            Series {
+                                label,
+                                points: Vec::new(),
+                                paper,
+                            },
+                            vec![None; cats.len()],
+                        ));
+                        out.len() - 1
+                    }
+                };
+                if let Some(slot) = out.get_mut(i).and_then(|(_, v)| v.get_mut(at)) {
+                    *slot = Some(y);
+                }
             }
         }
     }
-    out
+    // Each paper series right after ours, so that the pair stands together
+    // in every group.
+    let mut ordered: Vec<(Series, Vec<Option<f64>>)> = Vec::with_capacity(out.len());
+    for (s, v) in out.iter().filter(|(s, _)| !s.paper) {
+        ordered.push((s.clone(), v.clone()));
+        let theirs = format!("{}{PAPER}", s.label);
+        if let Some(p) = out.iter().find(|(p, _)| p.paper && p.label == theirs) {
+            ordered.push(p.clone());
+        }
+    }
+    for p in out.iter().filter(|(p, _)| p.paper) {
+        if !ordered.iter().any(|(o, _)| o.label == p.0.label) {
+            ordered.push(p.clone());
+        }
+    }
+    ordered
 }
 
 macro_rules! draw_bars {
@@ -343,8 +376,15 @@ macro_rules! draw_bars {
             .disable_x_mesh()
             .draw()
             .map_err(|e| plot_err(chart, e))?;
-        for (j, (_, values)) in $bars.iter().enumerate() {
-            let color = Palette99::pick(j).to_rgba();
+        let lines: Vec<Series> = $bars.iter().map(|(s, _)| s.clone()).collect();
+        for (j, (s, values)) in $bars.iter().enumerate() {
+            let color = Palette99::pick(colour_of(&lines, j)).to_rgba();
+            // Ours filled; the paper's outlined in the same colour.
+            let style = if s.paper {
+                color.stroke_width(2)
+            } else {
+                color.filled()
+            };
             let rects = values.iter().enumerate().filter_map(|(i, v)| {
                 v.map(|v| {
                     let k = i as i32 * group + j as i32;
@@ -353,13 +393,22 @@ macro_rules! draw_bars {
                             (SegmentValue::Exact(k), $base),
                             (SegmentValue::Exact(k + 1), v),
                         ],
-                        color.filled(),
+                        style,
                     )
                 })
             });
             cc.draw_series(rects).map_err(|e| plot_err(chart, e))?;
         }
     }};
+}
+
+/// Whether `chart` draws the paper's values: some row it selects carries
+/// the paper's figure of a plotted y beside ours.
+pub fn has_paper(rs: &ResultSet, chart: &Chart) -> bool {
+    match categories(rs, chart) {
+        Some(cats) => bar_series(rs, chart, &cats).iter().any(|(s, _)| s.paper),
+        None => series(rs, chart).iter().any(|s| s.paper),
+    }
 }
 
 /// Draws a categorical chart as grouped bars.
@@ -369,14 +418,7 @@ fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String,
         bars.iter().flat_map(|(_, v)| v.iter().flatten().copied()),
         chart.y_axis.log,
     );
-    let lines: Vec<Series> = bars
-        .iter()
-        .map(|(label, _)| Series {
-            label: label.clone(),
-            points: Vec::new(),
-            paper: false,
-        })
-        .collect();
+    let lines: Vec<Series> = bars.iter().map(|(s, _)| s.clone()).collect();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, HEIGHT))
@@ -579,6 +621,29 @@ mod tests {
         }
         // The background and six bars.
         assert!(svg.matches("<rect").count() > 6, "{svg}");
+        assert!(!svg.contains("(paper)"));
+        // The paper's values on a bar chart: outlined bars beside ours,
+        // in ours' colour, and a legend entry.
+        let mut bars_paper = bars.clone();
+        for r in bars_paper.rows.iter_mut() {
+            if r.params.get("scheme") == Some(&Value::from("a")) {
+                r.paper("us", 2.0, "µs", "a paper");
+            }
+        }
+        let with = bar_series(
+            &bars_paper,
+            &bar_chart,
+            &categories(&bars_paper, &bar_chart).unwrap(),
+        );
+        let labels: Vec<&str> = with.iter().map(|(s, _)| s.label.as_str()).collect();
+        assert_eq!(labels, ["scheme=a", "scheme=a (paper)", "scheme=b"]);
+        assert_eq!(with[1].1, [Some(2.0), Some(2.0), Some(2.0)]);
+        let svg_paper = render(&bars_paper, &bar_chart).unwrap();
+        assert!(svg_paper.contains("scheme=a (paper)"));
+        assert_eq!(
+            svg_paper.matches("<rect").count(),
+            svg.matches("<rect").count() + 3
+        );
         assert!(categories(&rs, &chart).is_none());
         // A log axis inside one decade still gets ticks (it got none).
         let narrow = log_ticks(103.0, 110.0);

@@ -58,10 +58,13 @@ pub fn write_all(rs: &ResultSet, dir: &Path) -> Result<Written, BenchError> {
          table {{ border-collapse: collapse; font-size: 0.85em; }}\n\
          th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; }}\n\
          td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}\n\
-         figure {{ margin: 1em 0; }}\n</style>\n</head>\n<body>\n\
+         figure {{ margin: 1em 0; }}\n</style>\n{errors}</head>\n<body data-page=\"experiment\">\n\
          <h1>{name}: {title}</h1>\n<p>Reproduces {paper}. Scale <b>{scale}</b>, seed {seed}. \
          Data: <a href=\"results.json\">JSON</a>, <a href=\"results.csv\">CSV</a> \
-         (every figure; the table below shows a selection).</p>\n",
+         (every figure; the table below shows a selection). \
+         <a href=\"../index.html\">Front page</a>, \
+         <a href=\"../explore.html#exp={name}\">explore</a> (filter, sort, toggle).</p>\n",
+        errors = crate::explore::script(crate::explore::ERRORS_JS),
         name = escape(&rs.experiment),
         title = escape(&rs.title),
         paper = escape(&rs.seed_paper),
@@ -78,9 +81,15 @@ pub fn write_all(rs: &ResultSet, dir: &Path) -> Result<Written, BenchError> {
     for (chart, svg) in &svgs {
         let _ = writeln!(
             html,
-            "<figure id=\"{file}\">\n{svg}\n<figcaption>{title} \
-             (<a href=\"{file}.svg\">{file}.svg</a>)</figcaption>\n</figure>",
+            "<figure id=\"{file}\" data-kind=\"{kind}\" data-paper=\"{paper}\">\n{svg}\n\
+             <figcaption>{title} (<a href=\"{file}.svg\">{file}.svg</a>)</figcaption>\n</figure>",
             file = escape(&chart.file),
+            kind = if plot::categories(rs, chart).is_some() {
+                "bars"
+            } else {
+                "lines"
+            },
+            paper = u8::from(plot::has_paper(rs, chart)),
             title = escape(&chart.title),
             svg = strip_xml_declaration(svg),
         );
@@ -103,7 +112,9 @@ pub fn write_all(rs: &ResultSet, dir: &Path) -> Result<Written, BenchError> {
         }
         html.push_str("</tr>\n");
     }
-    html.push_str("</tbody>\n</table>\n</body>\n</html>\n");
+    html.push_str("</tbody>\n</table>\n");
+    html.push_str(&crate::explore::script(crate::explore::SELFCHECK_JS));
+    html.push_str("</body>\n</html>\n");
     write(&w.html, &html)?;
     Ok(w)
 }

@@ -195,6 +195,12 @@ pub struct PaperFigure {
     pub unit: String,
     /// Where the paper says it, e.g. "seed 004 Table 4".
     pub source: String,
+    /// Whether the figure is the same at every scale: a per-operation
+    /// count or a size whose configuration the row's parameters fix (e.g.
+    /// reads per search at a given result size), not one that grows with
+    /// the run's data size. Such figures are compared below full scale too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_scale: bool,
 }
 
 /// One measured configuration.
@@ -237,7 +243,24 @@ impl Row {
             value,
             unit: unit.to_owned(),
             source: source.to_owned(),
+            any_scale: false,
         });
+        self
+    }
+
+    /// As [`Row::paper`], for a figure that does not depend on the run's
+    /// scale (see [`PaperFigure::any_scale`]).
+    pub fn paper_any_scale(
+        &mut self,
+        name: &str,
+        value: f64,
+        unit: &str,
+        source: &str,
+    ) -> &mut Self {
+        self.paper(name, value, unit, source);
+        if let Some(p) = self.paper.last_mut() {
+            p.any_scale = true;
+        }
         self
     }
 
@@ -300,7 +323,7 @@ pub struct ResultSet {
     /// The seed paper it reproduces (e.g. "seed 004: Bogatov, Kollios,
     /// Reyzin, VLDB 2019").
     pub seed_paper: String,
-    /// The scale it ran at: `full`, `quick` or `tiny`.
+    /// The scale it ran at: `full`, `standard`, `quick` or `tiny`.
     pub scale: String,
     /// The random seed of data and workload.
     pub seed: u64,
@@ -360,17 +383,29 @@ impl ResultSet {
     }
 
     /// The full table: parameters, figures, then for each paper figure
-    /// `paper.NAME`, `paper.NAME.unit` and `paper.NAME.source`. Missing
-    /// values are empty cells.
+    /// `paper.NAME`, `paper.NAME.unit` and `paper.NAME.source`, and
+    /// `paper.NAME.any_scale` (`yes` or empty) where a row marks it so
+    /// (see [`PaperFigure::any_scale`]). Missing values are empty cells.
     pub fn to_table(&self) -> Table {
         let params = self.param_names();
         let figures = self.figure_names();
         let papers = self.paper_names();
+        let any_scale: Vec<bool> = papers
+            .iter()
+            .map(|p| {
+                self.rows
+                    .iter()
+                    .any(|r| r.paper.iter().any(|x| &x.name == p && x.any_scale))
+            })
+            .collect();
         let mut header: Vec<String> = params.iter().chain(&figures).cloned().collect();
-        for p in &papers {
+        for (p, &any) in papers.iter().zip(&any_scale) {
             header.push(format!("{PAPER}{p}"));
             header.push(format!("{PAPER}{p}.unit"));
             header.push(format!("{PAPER}{p}.source"));
+            if any {
+                header.push(format!("{PAPER}{p}.any_scale"));
+            }
         }
         let rows = self
             .rows
@@ -385,14 +420,22 @@ impl ResultSet {
                         .iter()
                         .map(|f| row.figures.get(f).map(f64::to_string).unwrap_or_default()),
                 );
-                for p in &papers {
+                for (p, &any) in papers.iter().zip(&any_scale) {
                     match row.paper.iter().find(|x| &x.name == p) {
                         Some(x) => {
                             cells.push(x.value.to_string());
                             cells.push(x.unit.clone());
                             cells.push(x.source.clone());
+                            if any {
+                                cells.push(if x.any_scale { "yes" } else { "" }.to_owned());
+                            }
                         }
-                        None => cells.extend([String::new(), String::new(), String::new()]),
+                        None => {
+                            cells.extend([String::new(), String::new(), String::new()]);
+                            if any {
+                                cells.push(String::new());
+                            }
+                        }
                     }
                 }
                 cells
@@ -422,7 +465,10 @@ impl ResultSet {
                     if params.contains(name) {
                         row.params.insert(name.clone(), Value::parse(cell));
                     } else if let Some(rest) = name.strip_prefix(PAPER) {
-                        if rest.ends_with(".unit") || rest.ends_with(".source") {
+                        if rest.ends_with(".unit")
+                            || rest.ends_with(".source")
+                            || rest.ends_with(".any_scale")
+                        {
                             continue;
                         }
                         let find = |suffix: &str| {
@@ -440,6 +486,7 @@ impl ResultSet {
                             value: parse_number(name, cell)?,
                             unit: find(".unit"),
                             source: find(".source"),
+                            any_scale: find(".any_scale") == "yes",
                         });
                     } else {
                         row.figures.insert(name.clone(), parse_number(name, cell)?);
@@ -760,6 +807,16 @@ mod tests {
         );
         let rows = ResultSet::rows_from_table(&table, &rs.param_names()).unwrap();
         assert_eq!(rows, rs.rows);
+        // A figure compared at every scale keeps its mark through the CSV.
+        let mut marked = rs.clone();
+        marked.rows[1].paper_any_scale("store_reads", 4.0, "reads", "Table 1");
+        let table = Table::from_csv(&marked.to_csv()).unwrap();
+        assert!(table
+            .header
+            .contains(&"paper.store_reads.any_scale".to_owned()));
+        let rows = ResultSet::rows_from_table(&table, &marked.param_names()).unwrap();
+        assert_eq!(rows, marked.rows);
+        assert!(rows[1].paper[0].any_scale && !rows[0].paper[0].any_scale);
     }
 
     #[test]

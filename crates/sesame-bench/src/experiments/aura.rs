@@ -110,13 +110,19 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Full: the paper's 10^6 insertions and four deletion counts; quick:
+    /// Full: the paper's 10^6 insertions and four deletion counts;
+    /// standard: 10^5 insertions, the same deletion counts; quick:
     /// 10^4 insertions, d up to 1,000; tiny: 10^3 insertions, d = 10, 100.
     pub fn for_ctx(ctx: &Ctx) -> Plan {
         Plan {
-            insertions: ctx.pick(1_000_000, 10_000, 1_000),
-            deletions: ctx.pick(DELETIONS.to_vec(), vec![10, 100, 1_000], vec![10, 100]),
-            janus_insertions: ctx.pick(1_000, 100, 20),
+            insertions: ctx.pick(1_000_000, 100_000, 10_000, 1_000),
+            deletions: ctx.pick(
+                DELETIONS.to_vec(),
+                DELETIONS.to_vec(),
+                vec![10, 100, 1_000],
+                vec![10, 100],
+            ),
+            janus_insertions: ctx.pick(1_000, 300, 100, 20),
         }
     }
 }

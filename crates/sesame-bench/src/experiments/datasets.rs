@@ -85,7 +85,7 @@ impl Experiment for Datasets {
 
     fn run(&self, ctx: &Ctx) -> Result<ResultSet, BenchError> {
         let mut rs = ctx.result_set(self);
-        let n = ctx.pick(SEED004_RECORDS, 24_700, 2_470);
+        let n = ctx.pick(SEED004_RECORDS, SEED004_RECORDS, 24_700, 2_470);
 
         let mut row = Row::new()
             .param("dataset", "uniform")
@@ -97,7 +97,7 @@ impl Experiment for Datasets {
                 .map(|&v| v as f64)
                 .collect::<Vec<_>>(),
         );
-        row.paper(
+        row.paper_any_scale(
             "max",
             (n / 3) as f64,
             "(range: a third of the data size)",
@@ -115,7 +115,7 @@ impl Experiment for Datasets {
                 .map(|&v| v as f64)
                 .collect::<Vec<_>>(),
         );
-        row.paper(
+        row.paper_any_scale(
             "sd",
             n as f64 / 10.0,
             "(0.1 of the data size)",
@@ -123,7 +123,13 @@ impl Experiment for Datasets {
         );
         rs.rows.push(row);
 
-        let zipf = synth::zipf_multimap(ctx.pick(10_000, 2_000, 200), n, n / 10, 1.0, ctx.seed);
+        let zipf = synth::zipf_multimap(
+            ctx.pick(10_000, 10_000, 2_000, 200),
+            n,
+            n / 10,
+            1.0,
+            ctx.seed,
+        );
         rs.rows.push(multimap_row("zipf", &zipf));
         rs.rows.extend(rank_rows("zipf", &zipf));
         let z = Zipf::new(100, 1.0);
@@ -138,7 +144,7 @@ impl Experiment for Datasets {
 
         match Corpus::load_spamassassin(&ctx.data_dir) {
             Ok(corpus) => {
-                let docs = corpus.sample(ctx.pick(1000, 1000, 100), ctx.seed);
+                let docs = corpus.sample(ctx.pick(1000, 1000, 1000, 100), ctx.seed);
                 let index = Corpus::inverted_index(&docs);
                 let mut row = multimap_row("spamassassin", &index);
                 let sizes: Vec<f64> = docs.iter().map(|d| d.text.len() as f64).collect();
@@ -182,7 +188,7 @@ impl Experiment for Datasets {
                         .param("kind", "values");
                     moments(&mut row, &values);
                     row.set("missing_in_table", column.missing() as f64);
-                    if ctx.scale == crate::experiment::Scale::Full {
+                    if n == SEED004_RECORDS {
                         row.paper(
                             "values",
                             SEED004_RECORDS as f64,

@@ -65,13 +65,19 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Full: 250, 500, 1,000 documents, 1,000 queries; quick: 100, 300
+    /// Full: 250, 500, 1,000 documents, 1,000 queries; standard: the same
+    /// documents, 300 queries; quick: 100, 300
     /// documents, 200 queries; tiny: 20, 40 documents, 20 queries.
     pub fn for_ctx(ctx: &Ctx) -> Plan {
         Plan {
-            sizes: ctx.pick(vec![250, 500, 1000], vec![100, 300], vec![20, 40]),
-            queries: ctx.pick(1000, 200, 20),
-            multi: ctx.pick(200, 50, 5),
+            sizes: ctx.pick(
+                vec![250, 500, 1000],
+                vec![250, 500, 1000],
+                vec![100, 300],
+                vec![20, 40],
+            ),
+            queries: ctx.pick(1000, 300, 200, 20),
+            multi: ctx.pick(200, 100, 50, 5),
         }
     }
 }

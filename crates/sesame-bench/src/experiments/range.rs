@@ -99,7 +99,9 @@ impl Knobs {
         .map_err(|e| BenchError::InvalidArgument(e.to_string()))?;
         let bad = |e: sesame_core::Error| BenchError::InvalidArgument(e.to_string());
         let page = PageConfig::from_params(o).map_err(bad)?;
-        let queries: usize = o.get_or("queries", ctx.pick(1000, 100, 8)).map_err(bad)?;
+        let queries: usize = o
+            .get_or("queries", ctx.pick(1000, 200, 100, 8))
+            .map_err(bad)?;
         let range_percent: f64 = o.get_or("range_percent", 0.5).map_err(bad)?;
         let data_percent: f64 = o.get_or("data_percent", 100.0).map_err(bad)?;
         if queries == 0 {
@@ -114,7 +116,7 @@ impl Knobs {
                 )));
             }
         }
-        let full: usize = ctx.pick(247_000, 10_000, 240);
+        let full: usize = ctx.pick(247_000, 40_000, 10_000, 240);
         let records = ((full as f64 * data_percent / 100.0).round() as usize).max(1);
         Ok(Knobs {
             page,
@@ -531,11 +533,12 @@ impl Experiment for Range {
         };
         let fig4a_ranges: Vec<f64> = ctx.pick(
             vec![0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
+            vec![0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
             vec![0.5, 1.0, 2.0, 3.0],
             vec![0.5, 3.0],
         );
-        let fig4a_queries = ctx.pick(200, 30, 4).min(knobs.queries);
-        let fig4b_points = knobs.queries.min(ctx.pick(200, 100, 8));
+        let fig4a_queries = ctx.pick(200, 100, 30, 4).min(knobs.queries);
+        let fig4b_points = knobs.queries.min(ctx.pick(200, 200, 100, 8));
 
         for d in &data {
             let mut qrng = ctx.rng(&format!("range/queries/{}", d.name));
@@ -581,10 +584,11 @@ impl Experiment for Range {
         // Fig. 3: scalability on uniform data.
         let fractions: Vec<f64> = ctx.pick(
             vec![10.0, 25.0, 50.0, 75.0],
+            vec![10.0, 25.0, 50.0, 75.0],
             vec![10.0, 25.0, 50.0],
             vec![50.0],
         );
-        let fig3_queries = ctx.pick(200, 30, 4).min(knobs.queries);
+        let fig3_queries = ctx.pick(200, 100, 30, 4).min(knobs.queries);
         for &f in &fractions {
             let n = ((knobs.records as f64 * f / 100.0).round() as usize).max(1);
             let values = synth::uniform(n, ctx.seed);
@@ -619,14 +623,14 @@ impl Experiment for Range {
         rs.rows.extend(full_points);
 
         // CLOZ: real pairings, a second per comparison: a few records only.
-        let cloz_records = ctx.pick(16, 0, 0);
+        let cloz_records = ctx.pick(16, 0, 0, 0);
         for &p in &slow {
             if cloz_records == 0 {
                 rs.notes.push(format!(
                     "{} skipped at this scale (about 1.5 s per ORE comparison); the full run \
                      measures it on {} records",
                     p.descriptor.name,
-                    ctx.pick(16, 16, 16)
+                    ctx.pick(16, 16, 16, 16)
                 ));
                 continue;
             }

@@ -58,13 +58,14 @@ pub struct Plan {
 
 impl Plan {
     /// Full: 1, 4, 16 clients, 1 000 documents each, 200 operations per
-    /// client and phase; quick: 100 documents, 30 operations; tiny: 1 and
+    /// client and phase (standard too); quick: 100 documents, 30
+    /// operations; tiny: 1 and
     /// 4 clients, 20 documents, 5 operations.
     pub fn for_ctx(ctx: &Ctx) -> Plan {
         Plan {
-            clients: ctx.pick(vec![1, 4, 16], vec![1, 4, 16], vec![1, 4]),
-            preload: ctx.pick(1000, 100, 20),
-            ops: ctx.pick(200, 30, 5),
+            clients: ctx.pick(vec![1, 4, 16], vec![1, 4, 16], vec![1, 4, 16], vec![1, 4]),
+            preload: ctx.pick(1000, 1000, 100, 20),
+            ops: ctx.pick(200, 200, 30, 5),
         }
     }
 }

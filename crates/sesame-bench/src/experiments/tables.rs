@@ -68,7 +68,7 @@ impl Plan {
         ctx.options.only("tables", &["queries"]).map_err(bad)?;
         let queries: usize = ctx
             .options
-            .get_or("queries", ctx.pick(1000, 100, 10))
+            .get_or("queries", ctx.pick(1000, 200, 100, 10))
             .map_err(bad)?;
         if queries == 0 {
             return Err(BenchError::InvalidArgument(
@@ -85,10 +85,10 @@ impl Plan {
             "path-oram",
         ];
         Ok(Plan {
-            rows: ctx.pick(usize::MAX, 20_000, 600),
-            oram_rows: ctx.pick(50_000, 5_000, 300),
+            rows: ctx.pick(usize::MAX, 80_000, 20_000, 600),
+            oram_rows: ctx.pick(50_000, 8_000, 5_000, 300),
             queries,
-            protocols: ctx.pick(all.clone(), all, vec!["bplus-lewi-wu", "pope"]),
+            protocols: ctx.pick(all.clone(), all.clone(), all, vec!["bplus-lewi-wu", "pope"]),
             tls: true,
         })
     }

@@ -56,21 +56,33 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Full: the seed's Table 1; quick: fewer points and results; tiny:
+    /// Full: the seed's Table 1; standard: Table 1's n and t, results up
+    /// to 1000; quick: fewer points and results; tiny:
     /// a few fields and results (debug-build tests).
     pub fn for_ctx(ctx: &Ctx) -> Plan {
         Plan {
-            ns: ctx.pick(vec![10, 25, 50, 75, 100], vec![10, 50, 100], vec![4, 8]),
-            ts: ctx.pick(vec![10, 20, 30, 40, 50], vec![10, 30, 50], vec![2, 4]),
+            ns: ctx.pick(
+                vec![10, 25, 50, 75, 100],
+                vec![10, 25, 50, 75, 100],
+                vec![10, 50, 100],
+                vec![4, 8],
+            ),
+            ts: ctx.pick(
+                vec![10, 20, 30, 40, 50],
+                vec![10, 20, 30, 40, 50],
+                vec![10, 30, 50],
+                vec![2, 4],
+            ),
             results: ctx.pick(
                 vec![500, 1000, 1500, 2000, 2500],
+                vec![100, 500, 1000],
                 vec![100, 200],
                 vec![3, 6],
             ),
-            n_fixed: ctx.pick(100, 100, 8),
-            t_fixed: ctx.pick(10, 10, 2),
-            results_fixed: ctx.pick(500, 50, 3),
-            reps: ctx.pick(10, 3, 1),
+            n_fixed: ctx.pick(100, 100, 100, 8),
+            t_fixed: ctx.pick(10, 10, 10, 2),
+            results_fixed: ctx.pick(500, 500, 50, 3),
+            reps: ctx.pick(10, 3, 3, 1),
         }
     }
 }

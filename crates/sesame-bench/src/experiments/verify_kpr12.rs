@@ -46,21 +46,24 @@ pub struct Plan {
 
 impl Plan {
     /// Full: the seed's Table 1 (V = 2^3 .. 2^10, |D| = 500, |L_D| = 500
-    /// .. 2500); quick: a subset; tiny: a smoke test.
+    /// .. 2500); standard: five V, |L_D| up to 1500; quick: a subset; tiny:
+    /// a smoke test.
     pub fn for_ctx(ctx: &Ctx) -> Plan {
         Plan {
             keywords: ctx.pick(
                 (3..=10).map(|p| 1 << p).collect(),
+                vec![8, 32, 128, 512, 1024],
                 vec![8, 32, 128, 1024],
                 vec![8, 16],
             ),
-            documents: ctx.pick(500, 200, 40),
+            documents: ctx.pick(500, 500, 200, 40),
             results: ctx.pick(
                 vec![1, 500, 1000, 1500, 2000, 2500],
+                vec![1, 500, 1000, 1500],
                 vec![1, 500, 1000],
                 vec![1, 10, 30],
             ),
-            reps: ctx.pick(5, 3, 1),
+            reps: ctx.pick(5, 3, 3, 1),
         }
     }
 }

@@ -1,0 +1,174 @@
+// The report pages' self-check, run when the page is opened with the
+// fragment #selfcheck (scripts/check-site.sh does, in headless Chromium).
+// It reads the charts as drawn (plotters' SVG) and writes its verdict into
+// the page, in a pre element with the id selfcheck: "selfcheck: ok: ..." or
+// "selfcheck: FAIL: ...".
+(function () {
+  'use strict';
+  if (location.hash !== '#selfcheck') {
+    return;
+  }
+
+  function attr(e, name) {
+    return e.getAttribute(name) || '';
+  }
+  function num(e, name) {
+    return parseFloat(attr(e, name));
+  }
+  function text(e) {
+    return (e.textContent || '').trim();
+  }
+  function isBlack(c) {
+    return c.toUpperCase() === '#000000';
+  }
+
+  // The plot area's axes: plotters draws each as a black polyline of two
+  // points, a long vertical one (y) and a long horizontal one (x).
+  function axes(svg) {
+    var out = { x: null, y: null };
+    svg.querySelectorAll('polyline').forEach(function (p) {
+      if (!isBlack(attr(p, 'stroke'))) {
+        return;
+      }
+      var pts = attr(p, 'points').trim().split(/\s+/).map(function (s) {
+        return s.split(',').map(parseFloat);
+      });
+      if (pts.length !== 2) {
+        return;
+      }
+      var dx = Math.abs(pts[0][0] - pts[1][0]);
+      var dy = Math.abs(pts[0][1] - pts[1][1]);
+      if (dx === 0 && dy > 100 && out.y === null) {
+        out.y = { x: pts[0][0], top: Math.min(pts[0][1], pts[1][1]), bottom: Math.max(pts[0][1], pts[1][1]) };
+      } else if (dy === 0 && dx > 100 && out.x === null) {
+        out.x = { y: pts[0][1], left: Math.min(pts[0][0], pts[1][0]), right: Math.max(pts[0][0], pts[1][0]) };
+      }
+    });
+    return out;
+  }
+
+  // One chart of a report page: its axes, their tick labels and names, a
+  // data series, and the paper's series where the figure says the rows
+  // carry the paper's values (data-paper="1").
+  function checkChart(figure, problems) {
+    var name = figure.id || '(unnamed chart)';
+    var svg = figure.querySelector('svg');
+    if (!svg) {
+      problems.push(name + ': no SVG');
+      return { paper: false };
+    }
+    var ax = axes(svg);
+    if (!ax.x || !ax.y) {
+      problems.push(name + ': ' + (!ax.x ? 'no x axis' : 'no y axis'));
+      return { paper: false };
+    }
+    var texts = Array.prototype.slice.call(svg.querySelectorAll('text'));
+    var yTicks = texts.filter(function (t) {
+      return attr(t, 'text-anchor') === 'end' && num(t, 'x') < ax.y.x && text(t) !== '';
+    });
+    var xTicks = texts.filter(function (t) {
+      var y = num(t, 'y');
+      return !attr(t, 'transform') && y > ax.x.y && y <= ax.x.y + 30 &&
+        num(t, 'x') >= ax.x.left - 5 && num(t, 'x') <= ax.x.right + 5 && text(t) !== '';
+    });
+    var yName = texts.filter(function (t) {
+      return attr(t, 'transform').indexOf('rotate') === 0 && text(t) !== '';
+    });
+    var xName = texts.filter(function (t) {
+      return !attr(t, 'transform') && num(t, 'y') > ax.x.y + 30 && num(t, 'x') < ax.x.right && text(t) !== '';
+    });
+    var bars = figure.getAttribute('data-kind') === 'bars';
+    if (yTicks.length < 2) {
+      problems.push(name + ': ' + yTicks.length + ' y tick labels');
+    }
+    if (xTicks.length < (bars ? 1 : 2)) {
+      problems.push(name + ': ' + xTicks.length + ' x tick labels');
+    }
+    if (yName.length < 1 || xName.length < 1) {
+      problems.push(name + ': an axis has no name');
+    }
+    // Inside the plot area: a line or filled marker of a colour (ours),
+    // a filled bar; hollow markers or outlined bars are the paper's.
+    var inPlot = function (e, xName, yName) {
+      var x = num(e, xName);
+      var y = num(e, yName);
+      return x >= ax.x.left - 1 && x <= ax.x.right + 1 && y >= ax.y.top - 1 && y <= ax.y.bottom + 1;
+    };
+    var ours = 0;
+    var theirs = 0;
+    svg.querySelectorAll('circle').forEach(function (c) {
+      if (!inPlot(c, 'cx', 'cy')) {
+        return;
+      }
+      if (attr(c, 'fill') === 'none') {
+        theirs += 1;
+      } else {
+        ours += 1;
+      }
+    });
+    svg.querySelectorAll('rect').forEach(function (r) {
+      if (!inPlot(r, 'x', 'y') || num(r, 'width') <= 0) {
+        return;
+      }
+      var fill = attr(r, 'fill');
+      if (fill === 'none') {
+        theirs += 1;
+      } else if (fill.toUpperCase() !== '#FFFFFF' && (num(r, 'height') > 0)) {
+        ours += 1;
+      }
+    });
+    var legendPaper = texts.some(function (t) {
+      return num(t, 'x') > ax.x.right && /\(paper\)$/.test(text(t));
+    });
+    if (ours < 1) {
+      problems.push(name + ': no data series drawn');
+    }
+    var paper = figure.getAttribute('data-paper') === '1';
+    if (paper && (theirs < 1 || !legendPaper)) {
+      problems.push(name + ': the rows carry paper values but no paper series is drawn');
+    }
+    return { paper: paper };
+  }
+
+  function run() {
+    var problems = [];
+    var figures = document.querySelectorAll('figure');
+    var withPaper = 0;
+    figures.forEach(function (f) {
+      if (checkChart(f, problems).paper) {
+        withPaper += 1;
+      }
+    });
+    var page = document.body.getAttribute('data-page') || '';
+    if (page === 'experiment' && document.querySelectorAll('table tbody tr').length < 1) {
+      problems.push('the results table has no rows');
+    }
+    if (page === 'index') {
+      var links = document.querySelectorAll('a[href$="/index.html"]');
+      if (links.length < 1) {
+        problems.push('no experiment is linked');
+      }
+      if (!document.querySelector('a[href="explore.html"]')) {
+        problems.push('explore.html is not linked');
+      }
+    }
+    var errors = window.sesameErrors || [];
+    errors.forEach(function (e) {
+      problems.push('script error: ' + e);
+    });
+    var verdict = problems.length === 0
+      ? 'selfcheck: ok: ' + page + ' page, ' + figures.length + ' charts with both axes, tick labels and data, ' +
+        withPaper + ' with the paper series'
+      : 'selfcheck: FAIL: ' + problems.join('; ');
+    var pre = document.createElement('pre');
+    pre.id = 'selfcheck';
+    pre.textContent = verdict;
+    document.body.appendChild(pre);
+  }
+
+  if (document.readyState === 'complete') {
+    run();
+  } else {
+    window.addEventListener('load', run);
+  }
+})();
