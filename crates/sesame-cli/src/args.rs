@@ -349,4 +349,11 @@ pub(crate) struct InitArgs {
     /// public roots.
     #[arg(long, value_name = "FILE", requires = "server")]
     pub ca: Option<std::path::PathBuf>,
+
+    /// Join, as another device, the profile that this index of the server
+    /// belongs to (its name on the server, as `init` printed it on the
+    /// first device: `p1a2b3c4d-default`); asks for that profile's
+    /// passphrase.
+    #[arg(long, value_name = "INDEX", requires = "server")]
+    pub join: Option<String>,
 }

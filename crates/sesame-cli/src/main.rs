@@ -236,6 +236,9 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
     })?;
     sesame_client::check_scheme(&args.scheme, &params)?;
     let binding = server_binding(&args)?;
+    if let (Some(remote), Some(binding)) = (&args.join, &binding) {
+        return join(dir, binding, remote);
+    }
     let fast = fast_kdf(&args)?;
     let key_path = KEY_FILE.get().cloned().flatten();
     let pass = passphrase::passphrase(true)?;
@@ -276,7 +279,12 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
                 }
             };
             match made {
-                Ok(p) => p,
+                Ok(p) => {
+                    // The first session shares the index's state (and the
+                    // header) on the server, so another device can join.
+                    drop(p.session(DEFAULT_INDEX)?);
+                    p
+                }
                 Err(e) => {
                     let _ = backend.drop_index(DEFAULT_INDEX);
                     return Err(e.into());
@@ -285,7 +293,11 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
         }
     };
     let place = match &binding {
-        Some(b) => format!("; on server {}", b.url),
+        Some(b) => format!(
+            "; on server {} as index {}{DEFAULT_INDEX}: another device joins with `sesame init \
+             --server {} --join {}{DEFAULT_INDEX}`",
+            b.url, b.index_prefix, b.url, b.index_prefix
+        ),
         None => String::new(),
     };
     let mut out = format!(
@@ -298,6 +310,25 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
     if !params.is_empty() {
         out.push_str(&format!("scheme parameters: {params}\n"));
     }
+    write_stdout(out.as_bytes())
+}
+
+/// `sesame init --server URL --join INDEX`: this directory becomes
+/// another device of the profile that index `remote` belongs to.
+fn join(dir: &std::path::Path, binding: &ServerBinding, remote: &str) -> Result<(), CliError> {
+    let key = key_file()?;
+    let pass = passphrase::passphrase(false)?;
+    let (profile, index) =
+        Profile::join(dir, &pass, key.as_deref().map(|k| &k[..]), binding, remote)?;
+    let session = profile.session(&index)?;
+    let out = format!(
+        "joined profile {} as another device: index {index} (scheme {}, {} documents) on \
+         server {}\n",
+        dir.display(),
+        session.scheme().name,
+        session.documents().len(),
+        binding.url
+    );
     write_stdout(out.as_bytes())
 }
 

@@ -147,6 +147,44 @@ pub trait Backend {
     /// run.
     fn remove_index(&mut self, index: &str) -> Result<()>;
 
+    /// Reads records kept beside index `index` (a client state its
+    /// devices share, [`crate::session`]): one per name, in order, version
+    /// 0 when absent; a record at the version `known` gives for it comes
+    /// without its value. `None`: this backend keeps no records (the
+    /// embedded store, whose profile is the only device, or an older
+    /// server).
+    fn read_records(
+        &mut self,
+        index: &str,
+        names: &[String],
+        known: &[u64],
+    ) -> Result<Option<Vec<IndexRecord>>> {
+        let _ = (index, names, known);
+        Ok(None)
+    }
+
+    /// Applies `writes` to the records of index `index` if each record is
+    /// at the version its write expects, all or nothing. `Ok(None)`:
+    /// applied; `Ok(Some(current))`: nothing applied, and every written
+    /// record as it is now, in order.
+    fn write_records(
+        &mut self,
+        index: &str,
+        writes: Vec<IndexRecordWrite>,
+    ) -> Result<Option<Vec<IndexRecord>>> {
+        let _ = (index, writes);
+        Err(ClientError::InvalidArgument(
+            "this store keeps no shared records".into(),
+        ))
+    }
+
+    /// Removes the generations of index `index` older than `keep` only
+    /// (a newer one may be another device's rebuild in progress). The
+    /// default removes every generation but `keep`.
+    fn drop_older_generations(&mut self, index: &str, keep: u64) -> Result<()> {
+        self.drop_other_generations(index, keep)
+    }
+
     /// A channel for building generation `generation` of an index with a
     /// static scheme's setup. Nothing need be visible before
     /// [`SetupChannel::commit`]; the default is
@@ -162,6 +200,55 @@ pub trait Backend {
         Ok(Box::new(Immediate(
             self.index_channel(index, generation, scheme)?,
         )))
+    }
+}
+
+/// A record kept beside an index ([`Backend::read_records`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct IndexRecord {
+    /// Its name.
+    pub name: String,
+    /// Its version: 0 when it does not exist; each write adds one.
+    pub version: u64,
+    /// Its value (empty when absent, or when the reader knew it).
+    pub value: Vec<u8>,
+}
+
+impl std::fmt::Debug for IndexRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "IndexRecord {{ name: {:?}, version: {}, value: ({} bytes) }}",
+            self.name,
+            self.version,
+            self.value.len()
+        )
+    }
+}
+
+/// One write of [`Backend::write_records`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct IndexRecordWrite {
+    /// The record's name.
+    pub name: String,
+    /// The version it must be at (0: it must not exist).
+    pub expected: u64,
+    /// The new value (its version becomes `expected + 1`), or `None` to
+    /// delete it.
+    pub value: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for IndexRecordWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "IndexRecordWrite {{ name: {:?}, expected: {}, value: {} }}",
+            self.name,
+            self.expected,
+            self.value
+                .as_ref()
+                .map_or("delete".to_owned(), |v| format!("({} bytes)", v.len()))
+        )
     }
 }
 

@@ -10,6 +10,7 @@ use crate::error::{ClientError, Result};
 pub const MAX_DOCUMENT: u64 = 64 << 20;
 
 /// A file to add, read into memory.
+#[derive(Clone)]
 pub(crate) struct NewFile {
     /// The path as given or found under a given directory.
     pub path: PathBuf,

@@ -57,6 +57,61 @@ pub enum ClientError {
         /// Its state file.
         path: PathBuf,
     },
+    /// The server's copy of an index's client state (shared by the
+    /// profile's devices) does not decrypt or decode, or is not the
+    /// version the server says: it is corrupt or was tampered with.
+    /// Nothing was changed.
+    #[error(
+        "the server's copy of the client state of index {index:?} is corrupt or was tampered          with; nothing was changed"
+    )]
+    SharedStateCorrupt {
+        /// The index.
+        index: String,
+    },
+    /// The server's copy of an index's client state is older than one
+    /// this device has seen: the server lost or rolled back data.
+    #[error(
+        "the server holds version {server} of the client state of index {index:?}, older          than version {seen} that this device has seen: the server lost or rolled back          data; nothing was changed"
+    )]
+    SharedStateRolledBack {
+        /// The index.
+        index: String,
+        /// The version the server holds.
+        server: u64,
+        /// The newest version this device saw.
+        seen: u64,
+    },
+    /// Other devices changed the index's shared state again and again
+    /// while this one tried to: nothing of this command was lost or
+    /// applied twice, and running it again completes it.
+    #[error(
+        "index {index:?} was changed by other devices {attempts} times while this command ran;          run it again"
+    )]
+    StateContended {
+        /// The index.
+        index: String,
+        /// The attempts made.
+        attempts: usize,
+    },
+    /// This device's state of an index and the server's shared copy are
+    /// different histories (this device never synchronised with it, and
+    /// both hold documents).
+    #[error(
+        "the server already holds a client state for index {index:?} that this device's does          not descend from; join it into a fresh directory (`sesame init --server URL --join          INDEX`), or use another index"
+    )]
+    StateDiverged {
+        /// The index.
+        index: String,
+    },
+    /// Another device changed the index's shared state since this one
+    /// last read it: this device refreshes and tries again (internal; a
+    /// caller sees [`ClientError::StateContended`] when that keeps
+    /// failing).
+    #[error("index {index:?} was changed by another device; refresh and try again")]
+    StaleState {
+        /// The index.
+        index: String,
+    },
     /// A part of the profile (its directory, header, server binding or an
     /// index state) can be reached by other users: refused, as ssh refuses
     /// a private key others can read. Nothing was read beyond its mode.

@@ -169,11 +169,9 @@ impl IntentFiles {
         aad
     }
 
-    /// Writes `intent` to its file, durably.
-    pub(crate) fn save(&self, rng: &mut dyn CryptoRngCore, intent: &Intent) -> Result<()> {
-        if !self.dir.is_dir() {
-            fsutil::create_private_dir(&self.dir)?;
-        }
+    /// Writes `intent` to its file, durably, and returns the file's bytes
+    /// (what the server keeps of it when the index's state is shared).
+    pub(crate) fn save(&self, rng: &mut dyn CryptoRngCore, intent: &Intent) -> Result<Vec<u8>> {
         let plain = Zeroizing::new(wire::encode(intent)?);
         let sealed = self
             .aead
@@ -182,26 +180,49 @@ impl IntentFiles {
         let mut file = Vec::with_capacity(MAGIC.len() + sealed.len());
         file.extend_from_slice(MAGIC);
         file.extend_from_slice(&sealed);
-        fsutil::write_atomic(&self.path(&intent.id), &file)
+        self.write(&intent.id, &file)?;
+        Ok(file)
+    }
+
+    /// Writes the sealed bytes of intent `id` to its file, durably.
+    pub(crate) fn write(&self, id: &[u8; 16], file: &[u8]) -> Result<()> {
+        if !self.dir.is_dir() {
+            fsutil::create_private_dir(&self.dir)?;
+        }
+        fsutil::write_atomic(&self.path(id), file)
+    }
+
+    /// Whether intent `id` has its file here.
+    pub(crate) fn has(&self, id: &[u8; 16]) -> bool {
+        self.path(id).is_file()
     }
 
     /// Reads the intent `id`. A missing or damaged file is
     /// [`ClientError::ProfileCorrupt`] naming it.
     pub(crate) fn load(&self, id: &[u8; 16]) -> Result<Intent> {
         let path = self.path(id);
-        let damaged = |reason: &str| ClientError::ProfileCorrupt {
-            path: path.clone(),
-            reason: reason.to_owned(),
-        };
         let file = match std::fs::read(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(damaged(
-                    "this saved operation is missing, so an interrupted update cannot be \
-                     completed",
-                ))
+                return Err(ClientError::ProfileCorrupt {
+                    path,
+                    reason: "this saved operation is missing, so an interrupted update cannot be \
+                             completed"
+                        .into(),
+                })
             }
             Err(e) => return Err(ClientError::io("read", &path, &e)),
+        };
+        self.open(id, &file)
+    }
+
+    /// Opens the sealed bytes of intent `id` (its file, or the server's
+    /// copy). Damage is [`ClientError::ProfileCorrupt`] naming its file.
+    pub(crate) fn open(&self, id: &[u8; 16], file: &[u8]) -> Result<Intent> {
+        let path = self.path(id);
+        let damaged = |reason: &str| ClientError::ProfileCorrupt {
+            path: path.clone(),
+            reason: reason.to_owned(),
         };
         let sealed = file
             .strip_prefix(MAGIC.as_slice())
@@ -216,6 +237,12 @@ impl IntentFiles {
             return Err(damaged("holds another operation"));
         }
         Ok(intent)
+    }
+
+    /// The sealed bytes of intent `id`'s file.
+    pub(crate) fn read(&self, id: &[u8; 16]) -> Result<Vec<u8>> {
+        let path = self.path(id);
+        std::fs::read(&path).map_err(|e| ClientError::io("read", &path, &e))
     }
 
     /// Removes the file of `id` (done with); a missing file is fine.

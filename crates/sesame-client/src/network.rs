@@ -20,7 +20,7 @@ use sesame_sse::KeywordScheme;
 use tonic::Code;
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::backend::{Backend, SetupChannel};
+use crate::backend::{Backend, IndexRecord, IndexRecordWrite, SetupChannel};
 use crate::doc_service::{DocRequest, DocResponse};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
@@ -186,6 +186,14 @@ pub(crate) fn parse_binding(bytes: &[u8]) {
     if let Ok(file) = serde_json::from_slice::<BindingFile>(bytes) {
         let _ = hex::decode(&file.token);
         let _ = binding_aad("id", &file.url, &file.index_prefix);
+    }
+}
+
+fn record_from_proto(r: proto::Record) -> IndexRecord {
+    IndexRecord {
+        name: r.name,
+        version: r.version,
+        value: r.value,
     }
 }
 
@@ -384,6 +392,84 @@ impl Backend for NetworkBackend {
             .with_retries(|mut c| async move { c.drop_generations(index, keep).await })
             .map(drop)
             .map_err(|s| status_error(&s))
+    }
+
+    fn drop_older_generations(&mut self, index: &str, keep: u64) -> Result<()> {
+        let index = self.remote(index)?;
+        let index = index.as_str();
+        self.conn
+            .with_retries(|mut c| async move { c.drop_older_generations(index, keep).await })
+            .map(drop)
+            .map_err(|s| status_error(&s))
+    }
+
+    fn read_records(
+        &mut self,
+        index: &str,
+        names: &[String],
+        known: &[u64],
+    ) -> Result<Option<Vec<IndexRecord>>> {
+        let request = proto::ReadRecordsRequest {
+            index: self.remote(index)?,
+            names: names.to_vec(),
+            known: known.to_vec(),
+        };
+        let answer = self.conn.with_retries(|mut c| {
+            let request = request.clone();
+            async move { c.read_records(request).await }
+        });
+        match answer {
+            Ok(r) if r.records.len() == names.len() => {
+                Ok(Some(r.records.into_iter().map(record_from_proto).collect()))
+            }
+            Ok(r) => Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                "asked for {} records, got {}",
+                names.len(),
+                r.records.len()
+            )))),
+            // A server from before records: the profile's state stays on
+            // this device only. An index not (yet) on the server keeps
+            // none either.
+            Err(s) if matches!(s.code(), Code::Unimplemented | Code::NotFound) => Ok(None),
+            Err(s) => Err(status_error(&s)),
+        }
+    }
+
+    fn write_records(
+        &mut self,
+        index: &str,
+        writes: Vec<IndexRecordWrite>,
+    ) -> Result<Option<Vec<IndexRecord>>> {
+        let n = writes.len();
+        let request = proto::WriteRecordsRequest {
+            index: self.remote(index)?,
+            writes: writes
+                .into_iter()
+                .map(|w| proto::RecordWrite {
+                    name: w.name,
+                    expected: w.expected,
+                    delete: w.value.is_none(),
+                    value: w.value.unwrap_or_default(),
+                })
+                .collect(),
+        };
+        let r = self
+            .conn
+            .with_retries(|mut c| {
+                let request = request.clone();
+                async move { c.write_records(request).await }
+            })
+            .map_err(|s| status_error(&s))?;
+        if r.committed {
+            return Ok(None);
+        }
+        if r.current.len() != n {
+            return Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                "wrote {n} records, got {} back",
+                r.current.len()
+            ))));
+        }
+        Ok(Some(r.current.into_iter().map(record_from_proto).collect()))
     }
 
     fn meter(&self) -> &Meter {

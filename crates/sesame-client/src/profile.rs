@@ -542,11 +542,23 @@ impl Profile {
             Err(e) => return Err(ClientError::io("read", &header_path, &e)),
         };
         check_parts_private(dir)?;
+        Self::open_header(dir, &bytes, passphrase, key_file)
+    }
+
+    /// Opens the profile whose header is `bytes` (for the directory
+    /// `dir`), as [`Profile::open_with_key_file`] does once it has read it.
+    fn open_header(
+        dir: &Path,
+        bytes: &[u8],
+        passphrase: &str,
+        key_file: Option<&[u8]>,
+    ) -> Result<Profile> {
+        let header_path = dir.join(HEADER_FILE);
         let damaged = |reason: String| ClientError::ProfileCorrupt {
             path: header_path.clone(),
             reason,
         };
-        let header: Header = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+        let header: Header = serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))?;
         match (header.format.as_str(), header.store.as_deref()) {
             (FORMAT | FORMAT_V2, Some(STORE_EMBEDDED | STORE_SERVER)) | (FORMAT_V1, None) => {}
             (FORMAT | FORMAT_V2, other) => {
@@ -633,6 +645,114 @@ impl Profile {
             Ok(text) if text == CHECK_TEXT => Ok(Profile::from_master(dir, &header, derived, None)),
             _ => Err(ClientError::WrongPassphrase),
         }
+    }
+
+    /// Joins, as another device, the server profile that index
+    /// `remote_index` of the tenant belongs to (the name the server knows
+    /// it by: the profile's prefix, then its name, as `sesame status`
+    /// shows it), in the new directory `dir`. The profile's header (its
+    /// master key wrapped under the passphrase, and nothing secret) and
+    /// the index's client state are kept on the server by the devices
+    /// that use it ([`crate::session`]); `passphrase` (and `key_file`,
+    /// for a profile made with one) must open the header. The new device
+    /// writes its own copy of the header, the binding (with the tenant's
+    /// token in `binding`, whose prefix is ignored: it is the index's),
+    /// and the state of the index and of the profile's default index.
+    /// Returns the profile and the index's name in it.
+    ///
+    /// Nothing is written before the passphrase has opened the header; a
+    /// failure afterwards leaves a directory without `profile.json`, so
+    /// not a profile.
+    pub fn join(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        key_file: Option<&[u8]>,
+        binding: &ServerBinding,
+        remote_index: &str,
+    ) -> Result<(Profile, String)> {
+        let dir = dir.as_ref();
+        if dir.join(HEADER_FILE).exists() {
+            return Err(ClientError::ProfileExists(dir.to_path_buf()));
+        }
+        check_index_name(remote_index)?;
+        let (prefix, index) = split_remote_index(remote_index);
+        check_index_name(index)?;
+        let mut binding = binding.clone();
+        binding.index_prefix = prefix.to_owned();
+        let mut backend = NetworkBackend::connect(&binding)?;
+        if !backend.indexes()?.iter().any(|i| i == index) {
+            return Err(ClientError::InvalidArgument(format!(
+                "the server has no index {remote_index:?} for this token"
+            )));
+        }
+        let records = backend
+            .read_records(
+                index,
+                &[crate::session::shared::PROFILE_RECORD.to_owned()],
+                &[],
+            )?
+            .ok_or_else(|| {
+                ClientError::InvalidArgument(
+                    "this server keeps no shared client state (it is older than this client): \
+                     a second device cannot join"
+                        .into(),
+                )
+            })?;
+        let header = records
+            .into_iter()
+            .next()
+            .filter(|r| r.version > 0)
+            .ok_or_else(|| {
+                ClientError::InvalidArgument(format!(
+                    "index {remote_index:?} holds no profile to join: run a command on it from \
+                     the first device with this version of Sesame (a profile of header format \
+                     1 or 2 must run `sesame passwd` first)"
+                ))
+            })?
+            .value;
+        let profile = Self::open_header(dir, &header, passphrase, key_file)?;
+        if profile.format() != FORMAT {
+            return Err(ClientError::ProfileCorrupt {
+                path: dir.join(HEADER_FILE),
+                reason: "the server's header is not format 3".into(),
+            });
+        }
+        *profile
+            .key_file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            key_file.map(key_file_digest).transpose()?;
+        fsutil::create_private_dir(&dir.join(INDEX_DIR))?;
+        fsutil::make_private_dir(dir)?;
+        profile.bind_server(&binding)?;
+        let cipher = profile.state_cipher();
+        let mut names = vec![index];
+        if index != DEFAULT_INDEX {
+            names.push(DEFAULT_INDEX);
+        }
+        for name in names {
+            let fetched = crate::session::shared::fetch(&mut backend, &cipher, name)?;
+            match fetched.and_then(|f| f.opened.map(|o| (f.version, o))) {
+                Some((version, (state, _))) => {
+                    crate::session::shared::adopt_locally(
+                        &profile.shared_sidecar(name),
+                        version,
+                        || profile.save_state(&mut OsRng, name, &state),
+                    )?;
+                }
+                None if name == index => {
+                    return Err(ClientError::InvalidArgument(format!(
+                        "index {remote_index:?} has no shared client state on the server: run a \
+                         command on it from the first device"
+                    )))
+                }
+                // The default index's state comes when its first device
+                // shares it (Profile::session fetches it then).
+                None => {}
+            }
+        }
+        fsutil::write_atomic(&dir.join(HEADER_FILE), &header)?;
+        Ok((profile, index.to_owned()))
     }
 
     /// Changes the passphrase: the master key is sealed anew under a key
@@ -821,6 +941,9 @@ impl Profile {
     /// file is an error naming it.
     pub fn session(&self, index: &str) -> Result<Session> {
         check_index_name(index)?;
+        if !self.state_path(index).exists() && self.store_kind()? == StoreKind::Server {
+            self.fetch_shared_state(index)?;
+        }
         let lock = self.lock(index)?;
         let state = self.load_state(index)?;
         let backend: Box<dyn Backend> = match self.store_kind()? {
@@ -836,6 +959,27 @@ impl Profile {
             }
         };
         Session::new(self, index, state, backend, lock)
+    }
+
+    /// Writes this device's copy of index `index`'s state from the
+    /// server's shared copy, if the server has one (another device made
+    /// the index, or shared it after this device joined).
+    fn fetch_shared_state(&self, index: &str) -> Result<()> {
+        let binding = self.server()?.ok_or_else(|| self.missing(SERVER_FILE))?;
+        let mut backend = NetworkBackend::connect(&binding)?;
+        let fetched = crate::session::shared::fetch(&mut backend, &self.state_cipher(), index)?;
+        if let Some((version, (state, _))) = fetched.and_then(|f| f.opened.map(|o| (f.version, o)))
+        {
+            let _lock = self.lock_unchecked(index)?;
+            if !self.state_path(index).exists() {
+                crate::session::shared::adopt_locally(
+                    &self.shared_sidecar(index),
+                    version,
+                    || self.save_state(&mut OsRng, index, &state),
+                )?;
+            }
+        }
+        Ok(())
     }
 
     fn missing(&self, part: &str) -> ClientError {
@@ -987,6 +1131,10 @@ impl Profile {
             // file is made for an index that is not there.
             self.load_state(index)?;
         }
+        self.lock_unchecked(index)
+    }
+
+    fn lock_unchecked(&self, index: &str) -> Result<ProfileLock> {
         let dir = self.dir.join(INDEX_DIR);
         ProfileLock::acquire(&dir.join(format!("{index}.lock")), &self.dir)
     }
@@ -998,6 +1146,24 @@ impl Profile {
             &self.id,
             index,
         )
+    }
+
+    /// `indexes/NAME.shared`: this device's identifier and the newest
+    /// version of the index's shared state it saw ([`crate::session`]).
+    pub(crate) fn shared_sidecar(&self, index: &str) -> PathBuf {
+        self.dir.join(INDEX_DIR).join(format!("{index}.shared"))
+    }
+
+    /// The header as another device joining the profile needs it: a
+    /// format-3 header (the master key wrapped under the passphrase, and
+    /// nothing secret) as written; `None` for the older formats, whose
+    /// key is the passphrase's own (`sesame passwd` moves them to 3).
+    pub(crate) fn shareable_header(&self) -> Option<Vec<u8>> {
+        let header = self.header();
+        if header.format != FORMAT {
+            return None;
+        }
+        serde_json::to_vec_pretty(&header).ok()
     }
 
     pub(crate) fn state_cipher(&self) -> StateCipher {
@@ -1028,6 +1194,25 @@ impl Profile {
     ) -> Result<()> {
         self.state_cipher()
             .save(rng, &self.state_path(index), index, state)
+    }
+}
+
+/// The profile prefix and the profile's index name of a tenant's index
+/// name: `p1a2b3c4d-default` is index `default` of the profile with
+/// prefix `p1a2b3c4d-`; a name without such a prefix is an index of a
+/// profile without one.
+pub(crate) fn split_remote_index(remote: &str) -> (&str, &str) {
+    let b = remote.as_bytes();
+    let prefixed = b.len() > 10
+        && b[0] == b'p'
+        && b[9] == b'-'
+        && b[1..9]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
+    if prefixed {
+        remote.split_at(10)
+    } else {
+        ("", remote)
     }
 }
 

@@ -38,6 +38,8 @@ const TABLE_LABEL: &str = "table";
 const TABLE_AAD_VERSION: u8 = 100;
 /// First bytes of a format-2 state file (read, never written).
 const MAGIC_V2: &[u8; 8] = b"SSMIDX02";
+/// Magic of the server's shared copy of a state (`SharedState`).
+const SHARED_MAGIC: &[u8; 8] = b"SSMSHR01";
 /// First bytes of a format-1 state file (read, never written).
 const MAGIC_V1: &[u8; 8] = b"SSMIDX01";
 
@@ -209,6 +211,33 @@ impl Drop for IndexState {
     }
 }
 
+/// What the devices of a profile share about an index beyond one
+/// device's [`IndexState`]: the server's copy of the state carries it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SharedExtras {
+    /// The next generation number a rebuild may take: a rebuild reserves
+    /// its number (a committed write) before it builds, so two devices
+    /// never build the same generation.
+    pub next_generation: u64,
+    /// Identifiers reserved by each device's add in progress (the
+    /// `reserved` of its [`IndexState`]), by device: a device cleans up
+    /// only its own, never another's that is still running.
+    pub reserved_by: BTreeMap<[u8; 16], Vec<u64>>,
+}
+
+/// The plaintext of a shared state.
+#[derive(Serialize, Deserialize)]
+struct SharedPlain {
+    state: Vec<u8>,
+    extras: SharedExtras,
+}
+
+impl Drop for SharedPlain {
+    fn drop(&mut self) {
+        self.state.zeroize();
+    }
+}
+
 /// Decodes a decrypted state as [`StateCipher::load`] does, in both
 /// formats (for the fuzz targets).
 pub(crate) fn parse_plain(bytes: &[u8]) {
@@ -303,6 +332,89 @@ impl StateCipher {
             .open(&self.aad(TABLE_AAD_VERSION, name, TABLE_LABEL), sealed)
             .map(|p| Some(Zeroizing::new(p)))
             .map_err(|_| corrupt())
+    }
+
+    fn shared_aad(&self, index: &str, scheme: &str, version: u64) -> Vec<u8> {
+        let mut aad = b"sesame-client/shared-state/v1\0".to_vec();
+        for part in [self.profile_id.as_str(), index, scheme] {
+            aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            aad.extend_from_slice(part.as_bytes());
+        }
+        aad.extend_from_slice(&version.to_be_bytes());
+        aad
+    }
+
+    /// The server's copy of `state` and `extras` as version `version` of
+    /// the shared record: `"SSMSHR01" || version || len(scheme) || scheme
+    /// || AES-256-GCM-SIV(state key, aad, plain)`, the version bound into
+    /// the associated data so that the server cannot pass an older copy
+    /// off as a newer one.
+    pub(crate) fn seal_shared(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        index: &str,
+        version: u64,
+        state: &IndexState,
+        extras: &SharedExtras,
+    ) -> Result<Vec<u8>> {
+        let plain = SharedPlain {
+            state: wire::encode(state)?,
+            extras: extras.clone(),
+        };
+        let plain = Zeroizing::new(wire::encode(&plain)?);
+        let scheme = state.scheme.as_bytes();
+        let scheme_len = u8::try_from(scheme.len()).map_err(|_| {
+            ClientError::InvalidArgument(format!("scheme name {:?} is too long", state.scheme))
+        })?;
+        let sealed = self
+            .aead
+            .seal(rng, &self.shared_aad(index, &state.scheme, version), &plain)
+            .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
+        let mut out = Vec::with_capacity(SHARED_MAGIC.len() + 9 + scheme.len() + sealed.len());
+        out.extend_from_slice(SHARED_MAGIC);
+        out.extend_from_slice(&version.to_be_bytes());
+        out.push(scheme_len);
+        out.extend_from_slice(scheme);
+        out.extend_from_slice(&sealed);
+        Ok(out)
+    }
+
+    /// Opens version `version` of the shared record of `index`, as
+    /// [`StateCipher::seal_shared`] made it. Anything else (another
+    /// version, index or profile, a flipped byte) is
+    /// [`ClientError::SharedStateCorrupt`].
+    pub(crate) fn open_shared(
+        &self,
+        index: &str,
+        version: u64,
+        bytes: &[u8],
+    ) -> Result<(IndexState, SharedExtras)> {
+        let corrupt = || ClientError::SharedStateCorrupt {
+            index: index.to_owned(),
+        };
+        let rest = bytes
+            .strip_prefix(SHARED_MAGIC.as_slice())
+            .ok_or_else(corrupt)?;
+        let (said, rest) = rest.split_first_chunk::<8>().ok_or_else(corrupt)?;
+        if u64::from_be_bytes(*said) != version {
+            return Err(corrupt());
+        }
+        let (&len, rest) = rest.split_first().ok_or_else(corrupt)?;
+        let (scheme, sealed) = rest
+            .split_at_checked(usize::from(len))
+            .ok_or_else(corrupt)?;
+        let scheme = std::str::from_utf8(scheme).map_err(|_| corrupt())?;
+        let plain = Zeroizing::new(
+            self.aead
+                .open(&self.shared_aad(index, scheme, version), sealed)
+                .map_err(|_| corrupt())?,
+        );
+        let mut shared: SharedPlain = wire::decode(&plain).map_err(|_| corrupt())?;
+        let state: IndexState = wire::decode(&shared.state).map_err(|_| corrupt())?;
+        if state.scheme != scheme {
+            return Err(corrupt());
+        }
+        Ok((state, std::mem::take(&mut shared.extras)))
     }
 
     /// Reads and decrypts the state at `path`. Any damage (truncation, a

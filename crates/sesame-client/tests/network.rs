@@ -194,7 +194,9 @@ fn a_failed_write_reaches_the_user_and_nothing_acknowledged_is_lost() {
     assert_eq!(found(&p, "all").len(), 10);
 
     // The documents are stored, but the index update fails: it is kept.
-    store.fail(Fault::Refused, 1);
+    // (The writes of an add: the shared state reserving the identifiers,
+    // the documents, the state with the pending update, the update.)
+    store.fail(Fault::Refused, 3);
     let err = p
         .session(DEFAULT_INDEX)
         .unwrap()
@@ -227,8 +229,11 @@ fn an_update_applied_but_not_acknowledged_is_not_applied_twice() {
     let s = serve(store.clone());
     let p = profile(&s, "fast");
     let (dir, oracle) = corpus(s.tmp.path(), "a", 0, 8);
-    // Documents stored; the update is committed, but its answer is lost.
-    store.fail(Fault::AnswerLost, 1);
+    // Documents stored; the update is committed, but its answer is lost
+    // (writes: the first upload of the shared state, the state reserving
+    // identifiers, the documents, the state with the pending update, the
+    // update).
+    store.fail(Fault::AnswerLost, 4);
     let err = p
         .session(DEFAULT_INDEX)
         .unwrap()
@@ -298,8 +303,9 @@ fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
         .unwrap();
     // A first search (the server makes its key pair on the first one).
     assert_eq!(found(&p, "all").len(), 600);
-    // The search's writes are committed, but its answer is lost.
-    store.fail(Fault::AnswerLost, 0);
+    // The search's writes are committed, but its answer is lost (writes:
+    // the shared state with the pending search, the search).
+    store.fail(Fault::AnswerLost, 1);
     let err = p.session(DEFAULT_INDEX).unwrap().search("all").unwrap_err();
     assert!(matches!(err, ClientError::Unacknowledged { .. }), "{err}");
     store.heal();

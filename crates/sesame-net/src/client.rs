@@ -395,8 +395,40 @@ impl SesameClient {
         let r = proto::DropGenerationsRequest {
             index: index.into(),
             keep,
+            only_older: false,
         };
         self.unary(path::DROP_GENERATIONS, r).await
+    }
+
+    /// `DropGenerations` with `only_older`: removes the generations older
+    /// than `keep` only.
+    pub async fn drop_older_generations(
+        &mut self,
+        index: &str,
+        keep: u64,
+    ) -> Result<proto::DropGenerationsResponse, Status> {
+        let r = proto::DropGenerationsRequest {
+            index: index.into(),
+            keep,
+            only_older: true,
+        };
+        self.unary(path::DROP_GENERATIONS, r).await
+    }
+
+    /// `ReadRecords`.
+    pub async fn read_records(
+        &mut self,
+        request: proto::ReadRecordsRequest,
+    ) -> Result<proto::ReadRecordsResponse, Status> {
+        self.unary(path::READ_RECORDS, request).await
+    }
+
+    /// `WriteRecords`.
+    pub async fn write_records(
+        &mut self,
+        request: proto::WriteRecordsRequest,
+    ) -> Result<proto::WriteRecordsResponse, Status> {
+        self.unary(path::WRITE_RECORDS, request).await
     }
 
     /// `Stats`.

@@ -38,9 +38,13 @@ pub mod path {
     pub const DROP_GENERATIONS: &str = "/sesame.v1.Sesame/DropGenerations";
     /// Counters of the tenant's indexes and of the server.
     pub const STATS: &str = "/sesame.v1.Sesame/Stats";
+    /// Reads records kept beside an index.
+    pub const READ_RECORDS: &str = "/sesame.v1.Sesame/ReadRecords";
+    /// Writes records kept beside an index, compare-and-swap.
+    pub const WRITE_RECORDS: &str = "/sesame.v1.Sesame/WriteRecords";
 
     /// Every method path, for metrics and the protocol test.
-    pub const ALL: [&str; 12] = [
+    pub const ALL: [&str; 14] = [
         HEALTH,
         CREATE_INDEX,
         DROP_INDEX,
@@ -53,6 +57,8 @@ pub mod path {
         LIST_DOCUMENTS,
         DROP_GENERATIONS,
         STATS,
+        READ_RECORDS,
+        WRITE_RECORDS,
     ];
 }
 

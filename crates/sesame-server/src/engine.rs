@@ -654,6 +654,7 @@ impl Engine {
             keys::index_prefix(tenant, &req.index),
             keys::doc_prefix(tenant, &req.index),
             keys::replay_prefix(tenant, &req.index),
+            keys::record_prefix(tenant, &req.index),
         ] {
             for (k, _) in self.store.scan_prefix(&prefix)? {
                 batch.delete(k);
@@ -904,7 +905,8 @@ impl Engine {
         )
     }
 
-    /// Removes every generation of an index but `keep`.
+    /// Removes every generation of an index but `keep` (with
+    /// `only_older`, only those older than `keep`).
     pub fn drop_generations(
         &self,
         tenant: &str,
@@ -915,14 +917,24 @@ impl Engine {
         let _g = lock.write();
         self.meta(tenant, &req.index)?;
         let keep = keys::generation_prefix(tenant, &req.index, req.keep);
+        let prefix = keys::index_prefix(tenant, &req.index);
         let mut batch = WriteBatch::new();
-        for (k, _) in self
-            .store
-            .scan_prefix(&keys::index_prefix(tenant, &req.index))?
-        {
-            if !k.starts_with(&keep) {
-                batch.delete(k);
+        for (k, _) in self.store.scan_prefix(&prefix)? {
+            if k.starts_with(&keep) {
+                continue;
             }
+            if req.only_older {
+                // The generation is the decimal number after the prefix.
+                let number = k[prefix.len()..]
+                    .split(|&b| b == b'/')
+                    .next()
+                    .and_then(|g| std::str::from_utf8(g).ok())
+                    .and_then(|g| g.parse::<u64>().ok());
+                if number.is_none_or(|g| g > req.keep) {
+                    continue;
+                }
+            }
+            batch.delete(k);
         }
         let removed = batch.len() as u64;
         self.store.write(batch)?;
@@ -1115,12 +1127,311 @@ impl Engine {
             .collect();
         Ok(proto::ListDocumentsResponse { ids })
     }
+
+    // ---- records -------------------------------------------------------
+
+    /// Reads records kept beside an index, with their versions; a record
+    /// at the version the reader says it knows comes without its value.
+    pub fn read_records(
+        &self,
+        tenant: &str,
+        req: proto::ReadRecordsRequest,
+    ) -> Result<proto::ReadRecordsResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        check_record_count(req.names.len(), self.limits.max_messages_per_call)?;
+        if !req.known.is_empty() && req.known.len() != req.names.len() {
+            return Err(EngineError::InvalidArgument(
+                "`known` gives one version per name, or none".into(),
+            ));
+        }
+        for name in &req.names {
+            keys::check_name("record", name)?;
+        }
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.read();
+        self.meta(tenant, &req.index)?;
+        let keys: Vec<Vec<u8>> = req
+            .names
+            .iter()
+            .map(|n| keys::record_key(tenant, &req.index, n))
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut records = Vec::with_capacity(req.names.len());
+        for (i, (name, stored)) in req
+            .names
+            .into_iter()
+            .zip(self.store.get_many(&refs)?)
+            .enumerate()
+        {
+            let mut record = decode_record(name, stored.as_deref())?;
+            if req.known.get(i) == Some(&record.version) {
+                record.value.clear();
+            }
+            records.push(record);
+        }
+        Ok(proto::ReadRecordsResponse { records })
+    }
+
+    /// Writes records if each is at the version the request expects, all
+    /// in one transaction under the index's exclusive lock; otherwise
+    /// writes nothing and answers every record as it is.
+    pub fn write_records(
+        &self,
+        tenant: &str,
+        req: proto::WriteRecordsRequest,
+    ) -> Result<proto::WriteRecordsResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        if req.writes.is_empty() {
+            return Err(EngineError::InvalidArgument(
+                "a record write names at least one record".into(),
+            ));
+        }
+        check_record_count(req.writes.len(), self.limits.max_messages_per_call)?;
+        let mut names = std::collections::HashSet::new();
+        for w in &req.writes {
+            keys::check_name("record", &w.name)?;
+            if !names.insert(w.name.as_str()) {
+                return Err(EngineError::InvalidArgument(format!(
+                    "record {:?} is written twice in one request",
+                    w.name
+                )));
+            }
+        }
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.write();
+        self.meta(tenant, &req.index)?;
+        let keys: Vec<Vec<u8>> = req
+            .writes
+            .iter()
+            .map(|w| keys::record_key(tenant, &req.index, &w.name))
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut current = Vec::with_capacity(req.writes.len());
+        for (w, stored) in req.writes.iter().zip(self.store.get_many(&refs)?) {
+            current.push(decode_record(w.name.clone(), stored.as_deref())?);
+        }
+        if req
+            .writes
+            .iter()
+            .zip(&current)
+            .any(|(w, c)| w.expected != ANY_VERSION && w.expected != c.version)
+        {
+            return Ok(proto::WriteRecordsResponse {
+                committed: false,
+                current,
+            });
+        }
+        let created = req
+            .writes
+            .iter()
+            .zip(&current)
+            .filter(|(w, c)| c.version == 0 && !w.delete)
+            .count();
+        if created > 0 {
+            let held = self
+                .store
+                .scan_prefix(&keys::record_prefix(tenant, &req.index))?
+                .len();
+            if held + created > MAX_RECORDS_PER_INDEX {
+                return Err(EngineError::ResourceExhausted(format!(
+                    "an index keeps at most {MAX_RECORDS_PER_INDEX} records"
+                )));
+            }
+        }
+        let mut batch = WriteBatch::with_capacity(req.writes.len());
+        for ((w, key), c) in req.writes.into_iter().zip(keys).zip(&current) {
+            if w.delete {
+                batch.delete(key);
+            } else {
+                let version = c.version.checked_add(1).ok_or_else(|| {
+                    EngineError::InvalidArgument(format!("record {:?} has no next version", w.name))
+                })?;
+                let mut value = Vec::with_capacity(8 + w.value.len());
+                value.extend_from_slice(&version.to_be_bytes());
+                value.extend_from_slice(&w.value);
+                batch.put(key, value);
+            }
+        }
+        self.store.write(batch)?;
+        Ok(proto::WriteRecordsResponse {
+            committed: true,
+            current: Vec::new(),
+        })
+    }
+}
+
+/// `RecordWrite::expected` that accepts any version.
+pub const ANY_VERSION: u64 = u64::MAX;
+
+/// Records one index may keep (a client's state and its pending
+/// operations, a few per device).
+pub const MAX_RECORDS_PER_INDEX: usize = 1024;
+
+fn check_record_count(n: usize, max: usize) -> Result<(), EngineError> {
+    if n > max {
+        return Err(EngineError::ResourceExhausted(format!(
+            "a request names at most {max} records"
+        )));
+    }
+    Ok(())
+}
+
+/// A stored record (version, then value) as the protocol gives it.
+fn decode_record(name: String, stored: Option<&[u8]>) -> Result<proto::Record, EngineError> {
+    let Some(stored) = stored else {
+        return Ok(proto::Record {
+            name,
+            version: 0,
+            value: Vec::new(),
+        });
+    };
+    let (version, value) = stored
+        .split_first_chunk::<8>()
+        .ok_or_else(|| EngineError::Internal(format!("record {name:?} is damaged in the store")))?;
+    Ok(proto::Record {
+        name,
+        version: u64::from_be_bytes(*version),
+        value: value.to_vec(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use sesame_store::MemoryStore;
+
+    fn write(name: &str, expected: u64, value: Option<&[u8]>) -> proto::RecordWrite {
+        proto::RecordWrite {
+            name: name.into(),
+            expected,
+            delete: value.is_none(),
+            value: value.unwrap_or_default().to_vec(),
+        }
+    }
+
+    #[test]
+    fn records_are_compare_and_swap_all_or_nothing() {
+        let store = Arc::new(MemoryStore::new());
+        let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+        let create = |index: &str| proto::CreateIndexRequest {
+            index: index.into(),
+            scheme: "fast".into(),
+            params: String::new(),
+        };
+        engine.create_index("t", create("a")).expect("created");
+        let put = |writes: Vec<proto::RecordWrite>| {
+            engine
+                .write_records(
+                    "t",
+                    proto::WriteRecordsRequest {
+                        index: "a".into(),
+                        writes,
+                    },
+                )
+                .expect("a write")
+        };
+        let read = |names: &[&str], known: Vec<u64>| {
+            engine
+                .read_records(
+                    "t",
+                    proto::ReadRecordsRequest {
+                        index: "a".into(),
+                        names: names.iter().map(|n| (*n).to_owned()).collect(),
+                        known,
+                    },
+                )
+                .expect("a read")
+                .records
+        };
+        assert!(put(vec![write("state", 0, Some(b"one"))]).committed);
+        // A stale version changes nothing, and says what is there.
+        let r = put(vec![
+            write("intent-x", 0, Some(b"i")),
+            write("state", 0, Some(b"two")),
+        ]);
+        assert!(!r.committed);
+        assert_eq!(
+            r.current.iter().map(|c| c.version).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(r.current[1].value, b"one");
+        assert_eq!(read(&["intent-x"], vec![])[0].version, 0, "nothing applied");
+        assert!(
+            put(vec![
+                write("intent-x", 0, Some(b"i")),
+                write("state", 1, Some(b"two")),
+            ])
+            .committed
+        );
+        let got = read(&["state", "intent-x", "none"], vec![]);
+        assert_eq!((got[0].version, got[0].value.as_slice()), (2, &b"two"[..]));
+        assert_eq!((got[1].version, got[2].version), (1, 0));
+        // A reader that knows the version gets no value.
+        assert!(read(&["state"], vec![2])[0].value.is_empty());
+        // Any version, and deletion.
+        assert!(put(vec![write("state", ANY_VERSION, Some(b"three"))]).committed);
+        assert_eq!(read(&["state"], vec![])[0].version, 3);
+        assert!(put(vec![write("intent-x", 1, None)]).committed);
+        assert_eq!(read(&["intent-x"], vec![])[0].version, 0);
+        // Bad names and repeats are refused.
+        for bad in [
+            vec![write("a/b", 0, Some(b"x"))],
+            vec![write("s", 0, Some(b"x")), write("s", 0, Some(b"y"))],
+        ] {
+            assert!(engine
+                .write_records(
+                    "t",
+                    proto::WriteRecordsRequest {
+                        index: "a".into(),
+                        writes: bad
+                    }
+                )
+                .is_err());
+        }
+        // Dropping the index drops its records.
+        engine
+            .drop_index("t", proto::DropIndexRequest { index: "a".into() })
+            .expect("dropped");
+        assert!(store.scan_prefix(b"v/").expect("a scan").is_empty());
+    }
+
+    #[test]
+    fn only_older_generations_are_dropped_when_asked() {
+        let store = Arc::new(MemoryStore::new());
+        let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+        engine
+            .create_index(
+                "t",
+                proto::CreateIndexRequest {
+                    index: "a".into(),
+                    scheme: "pibas".into(),
+                    params: String::new(),
+                },
+            )
+            .expect("created");
+        for g in [1u64, 2, 3, 10] {
+            let mut k = keys::generation_prefix("t", "a", g);
+            k.push(b'k');
+            store.put(&k, b"v").expect("a put");
+        }
+        engine
+            .drop_generations(
+                "t",
+                proto::DropGenerationsRequest {
+                    index: "a".into(),
+                    keep: 3,
+                    only_older: true,
+                },
+            )
+            .expect("dropped");
+        let left: Vec<Vec<u8>> = store
+            .scan_prefix(&keys::index_prefix("t", "a"))
+            .expect("a scan")
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(left, [b"i/t/a/10/k".to_vec(), b"i/t/a/3/k".to_vec()]);
+    }
 
     #[test]
     fn a_write_once_batch_that_changes_a_stored_value_is_a_conflict() {

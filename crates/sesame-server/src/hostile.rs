@@ -60,7 +60,7 @@ pub fn engine() -> Engine {
     engine
 }
 
-/// Method selector (first byte, modulo 9), then a protobuf request for
+/// Method selector (first byte, modulo 11), then a protobuf request for
 /// that method, given to the engine.
 pub fn server_request(data: &[u8]) {
     let Some((&selector, body)) = data.split_first() else {
@@ -68,7 +68,7 @@ pub fn server_request(data: &[u8]) {
     };
     // A fresh engine per input keeps runs independent; the engine is cheap.
     let e = engine();
-    match selector % 9 {
+    match selector % 11 {
         0 => {
             if let Ok(r) = proto::CallRequest::decode(body) {
                 let _ = e.call(TENANT, r);
@@ -114,6 +114,16 @@ pub fn server_request(data: &[u8]) {
         7 => {
             if let Ok(r) = proto::DropGenerationsRequest::decode(body) {
                 let _ = e.drop_generations(TENANT, r);
+            }
+        }
+        8 => {
+            if let Ok(r) = proto::ReadRecordsRequest::decode(body) {
+                let _ = e.read_records(TENANT, r);
+            }
+        }
+        9 => {
+            if let Ok(r) = proto::WriteRecordsRequest::decode(body) {
+                let _ = e.write_records(TENANT, r);
             }
         }
         _ => {
@@ -185,6 +195,8 @@ pub fn client_response(data: &[u8]) {
     let _ = proto::IndexInfo::decode(data);
     let _ = proto::DropIndexResponse::decode(data);
     let _ = proto::DropGenerationsResponse::decode(data);
+    let _ = proto::ReadRecordsResponse::decode(data);
+    let _ = proto::WriteRecordsResponse::decode(data);
     let _ = wire::decode::<ServerReport>(data);
 
     let answers: Vec<Vec<u8>> = split(data);

@@ -7,6 +7,7 @@
 //! | `i/<tenant>/<index>/<generation>/…` | the scheme server's entries          |
 //! | `d/<tenant>/<index>/b<id>`        | an encrypted document (id big-endian)  |
 //! | `r/<tenant>/<index>/<request id>` | a [`ReplayRecord`](crate::records::ReplayRecord) |
+//! | `v/<tenant>/<index>/<name>`       | a client's record: version (8 bytes, big-endian), then its value |
 //!
 //! Tenant and index names are 1 to 64 characters of `a-z 0-9 - _`, so no
 //! name contains `/` and one index's prefix never covers another's.
@@ -104,6 +105,18 @@ pub fn replay_key(tenant: &str, index: &str, id: &[u8; 16]) -> Vec<u8> {
     k
 }
 
+/// `v/<tenant>/<index>/`: the records kept beside an index.
+pub fn record_prefix(tenant: &str, index: &str) -> Vec<u8> {
+    join(&[b"v", tenant.as_bytes(), index.as_bytes(), b""])
+}
+
+/// `v/<tenant>/<index>/<name>`.
+pub fn record_key(tenant: &str, index: &str, name: &str) -> Vec<u8> {
+    let mut k = record_prefix(tenant, index);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +130,8 @@ mod tests {
         let k = doc_key("t", "a", 258);
         assert_eq!(doc_id(doc_prefix("t", "a").len(), &k), Some(258));
         assert_eq!(doc_id(doc_prefix("t", "a").len(), b"d/t/a/x"), None);
+        assert_eq!(record_key("t", "a", "state"), b"v/t/a/state");
+        assert!(!record_key("t", "ab", "x").starts_with(&record_prefix("t", "a")));
     }
 
     #[test]

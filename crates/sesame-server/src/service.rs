@@ -550,6 +550,12 @@ impl Service<http::Request<tonic::body::Body>> for SesameService {
                 Engine::drop_generations,
             ),
             path::STATS => self.unary(request, path::STATS, true, Engine::stats),
+            path::READ_RECORDS => {
+                self.unary(request, path::READ_RECORDS, true, Engine::read_records)
+            }
+            path::WRITE_RECORDS => {
+                self.unary(request, path::WRITE_RECORDS, true, Engine::write_records)
+            }
             path::UPLOAD => {
                 let svc = UploadMethod {
                     shared: self.shared.clone(),

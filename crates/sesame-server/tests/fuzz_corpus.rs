@@ -271,12 +271,37 @@ fn write_seed_corpus() {
             proto::DropGenerationsRequest {
                 index: "pibas".into(),
                 keep: 1,
+                only_older: false,
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "read-records",
+            8,
+            proto::ReadRecordsRequest {
+                index: "fast".into(),
+                names: vec!["state".into()],
+                known: vec![1],
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "write-records",
+            9,
+            proto::WriteRecordsRequest {
+                index: "fast".into(),
+                writes: vec![proto::RecordWrite {
+                    name: "state".into(),
+                    expected: 0,
+                    value: b"v".to_vec(),
+                    delete: false,
+                }],
             }
             .encode_to_vec(),
         ),
         (
             "list-documents",
-            8,
+            10,
             proto::ListDocumentsRequest {
                 index: "fast".into(),
             }

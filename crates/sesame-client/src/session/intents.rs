@@ -22,13 +22,13 @@ impl Session {
     /// interrupted add left without an index entry. Returns the documents
     /// completed. Every command on the index calls it first.
     pub fn resume_pending(&mut self) -> Result<usize> {
-        self.recover()
+        self.shared_op(Self::recover)
     }
 
     pub(super) fn recover(&mut self) -> Result<usize> {
         let mut done = 0;
         while let Some(pending) = self.state.pending.first().copied() {
-            let intent = self.intents.load(&pending.id)?;
+            let intent = self.load_intent(&pending.id)?;
             if let IntentOp::Update { add, .. } = &intent.op {
                 done += add.len();
             }
@@ -82,7 +82,8 @@ impl Session {
     /// On failure the client goes back to the last saved state.
     pub(super) fn persist_intent(&mut self, intent: &Intent) -> Result<()> {
         let saved = (|| {
-            self.intents.save(&mut self.rng, intent)?;
+            let sealed = self.intents.save(&mut self.rng, intent)?;
+            self.stage_intent(&intent.id, sealed)?;
             let after = self.client.save_state()?;
             let before = std::mem::replace(&mut self.state.client, after);
             self.state.pending.push(PendingRef {
@@ -100,6 +101,7 @@ impl Session {
             }
         })();
         if saved.is_err() {
+            self.unstage();
             self.intents.remove(&intent.id);
             self.reload_client()?;
         }
@@ -162,6 +164,7 @@ impl Session {
             }
         };
         self.state.pending.retain(|p| p.id != intent.id);
+        self.stage_intent_done(&intent.id);
         self.save()?;
         self.intents.remove(&intent.id);
         // The kept answers are no longer needed; if forgetting fails they

@@ -34,6 +34,7 @@ use crate::state::{DocumentInfo, IndexState, StateCipher};
 
 mod intents;
 mod queries;
+pub(crate) mod shared;
 mod sync;
 
 /// Documents per pending intent of a dynamic scheme's updates.
@@ -164,6 +165,7 @@ pub struct CheckReport {
 }
 
 /// A file to add, read and hashed.
+#[derive(Clone)]
 struct Incoming {
     file: NewFile,
     keywords: Vec<String>,
@@ -222,6 +224,11 @@ pub struct Session {
     pub(crate) extract: Extractor,
     /// Documents per pending intent of a dynamic scheme's updates.
     intent_docs: usize,
+    /// The state shared with the profile's other devices through the
+    /// server, when the server keeps it ([`shared`]).
+    shared: Option<shared::Shared>,
+    /// The profile's header as another device joining needs it.
+    header: Option<Vec<u8>>,
     _lock: ProfileLock,
 }
 
@@ -299,9 +306,12 @@ impl Session {
             max_documents,
             extract: std::sync::Arc::new(|c: &[u8]| crate::tokenize::tokenize_bytes(c)),
             intent_docs: INTENT_DOCS,
+            shared: None,
+            header: profile.shareable_header(),
             _lock: lock,
         };
         session.adopt_legacy_intents()?;
+        session.share()?;
         let keep: Vec<[u8; 16]> = session.state.pending.iter().map(|p| p.id).collect();
         session.intents.sweep(&keep);
         Ok(session)
@@ -367,9 +377,19 @@ impl Session {
         self.intent_docs = intent_docs.max(1);
     }
 
+    /// The backend, for a new session on the same connection.
+    pub(crate) fn into_backend(self) -> Box<dyn Backend> {
+        self.backend
+    }
+
+    /// Writes the state: first the shared copy on the server, when there
+    /// is one (compare-and-swap: [`ClientError::StaleState`] if another
+    /// device changed it, and nothing is written), then the local file.
     pub(crate) fn save(&mut self) -> Result<()> {
+        self.commit_shared()?;
         self.cipher
-            .save(&mut self.rng, &self.state_path, &self.index, &self.state)
+            .save(&mut self.rng, &self.state_path, &self.index, &self.state)?;
+        self.note_version()
     }
 }
 

@@ -50,6 +50,10 @@ impl Session {
     /// completed ([`QueryHits::resumed`] says how many documents), and the
     /// query runs.
     pub fn answer(&mut self, query: &Query) -> Result<QueryHits> {
+        self.shared_op(|s| s.answer_once(query))
+    }
+
+    fn answer_once(&mut self, query: &Query) -> Result<QueryHits> {
         let descriptor = self.scheme.descriptor;
         let kind = query.kind();
         if !descriptor.supports(kind) {
@@ -156,6 +160,7 @@ impl Session {
 
     /// The decrypted content of document `id`.
     pub fn get(&mut self, id: DocId) -> Result<Vec<u8>> {
+        self.refresh()?;
         if !self.state.catalog.contains_key(&id) {
             return Err(ClientError::UnknownDocument(id));
         }
@@ -174,6 +179,7 @@ impl Session {
     /// changes nothing). Problems are returned, one line each; an `Err` is
     /// a check that could not run at all.
     pub fn check(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<CheckReport> {
+        self.refresh()?;
         let mut report = CheckReport {
             documents: self.state.catalog.len(),
             ..CheckReport::default()

@@ -84,7 +84,21 @@ impl Session {
         self.sync_incoming(incoming, progress)
     }
 
+    /// Runs the sync; with a shared state, again from the start when
+    /// another device changed the index under it (what the first attempt
+    /// completed shows as unchanged in the report of the next).
     fn sync_incoming(
+        &mut self,
+        incoming: Vec<Incoming>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<AddReport> {
+        if !self.is_shared() {
+            return self.sync_once(incoming, progress);
+        }
+        self.shared_op(|s| s.sync_once(incoming.clone(), progress))
+    }
+
+    fn sync_once(
         &mut self,
         incoming: Vec<Incoming>,
         progress: &mut dyn FnMut(Progress),
@@ -277,6 +291,10 @@ impl Session {
     /// entries on the server and forget the documents on the client. The
     /// stored documents are deleted in every case.
     pub fn remove_documents(&mut self, names: &[String]) -> Result<RemoveReport> {
+        self.shared_op(|s| s.remove_once(names))
+    }
+
+    fn remove_once(&mut self, names: &[String]) -> Result<RemoveReport> {
         self.recover()?;
         let mut ids = BTreeSet::new();
         for name in names {
@@ -332,9 +350,11 @@ impl Session {
     /// [`crate::Profile::change_passphrase`]). Returns the documents
     /// re-indexed.
     pub fn rekey(&mut self, progress: &mut dyn FnMut(Progress)) -> Result<usize> {
-        self.recover()?;
-        self.rebuild(Vec::new(), &[], progress)?;
-        Ok(self.state.catalog.len())
+        self.shared_op(|s| {
+            s.recover()?;
+            s.rebuild(Vec::new(), &[], progress)?;
+            Ok(s.state.catalog.len())
+        })
     }
 
     // ---- dynamic updates ----------------------------------------------
@@ -528,11 +548,16 @@ impl Session {
             total: 1,
         });
         let mut client = new_client(&self.scheme, &mut self.rng, &self.state.params)?;
-        let generation = self.state.generation + 1;
-        // Remnants of an earlier rebuild that did not complete go first, so
-        // the new generation starts empty whatever the scheme's setup does.
-        self.backend
-            .drop_other_generations(&self.index, self.state.generation)?;
+        let generation = self.reserve_generation()?;
+        if !self.is_shared() {
+            // Remnants of an earlier rebuild that did not complete go
+            // first, so the new generation starts empty whatever the
+            // scheme's setup does. (A shared state's generations are
+            // reserved, so never built twice; and a newer one may be
+            // another device's rebuild in progress.)
+            self.backend
+                .drop_other_generations(&self.index, self.state.generation)?;
+        }
         let mut channel = self
             .backend
             .setup_channel(&self.index, generation, &self.scheme)?;
@@ -561,7 +586,11 @@ impl Session {
         self.save()?;
         // Left-overs of an earlier failure go too; if this fails, the next
         // rebuild removes them.
-        let _ = self.backend.drop_other_generations(&self.index, generation);
+        let _ = if self.is_shared() {
+            self.backend.drop_older_generations(&self.index, generation)
+        } else {
+            self.backend.drop_other_generations(&self.index, generation)
+        };
         Ok(())
     }
 }

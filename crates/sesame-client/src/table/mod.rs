@@ -307,11 +307,17 @@ impl Table {
         let rows = rows_index(name);
         // Index names `t-<table>...` belong to the table of that name: what
         // a table dropped or created part-way left under them is removed.
-        let orphan = profile.state_path(&rows);
-        if orphan.exists() {
-            std::fs::remove_file(&orphan).map_err(|e| ClientError::io("remove", &orphan, &e))?;
-        }
-        profile.create_index(&rows, &schema.equality.scheme, &keyword_params)?;
+        let rows_scheme = schema.equality.scheme.clone();
+        let fresh_rows = || -> Result<()> {
+            for orphan in [profile.state_path(&rows), profile.shared_sidecar(&rows)] {
+                if orphan.exists() {
+                    std::fs::remove_file(&orphan)
+                        .map_err(|e| ClientError::io("remove", &orphan, &e))?;
+                }
+            }
+            profile.create_index(&rows, &rows_scheme, &keyword_params)
+        };
+        fresh_rows()?;
         let made = (|| {
             let mut session = Self::session(profile, &rows, backend)?;
             let mut names = vec![rows.clone()];
@@ -334,6 +340,16 @@ impl Table {
                 session
                     .backend
                     .ensure_index(&state.index, g.entry.descriptor.name, &g.params)?;
+            }
+            // The records' index is new on the server now: a session that
+            // saw a state left there by an earlier table of this name starts
+            // again from a fresh one, shared from here on.
+            if session.is_shared() {
+                let backend = session.into_backend();
+                fresh_rows()?;
+                session = profile.session_with(&rows, backend)?;
+            } else {
+                session.share()?;
             }
             crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
             let mut table = Table {

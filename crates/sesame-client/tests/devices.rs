@@ -1,0 +1,374 @@
+//! Two devices of one profile against one server index: the client state
+//! is shared through the server (compare-and-swap), so adds and searches
+//! from both, in turn or at the same time, lose nothing and reuse no
+//! identifier or label; a tampered or rolled-back shared state is refused.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rand_core::OsRng;
+use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_core::{Params, Store};
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_store::MemoryStore;
+
+type Oracle = BTreeMap<String, BTreeSet<String>>;
+
+struct Setup {
+    _server: RunningServer,
+    binding: ServerBinding,
+    store: Arc<MemoryStore>,
+    tmp: tempfile::TempDir,
+}
+
+fn serve(max_message: usize) -> Setup {
+    let store = Arc::new(MemoryStore::new());
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.max_message_bytes = max_message;
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.into_bytes(),
+        key_pem: certs.key_pem.into_bytes(),
+    });
+    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let server = RunningServer::start(config, store.clone()).unwrap();
+    let binding = ServerBinding {
+        url: server.url(),
+        token,
+        ca_pem: Some(certs.ca_pem.into_bytes()),
+        index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
+    };
+    Setup {
+        _server: server,
+        binding,
+        store,
+        tmp: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// The first device: a profile bound to the server, its default index
+/// created there and its state shared by a first session.
+fn first_device(s: &Setup, scheme: &str) -> Profile {
+    let backend = NetworkBackend::connect(&s.binding).unwrap();
+    backend
+        .create_index(DEFAULT_INDEX, scheme, &Params::new())
+        .unwrap();
+    let p = Profile::create_with_server(
+        s.tmp.path().join("laptop"),
+        "pw",
+        scheme,
+        &Params::new(),
+        insecure::fast_kdf(),
+        &s.binding,
+    )
+    .unwrap();
+    let session = p.session(DEFAULT_INDEX).unwrap();
+    assert!(session.is_shared(), "{scheme}: the server keeps the state");
+    p
+}
+
+/// The second device, joined by the index's name on the server.
+fn second_device(s: &Setup) -> Profile {
+    let remote = format!("{}{DEFAULT_INDEX}", s.binding.index_prefix);
+    let mut binding = s.binding.clone();
+    binding.index_prefix = String::new();
+    let (p, index) =
+        Profile::join(s.tmp.path().join("phone"), "pw", None, &binding, &remote).unwrap();
+    assert_eq!(index, DEFAULT_INDEX);
+    p
+}
+
+/// Writes `n` files under `dir/sub` (each with keywords `all`, `mod<i%3>`,
+/// `doc<i>` and the device's word) and adds them to the oracle.
+fn files(dir: &Path, sub: &str, first: usize, n: usize, oracle: &mut Oracle) -> PathBuf {
+    let root = dir.join(sub);
+    std::fs::create_dir_all(&root).unwrap();
+    for i in first..first + n {
+        let words = [
+            "all".to_string(),
+            format!("mod{}", i % 3),
+            format!("doc{i}"),
+            sub.split('-').next().unwrap().to_owned(),
+        ];
+        let path = root.join(format!("f{i}.txt"));
+        std::fs::write(&path, words.join(" ")).unwrap();
+        for w in words {
+            oracle
+                .entry(w)
+                .or_default()
+                .insert(path.to_string_lossy().into_owned());
+        }
+    }
+    root
+}
+
+fn found(p: &Profile, word: &str) -> BTreeSet<String> {
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .search(word)
+        .unwrap()
+        .into_iter()
+        .map(|d| d.path)
+        .collect()
+}
+
+fn check(p: &Profile, oracle: &Oracle, what: &str) {
+    for (w, paths) in oracle {
+        assert_eq!(&found(p, w), paths, "{what}: keyword {w}");
+    }
+}
+
+/// Every stored value of the index's generations, to check that no label
+/// (key) was written twice: a reused counter would overwrite an entry.
+fn index_entries(s: &Setup) -> usize {
+    let prefix = format!("i/alice/{}{DEFAULT_INDEX}/", s.binding.index_prefix);
+    s.store.scan_prefix(prefix.as_bytes()).unwrap().len()
+}
+
+#[test]
+fn two_devices_take_turns_and_each_sees_the_others_documents() {
+    for scheme in ["fast", "pibas", "uedsse", "sdd"] {
+        let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+        let laptop = first_device(&s, scheme);
+        let phone = second_device(&s);
+        let mut oracle = Oracle::new();
+
+        // Sessions open on both at once, used in turn: each command sees
+        // what the other device did before it.
+        let mut a = laptop.session(DEFAULT_INDEX).unwrap();
+        let mut b = phone.session(DEFAULT_INDEX).unwrap();
+        for round in 0..3 {
+            let dir = files(
+                s.tmp.path(),
+                &format!("laptop-{round}"),
+                round * 10,
+                4,
+                &mut oracle,
+            );
+            a.add_documents(&[&dir], &mut |_| {}).unwrap();
+            let seen: BTreeSet<String> = b
+                .search("all")
+                .unwrap()
+                .into_iter()
+                .map(|d| d.path)
+                .collect();
+            assert_eq!(
+                &seen, &oracle["all"],
+                "{scheme} round {round}: the phone sees the laptop's"
+            );
+            let dir = files(
+                s.tmp.path(),
+                &format!("phone-{round}"),
+                round * 10 + 5,
+                3,
+                &mut oracle,
+            );
+            b.add_documents(&[&dir], &mut |_| {}).unwrap();
+            let seen: BTreeSet<String> = a
+                .search("all")
+                .unwrap()
+                .into_iter()
+                .map(|d| d.path)
+                .collect();
+            assert_eq!(
+                &seen, &oracle["all"],
+                "{scheme} round {round}: the laptop sees the phone's"
+            );
+        }
+        // The phone removes one of the laptop's documents; the laptop no
+        // longer finds it.
+        let gone = a.search("doc0").unwrap();
+        assert_eq!(gone.len(), 1, "{scheme}");
+        b.remove_documents(&[gone[0].path.clone()]).unwrap();
+        for set in oracle.values_mut() {
+            set.remove(&gone[0].path);
+        }
+        oracle.retain(|_, v| !v.is_empty());
+        assert!(a.search("doc0").unwrap().is_empty(), "{scheme}");
+        let ids_a: Vec<u64> = a.documents().iter().map(|d| d.id).collect();
+        let ids_b: Vec<u64> = b.documents().iter().map(|d| d.id).collect();
+        assert_eq!(ids_a, ids_b, "{scheme}: one catalog");
+        drop((a, b));
+        check(&laptop, &oracle, scheme);
+        check(&phone, &oracle, scheme);
+        if scheme == "fast" {
+            // One entry per (keyword, document) pair added, and one per
+            // keyword of the deleted document: no label was written twice.
+            let pairs = 4 * 3 * 4 + 3 * 3 * 4;
+            assert_eq!(index_entries(&s), pairs + 4, "{scheme}");
+        }
+    }
+}
+
+#[test]
+fn two_devices_adding_at_the_same_time_lose_nothing() {
+    for scheme in ["fast", "pibas"] {
+        let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+        let laptop = first_device(&s, scheme);
+        let phone = second_device(&s);
+        let mut oracle = Oracle::new();
+        let mut batches: Vec<(usize, PathBuf)> = Vec::new();
+        for round in 0..6 {
+            for (device, name) in [(0, "laptop"), (1, "phone")] {
+                let dir = files(
+                    s.tmp.path(),
+                    &format!("{name}-{round}"),
+                    round * 100 + device * 50,
+                    3,
+                    &mut oracle,
+                );
+                batches.push((device, dir));
+            }
+        }
+        std::thread::scope(|scope| {
+            for (device, profile) in [(0, &laptop), (1, &phone)] {
+                let mine: Vec<PathBuf> = batches
+                    .iter()
+                    .filter(|(d, _)| *d == device)
+                    .map(|(_, p)| p.clone())
+                    .collect();
+                scope.spawn(move || {
+                    for dir in mine {
+                        let mut session = profile.session(DEFAULT_INDEX).unwrap();
+                        session
+                            .add_documents(&[&dir], &mut |_| {})
+                            .unwrap_or_else(|e| panic!("{scheme}: {e}"));
+                        session.search("all").unwrap();
+                    }
+                });
+            }
+        });
+        check(&laptop, &oracle, scheme);
+        check(&phone, &oracle, scheme);
+        let ids: Vec<u64> = laptop
+            .session(DEFAULT_INDEX)
+            .unwrap()
+            .documents()
+            .iter()
+            .map(|d| d.id)
+            .collect();
+        let distinct: BTreeSet<u64> = ids.iter().copied().collect();
+        assert_eq!(
+            (ids.len(), distinct.len()),
+            (36, 36),
+            "{scheme}: no identifier twice"
+        );
+        if scheme == "fast" {
+            assert_eq!(index_entries(&s), 36 * 4, "{scheme}: no label twice");
+        }
+    }
+}
+
+/// States and intents larger than a quarter of a message go in chunks.
+#[test]
+fn a_state_larger_than_a_message_is_shared_in_chunks() {
+    let s = serve(1 << 20);
+    let laptop = first_device(&s, "fast");
+    let big = s.tmp.path().join("big.txt");
+    let words: Vec<String> = (0..40_000).map(|i| format!("w{i}")).collect();
+    std::fs::write(&big, words.join(" ")).unwrap();
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&big], &mut |_| {})
+        .unwrap();
+    let records = format!("v/alice/{}{DEFAULT_INDEX}/s-", s.binding.index_prefix);
+    assert!(
+        !s.store.scan_prefix(records.as_bytes()).unwrap().is_empty(),
+        "the state is in chunks"
+    );
+    let phone = second_device(&s);
+    for w in ["w0", "w23456", "w39999"] {
+        assert_eq!(found(&phone, w).len(), 1, "{w}");
+    }
+    // The completed intent's record and chunks are gone.
+    let intents = format!("v/alice/{}{DEFAULT_INDEX}/i", s.binding.index_prefix);
+    assert!(s.store.scan_prefix(intents.as_bytes()).unwrap().is_empty());
+}
+
+#[test]
+fn a_tampered_or_rolled_back_shared_state_is_refused() {
+    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+    let laptop = first_device(&s, "fast");
+    let phone = second_device(&s);
+    let mut oracle = Oracle::new();
+    let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    check(&phone, &oracle, "before");
+    let key = format!("v/alice/{}{DEFAULT_INDEX}/state", s.binding.index_prefix);
+    let old = s.store.get(key.as_bytes()).unwrap().unwrap();
+    let dir = files(s.tmp.path(), "laptop-1", 10, 3, &mut oracle);
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    let good = s.store.get(key.as_bytes()).unwrap().unwrap();
+    check(&phone, &oracle, "after");
+    let local = phone.dir().join("indexes/default.state");
+    let local_before = std::fs::read(&local).unwrap();
+
+    // A flipped byte in the sealed state (the version, first 8 bytes, kept).
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    s.store.put(key.as_bytes(), &bad).unwrap();
+    // Version one more, so the phone reads it.
+    let mut bumped = bad.clone();
+    bumped[..8]
+        .copy_from_slice(&(u64::from_be_bytes(good[..8].try_into().unwrap()) + 1).to_be_bytes());
+    s.store.put(key.as_bytes(), &bumped).unwrap();
+    let err = phone.session(DEFAULT_INDEX).unwrap_err();
+    assert!(
+        matches!(err, ClientError::SharedStateCorrupt { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("tampered"), "{err}");
+    assert_eq!(
+        std::fs::read(&local).unwrap(),
+        local_before,
+        "nothing changed"
+    );
+
+    // The older version put back: the phone saw a newer one.
+    s.store.put(key.as_bytes(), &old).unwrap();
+    let err = phone.session(DEFAULT_INDEX).unwrap_err();
+    assert!(
+        matches!(err, ClientError::SharedStateRolledBack { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("rolled back"), "{err}");
+
+    // The honest state back: both devices work again.
+    s.store.put(key.as_bytes(), &good).unwrap();
+    check(&phone, &oracle, "restored");
+    check(&laptop, &oracle, "restored");
+}
+
+#[test]
+fn joining_needs_the_passphrase_and_a_shared_index() {
+    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+    let _laptop = first_device(&s, "fast");
+    let remote = format!("{}{DEFAULT_INDEX}", s.binding.index_prefix);
+    let dir = s.tmp.path().join("phone");
+    let err = Profile::join(&dir, "wrong", None, &s.binding, &remote).unwrap_err();
+    assert!(matches!(err, ClientError::WrongPassphrase), "{err}");
+    assert!(!Profile::exists(&dir), "nothing made a profile");
+    assert!(!dir.join("server.json").exists(), "nothing written");
+    let err = Profile::join(&dir, "pw", None, &s.binding, "p00000000-other").unwrap_err();
+    assert!(err.to_string().contains("other"), "{err}");
+    assert!(!Profile::exists(&dir));
+    // The right passphrase joins; a second join into the same directory is
+    // refused.
+    Profile::join(&dir, "pw", None, &s.binding, &remote).unwrap();
+    let err = Profile::join(&dir, "pw", None, &s.binding, &remote).unwrap_err();
+    assert!(matches!(err, ClientError::ProfileExists(_)), "{err}");
+}
