@@ -155,4 +155,53 @@ mod tests {
         );
         assert_eq!(strip_xml_declaration("<svg/>"), "<svg/>");
     }
+
+    #[test]
+    fn pages_say_which_charts_carry_the_papers_values_and_check_themselves() {
+        use crate::result::{Axis, Chart, Row};
+        let mut rows = Vec::new();
+        for n in [10usize, 100] {
+            let mut r = Row::new().param("n", n).param("op", "setup");
+            r.set("ms", n as f64);
+            r.paper("ms", 2.0 * n as f64, "ms", "a paper");
+            rows.push(r);
+            let mut r = Row::new().param("n", n).param("op", "search");
+            r.set("ms", 1.0);
+            rows.push(r);
+        }
+        let chart = |file: &str, op: &str| Chart {
+            file: file.into(),
+            title: file.into(),
+            x: "n".into(),
+            y: vec!["ms".into()],
+            series: vec![],
+            filter: vec![("op".into(), crate::result::Value::from(op))],
+            x_axis: Axis {
+                label: "documents".into(),
+                log: false,
+            },
+            y_axis: Axis {
+                label: "time (ms)".into(),
+                log: false,
+            },
+        };
+        let rs = ResultSet {
+            experiment: "demo".into(),
+            title: "t".into(),
+            seed_paper: "p".into(),
+            scale: "tiny".into(),
+            seed: 1,
+            notes: vec![],
+            display: vec![],
+            rows,
+            charts: vec![chart("setup", "setup"), chart("search", "search")],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let w = write_all(&rs, dir.path()).unwrap();
+        let html = std::fs::read_to_string(&w.html).unwrap();
+        assert!(html.contains("id=\"setup\" data-kind=\"lines\" data-paper=\"1\""));
+        assert!(html.contains("id=\"search\" data-kind=\"lines\" data-paper=\"0\""));
+        assert!(html.contains("data-page=\"experiment\"") && html.contains("#selfcheck"));
+        assert!(html.contains("sesameErrors") && html.contains("../explore.html#exp=demo"));
+    }
 }
