@@ -83,8 +83,9 @@ struct Progress {
     names: Vec<&'static str>,
     scale: Scale,
     started: std::time::Instant,
-    /// Whether standard error is a terminal: the line then rewrites
-    /// itself; otherwise each is a plain line (logs, CI).
+    /// Whether standard error is a terminal and standard output is not:
+    /// the line then rewrites itself; otherwise each is a plain line (logs,
+    /// CI, or the reports printed on the same terminal).
     terminal: bool,
 }
 
@@ -190,7 +191,9 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
         names: chosen.iter().map(|e| e.name()).collect(),
         scale,
         started: std::time::Instant::now(),
-        terminal: std::io::stderr().is_terminal(),
+        // Rewriting the line only helps when the reports printed between
+        // experiments go elsewhere: on one terminal, they stay in view.
+        terminal: std::io::stderr().is_terminal() && !std::io::stdout().is_terminal(),
     };
     for (k, e) in chosen.into_iter().enumerate() {
         if total > 1 {
