@@ -126,3 +126,34 @@ impl BenchArgs {
         p
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::Scale;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).map(|c| c.bench)
+    }
+
+    #[test]
+    fn the_standard_scale_is_the_default() {
+        assert_eq!(parse(&["all"]).unwrap().scale(), Scale::Standard);
+        assert_eq!(parse(&["all", "--full"]).unwrap().scale(), Scale::Full);
+        assert_eq!(parse(&["all", "--quick"]).unwrap().scale(), Scale::Quick);
+        assert_eq!(parse(&["all", "--tiny"]).unwrap().scale(), Scale::Tiny);
+        assert!(parse(&["all", "--full", "--quick"]).is_err());
+        for s in [Scale::Full, Scale::Standard, Scale::Quick, Scale::Tiny] {
+            assert_eq!(Scale::parse(s.name()), Some(s));
+        }
+        assert_eq!(Scale::parse("huge"), None);
+    }
+}

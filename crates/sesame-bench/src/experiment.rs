@@ -35,6 +35,13 @@ impl Scale {
             Scale::Tiny => "tiny",
         }
     }
+
+    /// The scale called `name` (as [`Scale::name`] writes it).
+    pub fn parse(name: &str) -> Option<Scale> {
+        [Scale::Full, Scale::Standard, Scale::Quick, Scale::Tiny]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
 }
 
 /// What an experiment gets to run with.

@@ -228,6 +228,13 @@ const PLOT_WIDTH: u32 = 720;
 const LEGEND_WIDTH: u32 = 300;
 const HEIGHT: u32 = 540;
 
+/// The image's height: the chart's, or more when the legend needs it (one
+/// entry per 20 pixels from 50 down).
+fn height_for(entries: usize) -> u32 {
+    let legend = 50 + 20 * u32::try_from(entries).unwrap_or(u32::MAX / 40) + 20;
+    HEIGHT.max(legend)
+}
+
 /// Draws the legend in its own area, right of the chart, so that it never
 /// hides a line.
 fn legend<DB: DrawingBackend>(
@@ -421,10 +428,15 @@ fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String,
     let lines: Vec<Series> = bars.iter().map(|(s, _)| s.clone()).collect();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, HEIGHT))
-            .into_drawing_area();
+        let root = SVGBackend::with_string(
+            &mut svg,
+            (PLOT_WIDTH + LEGEND_WIDTH, height_for(lines.len())),
+        )
+        .into_drawing_area();
         root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
-        let (plot, side) = root.split_horizontally(PLOT_WIDTH);
+        let (left, side) = root.split_horizontally(PLOT_WIDTH);
+        // The chart keeps its size when a long legend makes the image taller.
+        let (plot, _) = left.split_vertically(HEIGHT);
         if chart.y_axis.log {
             draw_bars!(
                 &plot,
@@ -459,10 +471,15 @@ pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
     );
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, HEIGHT))
-            .into_drawing_area();
+        let root = SVGBackend::with_string(
+            &mut svg,
+            (PLOT_WIDTH + LEGEND_WIDTH, height_for(lines.len())),
+        )
+        .into_drawing_area();
         root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
-        let (plot, side) = root.split_horizontally(PLOT_WIDTH);
+        let (left, side) = root.split_horizontally(PLOT_WIDTH);
+        // The chart keeps its size when a long legend makes the image taller.
+        let (plot, _) = left.split_vertically(HEIGHT);
         match (chart.x_axis.log, chart.y_axis.log) {
             (true, true) => draw!(
                 &plot,
@@ -680,6 +697,28 @@ mod tests {
         assert_eq!(tick(0.0125), "0.0125");
         assert_eq!(tick(100.0), "100");
         assert_eq!(tick(2.5), "2.5");
+        // A legend longer than the chart makes the image taller, so that
+        // every entry is drawn inside it.
+        let many = ResultSet {
+            rows: (0..30usize)
+                .map(|i| {
+                    let mut r = Row::new()
+                        .param("scheme", format!("s{i}"))
+                        .param("n", 10usize)
+                        .param("op", "setup");
+                    r.set("ms", 1.0 + i as f64);
+                    r
+                })
+                .collect(),
+            ..rs.clone()
+        };
+        let svg = render(&many, &chart).unwrap();
+        assert!(svg.contains("scheme=s29"));
+        assert!(svg.starts_with(&format!(
+            "<svg width=\"1020\" height=\"{}\"",
+            height_for(30)
+        )));
+        assert!(height_for(30) > HEIGHT && height_for(3) == HEIGHT);
         // An empty chart still renders.
         let mut empty = chart;
         empty.filter = vec![("op".into(), Value::from("none"))];

@@ -262,12 +262,14 @@
   function drawChart(rs, chart, rows) {
     var log = logs(chart);
     var data = seriesOf(chart, rows, log);
+    // Taller than the plot when the legend needs it.
+    var height = Math.max(H, M.top + 20 + 18 * data.series.length);
     var svg = s('svg', {
-      'class': 'chart', width: W + LEGEND, height: H, viewBox: '0 0 ' + (W + LEGEND) + ' ' + H,
+      'class': 'chart', width: W + LEGEND, height: height, viewBox: '0 0 ' + (W + LEGEND) + ' ' + height,
       'data-chart': chart.file, 'data-ylog': log.y ? '1' : '0',
       'data-kind': data.cats ? 'bars' : 'lines'
     });
-    s('rect', { x: 0, y: 0, width: W + LEGEND, height: H, fill: '#fff' }, svg);
+    s('rect', { x: 0, y: 0, width: W + LEGEND, height: height, fill: '#fff' }, svg);
     var x0 = M.left;
     var x1 = W - M.right;
     var y0 = H - M.bottom;
