@@ -218,3 +218,113 @@ impl<C: Channel> Channel for Recorder<'_, C> {
         self.inner.meter()
     }
 }
+
+/// What the server sees of SDd updates, without the ciphertexts: per
+/// request, the positions fetched, the positions written, the number of
+/// labelled entries (and whether they come in label order), the buffers
+/// dropped.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Fetch(Vec<(u64, u64)>),
+    Put {
+        positional: Vec<(u64, u64, usize)>,
+        labelled: usize,
+        labels_sorted: bool,
+        drop: Vec<u64>,
+    },
+    Other,
+}
+
+struct Pattern<'a, C> {
+    inner: &'a mut C,
+    seen: Vec<Seen>,
+}
+
+impl<C: Channel> Channel for Pattern<'_, C> {
+    fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        use sesame_sse::sd::sdd::SddRequest;
+        self.seen
+            .push(match sesame_core::wire::decode::<SddRequest>(request)? {
+                SddRequest::Fetch { items } => Seen::Fetch(items),
+                SddRequest::Put {
+                    positional,
+                    labelled,
+                    drop,
+                } => Seen::Put {
+                    positional: positional
+                        .iter()
+                        .map(|(b, p, s)| (*b, *p, s.len()))
+                        .collect(),
+                    labelled: labelled.len(),
+                    // In label order within each buffer.
+                    labels_sorted: labelled
+                        .windows(2)
+                        .all(|w| w[0].0 != w[1].0 || w[0].1 < w[1].1),
+                    drop,
+                },
+                _ => Seen::Other,
+            });
+        self.inner.call(request)
+    }
+    fn meter(&self) -> &sesame_core::Meter {
+        self.inner.meter()
+    }
+}
+
+/// SDd's merges are oblivious: whatever the keywords, the same number of
+/// updates fetches and writes the same positions, drops the same buffers
+/// and publishes as many labelled entries, in label order. (Before, the
+/// fetched positions followed which input of a merge held the smaller
+/// keyword, and merged entries were published in keyword order.)
+#[test]
+fn sdd_merges_touch_the_same_positions_whatever_the_keywords() {
+    let run = |keyword: &dyn Fn(u64) -> Vec<u8>| {
+        let s = sesame_sse::scheme("sdd").unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(11);
+        let mut c = (s.new_client)(&mut rng, &Params::new()).unwrap();
+        let mut ch = LocalChannel::new(
+            s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+                .unwrap(),
+        );
+        let mut pattern = Pattern {
+            inner: &mut ch,
+            seen: Vec::new(),
+        };
+        for i in 0..200u64 {
+            c.update(&mut rng, &mut pattern, UpdateOp::Add, i, &[keyword(i)])
+                .unwrap();
+        }
+        let seen = std::mem::take(&mut pattern.seen);
+        // Still correct.
+        for i in [0u64, 77, 199] {
+            let found = c.search(&mut rng, &mut ch, &keyword(i)).unwrap();
+            assert!(found.contains(&i), "{i}");
+        }
+        seen
+    };
+    let ascending = run(&|i| format!("k{i:04}").into_bytes());
+    let descending = run(&|i| format!("k{:04}", 1000 - i).into_bytes());
+    let few = run(&|i| format!("k{}", i % 3).into_bytes());
+    // A put per update, a fetch for each update that runs merge steps.
+    assert!(ascending.len() > 300, "{}", ascending.len());
+    assert!(ascending
+        .iter()
+        .any(|s| matches!(s, Seen::Fetch(f) if f.len() > 8)));
+    for (name, other) in [("descending", &descending), ("three keywords", &few)] {
+        assert_eq!(ascending.len(), other.len(), "{name}");
+        if let Some(i) = (0..ascending.len()).find(|&i| ascending[i] != other[i]) {
+            panic!(
+                "{name}: request {i} differs: {:?} against {:?}",
+                ascending[i], other[i]
+            );
+        }
+    }
+    for s in &ascending {
+        if let Seen::Put { labels_sorted, .. } = s {
+            assert!(
+                labels_sorted,
+                "labelled entries are published in label order"
+            );
+        }
+    }
+}

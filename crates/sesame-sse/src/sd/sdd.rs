@@ -1,8 +1,34 @@
 //! SDd: the de-amortised variant of SDa (Demertzis, Ghareh Chamani,
 //! Papadopoulos and Papamanthou, NDSS 2020): every level holds up to three
-//! buffers, and each update moves a fixed number of entries of the ongoing
+//! buffers, and each update runs a fixed number of steps of the ongoing
 //! merges, so that no update pays for a whole rebuild. See
 //! `docs/schemes/sda_sdd.md`.
+//!
+//! A merge is *oblivious*: which entries it reads and writes depends only
+//! on the level and the step, never on the keywords. A buffer keeps two
+//! copies of its entries, separately encrypted: an array in keyword order
+//! (`a`, what the next merge reads) and the labelled entries a search
+//! reads (`d`). Merging OLDEST and OLDER (`n` entries each) into NEW runs,
+//! on arrays of `2n`:
+//!
+//! 1. a bitonic merge of OLDEST (ascending) and OLDER (read descending)
+//!    into NEW's array: `log 2n` stages of `n` compare-exchanges, each
+//!    reading two entries and writing both back re-encrypted, swapped or
+//!    not;
+//! 2. a scan of NEW's array in order, giving each entry its label
+//!    `F(k_w, c)` (`c`: its rank among its keyword's entries), written to a
+//!    scratch array;
+//! 3. a bitonic sort of the scratch array by label (`log 2n (log 2n + 1)
+//!    / 2` passes of `n` compare-exchanges): labels are pseudo-random, so
+//!    this order says nothing of the keywords;
+//! 4. publishing the scratch array in label order as NEW's labelled
+//!    entries.
+//!
+//! So the server sees which positions each update touches (fixed by the
+//! update count) and the labels in label order, but neither the outcome of
+//! any comparison nor where a label's entry sat in keyword order. Every
+//! update runs `L + 4 + L(L+1)/2` steps per ongoing merge of level `l`
+//! (`L = l + 1`), `O(log² N)` for all levels.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,17 +57,16 @@ pub static SDD_DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     forward_private: true,
     backward_privacy: BackwardPrivacy::TypeII,
     queries: &[QueryKind::Exact],
-    leakage: "Update: two rounds of fixed shape given the update count (which merge steps run \
-              follows from it), the sizes of the entries moved; merged buffers are under fresh \
-              keys (forward privacy). Search: per live buffer (at most three per level), the \
-              number of the keyword's entries (additions and deletions alike), hence coarse \
-              update times; the search pattern within a buffer's lifetime; no identifier \
-              (response-hiding, the client filters deletions): backward privacy type II \
-              for searches. But the merge is not oblivious: the entries each update fetches \
-              show which input cursor advanced (the outcome of each keyword comparison), and \
-              merged entries sit in keyword order, so a search shows the keyword's rank in each \
-              buffer. Entries are padded to multiples of 64 bytes: their sizes reveal only \
-              keywords longer than 43 bytes.",
+    leakage: "Update: two rounds of fixed shape given the update count: the merges are \
+              oblivious (bitonic merge, then a bitonic sort by label), so which entries an \
+              update reads and writes follows from the update count alone; merged buffers \
+              are under fresh keys (forward privacy). Search: per live buffer (at most three \
+              per level), the number of the keyword's entries (additions and deletions \
+              alike), hence coarse update times; the search pattern within a buffer's \
+              lifetime; no identifier (response-hiding, the client filters deletions): \
+              backward privacy type II for searches. Entries are padded to multiples of 64 \
+              bytes: their sizes reveal only keywords longer than 43 bytes (and, for those, \
+              whether a compare-exchange swapped them).",
     doc: "docs/schemes/sda_sdd.md",
 };
 
@@ -56,10 +81,9 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
-/// Entries each ongoing merge moves per update: a merge of two buffers of
-/// `2^ℓ` entries ends after `2^ℓ` updates, before level `ℓ` can fill
-/// again.
-const MERGE_STEP: usize = 2;
+/// Prefix of a saved state (format 2: oblivious merges); a state without
+/// it is format 1.
+const STATE_V2: &[u8; 4] = b"SDD2";
 
 crate::common::redacted_debug!(SddRequest);
 
@@ -73,10 +97,12 @@ pub enum SddRequest {
         /// Positions to read.
         items: Vec<(u64, u64)>,
     },
-    /// Writes entries and drops buffers.
+    /// Drops buffers, then writes entries.
     Put {
-        /// (buffer, position, label, sealed entry).
-        entries: Vec<(u64, u64, [u8; LABEL_LEN], Vec<u8>)>,
+        /// Array entries: (buffer, position, sealed entry).
+        positional: Vec<(u64, u64, Vec<u8>)>,
+        /// Searchable entries: (buffer, label, sealed entry).
+        labelled: Vec<(u64, [u8; LABEL_LEN], Vec<u8>)>,
         /// Buffers to drop.
         drop: Vec<u64>,
     },
@@ -98,17 +124,51 @@ pub enum SddResponse {
     Found(Vec<Vec<Vec<u8>>>),
 }
 
-/// An ongoing merge of a level's OLDEST and OLDER buffers into NEW.
+/// An ongoing merge of a level's OLDEST and OLDER buffers into NEW: a
+/// fixed schedule of steps (see the module doc), `step` of them done.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Merge {
     /// The buffer being built (one level up).
     target: u64,
+    /// Its scratch array, sorted by label, dropped at the end.
+    scratch: u64,
     /// The two buffers merged (OLDEST, OLDER).
     from: [u64; 2],
-    /// Entries consumed from each.
-    cursor: [u64; 2],
-    /// The last keyword emitted and how many of its entries so far.
+    /// Steps done.
+    step: u64,
+    /// The count scan: the last keyword seen and its entries so far.
     last: Option<(Vec<u8>, u64)>,
+    /// Buffers to drop with the inputs (a format-1 merge's partial
+    /// target).
+    stale: Vec<u64>,
+}
+
+/// A format-1 merge (moving entries by keyword comparisons).
+#[derive(Deserialize)]
+struct MergeV1 {
+    target: u64,
+    from: [u64; 2],
+    #[allow(dead_code)]
+    cursor: [u64; 2],
+    #[allow(dead_code)]
+    last: Option<(Vec<u8>, u64)>,
+}
+
+/// A format-1 level.
+#[derive(Deserialize)]
+struct LevelV1 {
+    slots: [Option<u64>; 3],
+    merge: Option<MergeV1>,
+}
+
+/// A format-1 state.
+#[derive(Deserialize, zeroize::ZeroizeOnDrop)]
+struct SddStateV1 {
+    master: [u8; 32],
+    seq: u64,
+    next_buffer: u64,
+    #[zeroize(skip)]
+    levels: Vec<LevelV1>,
 }
 
 /// One level: OLDEST, OLDER and OLD buffers (ids) and the merge of OLDEST
@@ -149,8 +209,6 @@ impl std::fmt::Debug for SddClient {
     }
 }
 
-type Put = Vec<(u64, u64, [u8; LABEL_LEN], Vec<u8>)>;
-
 impl SddClient {
     /// A client with a fresh key; SDd has no parameters.
     pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
@@ -169,8 +227,16 @@ impl SddClient {
     }
 
     /// A client from saved state.
+    ///
+    /// A format-1 state (before merges were oblivious) is read too: a merge
+    /// it had under way starts again, obliviously, into a fresh buffer (the
+    /// old partial one is dropped when it ends); a merge has twice the
+    /// updates it needs before its level fills, so it still ends in time.
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        let s: SddState = sesame_core::wire::decode(bytes)?;
+        let Some(v2) = bytes.strip_prefix(STATE_V2.as_slice()) else {
+            return Self::restore_v1(bytes);
+        };
+        let s: SddState = sesame_core::wire::decode(v2)?;
         if s.levels.len() > MAX_LEVELS {
             return Err(Error::Malformed("SDd state with too many levels".into()));
         }
@@ -179,6 +245,40 @@ impl SddClient {
             s.seq,
             s.next_buffer,
             s.levels.clone(),
+        ))
+    }
+
+    fn restore_v1(bytes: &[u8]) -> Result<Self> {
+        let s: SddStateV1 = sesame_core::wire::decode(bytes)?;
+        if s.levels.len() > MAX_LEVELS {
+            return Err(Error::Malformed("SDd state with too many levels".into()));
+        }
+        let mut next_buffer = s.next_buffer;
+        let mut fresh = || {
+            let b = next_buffer;
+            next_buffer += 1;
+            b
+        };
+        let levels = s
+            .levels
+            .iter()
+            .map(|l| Level {
+                slots: l.slots,
+                merge: l.merge.as_ref().map(|m| Merge {
+                    target: fresh(),
+                    scratch: fresh(),
+                    from: m.from,
+                    step: 0,
+                    last: None,
+                    stale: vec![m.target],
+                }),
+            })
+            .collect();
+        Ok(Self::with(
+            Key::from_bytes(s.master),
+            s.seq,
+            next_buffer,
+            levels,
         ))
     }
 
@@ -202,18 +302,64 @@ impl SddClient {
         }
     }
 
-    fn seal(
+    /// A searchable entry of `buffer`: its label (the `count`-th of its
+    /// keyword) and the sealed update.
+    fn seal_labelled(
         &self,
         rng: &mut dyn CryptoRngCore,
+        keys: &LevelKeys,
         buffer: u64,
-        position: u64,
         count: u64,
         u: &Update,
-    ) -> Result<(u64, u64, [u8; LABEL_LEN], Vec<u8>)> {
-        let keys = self.keys(buffer);
+    ) -> Result<(u64, [u8; LABEL_LEN], Vec<u8>)> {
         let prf = Aes128Prf::new(&Key::from_bytes(keys.label_key(&u.keyword)));
         let sealed = keys.aead.seal(rng, &buffer.to_le_bytes(), &u.encode())?;
-        Ok((buffer, position, label(&prf, count), sealed))
+        Ok((buffer, label(&prf, count), sealed))
+    }
+
+    /// An array entry of `buffer` at `position`: the label it will have
+    /// (zeros before the count scan) and the update, sealed with the
+    /// buffer and position as associated data.
+    fn seal_positional(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        keys: &LevelKeys,
+        buffer: u64,
+        position: u64,
+        entry: &Entry,
+    ) -> Result<(u64, u64, Vec<u8>)> {
+        let mut plain = Vec::with_capacity(LABEL_LEN + 64);
+        plain.extend_from_slice(&entry.label);
+        plain.extend_from_slice(&entry.update.encode());
+        let sealed = keys
+            .aead
+            .seal(rng, &positional_ad(buffer, position), &plain)?;
+        Ok((buffer, position, sealed))
+    }
+
+    /// Opens an array entry. Format-1 arrays held the searchable entry's
+    /// bytes (no label, the buffer alone as associated data).
+    fn open_positional(
+        &self,
+        keys: &LevelKeys,
+        buffer: u64,
+        position: u64,
+        sealed: &[u8],
+    ) -> Result<Entry> {
+        if let Ok(plain) = keys.aead.open(&positional_ad(buffer, position), sealed) {
+            let (label, update) = plain
+                .split_first_chunk::<LABEL_LEN>()
+                .ok_or_else(|| Error::Protocol("SDd array entry too short".into()))?;
+            return Ok(Entry {
+                label: *label,
+                update: Update::decode(update)?,
+            });
+        }
+        let plain = keys.aead.open(&buffer.to_le_bytes(), sealed)?;
+        Ok(Entry {
+            label: [0; LABEL_LEN],
+            update: Update::decode(&plain)?,
+        })
     }
 
     fn open(&self, buffer: u64, sealed: &[u8]) -> Result<Update> {
@@ -243,28 +389,40 @@ impl SddClient {
         Ok(())
     }
 
-    /// One update: one fetch round for the ongoing merges, one put round
-    /// with their next entries and the new entry.
+    /// One update: one fetch round for this update's steps of the ongoing
+    /// merges, one put round with what they wrote and the new entry.
     fn update_one(
         &mut self,
         rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
         update: Update,
     ) -> Result<()> {
-        // Round 1: the next MERGE_STEP entries of both inputs of each merge.
-        let mut items = Vec::new();
+        // This update's steps, per level: fixed by the level and the step
+        // counter, never by the data.
+        let mut plan: Vec<(usize, Vec<Op>)> = Vec::new();
         for (l, level) in self.levels.iter().enumerate() {
             if let Some(m) = &level.merge {
-                let size = 1u64 << l;
-                for side in 0..2 {
-                    let end = (m.cursor[side] + MERGE_STEP as u64).min(size);
-                    for p in m.cursor[side]..end {
-                        items.push((m.from[side], p));
-                    }
-                }
+                let total = schedule_len(l);
+                let end = (m.step + steps_per_update(l)).min(total);
+                let ops = (m.step..end).map(|s| op_at(l, m, s)).collect();
+                plan.push((l, ops));
             }
         }
-        let mut fetched: BTreeMap<(u64, u64), Update> = BTreeMap::new();
+        // Round 1: every array entry a step reads that no earlier step of
+        // this update wrote.
+        let mut written: std::collections::HashSet<(u64, u64)> = Default::default();
+        let mut items = Vec::new();
+        for (_, ops) in &plan {
+            for op in ops {
+                for at in op.reads() {
+                    if !written.contains(&at) && !items.contains(&at) {
+                        items.push(at);
+                    }
+                }
+                written.extend(op.writes());
+            }
+        }
+        let mut work: BTreeMap<(u64, u64), Entry> = BTreeMap::new();
         if !items.is_empty() {
             let got = match channel::call(
                 channel,
@@ -278,50 +436,78 @@ impl SddClient {
             for (&(b, p), sealed) in items.iter().zip(got) {
                 let sealed = sealed
                     .ok_or_else(|| Error::Protocol(format!("SDd buffer {b} lacks entry {p}")))?;
-                fetched.insert((b, p), self.open(b, &sealed)?);
+                let keys = self.keys(b);
+                work.insert((b, p), self.open_positional(&keys, b, p, &sealed)?);
             }
         }
-        // Merge steps, top level first so that a finished merge below finds
-        // room above.
-        let mut put: Put = Vec::new();
+        // The steps, on the entries in hand.
+        let mut dirty: Vec<(u64, u64)> = Vec::new();
+        let mut labelled = Vec::new();
         let mut drop = Vec::new();
-        for l in (0..self.levels.len()).rev() {
+        // Top level first, so that a finished merge below finds room above.
+        for (l, ops) in plan.into_iter().rev() {
             let Some(mut m) = self.levels[l].merge.take() else {
                 continue;
             };
-            let size = 1u64 << l;
-            for _ in 0..MERGE_STEP {
-                let heads = [0, 1].map(|s| {
-                    (m.cursor[s] < size)
-                        .then(|| fetched.get(&(m.from[s], m.cursor[s])))
-                        .flatten()
-                });
-                let side = match heads {
-                    [Some(a), Some(b)] => usize::from(b.keyword < a.keyword),
-                    [Some(_), None] => 0,
-                    [None, Some(_)] => 1,
-                    [None, None] => break,
+            let target_keys = self.keys(m.target);
+            for op in ops {
+                let take = |work: &mut BTreeMap<(u64, u64), Entry>, at: (u64, u64)| {
+                    work.remove(&at).ok_or_else(|| {
+                        Error::Protocol(format!("SDd step lacks entry {} of buffer {}", at.1, at.0))
+                    })
                 };
-                let Some(u) = heads[side].cloned() else {
-                    break;
-                };
-                let count = match &mut m.last {
-                    Some((w, c)) if *w == u.keyword => {
-                        *c += 1;
-                        *c
+                match op {
+                    Op::Exchange { a, b, to, by_label } => {
+                        let (x, y) = (take(&mut work, a)?, take(&mut work, b)?);
+                        let swap = if by_label {
+                            x.label > y.label
+                        } else {
+                            x.update.keyword > y.update.keyword
+                        };
+                        let (lo, hi) = if swap { (y, x) } else { (x, y) };
+                        work.insert(to.0, lo);
+                        work.insert(to.1, hi);
+                        dirty.extend([to.0, to.1]);
                     }
-                    last => {
-                        *last = Some((u.keyword.clone(), 0));
-                        0
+                    Op::Count { from, to } => {
+                        let mut e = take(&mut work, from)?;
+                        // The array entry stays for the next merge.
+                        work.insert(from, e.clone());
+                        let count = match &mut m.last {
+                            Some((w, c)) if *w == e.update.keyword => {
+                                *c += 1;
+                                *c
+                            }
+                            last => {
+                                *last = Some((e.update.keyword.clone(), 0));
+                                0
+                            }
+                        };
+                        let prf = Aes128Prf::new(&Key::from_bytes(
+                            target_keys.label_key(&e.update.keyword),
+                        ));
+                        e.label = label(&prf, count);
+                        work.insert(to, e);
+                        dirty.push(to);
                     }
-                };
-                let position = m.cursor[0] + m.cursor[1];
-                put.push(self.seal(rng, m.target, position, count, &u)?);
-                m.cursor[side] += 1;
+                    Op::Publish { from } => {
+                        let e = take(&mut work, from)?;
+                        let sealed = target_keys.aead.seal(
+                            rng,
+                            &m.target.to_le_bytes(),
+                            &e.update.encode(),
+                        )?;
+                        labelled.push((m.target, e.label, sealed));
+                    }
+                }
             }
-            if m.cursor == [size, size] {
-                // NEW is complete: OLDEST and OLDER go, OLD becomes OLDEST.
+            m.step = (m.step + steps_per_update(l)).min(schedule_len(l));
+            if m.step == schedule_len(l) {
+                // NEW is complete: OLDEST and OLDER go (and the scratch),
+                // OLD becomes OLDEST.
                 drop.extend(m.from);
+                drop.push(m.scratch);
+                drop.extend(m.stale.iter().copied());
                 let level = &mut self.levels[l];
                 level.slots = [level.slots[2], None, None];
                 self.place(l + 1, m.target)?;
@@ -329,29 +515,177 @@ impl SddClient {
                 self.levels[l].merge = Some(m);
             }
         }
-        // The new entry is a buffer of one at level 0.
+        // What the steps wrote, each array entry sealed afresh once.
+        let mut positional = Vec::new();
+        dirty.sort_unstable();
+        dirty.dedup();
+        for at in dirty {
+            if drop.contains(&at.0) {
+                continue;
+            }
+            if let Some(e) = work.get(&at) {
+                let keys = self.keys(at.0);
+                positional.push(self.seal_positional(rng, &keys, at.0, at.1, e)?);
+            }
+        }
+        // The new entry is a buffer of one at level 0, in both copies.
         let buffer = self.next_buffer;
         self.next_buffer += 1;
-        put.push(self.seal(rng, buffer, 0, 0, &update)?);
+        let keys = self.keys(buffer);
+        labelled.push(self.seal_labelled(rng, &keys, buffer, 0, &update)?);
+        let entry = Entry {
+            label: [0; LABEL_LEN],
+            update,
+        };
+        positional.push(self.seal_positional(rng, &keys, buffer, 0, &entry)?);
         self.place(0, buffer)?;
         // Full OLDEST and OLDER start a merge into a fresh buffer.
         for l in 0..self.levels.len() {
             let level = &self.levels[l];
             if let (None, [Some(a), Some(b), _]) = (&level.merge, level.slots) {
                 let target = self.next_buffer;
-                self.next_buffer += 1;
+                let scratch = self.next_buffer + 1;
+                self.next_buffer += 2;
                 self.levels[l].merge = Some(Merge {
                     target,
+                    scratch,
                     from: [a, b],
-                    cursor: [0, 0],
+                    step: 0,
                     last: None,
+                    stale: Vec::new(),
                 });
             }
         }
-        match channel::call(channel, &SddRequest::Put { entries: put, drop })? {
+        let put = SddRequest::Put {
+            positional,
+            labelled,
+            drop,
+        };
+        match channel::call(channel, &put)? {
             SddResponse::Done => Ok(()),
             other => Err(Error::unexpected("SDd", &other)),
         }
+    }
+}
+
+/// An array entry in the client's hands.
+#[derive(Clone)]
+struct Entry {
+    /// Its label once counted (zeros before).
+    label: [u8; LABEL_LEN],
+    update: Update,
+}
+
+/// The associated data of an array entry.
+fn positional_ad(buffer: u64, position: u64) -> Vec<u8> {
+    let mut ad = b"sesame-sse/sdd/array\0".to_vec();
+    ad.extend_from_slice(&buffer.to_le_bytes());
+    ad.extend_from_slice(&position.to_le_bytes());
+    ad
+}
+
+/// One step of a merge, as positions (buffer, index): which it reads and
+/// writes follows from the level and the step number alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    /// Reads `a` and `b`, writes the smaller to `to.0` and the larger to
+    /// `to.1` (by keyword, or by label).
+    Exchange {
+        a: (u64, u64),
+        b: (u64, u64),
+        to: ((u64, u64), (u64, u64)),
+        by_label: bool,
+    },
+    /// Reads `from` (NEW's array), writes it with its label to `to`
+    /// (scratch).
+    Count { from: (u64, u64), to: (u64, u64) },
+    /// Reads `from` (scratch) and publishes it as a searchable entry.
+    Publish { from: (u64, u64) },
+}
+
+impl Op {
+    fn reads(&self) -> Vec<(u64, u64)> {
+        match *self {
+            Op::Exchange { a, b, .. } => vec![a, b],
+            Op::Count { from, .. } | Op::Publish { from } => vec![from],
+        }
+    }
+
+    fn writes(&self) -> Vec<(u64, u64)> {
+        match *self {
+            Op::Exchange { to, .. } => vec![to.0, to.1],
+            Op::Count { from, to } => vec![from, to],
+            Op::Publish { .. } => Vec::new(),
+        }
+    }
+}
+
+/// Steps of a merge at level `l`: `n L` (bitonic merge) + `2n` (count) +
+/// `n L (L+1) / 2` (bitonic sort by label) + `2n` (publish), with `n =
+/// 2^l` and `L = l + 1`.
+fn schedule_len(l: usize) -> u64 {
+    (1u64 << l) * steps_per_update(l)
+}
+
+/// Steps each update runs of a merge at level `l`, so that it ends after
+/// `2^l` updates.
+fn steps_per_update(l: usize) -> u64 {
+    let big_l = l as u64 + 1;
+    big_l + 4 + big_l * (big_l + 1) / 2
+}
+
+/// The passes of a bitonic sort of `2^big_l` entries: `(k, j)`.
+fn sort_passes(big_l: u32) -> impl Iterator<Item = (u64, u64)> {
+    (1..=big_l).flat_map(|kb| (0..kb).rev().map(move |jb| (1u64 << kb, 1u64 << jb)))
+}
+
+/// Step `s` of the merge `m` at level `l`.
+fn op_at(l: usize, m: &Merge, s: u64) -> Op {
+    let n = 1u64 << l;
+    let big_l = l as u32 + 1;
+    let stages = n * u64::from(big_l);
+    if s < stages {
+        // Bitonic merge: stage t compares i and i + h, h = n >> t.
+        let (t, c) = (s / n, s % n);
+        let h = n >> t;
+        let i = (c / h) * 2 * h + c % h;
+        let (a, b) = if t == 0 {
+            // OLDEST ascending, then OLDER read backwards: a bitonic
+            // sequence of 2n.
+            ((m.from[0], c), (m.from[1], n - 1 - c))
+        } else {
+            ((m.target, i), (m.target, i + h))
+        };
+        return Op::Exchange {
+            a,
+            b,
+            to: ((m.target, i), (m.target, i + h)),
+            by_label: false,
+        };
+    }
+    let s = s - stages;
+    if s < 2 * n {
+        return Op::Count {
+            from: (m.target, s),
+            to: (m.scratch, s),
+        };
+    }
+    let s = s - 2 * n;
+    let passes = u64::from(big_l) * (u64::from(big_l) + 1) / 2;
+    if s < passes * n {
+        let (p, c) = (s / n, s % n);
+        let (k, j) = sort_passes(big_l).nth(p as usize).unwrap_or((2 * n, 1));
+        let i = (c / j) * 2 * j + c % j;
+        let (lo, hi) = if i & k == 0 { (i, i + j) } else { (i + j, i) };
+        return Op::Exchange {
+            a: (m.scratch, i),
+            b: (m.scratch, i + j),
+            to: ((m.scratch, lo), (m.scratch, hi)),
+            by_label: true,
+        };
+    }
+    Op::Publish {
+        from: (m.scratch, s - passes * n),
     }
 }
 
@@ -437,12 +771,16 @@ impl KeywordClient for SddClient {
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {
-        sesame_core::wire::encode(&SddState {
+        let state = sesame_core::wire::encode(&SddState {
             master: *self.master.as_bytes(),
             seq: self.seq,
             next_buffer: self.next_buffer,
             levels: self.levels.clone(),
-        })
+        })?;
+        let mut out = Vec::with_capacity(STATE_V2.len() + state.len());
+        out.extend_from_slice(STATE_V2);
+        out.extend_from_slice(&state);
+        Ok(out)
     }
 }
 
@@ -494,8 +832,12 @@ impl Handler for SddServer {
                 }
                 Ok(SddResponse::Items(out))
             }
-            SddRequest::Put { entries, drop } => {
-                let mut batch = WriteBatch::with_capacity(2 * entries.len());
+            SddRequest::Put {
+                positional,
+                labelled,
+                drop,
+            } => {
+                let mut batch = WriteBatch::with_capacity(positional.len() + labelled.len());
                 for b in drop {
                     for kind in [b'a', b'd'] {
                         for (k, _) in self.store.scan_prefix(&buffer_key(kind, b, &[]))? {
@@ -503,8 +845,10 @@ impl Handler for SddServer {
                         }
                     }
                 }
-                for (b, p, label, sealed) in entries {
-                    batch.put(buffer_key(b'a', b, &p.to_be_bytes()), sealed.clone());
+                for (b, p, sealed) in positional {
+                    batch.put(buffer_key(b'a', b, &p.to_be_bytes()), sealed);
+                }
+                for (b, label, sealed) in labelled {
                     batch.put(buffer_key(b'd', b, &label), sealed);
                 }
                 self.store.write(batch)?;
