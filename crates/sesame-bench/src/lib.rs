@@ -100,11 +100,13 @@ impl Progress {
         let done = expected(&self.names[..k.min(total)]);
         let left = expected(&self.names[k.min(total)..]);
         let secs = elapsed.as_secs_f64();
-        // How much slower (or faster) this machine is than the reference,
-        // once something has run; bounded so that one odd experiment does
-        // not swing the estimate too far.
-        let speed = if k > 0 && done > 0.0 && secs > 0.0 {
-            (secs / done).clamp(0.2, 5.0)
+        // How much slower (or faster) this machine is than the reference:
+        // the time so far against the reference's, with half a minute of
+        // the reference's own pace mixed in so that the first short
+        // experiments do not swing it; bounded.
+        const PRIOR: f64 = 30.0;
+        let speed = if k > 0 {
+            ((secs + PRIOR) / (done + PRIOR)).clamp(0.2, 5.0)
         } else {
             1.0
         };
@@ -268,11 +270,17 @@ mod tests {
             p.line(0, zero),
             "[1/3] ore (0 done, 0 s elapsed, about 90 s left of 90 s in all)"
         );
-        // ore took 2 s here where the reference says 1 s: this machine
-        // runs at half speed, so the 89 s left become 178 s.
+        // ore took 2 s here where the reference says 1 s: one short
+        // experiment moves the pace a little (32 / 31), not twofold.
         assert_eq!(
             p.line(1, std::time::Duration::from_secs(2)),
-            "[2/3] range (1 done, 2 s elapsed, about 2 min 58 s left of 3 min 00 s in all)"
+            "[2/3] range (1 done, 2 s elapsed, about 92 s left of 94 s in all)"
+        );
+        // After range too took twice the reference (60 s against 30 s),
+        // the pace is (62 + 30) / (30 + 30): the 60 s left become 92 s.
+        assert_eq!(
+            p.line(2, std::time::Duration::from_secs(62)),
+            "[3/3] tables (2 done, 62 s elapsed, about 92 s left of 2 min 34 s in all)"
         );
         assert_eq!(duration(61.4), "61 s");
         assert_eq!(duration(460.0), "7 min 40 s");
