@@ -876,3 +876,106 @@ impl Handler for SddServer {
         self.store.io_counts()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+    use sesame_core::{LocalChannel, Typed};
+    use sesame_store::MemoryStore;
+
+    /// Format 1, as written before merges were oblivious.
+    #[derive(Serialize)]
+    struct MergeV1Out {
+        target: u64,
+        from: [u64; 2],
+        cursor: [u64; 2],
+        last: Option<(Vec<u8>, u64)>,
+    }
+    #[derive(Serialize)]
+    struct LevelV1Out {
+        slots: [Option<u64>; 3],
+        merge: Option<MergeV1Out>,
+    }
+    #[derive(Serialize)]
+    struct StateV1Out {
+        master: [u8; 32],
+        seq: u64,
+        next_buffer: u64,
+        levels: Vec<LevelV1Out>,
+    }
+
+    /// A format-1 state with a merge half done, over a server holding
+    /// format-1 buffers: the restored client restarts the merge, reads the
+    /// old array entries, and every identifier stays found.
+    #[test]
+    fn a_format1_state_with_a_merge_under_way_is_carried_on() {
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let master = [7u8; 32];
+        let old = SddClient::with(Key::from_bytes(master), 0, 0, Vec::new());
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        // Buffers 0 and 1 (level 0, one entry each), the way format 1
+        // stored them: the same sealed bytes by position and by label.
+        let mut batch = WriteBatch::new();
+        for (b, word) in [(0u64, b"apple".to_vec()), (1, b"pear".to_vec())] {
+            let u = Update {
+                keyword: word.clone(),
+                id: b + 10,
+                add: true,
+                seq: b + 1,
+            };
+            let keys = old.keys(b);
+            let sealed = keys
+                .aead
+                .seal(&mut rng, &b.to_le_bytes(), &u.encode())
+                .unwrap();
+            let prf = Aes128Prf::new(&Key::from_bytes(keys.label_key(&word)));
+            batch.put(buffer_key(b'a', b, &0u64.to_be_bytes()), sealed.clone());
+            batch.put(buffer_key(b'd', b, &label(&prf, 0)), sealed);
+        }
+        // A partial target (buffer 2) that the old merge had started.
+        batch.put(
+            buffer_key(b'a', 2, &0u64.to_be_bytes()),
+            b"partial".to_vec(),
+        );
+        store.write(batch).unwrap();
+        let v1 = sesame_core::wire::encode(&StateV1Out {
+            master,
+            seq: 2,
+            next_buffer: 3,
+            levels: vec![LevelV1Out {
+                slots: [Some(0), Some(1), None],
+                merge: Some(MergeV1Out {
+                    target: 2,
+                    from: [0, 1],
+                    cursor: [1, 0],
+                    last: Some((b"apple".to_vec(), 0)),
+                }),
+            }],
+        })
+        .unwrap();
+        let mut c = SddClient::restore(&v1).unwrap();
+        let mut ch = LocalChannel::new(Typed(SddServer::new(store.clone())));
+        for i in 0..20u64 {
+            c.update(
+                &mut rng,
+                &mut ch,
+                UpdateOp::Add,
+                100 + i,
+                &[b"pear".to_vec()],
+            )
+            .unwrap();
+        }
+        assert_eq!(c.search(&mut rng, &mut ch, b"apple").unwrap(), vec![10]);
+        let mut pear: Vec<u64> = (100..120).collect();
+        pear.insert(0, 11);
+        assert_eq!(c.search(&mut rng, &mut ch, b"pear").unwrap(), pear);
+        // The old partial target is gone, and the state is format 2 now.
+        assert!(store
+            .get(&buffer_key(b'a', 2, &0u64.to_be_bytes()))
+            .unwrap()
+            .is_none());
+        assert!(c.save_state().unwrap().starts_with(STATE_V2));
+    }
+}
