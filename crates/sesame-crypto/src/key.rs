@@ -99,9 +99,17 @@ impl<const N: usize> Key<N> {
     }
 }
 
+impl<const N: usize> Key<N> {
+    /// Overwrites the key with zeros: what dropping it does (and what the
+    /// tests check).
+    pub(crate) fn wipe(&mut self) {
+        self.bytes.zeroize();
+    }
+}
+
 impl<const N: usize> Drop for Key<N> {
     fn drop(&mut self) {
-        self.bytes.zeroize();
+        self.wipe();
     }
 }
 
@@ -131,6 +139,16 @@ impl<const N: usize> Eq for Key<N> {}
 mod tests {
     use super::*;
     use rand_chacha::rand_core::SeedableRng;
+
+    /// What dropping a key runs leaves every byte zero.
+    #[test]
+    fn wipe_zeroes_every_byte() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(4);
+        let mut k = Key::<32>::generate(&mut rng);
+        assert!(k.as_bytes().iter().any(|b| *b != 0));
+        k.wipe();
+        assert_eq!(k.as_bytes(), &[0u8; 32]);
+    }
 
     #[test]
     fn debug_is_redacted() {

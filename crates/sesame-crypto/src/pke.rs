@@ -254,9 +254,16 @@ impl EciesSecretKey {
     }
 }
 
+impl EciesSecretKey {
+    /// Overwrites the secret scalar with zero: what dropping it does.
+    fn wipe(&mut self) {
+        self.sk.zeroize();
+    }
+}
+
 impl Drop for EciesSecretKey {
     fn drop(&mut self) {
-        self.sk.zeroize();
+        self.wipe();
     }
 }
 
@@ -272,6 +279,16 @@ impl fmt::Debug for EciesSecretKey {
 mod tests {
     use super::*;
     use rand_chacha::rand_core::SeedableRng;
+
+    /// What dropping a secret key runs leaves its scalar zero.
+    #[test]
+    fn wipe_zeroes_the_secret_scalar() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(4);
+        let mut sk = EciesSecretKey::generate(&mut rng);
+        assert_ne!(sk.sk, Scalar::ZERO);
+        sk.wipe();
+        assert_eq!(sk.sk, Scalar::ZERO);
+    }
 
     #[test]
     fn kem_shares_a_secret_with_the_key_holder_only() {

@@ -270,10 +270,19 @@ impl Prg for AesCtrPrg {
     }
 }
 
-impl Drop for AesCtrPrg {
-    fn drop(&mut self) {
+impl AesCtrPrg {
+    /// Overwrites the buffered output and bits with zeros: what dropping
+    /// it does (the AES-CTR state is wiped by `ctr`'s own `zeroize`
+    /// feature when it drops).
+    fn wipe(&mut self) {
         self.buf.zeroize();
         self.bits.zeroize();
+    }
+}
+
+impl Drop for AesCtrPrg {
+    fn drop(&mut self) {
+        self.wipe();
     }
 }
 
@@ -288,6 +297,18 @@ impl fmt::Debug for AesCtrPrg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What dropping a PRG runs leaves its buffered output and bits zero.
+    #[test]
+    fn wipe_zeroes_the_buffered_output() {
+        let mut g = AesCtrPrg::new(&Key::from_bytes([5; 16]));
+        let _ = g.next_u64();
+        let _ = g.next_bit();
+        assert!(g.buf.iter().any(|b| *b != 0) && g.bits != 0);
+        g.wipe();
+        assert!(g.buf.iter().all(|b| *b == 0));
+        assert_eq!(g.bits, 0);
+    }
 
     fn prg() -> AesCtrPrg {
         AesCtrPrg::new(&Key::from_bytes([5; 16]))

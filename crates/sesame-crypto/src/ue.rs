@@ -250,10 +250,17 @@ impl UeKey {
     }
 }
 
-impl Drop for UeKey {
-    fn drop(&mut self) {
+impl UeKey {
+    /// Overwrites both scalars with zero: what dropping the key does.
+    fn wipe(&mut self) {
         self.k.zeroize();
         self.k_inv.zeroize();
+    }
+}
+
+impl Drop for UeKey {
+    fn drop(&mut self) {
+        self.wipe();
     }
 }
 
@@ -302,9 +309,16 @@ impl UpdateToken {
     }
 }
 
+impl UpdateToken {
+    /// Overwrites the scalar with zero: what dropping the token does.
+    fn wipe(&mut self) {
+        self.delta.zeroize();
+    }
+}
+
 impl Drop for UpdateToken {
     fn drop(&mut self) {
-        self.delta.zeroize();
+        self.wipe();
     }
 }
 
@@ -320,6 +334,21 @@ impl fmt::Debug for UpdateToken {
 mod tests {
     use super::*;
     use rand_chacha::rand_core::SeedableRng;
+
+    /// What dropping a key or a token runs leaves its scalars zero.
+    #[test]
+    fn wipe_zeroes_keys_and_tokens() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(4);
+        let mut k = UeKey::generate(&mut rng);
+        let next = UeKey::generate(&mut rng);
+        let mut t = k.update_token(&next);
+        assert_ne!(t.delta, Scalar::ZERO);
+        t.wipe();
+        assert_eq!(t.delta, Scalar::ZERO);
+        assert!(k.k != Scalar::ZERO && k.k_inv != Scalar::ZERO);
+        k.wipe();
+        assert_eq!((k.k, k.k_inv), (Scalar::ZERO, Scalar::ZERO));
+    }
 
     #[test]
     fn round_trip_and_re_encryption() {

@@ -260,6 +260,13 @@ fn key_holding_types_print_redacted() {
     }
 }
 
+/// Every key-holding type says it wipes itself on drop. The marker alone
+/// proves nothing: what each `Drop` runs is checked in the unit tests of
+/// the types that hold secret bytes themselves (`wipe_zeroes_*` in
+/// `key.rs`, `prf/hmac_prf.rs`, `prg.rs`, `prp/knuth.rs`, `ue.rs`,
+/// `pke.rs`); the others hold only those types, or AES key schedules that
+/// `aes` and `ctr` wipe (built with their `zeroize` feature). Reading
+/// freed memory would need `unsafe`, which the workspace forbids.
 #[test]
 fn key_holding_types_zeroize_on_drop() {
     use sesame_crypto::{Aes128Prf, AesCtrPrg, GgmNode, HmacPrf, KeyedHash};

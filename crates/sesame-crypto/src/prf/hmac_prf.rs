@@ -100,9 +100,16 @@ impl Prf for HmacPrf {
     }
 }
 
+impl HmacPrf {
+    /// Overwrites the padded key with zeros: what dropping it does.
+    fn wipe(&mut self) {
+        self.k0.zeroize();
+    }
+}
+
 impl Drop for HmacPrf {
     fn drop(&mut self) {
-        self.k0.zeroize();
+        self.wipe();
     }
 }
 
@@ -117,6 +124,15 @@ impl fmt::Debug for HmacPrf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What dropping the PRF runs leaves its padded key zero.
+    #[test]
+    fn wipe_zeroes_the_padded_key() {
+        let mut prf = HmacPrf::new(&Key::<32>::from_bytes([3; 32]));
+        assert!(prf.k0.iter().any(|b| *b != 0));
+        prf.wipe();
+        assert!(prf.k0.iter().all(|b| *b == 0));
+    }
 
     #[test]
     fn padded_key_equals_short_key() {
