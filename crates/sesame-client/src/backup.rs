@@ -307,6 +307,12 @@ pub fn restore_with_key_file(
             let _ = fs::remove_file(dest.join(&rel));
             return Err(differs(&backup.join(&rel)));
         }
+        // A restored copy is another device of a shared index: it gets
+        // its own identifier (the original may still be in use), keeping
+        // the version it had seen.
+        if rel.extension().is_some_and(|e| e == "shared") {
+            crate::session::shared::renew_device(&dest.join(&rel))?;
+        }
     }
     Profile::open_with_key_file(dest, passphrase, key_file)
 }

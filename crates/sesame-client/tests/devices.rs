@@ -372,3 +372,43 @@ fn joining_needs_the_passphrase_and_a_shared_index() {
     let err = Profile::join(&dir, "pw", None, &s.binding, &remote).unwrap_err();
     assert!(matches!(err, ClientError::ProfileExists(_)), "{err}");
 }
+
+/// A backup restored elsewhere is another device: its own identifier (so
+/// neither takes the other's adds in progress for interrupted ones), and
+/// both keep working on the shared index.
+#[test]
+fn a_restored_backup_is_another_device() {
+    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+    let laptop = first_device(&s, "fast");
+    let mut oracle = Oracle::new();
+    let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    let backup = s.tmp.path().join("backup");
+    laptop.backup(&backup).unwrap();
+    let restored = sesame_client::restore(&backup, &s.tmp.path().join("restored"), "pw").unwrap();
+    let note = |p: &Profile| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(p.dir().join("indexes/default.shared")).unwrap())
+            .unwrap()
+    };
+    let (a, b) = (note(&laptop), note(&restored));
+    assert_ne!(a["device"], b["device"], "a device of its own");
+    assert_eq!(a["version"], b["version"], "the version it had seen");
+    let dir = files(s.tmp.path(), "restored-0", 10, 3, &mut oracle);
+    restored
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    let dir = files(s.tmp.path(), "laptop-1", 20, 3, &mut oracle);
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    check(&laptop, &oracle, "laptop");
+    check(&restored, &oracle, "restored");
+}

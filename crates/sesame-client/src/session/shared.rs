@@ -180,6 +180,16 @@ fn get_value(backend: &mut dyn Backend, index: &str, value: &[u8]) -> Result<Vec
     }
 }
 
+/// Gives the device whose note of an index is `sidecar` a fresh
+/// identifier, keeping the newest version it saw (a restored backup is
+/// another device than the one backed up).
+pub(crate) fn renew_device(sidecar: &Path) -> Result<()> {
+    let (_, version, _) = read_sidecar(sidecar)?;
+    let mut device = [0u8; 16];
+    rand_core::OsRng.fill_bytes(&mut device);
+    write_sidecar(sidecar, &device, version)
+}
+
 /// The server's shared state of `index` (opened), its version and the
 /// profile record, if the backend keeps records; `Ok(None)` when it
 /// keeps none. A state whose chunks another device was rewriting while
