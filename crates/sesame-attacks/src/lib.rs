@@ -1,0 +1,36 @@
+//! Leakage-abuse attacks on what a Sesame server really sees.
+//!
+//! Published attack frameworks run attacks on leakage they simulate from
+//! plaintext. Here the input is the server's *recorded view*: every
+//! request and response the server half received and sent, and every store
+//! key it read or wrote, in order, cut into operations ([`view`]). The
+//! leakage an attack needs is derived from that view and public parameters
+//! only ([`leakage`]), then the attacks run on it:
+//!
+//! - [`count`]: the count attack on keyword search results (Cash, Grubbs,
+//!   Perry, Ristenpart, CCS 2015), from result sizes and their pairwise
+//!   intersections, with the documents the attacker knows;
+//! - [`ordered`]: the sorting and cumulative attacks on order-revealing
+//!   columns (Naveed, Kamara, Wright, CCS 2015).
+//!
+//! This crate depends on nothing but the standard library: it cannot reach
+//! a key, a plaintext or a client half, only the bytes a harness hands it
+//! (`tests/separation.rs` checks its manifest). Whoever records the view
+//! (the benchmark harness, or a server run with view recording, a research
+//! feature that must never run in production) converts it into
+//! [`view::Observation`]s.
+
+pub mod count;
+pub mod leakage;
+pub mod ordered;
+pub mod view;
+
+/// The share of `recovered` answers that are right, in `0.0..=1.0`: the
+/// figure the papers report. Zero for no answers.
+pub fn accuracy<T: PartialEq>(recovered: &[(T, T)]) -> f64 {
+    if recovered.is_empty() {
+        return 0.0;
+    }
+    let right = recovered.iter().filter(|(got, want)| got == want).count();
+    right as f64 / recovered.len() as f64
+}

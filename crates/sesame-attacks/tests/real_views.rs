@@ -1,0 +1,210 @@
+//! The attacks on views recorded from Sesame's own server halves: the
+//! count attack on PiBas and FAST (their access pattern leaks), the
+//! sorting and cumulative attacks on BCLO and CLWW columns.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use sesame_attacks::view::{Observation, Op, Seen};
+use sesame_attacks::{accuracy, count, leakage, ordered};
+use sesame_core::view::{Event, RecordingService, RecordingStore, View};
+use sesame_core::{LocalChannel, Params, Store};
+use sesame_sse::Multimap;
+use sesame_store::MemoryStore;
+
+/// `docs` documents over a vocabulary of `words`, keyword `k` in each
+/// document with probability about `1 / (k + 1)` (Zipf-like), keyword
+/// names `w0`, `w1`, ...
+fn corpus(docs: u64, words: usize, rng: &mut ChaCha20Rng) -> BTreeMap<u64, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for d in 1..=docs {
+        let mut ws = Vec::new();
+        for k in 0..words {
+            if rng.gen_bool((2.0 / (k as f64 + 2.0)).min(1.0)) {
+                ws.push(format!("w{k}"));
+            }
+        }
+        out.insert(d, ws);
+    }
+    out
+}
+
+fn seen(events: Vec<Event>) -> Vec<Seen> {
+    events
+        .into_iter()
+        .filter_map(|e| {
+            Some(match e {
+                Event::Request(r) => Seen::Request(r),
+                Event::Response(r) => Seen::Response(r.len()),
+                Event::Read { key, size } => Seen::Read { key, size },
+                Event::Write { key, size } => Seen::Write { key, size },
+                Event::Delete { key } => Seen::Delete { key },
+                Event::Scan { prefix, found } => Seen::Scan { prefix, found },
+                _ => return None,
+            })
+        })
+        .collect()
+}
+
+/// Indexes `docs` with `scheme`, runs `queries` (each followed by the
+/// fetch of its result documents), and returns the view and the true
+/// keyword of each search.
+fn record(
+    scheme: &str,
+    docs: &BTreeMap<u64, Vec<String>>,
+    queries: &[String],
+) -> (Vec<Observation>, Vec<String>) {
+    let s = sesame_sse::scheme(scheme).unwrap();
+    let view = View::new();
+    let index: Arc<dyn Store> = Arc::new(RecordingStore::new(
+        Arc::new(MemoryStore::new()),
+        view.clone(),
+    ));
+    let documents = RecordingStore::new(Arc::new(MemoryStore::new()), view.clone());
+    for &id in docs.keys() {
+        let mut key = b"b".to_vec();
+        key.extend_from_slice(&id.to_be_bytes());
+        documents.put(&key, b"sealed document").unwrap();
+    }
+    let server = RecordingService::new(s.server(index, &Params::new()).unwrap(), view.clone());
+    let mut ch = LocalChannel::new(server);
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let mut client = (s.new_client)(&mut rng, &Params::new()).unwrap();
+    let mut db = Multimap::new();
+    for (id, words) in docs {
+        for w in words {
+            db.entry(w.clone().into_bytes()).or_default().push(*id);
+        }
+    }
+    view.start();
+    client.setup(&mut rng, &mut ch, &db).unwrap();
+    let mut observations = vec![Observation {
+        op: Op::Setup,
+        events: seen(view.take()),
+    }];
+    for q in queries {
+        let ids = client.search(&mut rng, &mut ch, q.as_bytes()).unwrap();
+        for id in ids {
+            let mut key = b"b".to_vec();
+            key.extend_from_slice(&id.to_be_bytes());
+            documents.get(&key).unwrap();
+        }
+        observations.push(Observation {
+            op: Op::Search,
+            events: seen(view.take()),
+        });
+    }
+    (observations, queries.to_vec())
+}
+
+#[test]
+fn the_count_attack_recovers_queries_on_pibas_and_fast() {
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let docs = corpus(300, 120, &mut rng);
+    // Queries from the 40 most frequent keywords, some repeated.
+    let queries: Vec<String> = (0..80)
+        .map(|_| format!("w{}", rng.gen_range(0..40)))
+        .collect();
+    for scheme in ["pibas", "fast"] {
+        let (view, truth) = record(scheme, &docs, &queries);
+        let leaked = leakage::queries(&view, |k| leakage::document_id(b"", k));
+        assert_eq!(leaked.len(), queries.len(), "{scheme}");
+        // Equal keywords sent equal requests: the search pattern leaks.
+        for (i, a) in leaked.iter().enumerate() {
+            for (j, b) in leaked.iter().enumerate() {
+                assert_eq!(
+                    a.pattern == b.pattern,
+                    truth[i] == truth[j],
+                    "{scheme} {i} {j}"
+                );
+            }
+        }
+        let pattern_truth: BTreeMap<usize, String> = leaked
+            .iter()
+            .zip(&truth)
+            .map(|(l, t)| (l.pattern, t.clone()))
+            .collect();
+        let all = count::Knowledge::new(docs.iter().map(|(i, w)| (*i, &w[..])), 1.0);
+        let got = count::attack(&leaked, &all, 0.0);
+        let pairs: Vec<(String, String)> = got
+            .iter()
+            .map(|(p, w)| (w.clone(), pattern_truth[p].clone()))
+            .collect();
+        let distinct = pattern_truth.len();
+        eprintln!(
+            "{scheme}: count attack, all known: {} of {distinct} claimed, {:.0} % right",
+            pairs.len(),
+            100.0 * accuracy(&pairs)
+        );
+        // CCS 2015: about 100 % with every document known.
+        assert_eq!(accuracy(&pairs), 1.0, "{scheme}: a wrong keyword");
+        assert!(
+            pairs.len() * 10 >= distinct * 9,
+            "{scheme}: {} of {distinct} queries recovered",
+            pairs.len()
+        );
+        // Knowing three quarters of the documents, what it claims is
+        // still mostly right.
+        let known: Vec<(u64, &[String])> = docs
+            .iter()
+            .filter(|(i, _)| *i % 4 != 0)
+            .map(|(i, w)| (*i, &w[..]))
+            .collect();
+        let partial = count::Knowledge::new(known, 0.75);
+        let got = count::attack(&leaked, &partial, 3.0);
+        let pairs: Vec<(String, String)> = got
+            .iter()
+            .map(|(p, w)| (w.clone(), pattern_truth[p].clone()))
+            .collect();
+        eprintln!(
+            "{scheme}: count attack, 75 % known: {} of {distinct} claimed, {:.0} % right",
+            pairs.len(),
+            100.0 * accuracy(&pairs)
+        );
+        assert!(accuracy(&pairs) >= 0.8 || pairs.is_empty(), "{scheme}");
+    }
+}
+
+/// A dense column under BCLO (order-preserving: ciphertexts compare as
+/// numbers) and CLWW (its public comparison): the sorting attack gives
+/// every value back; the cumulative attack, from the values'
+/// distribution, nearly every one.
+#[test]
+fn sorting_and_cumulative_attacks_on_order_revealing_columns() {
+    let mut rng = ChaCha20Rng::seed_from_u64(2);
+    // Every value of 0..64 at least once, then skewed towards small ones.
+    let mut values: Vec<u64> = (0..64).collect();
+    for _ in 0..2_000 {
+        let v = (rng.gen::<f64>().powi(2) * 64.0) as u64;
+        values.push(v.min(63));
+    }
+    let mut aux: BTreeMap<u64, f64> = BTreeMap::new();
+    for v in &values {
+        *aux.entry(*v).or_default() += 1.0;
+    }
+    let domain: Vec<u64> = (0..64).collect();
+    for scheme in ["bclo", "clww"] {
+        let entry = sesame_ore::scheme(scheme).unwrap();
+        let mut p = Params::new();
+        p.set("bits", "6");
+        let mut ore = (entry.new_client)(&mut rng, &p).unwrap();
+        let column: Vec<Vec<u8>> = values
+            .iter()
+            .map(|v| ore.encrypt(&mut rng, *v).unwrap())
+            .collect();
+        let cmp = |a: &Vec<u8>, b: &Vec<u8>| ore.compare(a, b).unwrap();
+        let got = ordered::sorting(&column, &domain, &cmp).unwrap();
+        assert_eq!(got, values, "{scheme}: sorting attack");
+        let got = ordered::cumulative(&column, &aux, &cmp);
+        let pairs: Vec<(u64, u64)> = got.into_iter().zip(values.iter().copied()).collect();
+        let acc = accuracy(&pairs);
+        eprintln!("{scheme}: cumulative attack {:.1} % of rows", 100.0 * acc);
+        assert!(acc >= 0.95, "{scheme}: {acc}");
+    }
+    let distinct: BTreeSet<u64> = values.iter().copied().collect();
+    assert_eq!(distinct.len(), 64);
+}
