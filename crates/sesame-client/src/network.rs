@@ -304,6 +304,17 @@ impl NetworkBackend {
             .collect())
     }
 
+    /// `DropGenerations`: every generation of `index` but `keep`, or
+    /// (`only_older`) those older than `keep`.
+    fn drop_generations(&self, index: &str, keep: u64, only_older: bool) -> Result<()> {
+        let index = self.remote(index)?;
+        let index = index.as_str();
+        self.conn
+            .with_retries(|mut c| async move { c.drop_generations(index, keep, only_older).await })
+            .map(drop)
+            .map_err(|s| status_error(&s))
+    }
+
     /// Removes index `index` from the server.
     pub fn drop_index(&self, index: &str) -> Result<()> {
         let index = self.remote(index)?;
@@ -386,21 +397,11 @@ impl Backend for NetworkBackend {
     }
 
     fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()> {
-        let index = self.remote(index)?;
-        let index = index.as_str();
-        self.conn
-            .with_retries(|mut c| async move { c.drop_generations(index, keep).await })
-            .map(drop)
-            .map_err(|s| status_error(&s))
+        self.drop_generations(index, keep, false)
     }
 
     fn drop_older_generations(&mut self, index: &str, keep: u64) -> Result<()> {
-        let index = self.remote(index)?;
-        let index = index.as_str();
-        self.conn
-            .with_retries(|mut c| async move { c.drop_older_generations(index, keep).await })
-            .map(drop)
-            .map_err(|s| status_error(&s))
+        self.drop_generations(index, keep, true)
     }
 
     fn read_records(

@@ -246,6 +246,14 @@ pub(crate) fn parse_plain(bytes: &[u8]) {
     let _ = wire::decode::<IndexStateV1>(bytes);
 }
 
+/// `len ‖ scheme ‖ sealed`: the scheme name (in clear, bound into the
+/// associated data) and the sealed rest; `None` when it does not parse.
+fn split_scheme(bytes: &[u8]) -> Option<(&str, &[u8])> {
+    let (&len, rest) = bytes.split_first()?;
+    let (scheme, sealed) = rest.split_at_checked(usize::from(len))?;
+    Some((std::str::from_utf8(scheme).ok()?, sealed))
+}
+
 /// Seals and opens the state files of one profile.
 pub(crate) struct StateCipher {
     aead: Aes256GcmSiv,
@@ -399,11 +407,7 @@ impl StateCipher {
         if u64::from_be_bytes(*said) != version {
             return Err(corrupt());
         }
-        let (&len, rest) = rest.split_first().ok_or_else(corrupt)?;
-        let (scheme, sealed) = rest
-            .split_at_checked(usize::from(len))
-            .ok_or_else(corrupt)?;
-        let scheme = std::str::from_utf8(scheme).map_err(|_| corrupt())?;
+        let (scheme, sealed) = split_scheme(rest).ok_or_else(corrupt)?;
         let plain = Zeroizing::new(
             self.aead
                 .open(&self.shared_aad(index, scheme, version), sealed)
@@ -441,11 +445,7 @@ impl StateCipher {
                 file.strip_prefix(MAGIC_V1.as_slice()).ok_or_else(corrupt)?,
             )
         };
-        let (&len, rest) = rest.split_first().ok_or_else(corrupt)?;
-        let (scheme, sealed) = rest
-            .split_at_checked(usize::from(len))
-            .ok_or_else(corrupt)?;
-        let scheme = std::str::from_utf8(scheme).map_err(|_| corrupt())?;
+        let (scheme, sealed) = split_scheme(rest).ok_or_else(corrupt)?;
         let plain = Zeroizing::new(
             self.aead
                 .open(&self.aad(version, index, scheme), sealed)

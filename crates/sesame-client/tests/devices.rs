@@ -139,46 +139,37 @@ fn two_devices_take_turns_and_each_sees_the_others_documents() {
 
         // Sessions open on both at once, used in turn: each command sees
         // what the other device did before it.
-        let mut a = laptop.session(DEFAULT_INDEX).unwrap();
-        let mut b = phone.session(DEFAULT_INDEX).unwrap();
+        let mut sessions = [
+            laptop.session(DEFAULT_INDEX).unwrap(),
+            phone.session(DEFAULT_INDEX).unwrap(),
+        ];
         for round in 0..3 {
-            let dir = files(
-                s.tmp.path(),
-                &format!("laptop-{round}"),
-                round * 10,
-                4,
-                &mut oracle,
-            );
-            a.add_documents(&[&dir], &mut |_| {}).unwrap();
-            let seen: BTreeSet<String> = b
-                .search("all")
-                .unwrap()
-                .into_iter()
-                .map(|d| d.path)
-                .collect();
-            assert_eq!(
-                &seen, &oracle["all"],
-                "{scheme} round {round}: the phone sees the laptop's"
-            );
-            let dir = files(
-                s.tmp.path(),
-                &format!("phone-{round}"),
-                round * 10 + 5,
-                3,
-                &mut oracle,
-            );
-            b.add_documents(&[&dir], &mut |_| {}).unwrap();
-            let seen: BTreeSet<String> = a
-                .search("all")
-                .unwrap()
-                .into_iter()
-                .map(|d| d.path)
-                .collect();
-            assert_eq!(
-                &seen, &oracle["all"],
-                "{scheme} round {round}: the laptop sees the phone's"
-            );
+            // Each device adds, then the other searches.
+            for (adder, seer, name, first, n) in [
+                (0usize, 1usize, "laptop", round * 10, 4),
+                (1, 0, "phone", round * 10 + 5, 3),
+            ] {
+                let dir = files(
+                    s.tmp.path(),
+                    &format!("{name}-{round}"),
+                    first,
+                    n,
+                    &mut oracle,
+                );
+                sessions[adder].add_documents(&[&dir], &mut |_| {}).unwrap();
+                let seen: BTreeSet<String> = sessions[seer]
+                    .search("all")
+                    .unwrap()
+                    .into_iter()
+                    .map(|d| d.path)
+                    .collect();
+                assert_eq!(
+                    &seen, &oracle["all"],
+                    "{scheme} round {round}: the other device sees the {name}'s"
+                );
+            }
         }
+        let [mut a, mut b] = sessions;
         // The phone removes one of the laptop's documents; the laptop no
         // longer finds it.
         let gone = a.search("doc0").unwrap();

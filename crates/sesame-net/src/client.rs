@@ -386,31 +386,18 @@ impl SesameClient {
         self.unary(path::LIST_DOCUMENTS, r).await
     }
 
-    /// `DropGenerations`.
+    /// `DropGenerations`: every generation of `index` but `keep`, or,
+    /// with `only_older`, those older than `keep` only.
     pub async fn drop_generations(
         &mut self,
         index: &str,
         keep: u64,
+        only_older: bool,
     ) -> Result<proto::DropGenerationsResponse, Status> {
         let r = proto::DropGenerationsRequest {
             index: index.into(),
             keep,
-            only_older: false,
-        };
-        self.unary(path::DROP_GENERATIONS, r).await
-    }
-
-    /// `DropGenerations` with `only_older`: removes the generations older
-    /// than `keep` only.
-    pub async fn drop_older_generations(
-        &mut self,
-        index: &str,
-        keep: u64,
-    ) -> Result<proto::DropGenerationsResponse, Status> {
-        let r = proto::DropGenerationsRequest {
-            index: index.into(),
-            keep,
-            only_older: true,
+            only_older,
         };
         self.unary(path::DROP_GENERATIONS, r).await
     }

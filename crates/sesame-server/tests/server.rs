@@ -290,7 +290,7 @@ fn static_and_dynamic_indexes_documents_and_stats() {
 
     // Dropping a generation and an index.
     let removed = conn
-        .block_on(c.drop_generations("static", 7))
+        .block_on(c.drop_generations("static", 7, false))
         .unwrap()
         .removed;
     assert!(removed > 0);
