@@ -10,6 +10,9 @@
 //! - [`count`]: the count attack on keyword search results (Cash, Grubbs,
 //!   Perry, Ristenpart, CCS 2015), from result sizes and their pairwise
 //!   intersections, with the documents the attacker knows;
+//! - [`injection`]: the file-injection attack (Zhang, Katz, Papamanthou,
+//!   USENIX Security 2016), before the queries and, against schemes that
+//!   are not forward private, after them by replaying their requests;
 //! - [`ordered`]: the sorting and cumulative attacks on order-revealing
 //!   columns (Naveed, Kamara, Wright, CCS 2015).
 //!
@@ -21,6 +24,7 @@
 //! [`view::Observation`]s.
 
 pub mod count;
+pub mod injection;
 pub mod leakage;
 pub mod ordered;
 pub mod view;

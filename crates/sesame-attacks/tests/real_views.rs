@@ -208,3 +208,136 @@ fn sorting_and_cumulative_attacks_on_order_revealing_columns() {
     let distinct: BTreeSet<u64> = values.iter().copied().collect();
     assert_eq!(distinct.len(), 64);
 }
+
+/// Keys written and read in `events`, of those `entry` says hold index
+/// entries (the scheme's public store layout).
+fn keys(events: &[Event], entry: fn(&[u8]) -> bool) -> (BTreeSet<Vec<u8>>, BTreeSet<Vec<u8>>) {
+    let mut written = BTreeSet::new();
+    let mut read = BTreeSet::new();
+    for e in events {
+        match e {
+            Event::Write { key, .. } if entry(key) => {
+                written.insert(key.clone());
+            }
+            Event::Read { key, size: Some(_) } if entry(key) => {
+                read.insert(key.clone());
+            }
+            _ => {}
+        }
+    }
+    (written, read)
+}
+
+/// File injection on FAST (forward private) and KPR12 (not): injected
+/// before the queries, both give every queried keyword away; injected
+/// after, the server's replays of the recorded queries find the injected
+/// documents on KPR12 only.
+#[test]
+fn file_injection_and_forward_privacy() {
+    use sesame_attacks::injection;
+    use sesame_sse::UpdateOp;
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let docs = corpus(150, 60, &mut rng);
+    let universe: Vec<String> = (0..60).map(|k| format!("w{k}")).collect();
+    let targets: Vec<String> = (0..20)
+        .map(|_| format!("w{}", rng.gen_range(0..60)))
+        .collect();
+    let plan = injection::plan(&universe);
+    assert_eq!(plan.len(), 6, "six documents for 60 keywords");
+    // KPR12 keeps its cells under `c` and a Merkle tree under `n`.
+    let any: fn(&[u8]) -> bool = |_| true;
+    let cells: fn(&[u8]) -> bool = |k| k.first() == Some(&b'c');
+    for (scheme, forward_private, entry) in [("fast", true, any), ("kpr12", false, cells)] {
+        for inject_first in [true, false] {
+            let s = sesame_sse::scheme(scheme).unwrap();
+            let view = View::new();
+            let index: Arc<dyn Store> = Arc::new(RecordingStore::new(
+                Arc::new(MemoryStore::new()),
+                view.clone(),
+            ));
+            let server =
+                RecordingService::new(s.server(index, &Params::new()).unwrap(), view.clone());
+            let mut ch = LocalChannel::new(server);
+            let mut rng = ChaCha20Rng::seed_from_u64(4);
+            let mut client = (s.new_client)(&mut rng, &Params::new()).unwrap();
+            let mut db = Multimap::new();
+            for (id, words) in &docs {
+                for w in words {
+                    db.entry(w.clone().into_bytes()).or_default().push(*id);
+                }
+            }
+            client.setup(&mut rng, &mut ch, &db).unwrap();
+            view.start();
+            let inject = |client: &mut Box<dyn sesame_sse::KeywordClient>,
+                          ch: &mut LocalChannel<_>,
+                          rng: &mut ChaCha20Rng| {
+                let mut written = Vec::new();
+                for (j, words) in plan.iter().enumerate() {
+                    view.take();
+                    let words: Vec<Vec<u8>> =
+                        words.iter().map(|w| w.clone().into_bytes()).collect();
+                    client
+                        .update(rng, ch, UpdateOp::Add, 10_000 + j as u64, &words)
+                        .unwrap();
+                    written.push(keys(&view.take(), entry).0);
+                }
+                written
+            };
+            let mut written = Vec::new();
+            if inject_first {
+                written = inject(&mut client, &mut ch, &mut rng);
+            }
+            let mut recorded = Vec::new();
+            let mut reads = Vec::new();
+            for t in &targets {
+                view.take();
+                client.search(&mut rng, &mut ch, t.as_bytes()).unwrap();
+                let events = view.take();
+                recorded.push(
+                    events
+                        .iter()
+                        .filter_map(|e| match e {
+                            Event::Request(r) => Some(r.clone()),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
+                );
+                reads.push(keys(&events, entry).1);
+            }
+            if !inject_first {
+                written = inject(&mut client, &mut ch, &mut rng);
+                // The server replays each query's requests.
+                reads.clear();
+                for requests in &recorded {
+                    view.take();
+                    for r in requests {
+                        let _ = sesame_core::Channel::call(&mut ch, r);
+                    }
+                    reads.push(keys(&view.take(), entry).1);
+                }
+            }
+            let pairs: Vec<(Option<String>, Option<String>)> = reads
+                .iter()
+                .zip(&targets)
+                .map(|(read, t)| {
+                    (
+                        injection::recover(&universe, &written, read),
+                        Some(t.clone()),
+                    )
+                })
+                .collect();
+            let acc = accuracy(&pairs);
+            let when = if inject_first { "before" } else { "after" };
+            eprintln!(
+                "{scheme}: file injection {when} the queries: {:.0} % recovered",
+                100.0 * acc
+            );
+            let expect = if inject_first || !forward_private {
+                1.0
+            } else {
+                0.0
+            };
+            assert_eq!(acc, expect, "{scheme}, injected {when} the queries");
+        }
+    }
+}
