@@ -13,6 +13,8 @@
 //! - [`injection`]: the file-injection attack (Zhang, Katz, Papamanthou,
 //!   USENIX Security 2016), before the queries and, against schemes that
 //!   are not forward private, after them by replaying their requests;
+//! - [`volume`]: which keyword a query was for from the bytes its answer
+//!   took (after Blackstone, Kamara, Moataz, NDSS 2020);
 //! - [`ordered`]: the sorting and cumulative attacks on order-revealing
 //!   columns (Naveed, Kamara, Wright, CCS 2015).
 //!
@@ -28,6 +30,7 @@ pub mod injection;
 pub mod leakage;
 pub mod ordered;
 pub mod view;
+pub mod volume;
 
 /// The share of `recovered` answers that are right, in `0.0..=1.0`: the
 /// figure the papers report. Zero for no answers.

@@ -56,6 +56,7 @@ fn seen(events: Vec<Event>) -> Vec<Seen> {
 fn record(
     scheme: &str,
     docs: &BTreeMap<u64, Vec<String>>,
+    sizes: &BTreeMap<u64, usize>,
     queries: &[String],
 ) -> (Vec<Observation>, Vec<String>) {
     let s = sesame_sse::scheme(scheme).unwrap();
@@ -68,7 +69,8 @@ fn record(
     for &id in docs.keys() {
         let mut key = b"b".to_vec();
         key.extend_from_slice(&id.to_be_bytes());
-        documents.put(&key, b"sealed document").unwrap();
+        // Sealed: the plaintext and 32 bytes (nonce, tag, framing).
+        documents.put(&key, &vec![0; sizes[&id] + 32]).unwrap();
     }
     let server = RecordingService::new(s.server(index, &Params::new()).unwrap(), view.clone());
     let mut ch = LocalChannel::new(server);
@@ -109,8 +111,9 @@ fn the_count_attack_recovers_queries_on_pibas_and_fast() {
     let queries: Vec<String> = (0..80)
         .map(|_| format!("w{}", rng.gen_range(0..40)))
         .collect();
+    let sizes: BTreeMap<u64, usize> = docs.keys().map(|&d| (d, 100)).collect();
     for scheme in ["pibas", "fast"] {
-        let (view, truth) = record(scheme, &docs, &queries);
+        let (view, truth) = record(scheme, &docs, &sizes, &queries);
         let leaked = leakage::queries(&view, |k| leakage::document_id(b"", k));
         assert_eq!(leaked.len(), queries.len(), "{scheme}");
         // Equal keywords sent equal requests: the search pattern leaks.
@@ -339,5 +342,66 @@ fn file_injection_and_forward_privacy() {
             };
             assert_eq!(acc, expect, "{scheme}, injected {when} the queries");
         }
+    }
+}
+
+/// The volume attack on PiBas and UEDSSE (which returns no identifier in
+/// clear): the bytes of the documents a query fetched name its keyword
+/// whenever one keyword alone has that volume.
+#[test]
+fn the_volume_attack_needs_only_sizes() {
+    use sesame_attacks::volume;
+    let mut rng = ChaCha20Rng::seed_from_u64(6);
+    let docs = corpus(200, 50, &mut rng);
+    let sizes: BTreeMap<u64, usize> = docs
+        .keys()
+        .map(|&d| (d, rng.gen_range(200..20_000)))
+        .collect();
+    let mut volumes: BTreeMap<String, usize> = BTreeMap::new();
+    for (d, words) in &docs {
+        for w in words {
+            *volumes.entry(w.clone()).or_default() += sizes[d] + 32;
+        }
+    }
+    let queries: Vec<String> = (0..30)
+        .map(|_| format!("w{}", rng.gen_range(0..50)))
+        .collect();
+    for scheme in ["pibas", "uedsse"] {
+        let (view, truth) = record(scheme, &docs, &sizes, &queries);
+        // The bytes of the documents each search fetched.
+        let observed: Vec<usize> = view
+            .iter()
+            .filter(|o| o.op == Op::Search)
+            .map(|o| {
+                o.events
+                    .iter()
+                    .map(|e| match e {
+                        Seen::Read { key, size: Some(n) }
+                            if leakage::document_id(b"", key).is_some() =>
+                        {
+                            *n
+                        }
+                        _ => 0,
+                    })
+                    .sum()
+            })
+            .collect();
+        let got = volume::attack(&observed, &volumes, 0, 0);
+        let pairs: Vec<(String, String)> = got
+            .iter()
+            .map(|(i, w)| (w.clone(), truth[*i].clone()))
+            .collect();
+        eprintln!(
+            "{scheme}: volume attack: {} of {} queries claimed, {:.0} % right",
+            pairs.len(),
+            queries.len(),
+            100.0 * accuracy(&pairs)
+        );
+        assert_eq!(accuracy(&pairs), 1.0, "{scheme}");
+        assert!(
+            pairs.len() * 10 >= queries.len() * 9,
+            "{scheme}: {}",
+            pairs.len()
+        );
     }
 }
