@@ -244,6 +244,13 @@ pub(crate) struct ServeArgs {
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     pub insecure_plaintext: bool,
 
+    /// FOR RESEARCH AND DEBUGGING ONLY, never in production: write the
+    /// server's view (every request, response and store key, what an
+    /// attacker who controls the server would see) to this new file, one
+    /// JSON line per operation (docs/attacks.md).
+    #[arg(long, value_name = "FILE")]
+    pub record_view: Option<std::path::PathBuf>,
+
     /// Address of the admin port: Prometheus metrics at /metrics. Off by
     /// default; an address that is not loopback needs --admin-token-file.
     #[arg(long, value_name = "ADDR")]

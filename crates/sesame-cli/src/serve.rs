@@ -77,6 +77,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut config = ServerConfig::new(listen);
     config.insecure_plaintext = args.insecure_plaintext;
     config.admin = admin;
+    config.record_view = args.record_view.clone();
     if let Some(path) = &args.admin_token_file {
         refuse_open(path, 0o077, "the admin token file")?;
         let text = String::from_utf8(read(path)?).map_err(|_| {

@@ -103,6 +103,11 @@ struct Server {
 impl Server {
     /// Starts the server on `port` (0: any), store `server.redb`.
     fn start(site: &Site, port: u16) -> Server {
+        Self::start_with(site, port, &[])
+    }
+
+    /// As [`Server::start`], with more arguments.
+    fn start_with(site: &Site, port: u16, more: &[&str]) -> Server {
         let listen = format!("127.0.0.1:{port}");
         let mut child = sesame()
             .current_dir(site.tmp.path())
@@ -121,6 +126,7 @@ impl Server {
                 "--admin",
                 "127.0.0.1:0",
             ])
+            .args(more)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -765,4 +771,73 @@ fn a_second_device_joins_and_both_add_and_search() {
         site.ok(&["--dir", "p", "list"]),
         site.ok(&["--dir", "phone", "list"])
     );
+}
+
+/// `serve --record-view FILE`: one JSON line per operation, with the
+/// documents a search fetched among its reads, no plaintext keyword or
+/// content anywhere; an existing file is refused.
+#[test]
+fn the_server_view_is_recorded_for_research() {
+    let site = Site::new();
+    let server = Server::start_with(&site, 0, &["--record-view", "view.jsonl"]);
+    std::fs::create_dir_all(site.path("notes")).unwrap();
+    std::fs::write(site.path("notes/a.txt"), "zanzibar budget").unwrap();
+    std::fs::write(site.path("notes/b.txt"), "budget only").unwrap();
+    init(&site, "p", "fast", &server);
+    site.ok(&["--dir", "p", "add", "notes"]);
+    assert_eq!(site.ok(&["--dir", "p", "get", "1"]), "zanzibar budget");
+    site.ok(&["--dir", "p", "search", "zanzibar"]);
+    server.stop();
+    let text = std::fs::read_to_string(site.path("view.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let methods: Vec<&str> = lines
+        .iter()
+        .map(|l| l["method"].as_str().unwrap())
+        .collect();
+    for m in ["Call", "PutDocuments", "GetDocuments"] {
+        assert!(methods.contains(&m), "{m} in {methods:?}");
+    }
+    let index = server_index(&site);
+    assert!(lines
+        .iter()
+        .all(|l| l["index"] == index.as_str() && l["tenant"] == "t"));
+    // The get read document 1's key: d/t/<index>/b + 1.
+    let mut doc1 = format!("d/t/{index}/b").into_bytes();
+    doc1.extend_from_slice(&1u64.to_be_bytes());
+    let doc1 = to_hex(&doc1);
+    assert!(
+        text.contains(&format!("\"read\":\"{doc1}\"")),
+        "the fetch of document 1"
+    );
+    for secret in ["zanzibar", "budget"] {
+        assert!(
+            !text.contains(&to_hex(secret.as_bytes())),
+            "{secret} in the view"
+        );
+        assert!(!text.contains(secret), "{secret} in the view");
+    }
+    let out = sesame()
+        .current_dir(site.tmp.path())
+        .args([
+            "serve",
+            "--store",
+            "memory",
+            "--insecure-plaintext",
+            "--listen",
+            "127.0.0.1:0",
+            "--record-view",
+            "view.jsonl",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("must not exist yet"), "{stderr}");
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

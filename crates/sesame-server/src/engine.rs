@@ -152,6 +152,8 @@ pub struct Engine {
     create: Mutex<()>,
     started: Instant,
     requests: AtomicU64,
+    /// `--record-view`: the server's view, written down (research only).
+    view_log: Option<Arc<crate::view_log::ViewLog>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -233,6 +235,8 @@ pub struct Upload {
     digest: RequestDigest,
     overlay: Arc<Overlay>,
     server: Box<dyn Service>,
+    /// With `--record-view`: what `server` sees.
+    view: Option<sesame_core::view::View>,
     messages: u64,
     charge: Charge,
 }
@@ -332,6 +336,7 @@ impl Engine {
             limits,
             uploads: Arc::new(UploadBudget::default()),
             locks: Mutex::new(HashMap::new()),
+            view_log: None,
             create: Mutex::new(()),
             started: Instant::now(),
             requests: AtomicU64::new(0),
@@ -341,6 +346,42 @@ impl Engine {
     /// Bytes of uploads held before their commit.
     pub fn uploads(&self) -> Arc<UploadBudget> {
         self.uploads.clone()
+    }
+
+    /// With `--record-view`, writes a document batch's keys (and value
+    /// sizes) as the operation `method`.
+    fn log_batch(
+        &self,
+        tenant: &str,
+        index: &str,
+        method: &str,
+        batch: &WriteBatch,
+    ) -> Result<(), EngineError> {
+        let Some(log) = &self.view_log else {
+            return Ok(());
+        };
+        let events: Vec<sesame_core::view::Event> = batch
+            .ops()
+            .iter()
+            .map(|op| match op {
+                sesame_core::WriteOp::Put { key, value } => sesame_core::view::Event::Write {
+                    key: key.clone(),
+                    size: value.len(),
+                },
+                sesame_core::WriteOp::Delete { key } => {
+                    sesame_core::view::Event::Delete { key: key.clone() }
+                }
+            })
+            .collect();
+        log.operation(tenant, index, method, &events)
+    }
+
+    /// Writes the server's view of every scheme call, upload message and
+    /// document access to `log` (`sesame serve --record-view`: research
+    /// and debugging only, never in production).
+    pub fn with_view_log(mut self, log: crate::view_log::ViewLog) -> Self {
+        self.view_log = Some(Arc::new(log));
+        self
     }
 
     /// The store.
@@ -514,6 +555,7 @@ impl Engine {
     /// Runs scheme messages against a fresh server over a transaction.
     fn run(
         &self,
+        what: (&str, &str),
         scheme: &Hosted,
         prefix: Vec<u8>,
         messages: &[Vec<u8>],
@@ -523,10 +565,24 @@ impl Engine {
             prefix,
             self.limits.max_transaction_bytes,
         ));
+        let view = self.view_log.as_ref().map(|_| {
+            let v = sesame_core::view::View::new();
+            v.start();
+            v
+        });
         let (answered, report) = ServerReport::measure(
             || overlay.io_counts(),
             || {
-                let mut server = scheme.server(overlay.clone())?;
+                let mut server = match &view {
+                    Some(v) => Box::new(sesame_core::view::RecordingService::new(
+                        scheme.server(Arc::new(sesame_core::view::RecordingStore::new(
+                            overlay.clone(),
+                            v.clone(),
+                        )))?,
+                        v.clone(),
+                    )),
+                    None => scheme.server(overlay.clone())?,
+                };
                 let responses = messages
                     .iter()
                     .map(|m| server.handle(m))
@@ -534,6 +590,9 @@ impl Engine {
                 Ok::<_, EngineError>((responses, server.write_once()))
             },
         );
+        if let (Some(log), Some(v)) = (&self.view_log, &view) {
+            log.operation(what.0, what.1, "Call", &v.take())?;
+        }
         let (responses, write_once) = answered?;
         let responses = responses.map_err(|e| {
             if overlay.over_limit() {
@@ -743,7 +802,7 @@ impl Engine {
                     return Err(e);
                 }
             }
-            let run = self.run(&scheme, prefix.clone(), &req.messages)?;
+            let run = self.run((tenant, &req.index), &scheme, prefix.clone(), &req.messages)?;
             if !run.overlay.has_writes() {
                 return Ok(proto::CallResponse {
                     messages: run.responses,
@@ -766,7 +825,7 @@ impl Engine {
                     return Err(e);
                 }
             }
-            let mut again = self.run(&scheme, prefix, &req.messages)?;
+            let mut again = self.run((tenant, &req.index), &scheme, prefix, &req.messages)?;
             again.report.handle_ns += first.report.handle_ns;
             again
         };
@@ -810,7 +869,22 @@ impl Engine {
             keys::generation_prefix(tenant, &start.index, start.generation),
             self.limits.max_transaction_bytes,
         ));
-        let server = scheme.server(overlay.clone())?;
+        // With `--record-view`, each message's view is its own operation.
+        let view = self.view_log.as_ref().map(|_| {
+            let v = sesame_core::view::View::new();
+            v.start();
+            v
+        });
+        let server: Box<dyn Service> = match &view {
+            Some(v) => Box::new(sesame_core::view::RecordingService::new(
+                scheme.server(Arc::new(sesame_core::view::RecordingStore::new(
+                    overlay.clone(),
+                    v.clone(),
+                )))?,
+                v.clone(),
+            )),
+            None => scheme.server(overlay.clone())?,
+        };
         let mut digest = RequestDigest::new("upload");
         digest
             .part(start.index.as_bytes())
@@ -824,6 +898,7 @@ impl Engine {
             digest,
             overlay,
             server,
+            view,
             messages: 0,
             charge: Charge {
                 budget: self.uploads.clone(),
@@ -844,6 +919,9 @@ impl Engine {
         let server = &mut upload.server;
         let (result, report) =
             ServerReport::measure(|| overlay.io_counts(), || server.handle(message));
+        if let (Some(log), Some(v)) = (&self.view_log, &upload.view) {
+            log.operation(&upload.tenant, &upload.index, "Upload", &v.take())?;
+        }
         let response = result.map_err(|e| {
             if upload.overlay.over_limit() {
                 EngineError::ResourceExhausted(format!(
@@ -1022,6 +1100,7 @@ impl Engine {
             )));
         }
         meta.documents += added;
+        self.log_batch(tenant, &req.index, "PutDocuments", &batch)?;
         let response = proto::PutDocumentsResponse { added };
         self.commit_answer(
             batch,
@@ -1049,9 +1128,19 @@ impl Engine {
             .map(|&id| keys::doc_key(tenant, &req.index, id))
             .collect();
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let documents = self
-            .store
-            .get_many(&refs)?
+        let found = self.store.get_many(&refs)?;
+        if let Some(log) = &self.view_log {
+            let events: Vec<sesame_core::view::Event> = keys
+                .iter()
+                .zip(&found)
+                .map(|(k, v)| sesame_core::view::Event::Read {
+                    key: k.clone(),
+                    size: v.as_ref().map(Vec::len),
+                })
+                .collect();
+            log.operation(tenant, &req.index, "GetDocuments", &events)?;
+        }
+        let documents = found
             .into_iter()
             .map(|v| proto::MaybeDocument {
                 found: v.is_some(),
@@ -1099,6 +1188,7 @@ impl Engine {
         }
         meta.documents = meta.documents.saturating_sub(gone.len() as u64);
         let response = proto::DeleteDocumentsResponse { deleted };
+        self.log_batch(tenant, &req.index, "DeleteDocuments", &batch)?;
         self.commit_answer(
             batch,
             &mut meta,

@@ -13,6 +13,7 @@ pub mod records;
 pub mod serve;
 pub mod service;
 pub mod tokens;
+pub mod view_log;
 pub mod watched;
 
 pub use engine::{Engine, Limits};

@@ -67,6 +67,10 @@ pub struct ServerConfig {
     /// handshake deadline, so a flood of idle connections is shed instead
     /// of held.
     pub connections: ConnectionLimits,
+    /// `--record-view`: write the server's view to this new file
+    /// (research and debugging only: it holds what an attacker who
+    /// controls the server would see; see [`crate::view_log`]).
+    pub record_view: Option<std::path::PathBuf>,
 }
 
 pub use sesame_net::proto::DEFAULT_MAX_MESSAGE;
@@ -87,6 +91,7 @@ impl ServerConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE,
             shutdown_grace: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
+            record_view: None,
         }
     }
 
@@ -200,10 +205,36 @@ pub async fn run(
     let watched = Arc::new(Watched::new(store));
     let store: Arc<dyn Store> = watched.clone();
     let engine_store = store.clone();
+    let view_log = match &config.record_view {
+        Some(path) => {
+            let log = crate::view_log::ViewLog::create(path).map_err(|e| {
+                let why = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    "the file exists; it must not exist yet (a view is never appended to or \
+                     replaced)"
+                        .to_owned()
+                } else {
+                    e.to_string()
+                };
+                ServerError::Config(format!("--record-view {}: {why}", path.display()))
+            })?;
+            crate::log(&format!(
+                "RECORDING THE SERVER'S VIEW to {}: every request, response and store key, \
+                 what an attacker would see. For research and debugging only; never in \
+                 production",
+                path.display()
+            ));
+            Some(log)
+        }
+        None => None,
+    };
     let engine = tokio::task::spawn_blocking(move || Engine::new(engine_store, limits))
         .await
         .map_err(|e| ServerError::Runtime(e.to_string()))?
         .map_err(|e| ServerError::Store(e.to_string()))?;
+    let engine = match view_log {
+        Some(log) => engine.with_view_log(log),
+        None => engine,
+    };
     let in_flight = Arc::new(InFlight::default());
     let metrics = Arc::new(
         Metrics::new(store.clone(), in_flight.clone())
