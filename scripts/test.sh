@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The project's tests: every crate's tests, then the Python package built
-# in a fresh virtual environment and its pytest suite (python/tests).
+# The project's tests: every crate's tests, the Python package built in a
+# fresh virtual environment and its pytest suite (python/tests), then the
+# benchmark site checked in headless Chromium (scripts/check-site.sh: a
+# --quick run of every experiment; skipped with a note without Chromium
+# unless SESAME_CHECK_SITE_REQUIRE=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,3 +27,5 @@ fi
 # the tests above are reused.
 (cd python && VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" CARGO_TARGET_DIR="$PWD/../target" maturin develop --quiet)
 "$VENV/bin/pytest" -q python/tests
+
+scripts/check-site.sh

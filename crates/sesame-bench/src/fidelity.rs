@@ -305,28 +305,51 @@ pub fn write_index(
         tol = TOLERANCE,
         errors = crate::explore::script(crate::explore::ERRORS_JS),
     );
-    html.push_str("<h2>Experiments</h2>\n<table>\n<thead><tr><th>experiment</th><th>reproduces</th><th>scale</th><th>seconds</th></tr></thead>\n<tbody>\n");
+    html.push_str(
+        "<h2>Experiments</h2>\n<table>\n<thead><tr><th>experiment</th><th>reproduces</th>\
+         <th>scale</th><th>match</th><th>differ</th><th>not comparable</th><th>seconds</th>\
+         </tr></thead>\n<tbody>\n",
+    );
     for rs in sets {
         let secs = seconds
             .iter()
             .find(|(n, _)| *n == rs.experiment)
             .map_or(String::new(), |(_, s)| format!("{s:.1}"));
+        let of = |v: &str| {
+            rows.iter()
+                .filter(|r| r.experiment == rs.experiment && r.verdict.starts_with(v))
+                .count()
+        };
         let _ = writeln!(
             html,
             "<tr><td><a href=\"{e}/index.html\">{e}</a>: {t}</td><td>{p}</td><td>{sc}</td>\
+             <td class=\"num\">{m}</td><td class=\"num\">{d}</td><td class=\"num\">{n}</td>\
              <td class=\"num\">{secs}</td></tr>",
             e = escape(&rs.experiment),
             t = escape(&rs.title),
             p = escape(&rs.seed_paper),
             sc = escape(&rs.scale),
+            m = of("matches"),
+            d = of("differs"),
+            n = of("not comparable"),
         );
     }
     html.push_str(
-        "</tbody>\n</table>\n<h2>Fidelity</h2>\n<table>\n<thead><tr>\
+        "</tbody>\n</table>\n<h2>Fidelity</h2>\n<p>Figures that differ first, then those \
+        that match, then those not comparable.</p>\n<table>\n<thead><tr>\
         <th>experiment</th><th>configuration</th><th>figure</th><th>paper</th><th>unit</th>\
         <th>ours</th><th>ours / paper</th><th>verdict</th><th>source</th></tr></thead>\n<tbody>\n",
     );
-    for r in &rows {
+    // Where Sesame departs from a paper comes first: the question the
+    // page answers.
+    let rank = |v: &str| match v {
+        "differs" => 0,
+        "matches" => 1,
+        _ => 2,
+    };
+    let mut ordered: Vec<&Comparison> = rows.iter().collect();
+    ordered.sort_by_key(|r| rank(&r.verdict));
+    for r in ordered {
         let class = if r.verdict == "matches" {
             "matches"
         } else if r.verdict == "differs" {
@@ -423,6 +446,12 @@ mod tests {
         assert!(html.contains("2 figures match") && html.contains("1 differ"));
         assert!(html.contains("explore.html") && html.contains("id=\"rule\""));
         assert!(html.contains("range/index.html") && html.contains("test CPU"));
+        // The experiment's counts, and what differs before what matches
+        // (the table's order is query_io, insert_us, bytes, prf).
+        assert!(html
+            .contains("<td class=\"num\">2</td><td class=\"num\">1</td><td class=\"num\">1</td>"));
+        let at = |figure: &str| html.find(&format!("<td>{figure}</td>")).unwrap();
+        assert!(at("bytes") < at("query_io") && at("prf") < at("insert_us"));
         let csv = std::fs::read_to_string(dir.path().join("fidelity.csv")).unwrap();
         assert_eq!(csv.lines().count(), 5);
         let json: serde_json::Value = serde_json::from_str(
