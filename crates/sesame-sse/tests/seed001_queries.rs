@@ -41,22 +41,48 @@ fn conjunctive_oracle(db: &Multimap, words: &[Vec<u8>]) -> Vec<DocId> {
     })
 }
 
-/// TF-IDF top-k: tf = how often the document is listed under the
-/// keyword, idf = ln(1 + N / df), N = documents in the multimap.
-fn ranked_oracle(db: &Multimap, words: &[Vec<u8>], k: usize) -> Vec<(DocId, f64)> {
-    let n = db.values().flatten().collect::<BTreeSet<_>>().len() as f64;
-    let mut scores: std::collections::BTreeMap<DocId, f64> = Default::default();
-    for w in words {
-        let Some(ids) = db.get(w) else { continue };
-        let df = ids.iter().collect::<BTreeSet<_>>().len() as f64;
+/// The collection as documents: each document's bag of terms. In a
+/// multimap a document is listed under a keyword once per occurrence, so
+/// the bag holds the keyword that many times.
+fn documents(db: &Multimap) -> std::collections::BTreeMap<DocId, Vec<&[u8]>> {
+    let mut docs: std::collections::BTreeMap<DocId, Vec<&[u8]>> = Default::default();
+    for (w, ids) in db {
         for id in ids {
-            *scores.entry(*id).or_insert(0.0) += (1.0 + n / df).ln();
+            docs.entry(*id).or_default().push(w.as_slice());
         }
     }
-    let mut v: Vec<(DocId, f64)> = scores.into_iter().collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.truncate(k);
-    v
+    docs
+}
+
+/// TF-IDF top-k by the textbook definition (Salton and Buckley 1988;
+/// Manning, Raghavan, Schütze, *Introduction to Information Retrieval*,
+/// §6.2), computed from the documents, not from the index: for each query
+/// term `t` and document `d`, `tf(t, d)` is the number of times `t` occurs
+/// in `d`, `df(t)` the number of documents in which it occurs at all, `N`
+/// the number of documents, and `score(q, d) = Σ_t tf(t, d) · idf(t)`.
+/// `idf` is the scheme's documented variant `ln(1 + N / df)`
+/// (`docs/schemes/vasst16.md`); `ranking_follows_the_tf_idf_definition`
+/// checks the order against the definition without that choice.
+fn ranked_oracle(db: &Multimap, words: &[Vec<u8>], k: usize) -> Vec<(DocId, f64)> {
+    let docs = documents(db);
+    let n = docs.len() as f64;
+    let tf = |t: &[u8], bag: &[&[u8]]| bag.iter().filter(|x| **x == t).count() as f64;
+    let df = |t: &[u8]| docs.values().filter(|bag| tf(t, bag) > 0.0).count() as f64;
+    let mut ranked: Vec<(DocId, f64)> = docs
+        .iter()
+        .map(|(d, bag)| {
+            let score = words
+                .iter()
+                .filter(|t| df(t) > 0.0)
+                .map(|t| tf(t, bag) * (1.0 + n / df(t)).ln())
+                .sum::<f64>();
+            (*d, score)
+        })
+        .filter(|(_, score)| *score > 0.0)
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked.truncate(k);
+    ranked
 }
 
 fn seed001() -> Vec<KeywordScheme> {
@@ -142,6 +168,127 @@ proptest! {
     ) {
         check(&db, &queries, seed);
     }
+}
+
+/// Checks a ranked answer against what every TF-IDF weighting implies,
+/// whatever its exact `idf`: a score is `Σ_t tf(t, d) · idf(t)` with `idf`
+/// positive and strictly decreasing in the document frequency. So the
+/// answer holds exactly the documents with a query term; a document whose
+/// term counts are all at least another's, one larger, ranks above it; equal
+/// term counts score equally; of two documents each holding a single
+/// occurrence of one term, the one with the rarer term ranks above; and the
+/// top `k` is a prefix of the whole ranking.
+fn check_ranking_definition(db: &Multimap, terms: &[Vec<u8>], k: usize, seed: u64) {
+    let docs = documents(db);
+    let tf = |t: &[u8], d: DocId| {
+        docs.get(&d)
+            .map_or(0, |bag| bag.iter().filter(|x| **x == t).count())
+    };
+    let df = |t: &[u8]| docs.keys().filter(|d| tf(t, **d) > 0).count();
+    let counts = |d: DocId| terms.iter().map(|t| tf(t, d)).collect::<Vec<_>>();
+    for name in ["vasst16", "vasst16-2"] {
+        let s = sesame_sse::scheme(name).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let mut client = (s.new_client)(&mut rng, &Params::new()).unwrap();
+        let mut ch = channel(&s);
+        client.setup(&mut rng, &mut ch, db).unwrap();
+        let all = Query::Ranked {
+            keywords: terms.to_vec(),
+            k: docs.len() + 1,
+        };
+        let r = client.query(&mut rng, &mut ch, &all).unwrap();
+        let ranked: Vec<(DocId, f64)> = r.ids.into_iter().zip(r.scores).collect();
+        let matching: BTreeSet<DocId> = docs
+            .keys()
+            .copied()
+            .filter(|d| counts(*d).iter().any(|c| *c > 0))
+            .collect();
+        let got: BTreeSet<DocId> = ranked.iter().map(|(d, _)| *d).collect();
+        assert_eq!(got, matching, "{name}: documents with a query term");
+        assert_eq!(got.len(), ranked.len(), "{name}: a document twice");
+        for w in ranked.windows(2) {
+            assert!(
+                w[0].1 > w[1].1 || (w[0].1 == w[1].1 && w[0].0 < w[1].0),
+                "{name}: order {w:?}"
+            );
+        }
+        let pos = |d: DocId| ranked.iter().position(|(x, _)| *x == d).unwrap();
+        for (a, sa) in &ranked {
+            for (b, sb) in &ranked {
+                let (ca, cb) = (counts(*a), counts(*b));
+                if ca == cb {
+                    assert!((sa - sb).abs() < 1e-9, "{name}: equal counts {a} {b}");
+                } else if ca.iter().zip(&cb).all(|(x, y)| x >= y) {
+                    assert!(pos(*a) < pos(*b), "{name}: {a} {ca:?} dominates {b} {cb:?}");
+                }
+                let single = |c: &[usize]| {
+                    (c.iter().sum::<usize>() == 1).then(|| c.iter().position(|x| *x == 1))
+                };
+                if let (Some(Some(i)), Some(Some(j))) = (single(&ca), single(&cb)) {
+                    if df(&terms[i]) < df(&terms[j]) {
+                        assert!(pos(*a) < pos(*b), "{name}: rarer term of {a} first");
+                    }
+                }
+            }
+        }
+        let top = client
+            .query(
+                &mut rng,
+                &mut ch,
+                &Query::Ranked {
+                    keywords: terms.to_vec(),
+                    k,
+                },
+            )
+            .unwrap();
+        let prefix: Vec<DocId> = ranked.iter().take(k).map(|(d, _)| *d).collect();
+        assert_eq!(top.ids, prefix, "{name}: top {k}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("SESAME_SUITE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(100)
+    ))]
+
+    #[test]
+    fn ranking_follows_the_tf_idf_definition(
+        db in arb_db(),
+        terms in prop::collection::btree_set(prop::collection::vec(b'a'..=b'd', 1..5), 1..4),
+        k in 1usize..6,
+        seed in any::<u64>(),
+    ) {
+        let terms: Vec<Vec<u8>> = terms.into_iter().collect();
+        check_ranking_definition(&db, &terms, k, seed);
+    }
+}
+
+#[test]
+fn ranking_definition_check_catches_a_wrong_weighting() {
+    // "rare" is in document 2 only, "common" in documents 1, 3 and 4: under
+    // any TF-IDF weighting document 2 ranks first; a plain term count would
+    // tie all four and put document 1 first by identifier.
+    let mut db = Multimap::new();
+    db.insert(b"rare".to_vec(), vec![2]);
+    db.insert(b"common".to_vec(), vec![1, 3, 4]);
+    let terms = vec![b"rare".to_vec(), b"common".to_vec()];
+    check_ranking_definition(&db, &terms, 2, 5);
+    let s = sesame_sse::scheme("vasst16").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let mut client = (s.new_client)(&mut rng, &Params::new()).unwrap();
+    let mut ch = channel(&s);
+    client.setup(&mut rng, &mut ch, &db).unwrap();
+    let r = client
+        .query(
+            &mut rng,
+            &mut ch,
+            &Query::Ranked {
+                keywords: terms,
+                k: 1,
+            },
+        )
+        .unwrap();
+    assert_eq!(r.ids, vec![2]);
 }
 
 #[test]
