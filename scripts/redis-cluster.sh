@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# A throwaway Redis Cluster on loopback, for tests and trials:
+# 3 masters and 3 replicas, AOF on, a short node timeout (2 s) so that a
+# replica takes over from a dead master within seconds.
+#
+#   scripts/redis-cluster.sh start DIR [BASE_PORT]   # prints the store URL
+#   scripts/redis-cluster.sh stop DIR                 # idempotent
+#
+# Nodes listen on 127.0.0.1 ports BASE_PORT .. BASE_PORT+5 (default 7100),
+# with their cluster bus 10000 above each. Each node keeps its data, log,
+# nodes.conf and pid file in DIR/<port>/. `stop` ends exactly the processes
+# whose pid files are in DIR. `start` installs redis-server (Debian's
+# package) when it is missing and this runs as root.
+#
+# With REDIS_CLUSTER_OWNER_PID set, a watcher stops the cluster once that
+# process has exited (tests use it so that no node outlives them).
+#
+# The last line `start` prints is the seed URL for the Sesame store:
+# redis-cluster://127.0.0.1:P1,127.0.0.1:P2,...
+set -euo pipefail
+
+NODES=6
+NODE_TIMEOUT_MS=${REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}
+
+die() {
+    echo "redis-cluster.sh: $*" >&2
+    exit 1
+}
+
+usage() {
+    die "usage: $0 start DIR [BASE_PORT] | stop DIR"
+}
+
+install_redis() {
+    command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && return
+    echo "redis-cluster.sh: installing redis-server" >&2
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    else
+        die "redis-server is not installed (apt-get install redis-server)"
+    fi
+    command -v redis-server >/dev/null 2>&1 || die "redis-server still missing after the install"
+}
+
+# Whether PID is alive and is a redis-server or this script's watcher.
+ours() {
+    local pid=$1
+    [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -Eq 'redis-server|redis-cluster\.sh'
+}
+
+stop_cluster() {
+    local dir=$1
+    [ -d "$dir" ] || return 0
+    local pids=() pidfile pid
+    if [ -f "$dir/watcher.pid" ]; then
+        pid=$(cat "$dir/watcher.pid" 2>/dev/null || true)
+        # The watcher calls stop itself: it does not end itself.
+        if [ -n "$pid" ] && [ "$pid" != "$$" ] && [ "$pid" != "${WATCHER_SELF:-}" ] && ours "$pid"; then
+            kill "$pid" 2>/dev/null || true
+        fi
+        rm -f "$dir/watcher.pid"
+    fi
+    for pidfile in "$dir"/*/redis.pid; do
+        [ -f "$pidfile" ] || continue
+        pid=$(cat "$pidfile" 2>/dev/null || true)
+        if ours "$pid"; then
+            kill "$pid" 2>/dev/null || true
+            pids+=("$pid")
+        fi
+    done
+    # Up to 5 s for a clean exit, then SIGKILL.
+    local i
+    for i in $(seq 50); do
+        local alive=0
+        for pid in "${pids[@]}"; do
+            if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+        done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do
+        if ours "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
+    done
+    rm -f "$dir"/*/redis.pid
+}
+
+start_cluster() {
+    local dir=$1 base=$2
+    case "$base" in
+        '' | *[!0-9]*) die "BASE_PORT must be a number" ;;
+    esac
+    if [ "$base" -lt 1024 ] || [ "$base" -gt $((55535 - NODES)) ]; then
+        die "BASE_PORT must be between 1024 and $((55535 - NODES)) (the cluster bus is 10000 above)"
+    fi
+    install_redis
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    if ls "$dir"/*/redis.pid >/dev/null 2>&1; then
+        die "$dir already holds a running cluster; stop it first"
+    fi
+    local ports=() p i
+    for i in $(seq 0 $((NODES - 1))); do
+        ports+=($((base + i)))
+    done
+    for p in "${ports[@]}"; do
+        rm -rf "${dir:?}/$p"
+        mkdir -p "$dir/$p"
+        redis-server \
+            --port "$p" --bind 127.0.0.1 --protected-mode yes \
+            --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" \
+            --cluster-node-timeout "$NODE_TIMEOUT_MS" \
+            --cluster-require-full-coverage no \
+            --appendonly yes --appendfsync everysec --save '' \
+            --dir "$dir/$p" --logfile "$dir/$p/redis.log" \
+            --daemonize yes --pidfile "$dir/$p/redis.pid" >/dev/null \
+            || { stop_cluster "$dir"; die "redis-server on port $p did not start (see $dir/$p/redis.log)"; }
+    done
+    for p in "${ports[@]}"; do
+        for i in $(seq 100); do
+            redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG && break
+            if [ "$i" = 100 ]; then
+                stop_cluster "$dir"
+                die "node $p does not answer (see $dir/$p/redis.log)"
+            fi
+            sleep 0.1
+        done
+    done
+    local seeds=()
+    for p in "${ports[@]}"; do seeds+=("127.0.0.1:$p"); done
+    if ! redis-cli --cluster create "${seeds[@]}" --cluster-replicas 1 --cluster-yes \
+        >"$dir/create.log" 2>&1; then
+        cat "$dir/create.log" >&2
+        stop_cluster "$dir"
+        die "redis-cli --cluster create failed"
+    fi
+    # Every node agrees that all slots are served.
+    for p in "${ports[@]}"; do
+        for i in $(seq 300); do
+            local info
+            info=$(redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null || true)
+            if grep -q 'cluster_state:ok' <<<"$info" && grep -q 'cluster_slots_ok:16384' <<<"$info"; then
+                break
+            fi
+            if [ "$i" = 300 ]; then
+                stop_cluster "$dir"
+                die "node $p did not reach cluster_state:ok in 30 s"
+            fi
+            sleep 0.1
+        done
+    done
+    # Replicas have finished their first sync.
+    for p in "${ports[@]}"; do
+        for i in $(seq 300); do
+            local repl
+            repl=$(redis-cli -h 127.0.0.1 -p "$p" info replication 2>/dev/null || true)
+            if grep -q 'role:master' <<<"$repl" || grep -q 'master_link_status:up' <<<"$repl"; then
+                break
+            fi
+            if [ "$i" = 300 ]; then
+                stop_cluster "$dir"
+                die "replica $p did not sync in 30 s"
+            fi
+            sleep 0.1
+        done
+    done
+    if [ -n "${REDIS_CLUSTER_OWNER_PID:-}" ]; then
+        local owner=$REDIS_CLUSTER_OWNER_PID self
+        self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+        setsid bash -c '
+            while kill -0 "$1" 2>/dev/null; do sleep 1; done
+            WATCHER_SELF=$$ exec "$2" stop "$3"
+        ' redis-cluster.sh-watcher "$owner" "$self" "$dir" </dev/null >"$dir/watcher.log" 2>&1 &
+        echo $! >"$dir/watcher.pid"
+    fi
+    local url="redis-cluster://"
+    url+=$(IFS=,; echo "${seeds[*]}")
+    echo "$url"
+}
+
+[ $# -ge 2 ] || usage
+case "$1" in
+    start)
+        [ $# -le 3 ] || usage
+        start_cluster "$2" "${3:-7100}"
+        ;;
+    stop)
+        [ $# -eq 2 ] || usage
+        stop_cluster "$2"
+        ;;
+    *) usage ;;
+esac
