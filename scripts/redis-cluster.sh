@@ -13,7 +13,8 @@
 # package) when it is missing and this runs as root.
 #
 # With REDIS_CLUSTER_OWNER_PID set, a watcher stops the cluster once that
-# process has exited (tests use it so that no node outlives them).
+# process has exited and removes DIR (tests use it so that no node
+# outlives them).
 #
 # The last line `start` prints is the seed URL for the Sesame store:
 # redis-cluster://127.0.0.1:P1,127.0.0.1:P2,...
@@ -171,7 +172,8 @@ start_cluster() {
         self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
         setsid bash -c '
             while kill -0 "$1" 2>/dev/null; do sleep 1; done
-            WATCHER_SELF=$$ exec "$2" stop "$3"
+            WATCHER_SELF=$$ "$2" stop "$3"
+            rm -rf "$3"
         ' redis-cluster.sh-watcher "$owner" "$self" "$dir" </dev/null >"$dir/watcher.log" 2>&1 &
         echo $! >"$dir/watcher.pid"
     fi

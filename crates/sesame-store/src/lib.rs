@@ -11,14 +11,22 @@ mod postgres_tls;
 mod probe;
 mod redb_error;
 mod redb_store;
+#[cfg(feature = "redis")]
+mod redis_cluster_store;
 mod spec;
 #[cfg(feature = "test-suite")]
 pub mod suite;
+#[cfg(all(feature = "test-suite", feature = "redis"))]
+pub mod test_cluster;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres_store::{PostgresStore, DEFAULT_NAMESPACE, META_TABLE};
 pub use redb_store::{RedbStore, FORMAT_KEY, FORMAT_VERSION};
+#[cfg(feature = "redis")]
+pub use redis_cluster_store::{
+    RedisClusterStore, DEFAULT_REDIS_NAMESPACE, DEFAULT_WAIT_MS, DEFAULT_WAIT_REPLICAS,
+};
 pub use spec::open_store;
 
 /// The smallest key greater than every key that starts with `prefix`, or

@@ -14,6 +14,7 @@ use crate::{MemoryStore, RedbStore};
 /// | `redb:PATH`                           | [`RedbStore::open`]`(PATH)`        |
 /// | `PATH` (no `scheme://`)                | [`RedbStore::open`]`(PATH)`        |
 /// | `postgres://...`, `postgresql://...`  | `PostgresStore::open(spec)` (feature `postgres`; without it [`Error::Unsupported`]) |
+/// | `redis-cluster://host:port[,...]`     | `RedisClusterStore::open(spec)` (feature `redis`; without it [`Error::Unsupported`]) |
 ///
 /// Any other `scheme://...` gives [`Error::Unsupported`]; an empty spec gives
 /// [`Error::InvalidArgument`].
@@ -32,15 +33,18 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn Store>> {
     if let Some((scheme, _)) = spec.split_once("://") {
         return match scheme {
             "postgres" | "postgresql" => open_postgres(spec),
+            "redis-cluster" => open_redis_cluster(spec),
             _ => Err(Error::Unsupported(format!(
-                "unknown store scheme {scheme:?}; use memory, redb:PATH, postgres://... or a \
-                 file path"
+                "unknown store scheme {scheme:?}; use memory, redb:PATH, postgres://..., \
+                 redis-cluster://... or a file path"
             ))),
         };
     }
     if spec.is_empty() {
         return Err(Error::InvalidArgument(
-            "empty store spec; use memory, redb:PATH, postgres://... or a file path".to_string(),
+            "empty store spec; use memory, redb:PATH, postgres://..., redis-cluster://... or a \
+             file path"
+                .to_string(),
         ));
     }
     Ok(Arc::new(RedbStore::open(spec)?))
@@ -55,5 +59,17 @@ fn open_postgres(spec: &str) -> Result<Arc<dyn Store>> {
 fn open_postgres(_spec: &str) -> Result<Arc<dyn Store>> {
     Err(Error::Unsupported(
         "this build of sesame-store has no PostgreSQL backend (feature \"postgres\")".to_string(),
+    ))
+}
+
+#[cfg(feature = "redis")]
+fn open_redis_cluster(spec: &str) -> Result<Arc<dyn Store>> {
+    Ok(Arc::new(crate::RedisClusterStore::open(spec)?))
+}
+
+#[cfg(not(feature = "redis"))]
+fn open_redis_cluster(_spec: &str) -> Result<Arc<dyn Store>> {
+    Err(Error::Unsupported(
+        "this build of sesame-store has no Redis Cluster backend (feature \"redis\")".to_string(),
     ))
 }

@@ -1,0 +1,1004 @@
+//! The Redis Cluster backend: keys in groups, one hash tag per group, one
+//! Lua script per batch, `WAIT` for a replica before a batch is
+//! acknowledged.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{RedisError, Script, Value};
+use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+
+use crate::prefix_end;
+use crate::FORMAT_VERSION;
+
+/// The namespace a spec without `namespace=` names.
+pub const DEFAULT_REDIS_NAMESPACE: &str = "default";
+
+/// Replicas a batch must reach before `write` returns, unless the spec
+/// says `wait=`.
+pub const DEFAULT_WAIT_REPLICAS: u32 = 1;
+
+/// How long `write` waits for those replicas, unless the spec says
+/// `wait_ms=`.
+pub const DEFAULT_WAIT_MS: u64 = 1000;
+
+/// Idle cluster connections kept for reuse.
+const MAX_IDLE: usize = 16;
+
+/// Keys per `HMGET` inside the scan script (Lua's `unpack` has a limit).
+const SCAN_CHUNK: usize = 1000;
+
+/// Applies a batch to one group: `KEYS` = values hash, key index; `ARGV` =
+/// `p key value` or `d key`, repeated. The shebang makes Redis refuse the
+/// whole script up front when it is out of memory, rather than midway.
+const WRITE_SCRIPT: &str = r"#!lua
+local h, z = KEYS[1], KEYS[2]
+local i = 1
+while i <= #ARGV do
+  if ARGV[i] == 'p' then
+    redis.call('HSET', h, ARGV[i + 1], ARGV[i + 2])
+    redis.call('ZADD', z, 0, ARGV[i + 1])
+    i = i + 3
+  else
+    redis.call('HDEL', h, ARGV[i + 1])
+    redis.call('ZREM', z, ARGV[i + 1])
+    i = i + 2
+  end
+end
+return 0
+";
+
+/// The pairs of one group whose keys lie in `[ARGV[1], ARGV[2]]` (lex
+/// range syntax), as `key, value, key, value, ...` in key order, read in
+/// one step.
+const SCAN_SCRIPT: &str = r"#!lua flags=no-writes
+local ks = redis.call('ZRANGEBYLEX', KEYS[2], ARGV[1], ARGV[2])
+local out = {}
+local chunk = tonumber(ARGV[3])
+for i = 1, #ks, chunk do
+  local last = math.min(i + chunk - 1, #ks)
+  local vs = redis.call('HMGET', KEYS[1], unpack(ks, i, last))
+  for j = 1, #vs do
+    out[#out + 1] = ks[i + j - 1]
+    out[#out + 1] = vs[j]
+  end
+end
+return out
+";
+
+/// Writes the format marker of a new namespace, refuses keys of ours that
+/// have no marker, and returns the marker (nil for "data but no marker").
+/// `KEYS` = marker, group registry, home values, home index.
+const INIT_SCRIPT: &str = r"#!lua
+local m = redis.call('GET', KEYS[1])
+if m then return m end
+if redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4]) > 0 then return false end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+";
+
+/// A store in a Redis Cluster: the backend for deployments that outgrow
+/// one machine.
+///
+/// **Layout.** Every key belongs to a *group*. A key of the form
+/// `c/A/B` or `c/A/B/...` (one byte `c`, then two non-empty parts without
+/// `/`) belongs to group `A/B`; every other key belongs to the namespace's
+/// *home* group. The server's keys (`x/<tenant>/<index>`,
+/// `i/<tenant>/<index>/...`, `d/...`, `r/...`, `v/...`) thus put each
+/// index, with its metadata, entries, documents and replay records, in one
+/// group, and only the layout marker in the home group. A group is two
+/// Redis keys under one hash tag, so in one slot on one master:
+/// `sesame{NS/GROUP}:v`, a hash from key to value, and `sesame{NS/GROUP}:k`,
+/// a sorted set of the keys for ordered prefix scans (`NS` is the
+/// namespace, `GROUP` the group percent-encoded; the home group is
+/// `sesame{NS}:v` and `:k`). The home slot also holds the format marker
+/// `sesame{NS}:format` and the registry `sesame{NS}:groups` of every group
+/// ever written.
+///
+/// **Batches.** A [`Store::write`] whose keys lie in one group is one Lua
+/// script on that group's master: applied all or nothing, and no reader
+/// sees part of it. A batch whose keys lie in two or more groups is refused
+/// with [`Error::Unsupported`]: Redis Cluster cannot apply it atomically.
+/// With `wait` replicas asked for (default 1), `write` then sends
+/// `WAIT wait wait_ms` to that master and fails with [`Error::StoreIo`] if
+/// fewer replicas confirmed (the batch is then on the master, but may be
+/// lost if the master dies before its replica has it).
+///
+/// **Reads.** A `get` is one `HGET`. A prefix scan inside one group is one
+/// script (a snapshot of that group); a scan whose prefix may cover several
+/// groups reads the home group and each registered group that can hold
+/// such keys, one snapshot per group, and merges them in key order.
+///
+/// **Spec.** `redis-cluster://[user[:password]@]host:port[,host:port...]`
+/// with optional `?namespace=NAME` (default `default`), `wait=N` replicas
+/// (0 turns `WAIT` off), `wait_ms=MS` and `tls=disable`. This build speaks
+/// to Redis without TLS, so nodes off this machine are refused unless the
+/// spec says `tls=disable`.
+pub struct RedisClusterStore {
+    client: ClusterClient,
+    namespace: String,
+    label: String,
+    wait_replicas: u32,
+    wait_ms: u64,
+    pool: Mutex<Vec<ClusterConnection>>,
+    /// Groups this handle has seen in the registry (entries are never
+    /// removed from it, so the cache stays true).
+    registered: Mutex<HashSet<Vec<u8>>>,
+    write_script: Script,
+    scan_script: Script,
+    io: IoCounter,
+}
+
+impl fmt::Debug for RedisClusterStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisClusterStore")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A parsed `redis-cluster://` spec.
+#[derive(Debug, PartialEq, Eq)]
+struct Spec {
+    nodes: Vec<(String, u16)>,
+    user: Option<String>,
+    password: Option<String>,
+    namespace: String,
+    wait_replicas: u32,
+    wait_ms: u64,
+    plaintext_ok: bool,
+}
+
+fn invalid(text: impl Into<String>) -> Error {
+    Error::InvalidArgument(text.into())
+}
+
+/// Parses `redis-cluster://[user[:password]@]host:port[,...][?k=v&...]`.
+fn parse_spec(spec: &str) -> Result<Spec> {
+    let rest = spec
+        .strip_prefix("redis-cluster://")
+        .ok_or_else(|| invalid("a Redis Cluster store spec starts with redis-cluster://"))?;
+    let (authority, query) = match rest.split_once('?') {
+        Some((a, q)) => (a, Some(q)),
+        None => (rest, None),
+    };
+    let (credentials, hosts) = match authority.rsplit_once('@') {
+        Some((c, h)) => (Some(c), h),
+        None => (None, authority),
+    };
+    let (user, password) = match credentials {
+        None => (None, None),
+        Some(c) => match c.split_once(':') {
+            Some((u, p)) => (
+                Some(u.to_owned()).filter(|u| !u.is_empty()),
+                Some(p.to_owned()),
+            ),
+            None => (Some(c.to_owned()).filter(|u| !u.is_empty()), None),
+        },
+    };
+    let mut nodes = Vec::new();
+    for node in hosts.split(',').filter(|n| !n.is_empty()) {
+        let (host, port) = node.rsplit_once(':').ok_or_else(|| {
+            invalid(format!(
+                "Redis Cluster node {node:?} has no port; write host:port"
+            ))
+        })?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() {
+            return Err(invalid(format!("Redis Cluster node {node:?} has no host")));
+        }
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| invalid(format!("Redis Cluster node {node:?}: bad port")))?;
+        nodes.push((host.to_owned(), port));
+    }
+    if nodes.is_empty() {
+        return Err(invalid(
+            "a Redis Cluster store spec names at least one node: redis-cluster://host:port[,...]",
+        ));
+    }
+    let mut parsed = Spec {
+        nodes,
+        user,
+        password,
+        namespace: DEFAULT_REDIS_NAMESPACE.to_owned(),
+        wait_replicas: DEFAULT_WAIT_REPLICAS,
+        wait_ms: DEFAULT_WAIT_MS,
+        plaintext_ok: false,
+    };
+    for part in query.into_iter().flat_map(|q| q.split('&')) {
+        if part.is_empty() {
+            continue;
+        }
+        let (name, value) = part.split_once('=').unwrap_or((part, ""));
+        match name {
+            "namespace" => parsed.namespace = value.to_owned(),
+            "wait" => {
+                parsed.wait_replicas = value.parse().ok().filter(|n| *n <= 16).ok_or_else(|| {
+                    invalid(format!("wait={value:?}: a number of replicas, 0 to 16"))
+                })?
+            }
+            "wait_ms" => {
+                parsed.wait_ms = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=600_000).contains(n))
+                    .ok_or_else(|| {
+                        invalid(format!("wait_ms={value:?}: milliseconds, 1 to 600000"))
+                    })?
+            }
+            "tls" if value == "disable" => parsed.plaintext_ok = true,
+            _ => {
+                return Err(invalid(format!(
+                    "Redis Cluster store spec: unknown parameter {name:?} (known: namespace, \
+                     wait, wait_ms, tls=disable)"
+                )))
+            }
+        }
+    }
+    check_namespace(&parsed.namespace)?;
+    if !parsed.plaintext_ok {
+        let remote: Vec<&str> = parsed
+            .nodes
+            .iter()
+            .map(|(h, _)| h.as_str())
+            .filter(|h| !is_local(h))
+            .collect();
+        if !remote.is_empty() {
+            return Err(invalid(format!(
+                "Redis Cluster store on {}: this build speaks to Redis without TLS, so a node \
+                 off this machine is refused unless the spec says tls=disable (the clients \
+                 encrypt what the store holds, but not the password or the access pattern)",
+                remote.join(",")
+            )));
+        }
+    }
+    Ok(parsed)
+}
+
+/// Whether a host name or address is this machine.
+fn is_local(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Namespaces: 1 to 40 characters of `a-z`, `0-9` and `_`.
+fn check_namespace(ns: &str) -> Result<()> {
+    let ok = !ns.is_empty()
+        && ns.len() <= 40
+        && ns
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "Redis Cluster store namespace {ns:?} must be 1 to 40 characters of a-z, 0-9 and _"
+        )))
+    }
+}
+
+/// The group of `key`: `A/B` for `c/A/B` and `c/A/B/...`; `None` (the
+/// home group) otherwise.
+fn group_of(key: &[u8]) -> Option<&[u8]> {
+    if key.len() < 2 || key[0] == b'/' || key[1] != b'/' {
+        return None;
+    }
+    let rest = &key[2..];
+    let a = rest.iter().position(|&b| b == b'/')?;
+    if a == 0 {
+        return None;
+    }
+    let after = &rest[a + 1..];
+    let b = after.iter().position(|&b| b == b'/').unwrap_or(after.len());
+    if b == 0 {
+        return None;
+    }
+    Some(&rest[..a + 1 + b])
+}
+
+/// Which groups a prefix scan must read.
+#[derive(Debug, PartialEq, Eq)]
+enum ScanPlan<'a> {
+    /// Every key with the prefix is in this one group (`None`: home).
+    One(Option<&'a [u8]>),
+    /// The home group and every registered group whose name starts with
+    /// this.
+    Many(&'a [u8]),
+}
+
+fn scan_plan(prefix: &[u8]) -> ScanPlan<'_> {
+    if let Some(g) = group_of(prefix) {
+        // `c/A/B/...`: the part after B is fixed, so is the group.
+        if prefix.len() > 2 + g.len() {
+            return ScanPlan::One(Some(g));
+        }
+    }
+    match prefix {
+        [] | [_] => ScanPlan::Many(b""),
+        [b'/', ..] => ScanPlan::One(None),
+        [_, b'/', rest @ ..] => ScanPlan::Many(rest),
+        _ => ScanPlan::One(None),
+    }
+}
+
+/// The hash tag of a group: the namespace, then `/` and the group with
+/// every byte outside `A-Z a-z 0-9 - _ . /` as `%XX` (so braces never end
+/// the tag early, and distinct groups get distinct tags).
+fn tag(namespace: &str, group: Option<&[u8]>) -> String {
+    let mut t = namespace.to_owned();
+    if let Some(g) = group {
+        t.push('/');
+        for &b in g {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/') {
+                t.push(char::from(b));
+            } else {
+                t.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    t
+}
+
+/// Redis Cluster's slot of a hash tag: CRC16 (XMODEM) modulo 16384.
+fn slot(tag: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in tag.as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// The two Redis keys of a group.
+struct GroupKeys {
+    values: String,
+    index: String,
+    slot: u16,
+}
+
+impl GroupKeys {
+    fn new(namespace: &str, group: Option<&[u8]>) -> Self {
+        let t = tag(namespace, group);
+        GroupKeys {
+            values: format!("sesame{{{t}}}:v"),
+            index: format!("sesame{{{t}}}:k"),
+            slot: slot(&t),
+        }
+    }
+}
+
+/// The batch reduced to its last operation per key, in key order.
+fn collapse(batch: &WriteBatch) -> BTreeMap<&[u8], Option<&[u8]>> {
+    let mut last = BTreeMap::new();
+    for op in batch.ops() {
+        match op {
+            WriteOp::Put { key, value } => last.insert(key.as_slice(), Some(value.as_slice())),
+            WriteOp::Delete { key } => last.insert(key.as_slice(), None),
+        };
+    }
+    last
+}
+
+/// `[prefix` and `(end` (or `+`): the lex range of keys with `prefix`.
+fn lex_range(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut min = Vec::with_capacity(prefix.len() + 1);
+    if prefix.is_empty() {
+        min.push(b'-');
+    } else {
+        min.push(b'[');
+        min.extend_from_slice(prefix);
+    }
+    let max = match prefix_end(prefix) {
+        Some(end) => {
+            let mut m = Vec::with_capacity(end.len() + 1);
+            m.push(b'(');
+            m.extend_from_slice(&end);
+            m
+        }
+        None => b"+".to_vec(),
+    };
+    (min, max)
+}
+
+impl RedisClusterStore {
+    /// Opens the store that `spec` names (see the type's docs), creating
+    /// its format marker if the namespace is new.
+    ///
+    /// A namespace whose marker is of another format, or whose keys exist
+    /// without a marker, gives [`Error::StoreForeign`] and is left
+    /// untouched; a cluster that cannot be reached gives
+    /// [`Error::StoreIo`]; a malformed spec gives
+    /// [`Error::InvalidArgument`].
+    pub fn open(spec: &str) -> Result<Self> {
+        let parsed = parse_spec(spec)?;
+        let label = format!(
+            "Redis Cluster store {}{} namespace {}",
+            parsed
+                .user
+                .as_deref()
+                .map(|u| format!("{u}@"))
+                .unwrap_or_default(),
+            parsed
+                .nodes
+                .iter()
+                .map(|(h, p)| if h.contains(':') {
+                    format!("[{h}]:{p}")
+                } else {
+                    format!("{h}:{p}")
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            parsed.namespace
+        );
+        let urls: Vec<String> = parsed
+            .nodes
+            .iter()
+            .map(|(h, p)| {
+                if h.contains(':') {
+                    format!("redis://[{h}]:{p}")
+                } else {
+                    format!("redis://{h}:{p}")
+                }
+            })
+            .collect();
+        let mut builder = ClusterClient::builder(urls)
+            .connection_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_millis(10_000 + parsed.wait_ms))
+            .retries(10)
+            .min_retry_wait(200)
+            .max_retry_wait(2000);
+        if let Some(user) = &parsed.user {
+            builder = builder.username(user);
+        }
+        if let Some(password) = &parsed.password {
+            builder = builder.password(password);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| Error::StoreIo(format!("{label}: {e}")))?;
+        let store = RedisClusterStore {
+            client,
+            namespace: parsed.namespace,
+            label,
+            wait_replicas: parsed.wait_replicas,
+            wait_ms: parsed.wait_ms,
+            pool: Mutex::new(Vec::new()),
+            registered: Mutex::new(HashSet::new()),
+            write_script: Script::new(WRITE_SCRIPT),
+            scan_script: Script::new(SCAN_SCRIPT),
+            io: IoCounter::default(),
+        };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// The store's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Replicas each batch waits for, and for how long (milliseconds).
+    pub fn wait(&self) -> (u32, u64) {
+        (self.wait_replicas, self.wait_ms)
+    }
+
+    /// Removes every key of the namespace: its groups, registry and
+    /// marker. For tests and for tearing down a deployment.
+    pub fn destroy(self) -> Result<()> {
+        let groups = self.groups_with(b"")?;
+        let home = GroupKeys::new(&self.namespace, None);
+        self.with_conn(|c| {
+            for g in &groups {
+                let keys = GroupKeys::new(&self.namespace, Some(g));
+                redis::cmd("DEL")
+                    .arg(&keys.values)
+                    .arg(&keys.index)
+                    .query::<i64>(c)?;
+            }
+            redis::cmd("DEL")
+                .arg(&home.values)
+                .arg(&home.index)
+                .arg(self.registry_key())
+                .arg(self.marker_key())
+                .query::<i64>(c)
+        })?;
+        Ok(())
+    }
+
+    /// How many keys of the namespace each group holds, by group (`None`
+    /// is the home group): for measuring how keys spread.
+    pub fn group_sizes(&self) -> Result<Vec<(Option<Vec<u8>>, u64)>> {
+        let mut groups: Vec<Option<Vec<u8>>> = vec![None];
+        groups.extend(self.groups_with(b"")?.into_iter().map(Some));
+        self.with_conn(|c| {
+            groups
+                .iter()
+                .map(|g| {
+                    let keys = GroupKeys::new(&self.namespace, g.as_deref());
+                    let n: u64 = redis::cmd("ZCARD").arg(&keys.index).query(c)?;
+                    Ok((g.clone(), n))
+                })
+                .collect()
+        })
+    }
+
+    /// The Redis Cluster slot that holds `key`'s group.
+    pub fn slot_of(&self, key: &[u8]) -> u16 {
+        GroupKeys::new(&self.namespace, group_of(key)).slot
+    }
+
+    fn marker_key(&self) -> String {
+        format!("sesame{{{}}}:format", self.namespace)
+    }
+
+    fn registry_key(&self) -> String {
+        format!("sesame{{{}}}:groups", self.namespace)
+    }
+
+    fn init(&self) -> Result<()> {
+        let home = GroupKeys::new(&self.namespace, None);
+        let marker: Option<Vec<u8>> = self.with_conn(|c| {
+            Script::new(INIT_SCRIPT)
+                .key(self.marker_key())
+                .key(self.registry_key())
+                .key(&home.values)
+                .key(&home.index)
+                .arg(FORMAT_VERSION)
+                .invoke(c)
+        })?;
+        match marker {
+            None => Err(Error::StoreForeign(format!(
+                "{}: keys of this namespace exist without the Sesame marker; left untouched",
+                self.label
+            ))),
+            Some(m) if m != FORMAT_VERSION.as_bytes() => {
+                Err(Error::StoreForeign(format!(
+                "{}: Sesame store format {:?} is not the one this build reads ({FORMAT_VERSION})",
+                self.label,
+                String::from_utf8_lossy(&m).chars().take(64).collect::<String>()
+            )))
+            }
+            Some(_) => self.with_conn(|c| self.wait_for_replicas(c, home.slot))?,
+        }
+    }
+
+    // No code panics while it holds these locks, short of running out of
+    // memory; a poisoned lock is safe to take over.
+    fn lock_pool(&self) -> MutexGuard<'_, Vec<ClusterConnection>> {
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_registered(&self) -> MutexGuard<'_, HashSet<Vec<u8>>> {
+        self.registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on a pooled cluster connection (the client follows
+    /// `MOVED`/`ASK` and retries through a failover); a connection that met
+    /// an error is dropped rather than reused.
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut ClusterConnection) -> std::result::Result<T, RedisError>,
+    ) -> Result<T> {
+        let conn = self.lock_pool().pop();
+        let mut conn = match conn {
+            Some(c) => c,
+            None => self.client.get_connection().map_err(|e| self.map_err(&e))?,
+        };
+        match f(&mut conn) {
+            Ok(v) => {
+                let mut pool = self.lock_pool();
+                if pool.len() < MAX_IDLE {
+                    pool.push(conn);
+                }
+                Ok(v)
+            }
+            Err(e) => Err(self.map_err(&e)),
+        }
+    }
+
+    fn map_err(&self, e: &RedisError) -> Error {
+        match e.code() {
+            Some("WRONGTYPE") => Error::StoreCorrupt(format!(
+                "{}: a key of the store holds another Redis type: {e}",
+                self.label
+            )),
+            Some("OOM") => Error::StoreIo(format!(
+                "{}: the cluster is out of memory (maxmemory): {e}",
+                self.label
+            )),
+            _ => Error::StoreIo(format!("{}: {e}", self.label)),
+        }
+    }
+
+    /// `WAIT` on the master of `slot` for the configured replicas.
+    fn wait_for_replicas(
+        &self,
+        c: &mut ClusterConnection,
+        slot: u16,
+    ) -> std::result::Result<std::result::Result<(), Error>, RedisError> {
+        if self.wait_replicas == 0 {
+            return Ok(Ok(()));
+        }
+        let reply = c.route_command(
+            redis::cmd("WAIT").arg(self.wait_replicas).arg(self.wait_ms),
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                slot,
+                SlotAddr::Master,
+            ))),
+        )?;
+        let got = match reply {
+            Value::Int(n) => n,
+            other => {
+                return Ok(Err(Error::StoreIo(format!(
+                    "{}: WAIT answered {other:?}",
+                    self.label
+                ))))
+            }
+        };
+        if got < i64::from(self.wait_replicas) {
+            return Ok(Err(Error::StoreIo(format!(
+                "{}: the write reached the master of slot {slot} but only {got} of {} \
+                 replicas within {} ms; it may be lost if that master fails now (retry the \
+                 request, or lower wait=)",
+                self.label, self.wait_replicas, self.wait_ms
+            ))));
+        }
+        Ok(Ok(()))
+    }
+
+    /// Registered groups whose name starts with `start`.
+    fn groups_with(&self, start: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let (min, max) = lex_range(start);
+        self.with_conn(|c| {
+            redis::cmd("ZRANGEBYLEX")
+                .arg(self.registry_key())
+                .arg(min)
+                .arg(max)
+                .query(c)
+        })
+    }
+
+    /// Adds `group` to the registry (once per handle), durably as a batch.
+    fn register(&self, group: &[u8]) -> Result<()> {
+        if self.lock_registered().contains(group) {
+            return Ok(());
+        }
+        let home_slot = GroupKeys::new(&self.namespace, None).slot;
+        self.with_conn(|c| {
+            redis::cmd("ZADD")
+                .arg(self.registry_key())
+                .arg(0)
+                .arg(group)
+                .query::<i64>(c)?;
+            self.wait_for_replicas(c, home_slot)
+        })??;
+        self.lock_registered().insert(group.to_vec());
+        Ok(())
+    }
+
+    /// The pairs of one group with `prefix`, in key order.
+    fn scan_group(&self, group: Option<&[u8]>, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let keys = GroupKeys::new(&self.namespace, group);
+        let (min, max) = lex_range(prefix);
+        let flat: Vec<Option<Vec<u8>>> = self.with_conn(|c| {
+            self.scan_script
+                .key(&keys.values)
+                .key(&keys.index)
+                .arg(min)
+                .arg(max)
+                .arg(SCAN_CHUNK)
+                .invoke(c)
+        })?;
+        let mut pairs = Vec::with_capacity(flat.len() / 2);
+        let mut it = flat.into_iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            match (k, v) {
+                (Some(k), Some(v)) => pairs.push((k, v)),
+                _ => {
+                    return Err(Error::StoreCorrupt(format!(
+                        "{}: {} lists a key that {} lacks",
+                        self.label, keys.index, keys.values
+                    )))
+                }
+            }
+        }
+        Ok(pairs)
+    }
+}
+
+impl Store for RedisClusterStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let keys = GroupKeys::new(&self.namespace, group_of(key));
+        let value: Option<Vec<u8>> =
+            self.with_conn(|c| redis::cmd("HGET").arg(&keys.values).arg(key).query(c))?;
+        self.io.read(value.as_ref().map_or(0, Vec::len));
+        Ok(value)
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        // One HMGET per group, in the order groups first appear.
+        let mut by_group: BTreeMap<Option<&[u8]>, Vec<usize>> = BTreeMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            by_group.entry(group_of(k)).or_default().push(i);
+        }
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        for (group, positions) in by_group {
+            let gk = GroupKeys::new(&self.namespace, group);
+            let got: Vec<Option<Vec<u8>>> = self.with_conn(|c| {
+                let mut cmd = redis::cmd("HMGET");
+                cmd.arg(&gk.values);
+                for &i in &positions {
+                    cmd.arg(keys[i]);
+                }
+                cmd.query(c)
+            })?;
+            if got.len() != positions.len() {
+                return Err(Error::StoreIo(format!(
+                    "{}: HMGET answered {} values for {} keys",
+                    self.label,
+                    got.len(),
+                    positions.len()
+                )));
+            }
+            for (i, v) in positions.into_iter().zip(got) {
+                values[i] = v;
+            }
+        }
+        for value in &values {
+            self.io.read(value.as_ref().map_or(0, Vec::len));
+        }
+        Ok(values)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let last = collapse(&batch);
+        let mut groups = last.keys().map(|k| group_of(k));
+        let group = groups.next().flatten();
+        if let Some(other) = groups.find(|g| *g != group) {
+            let show = |g: Option<&[u8]>| {
+                g.map_or_else(
+                    || "the home group".to_owned(),
+                    |g| format!("group {:?}", String::from_utf8_lossy(g)),
+                )
+            };
+            return Err(Error::Unsupported(format!(
+                "{}: a write batch must keep to one key group (keys c/A/B/... form group \
+                 A/B, other keys the home group); this one touches {} and {}",
+                self.label,
+                show(group),
+                show(other)
+            )));
+        }
+        if let Some(g) = group {
+            self.register(g)?;
+        }
+        let keys = GroupKeys::new(&self.namespace, group);
+        self.with_conn(|c| {
+            let mut invocation = self.write_script.key(&keys.values);
+            invocation.key(&keys.index);
+            for (k, v) in &last {
+                match v {
+                    Some(v) => invocation.arg("p").arg(*k).arg(*v),
+                    None => invocation.arg("d").arg(*k),
+                };
+            }
+            invocation.invoke::<i64>(c)?;
+            self.wait_for_replicas(c, keys.slot)
+        })??;
+        self.io.batch(&batch);
+        Ok(())
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let pairs = match scan_plan(prefix) {
+            ScanPlan::One(group) => self.scan_group(group, prefix)?,
+            ScanPlan::Many(start) => {
+                let mut pairs = self.scan_group(None, prefix)?;
+                for g in self.groups_with(start)? {
+                    pairs.extend(self.scan_group(Some(&g), prefix)?);
+                }
+                pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                pairs
+            }
+        };
+        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.io.scan(pairs.len(), bytes);
+        Ok(pairs)
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.io.counts()
+    }
+
+    fn backend(&self) -> &'static str {
+        "redis-cluster"
+    }
+
+    fn health(&self) -> Result<()> {
+        let marker: Option<Vec<u8>> =
+            self.with_conn(|c| redis::cmd("GET").arg(self.marker_key()).query(c))?;
+        match marker {
+            Some(m) if m == FORMAT_VERSION.as_bytes() => Ok(()),
+            _ => Err(Error::StoreCorrupt(format!(
+                "{}: the Sesame marker is gone",
+                self.label
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_fall_in_the_groups_the_docs_say() {
+        assert_eq!(group_of(b"x/t/a"), Some(&b"t/a"[..]));
+        assert_eq!(group_of(b"i/t/a/3/label"), Some(&b"t/a"[..]));
+        assert_eq!(group_of(b"d/t/a/b\x00\x01"), Some(&b"t/a"[..]));
+        for home in [
+            &b""[..],
+            b"s/format",
+            b"x/t/",
+            b"x//a",
+            b"/t/a",
+            b"xy/t/a",
+            b"iso/000",
+            b"t0/0001/b",
+            b"\x01\xff",
+        ] {
+            assert_eq!(group_of(home), None, "{home:?}");
+        }
+    }
+
+    /// Every key with a prefix lies in a group the plan reads.
+    #[test]
+    fn scan_plans_cover_every_matching_key() {
+        let keys: Vec<&[u8]> = vec![
+            b"x/t/a",
+            b"x/t/ab",
+            b"x/t/a/z",
+            b"i/t/a/1/k",
+            b"i/u/a/1/k",
+            b"x/t/",
+            b"x//a",
+            b"s/format",
+            b"iso/1",
+            b"/t/a/b",
+            b"",
+            b"x",
+        ];
+        let prefixes: Vec<&[u8]> = vec![
+            b"",
+            b"x",
+            b"x/",
+            b"x/t",
+            b"x/t/",
+            b"x/t/a",
+            b"x/t/a/",
+            b"i/t/a/1/",
+            b"i/",
+            b"/",
+            b"/t/a/",
+            b"is",
+            b"x//",
+        ];
+        for p in &prefixes {
+            let plan = scan_plan(p);
+            for k in keys.iter().filter(|k| k.starts_with(p)) {
+                let g = group_of(k);
+                let covered = match plan {
+                    ScanPlan::One(one) => one == g,
+                    ScanPlan::Many(start) => g.is_none_or(|g| g.starts_with(start)),
+                };
+                assert!(covered, "prefix {p:?} misses key {k:?} ({plan:?})");
+            }
+        }
+        assert_eq!(scan_plan(b"i/t/a/1/"), ScanPlan::One(Some(&b"t/a"[..])));
+        assert_eq!(scan_plan(b"x/t/"), ScanPlan::Many(&b"t/"[..]));
+        assert_eq!(scan_plan(b"iso/"), ScanPlan::One(None));
+    }
+
+    #[test]
+    fn slots_match_redis_cluster() {
+        // CRC16/XMODEM's check value (0x31C3, below 16384), and Redis's
+        // own CLUSTER KEYSLOT answers.
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("bar"), 5061);
+    }
+
+    #[test]
+    fn tags_escape_braces_and_keep_groups_apart() {
+        assert_eq!(tag("ns", None), "ns");
+        assert_eq!(tag("ns", Some(b"t/a")), "ns/t/a");
+        assert_eq!(tag("ns", Some(b"t/{a}")), "ns/t/%7Ba%7D");
+        assert_ne!(tag("ns", Some(b"t/%41")), tag("ns", Some(b"t/A")));
+    }
+
+    #[test]
+    fn specs_are_parsed_and_checked() {
+        let s = parse_spec(
+            "redis-cluster://u:pw@127.0.0.1:7000,localhost:7001,[::1]:7002?namespace=n_1&wait=2&wait_ms=50",
+        )
+        .unwrap();
+        assert_eq!(
+            s.nodes,
+            vec![
+                ("127.0.0.1".to_owned(), 7000),
+                ("localhost".to_owned(), 7001),
+                ("::1".to_owned(), 7002)
+            ]
+        );
+        assert_eq!(
+            (s.user.as_deref(), s.password.as_deref()),
+            (Some("u"), Some("pw"))
+        );
+        assert_eq!(
+            (s.namespace.as_str(), s.wait_replicas, s.wait_ms),
+            ("n_1", 2, 50)
+        );
+        let d = parse_spec("redis-cluster://127.0.0.1:7000").unwrap();
+        assert_eq!(
+            (d.namespace.as_str(), d.wait_replicas, d.wait_ms),
+            ("default", 1, 1000)
+        );
+        for bad in [
+            "redis-cluster://",
+            "redis-cluster://127.0.0.1",
+            "redis-cluster://127.0.0.1:0",
+            "redis-cluster://:7000",
+            "redis-cluster://127.0.0.1:7000?namespace=A",
+            "redis-cluster://127.0.0.1:7000?wait=x",
+            "redis-cluster://127.0.0.1:7000?wait_ms=0",
+            "redis-cluster://127.0.0.1:7000?colour=blue",
+        ] {
+            assert!(
+                matches!(parse_spec(bad), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+        let err = parse_spec("redis-cluster://10.1.2.3:7000").unwrap_err();
+        assert!(err.to_string().contains("tls=disable"), "{err}");
+        assert!(parse_spec("redis-cluster://10.1.2.3:7000?tls=disable").is_ok());
+    }
+
+    #[test]
+    fn lex_ranges_bound_the_prefix() {
+        assert_eq!(lex_range(b""), (b"-".to_vec(), b"+".to_vec()));
+        assert_eq!(lex_range(b"ab"), (b"[ab".to_vec(), b"(ac".to_vec()));
+        assert_eq!(lex_range(&[0xFF]), (vec![b'[', 0xFF], b"+".to_vec()));
+    }
+
+    #[test]
+    fn an_unreachable_cluster_is_a_store_io_error() {
+        let err = RedisClusterStore::open("redis-cluster://127.0.0.1:1").unwrap_err();
+        assert!(
+            matches!(&err, Error::StoreIo(m) if m.contains("127.0.0.1:1")),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! A Redis Cluster for tests: the one `SESAME_TEST_REDIS_CLUSTER` names,
+//! or a throwaway one that `scripts/redis-cluster.sh` starts on loopback.
+//!
+//! Without `redis-server` on this machine the tests that need a cluster
+//! skip themselves with a note, unless `SESAME_TEST_REDIS_CLUSTER_REQUIRE=1`
+//! (as in CI), which makes a missing cluster a failure (the script then
+//! installs `redis-server` when it may).
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Nodes the script starts: 3 masters, 3 replicas.
+pub const NODES: u16 = 6;
+
+/// A cluster this process started; stopped (and its folder removed) when
+/// dropped, and in any case when the process exits.
+#[derive(Debug)]
+pub struct OwnCluster {
+    dir: PathBuf,
+    url: String,
+    base_port: u16,
+}
+
+impl OwnCluster {
+    /// The store URL (`redis-cluster://127.0.0.1:P,...`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The nodes' ports, first to last.
+    pub fn ports(&self) -> Vec<u16> {
+        (0..NODES).map(|i| self.base_port + i).collect()
+    }
+
+    /// The folder of the node on `port` (its log, AOF and pid file).
+    pub fn node_dir(&self, port: u16) -> PathBuf {
+        self.dir.join(port.to_string())
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script())
+            .arg("stop")
+            .arg(&self.dir)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn script() -> PathBuf {
+    std::env::var_os("SESAME_REDIS_CLUSTER_SCRIPT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../scripts/redis-cluster.sh"
+            ))
+        })
+}
+
+fn required() -> bool {
+    std::env::var("SESAME_TEST_REDIS_CLUSTER_REQUIRE").is_ok_and(|v| v == "1")
+}
+
+fn note(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "note: {text}");
+}
+
+fn have_redis() -> bool {
+    Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A base port whose 6 ports and their cluster-bus ports (10000 above) are
+/// free on loopback now.
+fn free_base(attempt: u32) -> Option<u16> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut seed = std::process::id()
+        .wrapping_mul(2_654_435_761)
+        .wrapping_add(nanos)
+        .wrapping_add(attempt.wrapping_mul(7919));
+    for _ in 0..50 {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let base = 20_000 + (seed >> 8) % 25_000;
+        let base = u16::try_from(base).ok()?;
+        let free = (0..NODES).all(|i| {
+            [base + i, base + i + 10_000]
+                .iter()
+                .all(|&p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok())
+        });
+        if free {
+            return Some(base);
+        }
+    }
+    None
+}
+
+/// Starts a cluster of this process's own, or `None` (with a note) where
+/// none can be had and none is required. Panics when one is required
+/// (`SESAME_TEST_REDIS_CLUSTER_REQUIRE=1`) and it cannot be started.
+pub fn own_cluster() -> Option<OwnCluster> {
+    static STARTED: AtomicU32 = AtomicU32::new(0);
+    if !have_redis() && !required() {
+        note(
+            "Redis Cluster tests skipped: redis-server is not installed (apt-get install \
+             redis-server, or set SESAME_TEST_REDIS_CLUSTER)",
+        );
+        return None;
+    }
+    let mut last_error = String::new();
+    for attempt in 0..3 {
+        let Some(base) = free_base(attempt) else {
+            last_error = "no free loopback ports".into();
+            continue;
+        };
+        let n = STARTED.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("sesame-redis-{}-{n}", std::process::id()));
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("start")
+            .arg(&dir)
+            .arg(base.to_string())
+            .env("REDIS_CLUSTER_OWNER_PID", std::process::id().to_string())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                let stdout = String::from_utf8_lossy(&o.stdout);
+                if let Some(url) = stdout
+                    .lines()
+                    .rev()
+                    .find(|l| l.starts_with("redis-cluster://"))
+                {
+                    return Some(OwnCluster {
+                        dir,
+                        url: url.to_owned(),
+                        base_port: base,
+                    });
+                }
+                last_error = format!("the script printed no URL: {stdout}");
+            }
+            Ok(o) => {
+                last_error = String::from_utf8_lossy(&o.stderr).into_owned();
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            Err(e) => last_error = format!("cannot run {}: {e}", script().display()),
+        }
+    }
+    assert!(
+        !required(),
+        "a Redis Cluster is required (SESAME_TEST_REDIS_CLUSTER_REQUIRE=1) but could not be \
+         started: {last_error}"
+    );
+    note(&format!(
+        "Redis Cluster tests skipped: the cluster did not start: {last_error}"
+    ));
+    None
+}
+
+/// The cluster that the tests of this process share: the one
+/// `SESAME_TEST_REDIS_CLUSTER` names, else one started once (see
+/// [`own_cluster`]). `None`, with a note, where none can be had.
+pub fn shared_url() -> Option<String> {
+    if let Some(url) = std::env::var("SESAME_TEST_REDIS_CLUSTER")
+        .ok()
+        .filter(|u| !u.is_empty())
+    {
+        return Some(url);
+    }
+    static SHARED: OnceLock<Option<OwnCluster>> = OnceLock::new();
+    SHARED
+        .get_or_init(own_cluster)
+        .as_ref()
+        .map(|c| c.url().to_owned())
+}
+
+/// A namespace no other test uses: `tag`, the process id and a counter.
+pub fn fresh_namespace(tag: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "{tag}{}_{}_{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// `url` with `namespace=ns` (and `extra`, `&`-joined, if not empty).
+pub fn with_namespace(url: &str, ns: &str, extra: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    if extra.is_empty() {
+        format!("{url}{sep}namespace={ns}")
+    } else {
+        format!("{url}{sep}namespace={ns}&{extra}")
+    }
+}

@@ -1,0 +1,302 @@
+//! `RedisClusterStore`: the generic store suite over a Redis Cluster, and
+//! what the backend adds (namespaces, reopening, key groups across
+//! masters, refused cross-group batches, `WAIT`). The cluster is the one
+//! `SESAME_TEST_REDIS_CLUSTER` names, else a throwaway one that
+//! `scripts/redis-cluster.sh` starts on loopback; without `redis-server`
+//! the tests skip with a note (unless `SESAME_TEST_REDIS_CLUSTER_REQUIRE=1`).
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch};
+use sesame_store::test_cluster::{fresh_namespace, shared_url, with_namespace};
+use sesame_store::{open_store, RedisClusterStore};
+
+/// A store in a fresh namespace, destroyed when dropped.
+struct TempRedis(Option<RedisClusterStore>);
+
+impl TempRedis {
+    fn new() -> Option<Self> {
+        let url = shared_url()?;
+        let spec = with_namespace(&url, &fresh_namespace("t"), "");
+        Some(Self(Some(
+            RedisClusterStore::open(&spec).expect("open Redis Cluster store"),
+        )))
+    }
+
+    fn store(&self) -> &RedisClusterStore {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for TempRedis {
+    fn drop(&mut self) {
+        if let Some(store) = self.0.take() {
+            let _ = store.destroy();
+        }
+    }
+}
+
+impl Store for TempRedis {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.store().get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.store().get_many(keys)
+    }
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.store().write(batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.store().scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> IoCounts {
+        self.store().io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        self.store().backend()
+    }
+}
+
+mod suite {
+    sesame_store::store_suite!(optional super::TempRedis::new, 16);
+}
+
+/// The suite inside one group of the server's layout (`i/t/a/...`).
+mod server_layout {
+    sesame_store::store_suite!(optional super::Grouped::new, 8);
+}
+
+/// The suite again, with every key moved into one group of the server's
+/// layout; it counts its own operations, as the suite sees them (the
+/// store's counts include the prefix's bytes).
+struct Grouped(TempRedis, IoCounter);
+
+impl Grouped {
+    fn new() -> Option<Self> {
+        TempRedis::new().map(|t| Grouped(t, IoCounter::default()))
+    }
+}
+
+/// Every suite key goes into group `t/a` under `i/`.
+const GROUP_PREFIX: &[u8] = b"i/t/a/";
+
+impl Store for Grouped {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let v = self.0.get(&[GROUP_PREFIX, key].concat())?;
+        self.1.read(v.as_ref().map_or(0, Vec::len));
+        Ok(v)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        let full: Vec<Vec<u8>> = keys.iter().map(|k| [GROUP_PREFIX, k].concat()).collect();
+        let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
+        let vs = self.0.get_many(&refs)?;
+        for v in &vs {
+            self.1.read(v.as_ref().map_or(0, Vec::len));
+        }
+        Ok(vs)
+    }
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        if !batch.is_empty() {
+            self.1.batch(&batch);
+        }
+        let mut out = WriteBatch::with_capacity(batch.len());
+        for op in batch.into_ops() {
+            match op {
+                sesame_core::WriteOp::Put { key, value } => {
+                    out.put([GROUP_PREFIX, &key].concat(), value)
+                }
+                sesame_core::WriteOp::Delete { key } => out.delete([GROUP_PREFIX, &key].concat()),
+            };
+        }
+        self.0.write(out)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = self
+            .0
+            .scan_prefix(&[GROUP_PREFIX, prefix].concat())?
+            .into_iter()
+            .map(|(mut k, v)| {
+                k.drain(..GROUP_PREFIX.len());
+                (k, v)
+            })
+            .collect();
+        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.1.scan(pairs.len(), bytes);
+        Ok(pairs)
+    }
+    fn io_counts(&self) -> IoCounts {
+        self.1.counts()
+    }
+    fn backend(&self) -> &'static str {
+        self.0.backend()
+    }
+}
+
+fn redis_cli(url: &str, args: &[&str]) -> String {
+    let first = url
+        .trim_start_matches("redis-cluster://")
+        .split([',', '?'])
+        .next()
+        .unwrap();
+    let (host, port) = first.rsplit_once(':').unwrap();
+    let out = Command::new("redis-cli")
+        .args(["-h", host, "-p", port])
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn data_survives_reopening_and_namespaces_are_separate() {
+    let Some(url) = shared_url() else { return };
+    let (a, b) = (fresh_namespace("a"), fresh_namespace("b"));
+    let s = RedisClusterStore::open(&with_namespace(&url, &a, "")).unwrap();
+    s.put(b"k", b"v1").unwrap();
+    s.put(b"x/t/i", b"meta").unwrap();
+    let t = open_store(&with_namespace(&url, &b, "")).unwrap();
+    assert_eq!(t.backend(), "redis-cluster");
+    assert_eq!(t.get(b"k").unwrap(), None);
+    assert!(t.scan_prefix(b"").unwrap().is_empty());
+    t.put(b"k", b"v2").unwrap();
+    drop(s);
+    let s = RedisClusterStore::open(&with_namespace(&url, &a, "")).unwrap();
+    assert_eq!(s.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]));
+    assert_eq!(
+        s.scan_prefix(b"").unwrap(),
+        vec![
+            (b"k".to_vec(), b"v1".to_vec()),
+            (b"x/t/i".to_vec(), b"meta".to_vec())
+        ]
+    );
+    assert_eq!(s.namespace(), a);
+    s.destroy().unwrap();
+    let s = RedisClusterStore::open(&with_namespace(&url, &a, "")).unwrap();
+    assert!(s.scan_prefix(b"").unwrap().is_empty(), "destroyed");
+    s.destroy().unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"v2"[..]));
+    drop(t);
+    RedisClusterStore::open(&with_namespace(&url, &b, ""))
+        .unwrap()
+        .destroy()
+        .unwrap();
+}
+
+#[test]
+fn a_namespace_that_is_not_ours_is_refused_and_left_untouched() {
+    let Some(url) = shared_url() else { return };
+    let ns = fresh_namespace("f");
+    // Another program's key under our home group's name, no marker.
+    let home = format!("sesame{{{ns}}}:v");
+    redis_cli(&url, &["-c", "HSET", &home, "x", "7"]);
+    let err = RedisClusterStore::open(&with_namespace(&url, &ns, "")).unwrap_err();
+    assert!(
+        matches!(&err, Error::StoreForeign(m) if m.contains("without the Sesame marker")),
+        "{err:?}"
+    );
+    assert_eq!(redis_cli(&url, &["-c", "HGET", &home, "x"]), "7");
+    redis_cli(&url, &["-c", "DEL", &home]);
+
+    // A marker of another format.
+    let ns = fresh_namespace("v");
+    RedisClusterStore::open(&with_namespace(&url, &ns, "")).unwrap();
+    let marker = format!("sesame{{{ns}}}:format");
+    redis_cli(&url, &["-c", "SET", &marker, "sesame-store/9"]);
+    let err = RedisClusterStore::open(&with_namespace(&url, &ns, "")).unwrap_err();
+    assert!(
+        matches!(&err, Error::StoreForeign(m) if m.contains("sesame-store/9")),
+        "{err:?}"
+    );
+    redis_cli(&url, &["-c", "DEL", &marker]);
+}
+
+/// A batch keeps to one group; one that spans two is refused whole, and
+/// nothing of it is written.
+#[test]
+fn a_batch_across_groups_is_refused_whole() {
+    let Some(s) = TempRedis::new() else { return };
+    let mut b = WriteBatch::new();
+    b.put(b"x/t/a".as_slice(), b"1".as_slice())
+        .put(b"i/t/a/0/k".as_slice(), b"2".as_slice())
+        .delete(b"r/t/a/q".as_slice());
+    s.write(b).unwrap();
+    let mut b = WriteBatch::new();
+    b.put(b"x/t/b".as_slice(), b"1".as_slice())
+        .put(b"i/t/a/0/j".as_slice(), b"2".as_slice());
+    let err = s.write(b).unwrap_err();
+    assert!(
+        matches!(&err, Error::Unsupported(m) if m.contains("t/a") && m.contains("t/b")),
+        "{err:?}"
+    );
+    let mut b = WriteBatch::new();
+    b.put(b"s/format".as_slice(), b"1".as_slice())
+        .put(b"x/t/a".as_slice(), b"2".as_slice());
+    assert!(matches!(s.write(b), Err(Error::Unsupported(_))));
+    assert_eq!(
+        s.scan_prefix(b"").unwrap(),
+        vec![
+            (b"i/t/a/0/k".to_vec(), b"2".to_vec()),
+            (b"x/t/a".to_vec(), b"1".to_vec())
+        ]
+    );
+}
+
+/// Indexes land in different slots, on all three masters; our slot
+/// numbers are Redis's; scans across groups merge in key order.
+#[test]
+fn indexes_spread_over_the_masters() {
+    let Some(url) = shared_url() else { return };
+    let Some(s) = TempRedis::new() else { return };
+    let store = s.store();
+    let mut slots = BTreeSet::new();
+    for i in 0..30 {
+        let mut b = WriteBatch::new();
+        b.put(format!("x/t/ix{i:02}"), vec![i as u8])
+            .put(format!("i/t/ix{i:02}/0/label"), b"entry".to_vec());
+        store.write(b).unwrap();
+        slots.insert(store.slot_of(format!("x/t/ix{i:02}").as_bytes()));
+    }
+    assert!(slots.len() >= 25, "{} slots for 30 indexes", slots.len());
+    // Three masters own 0-5460, 5461-10922 and 10923-16383 after the
+    // script's create; each holds some index.
+    let masters: BTreeSet<u16> = slots.iter().map(|s| s / 5462).collect();
+    assert_eq!(masters.len(), 3, "{slots:?}");
+    let tag = format!("{}/t/ix07", store.namespace());
+    let redis_slot: u16 = redis_cli(&url, &["cluster", "keyslot", &format!("{{{tag}}}")])
+        .parse()
+        .unwrap();
+    assert_eq!(redis_slot, store.slot_of(b"x/t/ix07"));
+    let metas = store.scan_prefix(b"x/t/").unwrap();
+    let names: Vec<Vec<u8>> = metas.iter().map(|(k, _)| k.clone()).collect();
+    let want: Vec<Vec<u8>> = (0..30)
+        .map(|i| format!("x/t/ix{i:02}").into_bytes())
+        .collect();
+    assert_eq!(names, want);
+    assert_eq!(store.scan_prefix(b"i/t/ix1").unwrap().len(), 10);
+    assert_eq!(store.scan_prefix(b"").unwrap().len(), 60);
+    let sizes = store.group_sizes().unwrap();
+    assert_eq!(sizes.len(), 31, "the home group and 30 indexes");
+}
+
+/// `WAIT` for more replicas than there are: the batch is on the master,
+/// but `write` says it is not yet safe.
+#[test]
+fn too_few_replicas_is_an_error_that_says_so() {
+    let Some(url) = shared_url() else { return };
+    let ns = fresh_namespace("w");
+    let s = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=0")).unwrap();
+    assert_eq!(s.wait(), (0, sesame_store::DEFAULT_WAIT_MS));
+    drop(s);
+    let s = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=1")).unwrap();
+    s.put(b"a", b"1").unwrap();
+    let strict = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=3&wait_ms=50"));
+    let err = strict.unwrap_err();
+    assert!(
+        matches!(&err, Error::StoreIo(m) if m.contains("only 1 of 3 replicas")),
+        "{err:?}"
+    );
+    s.destroy().unwrap();
+}
