@@ -5,6 +5,11 @@
 //! Aura's key renewal included), conjunctive simple-index schemes and
 //! range protocols. ORE schemes have no server half; they reach the
 //! server inside the `bplus-*` range protocols.
+//!
+//! The scheme tests run over the in-memory store, and again over a Redis
+//! Cluster store (`SESAME_TEST_REDIS_CLUSTER`, or a throwaway cluster that
+//! `scripts/redis-cluster.sh` starts; skipped with a note without
+//! `redis-server`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -14,6 +19,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rand_core::OsRng;
+use sesame_core::Store;
 use sesame_core::{Meter, Params, QueryKind, SchemeKind};
 use sesame_net::blocking::Connection;
 use sesame_net::ClientConfig;
@@ -23,6 +29,21 @@ use sesame_sse::{Multimap, UpdateOp};
 use sesame_store::MemoryStore;
 
 fn start() -> (RunningServer, ClientConfig) {
+    start_on(Arc::new(MemoryStore::new()))
+}
+
+/// A server over a Redis Cluster store in a fresh namespace, or `None`
+/// (with a note) where no cluster can be had.
+fn start_on_redis_cluster() -> Option<(RunningServer, ClientConfig)> {
+    use sesame_store::test_cluster::{fresh_namespace, shared_url, with_namespace};
+    let url = shared_url()?;
+    let spec = with_namespace(&url, &fresh_namespace("srv"), "");
+    let store = sesame_store::open_store(&spec).unwrap();
+    assert_eq!(store.backend(), "redis-cluster");
+    Some(start_on(store))
+}
+
+fn start_on(store: Arc<dyn Store>) -> (RunningServer, ClientConfig) {
     let certs = sesame_server::certs::localhost().unwrap();
     let token = Tokens::generate(&mut OsRng);
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
@@ -31,7 +52,7 @@ fn start() -> (RunningServer, ClientConfig) {
         key_pem: certs.key_pem.into_bytes(),
     });
     config.tokens = Tokens::new().with("alice", &token).unwrap();
-    let server = RunningServer::start(config, Arc::new(MemoryStore::new())).unwrap();
+    let server = RunningServer::start(config, store).unwrap();
     let client = ClientConfig::new(server.url(), token).with_ca(certs.ca_pem.into_bytes());
     (server, client)
 }
@@ -69,7 +90,19 @@ fn expected(oracle: &Oracle, w: &[u8]) -> Vec<u64> {
 #[test]
 fn every_keyword_scheme_runs_over_the_network_server() {
     let (_server, config) = start();
-    let conn = Connection::connect(&config).unwrap();
+    keyword_schemes(&config);
+}
+
+#[test]
+fn every_keyword_scheme_runs_over_a_redis_cluster() {
+    let Some((_server, config)) = start_on_redis_cluster() else {
+        return;
+    };
+    keyword_schemes(&config);
+}
+
+fn keyword_schemes(config: &ClientConfig) {
+    let conn = Connection::connect(config).unwrap();
     let mut c = conn.client();
     for (i, scheme) in sesame_sse::schemes().into_iter().enumerate() {
         let name = scheme.descriptor.name;
@@ -183,11 +216,23 @@ fn the_server_lists_every_scheme_it_hosts_of_every_family() {
 
 #[test]
 fn every_conjunctive_scheme_runs_over_the_network_server() {
+    let (_server, config) = start();
+    conjunctive_schemes(&config);
+}
+
+#[test]
+fn every_conjunctive_scheme_runs_over_a_redis_cluster() {
+    let Some((_server, config)) = start_on_redis_cluster() else {
+        return;
+    };
+    conjunctive_schemes(&config);
+}
+
+fn conjunctive_schemes(config: &ClientConfig) {
     use sesame_sse::conjunctive::protocol::Document;
     use sesame_sse::conjunctive::Conjunction;
 
-    let (_server, config) = start();
-    let conn = Connection::connect(&config).unwrap();
+    let conn = Connection::connect(config).unwrap();
     let mut c = conn.client();
     let docs: Vec<Document> = (1..=12u64)
         .map(|id| Document {
@@ -240,7 +285,19 @@ fn every_conjunctive_scheme_runs_over_the_network_server() {
 #[test]
 fn every_range_protocol_runs_over_the_network_server() {
     let (_server, config) = start();
-    let conn = Connection::connect(&config).unwrap();
+    range_protocols(&config);
+}
+
+#[test]
+fn every_range_protocol_runs_over_a_redis_cluster() {
+    let Some((_server, config)) = start_on_redis_cluster() else {
+        return;
+    };
+    range_protocols(&config);
+}
+
+fn range_protocols(config: &ClientConfig) {
+    let conn = Connection::connect(config).unwrap();
     let mut c = conn.client();
     let protocols = sesame_range::protocols();
     assert!(protocols.len() >= 10);
