@@ -5,6 +5,7 @@
 #
 #   scripts/redis-cluster.sh start DIR [BASE_PORT]   # prints the store URL
 #   scripts/redis-cluster.sh stop DIR                 # idempotent
+#   scripts/redis-cluster.sh restart-node DIR PORT    # after a crash test
 #
 # Nodes listen on 127.0.0.1 ports BASE_PORT .. BASE_PORT+5 (default 7100),
 # with their cluster bus 10000 above each. Each node keeps its data, log,
@@ -29,7 +30,7 @@ die() {
 }
 
 usage() {
-    die "usage: $0 start DIR [BASE_PORT] | stop DIR"
+    die "usage: $0 start DIR [BASE_PORT] | stop DIR | restart-node DIR PORT"
 }
 
 install_redis() {
@@ -88,6 +89,38 @@ stop_cluster() {
     rm -f "$dir"/*/redis.pid
 }
 
+# One node, with its data, log and cluster state in DIR/PORT.
+start_node() {
+    local dir=$1 p=$2
+    redis-server \
+        --port "$p" --bind 127.0.0.1 --protected-mode yes \
+        --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" \
+        --cluster-node-timeout "$NODE_TIMEOUT_MS" \
+        --cluster-require-full-coverage no \
+        --appendonly yes --appendfsync everysec --save '' \
+        --dir "$dir/$p" --logfile "$dir/$p/redis.log" \
+        --daemonize yes --pidfile "$dir/$p/redis.pid" >/dev/null
+}
+
+# Starts again a node of the cluster in DIR that has stopped (after a
+# crash test): it rejoins from its nodes.conf and AOF, as a replica if
+# another node took over its slots.
+restart_node() {
+    local dir=$1 p=$2
+    [ -f "$dir/$p/nodes.conf" ] || die "$dir/$p holds no node"
+    local pid
+    pid=$(cat "$dir/$p/redis.pid" 2>/dev/null || true)
+    if ours "$pid"; then die "node $p is running (pid $pid)"; fi
+    rm -f "$dir/$p/redis.pid"
+    start_node "$dir" "$p" || die "redis-server on port $p did not start (see $dir/$p/redis.log)"
+    local i
+    for i in $(seq 100); do
+        redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG && return 0
+        sleep 0.1
+    done
+    die "node $p does not answer (see $dir/$p/redis.log)"
+}
+
 start_cluster() {
     local dir=$1 base=$2
     case "$base" in
@@ -109,15 +142,7 @@ start_cluster() {
     for p in "${ports[@]}"; do
         rm -rf "${dir:?}/$p"
         mkdir -p "$dir/$p"
-        redis-server \
-            --port "$p" --bind 127.0.0.1 --protected-mode yes \
-            --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" \
-            --cluster-node-timeout "$NODE_TIMEOUT_MS" \
-            --cluster-require-full-coverage no \
-            --appendonly yes --appendfsync everysec --save '' \
-            --dir "$dir/$p" --logfile "$dir/$p/redis.log" \
-            --daemonize yes --pidfile "$dir/$p/redis.pid" >/dev/null \
-            || { stop_cluster "$dir"; die "redis-server on port $p did not start (see $dir/$p/redis.log)"; }
+        start_node "$dir" "$p" || { stop_cluster "$dir"; die "redis-server on port $p did not start (see $dir/$p/redis.log)"; }
     done
     for p in "${ports[@]}"; do
         for i in $(seq 100); do
@@ -191,6 +216,10 @@ case "$1" in
     stop)
         [ $# -eq 2 ] || usage
         stop_cluster "$2"
+        ;;
+    restart-node)
+        [ $# -eq 3 ] || usage
+        restart_node "$2" "$3"
         ;;
     *) usage ;;
 esac

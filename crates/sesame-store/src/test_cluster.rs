@@ -40,6 +40,81 @@ impl OwnCluster {
     pub fn node_dir(&self, port: u16) -> PathBuf {
         self.dir.join(port.to_string())
     }
+
+    /// Ends the node on `port` with SIGKILL (no shutdown, no last write).
+    pub fn kill_node(&self, port: u16) -> std::io::Result<()> {
+        let pid = std::fs::read_to_string(self.node_dir(port).join("redis.pid"))?;
+        let status = Command::new("kill").arg("-9").arg(pid.trim()).status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "kill -9 {} failed",
+                pid.trim()
+            )))
+        }
+    }
+
+    /// Starts the node on `port` again (it rejoins as a replica where
+    /// another node took over its slots).
+    pub fn restart_node(&self, port: u16) -> std::io::Result<()> {
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("restart-node")
+            .arg(&self.dir)
+            .arg(port.to_string())
+            .output()?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            ))
+        }
+    }
+
+    /// The port of the live master that serves `slot`, as the first node
+    /// that answers `CLUSTER NODES` sees it.
+    pub fn master_of_slot(&self, slot: u16) -> Option<u16> {
+        for port in self.ports() {
+            let Ok(out) = Command::new("redis-cli")
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                    "cluster",
+                    "nodes",
+                ])
+                .output()
+            else {
+                continue;
+            };
+            if !out.status.success() || out.stdout.is_empty() {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            for line in text.lines() {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                if fields.len() < 9 {
+                    continue;
+                }
+                let flags = fields[2];
+                if !flags.contains("master") || flags.contains("fail") {
+                    continue;
+                }
+                let serves = fields[8..].iter().any(|range| {
+                    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                    matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+                });
+                if serves {
+                    let addr = fields[1].split('@').next().unwrap_or("");
+                    return addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok());
+                }
+            }
+        }
+        None
+    }
 }
 
 impl Drop for OwnCluster {
