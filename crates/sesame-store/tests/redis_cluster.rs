@@ -300,3 +300,66 @@ fn too_few_replicas_is_an_error_that_says_so() {
     );
     s.destroy().unwrap();
 }
+
+/// Figures for `docs/storage.md` (not run by default: `cargo test -p
+/// sesame-store --features redis --test redis_cluster -- --ignored
+/// --nocapture`): one batch of 100 000 pairs into one group, single-pair
+/// commits with and without `WAIT`, point reads, a scan.
+#[test]
+#[ignore = "a measurement; run by hand"]
+fn measure() {
+    use std::time::Instant;
+    let Some(url) = shared_url() else { return };
+    let ns = fresh_namespace("m");
+    let store = RedisClusterStore::open(&with_namespace(&url, &ns, "")).unwrap();
+    let fast = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=0")).unwrap();
+    let key = |i: u64| {
+        let mut k = b"i/t/a/0/".to_vec();
+        let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..4 {
+            x ^= x >> 29;
+            x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            k.extend_from_slice(&x.to_be_bytes());
+        }
+        k
+    };
+    const N: u64 = 100_000;
+    let mut batch = WriteBatch::with_capacity(N as usize);
+    for i in 0..N {
+        batch.put(key(i), vec![7u8; 64]);
+    }
+    let t = Instant::now();
+    store.write(batch).unwrap();
+    let big = t.elapsed();
+    let t = Instant::now();
+    for i in 0..1000 {
+        store.put(&key(N + i), &[1u8; 64]).unwrap();
+    }
+    let one_wait = t.elapsed() / 1000;
+    let t = Instant::now();
+    for i in 0..1000 {
+        fast.put(&key(2 * N + i), &[1u8; 64]).unwrap();
+    }
+    let one_nowait = t.elapsed() / 1000;
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| key(i * 97)).collect();
+    let t = Instant::now();
+    for k in &keys {
+        assert!(store.get(k).unwrap().is_some());
+    }
+    let gets = t.elapsed();
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let t = Instant::now();
+    assert_eq!(store.get_many(&refs).unwrap().len(), 1000);
+    let get_many = t.elapsed();
+    let t = Instant::now();
+    let all = store.scan_prefix(b"i/t/a/0/").unwrap();
+    let scan = t.elapsed();
+    assert_eq!(all.len() as u64, N + 2000);
+    eprintln!(
+        "redis-cluster: batch of {N} pairs (40 B keys, 64 B values) {big:?}; one-pair commit \
+         wait=1 {one_wait:?}, wait=0 {one_nowait:?}; 1000 gets {gets:?}; get_many of 1000 \
+         {get_many:?}; scan of {} pairs {scan:?}",
+        all.len()
+    );
+    store.destroy().unwrap();
+}
