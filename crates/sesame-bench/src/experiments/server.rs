@@ -15,7 +15,11 @@
 //!
 //! PostgreSQL: set `SESAME_BENCH_POSTGRES` (or `SESAME_TEST_POSTGRES`) to
 //! a connection URL; the experiment uses a namespace of its own and drops
-//! it afterwards.
+//! it afterwards. Redis Cluster: set `SESAME_BENCH_REDIS_CLUSTER` (or
+//! `SESAME_TEST_REDIS_CLUSTER`) to a `redis-cluster://` URL
+//! (`scripts/redis-cluster.sh start DIR` prints one); it is measured
+//! through one server (`redis-cluster`) and through two servers over the
+//! same namespace, clients alternating between them (`redis-cluster-2srv`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier, Mutex, PoisonError};
@@ -222,8 +226,9 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
 /// Runs `clients` clients through the preload, the update phase and the
 /// search phase; returns, per phase, the latencies of all clients, the
 /// phase's wall time, and the first client's meter snapshot.
+/// Client `i` talks to the server of `configs[i % configs.len()]`.
 fn run_clients(
-    config: &ClientConfig,
+    configs: &[ClientConfig],
     clients: usize,
     plan: &Plan,
     seed: u64,
@@ -232,7 +237,8 @@ fn run_clients(
     let results: Arc<Mutex<Vec<ClientOutcome>>> = Arc::new(Mutex::new(Vec::new()));
     let mut handles = Vec::new();
     for i in 0..clients {
-        let (config, barrier, results) = (config.clone(), barrier.clone(), results.clone());
+        let config = configs[i % configs.len()].clone();
+        let (barrier, results) = (barrier.clone(), results.clone());
         let (preload, ops) = (plan.preload, plan.ops);
         handles.push(std::thread::spawn(move || {
             let outcome = (|| {
@@ -307,23 +313,41 @@ fn run_clients(
 enum Backing {
     Redb(Arc<dyn Store>),
     Postgres(Arc<sesame_store::PostgresStore>),
+    /// One store handle per server, all on one namespace.
+    RedisCluster(Vec<Arc<sesame_store::RedisClusterStore>>),
 }
 
 impl Backing {
-    fn store(&self) -> Arc<dyn Store> {
+    /// The store of each server.
+    fn stores(&self) -> Vec<Arc<dyn Store>> {
         match self {
-            Backing::Redb(s) => s.clone(),
-            Backing::Postgres(s) => s.clone(),
+            Backing::Redb(s) => vec![s.clone()],
+            Backing::Postgres(s) => vec![s.clone()],
+            Backing::RedisCluster(v) => v.iter().map(|s| s.clone() as Arc<dyn Store>).collect(),
         }
     }
 
     fn finish(self) {
-        if let Backing::Postgres(s) = self {
-            if let Ok(s) = Arc::try_unwrap(s) {
-                let _ = s.destroy();
+        match self {
+            Backing::Postgres(s) => {
+                if let Ok(s) = Arc::try_unwrap(s) {
+                    let _ = s.destroy();
+                }
             }
+            Backing::RedisCluster(v) => {
+                if let Some(s) = v.into_iter().filter_map(|s| Arc::try_unwrap(s).ok()).next() {
+                    let _ = s.destroy();
+                }
+            }
+            Backing::Redb(_) => {}
         }
     }
+}
+
+pub(crate) fn redis_cluster_url() -> Option<String> {
+    ["SESAME_BENCH_REDIS_CLUSTER", "SESAME_TEST_REDIS_CLUSTER"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
 }
 
 /// A server on a free loopback port over TLS (`certs`), with one tenant
@@ -407,6 +431,46 @@ impl Experiment for Server {
                     .into(),
             ),
         }
+        match redis_cluster_url() {
+            Some(url) => {
+                for (name, servers) in [("redis-cluster", 1usize), ("redis-cluster-2srv", 2)] {
+                    let url = url.clone();
+                    backings.push((
+                        name,
+                        Box::new(move || {
+                            let ns = format!(
+                                "bench_{}_{}",
+                                std::process::id(),
+                                std::time::SystemTime::now()
+                                    .duration_since(std::time::UNIX_EPOCH)
+                                    .map_or(0, |d| d.subsec_nanos())
+                            );
+                            let sep = if url.contains('?') { '&' } else { '?' };
+                            let spec = format!("{url}{sep}namespace={ns}");
+                            let stores = (0..servers)
+                                .map(|_| {
+                                    sesame_store::RedisClusterStore::open(&spec)
+                                        .map(Arc::new)
+                                        .map_err(|e| err("open Redis Cluster store", e))
+                                })
+                                .collect::<Result<Vec<_>, _>>()?;
+                            Ok(Backing::RedisCluster(stores))
+                        }),
+                    ));
+                }
+                rs.notes.push(
+                    "Redis Cluster: wait=1 (each batch on a replica before it is acknowledged); \
+                     redis-cluster-2srv runs two servers over one namespace, client i talking to \
+                     server i mod 2"
+                        .into(),
+                );
+            }
+            None => rs.notes.push(
+                "Redis Cluster skipped: set SESAME_BENCH_REDIS_CLUSTER to a redis-cluster:// URL \
+                 (scripts/redis-cluster.sh start DIR prints one) to measure it"
+                    .into(),
+            ),
+        }
         rs.notes.push(format!(
             "scheme {SCHEME}; each client its own index of {} documents ({WORDS_PER_DOC} keywords each, \
              {VOCABULARY} distinct), {} updates then {} searches per client; loopback TLS (rustls, ring)",
@@ -421,14 +485,25 @@ impl Experiment for Server {
         for (store_name, make) in &backings {
             for &clients in &plan.clients {
                 let backing = make()?;
-                let server = loopback_server(&certs, &token, backing.store())?;
-                let client = ClientConfig::new(server.url(), token.clone())
-                    .with_ca(certs.ca_pem.clone().into_bytes());
-                let phases = run_clients(&client, clients, &plan, ctx.seed);
-                let stopped = server.shutdown();
+                let servers = backing
+                    .stores()
+                    .into_iter()
+                    .map(|store| loopback_server(&certs, &token, store))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let configs: Vec<ClientConfig> = servers
+                    .iter()
+                    .map(|server| {
+                        ClientConfig::new(server.url(), token.clone())
+                            .with_ca(certs.ca_pem.clone().into_bytes())
+                    })
+                    .collect();
+                let phases = run_clients(&configs, clients, &plan, ctx.seed);
+                let stopped: Vec<_> = servers.into_iter().map(|s| s.shutdown()).collect();
                 backing.finish();
                 let phases = phases?;
-                stopped.map_err(|e| BenchError::InvalidArgument(format!("server: {e}")))?;
+                for stopped in stopped {
+                    stopped.map_err(|e| BenchError::InvalidArgument(format!("server: {e}")))?;
+                }
                 for (op, mut lat, wall, snap) in phases {
                     lat.sort();
                     let n = lat.len();
