@@ -244,3 +244,99 @@ fn two_servers_serve_one_index_to_a_client_that_alternates() {
         assert!(stats.indexes.iter().any(|x| x.index == "two"));
     }
 }
+
+/// Figures for `docs/scaling.md` (not run by default: `cargo test -p
+/// sesame-server --test redis_cluster -- --ignored --nocapture`): every
+/// keyword scheme's index of one database through the server, with the
+/// bytes its entries take in the store and in Redis (`MEMORY USAGE` of its
+/// group's hash and sorted set); then one-pair commits per second on one
+/// master from 1, 4 and 16 threads, with `wait=1` and `wait=0`.
+#[test]
+#[ignore = "a measurement; run by hand"]
+fn measure_bytes_per_entry_and_shard_rates() {
+    use sesame_core::SchemeKind;
+    let Some(cluster) = own_cluster() else { return };
+    let ns = fresh_namespace("sc");
+    let spec = with_namespace(cluster.url(), &ns, "");
+    let store = Arc::new(RedisClusterStore::open(&spec).unwrap());
+    let token = Tokens::generate(&mut OsRng);
+    let (_server, config) = serve(store.clone(), &token);
+    let conn = Connection::connect(&config).unwrap();
+    let mut c = conn.client();
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let mut db = sesame_sse::Multimap::new();
+    for doc in 1..=400u64 {
+        for w in 0..40u32 {
+            if rng.gen_bool(0.15) {
+                db.entry(format!("w{w}").into_bytes())
+                    .or_default()
+                    .push(doc);
+            }
+        }
+    }
+    let pairs: usize = db.values().map(Vec::len).sum();
+    let port = cluster.ports()[0].to_string();
+    let memory = |key: &str| -> u64 {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-c", "-p", &port, "memory", "usage", key, "samples", "0"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    eprintln!("{pairs} keyword-document pairs, {} keywords", db.len());
+    eprintln!("scheme | entries | store bytes/pair | Redis bytes/pair");
+    for (i, scheme) in sesame_sse::schemes().into_iter().enumerate() {
+        let name = scheme.descriptor.name;
+        let index = format!("s{i}");
+        conn.block_on(c.create_index(&index, name, "")).unwrap();
+        let mut client = (scheme.new_client)(&mut rng, &Params::new()).unwrap();
+        let generation = if scheme.descriptor.kind == SchemeKind::StaticSse {
+            let mut up = conn.upload(&index, name, 1, Meter::new()).unwrap();
+            client.setup(&mut rng, &mut up, &db).unwrap();
+            up.commit().unwrap();
+            1
+        } else {
+            let mut ch = conn.index_channel(&index, name, 0, Meter::new());
+            client.setup(&mut rng, &mut ch, &db).unwrap();
+            0
+        };
+        let entries = store
+            .scan_prefix(format!("i/alice/{index}/{generation}/").as_bytes())
+            .unwrap();
+        let bytes: usize = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let tag = format!("{ns}/alice/{index}");
+        let redis = memory(&format!("sesame{{{tag}}}:v")) + memory(&format!("sesame{{{tag}}}:k"));
+        eprintln!(
+            "{name} | {} | {:.1} | {:.1}",
+            entries.len(),
+            bytes as f64 / pairs as f64,
+            redis as f64 / pairs as f64
+        );
+    }
+    for wait in ["wait=1", "wait=0"] {
+        let s = RedisClusterStore::open(&with_namespace(cluster.url(), &ns, wait)).unwrap();
+        for threads in [1usize, 4, 16] {
+            const EACH: usize = 300;
+            let start = Instant::now();
+            std::thread::scope(|scope| {
+                for t in 0..threads {
+                    let s = &s;
+                    scope.spawn(move || {
+                        for n in 0..EACH {
+                            let key = format!("i/alice/rate/0/{t}/{n}");
+                            s.put(key.as_bytes(), &[9u8; 64]).unwrap();
+                        }
+                    });
+                }
+            });
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "{wait}: {threads} threads, {:.0} one-pair commits/s on one master",
+                (threads * EACH) as f64 / secs
+            );
+        }
+    }
+}

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
@@ -25,6 +25,14 @@ pub const DEFAULT_WAIT_REPLICAS: u32 = 1;
 /// How long `write` waits for those replicas, unless the spec says
 /// `wait_ms=`.
 pub const DEFAULT_WAIT_MS: u64 = 1000;
+
+/// How long a node may take to answer, beyond a `WAIT`'s own timeout: a
+/// batch's script runs alone on its master and may take seconds (about
+/// 2 s per 100 000 pairs measured on a small machine).
+const RESPONSE_TIMEOUT_MS: u64 = 60_000;
+
+/// The most a `WAIT` waits beyond `wait_ms` for a large batch.
+const MAX_EXTRA_WAIT_MS: u64 = 30_000;
 
 /// Idle cluster connections kept for reuse.
 const MAX_IDLE: usize = 16;
@@ -461,7 +469,9 @@ impl RedisClusterStore {
             .collect();
         let mut builder = ClusterClient::builder(urls)
             .connection_timeout(Duration::from_secs(5))
-            .response_timeout(Duration::from_millis(10_000 + parsed.wait_ms))
+            .response_timeout(Duration::from_millis(
+                RESPONSE_TIMEOUT_MS + MAX_EXTRA_WAIT_MS + parsed.wait_ms,
+            ))
             .retries(10)
             .min_retry_wait(200)
             .max_retry_wait(2000);
@@ -576,7 +586,7 @@ impl RedisClusterStore {
                 String::from_utf8_lossy(&m).chars().take(64).collect::<String>()
             )))
             }
-            Some(_) => self.with_conn(|c| self.wait_for_replicas(c, home.slot))?,
+            Some(_) => self.with_conn(|c| self.wait_for_replicas(c, home.slot, Duration::ZERO))?,
         }
     }
 
@@ -630,17 +640,25 @@ impl RedisClusterStore {
         }
     }
 
-    /// `WAIT` on the master of `slot` for the configured replicas.
+    /// `WAIT` on the master of `slot` for the configured replicas: for
+    /// `wait_ms`, plus twice `applied` (how long the master took to apply
+    /// the batch: a replica applies it too before it confirms), at most
+    /// [`MAX_EXTRA_WAIT_MS`] more.
     fn wait_for_replicas(
         &self,
         c: &mut ClusterConnection,
         slot: u16,
+        applied: Duration,
     ) -> std::result::Result<std::result::Result<(), Error>, RedisError> {
         if self.wait_replicas == 0 {
             return Ok(Ok(()));
         }
+        let extra = u64::try_from(applied.as_millis().saturating_mul(2))
+            .unwrap_or(u64::MAX)
+            .min(MAX_EXTRA_WAIT_MS);
+        let timeout_ms = self.wait_ms + extra;
         let reply = c.route_command(
-            redis::cmd("WAIT").arg(self.wait_replicas).arg(self.wait_ms),
+            redis::cmd("WAIT").arg(self.wait_replicas).arg(timeout_ms),
             RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
                 slot,
                 SlotAddr::Master,
@@ -660,7 +678,7 @@ impl RedisClusterStore {
                 "{}: the write reached the master of slot {slot} but only {got} of {} \
                  replicas within {} ms; it may be lost if that master fails now (retry the \
                  request, or lower wait=)",
-                self.label, self.wait_replicas, self.wait_ms
+                self.label, self.wait_replicas, timeout_ms
             ))));
         }
         Ok(Ok(()))
@@ -690,7 +708,7 @@ impl RedisClusterStore {
                 .arg(0)
                 .arg(group)
                 .query::<i64>(c)?;
-            self.wait_for_replicas(c, home_slot)
+            self.wait_for_replicas(c, home_slot, Duration::ZERO)
         })??;
         self.lock_registered().insert(group.to_vec());
         Ok(())
@@ -805,8 +823,9 @@ impl Store for RedisClusterStore {
                     None => invocation.arg("d").arg(*k),
                 };
             }
+            let start = Instant::now();
             invocation.invoke::<i64>(c)?;
-            self.wait_for_replicas(c, keys.slot)
+            self.wait_for_replicas(c, keys.slot, start.elapsed())
         })??;
         self.io.batch(&batch);
         Ok(())

@@ -361,5 +361,24 @@ fn measure() {
          {get_many:?}; scan of {} pairs {scan:?}",
         all.len()
     );
+    // How indexes spread over three masters that own the slots as
+    // `redis-cli --cluster create` assigns them (0-5460, 5461-10922,
+    // 10923-16383): the busiest master's share against the mean.
+    for n in [10usize, 100, 1_000, 10_000] {
+        let mut per = [0usize; 3];
+        for i in 0..n {
+            let slot = store.slot_of(format!("x/tenant{}/index{i}", i % 7).as_bytes());
+            per[match slot {
+                0..=5460 => 0,
+                5461..=10922 => 1,
+                _ => 2,
+            }] += 1;
+        }
+        let mean = n as f64 / 3.0;
+        eprintln!(
+            "{n} indexes over 3 masters: {per:?}, max/mean {:.3}",
+            *per.iter().max().unwrap() as f64 / mean
+        );
+    }
     store.destroy().unwrap();
 }
