@@ -391,3 +391,145 @@ fn server_steps_are_callable_alone() {
     assert_eq!(client.verify(&t, &ids, &proof).unwrap(), vec![2, 3, 9]);
     assert!(client.add_token(&mut rng, u64::MAX, &[]).is_err());
 }
+
+/// A channel whose next call is cut: `Before` fails before the server sees
+/// the request, `After` after the server applied it (the answer is lost).
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    Before,
+    After,
+}
+
+struct Lossy {
+    inner: Malicious,
+    cut: Option<Cut>,
+    /// Answer `LastUpdate` with `NotApplied`, whatever the truth.
+    deny: bool,
+}
+
+impl Channel for Lossy {
+    fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+        let lost = || Error::Transport("connection reset".into());
+        match self.cut.take() {
+            Some(Cut::Before) => return Err(lost()),
+            Some(Cut::After) => {
+                self.inner.call(request)?;
+                return Err(lost());
+            }
+            None => {}
+        }
+        if self.deny {
+            let r: sesame_sse::kpr12::Request = sesame_core::wire::decode(request)?;
+            if matches!(r, sesame_sse::kpr12::Request::LastUpdate { .. }) {
+                return sesame_core::wire::encode(&Response::NotApplied);
+            }
+        }
+        self.inner.call(request)
+    }
+
+    fn meter(&self) -> &Meter {
+        self.inner.meter()
+    }
+}
+
+fn lossy() -> (Kpr12Client, Lossy, ChaCha20Rng, Multimap) {
+    let (client, inner, rng, db) = fixture();
+    let ch = Lossy {
+        inner,
+        cut: None,
+        deny: false,
+    };
+    (client, ch, rng, db)
+}
+
+#[test]
+fn an_update_whose_answer_was_lost_is_settled_by_the_next_call() {
+    let (mut client, mut ch, mut rng, db) = lossy();
+    // An addition applied by the server, its answer lost.
+    ch.cut = Some(Cut::After);
+    assert!(client
+        .update(&mut rng, &mut ch, UpdateOp::Add, 90, &[kw(0), kw(8)])
+        .is_err());
+    assert!(client.has_pending_update());
+    // The pending update survives a save and restore.
+    let mut client = Kpr12Client::restore(&client.save_state().unwrap()).unwrap();
+    let mut want = db[&kw(0)].clone();
+    want.push(90);
+    assert_eq!(client.search(&mut rng, &mut ch, &kw(0)).unwrap(), want);
+    assert!(!client.has_pending_update());
+    // A deletion whose answer is lost, settled by the next update.
+    ch.cut = Some(Cut::After);
+    assert!(client
+        .update(&mut rng, &mut ch, UpdateOp::Delete, 90, &[kw(0), kw(8)])
+        .is_err());
+    client
+        .update(&mut rng, &mut ch, UpdateOp::Add, 91, &[kw(8)])
+        .unwrap();
+    assert_eq!(client.search(&mut rng, &mut ch, &kw(8)).unwrap(), vec![91]);
+    assert_eq!(
+        client.search(&mut rng, &mut ch, &kw(0)).unwrap(),
+        db[&kw(0)].clone()
+    );
+}
+
+#[test]
+fn an_update_that_never_arrived_did_not_happen() {
+    let (mut client, mut ch, mut rng, db) = lossy();
+    ch.cut = Some(Cut::Before);
+    assert!(client
+        .update(&mut rng, &mut ch, UpdateOp::Add, 92, &[kw(1)])
+        .is_err());
+    assert_eq!(
+        client.search(&mut rng, &mut ch, &kw(1)).unwrap(),
+        db[&kw(1)].clone()
+    );
+    // And the next updates go on from the same root.
+    client
+        .update(&mut rng, &mut ch, UpdateOp::Add, 92, &[kw(1)])
+        .unwrap();
+    let mut want = db[&kw(1)].clone();
+    want.push(92);
+    assert_eq!(client.search(&mut rng, &mut ch, &kw(1)).unwrap(), want);
+}
+
+#[test]
+fn a_server_that_denies_an_applied_update_is_caught_not_believed() {
+    let (mut client, mut ch, mut rng, _) = lossy();
+    ch.cut = Some(Cut::After);
+    assert!(client
+        .update(&mut rng, &mut ch, UpdateOp::Add, 93, &[kw(2)])
+        .is_err());
+    ch.deny = true;
+    assert_caught(client.search(&mut rng, &mut ch, &kw(2)), "denied update");
+    assert_caught(client.search(&mut rng, &mut ch, &kw(3)), "denied update");
+}
+
+#[test]
+fn a_state_saved_before_lost_answers_were_kept_still_restores() {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct StateV1 {
+        master: [u8; 32],
+        root: [u8; 32],
+    }
+    #[derive(serde::Deserialize)]
+    struct StateV2 {
+        _magic: [u8; 4],
+        master: [u8; 32],
+        root: [u8; 32],
+        _pending: Option<Vec<u8>>,
+    }
+    let (client, mut ch, mut rng, db) = fixture();
+    let now: StateV2 = sesame_core::wire::decode(&client.save_state().unwrap()).unwrap();
+    let old = sesame_core::wire::encode(&StateV1 {
+        master: now.master,
+        root: now.root,
+    })
+    .unwrap();
+    let mut restored = Kpr12Client::restore(&old).unwrap();
+    assert_eq!(restored.root(), client.root());
+    assert!(!restored.has_pending_update());
+    assert_eq!(
+        restored.search(&mut rng, &mut ch, &kw(4)).unwrap(),
+        db[&kw(4)].clone()
+    );
+}

@@ -11,27 +11,52 @@ use sesame_crypto::prf::HmacPrf;
 
 use super::{
     add_in, address, cell_leaf, defaults, del_in, dual_cell, dual_pad, free_cell, head_value,
-    meta_cell, node_cell, node_pad, pair_cell, parent, search_in, ts_cell, verify_run, xor_into,
-    Access, AddItem, AddToken, Cell, DelToken, Request, Response, SearchToken, AD, AS, DEPTH,
-    DESCRIPTOR, DUAL_LEN, MAX_PROBES, META, NODE_LEN, NONCE_LEN, PAIRS, TS,
+    meta_cell, node_cell, node_pad, pair_cell, parent, search_in, ts_cell, update_digest,
+    verify_run, xor_into, Access, AddItem, AddToken, Cell, DelToken, Request, Response,
+    SearchToken, AD, AS, DEPTH, DESCRIPTOR, DUAL_LEN, MAX_PROBES, META, NODE_LEN, NONCE_LEN, PAIRS,
+    TS,
 };
 use crate::api::{DocId, KeywordClient, Multimap, UpdateOp};
 use crate::common;
 
+/// The saved state: key, root, and the encoded update request whose
+/// answer was lost, if any.
 #[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
+    /// [`STATE_MAGIC`]: tells this format from [`StateV1`].
+    magic: [u8; 4],
+    master: [u8; 32],
+    root: [u8; 32],
+    pending: Option<Vec<u8>>,
+}
+
+const STATE_MAGIC: [u8; 4] = *b"KPR2";
+
+/// The state as saved before lost answers were kept: key and root.
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
+struct StateV1 {
     master: [u8; 32],
     root: [u8; 32],
 }
 
 /// The client half of KPR12: the master key (from which `K1`, `K2`, `K3`
 /// derive) and the Merkle root of the index.
+///
+/// An update whose answer does not arrive (the call fails after sending)
+/// is kept as pending: before its next request the client asks the server
+/// whether that update was the last one applied
+/// ([`Request::LastUpdate`]); if so it checks the proof the server kept
+/// and moves its root, as if the answer had come; if not, the update did
+/// not happen. A server that denies an update it applied leaves the
+/// client's root behind: every later answer then fails verification
+/// ([`Error::Crypto`]); none is accepted wrongly.
 pub struct Kpr12Client {
     master: Key<32>,
     f: HmacPrf,
     g: HmacPrf,
     p: HmacPrf,
     root: [u8; 32],
+    pending: Option<Request>,
 }
 
 impl std::fmt::Debug for Kpr12Client {
@@ -57,13 +82,74 @@ impl Kpr12Client {
             p: HmacPrf::new(&master.derive("sesame-sse/kpr12/k3")),
             master,
             root,
+            pending: None,
         }
     }
 
-    /// A client from saved state.
+    /// A client from saved state (either format).
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        let s: State = sesame_core::wire::decode(bytes)?;
+        if let Ok(s) = sesame_core::wire::decode::<State>(bytes) {
+            if s.magic != STATE_MAGIC {
+                return Err(Error::Malformed("KPR12 state of an unknown format".into()));
+            }
+            let mut client = Self::with_key(Key::from_bytes(s.master), s.root);
+            if let Some(p) = &s.pending {
+                client.pending = Some(sesame_core::wire::decode(p)?);
+            }
+            return Ok(client);
+        }
+        let s: StateV1 = sesame_core::wire::decode(bytes)?;
         Ok(Self::with_key(Key::from_bytes(s.master), s.root))
+    }
+
+    /// Whether an update's answer was lost and the server has not yet been
+    /// asked about it.
+    pub fn has_pending_update(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Settles an update whose answer was lost: asks the server whether it
+    /// was the last update applied and, if so, checks its proof and moves
+    /// the root. Called before every request; does nothing when no update
+    /// is pending.
+    pub fn resync(&mut self, channel: &mut dyn Channel) -> Result<()> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let digest = update_digest(&pending)?;
+        let answer = match channel::call(channel, &Request::LastUpdate { digest }) {
+            Ok(a) => a,
+            Err(e) => {
+                self.pending = Some(pending);
+                return Err(e);
+            }
+        };
+        match (answer, &pending) {
+            (Response::NotApplied, _) => Ok(()),
+            (Response::Updated(proof), Request::Add(token)) => self.apply_add(token, &proof),
+            (Response::Updated(proof), Request::Del(token)) => self.apply_del(token, &proof),
+            (other, _) => {
+                self.pending = Some(pending);
+                Err(Error::unexpected("KPR12", &other))
+            }
+        }
+    }
+
+    /// Sends an update and checks its proof; keeps it as pending when the
+    /// call fails, since the server may have applied it.
+    fn send_update(&mut self, channel: &mut dyn Channel, request: Request) -> Result<()> {
+        let answer = match channel::call(channel, &request) {
+            Ok(a) => a,
+            Err(e) => {
+                self.pending = Some(request);
+                return Err(e);
+            }
+        };
+        match (answer, &request) {
+            (Response::Updated(proof), Request::Add(token)) => self.apply_add(token, &proof),
+            (Response::Updated(proof), Request::Del(token)) => self.apply_del(token, &proof),
+            (other, _) => Err(Error::unexpected("KPR12", &other)),
+        }
     }
 
     /// The Merkle root the client holds.
@@ -343,6 +429,7 @@ impl KeywordClient for Kpr12Client {
             },
         )?;
         self.root = root;
+        self.pending = None;
         Ok(())
     }
 
@@ -354,38 +441,21 @@ impl KeywordClient for Kpr12Client {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<()> {
+        self.resync(channel)?;
         match op {
             UpdateOp::Add => {
                 let token = self.add_token(rng, doc, keywords)?;
                 if token.items.is_empty() {
                     return Ok(());
                 }
-                let request = Request::Add(token);
-                match channel::call(channel, &request)? {
-                    Response::Updated(proof) => {
-                        let Request::Add(token) = &request else {
-                            return Err(Error::Protocol("KPR12 request changed".into()));
-                        };
-                        self.apply_add(token, &proof)
-                    }
-                    other => Err(Error::unexpected("KPR12", &other)),
-                }
+                self.send_update(channel, Request::Add(token))
             }
             UpdateOp::Delete => {
                 let token = self.del_token(doc, keywords)?;
                 if token.pairs.is_empty() {
                     return Ok(());
                 }
-                let request = Request::Del(token);
-                match channel::call(channel, &request)? {
-                    Response::Updated(proof) => {
-                        let Request::Del(token) = &request else {
-                            return Err(Error::Protocol("KPR12 request changed".into()));
-                        };
-                        self.apply_del(token, &proof)
-                    }
-                    other => Err(Error::unexpected("KPR12", &other)),
-                }
+                self.send_update(channel, Request::Del(token))
             }
         }
     }
@@ -396,6 +466,7 @@ impl KeywordClient for Kpr12Client {
         channel: &mut dyn Channel,
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
+        self.resync(channel)?;
         let request = Request::Search(self.keyword_token(keyword));
         match channel::call(channel, &request)? {
             Response::Found { ids, proof } => {
@@ -410,8 +481,14 @@ impl KeywordClient for Kpr12Client {
 
     fn save_state(&self) -> Result<Vec<u8>> {
         let s = State {
+            magic: STATE_MAGIC,
             master: *self.master.as_bytes(),
             root: self.root,
+            pending: self
+                .pending
+                .as_ref()
+                .map(sesame_core::wire::encode)
+                .transpose()?,
         };
         sesame_core::wire::encode(&s)
     }

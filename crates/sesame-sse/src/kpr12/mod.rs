@@ -144,6 +144,22 @@ pub enum Request {
     Add(AddToken),
     /// Delete (document, keyword) pairs.
     Del(DelToken),
+    /// Whether the last update the server applied is the one with this
+    /// digest ([`update_digest`]); if so, its proof again. A client whose
+    /// update answer was lost asks this before anything else.
+    LastUpdate {
+        /// The digest of the update request whose answer was lost.
+        digest: [u8; 32],
+    },
+}
+
+/// The digest that names an update request: SHA-256 over a domain label
+/// and the request's wire encoding. Add tokens carry fresh nonces, so two
+/// updates never share one.
+pub fn update_digest(request: &Request) -> sesame_core::Result<[u8; 32]> {
+    let mut bytes = b"sesame-sse/kpr12/update/v1".to_vec();
+    bytes.extend(sesame_core::wire::encode(request)?);
+    Ok(sesame_crypto::hash::sha256(&bytes))
 }
 
 /// A KPR12 response.
@@ -161,6 +177,8 @@ pub enum Response {
     /// The update is done; every cell it read or wrote, with its path
     /// before the access.
     Updated(Vec<Access>),
+    /// The last update the server applied is not the one asked about.
+    NotApplied,
 }
 
 #[cfg(test)]

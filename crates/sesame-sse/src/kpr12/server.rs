@@ -8,7 +8,7 @@ use sesame_core::{Error, Handler, IoCounts, Result, Store, WriteBatch};
 
 use super::{
     add_in, bulk_nodes, cell_leaf, corrupt, defaults, del_in, empty_root, parent, search_in,
-    Access, AddToken, Cell, DelToken, Memory, Request, Response, SearchToken, DEPTH,
+    update_digest, Access, AddToken, Cell, DelToken, Memory, Request, Response, SearchToken, DEPTH,
 };
 use crate::api::DocId;
 use crate::common;
@@ -29,6 +29,10 @@ pub(super) fn node_key(level: usize, idx: u64) -> [u8; 10] {
     k[2..].copy_from_slice(&idx.to_be_bytes());
     k
 }
+
+/// Key of the record of the last update applied: its digest and its
+/// proof, written in the update's own batch.
+const LAST_KEY: &[u8] = b"L";
 
 pub(super) fn parse_hash(v: &[u8]) -> Result<[u8; 32]> {
     v.try_into()
@@ -210,22 +214,47 @@ impl Kpr12Server {
 
     /// Add: applies the token and returns its proof transcript.
     pub fn add(&self, token: &AddToken) -> Result<Vec<Access>> {
-        let mut m = ServerMemory::new(self.store.as_ref(), true);
-        add_in(&mut m, token)?;
-        self.finish(m)
+        let digest = update_digest(&Request::Add(token.clone()))?;
+        self.add_named(token, digest)
     }
 
     /// Del: applies the token and returns its proof transcript.
     pub fn del(&self, token: &DelToken) -> Result<Vec<Access>> {
-        let mut m = ServerMemory::new(self.store.as_ref(), true);
-        del_in(&mut m, token)?;
-        self.finish(m)
+        let digest = update_digest(&Request::Del(token.clone()))?;
+        self.del_named(token, digest)
     }
 
-    fn finish(&self, mut m: ServerMemory<'_>) -> Result<Vec<Access>> {
+    fn add_named(&self, token: &AddToken, digest: [u8; 32]) -> Result<Vec<Access>> {
+        let mut m = ServerMemory::new(self.store.as_ref(), true);
+        add_in(&mut m, token)?;
+        self.finish(m, digest)
+    }
+
+    fn del_named(&self, token: &DelToken, digest: [u8; 32]) -> Result<Vec<Access>> {
+        let mut m = ServerMemory::new(self.store.as_ref(), true);
+        del_in(&mut m, token)?;
+        self.finish(m, digest)
+    }
+
+    /// Commits the update with the record of it (digest and proof), in
+    /// one batch: a client whose answer is lost can fetch the proof.
+    fn finish(&self, mut m: ServerMemory<'_>, digest: [u8; 32]) -> Result<Vec<Access>> {
         let log = m.log.take().unwrap_or_default();
-        self.store.write(m.commit())?;
+        let record = sesame_core::wire::encode_raw_into(&(digest, &log), Vec::new())?;
+        let mut batch = m.commit();
+        batch.put(LAST_KEY.to_vec(), record);
+        self.store.write(batch)?;
         Ok(log)
+    }
+
+    /// The proof of the last update applied, if its digest is `digest`.
+    pub fn last_update(&self, digest: &[u8; 32]) -> Result<Option<Vec<Access>>> {
+        let Some(v) = self.store.get(LAST_KEY)? else {
+            return Ok(None);
+        };
+        let (last, log): ([u8; 32], Vec<Access>) =
+            sesame_core::wire::decode_raw(&v).map_err(|_| corrupt("record of the last update"))?;
+        Ok((last == *digest).then_some(log))
     }
 
     /// The root of the server's tree.
@@ -242,6 +271,10 @@ impl Handler for Kpr12Server {
     type Response = Response;
 
     fn handle(&mut self, request: Request) -> Result<Response> {
+        let digest = match &request {
+            Request::Add(_) | Request::Del(_) => update_digest(&request)?,
+            _ => [0; 32],
+        };
         match request {
             Request::Put { reset, cells } => {
                 self.put(reset, cells)?;
@@ -251,8 +284,12 @@ impl Handler for Kpr12Server {
                 let (ids, proof) = self.prove(&t)?;
                 Ok(Response::Found { ids, proof })
             }
-            Request::Add(t) => Ok(Response::Updated(self.add(&t)?)),
-            Request::Del(t) => Ok(Response::Updated(self.del(&t)?)),
+            Request::Add(t) => Ok(Response::Updated(self.add_named(&t, digest)?)),
+            Request::Del(t) => Ok(Response::Updated(self.del_named(&t, digest)?)),
+            Request::LastUpdate { digest: asked } => Ok(match self.last_update(&asked)? {
+                Some(proof) => Response::Updated(proof),
+                None => Response::NotApplied,
+            }),
         }
     }
 
