@@ -183,6 +183,102 @@ fn a_killed_master_loses_no_acknowledged_update() {
     );
 }
 
+/// Three clients, each on its own index, send updates through two servers
+/// in turn while the master that holds the first client's index is
+/// SIGKILLed: every client's acknowledged updates are all found, through
+/// either server, none twice.
+#[test]
+fn several_clients_through_two_servers_survive_a_killed_master() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let Some(cluster) = own_cluster() else { return };
+    let spec = with_namespace(cluster.url(), &fresh_namespace("fm"), "wait=1&wait_ms=500");
+    let token = Tokens::generate(&mut OsRng);
+    let servers: Vec<(RunningServer, ClientConfig)> = (0..2)
+        .map(|_| serve(Arc::new(RedisClusterStore::open(&spec).unwrap()), &token))
+        .collect();
+    let configs: Vec<ClientConfig> = servers.iter().map(|(_, c)| c.clone()).collect();
+    let probe = RedisClusterStore::open(&spec).unwrap();
+    let slot = probe.slot_of(b"x/alice/k0");
+    const CLIENTS: usize = 3;
+    const UPDATES: u64 = 30;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let progress: Vec<AtomicU64> = (0..CLIENTS).map(|_| AtomicU64::new(0)).collect();
+    let searched =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                (0..CLIENTS)
+                    .map(|k| {
+                        let (configs, progress) = (&configs, &progress);
+                        scope.spawn(move || {
+                    let conns: Vec<Connection> = configs
+                        .iter()
+                        .map(|c| Connection::connect(c).unwrap())
+                        .collect();
+                    let index = format!("k{k}");
+                    let mut c = conns[k % 2].client();
+                    conns[k % 2]
+                        .block_on(c.create_index(&index, "fast", ""))
+                        .unwrap();
+                    let mut client = fast();
+                    let mut oracle: BTreeMap<Vec<u8>, BTreeSet<u64>> = BTreeMap::new();
+                    let mut retries = 0;
+                    for doc in 1..=UPDATES {
+                        let conn = &conns[(doc as usize + k) % 2];
+                        let words = vec![b"all".to_vec(), format!("m{}", doc % 3).into_bytes()];
+                        retries +=
+                            add_until_acknowledged(conn, &index, &mut client, doc, &words, deadline)
+                                - 1;
+                        for w in words {
+                            oracle.entry(w).or_default().insert(doc);
+                        }
+                        progress[k].store(doc, Ordering::Release);
+                    }
+                    eprintln!("client {k}: {UPDATES} updates acknowledged after {retries} retries");
+                    let mut results = Vec::new();
+                    for (i, (word, want)) in oracle.iter().enumerate() {
+                        let got = search_until_answered(
+                            &conns[i % 2],
+                            &index,
+                            &mut client,
+                            word,
+                            deadline,
+                        );
+                        results.push((k, word.clone(), got, want.clone()));
+                    }
+                    results
+                })
+                    })
+                    .collect();
+            // The first client's master dies a third of the way in, and comes
+            // back as a replica once its replica has taken over.
+            while progress[0].load(Ordering::Acquire) < UPDATES / 3 {
+                assert!(Instant::now() < deadline, "no progress before the kill");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let port = cluster.master_of_slot(slot).expect("a master serves k0");
+            cluster.kill_node(port).unwrap();
+            while cluster.master_of_slot(slot).is_none_or(|p| p == port) {
+                assert!(Instant::now() < deadline, "no replica took over");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            cluster.restart_node(port).unwrap();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+    assert_eq!(searched.len(), CLIENTS * 4, "all, m0, m1, m2 per client");
+    for (k, word, got, want) in searched {
+        let distinct: BTreeSet<u64> = got.iter().copied().collect();
+        assert_eq!(
+            got.len(),
+            distinct.len(),
+            "client {k}: duplicate for {word:?}"
+        );
+        assert_eq!(distinct, want, "client {k}: {word:?}");
+    }
+}
+
 /// Two servers over one cluster; one client sends each call to either at
 /// random: updates, searches and documents agree with an oracle.
 #[test]
