@@ -203,6 +203,24 @@ pub fn snapshot() -> PrimitiveCounts {
     out
 }
 
+/// Adds calls made on another thread (measured there with [`measure`]) to
+/// the current thread's counts, at the current nesting depth: work a
+/// primitive's caller split across threads counts as if it ran here.
+pub fn absorb(counts: &PrimitiveCounts) {
+    COUNTERS.with(|c| {
+        let inside = c.depth.get() != 0;
+        for i in 0..KINDS {
+            c.total[i].set(c.total[i].get().wrapping_add(counts.total[i]));
+            let nested = if inside {
+                counts.total[i]
+            } else {
+                counts.total[i].wrapping_sub(counts.pure[i])
+            };
+            c.nested[i].set(c.nested[i].get().wrapping_add(nested));
+        }
+    });
+}
+
 /// Runs `f` and returns its result with the primitive calls it made.
 pub fn measure<T>(f: impl FnOnce() -> T) -> (T, PrimitiveCounts) {
     let before = snapshot();
@@ -213,6 +231,30 @@ pub fn measure<T>(f: impl FnOnce() -> T) -> (T, PrimitiveCounts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absorbed_counts_add_up_as_if_made_here() {
+        let ((), there) = std::thread::spawn(|| {
+            measure(|| {
+                record(Primitive::Prf, 3);
+                let _g = enter(Primitive::Prg);
+                record(Primitive::Prf, 2);
+            })
+        })
+        .join()
+        .unwrap();
+        let ((), here) = measure(|| absorb(&there));
+        assert_eq!(here, there);
+        assert_eq!(here.total(Primitive::Prf), 5);
+        assert_eq!(here.pure(Primitive::Prf), 3);
+        assert_eq!(here.pure(Primitive::Prg), 1);
+        let ((), inside) = measure(|| {
+            let _g = enter(Primitive::Ske);
+            absorb(&there);
+        });
+        assert_eq!(inside.total(Primitive::Prf), 5);
+        assert_eq!(inside.pure(Primitive::Prf), 0);
+    }
 
     #[test]
     fn nested_calls_count_in_total_but_not_pure() {

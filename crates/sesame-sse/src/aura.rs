@@ -37,6 +37,7 @@ use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
+use sesame_crypto::counter::{self, PrimitiveCounts};
 use sesame_crypto::ggm::{GgmNode, GgmTree};
 use sesame_crypto::hash::sha256;
 use sesame_crypto::key::Key;
@@ -117,6 +118,19 @@ const MIN_DEPTH: u8 = 4;
 const MAX_DEPTH: u8 = 40;
 /// Generations tried before giving up on re-adding a pair.
 const MAX_GENERATIONS: u64 = 1 << 16;
+
+/// Entries per worker thread below which a document's additions are
+/// computed on the calling thread alone (an entry costs tens of
+/// microseconds; a thread about as much to start).
+const PARALLEL_ENTRIES: usize = 32;
+
+/// What [`AuraClient::plan_add`] takes from the client's state for one
+/// addition.
+struct AddPlan {
+    tag: Tag,
+    epoch: u64,
+    count: u64,
+}
 
 /// A tag.
 pub type Tag = [u8; TAG_LEN];
@@ -435,16 +449,35 @@ impl AuraClient {
 
     /// The entry of an addition, advancing the keyword's counter.
     fn add_entry(&mut self, doc: DocId, keyword: &[u8]) -> Result<Entry> {
+        let plan = self.plan_add(doc, keyword)?;
+        self.entry(doc, keyword, &plan)
+    }
+
+    /// What an addition needs from the client's state: the pair's live tag
+    /// and the keyword's epoch and counter, which it advances.
+    fn plan_add(&mut self, doc: DocId, keyword: &[u8]) -> Result<AddPlan> {
         let tag = self.live_tag(keyword, doc)?;
         let st = self.keywords.entry(keyword.to_vec()).or_default();
-        let (epoch, c) = (st.epoch, st.count);
+        let plan = AddPlan {
+            tag,
+            epoch: st.epoch,
+            count: st.count,
+        };
         st.count += 1;
-        let tree = self.tree(keyword, epoch)?;
+        Ok(plan)
+    }
+
+    /// The entry of a planned addition: the label, and the tag with the
+    /// identifier masked by the GGM leaf of each of the tag's positions.
+    /// Reads no mutable state, so entries can be computed on several
+    /// threads.
+    fn entry(&self, doc: DocId, keyword: &[u8], plan: &AddPlan) -> Result<Entry> {
+        let tree = self.tree(keyword, plan.epoch)?;
         let mut value = Vec::with_capacity(TAG_LEN + ID_LEN * usize::from(self.h));
-        value.extend_from_slice(&tag);
-        for p in positions(&tag, self.h, self.depth) {
+        value.extend_from_slice(&plan.tag);
+        for p in positions(&plan.tag, self.h, self.depth) {
             let leaf = tree.leaf(p)?;
-            let pad = pad(&leaf, &tag);
+            let pad = pad(&leaf, &plan.tag);
             let ct: Vec<u8> = doc
                 .to_le_bytes()
                 .iter()
@@ -453,7 +486,62 @@ impl AuraClient {
                 .collect();
             value.extend_from_slice(&ct);
         }
-        Ok((label(&self.token(keyword, epoch), c), value))
+        Ok((label(&self.token(keyword, plan.epoch), plan.count), value))
+    }
+
+    /// The entries of one document's additions, planned in order and
+    /// computed on every core when there are enough of them (each entry
+    /// costs `h` GGM descents). The primitive calls made on the other
+    /// threads are counted as this thread's.
+    fn add_entries(&mut self, doc: DocId, keywords: &[Vec<u8>]) -> Result<Vec<Entry>> {
+        let plans = keywords
+            .iter()
+            .map(|w| self.plan_add(doc, w))
+            .collect::<Result<Vec<_>>>()?;
+        let jobs: Vec<(&[u8], &AddPlan)> = keywords
+            .iter()
+            .map(Vec::as_slice)
+            .zip(plans.iter())
+            .collect();
+        let workers = std::thread::available_parallelism()
+            .map(std::num::NonZeroUsize::get)
+            .unwrap_or(1)
+            .min(jobs.len() / PARALLEL_ENTRIES);
+        if workers < 2 {
+            return jobs.iter().map(|(w, p)| self.entry(doc, w, p)).collect();
+        }
+        let this = &*self;
+        let per = jobs.len().div_ceil(workers);
+        let parts: Vec<(Result<Vec<Entry>>, PrimitiveCounts)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .chunks(per)
+                .map(|chunk| {
+                    scope.spawn(move || {
+                        counter::measure(|| {
+                            chunk
+                                .iter()
+                                .map(|(w, p)| this.entry(doc, w, p))
+                                .collect::<Result<Vec<_>>>()
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        let e = Error::Protocol("Aura: an entry worker thread failed".into());
+                        (Err(e), PrimitiveCounts::default())
+                    })
+                })
+                .collect()
+        });
+        let mut entries = Vec::with_capacity(jobs.len());
+        for (part, counts) in parts {
+            counter::absorb(&counts);
+            entries.extend(part?);
+        }
+        Ok(entries)
     }
 
     /// A deletion: inserts the live tag into `D_w`. Local only.
@@ -563,10 +651,7 @@ impl KeywordClient for AuraClient {
                 Ok(Some(Vec::new()))
             }
             UpdateOp::Add => {
-                let mut entries = Vec::with_capacity(keywords.len());
-                for w in keywords {
-                    entries.push(self.add_entry(doc, w)?);
-                }
+                let mut entries = self.add_entries(doc, keywords)?;
                 // The order of the entries says nothing about the keywords.
                 entries.sort_unstable_by_key(|e| e.0);
                 common::chunked_requests(entries, entry_size, |entries| Request::Put {
@@ -840,5 +925,33 @@ mod tests {
         assert_eq!(h, 5);
         assert!(false_positive_rate((1u64 << depth) as f64, 5, 1000) <= 1e-4);
         assert!(false_positive_rate((1u64 << (depth - 1)) as f64, 5, 1000) > 1e-4);
+    }
+
+    #[test]
+    fn entries_computed_on_several_threads_equal_those_computed_on_one() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let mut one = AuraClient::new(&mut rng, &Params::new()).unwrap();
+        let words: Vec<Vec<u8>> = (0..300).map(|i| format!("w{i}").into_bytes()).collect();
+        // A few keywords with earlier additions and a deletion.
+        for w in &words[..5] {
+            one.add_entry(1, w).unwrap();
+            one.delete(1, w).unwrap();
+        }
+        let mut many = AuraClient::restore(&one.save_state().unwrap()).unwrap();
+        let (mut seq, seq_counts) = counter::measure(|| {
+            words
+                .iter()
+                .map(|w| one.add_entry(7, w))
+                .collect::<Result<Vec<_>>>()
+                .unwrap()
+        });
+        let (mut par, par_counts) = counter::measure(|| many.add_entries(7, &words).unwrap());
+        seq.sort_unstable_by_key(|e| e.0);
+        par.sort_unstable_by_key(|e| e.0);
+        assert_eq!(seq, par);
+        assert_eq!(seq_counts, par_counts);
+        assert!(seq_counts.total(sesame_crypto::counter::Primitive::Prg) > 0);
+        assert_eq!(one.save_state().unwrap(), many.save_state().unwrap());
     }
 }
