@@ -41,12 +41,30 @@ const MAX_IDLE: usize = 16;
 const SCAN_CHUNK: usize = 1000;
 
 /// Applies a batch to one group: `KEYS` = values hash, key index; `ARGV` =
-/// `p key value` or `d key`, repeated. The shebang makes Redis refuse the
-/// whole script up front when it is out of memory, rather than midway.
+/// `1` when the batch only deletes (else `0`), then `p key value` or
+/// `d key`, repeated, each key once. A batch that deletes every key of the
+/// group (the server dropping an index) unlinks the group's two Redis keys
+/// instead, which Redis frees off its main thread. The shebang makes Redis
+/// refuse the whole script up front when it is out of memory, rather than
+/// midway.
 const WRITE_SCRIPT: &str = r"#!lua
 local h, z = KEYS[1], KEYS[2]
-local i = 1
-while i <= #ARGV do
+local n = #ARGV
+if ARGV[1] == '1' then
+  local len = redis.call('HLEN', h)
+  if (n - 1) / 2 >= len then
+    local present = 0
+    for j = 3, n, 2 do
+      present = present + redis.call('HEXISTS', h, ARGV[j])
+    end
+    if present == len then
+      redis.call('UNLINK', h, z)
+      return 1
+    end
+  end
+end
+local i = 2
+while i <= n do
   if ARGV[i] == 'p' then
     redis.call('HSET', h, ARGV[i + 1], ARGV[i + 2])
     redis.call('ZADD', z, 0, ARGV[i + 1])
@@ -817,6 +835,8 @@ impl Store for RedisClusterStore {
         self.with_conn(|c| {
             let mut invocation = self.write_script.key(&keys.values);
             invocation.key(&keys.index);
+            let only_deletes = last.values().all(Option::is_none);
+            invocation.arg(if only_deletes { "1" } else { "0" });
             for (k, v) in &last {
                 match v {
                     Some(v) => invocation.arg("p").arg(*k).arg(*v),

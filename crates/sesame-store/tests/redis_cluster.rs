@@ -244,6 +244,50 @@ fn a_batch_across_groups_is_refused_whole() {
     );
 }
 
+/// A batch that deletes every key of a group (the server dropping an
+/// index) empties that group only, also with absent keys among its
+/// deletes; one that leaves a key behind leaves exactly that key; the
+/// group takes writes again afterwards.
+#[test]
+fn dropping_a_whole_group_empties_that_group_only() {
+    let Some(s) = TempRedis::new() else { return };
+    let fill = |group: &str| {
+        let mut b = WriteBatch::new();
+        b.put(format!("x/{group}"), b"meta".to_vec())
+            .put(format!("i/{group}/0/a"), b"1".to_vec())
+            .put(format!("d/{group}/b1"), b"doc".to_vec());
+        s.write(b).unwrap();
+    };
+    fill("t/a");
+    fill("t/b");
+    let drop = |group: &str, keep: Option<&str>| {
+        let mut b = WriteBatch::new();
+        for k in [
+            format!("x/{group}"),
+            format!("i/{group}/0/a"),
+            format!("d/{group}/b1"),
+            format!("r/{group}/absent"),
+        ] {
+            if keep != Some(k.as_str()) {
+                b.delete(k);
+            }
+        }
+        s.write(b).unwrap();
+    };
+    drop("t/a", None);
+    assert!(s.scan_prefix(b"i/t/a/").unwrap().is_empty());
+    assert_eq!(s.get(b"x/t/a").unwrap(), None);
+    assert_eq!(s.scan_prefix(b"").unwrap().len(), 3, "t/b untouched");
+    drop("t/b", Some("d/t/b/b1"));
+    assert_eq!(
+        s.scan_prefix(b"").unwrap(),
+        vec![(b"d/t/b/b1".to_vec(), b"doc".to_vec())]
+    );
+    fill("t/a");
+    assert_eq!(s.scan_prefix(b"x/t/").unwrap().len(), 1);
+    assert_eq!(s.get(b"i/t/a/0/a").unwrap().as_deref(), Some(&b"1"[..]));
+}
+
 /// Indexes land in different slots, on all three masters; our slot
 /// numbers are Redis's; scans across groups merge in key order.
 #[test]
@@ -355,6 +399,19 @@ fn measure() {
     let all = store.scan_prefix(b"i/t/a/0/").unwrap();
     let scan = t.elapsed();
     assert_eq!(all.len() as u64, N + 2000);
+    // Dropping the whole group in one batch, as the server drops an index.
+    let mut drop_all = WriteBatch::with_capacity(all.len());
+    for (k, _) in &all {
+        drop_all.delete(k.clone());
+    }
+    let t = Instant::now();
+    store.write(drop_all).unwrap();
+    let dropped = t.elapsed();
+    assert!(store.scan_prefix(b"i/t/a/").unwrap().is_empty());
+    eprintln!(
+        "redis-cluster: one batch deleting all {} pairs of a group {dropped:?}",
+        all.len()
+    );
     eprintln!(
         "redis-cluster: batch of {N} pairs (40 B keys, 64 B values) {big:?}; one-pair commit \
          wait=1 {one_wait:?}, wait=0 {one_nowait:?}; 1000 gets {gets:?}; get_many of 1000 \
