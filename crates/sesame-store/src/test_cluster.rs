@@ -228,7 +228,7 @@ pub fn own_cluster() -> Option<OwnCluster> {
                 last_error = String::from_utf8_lossy(&o.stderr).into_owned();
                 let _ = std::fs::remove_dir_all(&dir);
             }
-            Err(e) => last_error = format!("cannot run {}: {e}", script().display()),
+            Err(e) => last_error = format!("cannot run bash {}: {e}", script().display()),
         }
     }
     assert!(
