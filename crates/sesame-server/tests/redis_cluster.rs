@@ -279,6 +279,115 @@ fn several_clients_through_two_servers_survive_a_killed_master() {
     }
 }
 
+/// Three clients rebuild their static (PiBas) indexes by bulk upload,
+/// three times each, through two servers in turn, while the master that
+/// holds the first client's index is SIGKILLed during its second upload.
+/// An upload that fails is made again into a fresh generation; after each
+/// acknowledged upload, searches through the other server equal the
+/// oracle, with no duplicate.
+#[test]
+fn bulk_uploads_through_two_servers_survive_a_killed_master() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let Some(cluster) = own_cluster() else { return };
+    let spec = with_namespace(cluster.url(), &fresh_namespace("fu"), "wait=1&wait_ms=500");
+    let token = Tokens::generate(&mut OsRng);
+    let servers: Vec<(RunningServer, ClientConfig)> = (0..2)
+        .map(|_| serve(Arc::new(RedisClusterStore::open(&spec).unwrap()), &token))
+        .collect();
+    let configs: Vec<ClientConfig> = servers.iter().map(|(_, c)| c.clone()).collect();
+    let slot = RedisClusterStore::open(&spec)
+        .unwrap()
+        .slot_of(b"x/alice/u0");
+    const CLIENTS: usize = 3;
+    const ROUNDS: u64 = 3;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let started = AtomicU64::new(0);
+    let retried = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|k| {
+                let (configs, started) = (&configs, &started);
+                scope.spawn(move || {
+                    let conns: Vec<Connection> = configs
+                        .iter()
+                        .map(|c| Connection::connect(c).unwrap())
+                        .collect();
+                    let index = format!("u{k}");
+                    let mut c = conns[0].client();
+                    conns[0]
+                        .block_on(c.create_index(&index, "pibas", ""))
+                        .unwrap();
+                    let scheme = sesame_sse::scheme("pibas").unwrap();
+                    let mut rng = ChaCha20Rng::seed_from_u64(40 + k as u64);
+                    let mut generation = 0;
+                    let mut failed = 0;
+                    for round in 1..=ROUNDS {
+                        let mut db = sesame_sse::Multimap::new();
+                        for doc in 1..=(200 * round) {
+                            for w in 0..20u32 {
+                                if rng.gen_bool(0.2) {
+                                    db.entry(format!("w{w}").into_bytes())
+                                        .or_default()
+                                        .push(doc);
+                                }
+                            }
+                        }
+                        if k == 0 && round == 2 {
+                            started.store(1, Ordering::Release);
+                        }
+                        let mut client;
+                        loop {
+                            generation += 1;
+                            client = (scheme.new_client)(&mut rng, &Params::new()).unwrap();
+                            let conn = &conns[(round as usize + k) % 2];
+                            let uploaded = conn
+                                .upload(&index, "pibas", generation, Meter::new())
+                                .and_then(|mut up| {
+                                    client.setup(&mut rng, &mut up, &db)?;
+                                    up.commit()
+                                });
+                            match uploaded {
+                                Ok(_) => break,
+                                Err(e) => {
+                                    assert!(Instant::now() < deadline, "upload still failing: {e}");
+                                    failed += 1;
+                                    std::thread::sleep(Duration::from_millis(200));
+                                }
+                            }
+                        }
+                        let conn = &conns[(round as usize + k + 1) % 2];
+                        for (word, want) in db.iter().take(5) {
+                            let mut ch =
+                                conn.index_channel(&index, "pibas", generation, Meter::new());
+                            let got = client.search(&mut rng, &mut ch, word).unwrap();
+                            let distinct: BTreeSet<u64> = got.iter().copied().collect();
+                            assert_eq!(got.len(), distinct.len(), "client {k}: duplicate");
+                            let want: BTreeSet<u64> = want.iter().copied().collect();
+                            assert_eq!(distinct, want, "client {k} round {round}: {word:?}");
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        while started.load(Ordering::Acquire) == 0 {
+            assert!(Instant::now() < deadline, "the second upload never began");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let port = cluster.master_of_slot(slot).expect("a master serves u0");
+        cluster.kill_node(port).unwrap();
+        while cluster.master_of_slot(slot).is_none_or(|p| p == port) {
+            assert!(Instant::now() < deadline, "no replica took over");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        cluster.restart_node(port).unwrap();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    eprintln!("failed uploads made again, per client: {retried:?}");
+}
+
 /// Two servers over one cluster; one client sends each call to either at
 /// random: updates, searches and documents agree with an oracle.
 #[test]
