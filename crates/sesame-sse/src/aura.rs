@@ -37,7 +37,6 @@ use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
-use sesame_crypto::counter::{self, PrimitiveCounts};
 use sesame_crypto::ggm::{GgmNode, GgmTree};
 use sesame_crypto::hash::sha256;
 use sesame_crypto::key::Key;
@@ -503,45 +502,7 @@ impl AuraClient {
             .map(Vec::as_slice)
             .zip(plans.iter())
             .collect();
-        let workers = std::thread::available_parallelism()
-            .map(std::num::NonZeroUsize::get)
-            .unwrap_or(1)
-            .min(jobs.len() / PARALLEL_ENTRIES);
-        if workers < 2 {
-            return jobs.iter().map(|(w, p)| self.entry(doc, w, p)).collect();
-        }
-        let this = &*self;
-        let per = jobs.len().div_ceil(workers);
-        let parts: Vec<(Result<Vec<Entry>>, PrimitiveCounts)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = jobs
-                .chunks(per)
-                .map(|chunk| {
-                    scope.spawn(move || {
-                        counter::measure(|| {
-                            chunk
-                                .iter()
-                                .map(|(w, p)| this.entry(doc, w, p))
-                                .collect::<Result<Vec<_>>>()
-                        })
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        let e = Error::Protocol("Aura: an entry worker thread failed".into());
-                        (Err(e), PrimitiveCounts::default())
-                    })
-                })
-                .collect()
-        });
-        let mut entries = Vec::with_capacity(jobs.len());
-        for (part, counts) in parts {
-            counter::absorb(&counts);
-            entries.extend(part?);
-        }
-        Ok(entries)
+        common::par_map(&jobs, PARALLEL_ENTRIES, |(w, p)| self.entry(doc, w, p))
     }
 
     /// A deletion: inserts the live tag into `D_w`. Local only.
@@ -930,6 +891,7 @@ mod tests {
     #[test]
     fn entries_computed_on_several_threads_equal_those_computed_on_one() {
         use rand::SeedableRng;
+        use sesame_crypto::counter;
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
         let mut one = AuraClient::new(&mut rng, &Params::new()).unwrap();
         let words: Vec<Vec<u8>> = (0..300).map(|i| format!("w{i}").into_bytes()).collect();

@@ -244,6 +244,54 @@ pub fn positive(params: &sesame_core::Params, name: &str, default: usize) -> Res
 /// little besides its bytes.
 pub const SETUP_CHUNK_BYTES: usize = crate::MAX_PREPARED_REQUEST / 4 * 3;
 
+/// `f` over `items`, in order, on every core when there are at least
+/// `min_per_thread` items per thread (otherwise on the calling thread).
+/// For a client's per-entry cryptography, which reads no mutable state:
+/// the primitive calls made on the other threads are counted as the
+/// caller's ([`sesame_crypto::counter::absorb`]), so reports do not change.
+/// A worker that panics gives an error, not a panic.
+pub fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    min_per_thread: usize,
+    f: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    use sesame_crypto::counter;
+    let workers = std::thread::available_parallelism()
+        .map(std::num::NonZeroUsize::get)
+        .unwrap_or(1)
+        .min(items.len() / min_per_thread.max(1));
+    if workers < 2 {
+        return items.iter().map(&f).collect();
+    }
+    let per = items.len().div_ceil(workers);
+    let f = &f;
+    let parts: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(per)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    counter::measure(|| chunk.iter().map(f).collect::<Result<Vec<R>>>())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    let e = Error::Protocol("a client worker thread failed".into());
+                    (Err(e), counter::PrimitiveCounts::default())
+                })
+            })
+            .collect()
+    });
+    let mut out = Vec::with_capacity(items.len());
+    for (part, counts) in parts {
+        counter::absorb(&counts);
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
 /// Encodes `items` as requests of about [`SETUP_CHUNK_BYTES`] of payload
 /// each, in order (none for no items): how a prepared update larger than
 /// one request is split. Each request must stand alone (idempotent, in any

@@ -36,6 +36,14 @@ use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, Update
 use crate::common;
 use crate::query::{Query, QueryResult};
 
+/// Entries per worker thread below which a document's additions are
+/// computed on the calling thread alone.
+const PARALLEL_ENTRIES: usize = 32;
+
+/// What an addition takes from the client's state: the keyword's epoch,
+/// its counter, and the pair's generation.
+type AddPlan = (u64, u64, u32);
+
 /// Descriptor of Janus++.
 pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     name: "janus-pp",
@@ -257,13 +265,32 @@ impl JanusClient {
     }
 
     fn add_entry(&mut self, doc: DocId, keyword: &[u8]) -> Result<([u8; LABEL_LEN], [u8; 16])> {
-        let st = self.keywords.get(keyword).cloned().unwrap_or_default();
+        let plan = self.plan_add(doc, keyword);
+        self.entry(doc, keyword, plan)
+    }
+
+    /// What an addition takes from the client's state: the keyword's epoch
+    /// and counter (which it advances) and the pair's tag.
+    fn plan_add(&mut self, doc: DocId, keyword: &[u8]) -> AddPlan {
+        let st = self.keywords.entry(keyword.to_vec()).or_default();
         let g = st.generations.get(&doc).copied().unwrap_or(0);
+        let plan = (st.epoch, st.count, g);
+        st.count += 1;
+        plan
+    }
+
+    /// The entry of a planned addition; reads no mutable state.
+    fn entry(
+        &self,
+        doc: DocId,
+        keyword: &[u8],
+        (epoch, count, g): AddPlan,
+    ) -> Result<([u8; LABEL_LEN], [u8; 16])> {
         let t = self.tag(keyword, doc, g);
         // SPE encryption under every share: O(d) GGM evaluations.
         let mut key = [0u8; 16];
         for j in 0..self.d {
-            let leaf = self.tree(keyword, st.epoch, j)?.leaf(t)?;
+            let leaf = self.tree(keyword, epoch, j)?.leaf(t)?;
             xor_into(&mut key, &leaf);
         }
         let p = pad(t, &key);
@@ -272,9 +299,7 @@ impl JanusClient {
         for (i, (a, b)) in doc.to_le_bytes().iter().zip(p).enumerate() {
             entry[8 + i] = a ^ b;
         }
-        let lbl = label(&self.token(keyword, st.epoch), st.count);
-        self.keywords.entry(keyword.to_vec()).or_default().count += 1;
-        Ok((lbl, entry))
+        Ok((label(&self.token(keyword, epoch), count), entry))
     }
 
     fn delete_request(&mut self, doc: DocId, keyword: &[u8]) -> Result<Request> {
@@ -385,10 +410,14 @@ impl KeywordClient for JanusClient {
         }
         match op {
             UpdateOp::Add => {
-                let mut entries = Vec::with_capacity(keywords.len());
-                for w in keywords {
-                    entries.push(self.add_entry(doc, w)?);
-                }
+                // Planned in order, computed on every core (d GGM
+                // evaluations each).
+                let jobs: Vec<(&[u8], AddPlan)> = keywords
+                    .iter()
+                    .map(|w| (w.as_slice(), self.plan_add(doc, w)))
+                    .collect();
+                let mut entries =
+                    common::par_map(&jobs, PARALLEL_ENTRIES, |(w, p)| self.entry(doc, w, *p))?;
                 entries.sort_unstable_by_key(|e| e.0);
                 common::chunked_requests(
                     entries,
@@ -675,5 +704,46 @@ impl Handler for JanusServer {
 
     fn io_counts(&self) -> IoCounts {
         self.store.io_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn additions_computed_on_several_threads_equal_those_computed_on_one() {
+        use rand::SeedableRng;
+        use sesame_crypto::counter;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(4);
+        let mut one = JanusClient::new(&mut rng, &Params::new()).unwrap();
+        let words: Vec<Vec<u8>> = (0..200).map(|i| format!("w{i}").into_bytes()).collect();
+        one.add_entry(1, &words[0]).unwrap();
+        let mut many = JanusClient::restore(&one.save_state().unwrap()).unwrap();
+        let (mut seq, seq_counts) = counter::measure(|| {
+            words
+                .iter()
+                .map(|w| one.add_entry(9, w))
+                .collect::<Result<Vec<_>>>()
+                .unwrap()
+        });
+        seq.sort_unstable_by_key(|e| e.0);
+        let want = common::chunked_requests(
+            seq,
+            |_| LABEL_LEN + ENTRY_LEN,
+            |entries| Request::Put {
+                reset: false,
+                entries,
+            },
+        )
+        .unwrap();
+        let (got, par_counts) = counter::measure(|| {
+            many.prepare_update(&mut rng, UpdateOp::Add, 9, &words)
+                .unwrap()
+                .unwrap()
+        });
+        assert_eq!(got, want);
+        assert_eq!(seq_counts, par_counts);
+        assert_eq!(one.save_state().unwrap(), many.save_state().unwrap());
     }
 }
