@@ -529,7 +529,9 @@ impl RedisClusterStore {
     }
 
     /// Removes every key of the namespace: its groups, registry and
-    /// marker. For tests and for tearing down a deployment.
+    /// marker. For tests and for tearing down a deployment; other handles
+    /// on the namespace must be closed first (each remembers which groups
+    /// it has registered).
     pub fn destroy(self) -> Result<()> {
         let groups = self.groups_with(b"")?;
         let home = GroupKeys::new(&self.namespace, None);
