@@ -191,6 +191,28 @@ fn crypto_error(e: sesame_crypto::Error) -> Error {
     }
 }
 
+/// Entries per worker thread below which an update's entries are computed
+/// on the calling thread alone.
+const PARALLEL_ENTRIES: usize = 16;
+
+/// What one entry of an update takes from the client's state and its
+/// random draws, so that entries can be encrypted on several threads.
+struct EntryPlan {
+    tw: [u8; LAMBDA],
+    prev: [u8; LAMBDA],
+    next: [u8; LAMBDA],
+    payload: [u8; PAYLOAD_LEN],
+    key: UeKey,
+}
+
+impl Drop for EntryPlan {
+    fn drop(&mut self) {
+        self.prev.zeroize();
+        self.next.zeroize();
+        self.payload.zeroize();
+    }
+}
+
 /// A keyword's client state: its latest chain state and UE key.
 pub(crate) struct KeywordState {
     pub(crate) st: [u8; LAMBDA],
@@ -384,10 +406,62 @@ impl ChainClient {
                 common::PAD
             )));
         }
-        let mut out = keywords
+        let distinct = keywords
             .iter()
-            .map(|w| self.entry(rng, op, doc, w))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        if distinct < keywords.len() || keywords.len() < 2 * PARALLEL_ENTRIES {
+            // A repeated keyword chains to its own earlier entry: in order.
+            let mut out = keywords
+                .iter()
+                .map(|w| self.entry(rng, op, doc, w))
+                .collect::<Result<Vec<_>>>()?;
+            out.sort_unstable_by_key(|e| e.0);
+            return Ok(out);
+        }
+        // Planned in order (tokens, fresh states, keys: the random draws of
+        // `entry`), encrypted on every core (a UE encryption is a few group
+        // exponentiations), then the state moves, all or nothing.
+        let op_byte = match op {
+            UpdateOp::Add => OP_ADD,
+            UpdateOp::Delete => OP_DEL,
+        };
+        let plans = keywords
+            .iter()
+            .map(|w| {
+                let next = Self::fresh_state(rng);
+                let (prev, key) = match self.keywords.get(w) {
+                    Some(ks) => (ks.st, ks.key.clone_secret()),
+                    None => ([0u8; LAMBDA], UeKey::generate(rng)),
+                };
+                EntryPlan {
+                    tw: self.token(w),
+                    prev,
+                    next,
+                    payload: self.payload(w, doc),
+                    key,
+                }
+            })
+            .collect::<Vec<_>>();
+        let mut out = common::par_map(&plans, PARALLEL_ENTRIES, |p| {
+            let eid = p.key.encrypt(&p.payload).map_err(crypto_error)?;
+            Ok(Self::chain_entry(
+                &p.tw,
+                &p.prev,
+                &p.next,
+                op_byte,
+                eid.to_bytes(),
+            ))
+        })?;
+        for (w, p) in keywords.iter().zip(plans) {
+            self.keywords.insert(
+                w.clone(),
+                KeywordState {
+                    st: p.next,
+                    key: p.key.clone_secret(),
+                },
+            );
+        }
         out.sort_unstable_by_key(|e| e.0);
         Ok(out)
     }
@@ -902,5 +976,51 @@ impl Handler for UedsseServer {
 
     fn io_counts(&self) -> IoCounts {
         self.store.io_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries encrypted on several threads are those `entry` makes one by
+    /// one from the same state and random stream, and the state moves the
+    /// same way.
+    #[test]
+    fn entries_computed_on_several_threads_equal_those_computed_on_one() {
+        use rand::SeedableRng;
+        let words: Vec<Vec<u8>> = (0..100).map(|i| format!("w{i}").into_bytes()).collect();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        let mut one = ChainClient::generate(&mut rng);
+        one.entry(&mut rng, UpdateOp::Add, 1, &words[3]).unwrap();
+        let mut many = ChainClient::with_key(Key::from_bytes(*one.master.as_bytes()));
+        many.keywords.insert(
+            words[3].clone(),
+            KeywordState {
+                st: one.keywords[&words[3]].st,
+                key: one.keywords[&words[3]].key.clone_secret(),
+            },
+        );
+        let mut r1 = rand_chacha::ChaCha20Rng::seed_from_u64(6);
+        let mut r2 = rand_chacha::ChaCha20Rng::seed_from_u64(6);
+        let mut seq = words
+            .iter()
+            .map(|w| one.entry(&mut r1, UpdateOp::Add, 2, w))
+            .collect::<Result<Vec<_>>>()
+            .unwrap();
+        seq.sort_unstable_by_key(|e| e.0);
+        let par = many
+            .update_entries(&mut r2, UpdateOp::Add, 2, &words)
+            .unwrap();
+        assert_eq!(seq, par);
+        for w in &words {
+            assert_eq!(one.keywords[w].st, many.keywords[w].st);
+        }
+        // A repeated keyword takes the path in order and chains to itself.
+        let twice = vec![words[0].clone(); 2 * PARALLEL_ENTRIES + 1];
+        let chained = many
+            .update_entries(&mut r2, UpdateOp::Add, 3, &twice)
+            .unwrap();
+        assert_eq!(chained.len(), twice.len());
     }
 }
