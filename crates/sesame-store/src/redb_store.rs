@@ -231,6 +231,17 @@ impl RedbStore {
     /// compaction leaves the last commit (redb compacts in committed
     /// steps).
     pub fn compact(&self) -> Result<bool> {
+        let label = &self.label;
+        self.run_exclusive(|db| {
+            db.compact()
+                .map_err(|e| Error::StoreIo(format!("{label}: compaction: {e}")))
+        })
+    }
+
+    /// Runs `f` with the database to itself (every other operation on
+    /// this handle waits), turning a panic inside redb into
+    /// [`Error::StoreCorrupt`] as [`RedbStore::run`] does.
+    fn run_exclusive<T>(&self, f: impl FnOnce(&mut Database) -> Result<T>) -> Result<T> {
         if self.poisoned.load(Ordering::Acquire) {
             return Err(Error::StoreCorrupt(format!(
                 "{}: an earlier operation panicked inside redb; reopen the store",
@@ -244,14 +255,10 @@ impl RedbStore {
                 self.label
             )));
         };
-        let label = &self.label;
-        match catch_unwind(AssertUnwindSafe(|| db.compact())) {
-            Ok(r) => r.map_err(|e| Error::StoreIo(format!("{label}: compaction: {e}"))),
-            Err(payload) => {
-                self.poisoned.store(true, Ordering::Release);
-                Err(panicked(label, &*payload))
-            }
-        }
+        catch_unwind(AssertUnwindSafe(|| f(db))).unwrap_or_else(|payload| {
+            self.poisoned.store(true, Ordering::Release);
+            Err(panicked(&self.label, &*payload))
+        })
     }
 
     fn begin_write(&self, db: &Database) -> Result<WriteTransaction> {
@@ -530,36 +537,15 @@ impl Store for RedbStore {
     /// redb had to repair is reported as damaged: entries of the damaged
     /// pages may be lost.
     fn verify(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::StoreCorrupt(format!(
-                "{}: an earlier operation panicked inside redb",
-                self.label
-            )));
-        }
-        {
-            let mut guard = self.db.write().unwrap_or_else(PoisonError::into_inner);
-            let Some(db) = guard.as_mut() else {
-                return Err(Error::StoreIo(format!(
-                    "{}: the store could not be opened again after an I/O error",
-                    self.label
-                )));
-            };
-            match catch_unwind(AssertUnwindSafe(|| db.check_integrity())) {
-                Ok(Ok(true)) => {}
-                Ok(Ok(false)) => {
-                    return Err(Error::StoreCorrupt(format!(
-                        "{}: the file was damaged; redb repaired its structure, and entries \
-                         in the damaged pages may be lost",
-                        self.label
-                    )))
-                }
-                Ok(Err(e)) => return Err(from_redb(&self.label, e)),
-                Err(payload) => {
-                    self.poisoned.store(true, Ordering::Release);
-                    return Err(panicked(&self.label, &*payload));
-                }
-            }
-        }
+        let label = &self.label;
+        self.run_exclusive(|db| match db.check_integrity() {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::StoreCorrupt(format!(
+                "{label}: the file was damaged; redb repaired its structure, and entries in \
+                 the damaged pages may be lost"
+            ))),
+            Err(e) => Err(from_redb(label, e)),
+        })?;
         self.scan_prefix(b"").map(drop)
     }
 
