@@ -13,6 +13,8 @@ mod redb_error;
 mod redb_store;
 #[cfg(feature = "redis")]
 mod redis_cluster_store;
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod remote;
 mod spec;
 #[cfg(feature = "test-suite")]
 pub mod suite;

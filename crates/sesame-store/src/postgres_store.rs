@@ -151,7 +151,7 @@ fn split_spec(spec: &str) -> Result<SpecExtras> {
         format!("{base}?{}", rest.join("&"))
     };
     let namespace = namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
-    check_namespace(&namespace)?;
+    crate::remote::check_namespace("PostgreSQL", &namespace)?;
     Ok(SpecExtras {
         url,
         namespace,
@@ -190,7 +190,9 @@ fn choose_tls(
             .get_hosts()
             .iter()
             .filter_map(|h| match h {
-                postgres::config::Host::Tcp(name) if !is_local(name) => Some(name.as_str()),
+                postgres::config::Host::Tcp(name) if !crate::remote::is_local(name) => {
+                    Some(name.as_str())
+                }
                 _ => None,
             })
             .collect();
@@ -204,30 +206,6 @@ fn choose_tls(
         }
     }
     Ok(tls)
-}
-
-/// Whether a TCP host name or address is this machine.
-fn is_local(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// Namespaces name a table: 1 to 40 characters of `a-z`, `0-9` and `_`.
-fn check_namespace(ns: &str) -> Result<()> {
-    let ok = !ns.is_empty()
-        && ns.len() <= 40
-        && ns
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument(format!(
-            "PostgreSQL store namespace {ns:?} must be 1 to 40 characters of a-z, 0-9 and _"
-        )))
-    }
 }
 
 /// Where the store is, without the password.

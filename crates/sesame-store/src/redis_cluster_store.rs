@@ -271,13 +271,13 @@ fn parse_spec(spec: &str) -> Result<Spec> {
             }
         }
     }
-    check_namespace(&parsed.namespace)?;
+    crate::remote::check_namespace("Redis Cluster", &parsed.namespace)?;
     if !parsed.plaintext_ok {
         let remote: Vec<&str> = parsed
             .nodes
             .iter()
             .map(|(h, _)| h.as_str())
-            .filter(|h| !is_local(h))
+            .filter(|h| !crate::remote::is_local(h))
             .collect();
         if !remote.is_empty() {
             return Err(invalid(format!(
@@ -289,30 +289,6 @@ fn parse_spec(spec: &str) -> Result<Spec> {
         }
     }
     Ok(parsed)
-}
-
-/// Whether a host name or address is this machine.
-fn is_local(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// Namespaces: 1 to 40 characters of `a-z`, `0-9` and `_`.
-fn check_namespace(ns: &str) -> Result<()> {
-    let ok = !ns.is_empty()
-        && ns.len() <= 40
-        && ns
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "Redis Cluster store namespace {ns:?} must be 1 to 40 characters of a-z, 0-9 and _"
-        )))
-    }
 }
 
 /// The group of `key`: `A/B` for `c/A/B` and `c/A/B/...`; `None` (the
