@@ -255,13 +255,7 @@ fn several_clients_through_two_servers_survive_a_killed_master() {
                 assert!(Instant::now() < deadline, "no progress before the kill");
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let port = cluster.master_of_slot(slot).expect("a master serves k0");
-            cluster.kill_node(port).unwrap();
-            while cluster.master_of_slot(slot).is_none_or(|p| p == port) {
-                assert!(Instant::now() < deadline, "no replica took over");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            cluster.restart_node(port).unwrap();
+            cluster.fail_over(slot, deadline).unwrap();
             handles
                 .into_iter()
                 .flat_map(|h| h.join().unwrap())
@@ -373,13 +367,7 @@ fn bulk_uploads_through_two_servers_survive_a_killed_master() {
             assert!(Instant::now() < deadline, "the second upload never began");
             std::thread::sleep(Duration::from_millis(5));
         }
-        let port = cluster.master_of_slot(slot).expect("a master serves u0");
-        cluster.kill_node(port).unwrap();
-        while cluster.master_of_slot(slot).is_none_or(|p| p == port) {
-            assert!(Instant::now() < deadline, "no replica took over");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        cluster.restart_node(port).unwrap();
+        cluster.fail_over(slot, deadline).unwrap();
         handles
             .into_iter()
             .map(|h| h.join().unwrap())

@@ -73,6 +73,24 @@ impl OwnCluster {
         }
     }
 
+    /// Kills the master serving `slot` (SIGKILL), waits until a replica
+    /// has taken the slot over, and starts the killed node again as a
+    /// replica; returns the killed node's port. Fails at `deadline`.
+    pub fn fail_over(&self, slot: u16, deadline: std::time::Instant) -> std::io::Result<u16> {
+        let port = self
+            .master_of_slot(slot)
+            .ok_or_else(|| std::io::Error::other(format!("no master serves slot {slot}")))?;
+        self.kill_node(port)?;
+        while self.master_of_slot(slot).is_none_or(|p| p == port) {
+            if std::time::Instant::now() >= deadline {
+                return Err(std::io::Error::other("no replica took over"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        self.restart_node(port)?;
+        Ok(port)
+    }
+
     /// The port of the live master that serves `slot`, as the first node
     /// that answers `CLUSTER NODES` sees it.
     pub fn master_of_slot(&self, slot: u16) -> Option<u16> {
