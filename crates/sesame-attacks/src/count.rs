@@ -53,8 +53,18 @@ impl Knowledge {
         }
     }
 
-    fn count(&self, w: &str) -> usize {
+    pub(crate) fn count(&self, w: &str) -> usize {
         self.by_keyword.get(w).map_or(0, BTreeSet::len)
+    }
+
+    /// The known documents holding each keyword.
+    pub(crate) fn by_keyword(&self) -> &BTreeMap<String, BTreeSet<u64>> {
+        &self.by_keyword
+    }
+
+    /// The fraction of all documents that are known.
+    pub(crate) fn fraction(&self) -> f64 {
+        self.fraction
     }
 
     fn cooccurrence(&self, a: &str, b: &str) -> usize {

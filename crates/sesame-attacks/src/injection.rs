@@ -25,8 +25,11 @@ use std::collections::BTreeSet;
 
 /// The documents to inject over `universe`: document `j` holds the
 /// keywords whose position in `universe`, plus one, has bit `j` set.
+/// There are enough documents that no keyword holds them all: a query
+/// that touches every injected document (a scheme whose search reads
+/// every document's entries) spells no keyword.
 pub fn plan(universe: &[String]) -> Vec<Vec<String>> {
-    let n = universe.len() as u64;
+    let n = universe.len() as u64 + 1;
     let bits = (u64::BITS - n.leading_zeros()) as usize;
     (0..bits)
         .map(|j| {
@@ -70,6 +73,26 @@ pub fn recover(
     universe.get(index).cloned()
 }
 
+/// The keyword a query is taken for from its result identifiers (the
+/// access pattern, as the paper uses it): `injected[j]` is the identifier
+/// of injected document `j`, `results` the documents the query fetched.
+/// `None` when it fetched no injected document, or spells a number outside
+/// the universe.
+pub fn recover_from_results(
+    universe: &[String],
+    injected: &[u64],
+    results: &BTreeSet<u64>,
+) -> Option<String> {
+    let mut number = 0u64;
+    for (j, id) in injected.iter().enumerate().take(63) {
+        if results.contains(id) {
+            number |= 1 << j;
+        }
+    }
+    let index = usize::try_from(number.checked_sub(1)?).ok()?;
+    universe.get(index).cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +117,29 @@ mod tests {
             assert_eq!(recover(&universe, &written, &read).as_ref(), Some(w));
         }
         assert_eq!(recover(&universe, &written, &BTreeSet::new()), None);
+    }
+
+    #[test]
+    fn result_identifiers_spell_the_keyword() {
+        let universe: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+        let docs = plan(&universe);
+        let ids: Vec<u64> = (0..docs.len() as u64).map(|j| 100 + j).collect();
+        for w in &universe {
+            let mut results: BTreeSet<u64> = BTreeSet::from([1, 2, 3]);
+            for (j, d) in docs.iter().enumerate() {
+                if d.contains(w) {
+                    results.insert(ids[j]);
+                }
+            }
+            assert_eq!(
+                recover_from_results(&universe, &ids, &results).as_ref(),
+                Some(w)
+            );
+        }
+        // No injected document fetched: nothing is claimed.
+        assert_eq!(
+            recover_from_results(&universe, &ids, &BTreeSet::from([1])),
+            None
+        );
     }
 }

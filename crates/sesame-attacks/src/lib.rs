@@ -15,8 +15,15 @@
 //!   are not forward private, after them by replaying their requests;
 //! - [`volume`]: which keyword a query was for from the bytes its answer
 //!   took (after Blackstone, Kamara, Moataz, NDSS 2020);
+//! - [`ikk`]: IKK, simulated annealing over co-occurrence (Islam, Kuzu,
+//!   Kantarcioglu, NDSS 2012);
 //! - [`ordered`]: the sorting and cumulative attacks on order-revealing
-//!   columns (Naveed, Kamara, Wright, CCS 2015).
+//!   columns (Naveed, Kamara, Wright, CCS 2015);
+//! - [`clww_bits`]: plaintext bits from CLWW's first differing position
+//!   (after Grubbs, Sekniqi, Bindschaedler, Naveed, Ristenpart, S&P 2017);
+//! - [`range`]: value reconstruction from range queries' access patterns
+//!   (Kellaris, Kollios, Nissim, O'Neill, CCS 2016) and approximate order
+//!   reconstruction (after Grubbs, Lacharité, Minaud, Paterson, S&P 2019).
 //!
 //! This crate depends on nothing but the standard library: it cannot reach
 //! a key, a plaintext or a client half, only the bytes a harness hands it
@@ -25,10 +32,13 @@
 //! feature that must never run in production) converts it into
 //! [`view::Observation`]s.
 
+pub mod clww_bits;
 pub mod count;
+pub mod ikk;
 pub mod injection;
 pub mod leakage;
 pub mod ordered;
+pub mod range;
 pub mod view;
 pub mod volume;
 

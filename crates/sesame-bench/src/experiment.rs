@@ -121,6 +121,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(crate::experiments::verify::Verify),
         Box::new(crate::experiments::server::Server),
         Box::new(crate::experiments::tables::Tables),
+        Box::new(crate::experiments::attacks::Attacks),
         Box::new(crate::experiments::ingest::Ingest),
     ]
 }

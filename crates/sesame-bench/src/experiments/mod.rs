@@ -1,5 +1,6 @@
 //! The experiments, one module each.
 
+pub mod attacks;
 pub mod aura;
 pub mod datasets;
 pub mod ingest;
