@@ -93,14 +93,14 @@ impl Plan {
     /// The sizes at `ctx`'s scale.
     pub fn for_ctx(ctx: &Ctx) -> Plan {
         Plan {
-            documents: ctx.pick(2000, 400, 100, 40),
+            documents: ctx.pick(2000, 350, 100, 40),
             keywords: ctx.pick(500, 150, 60, 30),
             pool: ctx.pick(150, 60, 30, 12),
             queries: ctx.pick(150, 60, 30, 10),
             sdd_pairs: ctx.pick(20_000, 1500, 300, 200),
             repetitions: ctx.pick(10, 5, 2, 2),
             rows: ctx.pick(10_000, 2000, 400, 100),
-            cloz_rows: ctx.pick(200, 12, 6, 0),
+            cloz_rows: ctx.pick(200, 10, 6, 0),
             range_rows: ctx.pick(2000, 300, 100, 30),
             range_queries: ctx.pick(20_000, 2000, 300, 100),
             oram_queries: ctx.pick(500, 50, 20, 10),
@@ -534,6 +534,7 @@ fn keyword_rows(ctx: &Ctx, plan: &Plan, rs: &mut ResultSet) -> Result<(), BenchE
         let mut count_at_full = f64::NAN;
         let mut count_at_half = f64::NAN;
         let mut ikk_at_full = f64::NAN;
+        let mut ikk_at_half = f64::NAN;
         for (f, reps) in knowledge {
             let mut rec_sum = 0.0;
             let mut prec_sum = 0.0;
@@ -580,6 +581,9 @@ fn keyword_rows(ctx: &Ctx, plan: &Plan, rs: &mut ResultSet) -> Result<(), BenchE
             row.set("search_ms", rec.search_ms);
             if *f >= 1.0 {
                 ikk_at_full = ikk_sum / reps_n;
+            }
+            if (*f - 0.5).abs() < 1e-9 {
+                ikk_at_half = ikk_sum / reps_n;
             }
             rs.rows.push(row);
         }
@@ -629,6 +633,7 @@ fn keyword_rows(ctx: &Ctx, plan: &Plan, rs: &mut ResultSet) -> Result<(), BenchE
         row.set("count_full", pct(count_at_full));
         row.set("count_half", pct(count_at_half));
         row.set("ikk_full", pct(ikk_at_full));
+        row.set("ikk_half", pct(ikk_at_half));
         row.set("volume", pct(vol));
         row.set("injection_after", pct(after));
         rs.rows.push(row);
@@ -1232,7 +1237,8 @@ fn charts() -> Vec<Chart> {
                 .to_owned(),
             x: "search_ms".to_owned(),
             y: vec![
-                "count_half".to_owned(),
+                "count_full".to_owned(),
+                "ikk_half".to_owned(),
                 "injection_after".to_owned(),
                 "volume".to_owned(),
             ],
@@ -1293,6 +1299,7 @@ impl Experiment for Attacks {
             "compare_us",
             "count_full",
             "count_half",
+            "ikk_half",
             "injection_after",
             "volume",
             "within_one",
