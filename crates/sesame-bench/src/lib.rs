@@ -45,7 +45,7 @@ pub fn list(out: &mut dyn Write) -> Result<(), BenchError> {
 /// measured, the others rough.
 fn expected_seconds(name: &str, scale: Scale) -> f64 {
     // (name, full, standard, quick)
-    const TABLE: [(&str, f64, f64, f64); 11] = [
+    const TABLE: [(&str, f64, f64, f64); 12] = [
         ("datasets", 5.0, 1.0, 1.0),
         ("sse-static", 75.0, 51.0, 6.0),
         ("ore", 32.0, 5.0, 1.0),
@@ -56,7 +56,8 @@ fn expected_seconds(name: &str, scale: Scale) -> f64 {
         ("verify", 370.0, 74.0, 13.0),
         ("server", 60.0, 6.0, 1.0),
         ("tables", 1320.0, 185.0, 60.0),
-        ("ingest", 200.0, 19.0, 12.0),
+        ("attacks", 120.0, 40.0, 7.0),
+        ("ingest", 110.0, 19.0, 12.0),
     ];
     let row = TABLE.iter().find(|r| r.0 == name);
     match (row, scale) {
