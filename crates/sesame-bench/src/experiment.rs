@@ -72,6 +72,19 @@ impl Ctx {
         }
     }
 
+    /// The tiny scale over `dir` (data and scratch folder both), seed 1:
+    /// the context of the experiments' own tests.
+    #[cfg(test)]
+    pub(crate) fn tiny(dir: &std::path::Path) -> Ctx {
+        Ctx {
+            scale: Scale::Tiny,
+            seed: 1,
+            data_dir: dir.to_owned(),
+            work_dir: dir.to_owned(),
+            options: sesame_core::Params::new(),
+        }
+    }
+
     /// A seeded random stream for `label` (see [`crate::data::rng`]).
     pub fn rng(&self, label: &str) -> ChaCha20Rng {
         crate::data::rng(self.seed, label)

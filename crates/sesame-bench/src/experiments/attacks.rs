@@ -1331,13 +1331,7 @@ mod tests {
     #[test]
     fn tiny_run_fills_every_chart_and_attacks_every_scheme() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx {
-            scale: crate::experiment::Scale::Tiny,
-            seed: 1,
-            data_dir: dir.path().to_owned(),
-            work_dir: dir.path().to_owned(),
-            options: Default::default(),
-        };
+        let ctx = Ctx::tiny(dir.path());
         let rs = Attacks.run(&ctx).unwrap();
         for c in &rs.charts {
             assert!(rs.rows.iter().any(|r| c.selects(r)), "{}", c.file);

@@ -574,13 +574,7 @@ mod tests {
     #[test]
     fn tiny_run_checks_every_search_and_fills_the_tables() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx {
-            scale: crate::experiment::Scale::Tiny,
-            seed: 1,
-            data_dir: dir.path().to_owned(),
-            work_dir: dir.path().to_owned(),
-            options: Default::default(),
-        };
+        let ctx = Ctx::tiny(dir.path());
         let rs = Aura.run(&ctx).unwrap();
         // Aura: 2 values of h x 2 values of d x (insert, delete, search);
         // SDd and SDa: one insert row each, then (delete, search) per d;

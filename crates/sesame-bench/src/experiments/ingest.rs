@@ -507,14 +507,7 @@ mod tests {
     #[test]
     fn tiny_run_indexes_every_pair_and_fills_every_chart() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx {
-            scale: crate::experiment::Scale::Tiny,
-            seed: 1,
-            data_dir: dir.path().join("data"),
-            work_dir: dir.path().join("work"),
-            options: Default::default(),
-        };
-        std::fs::create_dir_all(&ctx.work_dir).unwrap();
+        let ctx = Ctx::tiny(dir.path());
         let rs = Ingest.run(&ctx).unwrap();
         assert_eq!(rs.rows.len(), SCHEMES.len() * 2);
         let pairs = |r: &Row| r.figures.get("pairs").copied().unwrap_or(0.0);

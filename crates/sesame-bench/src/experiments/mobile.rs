@@ -486,13 +486,7 @@ mod tests {
     #[test]
     fn tiny_run_checks_every_answer_and_fills_every_chart() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx {
-            scale: crate::experiment::Scale::Tiny,
-            seed: 1,
-            data_dir: dir.path().to_owned(),
-            work_dir: dir.path().to_owned(),
-            options: Default::default(),
-        };
+        let ctx = Ctx::tiny(dir.path());
         let rs = Mobile.run(&ctx).unwrap();
         for c in &rs.charts {
             assert!(rs.rows.iter().any(|r| c.selects(r)), "{}", c.file);

@@ -483,13 +483,7 @@ mod tests {
     #[test]
     fn tiny_run_has_every_figure_of_the_paper() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx {
-            scale: crate::experiment::Scale::Tiny,
-            seed: 1,
-            data_dir: dir.path().to_owned(),
-            work_dir: dir.path().to_owned(),
-            options: Default::default(),
-        };
+        let ctx = Ctx::tiny(dir.path());
         let rs = Uedsse.run(&ctx).unwrap();
         let count = |op: &str| {
             rs.rows

@@ -749,13 +749,7 @@ mod tests {
     #[test]
     fn tiny_run_has_every_figure() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx {
-            scale: crate::experiment::Scale::Tiny,
-            seed: 1,
-            data_dir: dir.path().to_owned(),
-            work_dir: dir.path().to_owned(),
-            options: Default::default(),
-        };
+        let ctx = Ctx::tiny(dir.path());
         let rs = Verify.run(&ctx).unwrap();
         let count = |op: &str| {
             rs.rows

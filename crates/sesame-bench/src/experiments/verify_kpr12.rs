@@ -400,13 +400,7 @@ mod tests {
     #[test]
     fn tiny_run_checks_every_answer_and_fills_every_figure() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Ctx {
-            scale: crate::experiment::Scale::Tiny,
-            seed: 1,
-            data_dir: dir.path().to_owned(),
-            work_dir: dir.path().to_owned(),
-            options: Params::new(),
-        };
+        let ctx = Ctx::tiny(dir.path());
         let mut rs = ctx.result_set(&crate::experiments::verify::Verify);
         kpr12_rows(&ctx, &mut rs).unwrap();
         let count = |op: &str| {
