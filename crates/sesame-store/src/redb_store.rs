@@ -224,12 +224,13 @@ impl RedbStore {
         *guard = guard_open(|| Builder::new().open(path).map_err(|e| from_redb(label, e))).ok();
     }
 
-    /// Rewrites the file so that it holds only live pages, and shrinks
-    /// it: redb's copy-on-write commits leave freed pages behind, which it
-    /// reuses but does not return. Waits for every other operation on
-    /// this handle; returns whether anything was reclaimed. A crash during
-    /// compaction leaves the last commit (redb compacts in committed
-    /// steps).
+    /// Asks redb to compact the file (move live pages down and shrink it):
+    /// copy-on-write commits leave freed pages behind, which redb reuses
+    /// but does not return. Waits for every other operation on this
+    /// handle; returns whether anything was reclaimed. The test checks
+    /// that every live pair survives and a file of deleted pairs shrinks;
+    /// behaviour under a crash during compaction is redb's and is not
+    /// tested here.
     pub fn compact(&self) -> Result<bool> {
         let label = &self.label;
         self.run_exclusive(|db| {
