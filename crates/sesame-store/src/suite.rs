@@ -16,6 +16,61 @@ use sesame_core::{IoCounts, Store, WriteBatch};
 /// unless told otherwise.
 pub const ORACLE_CASES: u32 = 64;
 
+/// A store that `remove` deletes when the wrapper is dropped: the suite
+/// over a server's store in a fresh namespace (PostgreSQL, Redis
+/// Cluster), which must not outlive the test.
+pub struct Dropping<S: Store> {
+    store: Option<S>,
+    remove: fn(S),
+}
+
+impl<S: Store> Dropping<S> {
+    /// Wraps `store`; `remove` runs on it when the wrapper is dropped.
+    pub fn new(store: S, remove: fn(S)) -> Self {
+        Self {
+            store: Some(store),
+            remove,
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        match &self.store {
+            Some(s) => s,
+            None => unreachable!("the store is taken only when dropped"),
+        }
+    }
+}
+
+impl<S: Store> Drop for Dropping<S> {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            (self.remove)(store);
+        }
+    }
+}
+
+impl<S: Store> Store for Dropping<S> {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        self.inner().get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        self.inner().get_many(keys)
+    }
+    fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
+        self.inner().write(batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner().scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> IoCounts {
+        self.inner().io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner().backend()
+    }
+}
+
 /// Instantiates the store suite as `#[test]` functions in the current
 /// module, given an expression that makes a fresh, empty store (a function
 /// path or a closure; the store may be any type that implements `Store`),

@@ -11,57 +11,22 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch};
+use sesame_store::suite::Dropping;
 use sesame_store::test_cluster::{fresh_namespace, shared_url, with_namespace};
 use sesame_store::{open_store, RedisClusterStore};
 
 /// A store in a fresh namespace, destroyed when dropped.
-struct TempRedis(Option<RedisClusterStore>);
+type TempRedis = Dropping<RedisClusterStore>;
 
-impl TempRedis {
-    fn new() -> Option<Self> {
-        let url = shared_url()?;
-        let spec = with_namespace(&url, &fresh_namespace("t"), "");
-        Some(Self(Some(
-            RedisClusterStore::open(&spec).expect("open Redis Cluster store"),
-        )))
-    }
-
-    fn store(&self) -> &RedisClusterStore {
-        self.0.as_ref().expect("present until dropped")
-    }
-}
-
-impl Drop for TempRedis {
-    fn drop(&mut self) {
-        if let Some(store) = self.0.take() {
-            let _ = store.destroy();
-        }
-    }
-}
-
-impl Store for TempRedis {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.store().get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.store().get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.store().write(batch)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.store().scan_prefix(prefix)
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.store().io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        self.store().backend()
-    }
+fn temp_redis() -> Option<TempRedis> {
+    let url = shared_url()?;
+    let spec = with_namespace(&url, &fresh_namespace("t"), "");
+    let store = RedisClusterStore::open(&spec).expect("open Redis Cluster store");
+    Some(Dropping::new(store, |s| drop(s.destroy())))
 }
 
 mod suite {
-    sesame_store::store_suite!(optional super::TempRedis::new, 16);
+    sesame_store::store_suite!(optional super::temp_redis, 16);
 }
 
 /// The suite inside one group of the server's layout (`i/t/a/...`).
@@ -76,7 +41,7 @@ struct Grouped(TempRedis, IoCounter);
 
 impl Grouped {
     fn new() -> Option<Self> {
-        TempRedis::new().map(|t| Grouped(t, IoCounter::default()))
+        temp_redis().map(|t| Grouped(t, IoCounter::default()))
     }
 }
 
@@ -217,7 +182,7 @@ fn a_namespace_that_is_not_ours_is_refused_and_left_untouched() {
 /// nothing of it is written.
 #[test]
 fn a_batch_across_groups_is_refused_whole() {
-    let Some(s) = TempRedis::new() else { return };
+    let Some(s) = temp_redis() else { return };
     let mut b = WriteBatch::new();
     b.put(b"x/t/a".as_slice(), b"1".as_slice())
         .put(b"i/t/a/0/k".as_slice(), b"2".as_slice())
@@ -250,7 +215,7 @@ fn a_batch_across_groups_is_refused_whole() {
 /// group takes writes again afterwards.
 #[test]
 fn dropping_a_whole_group_empties_that_group_only() {
-    let Some(s) = TempRedis::new() else { return };
+    let Some(s) = temp_redis() else { return };
     let fill = |group: &str| {
         let mut b = WriteBatch::new();
         b.put(format!("x/{group}"), b"meta".to_vec())
@@ -293,8 +258,8 @@ fn dropping_a_whole_group_empties_that_group_only() {
 #[test]
 fn indexes_spread_over_the_masters() {
     let Some(url) = shared_url() else { return };
-    let Some(s) = TempRedis::new() else { return };
-    let store = s.store();
+    let Some(s) = temp_redis() else { return };
+    let store = s.inner();
     let mut slots = BTreeSet::new();
     for i in 0..30 {
         let mut b = WriteBatch::new();

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use sesame_core::{IoCounts, Result, Store, WriteBatch};
+use sesame_store::suite::Dropping;
 use sesame_store::RedbStore;
 
 /// A redb store in a file of its own temporary directory.
@@ -60,74 +61,39 @@ mod spec_memory {
 /// `SESAME_TEST_POSTGRES` names (`.ci/run` starts a throwaway server and
 /// sets it); the namespace is dropped afterwards. `None`, with a notice,
 /// when the variable is unset.
-struct TempPostgres(Option<sesame_store::PostgresStore>);
+type TempPostgres = Dropping<sesame_store::PostgresStore>;
 
-impl TempPostgres {
-    fn new() -> Option<Self> {
-        let Some(url) = std::env::var("SESAME_TEST_POSTGRES")
-            .ok()
-            .filter(|u| !u.is_empty())
-        else {
-            // Once per test binary, past the test harness's output capture.
-            static NOTICE: std::sync::Once = std::sync::Once::new();
-            NOTICE.call_once(|| {
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "note: PostgreSQL store tests skipped: SESAME_TEST_POSTGRES is not set \
-                     (see README, \"PostgreSQL tests\")"
-                );
-            });
-            return None;
-        };
-        let ns = format!(
-            "t{}_{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        );
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let store = sesame_store::PostgresStore::open(&format!("{url}{sep}namespace={ns}"))
-            .expect("open PostgreSQL store");
-        Some(Self(Some(store)))
-    }
-
-    fn store(&self) -> &sesame_store::PostgresStore {
-        self.0.as_ref().expect("present until dropped")
-    }
-}
-
-impl Drop for TempPostgres {
-    fn drop(&mut self) {
-        if let Some(store) = self.0.take() {
-            let _ = store.destroy();
-        }
-    }
-}
-
-impl Store for TempPostgres {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.store().get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.store().get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.store().write(batch)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.store().scan_prefix(prefix)
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.store().io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        self.store().backend()
-    }
+fn temp_postgres() -> Option<TempPostgres> {
+    let Some(url) = std::env::var("SESAME_TEST_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        // Once per test binary, past the test harness's output capture.
+        static NOTICE: std::sync::Once = std::sync::Once::new();
+        NOTICE.call_once(|| {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "note: PostgreSQL store tests skipped: SESAME_TEST_POSTGRES is not set \
+                 (see README, \"PostgreSQL tests\")"
+            );
+        });
+        return None;
+    };
+    let ns = format!(
+        "t{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = sesame_store::PostgresStore::open(&format!("{url}{sep}namespace={ns}"))
+        .expect("open PostgreSQL store");
+    Some(Dropping::new(store, |s| drop(s.destroy())))
 }
 
 mod postgres {
-    sesame_store::store_suite!(optional super::TempPostgres::new, 16);
+    sesame_store::store_suite!(optional super::temp_postgres, 16);
 }
