@@ -150,6 +150,7 @@ pub struct Observation {
 /// server's handling time, its store operations and its primitive calls.
 /// A server error reaches the client as [`Error::Server`], as it would over
 /// the network, except the store's own errors ([`Error::StoreIo`],
+/// [`Error::StoreFull`], [`Error::StoreUnavailable`],
 /// [`Error::StoreCorrupt`], [`Error::StoreBusy`], [`Error::StoreForeign`]),
 /// which pass unchanged: in process the store is the caller's own (an
 /// embedded profile's file), and its errors say what to do about it.
@@ -221,6 +222,8 @@ impl<S: Service> Channel for LocalChannel<S> {
         let response = result.map_err(|e| match e {
             e @ (Error::Server(_)
             | Error::StoreIo(_)
+            | Error::StoreFull(_)
+            | Error::StoreUnavailable(_)
             | Error::StoreCorrupt(_)
             | Error::StoreBusy(_)
             | Error::StoreForeign(_)) => e,

@@ -45,9 +45,19 @@ pub enum Error {
     /// The store is in use by another process or another open handle.
     #[error("store is busy: {0}")]
     StoreBusy(String),
-    /// The store could not be read or written (I/O, space).
+    /// The store could not be read or written (an I/O error).
     #[error("store I/O error: {0}")]
     StoreIo(String),
+    /// The store has no room for the write (a full disk, a database out of
+    /// space, a Redis Cluster at its `maxmemory`); nothing was applied.
+    #[error("store is full: {0}")]
+    StoreFull(String),
+    /// A store on other machines cannot serve the operation for the
+    /// moment (a node is down or failing over, or a write was not
+    /// confirmed by the replicas asked for). The operation may have been
+    /// applied; repeating it is the remedy.
+    #[error("store is unavailable: {0}")]
+    StoreUnavailable(String),
     /// A cryptographic check failed: wrong key, tampered or corrupt data.
     /// Deliberately says nothing more.
     #[error("decryption or verification failed")]

@@ -70,17 +70,24 @@ impl EngineError {
             }
             E::StoreIo(m) => {
                 crate::log(&format!("store error: {m}"));
-                if m.contains("space") || m.contains("ENOSPC") || m.contains("os error 28") {
-                    EngineError::ResourceExhausted(
-                        "the server's store is out of space; the request was not applied".into(),
-                    )
-                } else {
-                    EngineError::Internal(
-                        "the server's store failed to read or write; the request was not \
-                         applied"
-                            .into(),
-                    )
-                }
+                EngineError::Internal(
+                    "the server's store failed to read or write; the request was not applied"
+                        .into(),
+                )
+            }
+            E::StoreFull(m) => {
+                crate::log(&format!("store full: {m}"));
+                EngineError::ResourceExhausted(
+                    "the server's store is out of space; the request was not applied".into(),
+                )
+            }
+            E::StoreUnavailable(m) => {
+                crate::log(&format!("store unavailable: {m}"));
+                EngineError::Unavailable(
+                    "the server's store is unavailable for the moment (a store node is down or \
+                     failing over); the request may or may not have been applied: send it again"
+                        .into(),
+                )
             }
             E::StoreCorrupt(m) | E::StoreForeign(m) => {
                 crate::log(&format!("store damaged: {m}"));
@@ -141,4 +148,48 @@ pub enum ServerError {
     /// The server failed while running.
     #[error("{0}")]
     Runtime(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sesame_core::Error as E;
+
+    /// The class of an error decides what a client does (wait for room,
+    /// send again, report a bug), so it comes from the error's kind, never
+    /// from words that happen to be in its text: a store's label names a
+    /// namespace, a path or a host.
+    #[test]
+    fn store_errors_are_classed_by_kind_not_by_their_text() {
+        let refused = EngineError::from_core(E::StoreIo(
+            "Redis Cluster store 127.0.0.1:7000 namespace tenants: Connection refused".into(),
+        ));
+        assert!(matches!(refused, EngineError::Internal(_)), "{refused:?}");
+        let in_space_dir = EngineError::from_core(E::StoreIo(
+            "redb store /srv/space/store.redb: Input/output error (os error 5)".into(),
+        ));
+        assert!(
+            matches!(in_space_dir, EngineError::Internal(_)),
+            "{in_space_dir:?}"
+        );
+        let full = EngineError::from_core(E::StoreFull("redb store /srv/x: disk full".into()));
+        assert!(
+            matches!(&full, EngineError::ResourceExhausted(m) if m.contains("out of space")),
+            "{full:?}"
+        );
+        let failing_over = EngineError::from_core(E::StoreUnavailable(
+            "Redis Cluster store namespace n: the master of slot 3 is down".into(),
+        ));
+        assert!(
+            matches!(&failing_over, EngineError::Unavailable(m) if m.contains("send it again")),
+            "{failing_over:?}"
+        );
+        for e in [refused, in_space_dir, full, failing_over] {
+            let text = e.to_string();
+            assert!(
+                !text.contains("127.0.0.1") && !text.contains("/srv"),
+                "{text}"
+            );
+        }
+    }
 }

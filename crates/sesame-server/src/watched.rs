@@ -46,7 +46,14 @@ impl<S: Store> Watched<S> {
     /// Counts `r` if it is a failure of the store (not a busy store, which
     /// is a normal answer under load, and not an error of the caller).
     fn seen<T>(&self, r: Result<T>) -> Result<T> {
-        if let Err(e @ (Error::StoreIo(_) | Error::StoreCorrupt(_) | Error::StoreForeign(_))) = &r {
+        if let Err(
+            e @ (Error::StoreIo(_)
+            | Error::StoreFull(_)
+            | Error::StoreUnavailable(_)
+            | Error::StoreCorrupt(_)
+            | Error::StoreForeign(_)),
+        ) = &r
+        {
             self.errors.fetch_add(1, Ordering::Relaxed);
             *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
         }
@@ -129,7 +136,7 @@ mod tests {
             if self.busy {
                 Err(Error::StoreBusy("locked".into()))
             } else {
-                Err(Error::StoreIo(
+                Err(Error::StoreFull(
                     "No space left on device (os error 28)".into(),
                 ))
             }

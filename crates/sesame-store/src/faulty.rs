@@ -83,7 +83,7 @@ impl Store for FaultyStore {
             if mode == 2 {
                 self.inner.write(batch)?;
             }
-            return Err(sesame_core::Error::StoreIo(
+            return Err(sesame_core::Error::StoreFull(
                 "write: No space left on device (os error 28)".into(),
             ));
         }

@@ -27,7 +27,8 @@ pub use postgres_store::{PostgresStore, DEFAULT_NAMESPACE, META_TABLE};
 pub use redb_store::{RedbStore, FORMAT_KEY, FORMAT_VERSION};
 #[cfg(feature = "redis")]
 pub use redis_cluster_store::{
-    RedisClusterStore, DEFAULT_REDIS_NAMESPACE, DEFAULT_WAIT_MS, DEFAULT_WAIT_REPLICAS,
+    RedisClusterStore, DEFAULT_FAILOVER_MS, DEFAULT_REDIS_NAMESPACE, DEFAULT_WAIT_MS,
+    DEFAULT_WAIT_REPLICAS,
 };
 pub use spec::open_store;
 

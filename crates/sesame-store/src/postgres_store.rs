@@ -249,7 +249,7 @@ fn from_pg(label: &str, e: &postgres::Error) -> Error {
             || *code == SqlState::INSUFFICIENT_RESOURCES
             || *code == SqlState::OUT_OF_MEMORY
         {
-            return Error::StoreIo(format!("{text} (the database server is out of space)"));
+            return Error::StoreFull(format!("{text} (the database server is out of space)"));
         }
         if *code == SqlState::PROGRAM_LIMIT_EXCEEDED {
             return Error::InvalidArgument(text);
@@ -269,6 +269,11 @@ fn from_pg(label: &str, e: &postgres::Error) -> Error {
             text.push_str(&part);
         }
         source = s.source();
+    }
+    if e.is_closed() {
+        // The connection broke: the server restarted or the network
+        // failed; a commit in flight may or may not have been applied.
+        return Error::StoreUnavailable(format!("{label}: {text}"));
     }
     Error::StoreIo(format!("{label}: {text}"))
 }

@@ -29,9 +29,20 @@ pub(crate) fn from_redb(what: &str, err: impl Into<redb::Error>) -> Error {
         | redb::Error::TypeDefinitionChanged { .. }) => {
             Error::StoreForeign(format!("{what}: unexpected table layout: {err}"))
         }
+        redb::Error::Io(err) if is_full(&err) => Error::StoreFull(format!("{what}: {err}")),
         redb::Error::Io(err) => Error::StoreIo(format!("{what}: {err}")),
         err => Error::StoreIo(format!("{what}: {err}")),
     }
+}
+
+/// Whether `err` says the disk (or the file system's quota) is full.
+fn is_full(err: &std::io::Error) -> bool {
+    const ENOSPC: i32 = 28;
+    const EDQUOT: i32 = 122;
+    matches!(
+        err.kind(),
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded
+    ) || matches!(err.raw_os_error(), Some(ENOSPC | EDQUOT))
 }
 
 /// Like [`from_redb`], for a file that is being inspected before use: a read

@@ -197,7 +197,7 @@ impl RedbStore {
                 ))),
             }
         };
-        if matches!(result, Err(Error::StoreIo(_))) {
+        if matches!(result, Err(Error::StoreIo(_) | Error::StoreFull(_))) {
             self.reopen();
         }
         result

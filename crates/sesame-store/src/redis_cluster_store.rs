@@ -31,6 +31,11 @@ pub const DEFAULT_WAIT_MS: u64 = 1000;
 /// 2 s per 100 000 pairs measured on a small machine).
 const RESPONSE_TIMEOUT_MS: u64 = 60_000;
 
+/// How long a read keeps trying while the cluster cannot serve it (a
+/// master is down and its replica not yet promoted), unless the spec says
+/// `failover_ms=`: a few node timeouts, so a failover is waited out.
+pub const DEFAULT_FAILOVER_MS: u64 = 10_000;
+
 /// The most a `WAIT` waits beyond `wait_ms` for a large batch.
 const MAX_EXTRA_WAIT_MS: u64 = 30_000;
 
@@ -130,9 +135,18 @@ return ARGV[1]
 /// sees part of it. A batch whose keys lie in two or more groups is refused
 /// with [`Error::Unsupported`]: Redis Cluster cannot apply it atomically.
 /// With `wait` replicas asked for (default 1), `write` then sends
-/// `WAIT wait wait_ms` to that master and fails with [`Error::StoreIo`] if
-/// fewer replicas confirmed (the batch is then on the master, but may be
-/// lost if the master dies before its replica has it).
+/// `WAIT wait wait_ms` to that master and fails with
+/// [`Error::StoreUnavailable`] if fewer replicas confirmed (the batch is
+/// then on the master, but may be lost if the master dies before its
+/// replica has it; the caller sends it again).
+///
+/// **Failures.** A node that cannot be reached, a cluster that is down or
+/// a slot that is moving gives [`Error::StoreUnavailable`]; a master at
+/// its `maxmemory` gives [`Error::StoreFull`]. Reads are tried again, with
+/// growing pauses, for up to `failover_ms` (default
+/// [`DEFAULT_FAILOVER_MS`]) before they fail, so a search waits out a
+/// failover; writes are not (a write whose answer was lost may have been
+/// applied, and only the caller can tell by its request id).
 ///
 /// **Reads.** A `get` is one `HGET`. A prefix scan inside one group is one
 /// script (a snapshot of that group); a scan whose prefix may cover several
@@ -141,7 +155,7 @@ return ARGV[1]
 ///
 /// **Spec.** `redis-cluster://[user[:password]@]host:port[,host:port...]`
 /// with optional `?namespace=NAME` (default `default`), `wait=N` replicas
-/// (0 turns `WAIT` off), `wait_ms=MS` and `tls=disable`. This build speaks
+/// (0 turns `WAIT` off), `wait_ms=MS`, `failover_ms=MS` and `tls=disable`. This build speaks
 /// to Redis without TLS, so nodes off this machine are refused unless the
 /// spec says `tls=disable`.
 pub struct RedisClusterStore {
@@ -150,6 +164,7 @@ pub struct RedisClusterStore {
     label: String,
     wait_replicas: u32,
     wait_ms: u64,
+    failover_ms: u64,
     pool: Mutex<Vec<ClusterConnection>>,
     /// Groups this handle has seen in the registry (entries are never
     /// removed from it, so the cache stays true).
@@ -176,6 +191,7 @@ struct Spec {
     namespace: String,
     wait_replicas: u32,
     wait_ms: u64,
+    failover_ms: u64,
     plaintext_ok: bool,
 }
 
@@ -239,6 +255,7 @@ fn parse_spec(spec: &str) -> Result<Spec> {
         namespace: DEFAULT_REDIS_NAMESPACE.to_owned(),
         wait_replicas: DEFAULT_WAIT_REPLICAS,
         wait_ms: DEFAULT_WAIT_MS,
+        failover_ms: DEFAULT_FAILOVER_MS,
         plaintext_ok: false,
     };
     for part in query.into_iter().flat_map(|q| q.split('&')) {
@@ -262,11 +279,21 @@ fn parse_spec(spec: &str) -> Result<Spec> {
                         invalid(format!("wait_ms={value:?}: milliseconds, 1 to 600000"))
                     })?
             }
+            "failover_ms" => {
+                parsed.failover_ms =
+                    value
+                        .parse()
+                        .ok()
+                        .filter(|n| *n <= 600_000)
+                        .ok_or_else(|| {
+                            invalid(format!("failover_ms={value:?}: milliseconds, 0 to 600000"))
+                        })?
+            }
             "tls" if value == "disable" => parsed.plaintext_ok = true,
             _ => {
                 return Err(invalid(format!(
                     "Redis Cluster store spec: unknown parameter {name:?} (known: namespace, \
-                     wait, wait_ms, tls=disable)"
+                     wait, wait_ms, failover_ms, tls=disable)"
                 )))
             }
         }
@@ -484,6 +511,7 @@ impl RedisClusterStore {
             label,
             wait_replicas: parsed.wait_replicas,
             wait_ms: parsed.wait_ms,
+            failover_ms: parsed.failover_ms,
             pool: Mutex::new(Vec::new()),
             registered: Mutex::new(HashSet::new()),
             write_script: Script::new(WRITE_SCRIPT),
@@ -623,16 +651,55 @@ impl RedisClusterStore {
     }
 
     fn map_err(&self, e: &RedisError) -> Error {
+        use redis::{ErrorKind, ServerErrorKind};
         match e.code() {
-            Some("WRONGTYPE") => Error::StoreCorrupt(format!(
-                "{}: a key of the store holds another Redis type: {e}",
-                self.label
-            )),
-            Some("OOM") => Error::StoreIo(format!(
-                "{}: the cluster is out of memory (maxmemory): {e}",
-                self.label
-            )),
-            _ => Error::StoreIo(format!("{}: {e}", self.label)),
+            Some("WRONGTYPE") => {
+                return Error::StoreCorrupt(format!(
+                    "{}: a key of the store holds another Redis type: {e}",
+                    self.label
+                ))
+            }
+            Some("OOM") => {
+                return Error::StoreFull(format!(
+                    "{}: the cluster is out of memory (maxmemory): {e}",
+                    self.label
+                ))
+            }
+            _ => {}
+        }
+        let transient = e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_cluster_error()
+            || matches!(
+                e.kind(),
+                ErrorKind::ClusterConnectionNotFound
+                    | ErrorKind::Server(
+                        ServerErrorKind::MasterDown
+                            | ServerErrorKind::ReadOnly
+                            | ServerErrorKind::BusyLoading
+                    )
+            );
+        if transient {
+            Error::StoreUnavailable(format!("{}: {e}", self.label))
+        } else {
+            Error::StoreIo(format!("{}: {e}", self.label))
+        }
+    }
+
+    /// Runs the read `f`, again while the cluster cannot serve it, for up
+    /// to `failover_ms` with pauses from 50 ms doubling to 1 s.
+    fn reading<T>(&self, mut f: impl FnMut() -> Result<T>) -> Result<T> {
+        let deadline = Instant::now() + Duration::from_millis(self.failover_ms);
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match f() {
+                Err(Error::StoreUnavailable(_)) if Instant::now() + pause < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                other => return other,
+            }
         }
     }
 
@@ -670,7 +737,7 @@ impl RedisClusterStore {
             }
         };
         if got < i64::from(self.wait_replicas) {
-            return Ok(Err(Error::StoreIo(format!(
+            return Ok(Err(Error::StoreUnavailable(format!(
                 "{}: the write reached the master of slot {slot} but only {got} of {} \
                  replicas within {} ms; it may be lost if that master fails now (retry the \
                  request, or lower wait=)",
@@ -743,8 +810,9 @@ impl RedisClusterStore {
 impl Store for RedisClusterStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let keys = GroupKeys::new(&self.namespace, group_of(key));
-        let value: Option<Vec<u8>> =
-            self.with_conn(|c| redis::cmd("HGET").arg(&keys.values).arg(key).query(c))?;
+        let value: Option<Vec<u8>> = self.reading(|| {
+            self.with_conn(|c| redis::cmd("HGET").arg(&keys.values).arg(key).query(c))
+        })?;
         self.io.read(value.as_ref().map_or(0, Vec::len));
         Ok(value)
     }
@@ -758,13 +826,15 @@ impl Store for RedisClusterStore {
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         for (group, positions) in by_group {
             let gk = GroupKeys::new(&self.namespace, group);
-            let got: Vec<Option<Vec<u8>>> = self.with_conn(|c| {
-                let mut cmd = redis::cmd("HMGET");
-                cmd.arg(&gk.values);
-                for &i in &positions {
-                    cmd.arg(keys[i]);
-                }
-                cmd.query(c)
+            let got: Vec<Option<Vec<u8>>> = self.reading(|| {
+                self.with_conn(|c| {
+                    let mut cmd = redis::cmd("HMGET");
+                    cmd.arg(&gk.values);
+                    for &i in &positions {
+                        cmd.arg(keys[i]);
+                    }
+                    cmd.query(c)
+                })
             })?;
             if got.len() != positions.len() {
                 return Err(Error::StoreIo(format!(
@@ -830,17 +900,19 @@ impl Store for RedisClusterStore {
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let pairs = match scan_plan(prefix) {
-            ScanPlan::One(group) => self.scan_group(group, prefix)?,
-            ScanPlan::Many(start) => {
-                let mut pairs = self.scan_group(None, prefix)?;
-                for g in self.groups_with(start)? {
-                    pairs.extend(self.scan_group(Some(&g), prefix)?);
+        let pairs = self.reading(|| {
+            Ok(match scan_plan(prefix) {
+                ScanPlan::One(group) => self.scan_group(group, prefix)?,
+                ScanPlan::Many(start) => {
+                    let mut pairs = self.scan_group(None, prefix)?;
+                    for g in self.groups_with(start)? {
+                        pairs.extend(self.scan_group(Some(&g), prefix)?);
+                    }
+                    pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    pairs
                 }
-                pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                pairs
-            }
-        };
+            })
+        })?;
         let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
         self.io.scan(pairs.len(), bytes);
         Ok(pairs)
@@ -980,9 +1052,16 @@ mod tests {
         );
         let d = parse_spec("redis-cluster://127.0.0.1:7000").unwrap();
         assert_eq!(
-            (d.namespace.as_str(), d.wait_replicas, d.wait_ms),
-            ("default", 1, 1000)
+            (
+                d.namespace.as_str(),
+                d.wait_replicas,
+                d.wait_ms,
+                d.failover_ms
+            ),
+            ("default", 1, 1000, DEFAULT_FAILOVER_MS)
         );
+        let f = parse_spec("redis-cluster://127.0.0.1:7000?failover_ms=0").unwrap();
+        assert_eq!(f.failover_ms, 0);
         for bad in [
             "redis-cluster://",
             "redis-cluster://127.0.0.1",
@@ -991,6 +1070,8 @@ mod tests {
             "redis-cluster://127.0.0.1:7000?namespace=A",
             "redis-cluster://127.0.0.1:7000?wait=x",
             "redis-cluster://127.0.0.1:7000?wait_ms=0",
+            "redis-cluster://127.0.0.1:7000?failover_ms=-1",
+            "redis-cluster://127.0.0.1:7000?failover_ms=600001",
             "redis-cluster://127.0.0.1:7000?colour=blue",
         ] {
             assert!(
@@ -1011,10 +1092,10 @@ mod tests {
     }
 
     #[test]
-    fn an_unreachable_cluster_is_a_store_io_error() {
+    fn an_unreachable_cluster_is_unavailable_and_named() {
         let err = RedisClusterStore::open("redis-cluster://127.0.0.1:1").unwrap_err();
         assert!(
-            matches!(&err, Error::StoreIo(m) if m.contains("127.0.0.1:1")),
+            matches!(&err, Error::StoreUnavailable(m) if m.contains("127.0.0.1:1")),
             "{err:?}"
         );
     }

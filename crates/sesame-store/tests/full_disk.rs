@@ -71,7 +71,7 @@ fn a_full_disk_fails_the_write_only() {
     };
     assert!(written > 10, "only {written} writes fitted");
     assert!(
-        matches!(&err, Error::StoreIo(m) if m.contains("space")),
+        matches!(&err, Error::StoreFull(m) if m.contains("space")),
         "{err:?}"
     );
     // Reads keep working, and see every committed write.

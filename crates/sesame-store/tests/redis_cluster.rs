@@ -12,7 +12,7 @@ use std::process::Command;
 
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch};
 use sesame_store::suite::Dropping;
-use sesame_store::test_cluster::{fresh_namespace, shared_url, with_namespace};
+use sesame_store::test_cluster::{fresh_namespace, own_cluster, shared_url, with_namespace};
 use sesame_store::{open_store, RedisClusterStore};
 
 /// A store in a fresh namespace, destroyed when dropped.
@@ -292,6 +292,32 @@ fn indexes_spread_over_the_masters() {
 
 /// `WAIT` for more replicas than there are: the batch is on the master,
 /// but `write` says it is not yet safe.
+/// A read sent while the master that holds its key is dead waits until a
+/// replica has taken over, then answers; a store told not to wait
+/// (`failover_ms=0`) fails with `StoreUnavailable`, the error its callers
+/// answer with "send it again", never with another kind.
+#[test]
+fn a_read_during_a_failover_waits_it_out() {
+    let Some(cluster) = own_cluster() else { return };
+    let spec = with_namespace(cluster.url(), &fresh_namespace("fo"), "");
+    let store = RedisClusterStore::open(&spec).unwrap();
+    let impatient = RedisClusterStore::open(&format!("{spec}&failover_ms=0")).unwrap();
+    let key = b"x/t/a";
+    store.put(key, b"kept").unwrap();
+    assert_eq!(impatient.get(key).unwrap().as_deref(), Some(&b"kept"[..]));
+    let port = cluster
+        .master_of_slot(store.slot_of(key))
+        .expect("a master serves the slot");
+    cluster.kill_node(port).unwrap();
+    match impatient.get(key) {
+        Ok(v) => assert_eq!(v.as_deref(), Some(&b"kept"[..])),
+        Err(e) => assert!(matches!(e, Error::StoreUnavailable(_)), "{e:?}"),
+    }
+    assert_eq!(store.get(key).unwrap().as_deref(), Some(&b"kept"[..]));
+    assert_ne!(cluster.master_of_slot(store.slot_of(key)), Some(port));
+    cluster.restart_node(port).unwrap();
+}
+
 #[test]
 fn too_few_replicas_is_an_error_that_says_so() {
     let Some(url) = shared_url() else { return };
@@ -304,7 +330,7 @@ fn too_few_replicas_is_an_error_that_says_so() {
     let strict = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=3&wait_ms=50"));
     let err = strict.unwrap_err();
     assert!(
-        matches!(&err, Error::StoreIo(m) if m.contains("only 1 of 3 replicas")),
+        matches!(&err, Error::StoreUnavailable(m) if m.contains("only 1 of 3 replicas")),
         "{err:?}"
     );
     s.destroy().unwrap();
