@@ -195,6 +195,28 @@ pub trait Store: Send + Sync {
     /// Applies `batch` atomically.
     fn write(&self, batch: WriteBatch) -> Result<()>;
 
+    /// Applies `batch` atomically if, at that moment, every key of
+    /// `expect` holds the value given with it (`None`: the key is absent);
+    /// otherwise writes nothing and returns `Ok(false)`.
+    ///
+    /// The check and the write are one step of the backend (one
+    /// transaction, one script), so of two writers that read the same
+    /// value and both expect it, exactly one succeeds: the compare-and-swap
+    /// that lets several servers write one index without a lock in any
+    /// server's memory. A key that is written conditionally is to be
+    /// written only conditionally: a plain [`Store::write`] of it does not
+    /// wait for a conditional write in flight on every backend.
+    ///
+    /// The default refuses with [`Error::Unsupported`](crate::Error::Unsupported):
+    /// a backend without an atomic check must not pretend to have one.
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+        let _ = (expect, batch);
+        Err(crate::Error::Unsupported(format!(
+            "the {} store has no conditional writes",
+            self.backend()
+        )))
+    }
+
     /// Inserts or overwrites one pair.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::with_capacity(1);
@@ -251,6 +273,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn write(&self, batch: WriteBatch) -> Result<()> {
         (**self).write(batch)
     }
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+        (**self).write_if(expect, batch)
+    }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         (**self).scan_prefix(prefix)
     }
@@ -295,6 +320,17 @@ impl<S: Store> Prefixed<S> {
         k.extend_from_slice(key);
         k
     }
+
+    fn batch(&self, batch: WriteBatch) -> WriteBatch {
+        let mut out = WriteBatch::with_capacity(batch.len());
+        for op in batch.into_ops() {
+            match op {
+                WriteOp::Put { key, value } => out.put(self.key(&key), value),
+                WriteOp::Delete { key } => out.delete(self.key(&key)),
+            };
+        }
+        out
+    }
 }
 
 impl<S: Store> Store for Prefixed<S> {
@@ -309,14 +345,17 @@ impl<S: Store> Store for Prefixed<S> {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        let mut out = WriteBatch::with_capacity(batch.len());
-        for op in batch.into_ops() {
-            match op {
-                WriteOp::Put { key, value } => out.put(self.key(&key), value),
-                WriteOp::Delete { key } => out.delete(self.key(&key)),
-            };
-        }
-        self.inner.write(out)
+        self.inner.write(self.batch(batch))
+    }
+
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+        let keys: Vec<Vec<u8>> = expect.iter().map(|(k, _)| self.key(k)).collect();
+        let full: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .zip(expect)
+            .map(|(k, (_, v))| (k.as_slice(), *v))
+            .collect();
+        self.inner.write_if(&full, self.batch(batch))
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

@@ -104,6 +104,21 @@ impl<S: Store + ?Sized> RecordingStore<S> {
     }
 }
 
+/// The events of writing `batch`.
+fn write_events(batch: &WriteBatch) -> Vec<Event> {
+    batch
+        .ops()
+        .iter()
+        .map(|op| match op {
+            WriteOp::Put { key, value } => Event::Write {
+                key: key.clone(),
+                size: value.len(),
+            },
+            WriteOp::Delete { key } => Event::Delete { key: key.clone() },
+        })
+        .collect()
+}
+
 impl<S: Store + ?Sized> Store for RecordingStore<S> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let v = self.inner.get(key)?;
@@ -131,20 +146,26 @@ impl<S: Store + ?Sized> Store for RecordingStore<S> {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        let events: Vec<Event> = batch
-            .ops()
-            .iter()
-            .map(|op| match op {
-                WriteOp::Put { key, value } => Event::Write {
-                    key: key.clone(),
-                    size: value.len(),
-                },
-                WriteOp::Delete { key } => Event::Delete { key: key.clone() },
-            })
-            .collect();
+        let events = write_events(&batch);
         self.inner.write(batch)?;
         self.view.push(|| events);
         Ok(())
+    }
+
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+        let mut events: Vec<Event> = expect
+            .iter()
+            .map(|(k, v)| Event::Read {
+                key: k.to_vec(),
+                size: v.map(<[u8]>::len),
+            })
+            .collect();
+        events.extend(write_events(&batch));
+        let applied = self.inner.write_if(expect, batch)?;
+        if applied {
+            self.view.push(|| events);
+        }
+        Ok(applied)
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

@@ -78,16 +78,19 @@ impl Store for FaultyStore {
         self.inner.get_many(keys)
     }
     fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_if(&[], batch).map(|_| ())
+    }
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
         let mode = self.mode.load(Ordering::SeqCst);
         if mode != 0 && self.countdown.fetch_sub(1, Ordering::SeqCst) <= 0 {
             if mode == 2 {
-                self.inner.write(batch)?;
+                self.inner.write_if(expect, batch)?;
             }
             return Err(sesame_core::Error::StoreFull(
                 "write: No space left on device (os error 28)".into(),
             ));
         }
-        self.inner.write(batch)
+        self.inner.write_if(expect, batch)
     }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.inner.scan_prefix(prefix)

@@ -56,11 +56,22 @@ impl Store for MemoryStore {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_if(&[], batch).map(|_| ())
+    }
+
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+        let mut map = self.write_map();
+        for (key, want) in expect {
+            let held = map.get(*key).map(Vec::as_slice);
+            self.io.read(held.map_or(0, <[u8]>::len));
+            if held != *want {
+                return Ok(false);
+            }
+        }
         if batch.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         self.io.batch(&batch);
-        let mut map = self.write_map();
         for op in batch.into_ops() {
             match op {
                 WriteOp::Put { key, value } => {
@@ -71,7 +82,7 @@ impl Store for MemoryStore {
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

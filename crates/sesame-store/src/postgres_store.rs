@@ -566,11 +566,56 @@ fn collapse(batch: &WriteBatch) -> BTreeMap<&[u8], Option<&[u8]>> {
     last
 }
 
+/// The advisory lock that serialises conditional writes expecting `key`
+/// of the namespace `namespace`: a stable 64-bit FNV-1a hash of both (a
+/// collision only makes two unrelated writes wait for each other).
+fn condition_lock(namespace: &str, key: &[u8]) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in namespace.as_bytes().iter().chain(&[0]).chain(key) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    i64::from_ne_bytes(h.to_ne_bytes())
+}
+
+/// Applies `last` in one transaction if every key of `expect` holds its
+/// value (`None`: absent); `Ok(false)` and nothing written otherwise.
 fn write_collapsed(
     conn: &mut Conn,
+    namespace: &str,
+    expect: &[(&[u8], Option<&[u8]>)],
     last: &BTreeMap<&[u8], Option<&[u8]>>,
-) -> std::result::Result<(), postgres::Error> {
+) -> std::result::Result<bool, postgres::Error> {
     let mut txn = conn.client.transaction()?;
+    if !expect.is_empty() {
+        // A row lock cannot hold a key that is absent, so the conditions'
+        // keys are locked by advisory locks, in a fixed order; under READ
+        // COMMITTED the read that follows sees every write committed
+        // before the locks were granted.
+        let mut locks: Vec<i64> = expect
+            .iter()
+            .map(|(k, _)| condition_lock(namespace, k))
+            .collect();
+        locks.sort_unstable();
+        locks.dedup();
+        txn.execute(
+            "SELECT pg_advisory_xact_lock(l) FROM unnest($1::int8[]) AS l",
+            &[&locks],
+        )?;
+        let keys: Vec<&[u8]> = expect.iter().map(|(k, _)| *k).collect();
+        let rows = txn.query(&conn.get_many, &[&keys])?;
+        let mut held: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
+        for row in rows {
+            held.insert(row.get(0), row.get(1));
+        }
+        if expect
+            .iter()
+            .any(|(k, want)| held.get(*k).map(Vec::as_slice) != *want)
+        {
+            txn.rollback()?;
+            return Ok(false);
+        }
+    }
     let deletes: Vec<&[u8]> = last
         .iter()
         .filter(|(_, v)| v.is_none())
@@ -597,7 +642,8 @@ fn write_collapsed(
     if !keys.is_empty() {
         txn.execute(&conn.upsert, &[&keys, &values])?;
     }
-    txn.commit()
+    txn.commit()?;
+    Ok(true)
 }
 
 impl Store for PostgresStore {
@@ -630,13 +676,24 @@ impl Store for PostgresStore {
         if batch.is_empty() {
             return Ok(());
         }
+        self.write_if(&[], batch).map(|_| ())
+    }
+
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+        if batch.is_empty() && expect.is_empty() {
+            return Ok(true);
+        }
         let last = collapse(&batch);
         let mut attempt = 0;
         loop {
             let mut conn = self.take()?;
-            let outcome = write_collapsed(&mut conn, &last);
+            let outcome = write_collapsed(&mut conn, &self.namespace, expect, &last);
             match outcome {
-                Ok(()) => {
+                Ok(false) => {
+                    self.give_back(conn);
+                    return Ok(false);
+                }
+                Ok(true) => {
                     self.give_back(conn);
                     break;
                 }
@@ -658,7 +715,7 @@ impl Store for PostgresStore {
             }
         }
         self.io.batch(&batch);
-        Ok(())
+        Ok(true)
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

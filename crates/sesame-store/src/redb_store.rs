@@ -11,7 +11,7 @@ use std::sync::{PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::backends::InMemoryBackend;
-use redb::{Builder, Database, TableDefinition, TableError, WriteTransaction};
+use redb::{Builder, Database, ReadableTable, TableDefinition, TableError, WriteTransaction};
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
 
 use crate::prefix_end;
@@ -476,11 +476,32 @@ impl Store for RedbStore {
         if batch.is_empty() {
             return Ok(());
         }
+        self.write_if(&[], batch).map(|_| ())
+    }
+
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
         let map = |e: redb::Error| from_redb(&self.label, e);
-        self.run(|db| {
+        let applied = self.run(|db| {
+            // redb has one write transaction at a time: the check below and
+            // the writes cannot interleave with another batch.
             let txn = self.begin_write(db)?;
             {
                 let mut table = txn.open_table(DATA).map_err(|e| map(e.into()))?;
+                let mut holds = true;
+                for (key, want) in expect {
+                    let held = table.get(*key).map_err(|e| map(e.into()))?;
+                    let held = held.as_ref().map(|v| v.value());
+                    self.io.read(held.map_or(0, <[u8]>::len));
+                    if held != *want {
+                        holds = false;
+                        break;
+                    }
+                }
+                if !holds {
+                    drop(table);
+                    txn.abort().map_err(|e| map(e.into()))?;
+                    return Ok(false);
+                }
                 for op in batch.ops() {
                     match op {
                         WriteOp::Put { key, value } => {
@@ -494,10 +515,13 @@ impl Store for RedbStore {
                     }
                 }
             }
-            txn.commit().map_err(|e| map(e.into()))
+            txn.commit().map_err(|e| map(e.into()))?;
+            Ok(true)
         })?;
-        self.io.batch(&batch);
-        Ok(())
+        if applied {
+            self.io.batch(&batch);
+        }
+        Ok(applied)
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

@@ -55,11 +55,23 @@ const SCAN_CHUNK: usize = 1000;
 const WRITE_SCRIPT: &str = r"#!lua
 local h, z = KEYS[1], KEYS[2]
 local n = #ARGV
+local i = 3
+for _ = 1, tonumber(ARGV[2]) do
+  local held = redis.call('HGET', h, ARGV[i])
+  if ARGV[i + 1] == 'a' then
+    if held then
+      return -1
+    end
+  elseif held ~= ARGV[i + 2] then
+    return -1
+  end
+  i = i + 3
+end
 if ARGV[1] == '1' then
   local len = redis.call('HLEN', h)
-  if (n - 1) / 2 >= len then
+  if (n - i + 1) / 2 >= len then
     local present = 0
-    for j = 3, n, 2 do
+    for j = i + 1, n, 2 do
       present = present + redis.call('HEXISTS', h, ARGV[j])
     end
     if present == len then
@@ -68,7 +80,6 @@ if ARGV[1] == '1' then
     end
   end
 end
-local i = 2
 while i <= n do
   if ARGV[i] == 'p' then
     redis.call('HSET', h, ARGV[i + 1], ARGV[i + 2])
@@ -858,8 +869,18 @@ impl Store for RedisClusterStore {
         if batch.is_empty() {
             return Ok(());
         }
+        self.write_if(&[], batch).map(|_| ())
+    }
+
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+        if batch.is_empty() && expect.is_empty() {
+            return Ok(true);
+        }
         let last = collapse(&batch);
-        let mut groups = last.keys().map(|k| group_of(k));
+        let mut groups = expect
+            .iter()
+            .map(|(k, _)| group_of(k))
+            .chain(last.keys().map(|k| group_of(k)));
         let group = groups.next().flatten();
         if let Some(other) = groups.find(|g| *g != group) {
             let show = |g: Option<&[u8]>| {
@@ -869,8 +890,9 @@ impl Store for RedisClusterStore {
                 )
             };
             return Err(Error::Unsupported(format!(
-                "{}: a write batch must keep to one key group (keys c/A/B/... form group \
-                 A/B, other keys the home group); this one touches {} and {}",
+                "{}: a write batch and its conditions must keep to one key group (keys \
+                 c/A/B/... form group A/B, other keys the home group); this one touches {} \
+                 and {}",
                 self.label,
                 show(group),
                 show(other)
@@ -880,11 +902,18 @@ impl Store for RedisClusterStore {
             self.register(g)?;
         }
         let keys = GroupKeys::new(&self.namespace, group);
-        self.with_conn(|c| {
+        let applied = self.with_conn(|c| {
             let mut invocation = self.write_script.key(&keys.values);
             invocation.key(&keys.index);
-            let only_deletes = last.values().all(Option::is_none);
+            let only_deletes = !last.is_empty() && last.values().all(Option::is_none);
             invocation.arg(if only_deletes { "1" } else { "0" });
+            invocation.arg(expect.len());
+            for (k, v) in expect {
+                match v {
+                    Some(v) => invocation.arg(*k).arg("v").arg(*v),
+                    None => invocation.arg(*k).arg("a").arg(""),
+                };
+            }
             for (k, v) in &last {
                 match v {
                     Some(v) => invocation.arg("p").arg(*k).arg(*v),
@@ -892,11 +921,19 @@ impl Store for RedisClusterStore {
                 };
             }
             let start = Instant::now();
-            invocation.invoke::<i64>(c)?;
+            if invocation.invoke::<i64>(c)? < 0 {
+                return Ok(Ok(false));
+            }
+            if last.is_empty() {
+                return Ok(Ok(true));
+            }
             self.wait_for_replicas(c, keys.slot, start.elapsed())
+                .map(|r| r.map(|()| true))
         })??;
-        self.io.batch(&batch);
-        Ok(())
+        if applied {
+            self.io.batch(&batch);
+        }
+        Ok(applied)
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

@@ -60,6 +60,13 @@ impl<S: Store> Store for Dropping<S> {
     fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
         self.inner().write(batch)
     }
+    fn write_if(
+        &self,
+        expect: &[(&[u8], Option<&[u8]>)],
+        batch: WriteBatch,
+    ) -> sesame_core::Result<bool> {
+        self.inner().write_if(expect, batch)
+    }
     fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.inner().scan_prefix(prefix)
     }
@@ -105,7 +112,9 @@ macro_rules! store_suite {
             large_value,
             io_counts,
             concurrent_writers,
-            batches_are_isolated
+            batches_are_isolated,
+            conditional_writes,
+            conditional_writes_race
         );
         #[test]
         fn random_ops_match_oracle() {
@@ -138,7 +147,9 @@ macro_rules! store_suite {
             large_value,
             io_counts,
             concurrent_writers,
-            batches_are_isolated
+            batches_are_isolated,
+            conditional_writes,
+            conditional_writes_race
         );
         #[test]
         fn random_ops_match_oracle() {
@@ -490,6 +501,107 @@ pub fn batches_are_isolated<S: Store + ?Sized>(store: &S) {
         }
         done.store(true, Ordering::Release);
     });
+}
+
+/// `write_if` applies its batch only when every condition holds, exactly
+/// (a value, or absence), and writes nothing otherwise.
+pub fn conditional_writes<S: Store + ?Sized>(store: &S) {
+    let one = |k: &str, v: &str| {
+        let mut b = WriteBatch::new();
+        b.put(k.as_bytes(), v.as_bytes());
+        b
+    };
+    let cas = |expect: &[(&str, Option<&str>)], batch: WriteBatch| {
+        let expect: Vec<(&[u8], Option<&[u8]>)> = expect
+            .iter()
+            .map(|(k, v)| (k.as_bytes(), v.map(str::as_bytes)))
+            .collect();
+        store.write_if(&expect, batch).expect("write_if")
+    };
+    assert!(cas(&[("cas/a", None)], one("cas/a", "1")));
+    assert!(
+        !cas(&[("cas/a", None)], one("cas/a", "2")),
+        "a present key is not absent"
+    );
+    assert_eq!(get(store, b"cas/a").as_deref(), Some(&b"1"[..]));
+    assert!(
+        !cas(&[("cas/a", Some(""))], one("cas/a", "3")),
+        "empty is not 1"
+    );
+    assert!(
+        !cas(&[("cas/a", Some("10"))], one("cas/a", "3")),
+        "10 is not 1"
+    );
+    assert!(cas(&[("cas/a", Some("1"))], one("cas/a", "2")));
+    assert_eq!(get(store, b"cas/a").as_deref(), Some(&b"2"[..]));
+    // Several conditions: one that fails stops the whole batch.
+    let mut two = one("cas/b", "x");
+    two.delete(b"cas/a".to_vec());
+    assert!(!cas(
+        &[("cas/a", Some("2")), ("cas/c", Some("?"))],
+        two.clone()
+    ));
+    assert_eq!(get(store, b"cas/b"), None);
+    assert_eq!(get(store, b"cas/a").as_deref(), Some(&b"2"[..]));
+    assert!(cas(&[("cas/a", Some("2")), ("cas/c", None)], two));
+    assert_eq!(get(store, b"cas/b").as_deref(), Some(&b"x"[..]));
+    assert_eq!(get(store, b"cas/a"), None);
+    // The empty value is a value, not absence.
+    assert!(cas(&[("cas/e", None)], one("cas/e", "")));
+    assert!(!cas(&[("cas/e", None)], WriteBatch::new()));
+    assert!(cas(&[("cas/e", Some(""))], WriteBatch::new()));
+    // No condition: a plain write.
+    assert!(cas(&[], one("cas/f", "f")));
+    assert_eq!(get(store, b"cas/f").as_deref(), Some(&b"f"[..]));
+}
+
+/// Threads that each add one to a counter by reading it and writing it
+/// back with `write_if`, trying again when it moved, lose no addition: of
+/// two writers that read the same value, only one succeeds.
+pub fn conditional_writes_race<S: Store + ?Sized>(store: &S) {
+    const THREADS: u64 = 4;
+    const ADDS: u64 = 12;
+    let lost = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let lost = &lost;
+            scope.spawn(move || {
+                for i in 0..ADDS {
+                    loop {
+                        let held = get(store, b"race/n");
+                        let n = held.as_deref().map_or(0, |v| {
+                            u64::from_be_bytes(v.try_into().expect("an 8-byte counter"))
+                        });
+                        let mut batch = WriteBatch::new();
+                        batch.put(b"race/n".to_vec(), (n + 1).to_be_bytes().to_vec());
+                        batch.put(format!("race/by/{t}/{i}"), n.to_be_bytes().to_vec());
+                        if store
+                            .write_if(&[(b"race/n", held.as_deref())], batch)
+                            .expect("write_if")
+                        {
+                            break;
+                        }
+                        lost.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let n = get(store, b"race/n").expect("the counter");
+    assert_eq!(
+        u64::from_be_bytes(n.try_into().expect("8 bytes")),
+        THREADS * ADDS
+    );
+    // Every addition saw a different value of the counter.
+    let seen: std::collections::BTreeSet<Vec<u8>> = scan(store, b"race/by/")
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(seen.len() as u64, THREADS * ADDS);
+    eprintln!(
+        "conditional_writes_race: {} conditional writes found the counter moved",
+        lost.load(Ordering::Relaxed)
+    );
 }
 
 #[derive(Clone, Debug)]

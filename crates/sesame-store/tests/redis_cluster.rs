@@ -78,6 +78,35 @@ impl Store for Grouped {
         }
         self.0.write(out)
     }
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+        let keys: Vec<Vec<u8>> = expect
+            .iter()
+            .map(|(k, _)| [GROUP_PREFIX, k].concat())
+            .collect();
+        let full: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .zip(expect)
+            .map(|(k, (_, v))| (k.as_slice(), *v))
+            .collect();
+        let counted = batch.clone();
+        let mut out = WriteBatch::with_capacity(batch.len());
+        for op in batch.into_ops() {
+            match op {
+                sesame_core::WriteOp::Put { key, value } => {
+                    out.put([GROUP_PREFIX, &key].concat(), value)
+                }
+                sesame_core::WriteOp::Delete { key } => out.delete([GROUP_PREFIX, &key].concat()),
+            };
+        }
+        let applied = self.0.write_if(&full, out)?;
+        for (_, v) in expect {
+            self.1.read(v.map_or(0, <[u8]>::len));
+        }
+        if applied && !counted.is_empty() {
+            self.1.batch(&counted);
+        }
+        Ok(applied)
+    }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let pairs: Vec<(Vec<u8>, Vec<u8>)> = self
             .0
