@@ -18,7 +18,8 @@
 //! - [`ikk`]: IKK, simulated annealing over co-occurrence (Islam, Kuzu,
 //!   Kantarcioglu, NDSS 2012);
 //! - [`ordered`]: the sorting and cumulative attacks on order-revealing
-//!   columns (Naveed, Kamara, Wright, CCS 2015);
+//!   columns (Naveed, Kamara, Wright, CCS 2015), the latter through the
+//!   assignment problem ([`assignment`], Kuhn-Munkres);
 //! - [`clww_bits`]: plaintext bits from CLWW's first differing position
 //!   (after Grubbs, Sekniqi, Bindschaedler, Naveed, Ristenpart, S&P 2017);
 //! - [`range`]: value reconstruction from range queries' access patterns
@@ -32,6 +33,7 @@
 //! feature that must never run in production) converts it into
 //! [`view::Observation`]s.
 
+pub mod assignment;
 pub mod clww_bits;
 pub mod count;
 pub mod ikk;
