@@ -61,6 +61,11 @@ impl WriteBatch {
         self
     }
 
+    /// Keeps the first `len` operations, dropping those added after them.
+    pub fn truncate(&mut self, len: usize) {
+        self.ops.truncate(len);
+    }
+
     /// The operations, in order.
     pub fn ops(&self) -> &[WriteOp] {
         &self.ops
@@ -209,7 +214,7 @@ pub trait Store: Send + Sync {
     ///
     /// The default refuses with [`Error::Unsupported`](crate::Error::Unsupported):
     /// a backend without an atomic check must not pretend to have one.
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         let _ = (expect, batch);
         Err(crate::Error::Unsupported(format!(
             "the {} store has no conditional writes",
@@ -273,7 +278,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn write(&self, batch: WriteBatch) -> Result<()> {
         (**self).write(batch)
     }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         (**self).write_if(expect, batch)
     }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -348,14 +353,14 @@ impl<S: Store> Store for Prefixed<S> {
         self.inner.write(self.batch(batch))
     }
 
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         let keys: Vec<Vec<u8>> = expect.iter().map(|(k, _)| self.key(k)).collect();
         let full: Vec<(&[u8], Option<&[u8]>)> = keys
             .iter()
             .zip(expect)
             .map(|(k, (_, v))| (k.as_slice(), *v))
             .collect();
-        self.inner.write_if(&full, self.batch(batch))
+        self.inner.write_if(&full, &self.batch(batch.clone()))
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

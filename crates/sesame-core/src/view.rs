@@ -152,7 +152,7 @@ impl<S: Store + ?Sized> Store for RecordingStore<S> {
         Ok(())
     }
 
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         let mut events: Vec<Event> = expect
             .iter()
             .map(|(k, v)| Event::Read {
@@ -160,7 +160,7 @@ impl<S: Store + ?Sized> Store for RecordingStore<S> {
                 size: v.map(<[u8]>::len),
             })
             .collect();
-        events.extend(write_events(&batch));
+        events.extend(write_events(batch));
         let applied = self.inner.write_if(expect, batch)?;
         if applied {
             self.view.push(|| events);

@@ -4,18 +4,27 @@
 //! metadata and the replay record.
 //!
 //! Every method is synchronous (stores block); the gRPC layer runs them on
-//! blocking threads. Concurrency: one reader-writer lock per index, with a
-//! version counter bumped by every commit. A call first runs under the
-//! shared lock against a transaction overlay; if it wrote nothing (a
-//! search) its answer is returned, and many searches run at once. If it
-//! wrote, the exclusive lock is taken: when no other commit came in
-//! between (the version is unchanged) the buffered writes are committed as
-//! they are; otherwise they are thrown away and the call runs again under
-//! the exclusive lock. Either way no search ever sees part of an update.
-//! Scheme servers are made fresh for each request, so a rerun starts from
-//! the committed state. (This relies on the server being the only writer
-//! of its store, which redb's file lock enforces; two servers on one
-//! PostgreSQL namespace are not supported.)
+//! blocking threads.
+//!
+//! **Commits are conditional, so many servers can share one store.** Each
+//! index has a commit token (`c/<tenant>/<index>`, 16 random bytes). A
+//! request that writes reads the token first, then everything else it
+//! needs, and commits its batch with [`Store::write_if`] on the token it
+//! read, putting a fresh token in the same batch. If any commit landed in
+//! between, from this server or another one on the same store, the token
+//! moved, nothing is written, and the request runs again from fresh reads
+//! (up to [`MAX_COMMIT_ATTEMPTS`] times, then `UNAVAILABLE`). Nothing that
+//! correctness needs lives only in one server's memory: a client may send
+//! each call to another server.
+//!
+//! Inside one server, a reader-writer lock per index saves the wasted runs:
+//! a call first runs under the shared lock against a transaction overlay;
+//! if it wrote nothing (a search) its answer is returned, and many searches
+//! run at once. If it wrote, the exclusive lock is taken: when the token is
+//! unchanged the buffered writes are committed as they are; otherwise they
+//! are thrown away and the call runs again. Either way no search ever sees
+//! part of an update. Scheme servers are made fresh for each request, so a
+//! rerun starts from the committed state.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -152,6 +161,8 @@ pub struct Engine {
     create: Mutex<()>,
     started: Instant,
     requests: AtomicU64,
+    /// Conditional commits that found their index's token moved.
+    conflicts: AtomicU64,
     /// `--record-view`: the server's view, written down (research only).
     view_log: Option<Arc<crate::view_log::ViewLog>>,
 }
@@ -165,11 +176,11 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// The lock of one index, and the number of commits made under it.
+/// The lock of one index inside this server (commits across servers are
+/// settled by the commit token, see the module's docs).
 #[derive(Debug, Default)]
 struct IndexLock {
     rw: RwLock<()>,
-    version: AtomicU64,
 }
 
 impl IndexLock {
@@ -177,27 +188,17 @@ impl IndexLock {
         self.rw.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The exclusive lock; the version is bumped when the guard goes, so
-    /// that a call that ran under the shared lock sees that something may
-    /// have changed.
-    fn write(&self) -> WriteGuard<'_> {
-        WriteGuard {
-            _guard: self.rw.write().unwrap_or_else(PoisonError::into_inner),
-            version: &self.version,
-        }
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.rw.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-struct WriteGuard<'a> {
-    _guard: std::sync::RwLockWriteGuard<'a, ()>,
-    version: &'a AtomicU64,
-}
+/// Times a request that writes is run and committed before it gives up
+/// because other servers kept committing to the same index first.
+pub const MAX_COMMIT_ATTEMPTS: u32 = 64;
 
-impl Drop for WriteGuard<'_> {
-    fn drop(&mut self) {
-        self.version.fetch_add(1, Ordering::AcqRel);
-    }
-}
+/// An index's commit token as read (`None`: no commit has set one yet).
+type Token = Option<Vec<u8>>;
 
 /// An index's scheme with the parameters it was created with.
 struct Hosted {
@@ -340,6 +341,7 @@ impl Engine {
             create: Mutex::new(()),
             started: Instant::now(),
             requests: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
         })
     }
 
@@ -414,6 +416,64 @@ impl Engine {
         }
     }
 
+    /// The index's commit token, read before anything a commit depends on.
+    fn token(&self, tenant: &str, index: &str) -> Result<Token, EngineError> {
+        Ok(self.store.get(&keys::commit_key(tenant, index))?)
+    }
+
+    /// Conditional commits so far that found their index changed by
+    /// another commit (from this server or another one) and ran again.
+    pub fn commit_conflicts(&self) -> u64 {
+        self.conflicts.load(Ordering::Relaxed)
+    }
+
+    /// Writes `batch` with a fresh commit token if the index's token is
+    /// still `seen`: `Ok(false)`, nothing written and `batch` as it was,
+    /// when another commit came first.
+    fn commit_if(
+        &self,
+        batch: &mut WriteBatch,
+        (tenant, index): (&str, &str),
+        seen: &Token,
+    ) -> Result<bool, EngineError> {
+        let key = keys::commit_key(tenant, index);
+        let mut fresh = [0u8; 16];
+        rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut fresh);
+        let base = batch.len();
+        batch.put(key.clone(), fresh.to_vec());
+        let applied = self
+            .store
+            .write_if(&[(key.as_slice(), seen.as_deref())], batch)?;
+        if !applied {
+            batch.truncate(base);
+            self.conflicts.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(applied)
+    }
+
+    /// Runs `attempt` until its conditional commit lands: `Some` is its
+    /// answer, `None` says another commit came first and it must run again
+    /// from fresh reads. Pauses grow (with jitter) between attempts, so
+    /// servers that collide spread out.
+    fn until_committed<T>(
+        &self,
+        mut attempt: impl FnMut() -> Result<Option<T>, EngineError>,
+    ) -> Result<T, EngineError> {
+        for n in 0..MAX_COMMIT_ATTEMPTS {
+            if let Some(answer) = attempt()? {
+                return Ok(answer);
+            }
+            let mut jitter = [0u8; 1];
+            rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut jitter);
+            let ms = u64::from(n.min(5)) * 2 + u64::from(jitter[0] % 4);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+        Err(EngineError::Unavailable(format!(
+            "the index was changed by other requests first on each of {MAX_COMMIT_ATTEMPTS} \
+             attempts; nothing was applied: send the request again"
+        )))
+    }
+
     /// The index's scheme with its parameters, checked against the scheme
     /// the client speaks.
     fn scheme_of(meta: &IndexMeta, index: &str, spoken: &str) -> Result<Hosted, EngineError> {
@@ -440,8 +500,9 @@ impl Engine {
         Ok(Hosted { scheme, params })
     }
 
-    /// The index's metadata for a request that writes, taken under the
-    /// index's exclusive lock (which the caller holds); a request id that
+    /// The index's commit token and metadata for a request that writes,
+    /// taken under the index's exclusive lock (which the caller holds),
+    /// the token first; a request id that
     /// was used before is refused here, and an exact repeat is answered
     /// with the first answer ([`EngineError::Replayed`]).
     fn meta_for_write(
@@ -449,14 +510,15 @@ impl Engine {
         tenant: &str,
         index: &str,
         replay: Option<(&[u8; 16], &[u8; 32])>,
-    ) -> Result<IndexMeta, EngineError> {
+    ) -> Result<(Token, IndexMeta), EngineError> {
+        let seen = self.token(tenant, index)?;
         let meta = self.meta(tenant, index)?;
         if let Some((id, digest)) = replay {
             if let Some(e) = self.replayed(tenant, index, id, digest)? {
                 return Err(e);
             }
         }
-        Ok(meta)
+        Ok((seen, meta))
     }
 
     fn replayed(
@@ -521,35 +583,45 @@ impl Engine {
     /// Commits a request's batch: records its answer for replays when it
     /// carries a request id (`replay`: id, request digest, encoded answer),
     /// then the index's metadata, in one atomic write.
+    /// The write is conditional on the index's commit token `seen`
+    /// ([`Engine::commit_if`]): `Ok(false)` when another commit came first.
+    /// What it adds to `batch` is taken out again when it fails.
     fn commit(
         &self,
-        mut batch: WriteBatch,
+        batch: &mut WriteBatch,
         meta: &mut IndexMeta,
         (tenant, index): (&str, &str),
         replay: Option<(&[u8; 16], [u8; 32], Vec<u8>)>,
-    ) -> Result<(), EngineError> {
+        seen: &Token,
+    ) -> Result<bool, EngineError> {
+        let base = batch.len();
         if let Some((id, digest, stored)) = replay {
-            self.remember(&mut batch, meta, (tenant, index), id, (digest, stored))?;
+            self.remember(batch, meta, (tenant, index), id, (digest, stored))?;
         }
         batch.put(keys::meta_key(tenant, index), meta.encode()?);
-        self.store.write(batch)?;
-        Ok(())
+        let applied = self.commit_if(batch, (tenant, index), seen)?;
+        if !applied {
+            batch.truncate(base);
+        }
+        Ok(applied)
     }
 
     /// Commits a request's batch as [`Engine::commit`] does, remembering
     /// `response` as its answer when the request has an id, and returns
-    /// the response.
+    /// the response (`None` when another commit came first).
     fn commit_answer<M: prost::Message>(
         &self,
-        batch: WriteBatch,
+        batch: &mut WriteBatch,
         meta: &mut IndexMeta,
         index: (&str, &str),
         replay: Option<(&[u8; 16], [u8; 32])>,
         response: M,
-    ) -> Result<M, EngineError> {
+        seen: &Token,
+    ) -> Result<Option<M>, EngineError> {
         let replay = replay.map(|(id, digest)| (id, digest, response.encode_to_vec()));
-        self.commit(batch, meta, index, replay)?;
-        Ok(response)
+        Ok(self
+            .commit(batch, meta, index, replay, seen)?
+            .then_some(response))
     }
 
     /// Runs scheme messages against a fresh server over a transaction.
@@ -693,7 +765,16 @@ impl Engine {
             created_unix: now_unix(),
             ..IndexMeta::default()
         };
-        self.store.put(&key, &meta.encode()?)?;
+        // Conditional on the name being free: another server may be
+        // creating the same index at this moment.
+        let mut batch = WriteBatch::with_capacity(1);
+        batch.put(key.clone(), meta.encode()?);
+        if !self.store.write_if(&[(key.as_slice(), None)], &batch)? {
+            return Err(EngineError::AlreadyExists(format!(
+                "an index named {:?} already exists",
+                req.index
+            )));
+        }
         Ok(info(&req.index, &meta))
     }
 
@@ -707,22 +788,39 @@ impl Engine {
         keys::check_name("index", &req.index)?;
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
-        self.meta(tenant, &req.index)?;
+        self.until_committed(|| self.drop_index_once(tenant, &req.index))
+    }
+
+    fn drop_index_once(
+        &self,
+        tenant: &str,
+        index: &str,
+    ) -> Result<Option<proto::DropIndexResponse>, EngineError> {
+        let seen = self.token(tenant, index)?;
+        self.meta(tenant, index)?;
         let mut batch = WriteBatch::new();
         for prefix in [
-            keys::index_prefix(tenant, &req.index),
-            keys::doc_prefix(tenant, &req.index),
-            keys::replay_prefix(tenant, &req.index),
-            keys::record_prefix(tenant, &req.index),
+            keys::index_prefix(tenant, index),
+            keys::doc_prefix(tenant, index),
+            keys::replay_prefix(tenant, index),
+            keys::record_prefix(tenant, index),
         ] {
             for (k, _) in self.store.scan_prefix(&prefix)? {
                 batch.delete(k);
             }
         }
         let removed = batch.len() as u64;
-        batch.delete(keys::meta_key(tenant, &req.index));
-        self.store.write(batch)?;
-        Ok(proto::DropIndexResponse { removed })
+        batch.delete(keys::meta_key(tenant, index));
+        let token = keys::commit_key(tenant, index);
+        batch.delete(token.clone());
+        if !self
+            .store
+            .write_if(&[(token.as_slice(), seen.as_deref())], &batch)?
+        {
+            self.conflicts.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Ok(Some(proto::DropIndexResponse { removed }))
     }
 
     /// The tenant's indexes, by name.
@@ -792,9 +890,9 @@ impl Engine {
         });
         let prefix = keys::generation_prefix(tenant, &req.index, req.generation);
         let lock = self.lock_of(tenant, &req.index);
-        let (first, seen) = {
+        let first = {
             let _g = lock.read();
-            let seen = lock.version.load(Ordering::Acquire);
+            let seen = self.token(tenant, &req.index)?;
             let meta = self.meta(tenant, &req.index)?;
             let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
             if let (Some(id), Some(digest)) = (&id, &digest) {
@@ -811,41 +909,50 @@ impl Engine {
             }
             (run, seen)
         };
-        // It writes: commit alone, running it again if another commit came
-        // in since it ran.
+        // It writes: commit alone in this server, conditionally on the
+        // token the run saw; run again when another commit came in since.
         let _g = lock.write();
         let start = Instant::now();
-        let mut meta = self.meta(tenant, &req.index)?;
-        let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
-        let mut run = if lock.version.load(Ordering::Acquire) == seen {
-            first
-        } else {
-            if let (Some(id), Some(digest)) = (&id, &digest) {
-                if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
-                    return Err(e);
+        let first_ns = first.0.report.handle_ns;
+        let mut first = Some(first);
+        let mut run = self.until_committed(|| {
+            let seen = self.token(tenant, &req.index)?;
+            let mut meta = self.meta(tenant, &req.index)?;
+            let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
+            let run = match first.take() {
+                Some((run, token)) if token == seen => run,
+                _ => {
+                    if let (Some(id), Some(digest)) = (&id, &digest) {
+                        if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
+                            return Err(e);
+                        }
+                    }
+                    self.run((tenant, &req.index), &scheme, prefix.clone(), &req.messages)?
                 }
-            }
-            let mut again = self.run((tenant, &req.index), &scheme, prefix, &req.messages)?;
-            again.report.handle_ns += first.report.handle_ns;
-            again
-        };
-        let mut batch = WriteBatch::new();
-        run.overlay.drain_into(&mut batch);
-        if run.write_once {
-            self.check_write_once(&batch)?;
-        }
-        meta.updates += 1;
-        // The stored answer carries no report (it is not this call's).
-        let replay = id.as_ref().zip(digest).map(|(id, digest)| {
-            let stored = proto::CallResponse {
-                messages: run.responses.clone(),
-                report: Vec::new(),
             };
-            (id, digest, stored.encode_to_vec())
-        });
-        self.commit(batch, &mut meta, (tenant, &req.index), replay)?;
-        // The server's time includes the commit, which the client waits for.
-        run.report.handle_ns += u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let mut batch = WriteBatch::new();
+            run.overlay.drain_into(&mut batch);
+            if run.write_once {
+                self.check_write_once(&batch)?;
+            }
+            meta.updates += 1;
+            // The stored answer carries no report (it is not this call's).
+            let replay = id.as_ref().zip(digest).map(|(id, digest)| {
+                let stored = proto::CallResponse {
+                    messages: run.responses.clone(),
+                    report: Vec::new(),
+                };
+                (id, digest, stored.encode_to_vec())
+            });
+            Ok(self
+                .commit(&mut batch, &mut meta, (tenant, &req.index), replay, &seen)?
+                .then_some(run))
+        })?;
+        // The server's time: the first run, then everything under the
+        // exclusive lock (runs again, the commit, which the client waits
+        // for).
+        run.report.handle_ns =
+            first_ns.saturating_add(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
         Ok(proto::CallResponse {
             messages: run.responses,
             report: wire::encode(&run.report)?,
@@ -962,25 +1069,28 @@ impl Engine {
         let digest = digest.finish();
         let lock = self.lock_of(&tenant, &index);
         let _g = lock.write();
-        // The index may have been dropped meanwhile.
-        let mut meta =
-            self.meta_for_write(&tenant, &index, request_id.as_ref().zip(Some(&digest)))?;
         let mut batch = WriteBatch::new();
         overlay.drain_into(&mut batch);
-        meta.uploads += 1;
-        meta.generation = generation;
-        let response = proto::UploadResponse {
-            message: Vec::new(),
-            committed: true,
-            report: Vec::new(),
-        };
-        self.commit_answer(
-            batch,
-            &mut meta,
-            (&tenant, &index),
-            request_id.as_ref().zip(Some(digest)),
-            response,
-        )
+        self.until_committed(|| {
+            // The index may have been dropped meanwhile.
+            let (seen, mut meta) =
+                self.meta_for_write(&tenant, &index, request_id.as_ref().zip(Some(&digest)))?;
+            meta.uploads += 1;
+            meta.generation = generation;
+            let response = proto::UploadResponse {
+                message: Vec::new(),
+                committed: true,
+                report: Vec::new(),
+            };
+            self.commit_answer(
+                &mut batch,
+                &mut meta,
+                (&tenant, &index),
+                request_id.as_ref().zip(Some(digest)),
+                response,
+                &seen,
+            )
+        })
     }
 
     /// Removes every generation of an index but `keep` (with
@@ -993,6 +1103,15 @@ impl Engine {
         keys::check_name("index", &req.index)?;
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
+        self.until_committed(|| self.drop_generations_once(tenant, &req))
+    }
+
+    fn drop_generations_once(
+        &self,
+        tenant: &str,
+        req: &proto::DropGenerationsRequest,
+    ) -> Result<Option<proto::DropGenerationsResponse>, EngineError> {
+        let seen = self.token(tenant, &req.index)?;
         self.meta(tenant, &req.index)?;
         let keep = keys::generation_prefix(tenant, &req.index, req.keep);
         let prefix = keys::index_prefix(tenant, &req.index);
@@ -1015,8 +1134,9 @@ impl Engine {
             batch.delete(k);
         }
         let removed = batch.len() as u64;
-        self.store.write(batch)?;
-        Ok(proto::DropGenerationsResponse { removed })
+        Ok(self
+            .commit_if(&mut batch, (tenant, &req.index), &seen)?
+            .then_some(proto::DropGenerationsResponse { removed }))
     }
 
     // ---- documents -----------------------------------------------------
@@ -1051,7 +1171,17 @@ impl Engine {
         });
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
-        let mut meta = self.meta_for_write(tenant, &req.index, id.as_ref().zip(digest.as_ref()))?;
+        self.until_committed(|| self.put_documents_once(tenant, &req, id.as_ref(), digest))
+    }
+
+    fn put_documents_once(
+        &self,
+        tenant: &str,
+        req: &proto::PutDocumentsRequest,
+        id: Option<&[u8; 16]>,
+        digest: Option<[u8; 32]>,
+    ) -> Result<Option<proto::PutDocumentsResponse>, EngineError> {
+        let (seen, mut meta) = self.meta_for_write(tenant, &req.index, id.zip(digest.as_ref()))?;
         let keys: Vec<Vec<u8>> = req
             .documents
             .iter()
@@ -1079,11 +1209,11 @@ impl Engine {
             .collect();
         let mut added = 0u64;
         let mut batch = WriteBatch::with_capacity(keys.len() + 2);
-        for (key, doc) in keys.iter().zip(req.documents) {
+        for (key, doc) in keys.iter().zip(&req.documents) {
             if present.insert(key.as_slice()) {
                 added += 1;
             }
-            batch.put(key.clone(), doc.blob);
+            batch.put(key.clone(), doc.blob.clone());
         }
         let bytes: usize = batch
             .ops()
@@ -1103,11 +1233,12 @@ impl Engine {
         self.log_batch(tenant, &req.index, "PutDocuments", &batch)?;
         let response = proto::PutDocumentsResponse { added };
         self.commit_answer(
-            batch,
+            &mut batch,
             &mut meta,
             (tenant, &req.index),
-            id.as_ref().zip(digest),
+            id.zip(digest),
             response,
+            &seen,
         )
     }
 
@@ -1169,7 +1300,17 @@ impl Engine {
         });
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
-        let mut meta = self.meta_for_write(tenant, &req.index, id.as_ref().zip(digest.as_ref()))?;
+        self.until_committed(|| self.delete_documents_once(tenant, &req, id.as_ref(), digest))
+    }
+
+    fn delete_documents_once(
+        &self,
+        tenant: &str,
+        req: &proto::DeleteDocumentsRequest,
+        id: Option<&[u8; 16]>,
+        digest: Option<[u8; 32]>,
+    ) -> Result<Option<proto::DeleteDocumentsResponse>, EngineError> {
+        let (seen, mut meta) = self.meta_for_write(tenant, &req.index, id.zip(digest.as_ref()))?;
         let keys: Vec<Vec<u8>> = req
             .ids
             .iter()
@@ -1190,11 +1331,12 @@ impl Engine {
         let response = proto::DeleteDocumentsResponse { deleted };
         self.log_batch(tenant, &req.index, "DeleteDocuments", &batch)?;
         self.commit_answer(
-            batch,
+            &mut batch,
             &mut meta,
             (tenant, &req.index),
-            id.as_ref().zip(digest),
+            id.zip(digest),
             response,
+            &seen,
         )
     }
 
@@ -1289,6 +1431,17 @@ impl Engine {
         }
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
+        self.until_committed(|| self.write_records_once(tenant, &req))
+    }
+
+    /// One try of [`Engine::write_records`]: its write is conditional on
+    /// every record still holding the bytes read here, so two servers
+    /// cannot both move a record from one version.
+    fn write_records_once(
+        &self,
+        tenant: &str,
+        req: &proto::WriteRecordsRequest,
+    ) -> Result<Option<proto::WriteRecordsResponse>, EngineError> {
         self.meta(tenant, &req.index)?;
         let keys: Vec<Vec<u8>> = req
             .writes
@@ -1296,8 +1449,9 @@ impl Engine {
             .map(|w| keys::record_key(tenant, &req.index, &w.name))
             .collect();
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let stored = self.store.get_many(&refs)?;
         let mut current = Vec::with_capacity(req.writes.len());
-        for (w, stored) in req.writes.iter().zip(self.store.get_many(&refs)?) {
+        for (w, stored) in req.writes.iter().zip(&stored) {
             current.push(decode_record(w.name.clone(), stored.as_deref())?);
         }
         if req
@@ -1306,10 +1460,10 @@ impl Engine {
             .zip(&current)
             .any(|(w, c)| w.expected != ANY_VERSION && w.expected != c.version)
         {
-            return Ok(proto::WriteRecordsResponse {
+            return Ok(Some(proto::WriteRecordsResponse {
                 committed: false,
                 current,
-            });
+            }));
         }
         let created = req
             .writes
@@ -1329,9 +1483,9 @@ impl Engine {
             }
         }
         let mut batch = WriteBatch::with_capacity(req.writes.len());
-        for ((w, key), c) in req.writes.into_iter().zip(keys).zip(&current) {
+        for ((w, key), c) in req.writes.iter().zip(&keys).zip(&current) {
             if w.delete {
-                batch.delete(key);
+                batch.delete(key.clone());
             } else {
                 let version = c.version.checked_add(1).ok_or_else(|| {
                     EngineError::InvalidArgument(format!("record {:?} has no next version", w.name))
@@ -1339,14 +1493,22 @@ impl Engine {
                 let mut value = Vec::with_capacity(8 + w.value.len());
                 value.extend_from_slice(&version.to_be_bytes());
                 value.extend_from_slice(&w.value);
-                batch.put(key, value);
+                batch.put(key.clone(), value);
             }
         }
-        self.store.write(batch)?;
-        Ok(proto::WriteRecordsResponse {
+        let expect: Vec<(&[u8], Option<&[u8]>)> = refs
+            .iter()
+            .zip(&stored)
+            .map(|(k, v)| (*k, v.as_deref()))
+            .collect();
+        if !self.store.write_if(&expect, &batch)? {
+            self.conflicts.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Ok(Some(proto::WriteRecordsResponse {
             committed: true,
             current: Vec::new(),
-        })
+        }))
     }
 }
 
@@ -1397,6 +1559,147 @@ mod tests {
             delete: value.is_none(),
             value: value.unwrap_or_default().to_vec(),
         }
+    }
+
+    /// A memory store whose reads take a while, so that requests of two
+    /// engines overlap between their reads and their commits.
+    struct Unhurried(MemoryStore);
+
+    impl Store for Unhurried {
+        fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+            self.0.get(key)
+        }
+        fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+            self.0.get_many(keys)
+        }
+        fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
+            self.0.write(batch)
+        }
+        fn write_if(
+            &self,
+            expect: &[(&[u8], Option<&[u8]>)],
+            batch: &WriteBatch,
+        ) -> sesame_core::Result<bool> {
+            self.0.write_if(expect, batch)
+        }
+        fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            self.0.scan_prefix(prefix)
+        }
+        fn io_counts(&self) -> sesame_core::IoCounts {
+            self.0.io_counts()
+        }
+        fn backend(&self) -> &'static str {
+            "unhurried-memory"
+        }
+    }
+
+    /// Two engines over one store are two servers on one database: each
+    /// has its own in-memory locks, so only the store's conditional
+    /// commits keep their read-modify-writes of one index apart. Threads
+    /// of both add documents (each add rewrites the index's document
+    /// count) and move one record version by version; no add and no
+    /// version is lost, and the name of a new index is taken once.
+    #[test]
+    fn two_engines_on_one_store_lose_no_commit() {
+        const THREADS: u64 = 4;
+        const ADDS: u64 = 60;
+        let store = Arc::new(Unhurried(MemoryStore::new()));
+        let engines = [
+            Engine::new(store.clone(), Limits::default()).expect("a fresh engine"),
+            Engine::new(store.clone(), Limits::default()).expect("a second engine"),
+        ];
+        let create = proto::CreateIndexRequest {
+            index: "a".into(),
+            scheme: "fast".into(),
+            params: String::new(),
+        };
+        engines[0]
+            .create_index("t", create.clone())
+            .expect("created");
+        let again = engines[1].create_index("t", create).unwrap_err();
+        assert!(matches!(again, EngineError::AlreadyExists(_)), "{again:?}");
+        let start = std::sync::Barrier::new(THREADS as usize);
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let engine = &engines[(t % 2) as usize];
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    for i in 0..ADDS {
+                        let added = engine
+                            .put_documents(
+                                "t",
+                                proto::PutDocumentsRequest {
+                                    index: "a".into(),
+                                    request_id: Vec::new(),
+                                    documents: vec![proto::Document {
+                                        id: t * 1000 + i,
+                                        blob: vec![t as u8; 8],
+                                    }],
+                                },
+                            )
+                            .expect("an add")
+                            .added;
+                        assert_eq!(added, 1);
+                        loop {
+                            let held = engine
+                                .read_records(
+                                    "t",
+                                    proto::ReadRecordsRequest {
+                                        index: "a".into(),
+                                        names: vec!["n".into()],
+                                        known: Vec::new(),
+                                    },
+                                )
+                                .expect("a read")
+                                .records[0]
+                                .version;
+                            let moved = engine
+                                .write_records(
+                                    "t",
+                                    proto::WriteRecordsRequest {
+                                        index: "a".into(),
+                                        writes: vec![write("n", held, Some(&held.to_be_bytes()))],
+                                    },
+                                )
+                                .expect("a record write");
+                            if moved.committed {
+                                break;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let info = engines[1]
+            .list_indexes("t", proto::ListIndexesRequest {})
+            .expect("a listing")
+            .indexes;
+        assert_eq!(info.len(), 1);
+        assert_eq!(
+            info[0].documents,
+            THREADS * ADDS,
+            "a document count was lost"
+        );
+        let n = engines[0]
+            .read_records(
+                "t",
+                proto::ReadRecordsRequest {
+                    index: "a".into(),
+                    names: vec!["n".into()],
+                    known: Vec::new(),
+                },
+            )
+            .expect("a read")
+            .records;
+        assert_eq!(n[0].version, THREADS * ADDS, "a record version was lost");
+        eprintln!(
+            "two engines: {} and {} commits ran again",
+            engines[0].commit_conflicts(),
+            engines[1].commit_conflicts()
+        );
     }
 
     #[test]

@@ -57,6 +57,13 @@ pub fn meta_key(tenant: &str, index: &str) -> Vec<u8> {
     join(&[b"x", tenant.as_bytes(), index.as_bytes()])
 }
 
+/// `c/<tenant>/<index>`: the index's commit token, 16 random bytes that
+/// every commit replaces and is conditional on (absent for an index that
+/// no commit has touched since this key was introduced).
+pub fn commit_key(tenant: &str, index: &str) -> Vec<u8> {
+    join(&[b"c", tenant.as_bytes(), index.as_bytes()])
+}
+
 /// `i/<tenant>/<index>/`: every generation of an index.
 pub fn index_prefix(tenant: &str, index: &str) -> Vec<u8> {
     join(&[b"i", tenant.as_bytes(), index.as_bytes(), b""])
@@ -124,6 +131,7 @@ mod tests {
     #[test]
     fn prefixes_do_not_overlap() {
         assert_eq!(meta_key("t", "a"), b"x/t/a");
+        assert_eq!(commit_key("t", "a"), b"c/t/a");
         assert_eq!(generation_prefix("t", "a", 7), b"i/t/a/7/");
         assert!(!generation_prefix("t", "ab", 1).starts_with(&index_prefix("t", "a")));
         assert!(!generation_prefix("t", "a", 10).starts_with(&generation_prefix("t", "a", 1)));

@@ -71,7 +71,7 @@ impl<S: Store> Store for Watched<S> {
     fn write(&self, batch: WriteBatch) -> Result<()> {
         self.seen(self.inner.write(batch))
     }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         self.seen(self.inner.write_if(expect, batch))
     }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

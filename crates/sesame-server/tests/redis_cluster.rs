@@ -376,6 +376,86 @@ fn bulk_uploads_through_two_servers_survive_a_killed_master() {
     eprintln!("failed uploads made again, per client: {retried:?}");
 }
 
+/// Two servers over one cluster write one index at the same time: four
+/// clients (each with its own keys, so their entries never collide) add
+/// to index `shared`, each call through the server after the previous
+/// one's. Every add is counted once in the index's metadata (a commit
+/// that raced another server's ran again instead of overwriting it), and
+/// every client's searches, through either server, equal its oracle.
+#[test]
+fn two_servers_write_one_index_at_the_same_time() {
+    const CLIENTS: usize = 4;
+    const ADDS: u64 = 20;
+    let Some(cluster) = own_cluster() else { return };
+    let spec = with_namespace(cluster.url(), &fresh_namespace("cw"), "");
+    let token = Tokens::generate(&mut OsRng);
+    let servers: Vec<(RunningServer, ClientConfig)> = (0..2)
+        .map(|_| serve(Arc::new(RedisClusterStore::open(&spec).unwrap()), &token))
+        .collect();
+    let conns: Vec<Connection> = servers
+        .iter()
+        .map(|(_, config)| Connection::connect(config).unwrap())
+        .collect();
+    let mut c = conns[0].client();
+    conns[0]
+        .block_on(c.create_index("shared", "fast", ""))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let start = std::sync::Barrier::new(CLIENTS);
+    type Oracle = BTreeMap<Vec<u8>, BTreeSet<u64>>;
+    let clients: Vec<(Box<dyn KeywordClient>, Oracle)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|k| {
+                let (conns, start) = (&conns, &start);
+                scope.spawn(move || {
+                    let mut rng = ChaCha20Rng::seed_from_u64(90 + k as u64);
+                    let mut client = fast();
+                    let mut oracle = Oracle::new();
+                    start.wait();
+                    for doc in 1..=ADDS {
+                        let w = format!("w{}", rng.gen_range(0..4)).into_bytes();
+                        let conn = &conns[(k + doc as usize) % 2];
+                        add_until_acknowledged(
+                            conn,
+                            "shared",
+                            &mut client,
+                            doc,
+                            std::slice::from_ref(&w),
+                            deadline,
+                        );
+                        oracle.entry(w).or_default().insert(doc);
+                    }
+                    (client, oracle)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for conn in &conns {
+        let mut c = conn.client();
+        let stats = conn.block_on(c.stats()).unwrap();
+        let shared = stats
+            .indexes
+            .iter()
+            .find(|x| x.index == "shared")
+            .expect("the shared index");
+        assert_eq!(
+            shared.updates,
+            CLIENTS as u64 * ADDS,
+            "an update's commit was lost or counted twice"
+        );
+    }
+    for (k, (mut client, oracle)) in clients.into_iter().enumerate() {
+        for (i, (w, want)) in oracle.iter().enumerate() {
+            let got =
+                search_until_answered(&conns[(k + i) % 2], "shared", &mut client, w, deadline);
+            let distinct: BTreeSet<u64> = got.iter().copied().collect();
+            assert_eq!(got.len(), distinct.len(), "client {k}: duplicate for {w:?}");
+            assert_eq!(&distinct, want, "client {k}: {w:?}");
+        }
+    }
+}
+
 /// Two servers over one cluster; one client sends each call to either at
 /// random: updates, searches and documents agree with an oracle.
 #[test]

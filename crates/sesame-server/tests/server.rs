@@ -43,6 +43,9 @@ impl Store for SlowStore {
     fn write(&self, batch: WriteBatch) -> CoreResult<()> {
         self.inner.write(batch)
     }
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> CoreResult<bool> {
+        self.inner.write_if(expect, batch)
+    }
     fn scan_prefix(&self, prefix: &[u8]) -> CoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         if self.failing_scans.load(Ordering::Relaxed) {
             return Err(sesame_core::Error::StoreIo("sector unreadable".into()));

@@ -78,9 +78,9 @@ impl Store for FaultyStore {
         self.inner.get_many(keys)
     }
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.write_if(&[], batch).map(|_| ())
+        self.write_if(&[], &batch).map(|_| ())
     }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         let mode = self.mode.load(Ordering::SeqCst);
         if mode != 0 && self.countdown.fetch_sub(1, Ordering::SeqCst) <= 0 {
             if mode == 2 {

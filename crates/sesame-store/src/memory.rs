@@ -56,10 +56,25 @@ impl Store for MemoryStore {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.write_if(&[], batch).map(|_| ())
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.io.batch(&batch);
+        let mut map = self.write_map();
+        for op in batch.into_ops() {
+            match op {
+                WriteOp::Put { key, value } => {
+                    map.insert(key, value);
+                }
+                WriteOp::Delete { key } => {
+                    map.remove(&key);
+                }
+            }
+        }
+        Ok(())
     }
 
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         let mut map = self.write_map();
         for (key, want) in expect {
             let held = map.get(*key).map(Vec::as_slice);
@@ -71,14 +86,14 @@ impl Store for MemoryStore {
         if batch.is_empty() {
             return Ok(true);
         }
-        self.io.batch(&batch);
-        for op in batch.into_ops() {
+        self.io.batch(batch);
+        for op in batch.ops() {
             match op {
                 WriteOp::Put { key, value } => {
-                    map.insert(key, value);
+                    map.insert(key.clone(), value.clone());
                 }
                 WriteOp::Delete { key } => {
-                    map.remove(&key);
+                    map.remove(key);
                 }
             }
         }

@@ -676,14 +676,14 @@ impl Store for PostgresStore {
         if batch.is_empty() {
             return Ok(());
         }
-        self.write_if(&[], batch).map(|_| ())
+        self.write_if(&[], &batch).map(|_| ())
     }
 
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         if batch.is_empty() && expect.is_empty() {
             return Ok(true);
         }
-        let last = collapse(&batch);
+        let last = collapse(batch);
         let mut attempt = 0;
         loop {
             let mut conn = self.take()?;
@@ -714,7 +714,7 @@ impl Store for PostgresStore {
                 }
             }
         }
-        self.io.batch(&batch);
+        self.io.batch(batch);
         Ok(true)
     }
 

@@ -476,10 +476,10 @@ impl Store for RedbStore {
         if batch.is_empty() {
             return Ok(());
         }
-        self.write_if(&[], batch).map(|_| ())
+        self.write_if(&[], &batch).map(|_| ())
     }
 
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         let map = |e: redb::Error| from_redb(&self.label, e);
         let applied = self.run(|db| {
             // redb has one write transaction at a time: the check below and
@@ -519,7 +519,7 @@ impl Store for RedbStore {
             Ok(true)
         })?;
         if applied {
-            self.io.batch(&batch);
+            self.io.batch(batch);
         }
         Ok(applied)
     }

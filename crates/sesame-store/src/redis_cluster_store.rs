@@ -869,14 +869,14 @@ impl Store for RedisClusterStore {
         if batch.is_empty() {
             return Ok(());
         }
-        self.write_if(&[], batch).map(|_| ())
+        self.write_if(&[], &batch).map(|_| ())
     }
 
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         if batch.is_empty() && expect.is_empty() {
             return Ok(true);
         }
-        let last = collapse(&batch);
+        let last = collapse(batch);
         let mut groups = expect
             .iter()
             .map(|(k, _)| group_of(k))
@@ -931,7 +931,7 @@ impl Store for RedisClusterStore {
                 .map(|r| r.map(|()| true))
         })??;
         if applied {
-            self.io.batch(&batch);
+            self.io.batch(batch);
         }
         Ok(applied)
     }

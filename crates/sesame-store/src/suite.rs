@@ -63,7 +63,7 @@ impl<S: Store> Store for Dropping<S> {
     fn write_if(
         &self,
         expect: &[(&[u8], Option<&[u8]>)],
-        batch: WriteBatch,
+        batch: &WriteBatch,
     ) -> sesame_core::Result<bool> {
         self.inner().write_if(expect, batch)
     }
@@ -516,7 +516,7 @@ pub fn conditional_writes<S: Store + ?Sized>(store: &S) {
             .iter()
             .map(|(k, v)| (k.as_bytes(), v.map(str::as_bytes)))
             .collect();
-        store.write_if(&expect, batch).expect("write_if")
+        store.write_if(&expect, &batch).expect("write_if")
     };
     assert!(cas(&[("cas/a", None)], one("cas/a", "1")));
     assert!(
@@ -576,7 +576,7 @@ pub fn conditional_writes_race<S: Store + ?Sized>(store: &S) {
                         batch.put(b"race/n".to_vec(), (n + 1).to_be_bytes().to_vec());
                         batch.put(format!("race/by/{t}/{i}"), n.to_be_bytes().to_vec());
                         if store
-                            .write_if(&[(b"race/n", held.as_deref())], batch)
+                            .write_if(&[(b"race/n", held.as_deref())], &batch)
                             .expect("write_if")
                         {
                             break;

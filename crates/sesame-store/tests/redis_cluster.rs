@@ -78,7 +78,7 @@ impl Store for Grouped {
         }
         self.0.write(out)
     }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         let keys: Vec<Vec<u8>> = expect
             .iter()
             .map(|(k, _)| [GROUP_PREFIX, k].concat())
@@ -88,22 +88,21 @@ impl Store for Grouped {
             .zip(expect)
             .map(|(k, (_, v))| (k.as_slice(), *v))
             .collect();
-        let counted = batch.clone();
         let mut out = WriteBatch::with_capacity(batch.len());
-        for op in batch.into_ops() {
+        for op in batch.ops() {
             match op {
                 sesame_core::WriteOp::Put { key, value } => {
-                    out.put([GROUP_PREFIX, &key].concat(), value)
+                    out.put([GROUP_PREFIX, key].concat(), value.clone())
                 }
-                sesame_core::WriteOp::Delete { key } => out.delete([GROUP_PREFIX, &key].concat()),
+                sesame_core::WriteOp::Delete { key } => out.delete([GROUP_PREFIX, key].concat()),
             };
         }
-        let applied = self.0.write_if(&full, out)?;
+        let applied = self.0.write_if(&full, &out)?;
         for (_, v) in expect {
             self.1.read(v.map_or(0, <[u8]>::len));
         }
-        if applied && !counted.is_empty() {
-            self.1.batch(&counted);
+        if applied && !batch.is_empty() {
+            self.1.batch(batch);
         }
         Ok(applied)
     }

@@ -30,7 +30,7 @@ impl Store for TempRedb {
     fn write(&self, batch: WriteBatch) -> Result<()> {
         self.store.write(batch)
     }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: WriteBatch) -> Result<bool> {
+    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         self.store.write_if(expect, batch)
     }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
