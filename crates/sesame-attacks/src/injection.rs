@@ -15,13 +15,18 @@
 //! entries gives the keyword away. Injected *after* the queries (the
 //! adaptive form), the server replays the queries' recorded requests: a
 //! forward-private scheme's old tokens reach no entry added since, so the
-//! replays read none of the injected documents' keys.
+//! replays read none of the injected documents' keys. Where one store key
+//! holds several injected documents' entries (SUISE's inverted entry of a
+//! keyword), the replay's responses tell which it returned: a
+//! response-revealing scheme's answer carries each document's identifier,
+//! which the document's update request carried too
+//! ([`Echoes`]).
 //!
 //! Reported figure (USENIX Security 2016): with `K = 5,000` keywords,
 //! 13 injected files recover every query on schemes that are not forward
 //! private.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The documents to inject over `universe`: document `j` holds the
 /// keywords whose position in `universe`, plus one, has bit `j` set.
@@ -54,20 +59,100 @@ pub fn recover(
     written: &[BTreeSet<Vec<u8>>],
     read: &BTreeSet<Vec<u8>>,
 ) -> Option<String> {
-    let mut writers: std::collections::BTreeMap<&[u8], usize> = Default::default();
+    spell(universe, &touched_keys(written, read))
+}
+
+/// The injected documents (by position in `written`) a query touched
+/// through the store: it read a key that exactly one of them wrote (see
+/// [`recover`]).
+pub fn touched_keys(written: &[BTreeSet<Vec<u8>>], read: &BTreeSet<Vec<u8>>) -> BTreeSet<usize> {
+    let mut writers: BTreeMap<&[u8], usize> = BTreeMap::new();
     for keys in written {
         for k in keys {
             *writers.entry(k.as_slice()).or_default() += 1;
         }
     }
-    let mut number = 0u64;
-    for (j, keys) in written.iter().enumerate() {
-        let touched = keys
-            .iter()
-            .any(|k| writers[k.as_slice()] == 1 && read.contains(k));
-        if touched {
-            number |= 1 << j;
+    written
+        .iter()
+        .enumerate()
+        .filter(|(_, keys)| {
+            keys.iter()
+                .any(|k| writers.get(k.as_slice()) == Some(&1) && read.contains(k))
+        })
+        .map(|(j, _)| j)
+        .collect()
+}
+
+/// Which injected documents a query's responses name, by bytes alone.
+///
+/// `requests[j]` holds the requests of the update that injected document
+/// `j`; a document is named when a response holds a `window`-byte run
+/// that its requests hold and no other injected document's do. A
+/// response-revealing scheme names a matching document by its identifier,
+/// which its update request carries too: this finds the documents a replay
+/// returned where no store key tells them apart (SUISE: one inverted entry
+/// per keyword, which every injected document holding the keyword
+/// rewrites).
+#[derive(Clone, Debug)]
+pub struct Echoes {
+    /// Each run, packed, to the one document whose requests hold it, or
+    /// `None` once a second document's do.
+    owner: HashMap<u64, Option<usize>>,
+    window: usize,
+}
+
+impl Echoes {
+    /// The runs of `window` bytes (1 to 8; otherwise nothing is ever
+    /// named) of each injected document's update requests.
+    pub fn new(requests: &[Vec<Vec<u8>>], window: usize) -> Self {
+        let mut owner: HashMap<u64, Option<usize>> = HashMap::new();
+        if (1..=8).contains(&window) {
+            for (j, reqs) in requests.iter().enumerate() {
+                for r in reqs {
+                    for w in r.windows(window) {
+                        owner
+                            .entry(pack(w))
+                            .and_modify(|o| {
+                                if *o != Some(j) {
+                                    *o = None;
+                                }
+                            })
+                            .or_insert(Some(j));
+                    }
+                }
+            }
         }
+        Echoes { owner, window }
+    }
+
+    /// The documents `responses` name.
+    pub fn named(&self, responses: &[Vec<u8>]) -> BTreeSet<usize> {
+        if self.owner.is_empty() {
+            return BTreeSet::new();
+        }
+        responses
+            .iter()
+            .flat_map(|r| r.windows(self.window))
+            .filter_map(|w| self.owner.get(&pack(w)).copied().flatten())
+            .collect()
+    }
+}
+
+/// Up to eight bytes as one number.
+fn pack(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0u64, |acc, &b| acc << 8 | u64::from(b))
+}
+
+/// The keyword whose number (from 1) has bit `j` set exactly for the
+/// injected documents `j` in `touched`. `None` when `touched` is empty or
+/// spells a number outside the universe.
+pub fn spell(universe: &[String], touched: &BTreeSet<usize>) -> Option<String> {
+    let mut number = 0u64;
+    for &j in touched {
+        if j >= 63 {
+            return None;
+        }
+        number |= 1 << j;
     }
     let index = usize::try_from(number.checked_sub(1)?).ok()?;
     universe.get(index).cloned()
@@ -141,5 +226,28 @@ mod tests {
             recover_from_results(&universe, &ids, &BTreeSet::from([1])),
             None
         );
+    }
+
+    /// A response names the documents whose requests alone hold one of
+    /// its runs; runs that two documents' requests share name nobody.
+    #[test]
+    fn responses_name_the_documents_whose_requests_they_echo() {
+        let requests = vec![
+            vec![b"add:AAAAAA:common".to_vec()],
+            vec![b"add:BBBBBB:common".to_vec()],
+            vec![b"add:CCCCCC:common".to_vec()],
+        ];
+        let echoes = Echoes::new(&requests, 6);
+        let named = echoes.named(&[b"ids:xxAAAAAAyyCCCCCC".to_vec()]);
+        assert_eq!(named, BTreeSet::from([0, 2]));
+        assert!(echoes.named(&[b"common".to_vec()]).is_empty());
+        for unusable in [0, 9] {
+            let echoes = Echoes::new(&requests, unusable);
+            assert!(echoes.named(&[b"AAAAAAAAAA".to_vec()]).is_empty());
+        }
+        let universe: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+        assert_eq!(spell(&universe, &named).as_deref(), Some("k4"));
+        assert_eq!(spell(&universe, &BTreeSet::new()), None);
+        assert_eq!(spell(&universe, &BTreeSet::from([70])), None);
     }
 }

@@ -219,6 +219,18 @@ fn sorting_and_cumulative_attacks_on_order_revealing_columns() {
 
 /// Keys written and read in `events`, of those `entry` says hold index
 /// entries (the scheme's public store layout).
+/// The requests (`true`) or the responses (`false`) among `events`.
+fn messages(events: &[Event], requests: bool) -> Vec<Vec<u8>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Request(r) if requests => Some(r.clone()),
+            Event::Response(r) if !requests => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn keys(events: &[Event], entry: fn(&[u8]) -> bool) -> (BTreeSet<Vec<u8>>, BTreeSet<Vec<u8>>) {
     let mut written = BTreeSet::new();
     let mut read = BTreeSet::new();
@@ -236,10 +248,11 @@ fn keys(events: &[Event], entry: fn(&[u8]) -> bool) -> (BTreeSet<Vec<u8>>, BTree
     (written, read)
 }
 
-/// File injection on FAST (forward private) and KPR12 (not): injected
-/// before the queries, both give every queried keyword away; injected
-/// after, the server's replays of the recorded queries find the injected
-/// documents on KPR12 only.
+/// File injection on FAST (forward private), KPR12 and SUISE (not):
+/// injected before the queries, each gives every queried keyword away;
+/// injected after, the server's replays of the recorded queries find the
+/// injected documents on KPR12 (through the keys they wrote) and SUISE
+/// (through the identifiers its answers carry) only.
 #[test]
 fn file_injection_and_forward_privacy() {
     use sesame_attacks::injection;
@@ -255,7 +268,12 @@ fn file_injection_and_forward_privacy() {
     // KPR12 keeps its cells under `c` and a Merkle tree under `n`.
     let any: fn(&[u8]) -> bool = |_| true;
     let cells: fn(&[u8]) -> bool = |k| k.first() == Some(&b'c');
-    for (scheme, forward_private, entry) in [("fast", true, any), ("kpr12", false, cells)] {
+    let cases = [
+        ("fast", true, any),
+        ("kpr12", false, cells),
+        ("suise", false, any),
+    ];
+    for (scheme, forward_private, entry) in cases {
         for inject_first in [true, false] {
             let s = sesame_sse::scheme(scheme).unwrap();
             let view = View::new();
@@ -280,23 +298,28 @@ fn file_injection_and_forward_privacy() {
                           ch: &mut LocalChannel<_>,
                           rng: &mut ChaCha20Rng| {
                 let mut written = Vec::new();
+                let mut requests = Vec::new();
                 for (j, words) in plan.iter().enumerate() {
                     view.take();
                     let words: Vec<Vec<u8>> =
                         words.iter().map(|w| w.clone().into_bytes()).collect();
+                    // Identifiers of 2^40 and up: six bytes as varints.
                     client
-                        .update(rng, ch, UpdateOp::Add, 10_000 + j as u64, &words)
+                        .update(rng, ch, UpdateOp::Add, (1 << 40) + j as u64, &words)
                         .unwrap();
-                    written.push(keys(&view.take(), entry).0);
+                    let events = view.take();
+                    written.push(keys(&events, entry).0);
+                    requests.push(messages(&events, true));
                 }
-                written
+                (written, requests)
             };
-            let mut written = Vec::new();
+            let (mut written, mut requests) = (Vec::new(), Vec::new());
             if inject_first {
-                written = inject(&mut client, &mut ch, &mut rng);
+                (written, requests) = inject(&mut client, &mut ch, &mut rng);
             }
             let mut recorded = Vec::new();
             let mut reads = Vec::new();
+            let mut answers = Vec::new();
             for t in &targets {
                 view.take();
                 client.search(&mut rng, &mut ch, t.as_bytes()).unwrap();
@@ -311,27 +334,32 @@ fn file_injection_and_forward_privacy() {
                         .collect::<Vec<_>>(),
                 );
                 reads.push(keys(&events, entry).1);
+                answers.push(messages(&events, false));
             }
             if !inject_first {
-                written = inject(&mut client, &mut ch, &mut rng);
+                (written, requests) = inject(&mut client, &mut ch, &mut rng);
                 // The server replays each query's requests.
                 reads.clear();
+                answers.clear();
                 for requests in &recorded {
                     view.take();
                     for r in requests {
                         let _ = sesame_core::Channel::call(&mut ch, r);
                     }
-                    reads.push(keys(&view.take(), entry).1);
+                    let events = view.take();
+                    reads.push(keys(&events, entry).1);
+                    answers.push(messages(&events, false));
                 }
             }
+            let echoes = injection::Echoes::new(&requests, 6);
             let pairs: Vec<(Option<String>, Option<String>)> = reads
                 .iter()
+                .zip(&answers)
                 .zip(&targets)
-                .map(|(read, t)| {
-                    (
-                        injection::recover(&universe, &written, read),
-                        Some(t.clone()),
-                    )
+                .map(|((read, answer), t)| {
+                    let mut touched = injection::touched_keys(&written, read);
+                    touched.extend(echoes.named(answer));
+                    (injection::spell(&universe, &touched), Some(t.clone()))
                 })
                 .collect();
             let acc = accuracy(&pairs);

@@ -234,6 +234,18 @@ fn scheme_err(name: &str, what: &str, e: sesame_core::Error) -> BenchError {
 
 /// Store keys an update's or a replay's events wrote and read, of those
 /// `entry` says hold index entries (the scheme's public layout).
+/// The requests (`true`) or the responses (`false`) among `events`.
+fn messages(events: &[Event], requests: bool) -> Vec<Vec<u8>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Request(r) if requests => Some(r.clone()),
+            Event::Response(r) if !requests => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn keys(events: &[Event], entry: fn(&[u8]) -> bool) -> (BTreeSet<Vec<u8>>, BTreeSet<Vec<u8>>) {
     let mut written = BTreeSet::new();
     let mut read = BTreeSet::new();
@@ -372,6 +384,7 @@ fn record(
         };
         let plan = injection::plan(universe);
         let mut written = Vec::with_capacity(plan.len());
+        let mut requests = Vec::with_capacity(plan.len());
         for (j, words) in plan.iter().enumerate() {
             view.take();
             let words: Vec<Vec<u8>> = words.iter().map(|w| w.clone().into_bytes()).collect();
@@ -384,8 +397,12 @@ fn record(
                     &words,
                 )
                 .map_err(|e| scheme_err(name, "injection", e))?;
-            written.push(keys(&view.take(), entry).0);
+            let events = view.take();
+            written.push(keys(&events, entry).0);
+            requests.push(messages(&events, true));
         }
+        // An injected identifier, from 2^40, is a 6-byte varint.
+        let echoes = injection::Echoes::new(&requests, 6);
         let mut spelled = Vec::with_capacity(observations.len());
         for o in &observations {
             view.take();
@@ -396,8 +413,13 @@ fn record(
                     let _ = ch.call(r);
                 }
             }
-            let (_, read) = keys(&view.take(), entry);
-            spelled.push(injection::recover(universe, &written, &read));
+            let events = view.take();
+            let (_, read) = keys(&events, entry);
+            // The documents the replay read by key, and those its answers
+            // name (a response-revealing scheme's identifiers).
+            let mut touched = injection::touched_keys(&written, &read);
+            touched.extend(echoes.named(&messages(&events, false)));
+            spelled.push(injection::spell(universe, &touched));
         }
         Some(spelled)
     } else {
