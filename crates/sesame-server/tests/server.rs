@@ -73,6 +73,12 @@ struct Fixture {
 }
 
 fn postgres_store() -> Option<Arc<dyn Store>> {
+    postgres_spec().map(|spec| sesame_store::open_store(&spec).unwrap())
+}
+
+/// The spec of a fresh namespace of the database `SESAME_TEST_POSTGRES`
+/// names.
+fn postgres_spec() -> Option<String> {
     let url = std::env::var("SESAME_TEST_POSTGRES")
         .ok()
         .filter(|u| !u.is_empty())?;
@@ -85,7 +91,7 @@ fn postgres_store() -> Option<Arc<dyn Store>> {
             .as_nanos()
     );
     let sep = if url.contains('?') { '&' } else { '?' };
-    Some(sesame_store::open_store(&format!("{url}{sep}namespace={ns}")).unwrap())
+    Some(format!("{url}{sep}namespace={ns}"))
 }
 
 /// `GET /metrics` on the admin port `admin`, with an `Authorization`
@@ -863,6 +869,75 @@ fn postgres_backend_end_to_end() {
         (1..=10).map(|i| i * 2).collect::<Vec<_>>()
     );
     assert_eq!(f.server.bound().addr.ip().to_string(), "127.0.0.1");
+}
+
+/// Two servers over one PostgreSQL namespace write one index at once:
+/// four clients (each with its own keys) add to it, each call through
+/// the other server than the previous one. Each add is counted once in the
+/// index's metadata (a commit that met another server's ran again), and
+/// each client finds exactly its documents through either server.
+#[test]
+fn two_servers_on_one_postgres_write_one_index_at_once() {
+    const CLIENTS: u64 = 4;
+    const ADDS: u64 = 15;
+    let Some(spec) = postgres_spec() else {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: two-servers-over-PostgreSQL test skipped: SESAME_TEST_POSTGRES is not set"
+        );
+        return;
+    };
+    let fixtures: Vec<Fixture> = (0..2)
+        .map(|_| start_with(sesame_store::open_store(&spec).unwrap(), |_| {}))
+        .collect();
+    let conns: Vec<Connection> = fixtures
+        .iter()
+        .map(|f| Connection::connect(&f.alice).unwrap())
+        .collect();
+    let mut c = conns[0].client();
+    conns[0]
+        .block_on(c.create_index("shared", "fast", ""))
+        .unwrap();
+    let start = std::sync::Barrier::new(CLIENTS as usize);
+    let mut clients: Vec<Box<dyn KeywordClient>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|k| {
+                let (conns, start) = (&conns, &start);
+                scope.spawn(move || {
+                    let mut fast = (scheme("fast").new_client)(&mut OsRng, &Params::new()).unwrap();
+                    start.wait();
+                    for d in 1..=ADDS {
+                        let conn = &conns[((k + d) % 2) as usize];
+                        fast_update(conn, "shared", &mut fast, d, &["all", &format!("c{k}")]);
+                    }
+                    fast
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for conn in &conns {
+        let mut c = conn.client();
+        let stats = conn.block_on(c.stats()).unwrap();
+        let shared = stats.indexes.iter().find(|x| x.index == "shared").unwrap();
+        assert_eq!(
+            shared.updates,
+            CLIENTS * ADDS,
+            "a commit was lost or counted twice"
+        );
+    }
+    for (k, fast) in clients.iter_mut().enumerate() {
+        let mut ch = conns[k % 2].index_channel("shared", "fast", 0, Meter::new());
+        let mine = fast
+            .search(&mut OsRng, &mut ch, format!("c{k}").as_bytes())
+            .unwrap();
+        assert_eq!(mine, (1..=ADDS).collect::<Vec<_>>(), "client {k}");
+        assert_eq!(
+            fast.search(&mut OsRng, &mut ch, b"all").unwrap().len() as u64,
+            ADDS
+        );
+    }
 }
 
 /// `Health` tells the server's limits and the store's real state: a store

@@ -514,12 +514,12 @@ impl PostgresStore {
     /// Drops a connection that failed below SQL (reset, closed), and the
     /// idle ones too: when the server went away, they are dead as well.
     fn discard(&self, conn: Conn) {
-        drop(conn);
         let mut pool = self.lock_pool();
-        let idle = std::mem::take(&mut pool.idle);
+        let mut idle = std::mem::take(&mut pool.idle);
         pool.open -= 1 + idle.len();
         drop(pool);
-        drop(idle);
+        idle.push(conn);
+        close_off_runtime(idle);
         self.freed.notify_all();
     }
 
@@ -644,6 +644,32 @@ fn write_collapsed(
     }
     txn.commit()?;
     Ok(true)
+}
+
+/// Closes `conns` on a thread of their own, and waits for it. The
+/// blocking `postgres::Client` runs a runtime of its own to close itself,
+/// which panics (and, inside a destructor, aborts the process) when the
+/// caller is itself a thread of an async runtime: as when a server drops
+/// its store at shutdown.
+fn close_off_runtime(conns: Vec<Conn>) {
+    if conns.is_empty() {
+        return;
+    }
+    let closer = std::thread::Builder::new()
+        .name("sesame-pg-close".into())
+        .spawn(move || drop(conns));
+    // Without a thread (out of resources) the connections were dropped
+    // with the failed spawn's closure; nothing more can be done here.
+    if let Ok(handle) = closer {
+        let _ = handle.join();
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut self.lock_pool().idle);
+        close_off_runtime(idle);
+    }
 }
 
 impl Store for PostgresStore {
