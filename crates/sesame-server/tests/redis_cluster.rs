@@ -38,6 +38,24 @@ fn serve(store: Arc<dyn Store>, token: &str) -> (RunningServer, ClientConfig) {
     (server, client)
 }
 
+/// Two servers over the store `spec` names, a connection to each, and a
+/// FAST index `index` made through the first.
+fn two_servers_with_index(spec: &str, index: &str) -> (Vec<RunningServer>, Vec<Connection>) {
+    let token = Tokens::generate(&mut OsRng);
+    let (servers, configs): (Vec<RunningServer>, Vec<ClientConfig>) = (0..2)
+        .map(|_| serve(Arc::new(RedisClusterStore::open(spec).unwrap()), &token))
+        .unzip();
+    let conns: Vec<Connection> = configs
+        .iter()
+        .map(|config| Connection::connect(config).unwrap())
+        .collect();
+    let mut c = conns[0].client();
+    conns[0]
+        .block_on(c.create_index(index, "fast", ""))
+        .unwrap();
+    (servers, conns)
+}
+
 fn fast() -> Box<dyn KeywordClient> {
     let scheme = sesame_sse::scheme("fast").unwrap();
     (scheme.new_client)(&mut OsRng, &Params::new()).unwrap()
@@ -388,18 +406,7 @@ fn two_servers_write_one_index_at_the_same_time() {
     const ADDS: u64 = 20;
     let Some(cluster) = own_cluster() else { return };
     let spec = with_namespace(cluster.url(), &fresh_namespace("cw"), "");
-    let token = Tokens::generate(&mut OsRng);
-    let servers: Vec<(RunningServer, ClientConfig)> = (0..2)
-        .map(|_| serve(Arc::new(RedisClusterStore::open(&spec).unwrap()), &token))
-        .collect();
-    let conns: Vec<Connection> = servers
-        .iter()
-        .map(|(_, config)| Connection::connect(config).unwrap())
-        .collect();
-    let mut c = conns[0].client();
-    conns[0]
-        .block_on(c.create_index("shared", "fast", ""))
-        .unwrap();
+    let (_servers, conns) = two_servers_with_index(&spec, "shared");
     let deadline = Instant::now() + Duration::from_secs(120);
     let start = std::sync::Barrier::new(CLIENTS);
     type Oracle = BTreeMap<Vec<u8>, BTreeSet<u64>>;
@@ -462,18 +469,7 @@ fn two_servers_write_one_index_at_the_same_time() {
 fn two_servers_serve_one_index_to_a_client_that_alternates() {
     let Some(cluster) = own_cluster() else { return };
     let spec = with_namespace(cluster.url(), &fresh_namespace("two"), "");
-    let token = Tokens::generate(&mut OsRng);
-    let servers: Vec<(RunningServer, ClientConfig)> = (0..2)
-        .map(|_| serve(Arc::new(RedisClusterStore::open(&spec).unwrap()), &token))
-        .collect();
-    let conns: Vec<Connection> = servers
-        .iter()
-        .map(|(_, config)| Connection::connect(config).unwrap())
-        .collect();
-    let mut c = conns[0].client();
-    conns[0]
-        .block_on(c.create_index("two", "fast", ""))
-        .unwrap();
+    let (_servers, conns) = two_servers_with_index(&spec, "two");
     let mut rng = ChaCha20Rng::seed_from_u64(17);
     let mut client = fast();
     let mut oracle: BTreeMap<Vec<u8>, BTreeSet<u64>> = BTreeMap::new();
