@@ -17,8 +17,14 @@
 # process has exited and removes DIR (tests use it so that no node
 # outlives them).
 #
+# With REDIS_CLUSTER_TLS=1, every node speaks only TLS (clients, the
+# cluster bus and replication), with a certificate for 127.0.0.1 from a
+# throwaway CA made with openssl in DIR/tls/ (`ca.pem`; `other-ca.pem` is a
+# second CA that signed nothing, for tests that a wrong CA is refused).
+#
 # The last line `start` prints is the seed URL for the Sesame store:
-# redis-cluster://127.0.0.1:P1,127.0.0.1:P2,...
+# redis-cluster://127.0.0.1:P1,127.0.0.1:P2,... (with TLS:
+# rediss-cluster://127.0.0.1:P1,...?ca=DIR/tls/ca.pem)
 set -euo pipefail
 
 NODES=6
@@ -89,11 +95,54 @@ stop_cluster() {
     rm -f "$dir"/*/redis.pid
 }
 
+# Whether the cluster in DIR speaks TLS (it has certificates).
+tls_of() {
+    [ -f "$1/tls/ca.pem" ]
+}
+
+# redis-cli for the cluster in DIR.
+cli() {
+    local dir=$1
+    shift
+    if tls_of "$dir"; then
+        redis-cli --tls --cacert "$dir/tls/ca.pem" "$@"
+    else
+        redis-cli "$@"
+    fi
+}
+
+# A throwaway CA and a certificate for 127.0.0.1 in DIR/tls, and a second
+# CA that signs nothing.
+make_certs() {
+    local t=$1/tls
+    command -v openssl >/dev/null 2>&1 || die "openssl is needed for REDIS_CLUSTER_TLS=1"
+    mkdir -p "$t"
+    (
+        cd "$t"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+            -subj /CN=sesame-redis-test-ca -keyout ca.key -out ca.pem 2>/dev/null
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+            -subj /CN=sesame-redis-other-ca -keyout other-ca.key -out other-ca.pem 2>/dev/null
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+            -subj /CN=127.0.0.1 -keyout server.key -out server.csr 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile san.ext -out server.crt 2>/dev/null
+        chmod 600 ca.key other-ca.key server.key
+    ) || die "openssl could not make the test certificates"
+}
+
 # One node, with its data, log and cluster state in DIR/PORT.
 start_node() {
     local dir=$1 p=$2
+    local listen=(--port "$p")
+    if tls_of "$dir"; then
+        listen=(--port 0 --tls-port "$p" --tls-cluster yes --tls-replication yes
+            --tls-cert-file "$dir/tls/server.crt" --tls-key-file "$dir/tls/server.key"
+            --tls-ca-cert-file "$dir/tls/ca.pem" --tls-auth-clients no)
+    fi
     redis-server \
-        --port "$p" --bind 127.0.0.1 --protected-mode yes \
+        "${listen[@]}" --bind 127.0.0.1 --protected-mode yes \
         --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" \
         --cluster-node-timeout "$NODE_TIMEOUT_MS" \
         --cluster-require-full-coverage no \
@@ -115,7 +164,7 @@ restart_node() {
     start_node "$dir" "$p" || die "redis-server on port $p did not start (see $dir/$p/redis.log)"
     local i
     for i in $(seq 100); do
-        redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG && return 0
+        cli "$dir" -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG && return 0
         sleep 0.1
     done
     die "node $p does not answer (see $dir/$p/redis.log)"
@@ -135,6 +184,10 @@ start_cluster() {
     if ls "$dir"/*/redis.pid >/dev/null 2>&1; then
         die "$dir already holds a running cluster; stop it first"
     fi
+    rm -rf "${dir:?}/tls"
+    if [ "${REDIS_CLUSTER_TLS:-0}" = 1 ]; then
+        make_certs "$dir"
+    fi
     local ports=() p i
     for i in $(seq 0 $((NODES - 1))); do
         ports+=($((base + i)))
@@ -146,7 +199,7 @@ start_cluster() {
     done
     for p in "${ports[@]}"; do
         for i in $(seq 100); do
-            redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG && break
+            cli "$dir" -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG && break
             if [ "$i" = 100 ]; then
                 stop_cluster "$dir"
                 die "node $p does not answer (see $dir/$p/redis.log)"
@@ -156,7 +209,7 @@ start_cluster() {
     done
     local seeds=()
     for p in "${ports[@]}"; do seeds+=("127.0.0.1:$p"); done
-    if ! redis-cli --cluster create "${seeds[@]}" --cluster-replicas 1 --cluster-yes \
+    if ! cli "$dir" --cluster create "${seeds[@]}" --cluster-replicas 1 --cluster-yes \
         >"$dir/create.log" 2>&1; then
         cat "$dir/create.log" >&2
         stop_cluster "$dir"
@@ -166,7 +219,7 @@ start_cluster() {
     for p in "${ports[@]}"; do
         for i in $(seq 300); do
             local info
-            info=$(redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null || true)
+            info=$(cli "$dir" -h 127.0.0.1 -p "$p" cluster info 2>/dev/null || true)
             if grep -q 'cluster_state:ok' <<<"$info" && grep -q 'cluster_slots_ok:16384' <<<"$info"; then
                 break
             fi
@@ -181,7 +234,7 @@ start_cluster() {
     for p in "${ports[@]}"; do
         for i in $(seq 300); do
             local repl
-            repl=$(redis-cli -h 127.0.0.1 -p "$p" info replication 2>/dev/null || true)
+            repl=$(cli "$dir" -h 127.0.0.1 -p "$p" info replication 2>/dev/null || true)
             if grep -q 'role:master' <<<"$repl" || grep -q 'master_link_status:up' <<<"$repl"; then
                 break
             fi
@@ -203,7 +256,9 @@ start_cluster() {
         echo $! >"$dir/watcher.pid"
     fi
     local url="redis-cluster://"
+    if tls_of "$dir"; then url="rediss-cluster://"; fi
     url+=$(IFS=,; echo "${seeds[*]}")
+    if tls_of "$dir"; then url+="?ca=$dir/tls/ca.pem"; fi
     echo "$url"
 }
 

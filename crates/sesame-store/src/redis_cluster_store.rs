@@ -166,9 +166,11 @@ return ARGV[1]
 ///
 /// **Spec.** `redis-cluster://[user[:password]@]host:port[,host:port...]`
 /// with optional `?namespace=NAME` (default `default`), `wait=N` replicas
-/// (0 turns `WAIT` off), `wait_ms=MS`, `failover_ms=MS` and `tls=disable`. This build speaks
-/// to Redis without TLS, so nodes off this machine are refused unless the
-/// spec says `tls=disable`.
+/// (0 turns `WAIT` off), `wait_ms=MS`, `failover_ms=MS` and `tls=disable`;
+/// `redis-cluster://` is plaintext, so nodes off this machine are refused
+/// unless the spec says `tls=disable`. `rediss-cluster://...` speaks TLS
+/// to every node, checking certificates against `ca=PATH` (else the
+/// system's roots).
 pub struct RedisClusterStore {
     client: ClusterClient,
     namespace: String,
@@ -204,17 +206,31 @@ struct Spec {
     wait_ms: u64,
     failover_ms: u64,
     plaintext_ok: bool,
+    /// `rediss-cluster://`: TLS to every node.
+    tls: bool,
+    /// `ca=PATH`: the CA that signed the nodes' certificates (else the
+    /// system's roots).
+    ca: Option<std::path::PathBuf>,
 }
 
 fn invalid(text: impl Into<String>) -> Error {
     Error::InvalidArgument(text.into())
 }
 
-/// Parses `redis-cluster://[user[:password]@]host:port[,...][?k=v&...]`.
+/// Parses `redis-cluster://[user[:password]@]host:port[,...][?k=v&...]`
+/// (or `rediss-cluster://...` for TLS).
 fn parse_spec(spec: &str) -> Result<Spec> {
-    let rest = spec
-        .strip_prefix("redis-cluster://")
-        .ok_or_else(|| invalid("a Redis Cluster store spec starts with redis-cluster://"))?;
+    let (tls, rest) = if let Some(rest) = spec.strip_prefix("rediss-cluster://") {
+        (true, rest)
+    } else {
+        let rest = spec.strip_prefix("redis-cluster://").ok_or_else(|| {
+            invalid(
+                "a Redis Cluster store spec starts with redis-cluster:// (or \
+                 rediss-cluster:// for TLS)",
+            )
+        })?;
+        (false, rest)
+    };
     let (authority, query) = match rest.split_once('?') {
         Some((a, q)) => (a, Some(q)),
         None => (rest, None),
@@ -268,6 +284,8 @@ fn parse_spec(spec: &str) -> Result<Spec> {
         wait_ms: DEFAULT_WAIT_MS,
         failover_ms: DEFAULT_FAILOVER_MS,
         plaintext_ok: false,
+        tls,
+        ca: None,
     };
     for part in query.into_iter().flat_map(|q| q.split('&')) {
         if part.is_empty() {
@@ -300,17 +318,19 @@ fn parse_spec(spec: &str) -> Result<Spec> {
                             invalid(format!("failover_ms={value:?}: milliseconds, 0 to 600000"))
                         })?
             }
-            "tls" if value == "disable" => parsed.plaintext_ok = true,
+            "tls" if value == "disable" && !tls => parsed.plaintext_ok = true,
+            "ca" if tls && !value.is_empty() => parsed.ca = Some(value.into()),
             _ => {
                 return Err(invalid(format!(
                     "Redis Cluster store spec: unknown parameter {name:?} (known: namespace, \
-                     wait, wait_ms, failover_ms, tls=disable)"
+                     wait, wait_ms, failover_ms, and tls=disable for redis-cluster:// or \
+                     ca=PATH for rediss-cluster://)"
                 )))
             }
         }
     }
     crate::remote::check_namespace("Redis Cluster", &parsed.namespace)?;
-    if !parsed.plaintext_ok {
+    if !parsed.plaintext_ok && !parsed.tls {
         let remote: Vec<&str> = parsed
             .nodes
             .iter()
@@ -319,9 +339,10 @@ fn parse_spec(spec: &str) -> Result<Spec> {
             .collect();
         if !remote.is_empty() {
             return Err(invalid(format!(
-                "Redis Cluster store on {}: this build speaks to Redis without TLS, so a node \
-                 off this machine is refused unless the spec says tls=disable (the clients \
-                 encrypt what the store holds, but not the password or the access pattern)",
+                "Redis Cluster store on {}: redis-cluster:// speaks to Redis without TLS, so a \
+                 node off this machine is refused: use rediss-cluster:// (TLS, with ca=PATH \
+                 for a private CA), or say tls=disable (the clients encrypt what the store \
+                 holds, but not the password or the access pattern)",
                 remote.join(",")
             )));
         }
@@ -470,7 +491,8 @@ impl RedisClusterStore {
     pub fn open(spec: &str) -> Result<Self> {
         let parsed = parse_spec(spec)?;
         let label = format!(
-            "Redis Cluster store {}{} namespace {}",
+            "Redis Cluster store {}{}{} namespace {}",
+            if parsed.tls { "(TLS) " } else { "" },
             parsed
                 .user
                 .as_deref()
@@ -488,14 +510,15 @@ impl RedisClusterStore {
                 .join(","),
             parsed.namespace
         );
+        let scheme = if parsed.tls { "rediss" } else { "redis" };
         let urls: Vec<String> = parsed
             .nodes
             .iter()
             .map(|(h, p)| {
                 if h.contains(':') {
-                    format!("redis://[{h}]:{p}")
+                    format!("{scheme}://[{h}]:{p}")
                 } else {
-                    format!("redis://{h}:{p}")
+                    format!("{scheme}://{h}:{p}")
                 }
             })
             .collect();
@@ -512,6 +535,21 @@ impl RedisClusterStore {
         }
         if let Some(password) = &parsed.password {
             builder = builder.password(password);
+        }
+        if parsed.tls {
+            builder = builder.tls(redis::TlsMode::Secure);
+            if let Some(ca) = &parsed.ca {
+                let pem = std::fs::read(ca).map_err(|e| {
+                    Error::InvalidArgument(format!(
+                        "{label}: cannot read the CA certificate {}: {e}",
+                        ca.display()
+                    ))
+                })?;
+                builder = builder.certs(redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem),
+                });
+            }
         }
         let client = builder
             .build()
@@ -1118,7 +1156,26 @@ mod tests {
         }
         let err = parse_spec("redis-cluster://10.1.2.3:7000").unwrap_err();
         assert!(err.to_string().contains("tls=disable"), "{err}");
+        assert!(err.to_string().contains("rediss-cluster://"), "{err}");
         assert!(parse_spec("redis-cluster://10.1.2.3:7000?tls=disable").is_ok());
+        // TLS: any node, with or without a private CA; ca= only with TLS,
+        // tls=disable only without.
+        let t =
+            parse_spec("rediss-cluster://10.1.2.3:7000,db.example:7001?ca=/etc/ca.pem").unwrap();
+        assert!(t.tls);
+        assert_eq!(t.ca.as_deref(), Some(std::path::Path::new("/etc/ca.pem")));
+        assert!(parse_spec("rediss-cluster://10.1.2.3:7000").is_ok_and(|t| t.tls && t.ca.is_none()));
+        for bad in [
+            "rediss-cluster://10.1.2.3:7000?tls=disable",
+            "redis-cluster://127.0.0.1:7000?ca=/etc/ca.pem",
+            "rediss-cluster://127.0.0.1:7000?ca=",
+            "redisss-cluster://127.0.0.1:7000",
+        ] {
+            assert!(
+                matches!(parse_spec(bad), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::{MemoryStore, RedbStore};
 /// | `redb:PATH`                           | [`RedbStore::open`]`(PATH)`        |
 /// | `PATH` (no `scheme://`)                | [`RedbStore::open`]`(PATH)`        |
 /// | `postgres://...`, `postgresql://...`  | `PostgresStore::open(spec)` (feature `postgres`; without it [`Error::Unsupported`]) |
-/// | `redis-cluster://host:port[,...]`     | `RedisClusterStore::open(spec)` (feature `redis`; without it [`Error::Unsupported`]) |
+/// | `redis-cluster://host:port[,...]`, `rediss-cluster://...` (TLS) | `RedisClusterStore::open(spec)` (feature `redis`; without it [`Error::Unsupported`]) |
 ///
 /// Any other `scheme://...` gives [`Error::Unsupported`]; an empty spec gives
 /// [`Error::InvalidArgument`].
@@ -33,7 +33,7 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn Store>> {
     if let Some((scheme, _)) = spec.split_once("://") {
         return match scheme {
             "postgres" | "postgresql" => open_postgres(spec),
-            "redis-cluster" => open_redis_cluster(spec),
+            "redis-cluster" | "rediss-cluster" => open_redis_cluster(spec),
             _ => Err(Error::Unsupported(format!(
                 "unknown store scheme {scheme:?}; use memory, redb:PATH, postgres://..., \
                  redis-cluster://... or a file path"

@@ -203,6 +203,19 @@ fn free_base(attempt: u32) -> Option<u16> {
 /// none can be had and none is required. Panics when one is required
 /// (`SESAME_TEST_REDIS_CLUSTER_REQUIRE=1`) and it cannot be started.
 pub fn own_cluster() -> Option<OwnCluster> {
+    start_own(false)
+}
+
+/// As [`own_cluster`], a cluster whose nodes speak only TLS, with a
+/// certificate from a throwaway CA (`scripts/redis-cluster.sh` with
+/// `REDIS_CLUSTER_TLS=1`); its URL is `rediss-cluster://...?ca=PATH`, and
+/// `other-ca.pem` beside that CA signed nothing. Its `master_of_slot` and
+/// `fail_over` do not work (they speak plaintext).
+pub fn own_tls_cluster() -> Option<OwnCluster> {
+    start_own(true)
+}
+
+fn start_own(tls: bool) -> Option<OwnCluster> {
     static STARTED: AtomicU32 = AtomicU32::new(0);
     if !have_redis() && !required() {
         note(
@@ -225,15 +238,14 @@ pub fn own_cluster() -> Option<OwnCluster> {
             .arg(&dir)
             .arg(base.to_string())
             .env("REDIS_CLUSTER_OWNER_PID", std::process::id().to_string())
+            .env("REDIS_CLUSTER_TLS", if tls { "1" } else { "0" })
             .output();
         match out {
             Ok(o) if o.status.success() => {
                 let stdout = String::from_utf8_lossy(&o.stdout);
-                if let Some(url) = stdout
-                    .lines()
-                    .rev()
-                    .find(|l| l.starts_with("redis-cluster://"))
-                {
+                if let Some(url) = stdout.lines().rev().find(|l| {
+                    l.starts_with("redis-cluster://") || l.starts_with("rediss-cluster://")
+                }) {
                     return Some(OwnCluster {
                         dir,
                         url: url.to_owned(),

@@ -12,7 +12,9 @@ use std::process::Command;
 
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch};
 use sesame_store::suite::Dropping;
-use sesame_store::test_cluster::{fresh_namespace, own_cluster, shared_url, with_namespace};
+use sesame_store::test_cluster::{
+    fresh_namespace, own_cluster, own_tls_cluster, shared_url, with_namespace,
+};
 use sesame_store::{open_store, RedisClusterStore};
 
 /// A store in a fresh namespace, destroyed when dropped.
@@ -374,6 +376,61 @@ fn a_read_during_a_failover_waits_it_out() {
         read_after.as_millis(),
         write_after.as_millis(),
         replicated_after.as_millis()
+    );
+}
+
+/// A cluster that speaks only TLS (`REDIS_CLUSTER_TLS=1`): the store
+/// reaches it through `rediss-cluster://` with the CA that signed its
+/// nodes' certificates and passes the suite's cases there; a CA that did
+/// not sign them, the system's roots, and plaintext are all refused with
+/// an error, never a panic.
+#[test]
+fn a_tls_cluster_is_reached_over_tls_and_its_certificate_checked() {
+    let Some(cluster) = own_tls_cluster() else {
+        return;
+    };
+    let url = cluster.url().to_owned();
+    assert!(url.starts_with("rediss-cluster://"), "{url}");
+    let cases: [fn(&RedisClusterStore); 4] = [
+        sesame_store::suite::put_get,
+        sesame_store::suite::batch_applies_in_order,
+        sesame_store::suite::conditional_writes,
+        sesame_store::suite::scan_prefix_order_and_bounds,
+    ];
+    for case in cases {
+        let store =
+            RedisClusterStore::open(&with_namespace(&url, &fresh_namespace("tls"), "")).unwrap();
+        assert!(format!("{store:?}").contains("(TLS)"), "{store:?}");
+        case(&store);
+        store.destroy().unwrap();
+    }
+    let ns = fresh_namespace("tls");
+    let (seeds, ca) = url.split_once("?ca=").expect("the script names its CA");
+    let other_ca = std::path::Path::new(ca).with_file_name("other-ca.pem");
+    let refused = [
+        format!("{seeds}?ca={}&namespace={ns}", other_ca.display()),
+        format!("{seeds}?namespace={ns}"),
+        format!(
+            "{}?namespace={ns}",
+            seeds.replacen("rediss-cluster://", "redis-cluster://", 1)
+        ),
+    ];
+    for (i, spec) in refused.iter().enumerate() {
+        let err = RedisClusterStore::open(spec).unwrap_err();
+        assert!(
+            matches!(err, Error::StoreUnavailable(_) | Error::StoreIo(_)),
+            "{spec}: {err:?}"
+        );
+        // The first two meet the nodes' certificate, the third TLS bytes.
+        if i < 2 {
+            assert!(err.to_string().contains("certificate"), "{spec}: {err}");
+        }
+    }
+    let missing = format!("{seeds}?ca=/nonexistent/ca.pem&namespace={ns}");
+    let err = RedisClusterStore::open(&missing).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("/nonexistent/ca.pem")),
+        "{err:?}"
     );
 }
 
