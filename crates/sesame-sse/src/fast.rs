@@ -141,24 +141,6 @@ pub(crate) fn oracle(tag: u8, tw: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; 32] 
     sha256(&input)
 }
 
-/// Entries per thread below which a document's entries are computed on
-/// the calling thread (an entry costs about 2 µs: spawning a worker costs
-/// tens).
-const PARALLEL_ENTRIES: usize = 64;
-
-/// The random draws of one update ([`FastClient::plan`]).
-#[derive(Clone)]
-struct Plan {
-    st: [u8; LAMBDA],
-    k: [u8; LAMBDA],
-}
-
-impl Drop for Plan {
-    fn drop(&mut self) {
-        self.k.zeroize();
-    }
-}
-
 /// `P(k, st)`: AES-128 under `k`; one Prp call.
 fn permute(k: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; LAMBDA] {
     counter::record(Primitive::Prp, 1);
@@ -251,15 +233,7 @@ impl FastClient {
         doc: DocId,
         keyword: &[u8],
     ) -> Entry {
-        let plan = self.plan(rng, keyword);
-        let (entry, next) = self.planned_entry(op, doc, keyword, plan);
-        self.states.insert(keyword.to_vec(), next);
-        entry
-    }
-
-    /// The random draws of one update, in the order the algorithm makes
-    /// them: a first state for a keyword never updated, then the key `k`.
-    fn plan(&self, rng: &mut dyn CryptoRngCore, keyword: &[u8]) -> Plan {
+        let tw = self.token(keyword);
         let st = match self.states.get(keyword) {
             Some(st) => *st,
             None => {
@@ -270,21 +244,6 @@ impl FastClient {
         };
         let mut k = [0u8; LAMBDA];
         rng.fill_bytes(&mut k);
-        Plan { st, k }
-    }
-
-    /// The entry of a planned update and the keyword's next state. Reads
-    /// no mutable state, so the entries of distinct keywords can be
-    /// computed on several threads.
-    fn planned_entry(
-        &self,
-        op: UpdateOp,
-        doc: DocId,
-        keyword: &[u8],
-        plan: Plan,
-    ) -> (Entry, [u8; LAMBDA]) {
-        let Plan { st, mut k } = plan;
-        let tw = self.token(keyword);
         let next = permute(&k, &st);
         let mut value = [0u8; VALUE_LEN];
         value[..8].copy_from_slice(&doc.to_le_bytes());
@@ -299,7 +258,8 @@ impl FastClient {
             *v ^= p;
         }
         let label = oracle(H1, &tw, &next);
-        ((label, value), next)
+        self.states.insert(keyword.to_vec(), next);
+        (label, value)
     }
 
     fn entries(
@@ -315,30 +275,10 @@ impl FastClient {
                 common::PAD
             )));
         }
-        let distinct = keywords.iter().collect::<HashSet<_>>().len() == keywords.len();
-        let mut out: Vec<Entry> = if distinct && keywords.len() >= 2 * PARALLEL_ENTRIES {
-            // Each keyword's entry hangs on its own state only: draw in
-            // order, compute on every core, then advance the states.
-            let plans: Vec<(&[u8], Plan)> = keywords
-                .iter()
-                .map(|w| (w.as_slice(), self.plan(rng, w)))
-                .collect();
-            let this = &*self;
-            let done = common::par_map(&plans, PARALLEL_ENTRIES, |(w, plan)| {
-                Ok(this.planned_entry(op, doc, w, plan.clone()))
-            })?;
-            let mut out = Vec::with_capacity(done.len());
-            for ((w, _), (entry, next)) in plans.iter().zip(done) {
-                self.states.insert(w.to_vec(), next);
-                out.push(entry);
-            }
-            out
-        } else {
-            keywords
-                .iter()
-                .map(|w| self.entry(rng, op, doc, w))
-                .collect()
-        };
+        let mut out: Vec<Entry> = keywords
+            .iter()
+            .map(|w| self.entry(rng, op, doc, w))
+            .collect();
         // The order of the entries says nothing about the keywords.
         out.sort_unstable_by_key(|e| e.0);
         Ok(out)
@@ -558,45 +498,5 @@ mod tests {
         let st = [9u8; LAMBDA];
         assert_eq!(unpermute(&k, &permute(&k, &st)), st);
         assert_ne!(permute(&k, &st), st);
-    }
-
-    /// A document of many distinct keywords is computed on every core:
-    /// the same entries, the same states and the same primitive counts as
-    /// one keyword at a time, from the same random draws; a document that
-    /// names a keyword twice stays on one thread and chains the two.
-    #[test]
-    fn entries_computed_on_several_threads_equal_those_computed_on_one() {
-        use rand::SeedableRng;
-        let mut words: Vec<Vec<u8>> = (0..400).map(|i| format!("w{i}").into_bytes()).collect();
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(8);
-        let mut one = FastClient::new(&mut rng, &Params::new()).unwrap();
-        // Some keywords updated before, some new.
-        for w in &words[..50] {
-            one.entry(&mut rng, UpdateOp::Add, 1, w);
-        }
-        let mut many = FastClient::restore(&one.save_state().unwrap()).unwrap();
-        let (mut r1, mut r2) = (rng.clone(), rng);
-        let (mut seq, seq_counts) = counter::measure(|| {
-            words
-                .iter()
-                .map(|w| one.entry(&mut r1, UpdateOp::Add, 7, w))
-                .collect::<Vec<_>>()
-        });
-        let (par, par_counts) =
-            counter::measure(|| many.entries(&mut r2, UpdateOp::Add, 7, &words).unwrap());
-        seq.sort_unstable_by_key(|e| e.0);
-        assert_eq!(seq, par);
-        assert_eq!(seq_counts, par_counts);
-        assert_eq!(one.save_state().unwrap(), many.save_state().unwrap());
-        // A repeated keyword: its second entry follows its first.
-        words.push(words[0].clone());
-        let twice = many.entries(&mut r2, UpdateOp::Add, 8, &words).unwrap();
-        let mut check = FastClient::restore(&one.save_state().unwrap()).unwrap();
-        let mut again: Vec<Entry> = words
-            .iter()
-            .map(|w| check.entry(&mut r1, UpdateOp::Add, 8, w))
-            .collect();
-        again.sort_unstable_by_key(|e| e.0);
-        assert_eq!(twice, again);
     }
 }
