@@ -24,7 +24,10 @@
 //!   (after Grubbs, Sekniqi, Bindschaedler, Naveed, Ristenpart, S&P 2017);
 //! - [`range`]: value reconstruction from range queries' access patterns
 //!   (Kellaris, Kollios, Nissim, O'Neill, CCS 2016) and approximate order
-//!   reconstruction (after Grubbs, Lacharité, Minaud, Paterson, S&P 2019).
+//!   reconstruction (after Grubbs, Lacharité, Minaud, Paterson, S&P 2019);
+//! - [`range_volume`]: the count of records of each value from range
+//!   queries' volumes alone (after Grubbs, Lacharité, Minaud, Paterson,
+//!   CCS 2018).
 //!
 //! This crate depends on nothing but the standard library: it cannot reach
 //! a key, a plaintext or a client half, only the bytes a harness hands it
@@ -41,6 +44,7 @@ pub mod injection;
 pub mod leakage;
 pub mod ordered;
 pub mod range;
+pub mod range_volume;
 pub mod view;
 pub mod volume;
 
