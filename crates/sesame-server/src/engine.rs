@@ -416,9 +416,24 @@ impl Engine {
         }
     }
 
-    /// The index's commit token, read before anything a commit depends on.
-    fn token(&self, tenant: &str, index: &str) -> Result<Token, EngineError> {
-        Ok(self.store.get(&keys::commit_key(tenant, index))?)
+    /// The index's commit token and metadata, read together (one read of
+    /// the store, one snapshot) before anything a commit depends on.
+    fn token_and_meta(&self, tenant: &str, index: &str) -> Result<(Token, IndexMeta), EngineError> {
+        let token = keys::commit_key(tenant, index);
+        let meta = keys::meta_key(tenant, index);
+        let mut got = self
+            .store
+            .get_many(&[token.as_slice(), meta.as_slice()])?
+            .into_iter();
+        let (Some(seen), Some(meta)) = (got.next(), got.next()) else {
+            return Err(EngineError::Internal(
+                "the store answered a read of two keys with fewer values".into(),
+            ));
+        };
+        match meta {
+            Some(bytes) => Ok((seen, IndexMeta::decode(&bytes)?)),
+            None => Err(EngineError::NotFound(format!("no index named {index:?}"))),
+        }
     }
 
     /// Conditional commits so far that found their index changed by
@@ -511,8 +526,7 @@ impl Engine {
         index: &str,
         replay: Option<(&[u8; 16], &[u8; 32])>,
     ) -> Result<(Token, IndexMeta), EngineError> {
-        let seen = self.token(tenant, index)?;
-        let meta = self.meta(tenant, index)?;
+        let (seen, meta) = self.token_and_meta(tenant, index)?;
         if let Some((id, digest)) = replay {
             if let Some(e) = self.replayed(tenant, index, id, digest)? {
                 return Err(e);
@@ -796,8 +810,7 @@ impl Engine {
         tenant: &str,
         index: &str,
     ) -> Result<Option<proto::DropIndexResponse>, EngineError> {
-        let seen = self.token(tenant, index)?;
-        self.meta(tenant, index)?;
+        let (seen, _) = self.token_and_meta(tenant, index)?;
         let mut batch = WriteBatch::new();
         for prefix in [
             keys::index_prefix(tenant, index),
@@ -892,8 +905,7 @@ impl Engine {
         let lock = self.lock_of(tenant, &req.index);
         let first = {
             let _g = lock.read();
-            let seen = self.token(tenant, &req.index)?;
-            let meta = self.meta(tenant, &req.index)?;
+            let (seen, meta) = self.token_and_meta(tenant, &req.index)?;
             let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
             if let (Some(id), Some(digest)) = (&id, &digest) {
                 if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
@@ -907,7 +919,7 @@ impl Engine {
                     report: wire::encode(&run.report)?,
                 });
             }
-            (run, seen)
+            (run, seen, meta)
         };
         // It writes: commit alone in this server, conditionally on the
         // token the run saw; run again when another commit came in since.
@@ -916,18 +928,22 @@ impl Engine {
         let first_ns = first.0.report.handle_ns;
         let mut first = Some(first);
         let mut run = self.until_committed(|| {
-            let seen = self.token(tenant, &req.index)?;
-            let mut meta = self.meta(tenant, &req.index)?;
-            let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
-            let run = match first.take() {
-                Some((run, token)) if token == seen => run,
-                _ => {
+            // The first try commits the first run on the token it read (a
+            // commit since then moved the token, and the write fails);
+            // later tries read everything again and run again.
+            let (seen, mut meta, run) = match first.take() {
+                Some((run, seen, meta)) => (seen, meta, run),
+                None => {
+                    let (seen, meta) = self.token_and_meta(tenant, &req.index)?;
+                    let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
                     if let (Some(id), Some(digest)) = (&id, &digest) {
                         if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
                             return Err(e);
                         }
                     }
-                    self.run((tenant, &req.index), &scheme, prefix.clone(), &req.messages)?
+                    let run =
+                        self.run((tenant, &req.index), &scheme, prefix.clone(), &req.messages)?;
+                    (seen, meta, run)
                 }
             };
             let mut batch = WriteBatch::new();
@@ -1111,8 +1127,7 @@ impl Engine {
         tenant: &str,
         req: &proto::DropGenerationsRequest,
     ) -> Result<Option<proto::DropGenerationsResponse>, EngineError> {
-        let seen = self.token(tenant, &req.index)?;
-        self.meta(tenant, &req.index)?;
+        let (seen, _) = self.token_and_meta(tenant, &req.index)?;
         let keep = keys::generation_prefix(tenant, &req.index, req.keep);
         let prefix = keys::index_prefix(tenant, &req.index);
         let mut batch = WriteBatch::new();

@@ -86,6 +86,14 @@ struct Conn {
     scan_from: Statement,
     upsert: Statement,
     delete: Statement,
+    /// The rows of keys, locked until the transaction ends.
+    get_for_update: Statement,
+    /// Sets `$1` to `$2` where it holds `$3`: one row, or none.
+    swap: Statement,
+    /// Inserts `$1` = `$2` where `$1` is absent: one row, or none.
+    insert_new: Statement,
+    /// Advisory locks, one per `int8` of `$1`, until the transaction ends.
+    lock_keys: Statement,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -452,6 +460,17 @@ impl PostgresStore {
              ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
         ))?;
         let delete = prep(format!("DELETE FROM {t} WHERE key = ANY($1)"))?;
+        let get_for_update = prep(format!(
+            "SELECT key, value FROM {t} WHERE key = ANY($1) FOR UPDATE"
+        ))?;
+        let swap = prep(format!(
+            "UPDATE {t} SET value = $2 WHERE key = $1 AND value = $3"
+        ))?;
+        let insert_new = prep(format!(
+            "INSERT INTO {t} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
+        ))?;
+        let lock_keys =
+            prep("SELECT pg_advisory_xact_lock(l) FROM unnest($1::int8[]) AS l".into())?;
         Ok(Conn {
             client,
             get,
@@ -460,6 +479,10 @@ impl PostgresStore {
             scan_from,
             upsert,
             delete,
+            get_for_update,
+            swap,
+            insert_new,
+            lock_keys,
         })
     }
 
@@ -587,23 +610,49 @@ fn write_collapsed(
     last: &BTreeMap<&[u8], Option<&[u8]>>,
 ) -> std::result::Result<bool, postgres::Error> {
     let mut txn = conn.client.transaction()?;
+    // A condition on a key the batch puts is the put itself, in one
+    // statement that checks and writes: an `UPDATE ... WHERE value = old`
+    // (which, under READ COMMITTED, waits for a writer of the row and
+    // checks the row as it left it) or an `INSERT ... ON CONFLICT DO
+    // NOTHING`; either touches one row or none. The server's commit token
+    // is such a key, so its commits cost no statement more than before.
+    let mut done: Vec<&[u8]> = Vec::new();
+    let mut rest: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
+    for &(key, want) in expect {
+        let Some(Some(new)) = last.get(key) else {
+            rest.push((key, want));
+            continue;
+        };
+        let rows = match want {
+            Some(old) => txn.execute(&conn.swap, &[&key, new, &old])?,
+            None => txn.execute(&conn.insert_new, &[&key, new])?,
+        };
+        if rows != 1 {
+            txn.rollback()?;
+            return Ok(false);
+        }
+        done.push(key);
+    }
+    let expect = rest.as_slice();
     if !expect.is_empty() {
-        // A row lock cannot hold a key that is absent, so the conditions'
-        // keys are locked by advisory locks, in a fixed order; under READ
-        // COMMITTED the read that follows sees every write committed
-        // before the locks were granted.
+        // A key expected present is locked with its row (`FOR UPDATE`
+        // waits for a writer of the row, then reads the row as that
+        // writer left it). A row lock cannot hold a key that is absent, so
+        // keys expected absent are locked by advisory locks first, in a
+        // fixed order; under READ COMMITTED the read that follows sees
+        // every write committed before they were granted.
         let mut locks: Vec<i64> = expect
             .iter()
+            .filter(|(_, v)| v.is_none())
             .map(|(k, _)| condition_lock(namespace, k))
             .collect();
-        locks.sort_unstable();
-        locks.dedup();
-        txn.execute(
-            "SELECT pg_advisory_xact_lock(l) FROM unnest($1::int8[]) AS l",
-            &[&locks],
-        )?;
+        if !locks.is_empty() {
+            locks.sort_unstable();
+            locks.dedup();
+            txn.execute(&conn.lock_keys, &[&locks])?;
+        }
         let keys: Vec<&[u8]> = expect.iter().map(|(k, _)| *k).collect();
-        let rows = txn.query(&conn.get_many, &[&keys])?;
+        let rows = txn.query(&conn.get_for_update, &[&keys])?;
         let mut held: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
         for row in rows {
             held.insert(row.get(0), row.get(1));
@@ -629,6 +678,9 @@ fn write_collapsed(
     let mut bytes = 0usize;
     for (k, v) in last {
         let Some(v) = v else { continue };
+        if done.contains(k) {
+            continue;
+        }
         keys.push(k);
         values.push(v);
         bytes += k.len() + v.len();
