@@ -217,37 +217,6 @@ fn sorting_and_cumulative_attacks_on_order_revealing_columns() {
     assert_eq!(distinct.len(), 64);
 }
 
-/// Keys written and read in `events`, of those `entry` says hold index
-/// entries (the scheme's public store layout).
-/// The requests (`true`) or the responses (`false`) among `events`.
-fn messages(events: &[Event], requests: bool) -> Vec<Vec<u8>> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Request(r) if requests => Some(r.clone()),
-            Event::Response(r) if !requests => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn keys(events: &[Event], entry: fn(&[u8]) -> bool) -> (BTreeSet<Vec<u8>>, BTreeSet<Vec<u8>>) {
-    let mut written = BTreeSet::new();
-    let mut read = BTreeSet::new();
-    for e in events {
-        match e {
-            Event::Write { key, .. } if entry(key) => {
-                written.insert(key.clone());
-            }
-            Event::Read { key, size: Some(_) } if entry(key) => {
-                read.insert(key.clone());
-            }
-            _ => {}
-        }
-    }
-    (written, read)
-}
-
 /// File injection on FAST (forward private), KPR12 and SUISE (not):
 /// injected before the queries, each gives every queried keyword away;
 /// injected after, the server's replays of the recorded queries find the
@@ -308,8 +277,8 @@ fn file_injection_and_forward_privacy() {
                         .update(rng, ch, UpdateOp::Add, (1 << 40) + j as u64, &words)
                         .unwrap();
                     let events = view.take();
-                    written.push(keys(&events, entry).0);
-                    requests.push(messages(&events, true));
+                    written.push(sesame_core::view::entry_keys(&events, entry).0);
+                    requests.push(sesame_core::view::messages(&events, true));
                 }
                 (written, requests)
             };
@@ -333,8 +302,8 @@ fn file_injection_and_forward_privacy() {
                         })
                         .collect::<Vec<_>>(),
                 );
-                reads.push(keys(&events, entry).1);
-                answers.push(messages(&events, false));
+                reads.push(sesame_core::view::entry_keys(&events, entry).1);
+                answers.push(sesame_core::view::messages(&events, false));
             }
             if !inject_first {
                 (written, requests) = inject(&mut client, &mut ch, &mut rng);
@@ -347,8 +316,8 @@ fn file_injection_and_forward_privacy() {
                         let _ = sesame_core::Channel::call(&mut ch, r);
                     }
                     let events = view.take();
-                    reads.push(keys(&events, entry).1);
-                    answers.push(messages(&events, false));
+                    reads.push(sesame_core::view::entry_keys(&events, entry).1);
+                    answers.push(sesame_core::view::messages(&events, false));
                 }
             }
             let echoes = injection::Echoes::new(&requests, 6);

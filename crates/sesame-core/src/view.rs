@@ -234,11 +234,91 @@ impl<S: Service> Service for RecordingService<S> {
     }
 }
 
+/// The requests (`requests`) or the responses among recorded `events`, in
+/// order: what a server received or sent, byte for byte.
+pub fn messages(events: &[Event], requests: bool) -> Vec<Vec<u8>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Request(r) if requests => Some(r.clone()),
+            Event::Response(r) if !requests => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The keys written and the keys read (and found) among recorded
+/// `events`, of those `entry` says hold index entries (the scheme's public
+/// store layout).
+pub fn entry_keys(
+    events: &[Event],
+    entry: fn(&[u8]) -> bool,
+) -> (
+    std::collections::BTreeSet<Vec<u8>>,
+    std::collections::BTreeSet<Vec<u8>>,
+) {
+    let mut written = std::collections::BTreeSet::new();
+    let mut read = std::collections::BTreeSet::new();
+    for e in events {
+        match e {
+            Event::Write { key, .. } if entry(key) => {
+                written.insert(key.clone());
+            }
+            Event::Read { key, size: Some(_) } if entry(key) => {
+                read.insert(key.clone());
+            }
+            _ => {}
+        }
+    }
+    (written, read)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::channel::Channel;
     use crate::{Handler, LocalChannel, Typed};
+
+    #[test]
+    fn messages_and_entry_keys_pick_from_a_recording() {
+        let events = vec![
+            Event::Request(b"q1".to_vec()),
+            Event::Read {
+                key: b"e/1".to_vec(),
+                size: Some(3),
+            },
+            Event::Read {
+                key: b"e/2".to_vec(),
+                size: None,
+            },
+            Event::Read {
+                key: b"m/1".to_vec(),
+                size: Some(1),
+            },
+            Event::Write {
+                key: b"e/3".to_vec(),
+                size: 4,
+            },
+            Event::Write {
+                key: b"m/2".to_vec(),
+                size: 4,
+            },
+            Event::Response(b"a1".to_vec()),
+            Event::Request(b"q2".to_vec()),
+        ];
+        assert_eq!(
+            messages(&events, true),
+            vec![b"q1".to_vec(), b"q2".to_vec()]
+        );
+        assert_eq!(messages(&events, false), vec![b"a1".to_vec()]);
+        let (written, read) = entry_keys(&events, |k| k.starts_with(b"e/"));
+        assert_eq!(
+            written.into_iter().collect::<Vec<_>>(),
+            vec![b"e/3".to_vec()]
+        );
+        // A read that found nothing is not a read of an entry.
+        assert_eq!(read.into_iter().collect::<Vec<_>>(), vec![b"e/1".to_vec()]);
+    }
 
     /// A store over a map.
     #[derive(Default)]

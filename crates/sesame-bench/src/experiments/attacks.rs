@@ -232,37 +232,6 @@ fn scheme_err(name: &str, what: &str, e: sesame_core::Error) -> BenchError {
     BenchError::scheme(format!("attacks: {name} {what}"), e)
 }
 
-/// Store keys an update's or a replay's events wrote and read, of those
-/// `entry` says hold index entries (the scheme's public layout).
-/// The requests (`true`) or the responses (`false`) among `events`.
-fn messages(events: &[Event], requests: bool) -> Vec<Vec<u8>> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Request(r) if requests => Some(r.clone()),
-            Event::Response(r) if !requests => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn keys(events: &[Event], entry: fn(&[u8]) -> bool) -> (BTreeSet<Vec<u8>>, BTreeSet<Vec<u8>>) {
-    let mut written = BTreeSet::new();
-    let mut read = BTreeSet::new();
-    for e in events {
-        match e {
-            Event::Write { key, .. } if entry(key) => {
-                written.insert(key.clone());
-            }
-            Event::Read { key, size: Some(_) } if entry(key) => {
-                read.insert(key.clone());
-            }
-            _ => {}
-        }
-    }
-    (written, read)
-}
-
 /// Indexes `docs` and the documents injected before the queries with
 /// `name`, runs `queries` (each followed by the fetch of its documents)
 /// under recording, then, on a dynamic scheme, injects `plan_after`'s
@@ -398,8 +367,8 @@ fn record(
                 )
                 .map_err(|e| scheme_err(name, "injection", e))?;
             let events = view.take();
-            written.push(keys(&events, entry).0);
-            requests.push(messages(&events, true));
+            written.push(sesame_core::view::entry_keys(&events, entry).0);
+            requests.push(sesame_core::view::messages(&events, true));
         }
         // An injected identifier, from 2^40, is a 6-byte varint.
         let echoes = injection::Echoes::new(&requests, 6);
@@ -414,11 +383,11 @@ fn record(
                 }
             }
             let events = view.take();
-            let (_, read) = keys(&events, entry);
+            let (_, read) = sesame_core::view::entry_keys(&events, entry);
             // The documents the replay read by key, and those its answers
             // name (a response-revealing scheme's identifiers).
             let mut touched = injection::touched_keys(&written, &read);
-            touched.extend(echoes.named(&messages(&events, false)));
+            touched.extend(echoes.named(&sesame_core::view::messages(&events, false)));
             spelled.push(injection::spell(universe, &touched));
         }
         Some(spelled)
