@@ -28,7 +28,7 @@ pub use redb_store::{RedbStore, FORMAT_KEY, FORMAT_VERSION};
 #[cfg(feature = "redis")]
 pub use redis_cluster_store::{
     RedisClusterStore, DEFAULT_FAILOVER_MS, DEFAULT_REDIS_NAMESPACE, DEFAULT_WAIT_MS,
-    DEFAULT_WAIT_REPLICAS,
+    DEFAULT_WAIT_REPLICAS, SPREAD_SHARDS,
 };
 pub use spec::open_store;
 

@@ -46,8 +46,12 @@ const MAX_IDLE: usize = 16;
 const SCAN_CHUNK: usize = 1000;
 
 /// Applies a batch to one group: `KEYS` = values hash, key index; `ARGV` =
-/// `1` when the batch only deletes (else `0`), then `p key value` or
-/// `d key`, repeated, each key once. A batch that deletes every key of the
+/// `1` when the batch only deletes, `2` when it only puts and may not
+/// change a held value (a spread shard's entries: answered `-2`, nothing
+/// written, if one would change), else `0`; then the number of
+/// conditions and `key a ''` (absent) or `key v value` (holds value) for
+/// each (answered `-1`, nothing written, if one fails); then `p key value`
+/// or `d key`, repeated, each key once. A batch that deletes every key of the
 /// group (the server dropping an index) unlinks the group's two Redis keys
 /// instead, which Redis frees off its main thread. The shebang makes Redis
 /// refuse the whole script up front when it is out of memory, rather than
@@ -66,6 +70,16 @@ for _ = 1, tonumber(ARGV[2]) do
     return -1
   end
   i = i + 3
+end
+if ARGV[1] == '2' then
+  local j = i
+  while j <= n do
+    local held = redis.call('HGET', h, ARGV[j + 1])
+    if held and held ~= ARGV[j + 2] then
+      return -2
+    end
+    j = j + 3
+  end
 end
 if ARGV[1] == '1' then
   local len = redis.call('HLEN', h)
@@ -350,9 +364,22 @@ fn parse_spec(spec: &str) -> Result<Spec> {
     Ok(parsed)
 }
 
+/// Shards of a spread index: keys `e/A/B/...` fall in one of these groups
+/// of index `A/B`, chosen by their bytes after `e/A/B/`.
+pub const SPREAD_SHARDS: u8 = 32;
+
 /// The group of `key`: `A/B` for `c/A/B` and `c/A/B/...`; `None` (the
-/// home group) otherwise.
-fn group_of(key: &[u8]) -> Option<&[u8]> {
+/// home group) otherwise. Keys `e/A/B/...` are the write-once entries of a
+/// spread index: they fall in its shards (see [`Group`]).
+fn group_of(key: &[u8]) -> Option<Group<'_>> {
+    let name = group_name(key)?;
+    let rest = &key[2 + name.len()..];
+    let shard = (key[0] == b'e' && !rest.is_empty()).then(|| shard_of(&rest[1..]));
+    Some(Group { name, shard })
+}
+
+/// `A/B` of `c/A/B` or `c/A/B/...`.
+fn group_name(key: &[u8]) -> Option<&[u8]> {
     if key.len() < 2 || key[0] == b'/' || key[1] != b'/' {
         return None;
     }
@@ -369,21 +396,72 @@ fn group_of(key: &[u8]) -> Option<&[u8]> {
     Some(&rest[..a + 1 + b])
 }
 
+/// The shard of a spread key's bytes after `e/A/B/`: FNV-1a (64 bits)
+/// modulo [`SPREAD_SHARDS`]. Labels are PRF outputs, so shards fill evenly.
+fn shard_of(rest: &[u8]) -> u8 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in rest {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // The remainder is below SPREAD_SHARDS, so it fits.
+    (h % u64::from(SPREAD_SHARDS)) as u8
+}
+
+/// A group other than the home group: `A/B`, or shard `n` of index `A/B`
+/// (named `A/B#nn` in the registry and in its hash tag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Group<'a> {
+    name: &'a [u8],
+    shard: Option<u8>,
+}
+
+impl Group<'_> {
+    /// The group's name in the registry and its tag.
+    fn bytes(&self) -> Vec<u8> {
+        let mut b = self.name.to_vec();
+        if let Some(n) = self.shard {
+            b.extend_from_slice(format!("#{n:02}").as_bytes());
+        }
+        b
+    }
+}
+
+/// The registry names of index `name`'s shards.
+fn shard_names(name: &[u8]) -> Vec<Vec<u8>> {
+    (0..SPREAD_SHARDS)
+        .map(|shard| {
+            Group {
+                name,
+                shard: Some(shard),
+            }
+            .bytes()
+        })
+        .collect()
+}
+
 /// Which groups a prefix scan must read.
 #[derive(Debug, PartialEq, Eq)]
 enum ScanPlan<'a> {
     /// Every key with the prefix is in this one group (`None`: home).
     One(Option<&'a [u8]>),
+    /// Every key with the prefix is in a shard of this spread index.
+    Shards(&'a [u8]),
     /// The home group and every registered group whose name starts with
     /// this.
     Many(&'a [u8]),
 }
 
 fn scan_plan(prefix: &[u8]) -> ScanPlan<'_> {
-    if let Some(g) = group_of(prefix) {
-        // `c/A/B/...`: the part after B is fixed, so is the group.
+    if let Some(g) = group_name(prefix) {
+        // `c/A/B/...`: the part after B is fixed, so is the group (or, for
+        // `e/A/B/...`, the index whose shards hold it).
         if prefix.len() > 2 + g.len() {
-            return ScanPlan::One(Some(g));
+            return if prefix[0] == b'e' {
+                ScanPlan::Shards(g)
+            } else {
+                ScanPlan::One(Some(g))
+            };
         }
     }
     match prefix {
@@ -426,6 +504,16 @@ fn slot(tag: &str) -> u16 {
         }
     }
     crc % 16384
+}
+
+/// A batch split by [`RedisClusterStore::plan_write`].
+struct WritePlan<'k> {
+    /// The group of the conditions and of the keys outside spread shards
+    /// (`Some(None)`: home), if any.
+    base: Option<Option<Group<'k>>>,
+    base_ops: BTreeMap<&'k [u8], Option<&'k [u8]>>,
+    /// The spread index's shards and their operations.
+    shards: BTreeMap<Group<'k>, BTreeMap<&'k [u8], Option<&'k [u8]>>>,
 }
 
 /// The two Redis keys of a group.
@@ -625,7 +713,12 @@ impl RedisClusterStore {
 
     /// The Redis Cluster slot that holds `key`'s group.
     pub fn slot_of(&self, key: &[u8]) -> u16 {
-        GroupKeys::new(&self.namespace, group_of(key)).slot
+        self.keys_of(group_of(key)).slot
+    }
+
+    /// The Redis keys of a group (`None`: home).
+    fn keys_of(&self, group: Option<Group<'_>>) -> GroupKeys {
+        GroupKeys::new(&self.namespace, group.map(|g| g.bytes()).as_deref())
     }
 
     fn marker_key(&self) -> String {
@@ -796,6 +889,129 @@ impl RedisClusterStore {
         Ok(Ok(()))
     }
 
+    /// Splits a collapsed batch by group: at most one group (the home
+    /// group, or `A/B`) for the conditions and the keys outside spread
+    /// shards, and the shards of at most one spread index, that of `A/B`
+    /// when there is a base group. Anything else is refused.
+    #[allow(clippy::type_complexity)]
+    fn plan_write<'k>(
+        &self,
+        expect: &[(&'k [u8], Option<&'k [u8]>)],
+        last: &BTreeMap<&'k [u8], Option<&'k [u8]>>,
+    ) -> Result<WritePlan<'k>> {
+        let mut plan = WritePlan {
+            base: None,
+            base_ops: BTreeMap::new(),
+            shards: BTreeMap::new(),
+        };
+        let show = |g: Option<Group<'_>>| {
+            g.map_or_else(
+                || "the home group".to_owned(),
+                |g| format!("group {:?}", String::from_utf8_lossy(&g.bytes())),
+            )
+        };
+        let refuse = |a: Option<Group<'_>>, b: Option<Group<'_>>| {
+            Error::Unsupported(format!(
+                "{}: a write batch and its conditions must keep to one key group (keys \
+                 c/A/B/... form group A/B, other keys the home group), or to one group A/B \
+                 and the shards of its spread entries e/A/B/...; this one touches {} and {}",
+                self.label,
+                show(a),
+                show(b)
+            ))
+        };
+        let set_base = |plan: &mut WritePlan<'k>, g: Option<Group<'k>>| match plan.base {
+            None => {
+                plan.base = Some(g);
+                Ok(())
+            }
+            Some(b) if b == g => Ok(()),
+            Some(b) => Err(refuse(b, g)),
+        };
+        // A condition on a spread key makes its shard the base group: it
+        // holds only in a batch that keeps to that shard.
+        for (k, _) in expect {
+            set_base(&mut plan, group_of(k))?;
+        }
+        for (&k, &v) in last {
+            let g = group_of(k);
+            match g {
+                Some(s) if s.shard.is_some() && plan.base != Some(g) => {
+                    plan.shards.entry(s).or_default().insert(k, v);
+                }
+                _ => {
+                    set_base(&mut plan, g)?;
+                    plan.base_ops.insert(k, v);
+                }
+            }
+        }
+        // One shard and nothing else: an ordinary one-group batch.
+        if plan.base.is_none() && plan.shards.len() == 1 {
+            if let Some((g, ops)) = plan.shards.pop_first() {
+                plan.base = Some(Some(g));
+                plan.base_ops = ops;
+            }
+        }
+        let index = plan.shards.keys().next().map(|g| g.name);
+        if let Some(name) = index {
+            if let Some(other) = plan.shards.keys().find(|g| g.name != name) {
+                return Err(refuse(plan.shards.keys().next().copied(), Some(*other)));
+            }
+            match plan.base {
+                None => {}
+                Some(Some(b)) if b.shard.is_none() && b.name == name => {}
+                Some(b) => return Err(refuse(b, plan.shards.keys().next().copied())),
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Applies `ops` to `group` in one script under the conditions
+    /// `expect` (with `write_once`, a put may not change a held value),
+    /// then waits for the replicas. `Ok(false)` when a condition failed
+    /// and nothing was written.
+    fn run_script(
+        &self,
+        group: Option<Group<'_>>,
+        write_once: bool,
+        expect: &[(&[u8], Option<&[u8]>)],
+        ops: Vec<(&&[u8], &Option<&[u8]>)>,
+    ) -> Result<bool> {
+        let keys = self.keys_of(group);
+        self.with_conn(|c| {
+            let mut invocation = self.write_script.key(&keys.values);
+            invocation.key(&keys.index);
+            let only_deletes = !ops.is_empty() && ops.iter().all(|(_, v)| v.is_none());
+            invocation.arg(match (only_deletes, write_once) {
+                (true, _) => "1",
+                (false, true) => "2",
+                (false, false) => "0",
+            });
+            invocation.arg(expect.len());
+            for (k, v) in expect {
+                match v {
+                    Some(v) => invocation.arg(*k).arg("v").arg(*v),
+                    None => invocation.arg(*k).arg("a").arg(""),
+                };
+            }
+            for (k, v) in &ops {
+                match v {
+                    Some(v) => invocation.arg("p").arg(**k).arg(*v),
+                    None => invocation.arg("d").arg(**k),
+                };
+            }
+            let start = Instant::now();
+            if invocation.invoke::<i64>(c)? < 0 {
+                return Ok(Ok(false));
+            }
+            if ops.is_empty() {
+                return Ok(Ok(true));
+            }
+            self.wait_for_replicas(c, keys.slot, start.elapsed())
+                .map(|r| r.map(|()| true))
+        })?
+    }
+
     /// Registered groups whose name starts with `start`.
     fn groups_with(&self, start: &[u8]) -> Result<Vec<Vec<u8>>> {
         let (min, max) = lex_range(start);
@@ -858,7 +1074,7 @@ impl RedisClusterStore {
 
 impl Store for RedisClusterStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let keys = GroupKeys::new(&self.namespace, group_of(key));
+        let keys = self.keys_of(group_of(key));
         let value: Option<Vec<u8>> = self.reading(|| {
             self.with_conn(|c| redis::cmd("HGET").arg(&keys.values).arg(key).query(c))
         })?;
@@ -868,13 +1084,13 @@ impl Store for RedisClusterStore {
 
     fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         // One HMGET per group, in the order groups first appear.
-        let mut by_group: BTreeMap<Option<&[u8]>, Vec<usize>> = BTreeMap::new();
+        let mut by_group: BTreeMap<Option<Group<'_>>, Vec<usize>> = BTreeMap::new();
         for (i, k) in keys.iter().enumerate() {
             by_group.entry(group_of(k)).or_default().push(i);
         }
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         for (group, positions) in by_group {
-            let gk = GroupKeys::new(&self.namespace, group);
+            let gk = self.keys_of(group);
             let got: Vec<Option<Vec<u8>>> = self.reading(|| {
                 self.with_conn(|c| {
                     let mut cmd = redis::cmd("HMGET");
@@ -907,7 +1123,15 @@ impl Store for RedisClusterStore {
         if batch.is_empty() {
             return Ok(());
         }
-        self.write_if(&[], &batch).map(|_| ())
+        if self.write_if(&[], &batch)? {
+            return Ok(());
+        }
+        // Only a spread put that would change a held value gets here.
+        Err(Error::InvalidArgument(format!(
+            "{}: the batch would change the value held under a write-once key e/A/B/... \
+             (an entry of a spread index); its other groups were left as they were",
+            self.label
+        )))
     }
 
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
@@ -915,69 +1139,46 @@ impl Store for RedisClusterStore {
             return Ok(true);
         }
         let last = collapse(batch);
-        let mut groups = expect
-            .iter()
-            .map(|(k, _)| group_of(k))
-            .chain(last.keys().map(|k| group_of(k)));
-        let group = groups.next().flatten();
-        if let Some(other) = groups.find(|g| *g != group) {
-            let show = |g: Option<&[u8]>| {
-                g.map_or_else(
-                    || "the home group".to_owned(),
-                    |g| format!("group {:?}", String::from_utf8_lossy(g)),
-                )
-            };
-            return Err(Error::Unsupported(format!(
-                "{}: a write batch and its conditions must keep to one key group (keys \
-                 c/A/B/... form group A/B, other keys the home group); this one touches {} \
-                 and {}",
-                self.label,
-                show(group),
-                show(other)
-            )));
+        let plan = self.plan_write(expect, &last)?;
+        for g in plan.base.iter().flatten().chain(plan.shards.keys()) {
+            self.register(&g.bytes())?;
         }
-        if let Some(g) = group {
-            self.register(g)?;
+        // Spread puts first (each shard all or nothing, a held value never
+        // changed), then the base group under the conditions, then spread
+        // deletes: a reader never finds the commit without its entries.
+        for (g, ops) in &plan.shards {
+            let puts: Vec<_> = ops.iter().filter(|(_, v)| v.is_some()).collect();
+            if !puts.is_empty() && !self.run_script(Some(*g), true, &[], puts)? {
+                return Ok(false);
+            }
         }
-        let keys = GroupKeys::new(&self.namespace, group);
-        let applied = self.with_conn(|c| {
-            let mut invocation = self.write_script.key(&keys.values);
-            invocation.key(&keys.index);
-            let only_deletes = !last.is_empty() && last.values().all(Option::is_none);
-            invocation.arg(if only_deletes { "1" } else { "0" });
-            invocation.arg(expect.len());
-            for (k, v) in expect {
-                match v {
-                    Some(v) => invocation.arg(*k).arg("v").arg(*v),
-                    None => invocation.arg(*k).arg("a").arg(""),
-                };
+        if let Some(base) = plan.base {
+            if !self.run_script(base, false, expect, plan.base_ops.iter().collect())? {
+                return Ok(false);
             }
-            for (k, v) in &last {
-                match v {
-                    Some(v) => invocation.arg("p").arg(*k).arg(*v),
-                    None => invocation.arg("d").arg(*k),
-                };
-            }
-            let start = Instant::now();
-            if invocation.invoke::<i64>(c)? < 0 {
-                return Ok(Ok(false));
-            }
-            if last.is_empty() {
-                return Ok(Ok(true));
-            }
-            self.wait_for_replicas(c, keys.slot, start.elapsed())
-                .map(|r| r.map(|()| true))
-        })??;
-        if applied {
-            self.io.batch(batch);
         }
-        Ok(applied)
+        for (g, ops) in &plan.shards {
+            let deletes: Vec<_> = ops.iter().filter(|(_, v)| v.is_none()).collect();
+            if !deletes.is_empty() {
+                self.run_script(Some(*g), false, &[], deletes)?;
+            }
+        }
+        self.io.batch(batch);
+        Ok(true)
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let pairs = self.reading(|| {
             Ok(match scan_plan(prefix) {
                 ScanPlan::One(group) => self.scan_group(group, prefix)?,
+                ScanPlan::Shards(name) => {
+                    let mut pairs = Vec::new();
+                    for g in shard_names(name) {
+                        pairs.extend(self.scan_group(Some(&g), prefix)?);
+                    }
+                    pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    pairs
+                }
                 ScanPlan::Many(start) => {
                     let mut pairs = self.scan_group(None, prefix)?;
                     for g in self.groups_with(start)? {
@@ -1017,12 +1218,28 @@ impl Store for RedisClusterStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     #[test]
     fn keys_fall_in_the_groups_the_docs_say() {
-        assert_eq!(group_of(b"x/t/a"), Some(&b"t/a"[..]));
-        assert_eq!(group_of(b"i/t/a/3/label"), Some(&b"t/a"[..]));
-        assert_eq!(group_of(b"d/t/a/b\x00\x01"), Some(&b"t/a"[..]));
+        let plain = |name: &'static [u8]| Some(Group { name, shard: None });
+        assert_eq!(group_of(b"x/t/a"), plain(b"t/a"));
+        assert_eq!(group_of(b"i/t/a/3/label"), plain(b"t/a"));
+        assert_eq!(group_of(b"d/t/a/b\x00\x01"), plain(b"t/a"));
+        // Spread entries: in a shard of their index, by the bytes after
+        // `e/t/a/`; `e/t/a` itself is in the index's group.
+        assert_eq!(group_of(b"e/t/a"), plain(b"t/a"));
+        let g = group_of(b"e/t/a/3/label").expect("a group");
+        assert_eq!((g.name, g.shard), (&b"t/a"[..], Some(shard_of(b"3/label"))));
+        assert_eq!(
+            g.bytes(),
+            format!("t/a#{:02}", shard_of(b"3/label")).into_bytes()
+        );
+        let shards: BTreeSet<u8> = (0..2000u32)
+            .map(|i| shard_of(format!("0/{i}").as_bytes()))
+            .collect();
+        assert_eq!(shards.len(), usize::from(SPREAD_SHARDS));
+        assert!(shards.iter().all(|&s| s < SPREAD_SHARDS));
         for home in [
             &b""[..],
             b"s/format",
@@ -1047,6 +1264,10 @@ mod tests {
             b"x/t/a/z",
             b"i/t/a/1/k",
             b"i/u/a/1/k",
+            b"e/t/a/1/k",
+            b"e/t/a/2/kk",
+            b"e/t/a",
+            b"e/t/ab/1/k",
             b"x/t/",
             b"x//a",
             b"s/format",
@@ -1064,6 +1285,10 @@ mod tests {
             b"x/t/a",
             b"x/t/a/",
             b"i/t/a/1/",
+            b"e/t/a/",
+            b"e/t/a/1/",
+            b"e/t/a",
+            b"e/",
             b"i/",
             b"/",
             b"/t/a/",
@@ -1075,13 +1300,20 @@ mod tests {
             for k in keys.iter().filter(|k| k.starts_with(p)) {
                 let g = group_of(k);
                 let covered = match plan {
-                    ScanPlan::One(one) => one == g,
-                    ScanPlan::Many(start) => g.is_none_or(|g| g.starts_with(start)),
+                    ScanPlan::One(one) => {
+                        one == g.map(|g| g.name) && g.is_none_or(|g| g.shard.is_none())
+                    }
+                    ScanPlan::Shards(name) => {
+                        g.is_some_and(|g| g.name == name && g.shard.is_some())
+                    }
+                    ScanPlan::Many(start) => g.is_none_or(|g| g.bytes().starts_with(start)),
                 };
                 assert!(covered, "prefix {p:?} misses key {k:?} ({plan:?})");
             }
         }
         assert_eq!(scan_plan(b"i/t/a/1/"), ScanPlan::One(Some(&b"t/a"[..])));
+        assert_eq!(scan_plan(b"e/t/a/"), ScanPlan::Shards(&b"t/a"[..]));
+        assert_eq!(scan_plan(b"e/t/a"), ScanPlan::Many(&b"t/a"[..]));
         assert_eq!(scan_plan(b"x/t/"), ScanPlan::Many(&b"t/"[..]));
         assert_eq!(scan_plan(b"iso/"), ScanPlan::One(None));
     }

@@ -36,28 +36,59 @@ mod server_layout {
     sesame_store::store_suite!(optional super::Grouped::new, 8);
 }
 
+/// The suite's cases that hold for keys spread over an index's shards
+/// (`e/t/a/...`): those whose batches never change a held value across
+/// shards, and never need a condition or isolation across them.
+mod spread_layout {
+    use super::Grouped;
+    macro_rules! spread_cases {
+        ($($case:ident),* $(,)?) => {
+            $(
+                #[test]
+                fn $case() {
+                    let Some(store) = Grouped::spread() else { return };
+                    sesame_store::suite::$case(&store);
+                }
+            )*
+        };
+    }
+    spread_cases!(
+        get_missing,
+        put_get,
+        overwrite,
+        delete,
+        empty_batch,
+        scan_prefix_order_and_bounds,
+        empty_key_and_value,
+        large_value,
+        io_counts,
+    );
+}
+
 /// The suite again, with every key moved into one group of the server's
-/// layout; it counts its own operations, as the suite sees them (the
-/// store's counts include the prefix's bytes).
-struct Grouped(TempRedis, IoCounter);
+/// layout (or into the shards of a spread index); it counts its own
+/// operations, as the suite sees them (the store's counts include the
+/// prefix's bytes).
+struct Grouped(TempRedis, IoCounter, &'static [u8]);
 
 impl Grouped {
     fn new() -> Option<Self> {
-        temp_redis().map(|t| Grouped(t, IoCounter::default()))
+        temp_redis().map(|t| Grouped(t, IoCounter::default(), b"i/t/a/"))
+    }
+
+    fn spread() -> Option<Self> {
+        temp_redis().map(|t| Grouped(t, IoCounter::default(), b"e/t/a/"))
     }
 }
 
-/// Every suite key goes into group `t/a` under `i/`.
-const GROUP_PREFIX: &[u8] = b"i/t/a/";
-
 impl Store for Grouped {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let v = self.0.get(&[GROUP_PREFIX, key].concat())?;
+        let v = self.0.get(&[self.2, key].concat())?;
         self.1.read(v.as_ref().map_or(0, Vec::len));
         Ok(v)
     }
     fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        let full: Vec<Vec<u8>> = keys.iter().map(|k| [GROUP_PREFIX, k].concat()).collect();
+        let full: Vec<Vec<u8>> = keys.iter().map(|k| [self.2, k].concat()).collect();
         let refs: Vec<&[u8]> = full.iter().map(Vec::as_slice).collect();
         let vs = self.0.get_many(&refs)?;
         for v in &vs {
@@ -72,19 +103,14 @@ impl Store for Grouped {
         let mut out = WriteBatch::with_capacity(batch.len());
         for op in batch.into_ops() {
             match op {
-                sesame_core::WriteOp::Put { key, value } => {
-                    out.put([GROUP_PREFIX, &key].concat(), value)
-                }
-                sesame_core::WriteOp::Delete { key } => out.delete([GROUP_PREFIX, &key].concat()),
+                sesame_core::WriteOp::Put { key, value } => out.put([self.2, &key].concat(), value),
+                sesame_core::WriteOp::Delete { key } => out.delete([self.2, &key].concat()),
             };
         }
         self.0.write(out)
     }
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
-        let keys: Vec<Vec<u8>> = expect
-            .iter()
-            .map(|(k, _)| [GROUP_PREFIX, k].concat())
-            .collect();
+        let keys: Vec<Vec<u8>> = expect.iter().map(|(k, _)| [self.2, k].concat()).collect();
         let full: Vec<(&[u8], Option<&[u8]>)> = keys
             .iter()
             .zip(expect)
@@ -94,9 +120,9 @@ impl Store for Grouped {
         for op in batch.ops() {
             match op {
                 sesame_core::WriteOp::Put { key, value } => {
-                    out.put([GROUP_PREFIX, key].concat(), value.clone())
+                    out.put([self.2, key].concat(), value.clone())
                 }
-                sesame_core::WriteOp::Delete { key } => out.delete([GROUP_PREFIX, key].concat()),
+                sesame_core::WriteOp::Delete { key } => out.delete([self.2, key].concat()),
             };
         }
         let applied = self.0.write_if(&full, &out)?;
@@ -111,10 +137,10 @@ impl Store for Grouped {
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let pairs: Vec<(Vec<u8>, Vec<u8>)> = self
             .0
-            .scan_prefix(&[GROUP_PREFIX, prefix].concat())?
+            .scan_prefix(&[self.2, prefix].concat())?
             .into_iter()
             .map(|(mut k, v)| {
-                k.drain(..GROUP_PREFIX.len());
+                k.drain(..self.2.len());
                 (k, v)
             })
             .collect();
@@ -318,6 +344,126 @@ fn indexes_spread_over_the_masters() {
     assert_eq!(store.scan_prefix(b"").unwrap().len(), 60);
     let sizes = store.group_sizes().unwrap();
     assert_eq!(sizes.len(), 31, "the home group and 30 indexes");
+}
+
+/// A pseudo-random 32-byte label (entries of a spread index are PRF
+/// outputs).
+fn label(i: u64) -> Vec<u8> {
+    let mut x = i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..4)
+        .flat_map(|_| {
+            x ^= x >> 31;
+            x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            x.to_be_bytes()
+        })
+        .collect()
+}
+
+/// An index's spread entries (`e/t/a/...`) fill all of its shards, which
+/// lie on all three masters, while its metadata stays in its group; a
+/// commit with them applies the entries first and the group's part under
+/// its condition, and deletes them last. What a failed condition, a put
+/// that would change a held entry and a batch naming two indexes do.
+#[test]
+fn spread_entries_fill_every_shard_and_the_commit_comes_last() {
+    let Some(s) = temp_redis() else { return };
+    let store = s.inner();
+    let entry = |i: u64| [&b"e/t/a/0/"[..], &label(i)].concat();
+    let n = 3200u64;
+    let mut b = WriteBatch::new();
+    b.put(b"x/t/a".as_slice(), b"meta 1".as_slice())
+        .put(b"c/t/a".as_slice(), b"token 1".as_slice());
+    for i in 0..n {
+        b.put(entry(i), i.to_be_bytes().to_vec());
+    }
+    assert!(store.write_if(&[(b"c/t/a", None)], &b).unwrap());
+    let shards: Vec<(Vec<u8>, u64)> = store
+        .group_sizes()
+        .unwrap()
+        .into_iter()
+        .filter_map(|(g, size)| g.filter(|g| g.starts_with(b"t/a#")).map(|g| (g, size)))
+        .collect();
+    assert_eq!(shards.len(), usize::from(sesame_store::SPREAD_SHARDS));
+    let total: u64 = shards.iter().map(|(_, size)| size).sum();
+    assert_eq!(total, n);
+    // 100 per shard on average; a shard below half of it would mean the
+    // labels do not spread.
+    assert!(shards.iter().all(|(_, size)| *size >= 50), "{shards:?}");
+    let masters: BTreeSet<u16> = (0..n).map(|i| store.slot_of(&entry(i)) / 5462).collect();
+    assert_eq!(masters.len(), 3, "the shards lie on every master");
+    assert_ne!(store.slot_of(&entry(0)), store.slot_of(b"x/t/a"));
+    let scanned = store.scan_prefix(b"e/t/a/0/").unwrap();
+    assert_eq!(scanned.len() as u64, n);
+    assert!(scanned.windows(2).all(|w| w[0].0 < w[1].0), "key order");
+    assert_eq!(
+        store.get(&entry(7)).unwrap(),
+        Some(7u64.to_be_bytes().to_vec())
+    );
+
+    // A commit whose condition fails: its group's part is not applied (its
+    // entries may be: a retry writes the same ones again).
+    let mut b = WriteBatch::new();
+    b.put(b"x/t/a".as_slice(), b"meta 2".as_slice())
+        .put(entry(n), b"new".to_vec());
+    assert!(!store.write_if(&[(b"c/t/a", Some(b"stale"))], &b).unwrap());
+    assert_eq!(
+        store.get(b"x/t/a").unwrap().as_deref(),
+        Some(&b"meta 1"[..])
+    );
+    // Its retry under the right condition applies it whole.
+    assert!(store.write_if(&[(b"c/t/a", Some(b"token 1"))], &b).unwrap());
+    assert_eq!(
+        store.get(b"x/t/a").unwrap().as_deref(),
+        Some(&b"meta 2"[..])
+    );
+    assert_eq!(store.get(&entry(n)).unwrap().as_deref(), Some(&b"new"[..]));
+
+    // An entry keeps its first value: a batch that would change one is
+    // not applied (write_if says false; write refuses), its group's part
+    // neither.
+    let mut b = WriteBatch::new();
+    b.put(b"x/t/a".as_slice(), b"meta 3".as_slice())
+        .put(entry(1), b"changed".to_vec())
+        .put(entry(n + 1), b"fresh".to_vec());
+    assert!(!store.write_if(&[], &b).unwrap());
+    let err = store.write(b).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("write-once")),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.get(b"x/t/a").unwrap().as_deref(),
+        Some(&b"meta 2"[..])
+    );
+    assert_eq!(
+        store.get(&entry(1)).unwrap(),
+        Some(1u64.to_be_bytes().to_vec())
+    );
+
+    // Entries of one index with another index's group, or of two indexes:
+    // refused whole.
+    for other in [&b"x/t/b"[..], b"e/t/b/0/k", b"s/format"] {
+        let mut b = WriteBatch::new();
+        b.put(other, b"1".as_slice())
+            .put(entry(n + 2), b"2".to_vec());
+        let err = store.write(b).unwrap_err();
+        assert!(matches!(err, Error::Unsupported(_)), "{err:?}");
+    }
+    assert_eq!(store.get(&entry(n + 2)).unwrap(), None);
+
+    // Dropping the index: the group's part, then every shard emptied.
+    let mut b = WriteBatch::new();
+    for (k, _) in store.scan_prefix(b"e/t/a/").unwrap() {
+        b.delete(k);
+    }
+    b.delete(b"x/t/a".as_slice()).delete(b"c/t/a".as_slice());
+    store.write(b).unwrap();
+    assert!(store.scan_prefix(b"").unwrap().is_empty());
+    assert!(store
+        .group_sizes()
+        .unwrap()
+        .iter()
+        .all(|(_, size)| *size == 0));
 }
 
 /// `WAIT` for more replicas than there are: the batch is on the master,
