@@ -13,10 +13,17 @@
 //! `(level, prefix, node key)`. A holder of the cover derives every other
 //! leaf and learns nothing about the revoked ones.
 //!
+//! Several leaves of one tree: [`GgmTree::leaves`] follows their paths
+//! together and expands each node on them once, so positions that share a
+//! prefix share its expansions (the same keys as [`GgmTree::leaf`] at each
+//! position).
+//!
 //! Counting: every node expansion (one or both children of a node) is one
 //! [`Primitive::Prg`] call; `leaf`, `cover`/`puncture` and
 //! [`GgmNode::leaf`] are each one [`Primitive::Prf`] call with the
-//! expansions nested in them.
+//! expansions nested in them; `leaves` is one Prf call per distinct
+//! position, with only the expansions it makes nested in them (fewer than
+//! `depth` per leaf where paths share nodes).
 
 use core::fmt;
 
@@ -127,6 +134,35 @@ impl GgmTree {
         Ok(descend(&self.root, self.depth, 0, i))
     }
 
+    /// The values of the leaves `positions`, in the order given (positions
+    /// may repeat and come in any order; one out of range is an error):
+    /// the same keys as [`leaf`](Self::leaf) at each position, computed in
+    /// one descent that expands every node on the paths once, however many
+    /// of the positions lie below it. `n` random positions share about
+    /// `log2 n` levels, and positions of one call share the tree's upper
+    /// levels. Counts one Prf call per distinct position, with one nested
+    /// Prg call per node expanded.
+    pub fn leaves(&self, positions: &[u64]) -> Result<Vec<Key<16>>> {
+        let mut sorted = positions.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let Some(&last) = sorted.last() else {
+            return Ok(Vec::new());
+        };
+        check_leaf(self.depth, last)?;
+        counter::record(Primitive::Prf, sorted.len() as u64 - 1);
+        let _prf = counter::enter(Primitive::Prf);
+        let keys = descend_many(&self.root, self.depth, &sorted);
+        Ok(positions
+            .iter()
+            .map(|p| {
+                // Every position is in `sorted`.
+                let i = sorted.partition_point(|s| s < p);
+                keys[i].clone_secret()
+            })
+            .collect())
+    }
+
     /// The minimal cover of the leaves not in `revoked`: the maximal
     /// subtrees free of revoked leaves, left to right. Revoked indices may
     /// repeat and come in any order; one out of range is an error. One Prf
@@ -175,6 +211,60 @@ fn descend(key: &Key<16>, depth: u8, level: u8, i: u64) -> Key<16> {
         cur = child(&cur, bit);
     }
     cur
+}
+
+/// Keys of the leaves `sorted` (ascending, distinct, below `2^depth`)
+/// under the root `root`, in that order: the paths are followed one level
+/// at a time, and each node on them is expanded once (both children with
+/// one key schedule where both are on a path).
+fn descend_many(root: &Key<16>, depth: u8, sorted: &[u64]) -> Vec<Key<16>> {
+    // The nodes of the current level on the paths, left to right, and
+    // their prefixes (the paths' first `level` bits).
+    let mut keys = vec![root.clone_secret()];
+    let mut prefixes = vec![0u64];
+    let mut next_keys = Vec::with_capacity(sorted.len());
+    let mut next_prefixes = Vec::with_capacity(sorted.len());
+    for level in 0..depth {
+        // level < depth <= 64, so the shift is at most 63.
+        let shift = depth - 1 - level;
+        let mut wanted = sorted.iter().map(|&i| i >> shift).peekable();
+        next_keys.clear();
+        next_prefixes.clear();
+        for (key, &prefix) in keys.iter().zip(&prefixes) {
+            // prefix < 2^level <= 2^63, so the shift does not overflow.
+            let left = prefix << 1;
+            let mut want_left = false;
+            while wanted.next_if_eq(&left).is_some() {
+                want_left = true;
+            }
+            let mut want_right = false;
+            while wanted.next_if_eq(&(left | 1)).is_some() {
+                want_right = true;
+            }
+            match (want_left, want_right) {
+                (true, true) => {
+                    let (l, r) = children(key);
+                    next_keys.push(l);
+                    next_keys.push(r);
+                    next_prefixes.push(left);
+                    next_prefixes.push(left | 1);
+                }
+                (true, false) => {
+                    next_keys.push(child(key, 0));
+                    next_prefixes.push(left);
+                }
+                (false, true) => {
+                    next_keys.push(child(key, 1));
+                    next_prefixes.push(left | 1);
+                }
+                // Every node kept is on a path.
+                (false, false) => {}
+            }
+        }
+        core::mem::swap(&mut keys, &mut next_keys);
+        core::mem::swap(&mut prefixes, &mut next_prefixes);
+    }
+    keys
 }
 
 /// Appends to `out` the minimal cover of the leaves below `node` that are
@@ -437,6 +527,70 @@ mod tests {
         assert!(serde_json::from_str::<GgmNode>(bad).is_err());
         let bad = r#"{"depth":65,"level":0,"prefix":0,"key":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}"#;
         assert!(serde_json::from_str::<GgmNode>(bad).is_err());
+    }
+
+    #[test]
+    fn leaves_share_the_expansions_of_common_nodes() {
+        let t = tree(2);
+        let (keys, counts) = counter::measure(|| t.leaves(&[1, 0, 1]).expect("in range"));
+        let expected = [1u64, 0, 1].map(|i| t.leaf(i).expect("in range"));
+        assert_eq!(keys, expected);
+        // The root's left child (one Prg), then both of its children with
+        // one key schedule (one Prg), against 2 x 2 for two descents.
+        assert_eq!(counts.total(Primitive::Prg), 2);
+        assert_eq!(counts.total(Primitive::Prf), 2);
+        assert_eq!(counts.pure(Primitive::Prf), 2);
+        assert_eq!(counts.pure(Primitive::Prg), 0);
+        assert!(t.leaves(&[]).expect("nothing to check").is_empty());
+        assert!(t.leaves(&[0, 4]).is_err());
+        let t0 = tree(0);
+        assert_eq!(
+            t0.leaves(&[0, 0]).expect("in range"),
+            [Key::from_bytes([3; 16]), Key::from_bytes([3; 16])]
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// `leaves` gives exactly the keys of `leaf`, position by position,
+        /// for any depth (1..=64, with 20 and 64 drawn more often), root,
+        /// order and repetition of the positions.
+        #[test]
+        fn leaves_equal_leaf_by_leaf(
+            depth in proptest::prop_oneof![1u8..=64, proptest::strategy::Just(20u8), proptest::strategy::Just(64u8)],
+            root in proptest::prelude::any::<[u8; 16]>(),
+            raw in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..40),
+            repeats in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..10),
+            near in proptest::prelude::any::<bool>(),
+        ) {
+            let t = GgmTree::new(Key::from_bytes(root), depth).expect("depth <= 64");
+            let mask = if depth == 64 { u64::MAX } else { (1u64 << depth) - 1 };
+            // Positions spread over the tree, or close together (sharing
+            // most of their paths).
+            let mut positions: Vec<u64> = raw
+                .iter()
+                .map(|&r| if near { (raw.first().copied().unwrap_or(0) ^ (r & 0xff)) & mask } else { r & mask })
+                .collect();
+            if !positions.is_empty() {
+                for r in &repeats {
+                    positions.push(positions[r.index(positions.len())]);
+                }
+            }
+            let many = t.leaves(&positions).expect("in range");
+            proptest::prop_assert_eq!(many.len(), positions.len());
+            for (p, k) in positions.iter().zip(&many) {
+                proptest::prop_assert_eq!(k, &t.leaf(*p).expect("in range"));
+            }
+            let mut distinct = positions.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let (_, counts) = counter::measure(|| t.leaves(&positions).expect("in range"));
+            proptest::prop_assert_eq!(counts.total(Primitive::Prf), distinct.len() as u64);
+            proptest::prop_assert!(
+                counts.total(Primitive::Prg) <= distinct.len() as u64 * u64::from(depth)
+            );
+        }
     }
 
     #[test]
