@@ -118,10 +118,16 @@ const MAX_DEPTH: u8 = 40;
 /// Generations tried before giving up on re-adding a pair.
 const MAX_GENERATIONS: u64 = 1 << 16;
 
-/// Entries per worker thread below which a document's additions are
-/// computed on the calling thread alone (an entry costs tens of
-/// microseconds; a thread about as much to start).
+/// Entries per worker thread below which additions are computed on the
+/// calling thread alone (an entry costs about ten microseconds; a thread
+/// about as much to start).
 const PARALLEL_ENTRIES: usize = 32;
+
+/// Entries of one keyword whose GGM leaves `setup` derives in one descent:
+/// their positions share the upper levels of the keyword's tree (about
+/// `log2(h * n)` of them for `n` entries), and the descent holds about
+/// `h * n` node keys at a time.
+const SHARED_ENTRIES: usize = 4096;
 
 /// What [`AuraClient::plan_add`] takes from the client's state for one
 /// addition.
@@ -129,6 +135,14 @@ struct AddPlan {
     tag: Tag,
     epoch: u64,
     count: u64,
+}
+
+/// Planned additions of one keyword in one epoch, whose entries are
+/// computed together.
+struct AddGroup<'a> {
+    keyword: &'a [u8],
+    epoch: u64,
+    adds: Vec<(DocId, AddPlan)>,
 }
 
 /// A tag.
@@ -447,9 +461,14 @@ impl AuraClient {
     }
 
     /// The entry of an addition, advancing the keyword's counter.
+    #[cfg(test)]
     fn add_entry(&mut self, doc: DocId, keyword: &[u8]) -> Result<Entry> {
         let plan = self.plan_add(doc, keyword)?;
-        self.entry(doc, keyword, &plan)
+        let epoch = plan.epoch;
+        let mut entries = self.entries(keyword, epoch, &[(doc, plan)])?;
+        entries
+            .pop()
+            .ok_or_else(|| Error::Protocol("Aura entry missing".into()))
     }
 
     /// What an addition needs from the client's state: the pair's live tag
@@ -466,43 +485,118 @@ impl AuraClient {
         Ok(plan)
     }
 
-    /// The entry of a planned addition: the label, and the tag with the
-    /// identifier masked by the GGM leaf of each of the tag's positions.
-    /// Reads no mutable state, so entries can be computed on several
-    /// threads.
-    fn entry(&self, doc: DocId, keyword: &[u8], plan: &AddPlan) -> Result<Entry> {
-        let tree = self.tree(keyword, plan.epoch)?;
-        let mut value = Vec::with_capacity(TAG_LEN + ID_LEN * usize::from(self.h));
-        value.extend_from_slice(&plan.tag);
-        for p in positions(&plan.tag, self.h, self.depth) {
-            let leaf = tree.leaf(p)?;
-            let pad = pad(&leaf, &plan.tag);
-            let ct: Vec<u8> = doc
-                .to_le_bytes()
-                .iter()
-                .zip(pad)
-                .map(|(a, b)| a ^ b)
-                .collect();
-            value.extend_from_slice(&ct);
+    /// The entries of planned additions of `keyword`, all in `epoch`, in
+    /// order: for each, the label, and the tag with the identifier masked
+    /// by the GGM leaf of each of the tag's positions. The additions share
+    /// the epoch's tree, so the leaves of all their positions are derived
+    /// in one descent that expands each node on their paths once
+    /// ([`GgmTree::leaves`]; the same leaves as one descent per position),
+    /// and the token once. Reads no mutable state, so entries can be
+    /// computed on several threads.
+    fn entries(&self, keyword: &[u8], epoch: u64, adds: &[(DocId, AddPlan)]) -> Result<Vec<Entry>> {
+        let h = usize::from(self.h);
+        let mut all = Vec::with_capacity(adds.len() * h);
+        for (_, plan) in adds {
+            debug_assert_eq!(plan.epoch, epoch);
+            all.extend(positions(&plan.tag, self.h, self.depth));
         }
-        Ok((label(&self.token(keyword, plan.epoch), plan.count), value))
+        if all.len() != adds.len() * h {
+            return Err(Error::Protocol("Aura positions per tag".into()));
+        }
+        let leaves = self.tree(keyword, epoch)?.leaves(&all)?;
+        let tkn = self.token(keyword, epoch);
+        Ok(adds
+            .iter()
+            .zip(leaves.chunks_exact(h))
+            .map(|((doc, plan), leaves)| {
+                let id = doc.to_le_bytes();
+                let mut value = Vec::with_capacity(TAG_LEN + ID_LEN * h);
+                value.extend_from_slice(&plan.tag);
+                for leaf in leaves {
+                    let pad = pad(leaf, &plan.tag);
+                    value.extend(id.iter().zip(pad).map(|(a, b)| a ^ b));
+                }
+                (label(&tkn, plan.count), value)
+            })
+            .collect())
     }
 
-    /// The entries of one document's additions, planned in order and
-    /// computed on every core when there are enough of them (each entry
-    /// costs `h` GGM descents). The primitive calls made on the other
-    /// threads are counted as this thread's.
+    /// The entries of several groups of planned additions (each group one
+    /// keyword and epoch), group after group: on the calling thread for
+    /// fewer than `2 * PARALLEL_ENTRIES` entries in all, otherwise on
+    /// every core, groups split evenly. The primitive calls made on the
+    /// other threads are counted as this thread's.
+    fn compute(&self, groups: &[AddGroup<'_>]) -> Result<Vec<Entry>> {
+        let total: usize = groups.iter().map(|g| g.adds.len()).sum();
+        let run = |g: &AddGroup<'_>| self.entries(g.keyword, g.epoch, &g.adds);
+        let parts = if total < 2 * PARALLEL_ENTRIES {
+            groups.iter().map(run).collect::<Result<Vec<_>>>()?
+        } else {
+            common::par_map(groups, 1, run)?
+        };
+        Ok(parts.into_iter().flatten().collect())
+    }
+
+    /// The entries of one document's additions, planned in order; the
+    /// additions of a keyword listed more than once share one descent of
+    /// its tree.
     fn add_entries(&mut self, doc: DocId, keywords: &[Vec<u8>]) -> Result<Vec<Entry>> {
-        let plans = keywords
-            .iter()
-            .map(|w| self.plan_add(doc, w))
-            .collect::<Result<Vec<_>>>()?;
-        let jobs: Vec<(&[u8], &AddPlan)> = keywords
-            .iter()
-            .map(Vec::as_slice)
-            .zip(plans.iter())
-            .collect();
-        common::par_map(&jobs, PARALLEL_ENTRIES, |(w, p)| self.entry(doc, w, p))
+        let mut groups: Vec<AddGroup<'_>> = Vec::with_capacity(keywords.len());
+        let mut seen: BTreeMap<&[u8], usize> = BTreeMap::new();
+        for w in keywords {
+            let plan = self.plan_add(doc, w)?;
+            match seen.get(w.as_slice()) {
+                Some(&i) => groups[i].adds.push((doc, plan)),
+                None => {
+                    seen.insert(w, groups.len());
+                    groups.push(AddGroup {
+                        keyword: w,
+                        epoch: plan.epoch,
+                        adds: vec![(doc, plan)],
+                    });
+                }
+            }
+        }
+        self.compute(&groups)
+    }
+
+    /// The entries of a fresh index of `db`: every pair planned in order,
+    /// then each keyword's additions computed in groups of at most
+    /// [`SHARED_ENTRIES`] (sharing the upper levels of the keyword's tree),
+    /// split further so that every core gets work.
+    fn setup_entries(&mut self, db: &Multimap) -> Result<Vec<Entry>> {
+        self.keywords.clear();
+        let mut planned: Vec<(&[u8], Vec<(DocId, AddPlan)>)> = Vec::with_capacity(db.len());
+        let mut total = 0;
+        for (w, ids) in db {
+            let adds = common::normalise(ids.clone())
+                .into_iter()
+                .map(|id| Ok((id, self.plan_add(id, w)?)))
+                .collect::<Result<Vec<_>>>()?;
+            total += adds.len();
+            planned.push((w, adds));
+        }
+        let workers = if total < 2 * PARALLEL_ENTRIES {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        };
+        let size = total
+            .div_ceil(workers)
+            .clamp(PARALLEL_ENTRIES, SHARED_ENTRIES);
+        let mut groups = Vec::new();
+        for (w, adds) in planned {
+            let mut adds = adds.into_iter().peekable();
+            while adds.peek().is_some() {
+                let part: Vec<_> = adds.by_ref().take(size).collect();
+                groups.push(AddGroup {
+                    keyword: w,
+                    epoch: 0,
+                    adds: part,
+                });
+            }
+        }
+        self.compute(&groups)
     }
 
     /// A deletion: inserts the live tag into `D_w`. Local only.
@@ -567,13 +661,7 @@ impl KeywordClient for AuraClient {
         db: &Multimap,
     ) -> Result<()> {
         common::check_ids(db)?;
-        self.keywords.clear();
-        let mut entries = Vec::new();
-        for (w, ids) in db {
-            for id in common::normalise(ids.clone()) {
-                entries.push(self.add_entry(id, w)?);
-            }
-        }
+        let mut entries = self.setup_entries(db)?;
         entries.sort_unstable_by_key(|e| e.0);
         common::upload(
             channel,
@@ -886,6 +974,93 @@ mod tests {
         assert_eq!(h, 5);
         assert!(false_positive_rate((1u64 << depth) as f64, 5, 1000) <= 1e-4);
         assert!(false_positive_rate((1u64 << (depth - 1)) as f64, 5, 1000) > 1e-4);
+    }
+
+    /// The straightforward computation of an entry: one descent from the
+    /// root per position, a token per entry, a copy per ciphertext.
+    fn reference_entry(c: &AuraClient, doc: DocId, keyword: &[u8], plan: &AddPlan) -> Entry {
+        let tree = c.tree(keyword, plan.epoch).unwrap();
+        let mut value = Vec::with_capacity(TAG_LEN + ID_LEN * usize::from(c.h));
+        value.extend_from_slice(&plan.tag);
+        for p in positions(&plan.tag, c.h, c.depth) {
+            let leaf = tree.leaf(p).unwrap();
+            let pad = pad(&leaf, &plan.tag);
+            let ct: Vec<u8> = doc
+                .to_le_bytes()
+                .iter()
+                .zip(pad)
+                .map(|(a, b)| a ^ b)
+                .collect();
+            value.extend_from_slice(&ct);
+        }
+        (label(&c.token(keyword, plan.epoch), plan.count), value)
+    }
+
+    fn sorted(mut entries: Vec<Entry>) -> Vec<Entry> {
+        entries.sort_unstable_by_key(|e| e.0);
+        entries
+    }
+
+    #[test]
+    fn entries_equal_the_straightforward_computation() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        // Default parameters, a small filter (positions of a tag often
+        // repeat, and tags share most of their paths) and the largest one.
+        for params in ["", "h=5,b=16", "h=64,b=1099511627776"] {
+            let params = Params::parse(params).unwrap();
+            let mut c = AuraClient::new(&mut rng, &params).unwrap();
+            let words: Vec<Vec<u8>> = (0..80).map(|i| format!("w{i}").into_bytes()).collect();
+            // Earlier additions, a deletion (the re-added pair gets a new
+            // generation) and searched keywords (a later epoch).
+            for (i, w) in words[..10].iter().enumerate() {
+                c.add_entry(1, w).unwrap();
+                c.add_entry(2, w).unwrap();
+                if i % 2 == 0 {
+                    c.delete(1, w).unwrap();
+                }
+                if i % 3 == 0 {
+                    c.renew(w);
+                }
+            }
+            // A document with a keyword listed twice, on several threads
+            // (80 entries) and on one (3).
+            let mut doc_words = words.clone();
+            doc_words.push(words[3].clone());
+            for (doc, list) in [(1, &doc_words[..]), (9, &doc_words[..3])] {
+                let mut copy = AuraClient::restore(&c.save_state().unwrap()).unwrap();
+                let expected: Vec<Entry> = list
+                    .iter()
+                    .map(|w| {
+                        let plan = copy.plan_add(doc, w).unwrap();
+                        reference_entry(&copy, doc, w, &plan)
+                    })
+                    .collect();
+                let got = c.add_entries(doc, list).unwrap();
+                assert_eq!(sorted(got), sorted(expected));
+                assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
+            }
+            // Setup: one keyword of 300 identifiers (split between the
+            // cores) and many of a few.
+            let mut db = Multimap::new();
+            db.insert(b"big".to_vec(), (0..300).collect());
+            for w in &words {
+                db.insert(w.clone(), vec![5, 3, 5, 8]);
+            }
+            let mut copy = AuraClient::restore(&c.save_state().unwrap()).unwrap();
+            copy.keywords.clear();
+            let mut expected = Vec::new();
+            for (w, ids) in &db {
+                for id in common::normalise(ids.clone()) {
+                    let plan = copy.plan_add(id, w).unwrap();
+                    expected.push(reference_entry(&copy, id, w, &plan));
+                }
+            }
+            let got = c.setup_entries(&db).unwrap();
+            assert_eq!(got.len(), 300 + 3 * words.len());
+            assert_eq!(sorted(got), sorted(expected));
+            assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
+        }
     }
 
     #[test]
