@@ -31,6 +31,7 @@ use sesame_crypto::ggm::{GgmTree, PuncturedKey};
 use sesame_crypto::hash::sha256;
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
+use zeroize::Zeroize;
 
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
@@ -39,6 +40,11 @@ use crate::query::{Query, QueryResult};
 /// Entries per worker thread below which a document's additions are
 /// computed on the calling thread alone.
 const PARALLEL_ENTRIES: usize = 32;
+
+/// Entries of one keyword that `setup` computes together: each share's
+/// tree gives their leaves in one descent, holding about as many node
+/// keys at a time.
+const SHARED_ENTRIES: usize = 4096;
 
 /// What an addition takes from the client's state: the keyword's epoch,
 /// its counter, and the pair's generation.
@@ -264,9 +270,13 @@ impl JanusClient {
         GgmTree::new(Key::from_bytes(self.share(keyword, epoch, j)), TAG_BITS).map_err(Error::from)
     }
 
+    #[cfg(test)]
     fn add_entry(&mut self, doc: DocId, keyword: &[u8]) -> Result<([u8; LABEL_LEN], [u8; 16])> {
         let plan = self.plan_add(doc, keyword);
-        self.entry(doc, keyword, plan)
+        let mut entries = self.entries(keyword, plan.0, &[(doc, plan)])?;
+        entries
+            .pop()
+            .ok_or_else(|| Error::Protocol("Janus++ entry missing".into()))
     }
 
     /// What an addition takes from the client's state: the keyword's epoch
@@ -279,27 +289,127 @@ impl JanusClient {
         plan
     }
 
-    /// The entry of a planned addition; reads no mutable state.
-    fn entry(
+    /// The entries of planned additions of `keyword`, all in `epoch`, in
+    /// order. Each share's tree gives the leaves of all their tags in one
+    /// descent ([`GgmTree::leaves`]: the tags share the tree's upper
+    /// levels, and the shares and the token are derived once); reads no
+    /// mutable state.
+    fn entries(
         &self,
-        doc: DocId,
         keyword: &[u8],
-        (epoch, count, g): AddPlan,
-    ) -> Result<([u8; LABEL_LEN], [u8; 16])> {
-        let t = self.tag(keyword, doc, g);
-        // SPE encryption under every share: O(d) GGM evaluations.
-        let mut key = [0u8; 16];
+        epoch: u64,
+        adds: &[(DocId, AddPlan)],
+    ) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
+        let tags: Vec<u64> = adds
+            .iter()
+            .map(|(doc, (e, _, g))| {
+                debug_assert_eq!(*e, epoch);
+                self.tag(keyword, *doc, *g)
+            })
+            .collect();
+        // SPE encryption under every share: O(d) GGM evaluations per tag.
+        let mut keys = vec![[0u8; 16]; adds.len()];
         for j in 0..self.d {
-            let leaf = self.tree(keyword, epoch, j)?.leaf(t)?;
-            xor_into(&mut key, &leaf);
+            let leaves = self.tree(keyword, epoch, j)?.leaves(&tags)?;
+            for (key, leaf) in keys.iter_mut().zip(&leaves) {
+                xor_into(key, leaf);
+            }
         }
-        let p = pad(t, &key);
-        let mut entry = [0u8; ENTRY_LEN];
-        entry[..8].copy_from_slice(&t.to_le_bytes());
-        for (i, (a, b)) in doc.to_le_bytes().iter().zip(p).enumerate() {
-            entry[8 + i] = a ^ b;
+        let tkn = self.token(keyword, epoch);
+        let out = adds
+            .iter()
+            .zip(&tags)
+            .zip(&keys)
+            .map(|(((doc, (_, count, _)), &t), key)| {
+                let p = pad(t, key);
+                let mut entry = [0u8; ENTRY_LEN];
+                entry[..8].copy_from_slice(&t.to_le_bytes());
+                for (i, (a, b)) in doc.to_le_bytes().iter().zip(p).enumerate() {
+                    entry[8 + i] = a ^ b;
+                }
+                (label(&tkn, *count), entry)
+            })
+            .collect();
+        keys.zeroize();
+        Ok(out)
+    }
+
+    /// The entries of groups of planned additions (each one keyword and
+    /// epoch), group after group: on the calling thread for fewer than
+    /// `2 * PARALLEL_ENTRIES` entries in all, otherwise on every core.
+    /// The primitive calls made on other threads are counted as this
+    /// thread's.
+    #[allow(clippy::type_complexity)]
+    fn compute(
+        &self,
+        groups: &[(&[u8], u64, Vec<(DocId, AddPlan)>)],
+    ) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
+        let total: usize = groups.iter().map(|g| g.2.len()).sum();
+        let run =
+            |(w, epoch, adds): &(&[u8], u64, Vec<(DocId, AddPlan)>)| self.entries(w, *epoch, adds);
+        let parts = if total < 2 * PARALLEL_ENTRIES {
+            groups.iter().map(run).collect::<Result<Vec<_>>>()?
+        } else {
+            common::par_map(groups, 1, run)?
+        };
+        Ok(parts.into_iter().flatten().collect())
+    }
+
+    /// The entries of one document's additions, planned in order; the
+    /// additions of a keyword listed more than once share its trees'
+    /// descents.
+    fn add_entries(
+        &mut self,
+        doc: DocId,
+        keywords: &[Vec<u8>],
+    ) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
+        let mut groups: Vec<(&[u8], u64, Vec<(DocId, AddPlan)>)> =
+            Vec::with_capacity(keywords.len());
+        let mut seen: BTreeMap<&[u8], usize> = BTreeMap::new();
+        for w in keywords {
+            let plan = self.plan_add(doc, w);
+            match seen.get(w.as_slice()) {
+                Some(&i) => groups[i].2.push((doc, plan)),
+                None => {
+                    seen.insert(w, groups.len());
+                    groups.push((w, plan.0, vec![(doc, plan)]));
+                }
+            }
         }
-        Ok((label(&self.token(keyword, epoch), count), entry))
+        self.compute(&groups)
+    }
+
+    /// The entries of a fresh index of `db`: every pair planned in order,
+    /// then each keyword's additions computed in groups of at most
+    /// [`SHARED_ENTRIES`], split further so that every core gets work.
+    fn setup_entries(&mut self, db: &Multimap) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
+        self.keywords.clear();
+        let mut planned = Vec::with_capacity(db.len());
+        let mut total = 0;
+        for (w, ids) in db {
+            let adds: Vec<(DocId, AddPlan)> = common::normalise(ids.clone())
+                .into_iter()
+                .map(|id| (id, self.plan_add(id, w)))
+                .collect();
+            total += adds.len();
+            planned.push((w.as_slice(), adds));
+        }
+        let workers = if total < 2 * PARALLEL_ENTRIES {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        };
+        let size = total
+            .div_ceil(workers)
+            .clamp(PARALLEL_ENTRIES, SHARED_ENTRIES);
+        let mut groups = Vec::new();
+        for (w, adds) in planned {
+            let mut adds = adds.into_iter().peekable();
+            while adds.peek().is_some() {
+                groups.push((w, 0, adds.by_ref().take(size).collect()));
+            }
+        }
+        self.compute(&groups)
     }
 
     fn delete_request(&mut self, doc: DocId, keyword: &[u8]) -> Result<Request> {
@@ -366,13 +476,7 @@ impl KeywordClient for JanusClient {
         db: &Multimap,
     ) -> Result<()> {
         common::check_ids(db)?;
-        self.keywords.clear();
-        let mut entries = Vec::new();
-        for (w, ids) in db {
-            for id in common::normalise(ids.clone()) {
-                entries.push(self.add_entry(id, w)?);
-            }
-        }
+        let mut entries = self.setup_entries(db)?;
         entries.sort_unstable_by_key(|e| e.0);
         common::upload(
             channel,
@@ -412,12 +516,7 @@ impl KeywordClient for JanusClient {
             UpdateOp::Add => {
                 // Planned in order, computed on every core (d GGM
                 // evaluations each).
-                let jobs: Vec<(&[u8], AddPlan)> = keywords
-                    .iter()
-                    .map(|w| (w.as_slice(), self.plan_add(doc, w)))
-                    .collect();
-                let mut entries =
-                    common::par_map(&jobs, PARALLEL_ENTRIES, |(w, p)| self.entry(doc, w, *p))?;
+                let mut entries = self.add_entries(doc, keywords)?;
                 entries.sort_unstable_by_key(|e| e.0);
                 common::chunked_requests(
                     entries,
@@ -710,6 +809,88 @@ impl Handler for JanusServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The straightforward computation of an entry: one descent from the
+    /// root of each share's tree per entry.
+    fn reference_entry(
+        c: &JanusClient,
+        doc: DocId,
+        keyword: &[u8],
+        (epoch, count, g): AddPlan,
+    ) -> ([u8; LABEL_LEN], [u8; 16]) {
+        let t = c.tag(keyword, doc, g);
+        let mut key = [0u8; 16];
+        for j in 0..c.d {
+            let leaf = c.tree(keyword, epoch, j).unwrap().leaf(t).unwrap();
+            xor_into(&mut key, &leaf);
+        }
+        let p = pad(t, &key);
+        let mut entry = [0u8; ENTRY_LEN];
+        entry[..8].copy_from_slice(&t.to_le_bytes());
+        for (i, (a, b)) in doc.to_le_bytes().iter().zip(p).enumerate() {
+            entry[8 + i] = a ^ b;
+        }
+        (label(&c.token(keyword, epoch), count), entry)
+    }
+
+    #[test]
+    fn entries_equal_the_straightforward_computation() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(6);
+        for params in ["", "d=1", "d=3"] {
+            let params = Params::parse(params).unwrap();
+            let mut c = JanusClient::new(&mut rng, &params).unwrap();
+            let words: Vec<Vec<u8>> = (0..70).map(|i| format!("w{i}").into_bytes()).collect();
+            // Earlier additions, a deletion (a new generation) and
+            // searched keywords (a later epoch).
+            for (i, w) in words[..10].iter().enumerate() {
+                c.add_entry(1, w).unwrap();
+                if i % 2 == 0 {
+                    c.delete_request(1, w).unwrap();
+                }
+                if i % 3 == 0 {
+                    c.renew(w);
+                }
+            }
+            let mut doc_words = words.clone();
+            doc_words.push(words[4].clone());
+            for (doc, list) in [(1, &doc_words[..]), (9, &doc_words[..3])] {
+                let mut copy = JanusClient::restore(&c.save_state().unwrap()).unwrap();
+                let mut expected: Vec<_> = list
+                    .iter()
+                    .map(|w| {
+                        let plan = copy.plan_add(doc, w);
+                        reference_entry(&copy, doc, w, plan)
+                    })
+                    .collect();
+                let mut got = c.add_entries(doc, list).unwrap();
+                expected.sort_unstable_by_key(|e| e.0);
+                got.sort_unstable_by_key(|e| e.0);
+                assert_eq!(got, expected);
+                assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
+            }
+            let mut db = Multimap::new();
+            db.insert(b"big".to_vec(), (0..200).collect());
+            for w in &words {
+                db.insert(w.clone(), vec![5, 3, 5, 8]);
+            }
+            let mut copy = JanusClient::restore(&c.save_state().unwrap()).unwrap();
+            copy.keywords.clear();
+            let mut expected = Vec::new();
+            for (w, ids) in &db {
+                for id in common::normalise(ids.clone()) {
+                    let plan = copy.plan_add(id, w);
+                    expected.push(reference_entry(&copy, id, w, plan));
+                }
+            }
+            let mut got = c.setup_entries(&db).unwrap();
+            assert_eq!(got.len(), 200 + 3 * words.len());
+            expected.sort_unstable_by_key(|e| e.0);
+            got.sort_unstable_by_key(|e| e.0);
+            assert_eq!(got, expected);
+            assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
+        }
+    }
 
     #[test]
     fn additions_computed_on_several_threads_equal_those_computed_on_one() {
