@@ -272,9 +272,15 @@ fn server_index(site: &Site) -> String {
 fn entries(site: &Site, g: u64) -> usize {
     let store = sesame_store::RedbStore::open(site.path("server.redb")).unwrap();
     let index = server_index(site);
-    sesame_core::Store::scan_prefix(&store, format!("i/t/{index}/{g}/").as_bytes())
-        .unwrap()
-        .len()
+    // Under `e/` for a scheme whose entries are written once (spread).
+    ["i", "e"]
+        .iter()
+        .map(|letter| {
+            sesame_core::Store::scan_prefix(&store, format!("{letter}/t/{index}/{g}/").as_bytes())
+                .unwrap()
+                .len()
+        })
+        .sum()
 }
 
 fn init(site: &Site, dir: &str, scheme: &str, server: &Server) {

@@ -547,6 +547,14 @@ impl Engine {
         };
         let record = ReplayRecord::decode(&bytes)?;
         Ok(Some(if &record.digest == digest {
+            // The first attempt may have failed after its commit was
+            // applied but before the store confirmed it (over Redis
+            // Cluster: before a replica had it). Written again, the record
+            // is confirmed as a commit is, and with it the commit before
+            // it, so an answer from it promises what a first answer does.
+            let mut again = WriteBatch::with_capacity(1);
+            again.put(keys::replay_key(tenant, index, id), bytes);
+            self.store.write(again)?;
             EngineError::Replayed {
                 id: hex::encode(id),
                 response: record.response,
@@ -773,10 +781,17 @@ impl Engine {
         let _g = lock.write();
         // Remnants of an index of this name dropped halfway do not exist
         // (drops are one transaction), but a crash cannot leave any either.
+        // The entries of a scheme whose server writes each one once are
+        // spread (over a Redis Cluster's shards; one layout everywhere).
+        let spread = scheme
+            .server(Arc::new(sesame_store::MemoryStore::new()), &params)
+            .map_err(EngineError::from_core)?
+            .write_once();
         let meta = IndexMeta {
             scheme: scheme.name().to_owned(),
             params: params.to_string(),
             created_unix: now_unix(),
+            spread,
             ..IndexMeta::default()
         };
         // Conditional on the name being free: another server may be
@@ -810,10 +825,10 @@ impl Engine {
         tenant: &str,
         index: &str,
     ) -> Result<Option<proto::DropIndexResponse>, EngineError> {
-        let (seen, _) = self.token_and_meta(tenant, index)?;
+        let (seen, meta) = self.token_and_meta(tenant, index)?;
         let mut batch = WriteBatch::new();
         for prefix in [
-            keys::index_prefix(tenant, index),
+            meta.entries_prefix(tenant, index),
             keys::doc_prefix(tenant, index),
             keys::replay_prefix(tenant, index),
             keys::record_prefix(tenant, index),
@@ -901,7 +916,6 @@ impl Engine {
             }
             d.finish()
         });
-        let prefix = keys::generation_prefix(tenant, &req.index, req.generation);
         let lock = self.lock_of(tenant, &req.index);
         let first = {
             let _g = lock.read();
@@ -912,7 +926,8 @@ impl Engine {
                     return Err(e);
                 }
             }
-            let run = self.run((tenant, &req.index), &scheme, prefix.clone(), &req.messages)?;
+            let prefix = meta.generation_prefix(tenant, &req.index, req.generation);
+            let run = self.run((tenant, &req.index), &scheme, prefix, &req.messages)?;
             if !run.overlay.has_writes() {
                 return Ok(proto::CallResponse {
                     messages: run.responses,
@@ -941,8 +956,8 @@ impl Engine {
                             return Err(e);
                         }
                     }
-                    let run =
-                        self.run((tenant, &req.index), &scheme, prefix.clone(), &req.messages)?;
+                    let prefix = meta.generation_prefix(tenant, &req.index, req.generation);
+                    let run = self.run((tenant, &req.index), &scheme, prefix, &req.messages)?;
                     (seen, meta, run)
                 }
             };
@@ -989,7 +1004,7 @@ impl Engine {
         let scheme = Self::scheme_of(&meta, &start.index, &start.scheme)?;
         let overlay = Arc::new(Overlay::new(
             self.store.clone(),
-            keys::generation_prefix(tenant, &start.index, start.generation),
+            meta.generation_prefix(tenant, &start.index, start.generation),
             self.limits.max_transaction_bytes,
         ));
         // With `--record-view`, each message's view is its own operation.
@@ -1127,9 +1142,9 @@ impl Engine {
         tenant: &str,
         req: &proto::DropGenerationsRequest,
     ) -> Result<Option<proto::DropGenerationsResponse>, EngineError> {
-        let (seen, _) = self.token_and_meta(tenant, &req.index)?;
-        let keep = keys::generation_prefix(tenant, &req.index, req.keep);
-        let prefix = keys::index_prefix(tenant, &req.index);
+        let (seen, meta) = self.token_and_meta(tenant, &req.index)?;
+        let keep = meta.generation_prefix(tenant, &req.index, req.keep);
+        let prefix = meta.entries_prefix(tenant, &req.index);
         let mut batch = WriteBatch::new();
         for (k, _) in self.store.scan_prefix(&prefix)? {
             if k.starts_with(&keep) {

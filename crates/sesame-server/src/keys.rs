@@ -5,6 +5,7 @@
 //! | `s/format`                        | the layout marker [`MARKER`]           |
 //! | `x/<tenant>/<index>`              | the index's [`IndexMeta`](crate::records::IndexMeta) |
 //! | `i/<tenant>/<index>/<generation>/…` | the scheme server's entries          |
+//! | `e/<tenant>/<index>/<generation>/…` | the same, for an index whose scheme writes each entry once (spread over a Redis Cluster's shards) |
 //! | `d/<tenant>/<index>/b<id>`        | an encrypted document (id big-endian)  |
 //! | `r/<tenant>/<index>/<request id>` | a [`ReplayRecord`](crate::records::ReplayRecord) |
 //! | `v/<tenant>/<index>/<name>`       | a client's record: version (8 bytes, big-endian), then its value |
@@ -66,13 +67,39 @@ pub fn commit_key(tenant: &str, index: &str) -> Vec<u8> {
 
 /// `i/<tenant>/<index>/`: every generation of an index.
 pub fn index_prefix(tenant: &str, index: &str) -> Vec<u8> {
-    join(&[b"i", tenant.as_bytes(), index.as_bytes(), b""])
+    entries_prefix(false, tenant, index)
 }
 
 /// `i/<tenant>/<index>/<generation>/`.
 pub fn generation_prefix(tenant: &str, index: &str, generation: u64) -> Vec<u8> {
+    generation_prefix_in(false, tenant, index, generation)
+}
+
+/// The letter of an index's entries: `e` when they are spread (write-once
+/// entries, which a Redis Cluster store puts in the index's shards), else
+/// `i`.
+fn entries_letter(spread: bool) -> &'static [u8] {
+    if spread {
+        b"e"
+    } else {
+        b"i"
+    }
+}
+
+/// `i/<tenant>/<index>/` or, spread, `e/<tenant>/<index>/`.
+pub fn entries_prefix(spread: bool, tenant: &str, index: &str) -> Vec<u8> {
     join(&[
-        b"i",
+        entries_letter(spread),
+        tenant.as_bytes(),
+        index.as_bytes(),
+        b"",
+    ])
+}
+
+/// [`entries_prefix`] followed by `<generation>/`.
+pub fn generation_prefix_in(spread: bool, tenant: &str, index: &str, generation: u64) -> Vec<u8> {
+    join(&[
+        entries_letter(spread),
         tenant.as_bytes(),
         index.as_bytes(),
         generation.to_string().as_bytes(),

@@ -30,6 +30,24 @@ pub struct IndexMeta {
     pub generation: u64,
     /// Replay records written since the last pruning.
     pub records_since_prune: u64,
+    /// The scheme's entries live under `e/<tenant>/<index>/` (spread
+    /// over a Redis Cluster's shards), not `i/...`: set at creation for
+    /// schemes whose server writes each entry once. Records written
+    /// before this field existed decode as `false`.
+    pub spread: bool,
+}
+
+/// [`IndexMeta`] as stored before it had `spread`.
+#[derive(Deserialize)]
+struct IndexMetaV1 {
+    scheme: String,
+    params: String,
+    created_unix: u64,
+    documents: u64,
+    updates: u64,
+    uploads: u64,
+    generation: u64,
+    records_since_prune: u64,
 }
 
 /// The memory of a request that wrote: a repeat of its id is refused, and
@@ -56,7 +74,31 @@ impl IndexMeta {
 
     /// Decodes a stored record.
     pub fn decode(bytes: &[u8]) -> Result<Self, EngineError> {
-        wire::decode(bytes).map_err(|e| damaged("index", &e))
+        wire::decode(bytes).or_else(|e| {
+            let old: IndexMetaV1 = wire::decode(bytes).map_err(|_| damaged("index", &e))?;
+            Ok(IndexMeta {
+                scheme: old.scheme,
+                params: old.params,
+                created_unix: old.created_unix,
+                documents: old.documents,
+                updates: old.updates,
+                uploads: old.uploads,
+                generation: old.generation,
+                records_since_prune: old.records_since_prune,
+                spread: false,
+            })
+        })
+    }
+
+    /// Where the index's entries live: `e/<tenant>/<index>/` when
+    /// [`IndexMeta::spread`], else `i/<tenant>/<index>/`.
+    pub fn entries_prefix(&self, tenant: &str, index: &str) -> Vec<u8> {
+        crate::keys::entries_prefix(self.spread, tenant, index)
+    }
+
+    /// The prefix of one generation of the index's entries.
+    pub fn generation_prefix(&self, tenant: &str, index: &str, generation: u64) -> Vec<u8> {
+        crate::keys::generation_prefix_in(self.spread, tenant, index, generation)
     }
 }
 
@@ -94,8 +136,23 @@ mod tests {
             uploads: 4,
             generation: 5,
             records_since_prune: 6,
+            spread: true,
         };
         assert_eq!(IndexMeta::decode(&meta.encode().unwrap()).unwrap(), meta);
+        // A record stored before `spread` existed: the same fields less
+        // the last, read as not spread.
+        let mut old = meta.encode().unwrap();
+        assert_eq!(old.pop(), Some(1));
+        let read = IndexMeta::decode(&old).unwrap();
+        assert_eq!(
+            read,
+            IndexMeta {
+                spread: false,
+                ..meta.clone()
+            }
+        );
+        assert_eq!(read.generation_prefix("t", "a", 5), b"i/t/a/5/");
+        assert_eq!(meta.generation_prefix("t", "a", 5), b"e/t/a/5/");
         let rec = ReplayRecord {
             digest: [7; 32],
             at_unix: 9,

@@ -361,6 +361,7 @@ fn write_seed_corpus() {
         uploads: 1,
         generation: 1,
         records_since_prune: 0,
+        spread: false,
     };
     write("stored_record", "index-meta", &meta.encode().unwrap());
     let record = ReplayRecord {

@@ -147,38 +147,39 @@ fn a_killed_master_loses_no_acknowledged_update() {
     let mut killed = None;
     let mut first_write_after = None;
     let mut retried = 0;
-    for doc in 1..=UPDATES {
-        if doc == KILL_AT {
-            let port = cluster
-                .master_of_slot(slot)
-                .expect("a master serves the index");
-            cluster.kill_node(port).unwrap();
-            killed = Some((port, Instant::now()));
-        }
-        let words = vec![b"all".to_vec(), format!("m{}", doc % 3).into_bytes()];
-        let attempts = add_until_acknowledged(&conn, "fo", &mut client, doc, &words, deadline);
-        retried += attempts - 1;
-        for w in words {
-            oracle.entry(w).or_default().insert(doc);
-        }
-        if let Some((port, at)) = killed {
-            if first_write_after.is_none() {
-                first_write_after = Some(at.elapsed());
+    std::thread::scope(|scope| {
+        for doc in 1..=UPDATES {
+            if doc == KILL_AT {
+                let port = cluster
+                    .master_of_slot(slot)
+                    .expect("a master serves the index");
+                cluster.kill_node(port).unwrap();
+                killed = Some((port, Instant::now()));
+                // The failed node is repaired once its replica has taken
+                // over: with wait=1 the promoted master takes no write
+                // until it has a replica again.
+                let cluster = &cluster;
+                scope.spawn(move || {
+                    while cluster.master_of_slot(slot).is_none_or(|m| m == port) {
+                        assert!(Instant::now() < deadline, "no replica took over");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    cluster.restart_node(port).unwrap();
+                });
             }
-            // The failed node is repaired a few updates later: with
-            // wait=1 its shard needs a replica again.
-            if doc == KILL_AT + 3 {
-                cluster.restart_node(port).unwrap();
+            let words = vec![b"all".to_vec(), format!("m{}", doc % 3).into_bytes()];
+            let attempts = add_until_acknowledged(&conn, "fo", &mut client, doc, &words, deadline);
+            retried += attempts - 1;
+            for w in words {
+                oracle.entry(w).or_default().insert(doc);
+            }
+            if let Some((_, at)) = killed {
+                if first_write_after.is_none() {
+                    first_write_after = Some(at.elapsed());
+                }
             }
         }
-        if doc == KILL_AT + 2 && killed.is_some() {
-            // Let the failover finish before the repair.
-            while cluster.master_of_slot(slot) == killed.map(|k| k.0) {
-                assert!(Instant::now() < deadline, "no replica took over");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
+    });
     let new_master = cluster.master_of_slot(slot).unwrap();
     assert_ne!(
         Some(new_master),
@@ -400,6 +401,175 @@ fn bulk_uploads_through_two_servers_survive_a_killed_master() {
 /// one's. Every add is counted once in the index's metadata (a commit
 /// that raced another server's ran again instead of overwriting it), and
 /// every client's searches, through either server, equal its oracle.
+/// A Redis Cluster store that, while `armed`, dies between a spread
+/// commit's entries and its commit: it writes the `e/...` puts of a batch
+/// (into the index's shards, as the store does first) and then fails as
+/// an unreachable master would, without the rest.
+struct DiesBeforeCommit {
+    inner: RedisClusterStore,
+    armed: std::sync::atomic::AtomicUsize,
+    died: std::sync::atomic::AtomicUsize,
+}
+
+impl Store for DiesBeforeCommit {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        self.inner.get_many(keys)
+    }
+    fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
+        self.inner.write(batch)
+    }
+    fn write_if(
+        &self,
+        expect: &[(&[u8], Option<&[u8]>)],
+        batch: &sesame_core::WriteBatch,
+    ) -> sesame_core::Result<bool> {
+        use std::sync::atomic::Ordering;
+        let spread: Vec<_> = batch
+            .ops()
+            .iter()
+            .filter_map(|op| match op {
+                sesame_core::WriteOp::Put { key, value } if key.starts_with(b"e/") => {
+                    Some((key.clone(), value.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        if !spread.is_empty()
+            && self
+                .armed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            let mut entries = sesame_core::WriteBatch::new();
+            for (k, v) in spread {
+                entries.put(k, v);
+            }
+            self.inner.write(entries)?;
+            self.died.fetch_add(1, Ordering::SeqCst);
+            return Err(sesame_core::Error::StoreUnavailable(
+                "the master died before the commit".into(),
+            ));
+        }
+        self.inner.write_if(expect, batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> sesame_core::IoCounts {
+        self.inner.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+}
+
+/// A FAST index's entries are spread over its 32 shards, on every master,
+/// while its metadata, commit token and replay records stay in its group;
+/// a server that dies after writing an update's entries but before its
+/// commit leaves searches as they were (the entries are reachable only
+/// from the client's next state), and the client's retry with the same
+/// request id commits it once: every search equals the oracle and the
+/// index holds exactly one entry per keyword-document pair.
+#[test]
+fn spread_entries_written_before_a_lost_commit_are_invisible_then_committed_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let Some(cluster) = own_cluster() else { return };
+    let spec = with_namespace(cluster.url(), &fresh_namespace("sp"), "");
+    let store = Arc::new(DiesBeforeCommit {
+        inner: RedisClusterStore::open(&spec).unwrap(),
+        armed: AtomicUsize::new(0),
+        died: AtomicUsize::new(0),
+    });
+    let token = Tokens::generate(&mut OsRng);
+    let (_server, config) = serve(store.clone(), &token);
+    let mut conn = Connection::connect(&config).unwrap();
+    // Each failure is seen here, not retried inside the connection.
+    conn.set_retries(0);
+    let mut c = conn.client();
+    conn.block_on(c.create_index("sp", "fast", "")).unwrap();
+    let mut client = fast();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut oracle: BTreeMap<Vec<u8>, BTreeSet<u64>> = BTreeMap::new();
+    let mut pairs = 0;
+    for doc in 1..=40u64 {
+        let words: Vec<Vec<u8>> = (0..8)
+            .map(|j| format!("w{}", (doc * j) % 13).into_bytes())
+            .collect();
+        let words: Vec<Vec<u8>> = words
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if doc % 10 == 5 {
+            // This update's first attempt dies between entries and commit.
+            store.armed.store(1, Ordering::SeqCst);
+            // The committed state: what another device knows, and what
+            // this one searches from until its pending update is settled.
+            let saved = client.save_state().unwrap();
+            let requests = client
+                .prepare_update(&mut OsRng, UpdateOp::Add, doc, &words)
+                .unwrap()
+                .unwrap();
+            let id = new_request_id();
+            assert!(conn
+                .call_batch("sp", "fast", 0, id, requests.clone())
+                .is_err());
+            // Searches from the committed state: as before the update.
+            for (word, want) in &oracle {
+                let mut probe =
+                    (sesame_sse::scheme("fast").unwrap().restore_client)(&saved).unwrap();
+                let got = search_until_answered(&conn, "sp", &mut probe, word, deadline);
+                let got: BTreeSet<u64> = got.into_iter().collect();
+                assert!(
+                    !got.contains(&doc),
+                    "{word:?} finds the uncommitted document"
+                );
+                assert_eq!(&got, want, "{word:?}");
+            }
+            let (responses, _) = conn.call_batch("sp", "fast", 0, id, requests).unwrap();
+            for r in responses {
+                client.check_update_response(&r).unwrap();
+            }
+        } else {
+            add_until_acknowledged(&conn, "sp", &mut client, doc, &words, deadline);
+        }
+        pairs += words.len();
+        for w in words {
+            oracle.entry(w).or_default().insert(doc);
+        }
+    }
+    assert_eq!(store.died.load(Ordering::SeqCst), 4);
+    for (word, want) in &oracle {
+        let got = search_until_answered(&conn, "sp", &mut client, word, deadline);
+        let distinct: BTreeSet<u64> = got.iter().copied().collect();
+        assert_eq!(got.len(), distinct.len(), "no duplicate for {word:?}");
+        assert_eq!(&distinct, want, "{word:?}");
+    }
+    let entries = store.inner.scan_prefix(b"e/alice/sp/").unwrap();
+    assert_eq!(entries.len(), pairs, "one entry per pair, none twice");
+    assert!(store.inner.scan_prefix(b"i/alice/sp/").unwrap().is_empty());
+    let sizes = store.inner.group_sizes().unwrap();
+    let shards = sizes
+        .iter()
+        .filter(|(g, n)| g.as_ref().is_some_and(|g| g.starts_with(b"alice/sp#")) && *n > 0)
+        .count();
+    assert!(shards >= 28, "{pairs} entries fill {shards} of 32 shards");
+    let masters: BTreeSet<u16> = entries
+        .iter()
+        .map(|(k, _)| store.inner.slot_of(k) / 5462)
+        .collect();
+    assert_eq!(masters.len(), 3, "the index's entries lie on every master");
+    let group: Vec<Vec<u8>> = sizes
+        .iter()
+        .filter_map(|(g, _)| g.clone())
+        .filter(|g| g.as_slice() == b"alice/sp")
+        .collect();
+    assert_eq!(group.len(), 1, "the index's own group holds its metadata");
+}
+
 #[test]
 fn two_servers_write_one_index_at_the_same_time() {
     const CLIENTS: usize = 4;
@@ -572,12 +742,25 @@ fn measure_bytes_per_entry_and_shard_rates() {
             client.setup(&mut rng, &mut ch, &db).unwrap();
             0
         };
-        let entries = store
-            .scan_prefix(format!("i/alice/{index}/{generation}/").as_bytes())
-            .unwrap();
+        // Under `e/` (in the index's shards) for a scheme whose entries
+        // are written once, else `i/` (in the index's group).
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = ["i", "e"]
+            .iter()
+            .flat_map(|l| {
+                store
+                    .scan_prefix(format!("{l}/alice/{index}/{generation}/").as_bytes())
+                    .unwrap()
+            })
+            .collect();
         let bytes: usize = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let tag = format!("{ns}/alice/{index}");
-        let redis = memory(&format!("sesame{{{tag}}}:v")) + memory(&format!("sesame{{{tag}}}:k"));
+        let tags = std::iter::once(format!("{ns}/alice/{index}")).chain(
+            (0..sesame_store::SPREAD_SHARDS).map(|n| format!("{ns}/alice/{index}%23{n:02}")),
+        );
+        let redis: u64 = tags
+            .map(|tag| {
+                memory(&format!("sesame{{{tag}}}:v")) + memory(&format!("sesame{{{tag}}}:k"))
+            })
+            .sum();
         eprintln!(
             "{name} | {} | {:.1} | {:.1}",
             entries.len(),
