@@ -20,11 +20,14 @@
 # With REDIS_CLUSTER_TLS=1, every node speaks only TLS (clients, the
 # cluster bus and replication), with a certificate for 127.0.0.1 from a
 # throwaway CA made with openssl in DIR/tls/ (`ca.pem`; `other-ca.pem` is a
-# second CA that signed nothing, for tests that a wrong CA is refused).
+# second CA that signed nothing, for tests that a wrong CA is refused), and
+# requires every client to show a certificate from that CA (mutual TLS:
+# `client.pem` and `client.key`; `other-client.pem`/`.key` are signed by
+# the other CA).
 #
 # The last line `start` prints is the seed URL for the Sesame store:
 # redis-cluster://127.0.0.1:P1,127.0.0.1:P2,... (with TLS:
-# rediss-cluster://127.0.0.1:P1,...?ca=DIR/tls/ca.pem)
+# rediss-cluster://127.0.0.1:P1,...?ca=DIR/tls/ca.pem&cert=DIR/tls/client.pem&key=DIR/tls/client.key)
 set -euo pipefail
 
 NODES=6
@@ -105,7 +108,8 @@ cli() {
     local dir=$1
     shift
     if tls_of "$dir"; then
-        redis-cli --tls --cacert "$dir/tls/ca.pem" "$@"
+        redis-cli --tls --cacert "$dir/tls/ca.pem" \
+            --cert "$dir/tls/client.pem" --key "$dir/tls/client.key" "$@"
     else
         redis-cli "$@"
     fi
@@ -128,7 +132,15 @@ make_certs() {
         printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
             -extfile san.ext -out server.crt 2>/dev/null
-        chmod 600 ca.key other-ca.key server.key
+        for who in client:ca other-client:other-ca; do
+            local name=${who%%:*} ca=${who#*:}
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+                -subj "/CN=sesame-$name" -keyout "$name.key" -out "$name.csr" 2>/dev/null
+            printf 'extendedKeyUsage=clientAuth\n' >client.ext
+            openssl x509 -req -in "$name.csr" -CA "$ca.pem" -CAkey "$ca.key" -CAcreateserial \
+                -days 2 -extfile client.ext -out "$name.pem" 2>/dev/null
+        done
+        chmod 600 ca.key other-ca.key server.key client.key other-client.key
     ) || die "openssl could not make the test certificates"
 }
 
@@ -139,7 +151,7 @@ start_node() {
     if tls_of "$dir"; then
         listen=(--port 0 --tls-port "$p" --tls-cluster yes --tls-replication yes
             --tls-cert-file "$dir/tls/server.crt" --tls-key-file "$dir/tls/server.key"
-            --tls-ca-cert-file "$dir/tls/ca.pem" --tls-auth-clients no)
+            --tls-ca-cert-file "$dir/tls/ca.pem" --tls-auth-clients yes)
     fi
     redis-server \
         "${listen[@]}" --bind 127.0.0.1 --protected-mode yes \
@@ -258,7 +270,9 @@ start_cluster() {
     local url="redis-cluster://"
     if tls_of "$dir"; then url="rediss-cluster://"; fi
     url+=$(IFS=,; echo "${seeds[*]}")
-    if tls_of "$dir"; then url+="?ca=$dir/tls/ca.pem"; fi
+    if tls_of "$dir"; then
+        url+="?ca=$dir/tls/ca.pem&cert=$dir/tls/client.pem&key=$dir/tls/client.key"
+    fi
     echo "$url"
 }
 

@@ -225,6 +225,9 @@ struct Spec {
     /// `ca=PATH`: the CA that signed the nodes' certificates (else the
     /// system's roots).
     ca: Option<std::path::PathBuf>,
+    /// `cert=PATH` and `key=PATH`: a client certificate chain and its
+    /// private key (PEM), for nodes that require one (mutual TLS).
+    client: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 fn invalid(text: impl Into<String>) -> Error {
@@ -300,7 +303,9 @@ fn parse_spec(spec: &str) -> Result<Spec> {
         plaintext_ok: false,
         tls,
         ca: None,
+        client: None,
     };
+    let (mut cert, mut key) = (None, None);
     for part in query.into_iter().flat_map(|q| q.split('&')) {
         if part.is_empty() {
             continue;
@@ -334,15 +339,27 @@ fn parse_spec(spec: &str) -> Result<Spec> {
             }
             "tls" if value == "disable" && !tls => parsed.plaintext_ok = true,
             "ca" if tls && !value.is_empty() => parsed.ca = Some(value.into()),
+            "cert" if tls && !value.is_empty() => cert = Some(value.into()),
+            "key" if tls && !value.is_empty() => key = Some(value.into()),
             _ => {
                 return Err(invalid(format!(
                     "Redis Cluster store spec: unknown parameter {name:?} (known: namespace, \
                      wait, wait_ms, failover_ms, and tls=disable for redis-cluster:// or \
-                     ca=PATH for rediss-cluster://)"
+                     ca=PATH, cert=PATH and key=PATH for rediss-cluster://)"
                 )))
             }
         }
     }
+    parsed.client = match (cert, key) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        _ => {
+            return Err(invalid(
+                "Redis Cluster store spec: a client certificate needs both cert=PATH (the \
+                 certificate chain, PEM) and key=PATH (its private key, PEM)",
+            ))
+        }
+    };
     crate::remote::check_namespace("Redis Cluster", &parsed.namespace)?;
     if !parsed.plaintext_ok && !parsed.tls {
         let remote: Vec<&str> = parsed
@@ -626,16 +643,30 @@ impl RedisClusterStore {
         }
         if parsed.tls {
             builder = builder.tls(redis::TlsMode::Secure);
-            if let Some(ca) = &parsed.ca {
-                let pem = std::fs::read(ca).map_err(|e| {
+            let read = |what: &str, path: &std::path::Path| {
+                std::fs::read(path).map_err(|e| {
                     Error::InvalidArgument(format!(
-                        "{label}: cannot read the CA certificate {}: {e}",
-                        ca.display()
+                        "{label}: cannot read the {what} {}: {e}",
+                        path.display()
                     ))
-                })?;
+                })
+            };
+            let root_cert = parsed
+                .ca
+                .as_deref()
+                .map(|ca| read("CA certificate", ca))
+                .transpose()?;
+            let client_tls = match &parsed.client {
+                Some((cert, key)) => Some(redis::ClientTlsConfig {
+                    client_cert: read("client certificate", cert)?,
+                    client_key: read("client key", key)?,
+                }),
+                None => None,
+            };
+            if root_cert.is_some() || client_tls.is_some() {
                 builder = builder.certs(redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem),
+                    client_tls,
+                    root_cert,
                 });
             }
         }
@@ -1397,7 +1428,13 @@ mod tests {
         assert!(t.tls);
         assert_eq!(t.ca.as_deref(), Some(std::path::Path::new("/etc/ca.pem")));
         assert!(parse_spec("rediss-cluster://10.1.2.3:7000").is_ok_and(|t| t.tls && t.ca.is_none()));
+        // A client certificate: both halves, only with TLS.
+        let m = parse_spec("rediss-cluster://10.1.2.3:7000?cert=/c.pem&key=/k.pem").unwrap();
+        assert_eq!(m.client, Some(("/c.pem".into(), "/k.pem".into())));
         for bad in [
+            "rediss-cluster://10.1.2.3:7000?cert=/c.pem",
+            "rediss-cluster://10.1.2.3:7000?key=/k.pem",
+            "redis-cluster://127.0.0.1:7000?cert=/c.pem&key=/k.pem",
             "rediss-cluster://10.1.2.3:7000?tls=disable",
             "redis-cluster://127.0.0.1:7000?ca=/etc/ca.pem",
             "rediss-cluster://127.0.0.1:7000?ca=",

@@ -525,11 +525,13 @@ fn a_read_during_a_failover_waits_it_out() {
     );
 }
 
-/// A cluster that speaks only TLS (`REDIS_CLUSTER_TLS=1`): the store
-/// reaches it through `rediss-cluster://` with the CA that signed its
-/// nodes' certificates and passes the suite's cases there; a CA that did
-/// not sign them, the system's roots, and plaintext are all refused with
-/// an error, never a panic.
+/// A cluster that speaks only TLS and requires client certificates
+/// (`REDIS_CLUSTER_TLS=1`): the store reaches it through
+/// `rediss-cluster://` with the CA that signed its nodes' certificates and
+/// its own client certificate, and passes the suite's cases there; a CA
+/// that did not sign them, the system's roots, plaintext, no client
+/// certificate and one from another CA are all refused with an error,
+/// never a panic.
 #[test]
 fn a_tls_cluster_is_reached_over_tls_and_its_certificate_checked() {
     let Some(cluster) = own_tls_cluster() else {
@@ -551,14 +553,26 @@ fn a_tls_cluster_is_reached_over_tls_and_its_certificate_checked() {
         store.destroy().unwrap();
     }
     let ns = fresh_namespace("tls");
-    let (seeds, ca) = url.split_once("?ca=").expect("the script names its CA");
-    let other_ca = std::path::Path::new(ca).with_file_name("other-ca.pem");
+    let (seeds, params) = url.split_once("?ca=").expect("the script names its CA");
+    let ca = params.split('&').next().unwrap();
+    let tls_dir = std::path::Path::new(ca).parent().unwrap();
+    let (cert, key) = (tls_dir.join("client.pem"), tls_dir.join("client.key"));
+    let client = format!("cert={}&key={}", cert.display(), key.display());
+    let other_ca = tls_dir.join("other-ca.pem");
     let refused = [
-        format!("{seeds}?ca={}&namespace={ns}", other_ca.display()),
-        format!("{seeds}?namespace={ns}"),
+        format!("{seeds}?ca={}&{client}&namespace={ns}", other_ca.display()),
+        format!("{seeds}?{client}&namespace={ns}"),
         format!(
             "{}?namespace={ns}",
             seeds.replacen("rediss-cluster://", "redis-cluster://", 1)
+        ),
+        // The nodes ask for a client certificate (mutual TLS): none, or
+        // one from a CA they do not trust, is refused.
+        format!("{seeds}?ca={ca}&namespace={ns}"),
+        format!(
+            "{seeds}?ca={ca}&cert={}&key={}&namespace={ns}",
+            tls_dir.join("other-client.pem").display(),
+            tls_dir.join("other-client.key").display()
         ),
     ];
     for (i, spec) in refused.iter().enumerate() {
@@ -572,12 +586,25 @@ fn a_tls_cluster_is_reached_over_tls_and_its_certificate_checked() {
             assert!(err.to_string().contains("certificate"), "{spec}: {err}");
         }
     }
-    let missing = format!("{seeds}?ca=/nonexistent/ca.pem&namespace={ns}");
-    let err = RedisClusterStore::open(&missing).unwrap_err();
-    assert!(
-        matches!(&err, Error::InvalidArgument(m) if m.contains("/nonexistent/ca.pem")),
-        "{err:?}"
-    );
+    for (missing, named) in [
+        (
+            format!("{seeds}?ca=/nonexistent/ca.pem&namespace={ns}"),
+            "/nonexistent/ca.pem",
+        ),
+        (
+            format!(
+                "{seeds}?ca={ca}&cert=/nonexistent/c.pem&key={}",
+                key.display()
+            ),
+            "/nonexistent/c.pem",
+        ),
+    ] {
+        let err = RedisClusterStore::open(&missing).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains(named)),
+            "{err:?}"
+        );
+    }
 }
 
 #[test]
