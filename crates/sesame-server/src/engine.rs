@@ -26,7 +26,7 @@
 //! part of an update. Scheme servers are made fresh for each request, so a
 //! rerun starts from the committed state.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
@@ -41,6 +41,11 @@ use crate::keys;
 use crate::proto;
 use crate::records::{now_unix, IndexMeta, ReplayRecord};
 use sesame_store::overlay::Overlay;
+
+/// How long a place reserved for a new index may stay without its index
+/// before another creation takes it back: the server that reserved it
+/// died before creating it.
+const RESERVATION_TTL_SECS: u64 = 300;
 
 /// Limits a request is held to; over a limit is `RESOURCE_EXHAUSTED`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -770,13 +775,7 @@ impl Engine {
                 req.index
             )));
         }
-        let count = self.store.scan_prefix(&keys::meta_prefix(tenant))?.len();
-        if count >= self.limits.max_indexes_per_tenant {
-            return Err(EngineError::ResourceExhausted(format!(
-                "a tenant may hold at most {} indexes (drop one first)",
-                self.limits.max_indexes_per_tenant
-            )));
-        }
+        self.reserve_place(tenant, &req.index)?;
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
         // Remnants of an index of this name dropped halfway do not exist
@@ -807,8 +806,102 @@ impl Engine {
         Ok(info(&req.index, &meta))
     }
 
+    /// The tenant's index names, each with the time its place was
+    /// reserved, and the stored record they were read from (absent before
+    /// the first creation that kept one: then the names of the indexes
+    /// that exist, reserved at time 0).
+    fn read_places(
+        &self,
+        tenant: &str,
+    ) -> Result<(Option<Vec<u8>>, BTreeMap<String, u64>), EngineError> {
+        let held = self.store.get(&keys::tenant_key(tenant))?;
+        let names = match &held {
+            Some(bytes) => wire::decode(bytes).map_err(|e| {
+                EngineError::Internal(format!("a stored tenant record is damaged ({e})"))
+            })?,
+            None => {
+                let prefix = keys::meta_prefix(tenant);
+                self.store
+                    .scan_prefix(&prefix)?
+                    .into_iter()
+                    .map(|(k, _)| (String::from_utf8_lossy(&k[prefix.len()..]).into_owned(), 0))
+                    .collect()
+            }
+        };
+        Ok((held, names))
+    }
+
+    /// Reserves the place of index `index` under the tenant's limit, as a
+    /// conditional write of the tenant's record, so that servers creating
+    /// indexes at once never pass it together. A place whose index does
+    /// not exist [`RESERVATION_TTL_SECS`] after its reservation is taken
+    /// back when the limit is reached.
+    fn reserve_place(&self, tenant: &str, index: &str) -> Result<(), EngineError> {
+        let key = keys::tenant_key(tenant);
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let (held, mut names) = self.read_places(tenant)?;
+            if names.contains_key(index) {
+                return Ok(());
+            }
+            let now = now_unix();
+            if names.len() >= self.limits.max_indexes_per_tenant {
+                let old: Vec<String> = names
+                    .iter()
+                    .filter(|(_, at)| now.saturating_sub(**at) > RESERVATION_TTL_SECS)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for name in old {
+                    if self.store.get(&keys::meta_key(tenant, &name))?.is_none() {
+                        names.remove(&name);
+                    }
+                }
+            }
+            if names.len() >= self.limits.max_indexes_per_tenant {
+                return Err(EngineError::ResourceExhausted(format!(
+                    "a tenant may hold at most {} indexes (drop one first)",
+                    self.limits.max_indexes_per_tenant
+                )));
+            }
+            names.insert(index.to_owned(), now);
+            let mut batch = WriteBatch::with_capacity(1);
+            batch.put(key.clone(), wire::encode(&names)?);
+            if self
+                .store
+                .write_if(&[(key.as_slice(), held.as_deref())], &batch)?
+            {
+                return Ok(());
+            }
+            self.conflicts.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(EngineError::Unavailable(
+            "other servers kept creating indexes of this tenant; nothing was applied: try again"
+                .into(),
+        ))
+    }
+
+    /// Gives back the place of a dropped index. A place left behind (the
+    /// server died first) is taken back by a later creation.
+    fn release_place(&self, tenant: &str, index: &str) -> Result<(), EngineError> {
+        let key = keys::tenant_key(tenant);
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let (held, mut names) = self.read_places(tenant)?;
+            if held.is_none() || names.remove(index).is_none() {
+                return Ok(());
+            }
+            let mut batch = WriteBatch::with_capacity(1);
+            batch.put(key.clone(), wire::encode(&names)?);
+            if self
+                .store
+                .write_if(&[(key.as_slice(), held.as_deref())], &batch)?
+            {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
     /// Removes an index with its entries, documents and replay records, in
-    /// one transaction.
+    /// one transaction, then gives back its place under the tenant's limit.
     pub fn drop_index(
         &self,
         tenant: &str,
@@ -817,7 +910,9 @@ impl Engine {
         keys::check_name("index", &req.index)?;
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.write();
-        self.until_committed(|| self.drop_index_once(tenant, &req.index))
+        let dropped = self.until_committed(|| self.drop_index_once(tenant, &req.index))?;
+        self.release_place(tenant, &req.index)?;
+        Ok(dropped)
     }
 
     fn drop_index_once(
@@ -1631,6 +1726,101 @@ mod tests {
     /// of both add documents (each add rewrites the index's document
     /// count) and move one record version by version; no add and no
     /// version is lost, and the name of a new index is taken once.
+    impl Engine {
+        fn tenant_indexes(&self, tenant: &str) -> Result<BTreeMap<String, u64>, EngineError> {
+            Ok(self.read_places(tenant)?.1)
+        }
+
+        fn put_tenant_indexes(&self, tenant: &str, names: &BTreeMap<String, u64>) {
+            self.store
+                .put(
+                    &keys::tenant_key(tenant),
+                    &wire::encode(names).expect("encoded"),
+                )
+                .expect("a put");
+        }
+    }
+
+    /// Two engines on one store (two servers) creating indexes of one
+    /// tenant at once never pass its limit; a dropped index frees its
+    /// place; a place reserved by a creation that never finished (a server
+    /// that died between reserving and creating) is taken back once it is
+    /// old, not while it is fresh.
+    #[test]
+    fn two_engines_keep_to_the_index_limit_together() {
+        const LIMIT: usize = 3;
+        const THREADS: usize = 8;
+        let store = Arc::new(Unhurried(MemoryStore::new()));
+        let limits = Limits {
+            max_indexes_per_tenant: LIMIT,
+            ..Limits::default()
+        };
+        let engines = [
+            Engine::new(store.clone(), limits.clone()).expect("a fresh engine"),
+            Engine::new(store.clone(), limits).expect("a second engine"),
+        ];
+        let create = |engine: &Engine, name: &str| {
+            engine.create_index(
+                "t",
+                proto::CreateIndexRequest {
+                    index: name.into(),
+                    scheme: "fast".into(),
+                    params: String::new(),
+                },
+            )
+        };
+        for round in 0..4 {
+            let start = std::sync::Barrier::new(THREADS);
+            let made = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|scope| {
+                for t in 0..THREADS {
+                    let (engine, start, made) = (&engines[t % 2], &start, &made);
+                    scope.spawn(move || {
+                        start.wait();
+                        match create(engine, &format!("r{round}-{t}")) {
+                            Ok(_) => {
+                                made.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Err(EngineError::ResourceExhausted(_)) => {}
+                            Err(e) => panic!("{e:?}"),
+                        }
+                    });
+                }
+            });
+            let listed = engines[0]
+                .list_indexes("t", proto::ListIndexesRequest {})
+                .expect("a list")
+                .indexes;
+            assert_eq!(listed.len(), LIMIT, "round {round}: {listed:?}");
+            assert_eq!(made.load(Ordering::SeqCst), LIMIT, "round {round}");
+            for i in listed {
+                engines[1]
+                    .drop_index("t", proto::DropIndexRequest { index: i.index })
+                    .expect("dropped");
+            }
+        }
+        // A reservation that never became an index: it holds its place
+        // while fresh, and is taken back once old.
+        for name in ["a", "b"] {
+            create(&engines[0], name).expect("created");
+        }
+        let mut names = engines[0].tenant_indexes("t").expect("the record");
+        names.insert("ghost".into(), now_unix());
+        engines[0].put_tenant_indexes("t", &names);
+        assert!(matches!(
+            create(&engines[1], "c"),
+            Err(EngineError::ResourceExhausted(_))
+        ));
+        names.insert("ghost".into(), now_unix() - RESERVATION_TTL_SECS - 1);
+        engines[0].put_tenant_indexes("t", &names);
+        create(&engines[1], "c").expect("the old reservation was taken back");
+        let names = engines[0].tenant_indexes("t").expect("the record");
+        assert_eq!(
+            names.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
+    }
+
     #[test]
     fn two_engines_on_one_store_lose_no_commit() {
         const THREADS: u64 = 4;

@@ -3,6 +3,7 @@
 //! | key                               | value                                  |
 //! |-----------------------------------|----------------------------------------|
 //! | `s/format`                        | the layout marker [`MARKER`]           |
+//! | `n/<tenant>`                      | the tenant's index names and when each place was reserved (the index limit across servers) |
 //! | `x/<tenant>/<index>`              | the index's [`IndexMeta`](crate::records::IndexMeta) |
 //! | `i/<tenant>/<index>/<generation>/…` | the scheme server's entries          |
 //! | `e/<tenant>/<index>/<generation>/…` | the same, for an index whose scheme writes each entry once (spread over a Redis Cluster's shards) |
@@ -46,6 +47,13 @@ fn join(parts: &[&[u8]]) -> Vec<u8> {
         k.extend_from_slice(p);
     }
     k
+}
+
+/// `n/<tenant>`: the names of the tenant's indexes, each with the time
+/// its place was reserved (one part after `n/`, so over a Redis Cluster
+/// it lives in the home group, apart from every index).
+pub fn tenant_key(tenant: &str) -> Vec<u8> {
+    join(&[b"n", tenant.as_bytes()])
 }
 
 /// `x/<tenant>/`: every index of a tenant.
