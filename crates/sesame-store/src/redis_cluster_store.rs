@@ -192,6 +192,8 @@ pub struct RedisClusterStore {
     wait_replicas: u32,
     wait_ms: u64,
     failover_ms: u64,
+    /// Entries `e/A/B/...` go to the index's shards (else to its group).
+    spread: bool,
     pool: Mutex<Vec<ClusterConnection>>,
     /// Groups this handle has seen in the registry (entries are never
     /// removed from it, so the cache stays true).
@@ -228,6 +230,8 @@ struct Spec {
     /// `cert=PATH` and `key=PATH`: a client certificate chain and its
     /// private key (PEM), for nodes that require one (mutual TLS).
     client: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// `spread=on|off` for a new namespace (an existing one keeps its own).
+    spread: Option<bool>,
 }
 
 fn invalid(text: impl Into<String>) -> Error {
@@ -304,6 +308,7 @@ fn parse_spec(spec: &str) -> Result<Spec> {
         tls,
         ca: None,
         client: None,
+        spread: None,
     };
     let (mut cert, mut key) = (None, None);
     for part in query.into_iter().flat_map(|q| q.split('&')) {
@@ -340,12 +345,19 @@ fn parse_spec(spec: &str) -> Result<Spec> {
             "tls" if value == "disable" && !tls => parsed.plaintext_ok = true,
             "ca" if tls && !value.is_empty() => parsed.ca = Some(value.into()),
             "cert" if tls && !value.is_empty() => cert = Some(value.into()),
+            "spread" => {
+                parsed.spread = Some(match value {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(invalid(format!("spread={value:?}: on or off"))),
+                })
+            }
             "key" if tls && !value.is_empty() => key = Some(value.into()),
             _ => {
                 return Err(invalid(format!(
                     "Redis Cluster store spec: unknown parameter {name:?} (known: namespace, \
-                     wait, wait_ms, failover_ms, and tls=disable for redis-cluster:// or \
-                     ca=PATH, cert=PATH and key=PATH for rediss-cluster://)"
+                     wait, wait_ms, failover_ms, spread, and tls=disable for redis-cluster:// \
+                     or ca=PATH, cert=PATH and key=PATH for rediss-cluster://)"
                 )))
             }
         }
@@ -388,10 +400,17 @@ pub const SPREAD_SHARDS: u8 = 32;
 /// The group of `key`: `A/B` for `c/A/B` and `c/A/B/...`; `None` (the
 /// home group) otherwise. Keys `e/A/B/...` are the write-once entries of a
 /// spread index: they fall in its shards (see [`Group`]).
+#[cfg(test)]
 fn group_of(key: &[u8]) -> Option<Group<'_>> {
+    group_in(key, true)
+}
+
+/// [`group_of`] in a namespace whose spread entries are kept in their
+/// index's group (`spread=off`) when `spread` is false.
+fn group_in(key: &[u8], spread: bool) -> Option<Group<'_>> {
     let name = group_name(key)?;
     let rest = &key[2 + name.len()..];
-    let shard = (key[0] == b'e' && !rest.is_empty()).then(|| shard_of(&rest[1..]));
+    let shard = (spread && key[0] == b'e' && !rest.is_empty()).then(|| shard_of(&rest[1..]));
     Some(Group { name, shard })
 }
 
@@ -469,12 +488,18 @@ enum ScanPlan<'a> {
     Many(&'a [u8]),
 }
 
+#[cfg(test)]
 fn scan_plan(prefix: &[u8]) -> ScanPlan<'_> {
+    scan_plan_in(prefix, true)
+}
+
+/// [`scan_plan`] in a namespace with or without spread entries.
+fn scan_plan_in(prefix: &[u8], spread: bool) -> ScanPlan<'_> {
     if let Some(g) = group_name(prefix) {
         // `c/A/B/...`: the part after B is fixed, so is the group (or, for
         // `e/A/B/...`, the index whose shards hold it).
         if prefix.len() > 2 + g.len() {
-            return if prefix[0] == b'e' {
+            return if spread && prefix[0] == b'e' {
                 ScanPlan::Shards(g)
             } else {
                 ScanPlan::One(Some(g))
@@ -680,13 +705,15 @@ impl RedisClusterStore {
             wait_replicas: parsed.wait_replicas,
             wait_ms: parsed.wait_ms,
             failover_ms: parsed.failover_ms,
+            spread: true,
             pool: Mutex::new(Vec::new()),
             registered: Mutex::new(HashSet::new()),
             write_script: Script::new(WRITE_SCRIPT),
             scan_script: Script::new(SCAN_SCRIPT),
             io: IoCounter::default(),
         };
-        store.init()?;
+        let mut store = store;
+        store.spread = store.init(parsed.spread)?;
         Ok(store)
     }
 
@@ -720,6 +747,7 @@ impl RedisClusterStore {
                 .arg(&home.index)
                 .arg(self.registry_key())
                 .arg(self.marker_key())
+                .arg(self.spread_key())
                 .query::<i64>(c)
         })?;
         Ok(())
@@ -744,7 +772,18 @@ impl RedisClusterStore {
 
     /// The Redis Cluster slot that holds `key`'s group.
     pub fn slot_of(&self, key: &[u8]) -> u16 {
-        self.keys_of(group_of(key)).slot
+        self.keys_of(self.group(key)).slot
+    }
+
+    /// The group of `key` in this namespace.
+    fn group<'k>(&self, key: &'k [u8]) -> Option<Group<'k>> {
+        group_in(key, self.spread)
+    }
+
+    /// Whether this namespace spreads the entries `e/A/B/...` of an index
+    /// over its shards (`spread=on`, the default for a new namespace).
+    pub fn spreads(&self) -> bool {
+        self.spread
     }
 
     /// The Redis keys of a group (`None`: home).
@@ -760,7 +799,12 @@ impl RedisClusterStore {
         format!("sesame{{{}}}:groups", self.namespace)
     }
 
-    fn init(&self) -> Result<()> {
+    /// Checks or writes the marker, and settles whether the namespace
+    /// spreads entries: as it was set when the namespace first met this
+    /// build, else as `wanted` says (default on); a spec that asks for the
+    /// other setting is refused, since keys already written would be
+    /// looked for in the wrong groups.
+    fn init(&self, wanted: Option<bool>) -> Result<bool> {
         let home = GroupKeys::new(&self.namespace, None);
         let marker: Option<Vec<u8>> = self.with_conn(|c| {
             Script::new(INIT_SCRIPT)
@@ -783,8 +827,33 @@ impl RedisClusterStore {
                 String::from_utf8_lossy(&m).chars().take(64).collect::<String>()
             )))
             }
-            Some(_) => self.with_conn(|c| self.wait_for_replicas(c, home.slot, Duration::ZERO))?,
+            Some(_) => {
+                let flag = if wanted.unwrap_or(true) { "on" } else { "off" };
+                let held: Option<String> = self.with_conn(|c| {
+                    redis::cmd("SET")
+                        .arg(self.spread_key())
+                        .arg(flag)
+                        .arg("NX")
+                        .arg("GET")
+                        .query(c)
+                })?;
+                let spread = held.as_deref().unwrap_or(flag) == "on";
+                if wanted.is_some_and(|w| w != spread) {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: this namespace was made with spread={}; it cannot change (its \
+                     entries would be looked for in the wrong places)",
+                        self.label,
+                        if spread { "on" } else { "off" }
+                    )));
+                }
+                self.with_conn(|c| self.wait_for_replicas(c, home.slot, Duration::ZERO))??;
+                Ok(spread)
+            }
         }
+    }
+
+    fn spread_key(&self) -> String {
+        format!("sesame{{{}}}:spread", self.namespace)
     }
 
     // No code panics while it holds these locks, short of running out of
@@ -962,10 +1031,10 @@ impl RedisClusterStore {
         // A condition on a spread key makes its shard the base group: it
         // holds only in a batch that keeps to that shard.
         for (k, _) in expect {
-            set_base(&mut plan, group_of(k))?;
+            set_base(&mut plan, self.group(k))?;
         }
         for (&k, &v) in last {
-            let g = group_of(k);
+            let g = self.group(k);
             match g {
                 Some(s) if s.shard.is_some() && plan.base != Some(g) => {
                     plan.shards.entry(s).or_default().insert(k, v);
@@ -1105,7 +1174,7 @@ impl RedisClusterStore {
 
 impl Store for RedisClusterStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let keys = self.keys_of(group_of(key));
+        let keys = self.keys_of(self.group(key));
         let value: Option<Vec<u8>> = self.reading(|| {
             self.with_conn(|c| redis::cmd("HGET").arg(&keys.values).arg(key).query(c))
         })?;
@@ -1117,7 +1186,7 @@ impl Store for RedisClusterStore {
         // One HMGET per group, in the order groups first appear.
         let mut by_group: BTreeMap<Option<Group<'_>>, Vec<usize>> = BTreeMap::new();
         for (i, k) in keys.iter().enumerate() {
-            by_group.entry(group_of(k)).or_default().push(i);
+            by_group.entry(self.group(k)).or_default().push(i);
         }
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         for (group, positions) in by_group {
@@ -1200,7 +1269,7 @@ impl Store for RedisClusterStore {
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let pairs = self.reading(|| {
-            Ok(match scan_plan(prefix) {
+            Ok(match scan_plan_in(prefix, self.spread) {
                 ScanPlan::One(group) => self.scan_group(group, prefix)?,
                 ScanPlan::Shards(name) => {
                     let mut pairs = Vec::new();
@@ -1345,6 +1414,18 @@ mod tests {
         assert_eq!(scan_plan(b"i/t/a/1/"), ScanPlan::One(Some(&b"t/a"[..])));
         assert_eq!(scan_plan(b"e/t/a/"), ScanPlan::Shards(&b"t/a"[..]));
         assert_eq!(scan_plan(b"e/t/a"), ScanPlan::Many(&b"t/a"[..]));
+        // spread=off: entries stay in their index's group.
+        assert_eq!(
+            scan_plan_in(b"e/t/a/", false),
+            ScanPlan::One(Some(&b"t/a"[..]))
+        );
+        assert_eq!(
+            group_in(b"e/t/a/3/label", false),
+            Some(Group {
+                name: b"t/a",
+                shard: None
+            })
+        );
         assert_eq!(scan_plan(b"x/t/"), ScanPlan::Many(&b"t/"[..]));
         assert_eq!(scan_plan(b"iso/"), ScanPlan::One(None));
     }
@@ -1431,6 +1512,12 @@ mod tests {
         // A client certificate: both halves, only with TLS.
         let m = parse_spec("rediss-cluster://10.1.2.3:7000?cert=/c.pem&key=/k.pem").unwrap();
         assert_eq!(m.client, Some(("/c.pem".into(), "/k.pem".into())));
+        assert_eq!(m.spread, None);
+        for (v, want) in [("on", true), ("off", false)] {
+            let s = parse_spec(&format!("redis-cluster://127.0.0.1:7000?spread={v}")).unwrap();
+            assert_eq!(s.spread, Some(want));
+        }
+        assert!(parse_spec("redis-cluster://127.0.0.1:7000?spread=yes").is_err());
         for bad in [
             "rediss-cluster://10.1.2.3:7000?cert=/c.pem",
             "rediss-cluster://10.1.2.3:7000?key=/k.pem",

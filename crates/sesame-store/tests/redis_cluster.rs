@@ -466,6 +466,45 @@ fn spread_entries_fill_every_shard_and_the_commit_comes_last() {
         .all(|(_, size)| *size == 0));
 }
 
+/// A namespace made with `spread=off` keeps an index's entries in its
+/// group (one slot, one master, every batch one script); the setting
+/// belongs to the namespace: a spec without it keeps it, one that asks
+/// for the other is refused.
+#[test]
+fn spread_off_keeps_an_index_on_one_master_for_good() {
+    let Some(url) = shared_url() else { return };
+    let ns = fresh_namespace("off");
+    let store = RedisClusterStore::open(&with_namespace(&url, &ns, "spread=off")).unwrap();
+    assert!(!store.spreads());
+    let mut b = WriteBatch::new();
+    b.put(b"x/t/a".as_slice(), b"meta".as_slice());
+    for i in 0..200 {
+        b.put([&b"e/t/a/0/"[..], &label(i)].concat(), b"v".to_vec());
+    }
+    store.write(b).unwrap();
+    let groups: Vec<(Option<Vec<u8>>, u64)> = store
+        .group_sizes()
+        .unwrap()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert_eq!(groups, vec![(Some(b"t/a".to_vec()), 201)]);
+    assert_eq!(store.scan_prefix(b"e/t/a/0/").unwrap().len(), 200);
+    let again = RedisClusterStore::open(&with_namespace(&url, &ns, "")).unwrap();
+    assert!(!again.spreads());
+    assert_eq!(again.scan_prefix(b"e/t/a/").unwrap().len(), 200);
+    let err = RedisClusterStore::open(&with_namespace(&url, &ns, "spread=on")).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("spread=off")),
+        "{err:?}"
+    );
+    drop(again);
+    store.destroy().unwrap();
+    // A new namespace spreads unless told otherwise.
+    let fresh = temp_redis().unwrap();
+    assert!(fresh.inner().spreads());
+}
+
 /// `WAIT` for more replicas than there are: the batch is on the master,
 /// but `write` says it is not yet safe.
 /// A read sent while the master that holds its key is dead waits until a
