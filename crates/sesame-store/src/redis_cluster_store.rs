@@ -517,6 +517,12 @@ fn scan_plan_in(prefix: &[u8], spread: bool) -> ScanPlan<'_> {
 /// The hash tag of a group: the namespace, then `/` and the group with
 /// every byte outside `A-Z a-z 0-9 - _ . /` as `%XX` (so braces never end
 /// the tag early, and distinct groups get distinct tags).
+///
+/// A shard's group (`A/B#nn`, `nn` below [`SPREAD_SHARDS`]) gets `~k` after
+/// that, with the smallest `k` that puts it in the `nn`-th of
+/// [`SPREAD_SHARDS`] equal runs of slots: an index's shards then cover the
+/// slots evenly, and so the masters (`~` never appears unescaped in a
+/// group, so tags stay distinct).
 fn tag(namespace: &str, group: Option<&[u8]>) -> String {
     let mut t = namespace.to_owned();
     if let Some(g) = group {
@@ -528,8 +534,32 @@ fn tag(namespace: &str, group: Option<&[u8]>) -> String {
                 t.push_str(&format!("%{b:02X}"));
             }
         }
+        if let Some(n) = shard_number(g) {
+            let run = SLOTS / u16::from(SPREAD_SHARDS);
+            // Each try lands in the run with probability 1/32; 4096 tries
+            // all miss with probability below 10^-56.
+            if let Some(k) = (0..4096u32).find(|k| slot(&format!("{t}~{k}")) / run == u16::from(n))
+            {
+                t.push_str(&format!("~{k}"));
+            }
+        }
     }
     t
+}
+
+/// Slots of a Redis Cluster.
+const SLOTS: u16 = 16384;
+
+/// `nn` of a shard's group name `A/B#nn`.
+fn shard_number(group: &[u8]) -> Option<u8> {
+    let [.., b'#', a, b] = group else {
+        return None;
+    };
+    if !a.is_ascii_digit() || !b.is_ascii_digit() {
+        return None;
+    }
+    let n = (a - b'0') * 10 + (b - b'0');
+    (n < SPREAD_SHARDS).then_some(n)
 }
 
 /// Redis Cluster's slot of a hash tag: CRC16 (XMODEM) modulo 16384.
@@ -545,7 +575,7 @@ fn slot(tag: &str) -> u16 {
             };
         }
     }
-    crc % 16384
+    crc % SLOTS
 }
 
 /// A batch split by [`RedisClusterStore::plan_write`].
@@ -1445,6 +1475,14 @@ mod tests {
         assert_eq!(tag("ns", Some(b"t/a")), "ns/t/a");
         assert_eq!(tag("ns", Some(b"t/{a}")), "ns/t/%7Ba%7D");
         assert_ne!(tag("ns", Some(b"t/%41")), tag("ns", Some(b"t/A")));
+        // An index's shards: one in each 32nd of the slots.
+        let runs: Vec<u16> = shard_names(b"t/a")
+            .iter()
+            .map(|g| slot(&tag("ns", Some(g))) / (SLOTS / u16::from(SPREAD_SHARDS)))
+            .collect();
+        assert_eq!(runs, (0..u16::from(SPREAD_SHARDS)).collect::<Vec<_>>());
+        assert!(tag("ns", Some(b"t/a#07")).starts_with("ns/t/a%2307~"));
+        assert_eq!(tag("ns", Some(b"t/a#32")), "ns/t/a%2332");
     }
 
     #[test]

@@ -433,7 +433,11 @@ impl Experiment for Server {
         }
         match redis_cluster_url() {
             Some(url) => {
-                for (name, servers) in [("redis-cluster", 1usize), ("redis-cluster-2srv", 2)] {
+                for (name, servers, spread) in [
+                    ("redis-cluster", 1usize, "on"),
+                    ("redis-cluster-2srv", 2, "on"),
+                    ("redis-cluster-unspread", 1, "off"),
+                ] {
                     let url = url.clone();
                     backings.push((
                         name,
@@ -446,7 +450,7 @@ impl Experiment for Server {
                                     .map_or(0, |d| d.subsec_nanos())
                             );
                             let sep = if url.contains('?') { '&' } else { '?' };
-                            let spec = format!("{url}{sep}namespace={ns}");
+                            let spec = format!("{url}{sep}namespace={ns}&spread={spread}");
                             let stores = (0..servers)
                                 .map(|_| {
                                     sesame_store::RedisClusterStore::open(&spec)
@@ -460,8 +464,10 @@ impl Experiment for Server {
                 }
                 rs.notes.push(
                     "Redis Cluster: wait=1 (each batch on a replica before it is acknowledged); \
-                     redis-cluster-2srv runs two servers over one namespace, client i talking to \
-                     server i mod 2"
+                     an index's entries spread over its 32 shards (every master), except in \
+                     redis-cluster-unspread (spread=off: the whole index on one master, one \
+                     script per commit); redis-cluster-2srv runs two servers over one \
+                     namespace, client i talking to server i mod 2"
                         .into(),
                 );
             }
