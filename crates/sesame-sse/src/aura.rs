@@ -137,6 +137,28 @@ struct AddPlan {
     count: u64,
 }
 
+/// Level of a keyword's tree whose nodes the client keeps between
+/// additions (at most `2^10` node keys per keyword): a later addition's
+/// leaves then cost `depth - 10` expansions each instead of up to `depth`.
+const KEPT_LEVEL: u8 = 10;
+/// Additions in an epoch after which all the kept level's nodes are
+/// derived at once (`2^10 - 1` expansions, about what 8 entries cost),
+/// rather than only those the additions reach.
+const KEEP_ALL_AFTER: u64 = 16;
+/// Keywords whose nodes are kept (those added to last).
+const KEPT_TREES: usize = 16;
+
+/// The nodes of level [`KEPT_LEVEL`] of the current epoch's tree of the
+/// keywords added to last, most recent last: keyword, epoch, the nodes
+/// derived so far indexed by path, and how many. Secret keys, wiped when
+/// dropped (on eviction, when the keyword is searched, with the client).
+/// Small updates (computed on the calling thread) use and fill them.
+#[derive(Default)]
+struct KeptNodes {
+    #[allow(clippy::type_complexity)]
+    trees: Vec<(Vec<u8>, u64, Vec<Option<Key<16>>>, usize)>,
+}
+
 /// Planned additions of one keyword in one epoch, whose entries are
 /// computed together.
 struct AddGroup<'a> {
@@ -282,6 +304,8 @@ pub struct AuraClient {
     h: u8,
     depth: u8,
     keywords: BTreeMap<Vec<u8>, KeywordState>,
+    /// Nodes of the trees of the keywords added to last (not saved).
+    kept: KeptNodes,
 }
 
 impl std::fmt::Debug for AuraClient {
@@ -372,6 +396,7 @@ impl AuraClient {
             h,
             depth,
             keywords,
+            kept: KeptNodes::default(),
         }
     }
 
@@ -438,10 +463,83 @@ impl AuraClient {
     }
 
     fn tree(&self, keyword: &[u8], epoch: u64) -> Result<GgmTree> {
+        self.tree_of_depth(keyword, epoch, self.depth)
+    }
+
+    /// The tree of `sk_{w,i}` cut at `depth`: its leaf `p` is the node of
+    /// the full tree at level `depth` whose path is `p`.
+    fn tree_of_depth(&self, keyword: &[u8], epoch: u64, depth: u8) -> Result<GgmTree> {
         let full = Self::keyed(&self.sk_prf, keyword, epoch, 0);
         let mut root = [0u8; 16];
         root.copy_from_slice(&full[..16]);
-        GgmTree::new(Key::from_bytes(root), self.depth).map_err(Error::from)
+        GgmTree::new(Key::from_bytes(root), depth).map_err(Error::from)
+    }
+
+    /// The leaves at `positions` of the keyword's tree, through the nodes
+    /// of level [`KEPT_LEVEL`] kept for it: the missing ones are derived
+    /// (all of them once the epoch has [`KEEP_ALL_AFTER`] additions) and
+    /// kept, and each leaf is derived from its level's node. The same keys
+    /// as [`GgmTree::leaf`]: the node of level `L` on the path `t` is leaf
+    /// `t` of the tree cut at depth `L`, and leaf `p` is leaf `p mod
+    /// 2^(depth - L)` of the subtree below node `p >> (depth - L)`.
+    fn kept_leaves(
+        &self,
+        kept: &mut KeptNodes,
+        keyword: &[u8],
+        epoch: u64,
+        count: u64,
+        positions: &[u64],
+    ) -> Result<Vec<Key<16>>> {
+        let below = self.depth - KEPT_LEVEL;
+        let at = kept
+            .trees
+            .iter()
+            .position(|(w, e, _, _)| w.as_slice() == keyword && *e == epoch);
+        let (mut nodes, mut held) = match at {
+            Some(i) => {
+                let (_, _, nodes, held) = kept.trees.remove(i);
+                (nodes, held)
+            }
+            None => ((0..1usize << KEPT_LEVEL).map(|_| None).collect(), 0),
+        };
+        let tops: Vec<u64> = positions.iter().map(|p| p >> below).collect();
+        let mut missing: Vec<u64> = if count >= KEEP_ALL_AFTER && held < nodes.len() {
+            (0..1u64 << KEPT_LEVEL).collect()
+        } else {
+            tops.clone()
+        };
+        missing.retain(|&t| nodes[t as usize].is_none());
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            let upper = self.tree_of_depth(keyword, epoch, KEPT_LEVEL)?;
+            for (&t, k) in missing.iter().zip(upper.leaves(&missing)?) {
+                nodes[t as usize] = Some(k);
+            }
+            held += missing.len();
+        }
+        let mask = (1u64 << below) - 1;
+        let mut order: Vec<usize> = (0..positions.len()).collect();
+        order.sort_unstable_by_key(|&i| tops[i]);
+        let mut out: Vec<Option<Key<16>>> = positions.iter().map(|_| None).collect();
+        for run in order.chunk_by(|a, b| tops[*a] == tops[*b]) {
+            let top = tops[run[0]];
+            let node = nodes[top as usize]
+                .as_ref()
+                .ok_or_else(|| Error::Protocol("Aura kept node missing".into()))?;
+            let lows: Vec<u64> = run.iter().map(|&i| positions[i] & mask).collect();
+            let sub = GgmTree::new(node.clone_secret(), below)?;
+            for (&i, k) in run.iter().zip(sub.leaves(&lows)?) {
+                out[i] = Some(k);
+            }
+        }
+        kept.trees.push((keyword.to_vec(), epoch, nodes, held));
+        if kept.trees.len() > KEPT_TREES {
+            kept.trees.remove(0);
+        }
+        out.into_iter()
+            .map(|k| k.ok_or_else(|| Error::Protocol("Aura leaf missing".into())))
+            .collect()
     }
 
     /// The tag of the pair's live generation: the first one not in `D_w`.
@@ -465,7 +563,7 @@ impl AuraClient {
     fn add_entry(&mut self, doc: DocId, keyword: &[u8]) -> Result<Entry> {
         let plan = self.plan_add(doc, keyword)?;
         let epoch = plan.epoch;
-        let mut entries = self.entries(keyword, epoch, &[(doc, plan)])?;
+        let mut entries = self.entries(keyword, epoch, &[(doc, plan)], None)?;
         entries
             .pop()
             .ok_or_else(|| Error::Protocol("Aura entry missing".into()))
@@ -491,9 +589,17 @@ impl AuraClient {
     /// the epoch's tree, so the leaves of all their positions are derived
     /// in one descent that expands each node on their paths once
     /// ([`GgmTree::leaves`]; the same leaves as one descent per position),
-    /// and the token once. Reads no mutable state, so entries can be
-    /// computed on several threads.
-    fn entries(&self, keyword: &[u8], epoch: u64, adds: &[(DocId, AddPlan)]) -> Result<Vec<Entry>> {
+    /// and the token once. With `kept`, the leaves come through the
+    /// keyword's kept nodes ([`kept_leaves`](Self::kept_leaves)); without,
+    /// it reads no mutable state, so entries can be computed on several
+    /// threads.
+    fn entries(
+        &self,
+        keyword: &[u8],
+        epoch: u64,
+        adds: &[(DocId, AddPlan)],
+        kept: Option<&mut KeptNodes>,
+    ) -> Result<Vec<Entry>> {
         let h = usize::from(self.h);
         let mut all = Vec::with_capacity(adds.len() * h);
         for (_, plan) in adds {
@@ -503,7 +609,13 @@ impl AuraClient {
         if all.len() != adds.len() * h {
             return Err(Error::Protocol("Aura positions per tag".into()));
         }
-        let leaves = self.tree(keyword, epoch)?.leaves(&all)?;
+        let leaves = match kept {
+            Some(kept) if self.depth > KEPT_LEVEL => {
+                let count = adds.last().map_or(0, |(_, p)| p.count);
+                self.kept_leaves(kept, keyword, epoch, count, &all)?
+            }
+            _ => self.tree(keyword, epoch)?.leaves(&all)?,
+        };
         let tkn = self.token(keyword, epoch);
         Ok(adds
             .iter()
@@ -523,14 +635,22 @@ impl AuraClient {
 
     /// The entries of several groups of planned additions (each group one
     /// keyword and epoch), group after group: on the calling thread for
-    /// fewer than `2 * PARALLEL_ENTRIES` entries in all, otherwise on
-    /// every core, groups split evenly. The primitive calls made on the
-    /// other threads are counted as this thread's.
-    fn compute(&self, groups: &[AddGroup<'_>]) -> Result<Vec<Entry>> {
+    /// fewer than `2 * PARALLEL_ENTRIES` entries in all (through the kept
+    /// nodes, if given), otherwise on every core, groups split evenly.
+    /// The primitive calls made on the other threads are counted as this
+    /// thread's.
+    fn compute(
+        &self,
+        groups: &[AddGroup<'_>],
+        mut kept: Option<&mut KeptNodes>,
+    ) -> Result<Vec<Entry>> {
         let total: usize = groups.iter().map(|g| g.adds.len()).sum();
-        let run = |g: &AddGroup<'_>| self.entries(g.keyword, g.epoch, &g.adds);
+        let run = |g: &AddGroup<'_>| self.entries(g.keyword, g.epoch, &g.adds, None);
         let parts = if total < 2 * PARALLEL_ENTRIES {
-            groups.iter().map(run).collect::<Result<Vec<_>>>()?
+            groups
+                .iter()
+                .map(|g| self.entries(g.keyword, g.epoch, &g.adds, kept.as_deref_mut()))
+                .collect::<Result<Vec<_>>>()?
         } else {
             common::par_map(groups, 1, run)?
         };
@@ -557,7 +677,10 @@ impl AuraClient {
                 }
             }
         }
-        self.compute(&groups)
+        let mut kept = std::mem::take(&mut self.kept);
+        let entries = self.compute(&groups, Some(&mut kept));
+        self.kept = kept;
+        entries
     }
 
     /// The entries of a fresh index of `db`: every pair planned in order,
@@ -566,6 +689,7 @@ impl AuraClient {
     /// split further so that every core gets work.
     fn setup_entries(&mut self, db: &Multimap) -> Result<Vec<Entry>> {
         self.keywords.clear();
+        self.kept = KeptNodes::default();
         let mut planned: Vec<(&[u8], Vec<(DocId, AddPlan)>)> = Vec::with_capacity(db.len());
         let mut total = 0;
         for (w, ids) in db {
@@ -596,7 +720,7 @@ impl AuraClient {
                 });
             }
         }
-        self.compute(&groups)
+        self.compute(&groups, None)
     }
 
     /// A deletion: inserts the live tag into `D_w`. Local only.
@@ -646,6 +770,10 @@ impl AuraClient {
             st.epoch += 1;
             st.count = 0;
         }
+        // The finished epoch's nodes are not needed again.
+        self.kept
+            .trees
+            .retain(|(w, _, _, _)| w.as_slice() != keyword);
     }
 }
 
@@ -1040,6 +1168,36 @@ mod tests {
                 assert_eq!(sorted(got), sorted(expected));
                 assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
             }
+            // Small updates of the same keywords: through the kept nodes,
+            // first those reached, then (from the 16th addition of an
+            // epoch) all of them; a search drops the keyword's nodes.
+            let mut copy = AuraClient::restore(&c.save_state().unwrap()).unwrap();
+            for doc in 10..40 {
+                let list = &words[doc as usize % 3..doc as usize % 3 + 2];
+                let expected: Vec<Entry> = list
+                    .iter()
+                    .map(|w| {
+                        let plan = copy.plan_add(doc, w).unwrap();
+                        reference_entry(&copy, doc, w, &plan)
+                    })
+                    .collect();
+                let got = c.add_entries(doc, list).unwrap();
+                assert_eq!(sorted(got), sorted(expected));
+                if doc == 30 {
+                    c.renew(&words[1]);
+                    copy.renew(&words[1]);
+                    assert!(c.kept.trees.iter().all(|(w, _, _, _)| *w != words[1]));
+                }
+            }
+            if c.depth > KEPT_LEVEL {
+                assert!(c
+                    .kept
+                    .trees
+                    .iter()
+                    .any(|(_, _, nodes, held)| *held == 1 << KEPT_LEVEL
+                        && nodes.iter().all(Option::is_some)));
+            }
+            assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
             // Setup: one keyword of 300 identifiers (split between the
             // cores) and many of a few.
             let mut db = Multimap::new();
