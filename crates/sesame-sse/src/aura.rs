@@ -527,8 +527,13 @@ impl AuraClient {
             let node = nodes[top as usize]
                 .as_ref()
                 .ok_or_else(|| Error::Protocol("Aura kept node missing".into()))?;
-            let lows: Vec<u64> = run.iter().map(|&i| positions[i] & mask).collect();
             let sub = GgmTree::new(node.clone_secret(), below)?;
+            if let [i] = *run {
+                // The common case: one position below the node.
+                out[i] = Some(sub.leaf(positions[i] & mask)?);
+                continue;
+            }
+            let lows: Vec<u64> = run.iter().map(|&i| positions[i] & mask).collect();
             for (&i, k) in run.iter().zip(sub.leaves(&lows)?) {
                 out[i] = Some(k);
             }
