@@ -149,14 +149,22 @@ const KEEP_ALL_AFTER: u64 = 16;
 const KEPT_TREES: usize = 16;
 
 /// The nodes of level [`KEPT_LEVEL`] of the current epoch's tree of the
-/// keywords added to last, most recent last: keyword, epoch, the nodes
-/// derived so far indexed by path, and how many. Secret keys, wiped when
+/// keywords added to last, most recent last. Secret keys, wiped when
 /// dropped (on eviction, when the keyword is searched, with the client).
 /// Small updates (computed on the calling thread) use and fill them.
 #[derive(Default)]
 struct KeptNodes {
-    #[allow(clippy::type_complexity)]
-    trees: Vec<(Vec<u8>, u64, Vec<Option<Key<16>>>, usize)>,
+    trees: Vec<KeptTree>,
+}
+
+/// The kept nodes of one keyword's tree.
+struct KeptTree {
+    keyword: Vec<u8>,
+    epoch: u64,
+    /// Indexed by path; `None` where not derived yet.
+    nodes: Vec<Option<Key<16>>>,
+    /// Nodes derived.
+    held: usize,
 }
 
 /// Planned additions of one keyword in one epoch, whose entries are
@@ -494,11 +502,11 @@ impl AuraClient {
         let at = kept
             .trees
             .iter()
-            .position(|(w, e, _, _)| w.as_slice() == keyword && *e == epoch);
+            .position(|t| t.keyword == keyword && t.epoch == epoch);
         let (mut nodes, mut held) = match at {
             Some(i) => {
-                let (_, _, nodes, held) = kept.trees.remove(i);
-                (nodes, held)
+                let t = kept.trees.remove(i);
+                (t.nodes, t.held)
             }
             None => ((0..1usize << KEPT_LEVEL).map(|_| None).collect(), 0),
         };
@@ -538,7 +546,12 @@ impl AuraClient {
                 out[i] = Some(k);
             }
         }
-        kept.trees.push((keyword.to_vec(), epoch, nodes, held));
+        kept.trees.push(KeptTree {
+            keyword: keyword.to_vec(),
+            epoch,
+            nodes,
+            held,
+        });
         if kept.trees.len() > KEPT_TREES {
             kept.trees.remove(0);
         }
@@ -695,7 +708,7 @@ impl AuraClient {
     fn setup_entries(&mut self, db: &Multimap) -> Result<Vec<Entry>> {
         self.keywords.clear();
         self.kept = KeptNodes::default();
-        let mut planned: Vec<(&[u8], Vec<(DocId, AddPlan)>)> = Vec::with_capacity(db.len());
+        let mut planned = Vec::with_capacity(db.len());
         let mut total = 0;
         for (w, ids) in db {
             let adds = common::normalise(ids.clone())
@@ -703,7 +716,7 @@ impl AuraClient {
                 .map(|id| Ok((id, self.plan_add(id, w)?)))
                 .collect::<Result<Vec<_>>>()?;
             total += adds.len();
-            planned.push((w, adds));
+            planned.push((w.as_slice(), adds));
         }
         let workers = if total < 2 * PARALLEL_ENTRIES {
             1
@@ -776,9 +789,7 @@ impl AuraClient {
             st.count = 0;
         }
         // The finished epoch's nodes are not needed again.
-        self.kept
-            .trees
-            .retain(|(w, _, _, _)| w.as_slice() != keyword);
+        self.kept.trees.retain(|t| t.keyword != keyword);
     }
 }
 
@@ -1191,7 +1202,7 @@ mod tests {
                 if doc == 30 {
                     c.renew(&words[1]);
                     copy.renew(&words[1]);
-                    assert!(c.kept.trees.iter().all(|(w, _, _, _)| *w != words[1]));
+                    assert!(c.kept.trees.iter().all(|t| t.keyword != words[1]));
                 }
             }
             if c.depth > KEPT_LEVEL {
@@ -1199,8 +1210,7 @@ mod tests {
                     .kept
                     .trees
                     .iter()
-                    .any(|(_, _, nodes, held)| *held == 1 << KEPT_LEVEL
-                        && nodes.iter().all(Option::is_some)));
+                    .any(|t| t.held == 1 << KEPT_LEVEL && t.nodes.iter().all(Option::is_some)));
             }
             assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
             // Setup: one keyword of 300 identifiers (split between the

@@ -50,6 +50,9 @@ const SHARED_ENTRIES: usize = 4096;
 /// its counter, and the pair's generation.
 type AddPlan = (u64, u64, u32);
 
+/// Planned additions of one keyword in one epoch, computed together.
+type AddGroup<'a> = (&'a [u8], u64, Vec<(DocId, AddPlan)>);
+
 /// Descriptor of Janus++.
 pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     name: "janus-pp",
@@ -339,14 +342,9 @@ impl JanusClient {
     /// `2 * PARALLEL_ENTRIES` entries in all, otherwise on every core.
     /// The primitive calls made on other threads are counted as this
     /// thread's.
-    #[allow(clippy::type_complexity)]
-    fn compute(
-        &self,
-        groups: &[(&[u8], u64, Vec<(DocId, AddPlan)>)],
-    ) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
+    fn compute(&self, groups: &[AddGroup<'_>]) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
         let total: usize = groups.iter().map(|g| g.2.len()).sum();
-        let run =
-            |(w, epoch, adds): &(&[u8], u64, Vec<(DocId, AddPlan)>)| self.entries(w, *epoch, adds);
+        let run = |(w, epoch, adds): &AddGroup<'_>| self.entries(w, *epoch, adds);
         let parts = if total < 2 * PARALLEL_ENTRIES {
             groups.iter().map(run).collect::<Result<Vec<_>>>()?
         } else {
@@ -363,8 +361,7 @@ impl JanusClient {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
-        let mut groups: Vec<(&[u8], u64, Vec<(DocId, AddPlan)>)> =
-            Vec::with_capacity(keywords.len());
+        let mut groups: Vec<AddGroup<'_>> = Vec::with_capacity(keywords.len());
         let mut seen: BTreeMap<&[u8], usize> = BTreeMap::new();
         for w in keywords {
             let plan = self.plan_add(doc, w);
