@@ -39,6 +39,9 @@ pub const DEFAULT_FAILOVER_MS: u64 = 10_000;
 /// The most a `WAIT` waits beyond `wait_ms` for a large batch.
 const MAX_EXTRA_WAIT_MS: u64 = 30_000;
 
+/// Group keys a store keeps cached (the cache is emptied when full).
+const MAX_CACHED_TAGS: usize = 65_536;
+
 /// Idle cluster connections kept for reuse.
 const MAX_IDLE: usize = 16;
 
@@ -195,6 +198,8 @@ pub struct RedisClusterStore {
     /// Entries `e/A/B/...` go to the index's shards (else to its group).
     spread: bool,
     pool: Mutex<Vec<ClusterConnection>>,
+    /// The Redis keys of groups met so far, by group name.
+    tags: Mutex<std::collections::HashMap<Vec<u8>, GroupKeys>>,
     /// Groups this handle has seen in the registry (entries are never
     /// removed from it, so the cache stays true).
     registered: Mutex<HashSet<Vec<u8>>>,
@@ -588,7 +593,11 @@ struct WritePlan<'k> {
     shards: BTreeMap<Group<'k>, BTreeMap<&'k [u8], Option<&'k [u8]>>>,
 }
 
+/// A shard's keys and the operations of a batch on it.
+type ShardOps<'a, 'k> = (GroupKeys, Vec<(&'a &'k [u8], &'a Option<&'k [u8]>)>);
+
 /// The two Redis keys of a group.
+#[derive(Clone)]
 struct GroupKeys {
     values: String,
     index: String,
@@ -736,6 +745,7 @@ impl RedisClusterStore {
             wait_ms: parsed.wait_ms,
             failover_ms: parsed.failover_ms,
             spread: true,
+            tags: Mutex::new(std::collections::HashMap::new()),
             pool: Mutex::new(Vec::new()),
             registered: Mutex::new(HashSet::new()),
             write_script: Script::new(WRITE_SCRIPT),
@@ -766,7 +776,7 @@ impl RedisClusterStore {
         let home = GroupKeys::new(&self.namespace, None);
         self.with_conn(|c| {
             for g in &groups {
-                let keys = GroupKeys::new(&self.namespace, Some(g));
+                let keys = self.keys_named(Some(g));
                 redis::cmd("DEL")
                     .arg(&keys.values)
                     .arg(&keys.index)
@@ -792,7 +802,7 @@ impl RedisClusterStore {
             groups
                 .iter()
                 .map(|g| {
-                    let keys = GroupKeys::new(&self.namespace, g.as_deref());
+                    let keys = self.keys_named(g.as_deref());
                     let n: u64 = redis::cmd("ZCARD").arg(&keys.index).query(c)?;
                     Ok((g.clone(), n))
                 })
@@ -818,7 +828,25 @@ impl RedisClusterStore {
 
     /// The Redis keys of a group (`None`: home).
     fn keys_of(&self, group: Option<Group<'_>>) -> GroupKeys {
-        GroupKeys::new(&self.namespace, group.map(|g| g.bytes()).as_deref())
+        self.keys_named(group.map(|g| g.bytes()).as_deref())
+    }
+
+    /// The Redis keys of the group named `group` (`None`: home), from a
+    /// cache: a shard's tag costs a few dozen CRC16s to find.
+    fn keys_named(&self, group: Option<&[u8]>) -> GroupKeys {
+        let Some(name) = group else {
+            return GroupKeys::new(&self.namespace, None);
+        };
+        let mut cache = self.tags.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(keys) = cache.get(name) {
+            return keys.clone();
+        }
+        if cache.len() >= MAX_CACHED_TAGS {
+            cache.clear();
+        }
+        let keys = GroupKeys::new(&self.namespace, Some(name));
+        cache.insert(name.to_vec(), keys.clone());
+        keys
     }
 
     fn marker_key(&self) -> String {
@@ -985,6 +1013,18 @@ impl RedisClusterStore {
         slot: u16,
         applied: Duration,
     ) -> std::result::Result<std::result::Result<(), Error>, RedisError> {
+        self.wait_on(c, Some(slot), applied)
+    }
+
+    /// `WAIT` on the master of `slot`, or with `None` on every master (the
+    /// least of their answers counts): each covers this connection's
+    /// writes to that master.
+    fn wait_on(
+        &self,
+        c: &mut ClusterConnection,
+        slot: Option<u16>,
+        applied: Duration,
+    ) -> std::result::Result<std::result::Result<(), Error>, RedisError> {
         if self.wait_replicas == 0 {
             return Ok(Ok(()));
         }
@@ -992,13 +1032,19 @@ impl RedisClusterStore {
             .unwrap_or(u64::MAX)
             .min(MAX_EXTRA_WAIT_MS);
         let timeout_ms = self.wait_ms + extra;
-        let reply = c.route_command(
-            redis::cmd("WAIT").arg(self.wait_replicas).arg(timeout_ms),
-            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
-                slot,
-                SlotAddr::Master,
-            ))),
-        )?;
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(self.wait_replicas).arg(timeout_ms);
+        let reply = match slot {
+            Some(slot) => c.route_command(
+                &wait,
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                    slot,
+                    SlotAddr::Master,
+                ))),
+            )?,
+            // Redis's own routing of WAIT: every master, the minimum.
+            None => wait.query(c)?,
+        };
         let got = match reply {
             Value::Int(n) => n,
             other => {
@@ -1009,10 +1055,13 @@ impl RedisClusterStore {
             }
         };
         if got < i64::from(self.wait_replicas) {
+            let whom = slot.map_or_else(
+                || "the masters of an index's shards".to_owned(),
+                |s| format!("the master of slot {s}"),
+            );
             return Ok(Err(Error::StoreUnavailable(format!(
-                "{}: the write reached the master of slot {slot} but only {got} of {} \
-                 replicas within {} ms; it may be lost if that master fails now (retry the \
-                 request, or lower wait=)",
+                "{}: the write reached {whom} but only {got} of {} replicas within {} ms; it \
+                 may be lost if that master fails now (retry the request, or lower wait=)",
                 self.label, self.wait_replicas, timeout_ms
             ))));
         }
@@ -1096,50 +1145,65 @@ impl RedisClusterStore {
         Ok(plan)
     }
 
-    /// Applies `ops` to `group` in one script under the conditions
-    /// `expect` (with `write_once`, a put may not change a held value),
-    /// then waits for the replicas. `Ok(false)` when a condition failed
-    /// and nothing was written.
-    fn run_script(
+    /// Applies `ops` to the group of `keys` in one script on `c`, under
+    /// the conditions `expect` (with `write_once`, a put may not change a
+    /// held value): `false` when a condition failed and nothing was
+    /// written. Waits for no replica.
+    fn invoke_write(
         &self,
-        group: Option<Group<'_>>,
+        c: &mut ClusterConnection,
+        keys: &GroupKeys,
         write_once: bool,
         expect: &[(&[u8], Option<&[u8]>)],
-        ops: Vec<(&&[u8], &Option<&[u8]>)>,
-    ) -> Result<bool> {
-        let keys = self.keys_of(group);
-        self.with_conn(|c| {
-            let mut invocation = self.write_script.key(&keys.values);
-            invocation.key(&keys.index);
-            let only_deletes = !ops.is_empty() && ops.iter().all(|(_, v)| v.is_none());
-            invocation.arg(match (only_deletes, write_once) {
-                (true, _) => "1",
-                (false, true) => "2",
-                (false, false) => "0",
-            });
-            invocation.arg(expect.len());
-            for (k, v) in expect {
-                match v {
-                    Some(v) => invocation.arg(*k).arg("v").arg(*v),
-                    None => invocation.arg(*k).arg("a").arg(""),
-                };
-            }
-            for (k, v) in &ops {
-                match v {
-                    Some(v) => invocation.arg("p").arg(**k).arg(*v),
-                    None => invocation.arg("d").arg(**k),
-                };
-            }
-            let start = Instant::now();
-            if invocation.invoke::<i64>(c)? < 0 {
+        ops: &[(&&[u8], &Option<&[u8]>)],
+    ) -> std::result::Result<bool, RedisError> {
+        let mut invocation = self.write_script.key(&keys.values);
+        invocation.key(&keys.index);
+        let only_deletes = !ops.is_empty() && ops.iter().all(|(_, v)| v.is_none());
+        invocation.arg(match (only_deletes, write_once) {
+            (true, _) => "1",
+            (false, true) => "2",
+            (false, false) => "0",
+        });
+        invocation.arg(expect.len());
+        for (k, v) in expect {
+            match v {
+                Some(v) => invocation.arg(*k).arg("v").arg(*v),
+                None => invocation.arg(*k).arg("a").arg(""),
+            };
+        }
+        for (k, v) in ops {
+            match v {
+                Some(v) => invocation.arg("p").arg(**k).arg(*v),
+                None => invocation.arg("d").arg(**k),
+            };
+        }
+        Ok(invocation.invoke::<i64>(c)? >= 0)
+    }
+
+    /// Applies `ops` to each shard in `shards` (puts or deletes), then one
+    /// `WAIT` on every master, all on `c`: `Ok(false)` when a put would
+    /// change a held value (that shard unwritten; shards before it
+    /// written).
+    fn write_shards(
+        &self,
+        c: &mut ClusterConnection,
+        shards: &[ShardOps<'_, '_>],
+        puts: bool,
+    ) -> std::result::Result<std::result::Result<bool, Error>, RedisError> {
+        let start = Instant::now();
+        let mut wrote = false;
+        for (keys, ops) in shards.iter().filter(|(_, ops)| !ops.is_empty()) {
+            if !self.invoke_write(c, keys, puts, &[], ops)? {
                 return Ok(Ok(false));
             }
-            if ops.is_empty() {
-                return Ok(Ok(true));
-            }
-            self.wait_for_replicas(c, keys.slot, start.elapsed())
-                .map(|r| r.map(|()| true))
-        })?
+            wrote = true;
+        }
+        if !wrote {
+            return Ok(Ok(true));
+        }
+        self.wait_on(c, None, start.elapsed())
+            .map(|r| r.map(|()| true))
     }
 
     /// Registered groups whose name starts with `start`.
@@ -1174,7 +1238,7 @@ impl RedisClusterStore {
 
     /// The pairs of one group with `prefix`, in key order.
     fn scan_group(&self, group: Option<&[u8]>, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let keys = GroupKeys::new(&self.namespace, group);
+        let keys = self.keys_named(group);
         let (min, max) = lex_range(prefix);
         let flat: Vec<Option<Vec<u8>>> = self.with_conn(|c| {
             self.scan_script
@@ -1274,24 +1338,43 @@ impl Store for RedisClusterStore {
             self.register(&g.bytes())?;
         }
         // Spread puts first (each shard all or nothing, a held value never
-        // changed), then the base group under the conditions, then spread
-        // deletes: a reader never finds the commit without its entries.
-        for (g, ops) in &plan.shards {
-            let puts: Vec<_> = ops.iter().filter(|(_, v)| v.is_some()).collect();
-            if !puts.is_empty() && !self.run_script(Some(*g), true, &[], puts)? {
-                return Ok(false);
+        // changed), confirmed by the replicas; then the base group under
+        // the conditions; then spread deletes. All on one connection, so
+        // that each WAIT covers the writes before it: a reader never finds
+        // the commit without its entries, nor a replica the commit without
+        // them.
+        let split = |puts: bool| -> Vec<ShardOps<'_, '_>> {
+            plan.shards
+                .iter()
+                .map(|(g, ops)| {
+                    let ops = ops.iter().filter(|(_, v)| v.is_some() == puts).collect();
+                    (self.keys_of(Some(*g)), ops)
+                })
+                .collect()
+        };
+        let (puts, deletes) = (split(true), split(false));
+        let base = plan.base.map(|g| self.keys_of(g));
+        let base_ops: Vec<_> = plan.base_ops.iter().collect();
+        let applied = self.with_conn(|c| {
+            match self.write_shards(c, &puts, true)? {
+                Ok(true) => {}
+                other => return Ok(other),
             }
-        }
-        if let Some(base) = plan.base {
-            if !self.run_script(base, false, expect, plan.base_ops.iter().collect())? {
-                return Ok(false);
+            if let Some(keys) = &base {
+                let start = Instant::now();
+                if !self.invoke_write(c, keys, false, expect, &base_ops)? {
+                    return Ok(Ok(false));
+                }
+                if !base_ops.is_empty() {
+                    if let Err(e) = self.wait_for_replicas(c, keys.slot, start.elapsed())? {
+                        return Ok(Err(e));
+                    }
+                }
             }
-        }
-        for (g, ops) in &plan.shards {
-            let deletes: Vec<_> = ops.iter().filter(|(_, v)| v.is_none()).collect();
-            if !deletes.is_empty() {
-                self.run_script(Some(*g), false, &[], deletes)?;
-            }
+            self.write_shards(c, &deletes, false)
+        });
+        if !applied?? {
+            return Ok(false);
         }
         self.io.batch(batch);
         Ok(true)
