@@ -18,7 +18,7 @@ use std::hint::black_box;
 
 use aes::cipher::{BlockEncrypt, KeyInit, KeyIvInit, StreamCipher};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use sha2::Digest;
 
@@ -256,6 +256,29 @@ fn ggm(c: &mut Criterion) {
         });
     }
     let tree = GgmTree::new(Key::from_bytes([8; 16]), 20).expect("depth <= 64");
+    // Thirteen spread positions (an Aura entry's), one descent each against
+    // one shared descent; per leaf.
+    g.throughput(Throughput::Elements(13));
+    let mut rng = ChaCha20Rng::seed_from_u64(20);
+    let sets: Vec<Vec<u64>> = (0..64)
+        .map(|_| (0..13).map(|_| rng.next_u64() & 0xf_ffff).collect())
+        .collect();
+    let mut k = 0usize;
+    g.bench_function("leaf_x13_depth20", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            for &p in &sets[k] {
+                black_box(tree.leaf(p).expect("in range"));
+            }
+        })
+    });
+    g.bench_function("leaves_13_depth20", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            black_box(tree.leaves(&sets[k]).expect("in range"));
+        })
+    });
+    g.throughput(Throughput::Elements(1));
     let revoked: Vec<u64> = (0..100u64).map(|i| i * 10_007).collect();
     g.bench_function("cover_depth20_revoked100", |b| {
         b.iter(|| {
