@@ -158,10 +158,21 @@ return ARGV[1]
 /// `sesame{NS}:format` and the registry `sesame{NS}:groups` of every group
 /// ever written.
 ///
+/// **Spread entries.** Keys `e/A/B/...` (an index's entries that are
+/// written once, such as FAST's) lie in [`SPREAD_SHARDS`] shards of index
+/// `A/B` (groups `A/B#nn`, by a hash of the bytes after `e/A/B/`), whose
+/// tags cover the slots evenly, so one index spreads over every master.
+/// A namespace opened first with `spread=off` keeps them in the index's
+/// group.
+///
 /// **Batches.** A [`Store::write`] whose keys lie in one group is one Lua
 /// script on that group's master: applied all or nothing, and no reader
 /// sees part of it. A batch whose keys lie in two or more groups is refused
-/// with [`Error::Unsupported`]: Redis Cluster cannot apply it atomically.
+/// with [`Error::Unsupported`]: Redis Cluster cannot apply it atomically;
+/// except a batch of one index's group and the shards of its spread
+/// entries, applied as shard puts (each refusing to change a held value),
+/// a `WAIT` on every master, the group's part under the conditions, then
+/// shard deletes.
 /// With `wait` replicas asked for (default 1), `write` then sends
 /// `WAIT wait wait_ms` to that master and fails with
 /// [`Error::StoreUnavailable`] if fewer replicas confirmed (the batch is
@@ -187,7 +198,9 @@ return ARGV[1]
 /// `redis-cluster://` is plaintext, so nodes off this machine are refused
 /// unless the spec says `tls=disable`. `rediss-cluster://...` speaks TLS
 /// to every node, checking certificates against `ca=PATH` (else the
-/// system's roots).
+/// system's roots) and showing the client certificate `cert=PATH` with
+/// `key=PATH` where nodes require one; `spread=on|off` is settled when a
+/// namespace is first opened.
 pub struct RedisClusterStore {
     client: ClusterClient,
     namespace: String,

@@ -207,10 +207,12 @@ pub fn own_cluster() -> Option<OwnCluster> {
 }
 
 /// As [`own_cluster`], a cluster whose nodes speak only TLS, with a
-/// certificate from a throwaway CA (`scripts/redis-cluster.sh` with
-/// `REDIS_CLUSTER_TLS=1`); its URL is `rediss-cluster://...?ca=PATH`, and
-/// `other-ca.pem` beside that CA signed nothing. Its `master_of_slot` and
-/// `fail_over` do not work (they speak plaintext).
+/// certificate from a throwaway CA, and require a client certificate from
+/// it (`scripts/redis-cluster.sh` with `REDIS_CLUSTER_TLS=1`); its URL is
+/// `rediss-cluster://...?ca=PATH&cert=PATH&key=PATH`, and beside that CA
+/// `other-ca.pem` signed nothing and `other-client.pem` is signed by it.
+/// Its `master_of_slot` and `fail_over` do not work (they speak
+/// plaintext).
 pub fn own_tls_cluster() -> Option<OwnCluster> {
     start_own(true)
 }
