@@ -837,7 +837,6 @@ impl Engine {
     /// not exist [`RESERVATION_TTL_SECS`] after its reservation is taken
     /// back when the limit is reached.
     fn reserve_place(&self, tenant: &str, index: &str) -> Result<(), EngineError> {
-        let key = keys::tenant_key(tenant);
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let (held, mut names) = self.read_places(tenant)?;
             if names.contains_key(index) {
@@ -863,12 +862,7 @@ impl Engine {
                 )));
             }
             names.insert(index.to_owned(), now);
-            let mut batch = WriteBatch::with_capacity(1);
-            batch.put(key.clone(), wire::encode(&names)?);
-            if self
-                .store
-                .write_if(&[(key.as_slice(), held.as_deref())], &batch)?
-            {
+            if self.write_places(tenant, held.as_deref(), &names)? {
                 return Ok(());
             }
             self.conflicts.fetch_add(1, Ordering::Relaxed);
@@ -882,22 +876,30 @@ impl Engine {
     /// Gives back the place of a dropped index. A place left behind (the
     /// server died first) is taken back by a later creation.
     fn release_place(&self, tenant: &str, index: &str) -> Result<(), EngineError> {
-        let key = keys::tenant_key(tenant);
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let (held, mut names) = self.read_places(tenant)?;
             if held.is_none() || names.remove(index).is_none() {
                 return Ok(());
             }
-            let mut batch = WriteBatch::with_capacity(1);
-            batch.put(key.clone(), wire::encode(&names)?);
-            if self
-                .store
-                .write_if(&[(key.as_slice(), held.as_deref())], &batch)?
-            {
+            if self.write_places(tenant, held.as_deref(), &names)? {
                 return Ok(());
             }
         }
         Ok(())
+    }
+
+    /// Writes the tenant's record if it still holds `held`: `false`, and
+    /// nothing written, when another creation or drop came first.
+    fn write_places(
+        &self,
+        tenant: &str,
+        held: Option<&[u8]>,
+        names: &BTreeMap<String, u64>,
+    ) -> Result<bool, EngineError> {
+        let key = keys::tenant_key(tenant);
+        let mut batch = WriteBatch::with_capacity(1);
+        batch.put(key.clone(), wire::encode(names)?);
+        Ok(self.store.write_if(&[(key.as_slice(), held)], &batch)?)
     }
 
     /// Removes an index with its entries, documents and replay records, in
