@@ -484,9 +484,11 @@ impl AuraClient {
     }
 
     /// The leaves at `positions` of the keyword's tree, through the nodes
-    /// of level [`KEPT_LEVEL`] kept for it: the missing ones are derived
-    /// (all of them once the epoch has [`KEEP_ALL_AFTER`] additions) and
-    /// kept, and each leaf is derived from its level's node. The same keys
+    /// of level [`KEPT_LEVEL`] kept for it from its second addition in the
+    /// epoch on (`count`: the epoch's additions before the last entry of
+    /// `positions`): the missing ones are derived (all of them once the
+    /// epoch has [`KEEP_ALL_AFTER`] additions) and kept, and each leaf is
+    /// derived from its level's node. The same keys
     /// as [`GgmTree::leaf`]: the node of level `L` on the path `t` is leaf
     /// `t` of the tree cut at depth `L`, and leaf `p` is leaf `p mod
     /// 2^(depth - L)` of the subtree below node `p >> (depth - L)`.
@@ -507,6 +509,11 @@ impl AuraClient {
             Some(i) => {
                 let t = kept.trees.remove(i);
                 (t.nodes, t.held)
+            }
+            // A keyword's first addition in the epoch keeps nothing: most
+            // keywords of a document are added to once between searches.
+            None if count == 0 => {
+                return Ok(self.tree(keyword, epoch)?.leaves(positions)?);
             }
             None => ((0..1usize << KEPT_LEVEL).map(|_| None).collect(), 0),
         };
