@@ -686,19 +686,38 @@ impl JanusServer {
             .iter()
             .map(|s| GgmTree::new(Key::from_bytes(*s), TAG_BITS).map_err(Error::from))
             .collect::<Result<Vec<_>>>()?;
-        // The combined key of tag t, or None if a share is punctured at t.
-        let combined = |t: u64| -> Result<Option<[u8; 16]>> {
+        // The punctured shares' part of the key of tag t, or None if a
+        // share is punctured at t.
+        let held_part = |t: u64| -> Option<[u8; 16]> {
             let mut k = [0u8; 16];
             for s in &held {
-                match s.leaf(t) {
-                    Ok(leaf) => xor_into(&mut k, &leaf),
-                    Err(_) => return Ok(None),
+                xor_into(&mut k, &s.leaf(t).ok()?);
+            }
+            Some(k)
+        };
+        // Decrypts a batch of live entries (tag, ciphertext, punctured
+        // shares' part of the key): each unpunctured share's tree gives
+        // the leaves of all the tags in one descent.
+        let decrypt = |batch: &mut Vec<(u64, [u8; 8], [u8; 16])>,
+                       result: &mut Vec<(DocId, u64)>|
+         -> Result<()> {
+            let tags: Vec<u64> = batch.iter().map(|e| e.0).collect();
+            for tree in &trees {
+                for (e, leaf) in batch.iter_mut().zip(tree.leaves(&tags)?) {
+                    xor_into(&mut e.2, &leaf);
                 }
             }
-            for tree in &trees {
-                xor_into(&mut k, &tree.leaf(t)?);
+            for (t, ct, k) in batch.iter_mut() {
+                let p = pad(*t, k);
+                let mut id = [0u8; 8];
+                for ((o, c), p) in id.iter_mut().zip(ct.iter()).zip(p) {
+                    *o = c ^ p;
+                }
+                result.push((DocId::from_le_bytes(id), *t));
+                k.zeroize();
             }
-            Ok(Some(k))
+            batch.clear();
+            Ok(())
         };
         let mut result: Vec<(DocId, u64)> = Vec::new();
         for p in prev.iter().chain([&tkn]) {
@@ -719,6 +738,7 @@ impl JanusServer {
                 }
             }
         }
+        let mut live = Vec::new();
         for c in 0..count {
             let k = key(b'e', &label(&tkn, c), &[]);
             let Some(v) = self.store.get(&k)? else {
@@ -731,16 +751,17 @@ impl JanusServer {
             let mut tb = [0u8; 8];
             tb.copy_from_slice(&v[..8]);
             let t = u64::from_le_bytes(tb);
-            let Some(k) = combined(t)? else {
+            let Some(k) = held_part(t) else {
                 continue;
             };
-            let p = pad(t, &k);
-            let mut id = [0u8; 8];
-            for ((o, c), p) in id.iter_mut().zip(&v[8..]).zip(p) {
-                *o = c ^ p;
+            let mut ct = [0u8; 8];
+            ct.copy_from_slice(&v[8..]);
+            live.push((t, ct, k));
+            if live.len() == SHARED_ENTRIES {
+                decrypt(&mut live, &mut result)?;
             }
-            result.push((DocId::from_le_bytes(id), t));
         }
+        decrypt(&mut live, &mut result)?;
         result.sort_unstable();
         result.dedup();
         let mut cache = Vec::with_capacity(16 * result.len());
@@ -887,6 +908,43 @@ mod tests {
             assert_eq!(got, expected);
             assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
         }
+    }
+
+    #[test]
+    fn search_decrypts_more_entries_than_one_descent_takes() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+        let mut client = JanusClient::new(&mut rng, &Params::parse("d=2").unwrap()).unwrap();
+        let server = scheme()
+            .server(Arc::new(sesame_store::MemoryStore::new()), &Params::new())
+            .unwrap();
+        let mut ch = sesame_core::LocalChannel::new(server);
+        let n = SHARED_ENTRIES as u64 + 5;
+        let mut db = Multimap::new();
+        db.insert(b"w".to_vec(), (0..n).collect());
+        client.setup(&mut rng, &mut ch, &db).unwrap();
+        let w = [b"w".to_vec()];
+        client
+            .update(&mut rng, &mut ch, UpdateOp::Delete, 3, &w)
+            .unwrap();
+        client
+            .update(&mut rng, &mut ch, UpdateOp::Delete, n - 1, &w)
+            .unwrap();
+        client
+            .update(&mut rng, &mut ch, UpdateOp::Add, n + 7, &w)
+            .unwrap();
+        let expected: Vec<DocId> = (0..=n + 7)
+            .filter(|&d| d != 3 && d != n - 1 && (d < n || d == n + 7))
+            .collect();
+        assert_eq!(client.search(&mut rng, &mut ch, b"w").unwrap(), expected);
+        // The next epoch: the cached result minus a later deletion.
+        client
+            .update(&mut rng, &mut ch, UpdateOp::Delete, 0, &w)
+            .unwrap();
+        assert_eq!(
+            client.search(&mut rng, &mut ch, b"w").unwrap(),
+            expected[1..].to_vec()
+        );
     }
 
     #[test]
