@@ -244,6 +244,17 @@ pub fn positive(params: &sesame_core::Params, name: &str, default: usize) -> Res
 /// little besides its bytes.
 pub const SETUP_CHUNK_BYTES: usize = crate::MAX_PREPARED_REQUEST / 4 * 3;
 
+/// The cores this process may use, asked once: on Linux the answer
+/// reads the cgroup's files, several microseconds a call.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(std::num::NonZeroUsize::get)
+            .unwrap_or(1)
+    })
+}
+
 /// `f` over `items`, in order, on every core when there are at least
 /// `min_per_thread` items per thread (otherwise on the calling thread).
 /// For a client's per-entry cryptography, which reads no mutable state:
@@ -256,10 +267,11 @@ pub fn par_map<T: Sync, R: Send>(
     f: impl Fn(&T) -> Result<R> + Sync,
 ) -> Result<Vec<R>> {
     use sesame_crypto::counter;
-    let workers = std::thread::available_parallelism()
-        .map(std::num::NonZeroUsize::get)
-        .unwrap_or(1)
-        .min(items.len() / min_per_thread.max(1));
+    // Too few items for two threads: no need to ask for the cores.
+    if items.len() < 2 * min_per_thread.max(1) {
+        return items.iter().map(&f).collect();
+    }
+    let workers = cores().min(items.len() / min_per_thread.max(1));
     if workers < 2 {
         return items.iter().map(&f).collect();
     }
