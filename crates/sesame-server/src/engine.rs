@@ -42,6 +42,10 @@ use crate::proto;
 use crate::records::{now_unix, IndexMeta, ReplayRecord};
 use sesame_store::overlay::Overlay;
 
+/// A tenant's index names, each with when its place was reserved (Unix
+/// seconds; 0 for indexes older than the record).
+type Places = BTreeMap<String, u64>;
+
 /// How long a place reserved for a new index may stay without its index
 /// before another creation takes it back: the server that reserved it
 /// died before creating it.
@@ -810,10 +814,7 @@ impl Engine {
     /// reserved, and the stored record they were read from (absent before
     /// the first creation that kept one: then the names of the indexes
     /// that exist, reserved at time 0).
-    fn read_places(
-        &self,
-        tenant: &str,
-    ) -> Result<(Option<Vec<u8>>, BTreeMap<String, u64>), EngineError> {
+    fn read_places(&self, tenant: &str) -> Result<(Option<Vec<u8>>, Places), EngineError> {
         let held = self.store.get(&keys::tenant_key(tenant))?;
         let names = match &held {
             Some(bytes) => wire::decode(bytes).map_err(|e| {
@@ -894,7 +895,7 @@ impl Engine {
         &self,
         tenant: &str,
         held: Option<&[u8]>,
-        names: &BTreeMap<String, u64>,
+        names: &Places,
     ) -> Result<bool, EngineError> {
         let key = keys::tenant_key(tenant);
         let mut batch = WriteBatch::with_capacity(1);
@@ -1758,7 +1759,7 @@ mod tests {
             ..Limits::default()
         };
         let engines = [
-            Engine::new(store.clone(), limits.clone()).expect("a fresh engine"),
+            Engine::new(store.clone(), limits).expect("a fresh engine"),
             Engine::new(store.clone(), limits).expect("a second engine"),
         ];
         let create = |engine: &Engine, name: &str| {
