@@ -688,7 +688,8 @@ fn two_servers_serve_one_index_to_a_client_that_alternates() {
 /// sesame-server --test redis_cluster -- --ignored --nocapture`): every
 /// keyword scheme's index of one database through the server, with the
 /// bytes its entries take in the store and in Redis (`MEMORY USAGE` of its
-/// group's hash and sorted set); then one-pair commits per second on one
+/// group's hash and sorted set, and of its shards' where its entries are
+/// spread); then one-pair commits per second on one
 /// master from 1, 4 and 16 threads, with `wait=1` and `wait=0`.
 #[test]
 #[ignore = "a measurement; run by hand"]
@@ -753,12 +754,21 @@ fn measure_bytes_per_entry_and_shard_rates() {
             })
             .collect();
         let bytes: usize = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let tags = std::iter::once(format!("{ns}/alice/{index}")).chain(
-            (0..sesame_store::SPREAD_SHARDS).map(|n| format!("{ns}/alice/{index}%23{n:02}")),
-        );
-        let redis: u64 = tags
-            .map(|tag| {
-                memory(&format!("sesame{{{tag}}}:v")) + memory(&format!("sesame{{{tag}}}:k"))
+        // The index's group and, spread, its shards `alice/<index>#nn`.
+        let own = format!("alice/{index}").into_bytes();
+        let redis: u64 = store
+            .group_sizes()
+            .unwrap()
+            .into_iter()
+            .filter_map(|(g, _)| g)
+            .filter(|g| {
+                *g == own
+                    || g.strip_prefix(own.as_slice())
+                        .is_some_and(|r| r.starts_with(b"#"))
+            })
+            .map(|g| {
+                let (values, keys) = store.redis_keys_of(Some(&g));
+                memory(&values) + memory(&keys)
             })
             .sum();
         eprintln!(

@@ -806,6 +806,14 @@ impl RedisClusterStore {
         Ok(())
     }
 
+    /// The two Redis keys (values hash, key index) of the group named
+    /// `group` as [`RedisClusterStore::group_sizes`] names it (`None`:
+    /// home): for measuring what a group takes in Redis.
+    pub fn redis_keys_of(&self, group: Option<&[u8]>) -> (String, String) {
+        let keys = self.keys_named(group);
+        (keys.values, keys.index)
+    }
+
     /// How many keys of the namespace each group holds, by group (`None`
     /// is the home group): for measuring how keys spread.
     pub fn group_sizes(&self) -> Result<Vec<(Option<Vec<u8>>, u64)>> {
