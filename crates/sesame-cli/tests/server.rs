@@ -449,16 +449,21 @@ fn server_killed_during_a_stream_of_updates_loses_nothing_acknowledged() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The search or the add completed the interrupted update.
+    // The search or the add completed the interrupted update, when the
+    // server died with one pending (it may also die between two updates,
+    // while the next documents are stored: then nothing is pending, and
+    // the add simply goes on).
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&search.stderr),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        said.contains("of an interrupted add") || said.contains("completed an interrupted add"),
-        "{said}"
-    );
+    if stderr.contains("will be sent again by the next command") {
+        assert!(
+            said.contains("of an interrupted add") || said.contains("completed an interrupted add"),
+            "{said}"
+        );
+    }
     check_oracle(&site, "p", &oracle);
     assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 5120);
     server.stop();
