@@ -1744,6 +1744,57 @@ mod tests {
         }
     }
 
+    /// A request whose commit was applied but whose confirmation failed
+    /// (the store's answer lost, as when a Redis master has no replica to
+    /// confirm to) is answered from its replay record only once the store
+    /// confirms the record: while writes fail, the retry fails too; once
+    /// they work, it gets the first answer, applied once.
+    #[test]
+    fn an_answer_from_a_replay_record_waits_for_the_store_to_confirm_it() {
+        use sesame_store::faulty::{Fault, FaultyStore};
+        let store = Arc::new(FaultyStore::new());
+        let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+        engine
+            .create_index(
+                "t",
+                proto::CreateIndexRequest {
+                    index: "a".into(),
+                    scheme: "fast".into(),
+                    params: String::new(),
+                },
+            )
+            .expect("created");
+        let put = || {
+            engine.put_documents(
+                "t",
+                proto::PutDocumentsRequest {
+                    index: "a".into(),
+                    request_id: vec![7; 16],
+                    documents: vec![proto::Document {
+                        id: 1,
+                        blob: vec![1; 8],
+                    }],
+                },
+            )
+        };
+        store.fail(Fault::AnswerLost, 0);
+        assert!(put().is_err(), "the commit's answer is lost");
+        store.fail(Fault::Refused, 0);
+        let retry = put().unwrap_err();
+        assert!(
+            !matches!(retry, EngineError::Replayed { .. }),
+            "answered from an unconfirmed record: {retry:?}"
+        );
+        store.heal();
+        let retry = put().unwrap_err();
+        assert!(matches!(retry, EngineError::Replayed { .. }), "{retry:?}");
+        let docs = store
+            .inner()
+            .scan_prefix(&keys::doc_prefix("t", "a"))
+            .expect("a scan");
+        assert_eq!(docs.len(), 1, "applied once");
+    }
+
     /// Two engines on one store (two servers) creating indexes of one
     /// tenant at once never pass its limit; a dropped index frees its
     /// place; a place reserved by a creation that never finished (a server
