@@ -925,7 +925,7 @@ impl RedisClusterStore {
                         if spread { "on" } else { "off" }
                     )));
                 }
-                self.with_conn(|c| self.wait_for_replicas(c, home.slot, Duration::ZERO))??;
+                self.with_conn(|c| self.wait_on(c, Some(home.slot), Duration::ZERO))??;
                 Ok(spread)
             }
         }
@@ -1024,22 +1024,12 @@ impl RedisClusterStore {
         }
     }
 
-    /// `WAIT` on the master of `slot` for the configured replicas: for
+    /// `WAIT` for the configured replicas on the master of `slot`, or with
+    /// `None` on every master (the least of their answers counts): each
+    /// covers this connection's writes to that master. It waits for
     /// `wait_ms`, plus twice `applied` (how long the master took to apply
     /// the batch: a replica applies it too before it confirms), at most
     /// [`MAX_EXTRA_WAIT_MS`] more.
-    fn wait_for_replicas(
-        &self,
-        c: &mut ClusterConnection,
-        slot: u16,
-        applied: Duration,
-    ) -> std::result::Result<std::result::Result<(), Error>, RedisError> {
-        self.wait_on(c, Some(slot), applied)
-    }
-
-    /// `WAIT` on the master of `slot`, or with `None` on every master (the
-    /// least of their answers counts): each covers this connection's
-    /// writes to that master.
     fn wait_on(
         &self,
         c: &mut ClusterConnection,
@@ -1251,7 +1241,7 @@ impl RedisClusterStore {
                 .arg(0)
                 .arg(group)
                 .query::<i64>(c)?;
-            self.wait_for_replicas(c, home_slot, Duration::ZERO)
+            self.wait_on(c, Some(home_slot), Duration::ZERO)
         })??;
         self.lock_registered().insert(group.to_vec());
         Ok(())
@@ -1387,7 +1377,7 @@ impl Store for RedisClusterStore {
                     return Ok(Ok(false));
                 }
                 if !base_ops.is_empty() {
-                    if let Err(e) = self.wait_for_replicas(c, keys.slot, start.elapsed())? {
+                    if let Err(e) = self.wait_on(c, Some(keys.slot), start.elapsed())? {
                         return Ok(Err(e));
                     }
                 }

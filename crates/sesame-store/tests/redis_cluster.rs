@@ -463,6 +463,17 @@ fn spread_entries_fill_every_shard_and_the_commit_comes_last() {
     }
     assert_eq!(store.get(&entry(n + 2)).unwrap(), None);
 
+    // Entry deletes come after the group's part: a batch whose condition
+    // fails deletes no entry.
+    let mut b = WriteBatch::new();
+    b.delete(entry(3))
+        .put(b"x/t/a".as_slice(), b"meta 4".as_slice());
+    assert!(!store.write_if(&[(b"c/t/a", Some(b"stale"))], &b).unwrap());
+    assert_eq!(
+        store.get(&entry(3)).unwrap(),
+        Some(3u64.to_be_bytes().to_vec())
+    );
+
     // Dropping the index: the group's part, then every shard emptied.
     let mut b = WriteBatch::new();
     for (k, _) in store.scan_prefix(b"e/t/a/").unwrap() {
