@@ -1147,6 +1147,17 @@ mod tests {
         (label(&c.token(keyword, plan.epoch), plan.count), value)
     }
 
+    /// The entries of adding `doc` under `list`, one by one, the
+    /// straightforward way (advancing `copy`'s state as an addition does).
+    fn reference_entries(copy: &mut AuraClient, doc: DocId, list: &[Vec<u8>]) -> Vec<Entry> {
+        list.iter()
+            .map(|w| {
+                let plan = copy.plan_add(doc, w).unwrap();
+                reference_entry(copy, doc, w, &plan)
+            })
+            .collect()
+    }
+
     fn sorted(mut entries: Vec<Entry>) -> Vec<Entry> {
         entries.sort_unstable_by_key(|e| e.0);
         entries
@@ -1180,13 +1191,7 @@ mod tests {
             doc_words.push(words[3].clone());
             for (doc, list) in [(1, &doc_words[..]), (9, &doc_words[..3])] {
                 let mut copy = AuraClient::restore(&c.save_state().unwrap()).unwrap();
-                let expected: Vec<Entry> = list
-                    .iter()
-                    .map(|w| {
-                        let plan = copy.plan_add(doc, w).unwrap();
-                        reference_entry(&copy, doc, w, &plan)
-                    })
-                    .collect();
+                let expected = reference_entries(&mut copy, doc, list);
                 let got = c.add_entries(doc, list).unwrap();
                 assert_eq!(sorted(got), sorted(expected));
                 assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
@@ -1197,13 +1202,7 @@ mod tests {
             let mut copy = AuraClient::restore(&c.save_state().unwrap()).unwrap();
             for doc in 10..40 {
                 let list = &words[doc as usize % 3..doc as usize % 3 + 2];
-                let expected: Vec<Entry> = list
-                    .iter()
-                    .map(|w| {
-                        let plan = copy.plan_add(doc, w).unwrap();
-                        reference_entry(&copy, doc, w, &plan)
-                    })
-                    .collect();
+                let expected = reference_entries(&mut copy, doc, list);
                 let got = c.add_entries(doc, list).unwrap();
                 assert_eq!(sorted(got), sorted(expected));
                 if doc == 30 {
