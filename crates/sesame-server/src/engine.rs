@@ -1680,6 +1680,18 @@ mod tests {
     use super::*;
     use sesame_store::MemoryStore;
 
+    /// Creates index `index` of tenant `t` bound to `scheme`.
+    fn create(engine: &Engine, index: &str, scheme: &str) -> Result<proto::IndexInfo, EngineError> {
+        engine.create_index(
+            "t",
+            proto::CreateIndexRequest {
+                index: index.into(),
+                scheme: scheme.into(),
+                params: String::new(),
+            },
+        )
+    }
+
     fn write(name: &str, expected: u64, value: Option<&[u8]>) -> proto::RecordWrite {
         proto::RecordWrite {
             name: name.into(),
@@ -1754,16 +1766,7 @@ mod tests {
         use sesame_store::faulty::{Fault, FaultyStore};
         let store = Arc::new(FaultyStore::new());
         let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
-        engine
-            .create_index(
-                "t",
-                proto::CreateIndexRequest {
-                    index: "a".into(),
-                    scheme: "fast".into(),
-                    params: String::new(),
-                },
-            )
-            .expect("created");
+        create(&engine, "a", "fast").expect("created");
         let put = || {
             engine.put_documents(
                 "t",
@@ -1813,16 +1816,7 @@ mod tests {
             Engine::new(store.clone(), limits).expect("a fresh engine"),
             Engine::new(store.clone(), limits).expect("a second engine"),
         ];
-        let create = |engine: &Engine, name: &str| {
-            engine.create_index(
-                "t",
-                proto::CreateIndexRequest {
-                    index: name.into(),
-                    scheme: "fast".into(),
-                    params: String::new(),
-                },
-            )
-        };
+        let create = |engine: &Engine, name: &str| create(engine, name, "fast");
         for round in 0..4 {
             let start = std::sync::Barrier::new(THREADS);
             let made = std::sync::atomic::AtomicUsize::new(0);
@@ -2066,16 +2060,7 @@ mod tests {
     fn only_older_generations_are_dropped_when_asked() {
         let store = Arc::new(MemoryStore::new());
         let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
-        engine
-            .create_index(
-                "t",
-                proto::CreateIndexRequest {
-                    index: "a".into(),
-                    scheme: "pibas".into(),
-                    params: String::new(),
-                },
-            )
-            .expect("created");
+        create(&engine, "a", "pibas").expect("created");
         for g in [1u64, 2, 3, 10] {
             let mut k = keys::generation_prefix("t", "a", g);
             k.push(b'k');
