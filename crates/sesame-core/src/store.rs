@@ -239,6 +239,32 @@ pub trait Store: Send + Sync {
     /// Every pair whose key starts with `prefix`, in ascending key order.
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
 
+    /// At most `limit` pairs whose keys start with `prefix`, from `from`
+    /// on: ascending from the first key `>= from`, or, `descending`,
+    /// downwards from the last key `<= from`. One scan in the counts.
+    ///
+    /// A bounded probe, where [`Store::scan_prefix`] reads everything:
+    /// "the pair at or before this key" is `scan_from(p, key, true, 1)`.
+    /// The default filters a full prefix scan (correct, not fast);
+    /// backends with ordered keys override it.
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut pairs = self.scan_prefix(prefix)?;
+        if descending {
+            pairs.retain(|(k, _)| k.as_slice() <= from);
+            pairs.reverse();
+        } else {
+            pairs.retain(|(k, _)| k.as_slice() >= from);
+        }
+        pairs.truncate(limit);
+        Ok(pairs)
+    }
+
     /// Operation counts since the store was opened.
     fn io_counts(&self) -> IoCounts;
 
@@ -283,6 +309,15 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         (**self).scan_prefix(prefix)
+    }
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        (**self).scan_from(prefix, from, descending, limit)
     }
     fn io_counts(&self) -> IoCounts {
         (**self).io_counts()
@@ -368,6 +403,25 @@ impl<S: Store> Store for Prefixed<S> {
         Ok(self
             .inner
             .scan_prefix(&self.key(prefix))?
+            .into_iter()
+            .map(|(mut k, v)| {
+                k.drain(..n);
+                (k, v)
+            })
+            .collect())
+    }
+
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let n = self.prefix.len();
+        Ok(self
+            .inner
+            .scan_from(&self.key(prefix), &self.key(from), descending, limit)?
             .into_iter()
             .map(|(mut k, v)| {
                 k.drain(..n);

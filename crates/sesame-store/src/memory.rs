@@ -116,6 +116,48 @@ impl Store for MemoryStore {
         Ok(pairs)
     }
 
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let end = prefix_end(prefix);
+        let map = self.read_map();
+        let clone = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
+        let start = from.max(prefix);
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = if descending && from < prefix {
+            Vec::new()
+        } else if descending {
+            let upper = match &end {
+                Some(end) if from >= end.as_slice() => Bound::Excluded(end.as_slice()),
+                _ => Bound::Included(from),
+            };
+            map.range::<[u8], _>((Bound::Included(prefix), upper))
+                .rev()
+                .take(limit)
+                .map(clone)
+                .collect()
+        } else {
+            let upper = match &end {
+                Some(end) => Bound::Excluded(end.as_slice()),
+                None => Bound::Unbounded,
+            };
+            if matches!(upper, Bound::Excluded(e) if start >= e) {
+                Vec::new()
+            } else {
+                map.range::<[u8], _>((Bound::Included(start), upper))
+                    .take(limit)
+                    .map(clone)
+                    .collect()
+            }
+        };
+        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.io.scan(pairs.len(), bytes);
+        Ok(pairs)
+    }
+
     fn io_counts(&self) -> IoCounts {
         self.io.counts()
     }

@@ -549,6 +549,59 @@ impl Store for RedbStore {
         Ok(pairs)
     }
 
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let map = |e: redb::Error| from_redb(&self.label, e);
+        let end = prefix_end(prefix);
+        let pairs = self.run(|db| {
+            let txn = db.begin_read().map_err(|e| map(e.into()))?;
+            let table = txn.open_table(DATA).map_err(|e| map(e.into()))?;
+            let copy = |item: std::result::Result<_, redb::StorageError>| {
+                let (k, v): (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>) =
+                    item.map_err(|e| map(e.into()))?;
+                Ok((k.value().to_vec(), v.value().to_vec()))
+            };
+            if descending {
+                if from < prefix {
+                    return Ok(Vec::new());
+                }
+                let upper = match &end {
+                    Some(end) if from >= end.as_slice() => Bound::Excluded(end.as_slice()),
+                    _ => Bound::Included(from),
+                };
+                let range = table
+                    .range::<&[u8]>((Bound::Included(prefix), upper))
+                    .map_err(|e| map(e.into()))?;
+                range
+                    .rev()
+                    .take(limit)
+                    .map(copy)
+                    .collect::<Result<Vec<_>>>()
+            } else {
+                let upper = match &end {
+                    Some(end) => Bound::Excluded(end.as_slice()),
+                    None => Bound::Unbounded,
+                };
+                let start = from.max(prefix);
+                if matches!(upper, Bound::Excluded(e) if start >= e) {
+                    return Ok(Vec::new());
+                }
+                let range = table
+                    .range::<&[u8]>((Bound::Included(start), upper))
+                    .map_err(|e| map(e.into()))?;
+                range.take(limit).map(copy).collect::<Result<Vec<_>>>()
+            }
+        })?;
+        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.io.scan(pairs.len(), bytes);
+        Ok(pairs)
+    }
+
     fn io_counts(&self) -> IoCounts {
         self.io.counts()
     }

@@ -70,6 +70,15 @@ impl<S: Store> Store for Dropping<S> {
     fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.inner().scan_prefix(prefix)
     }
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner().scan_from(prefix, from, descending, limit)
+    }
     fn io_counts(&self) -> IoCounts {
         self.inner().io_counts()
     }
@@ -333,6 +342,41 @@ pub fn scan_prefix_order_and_bounds<S: Store + ?Sized>(store: &S) {
             owned(&want),
             "scan_prefix({prefix:02x?})"
         );
+    }
+    // `scan_from` is a window of the same order: compared with the full
+    // scan filtered here, for every prefix above and every stored key as
+    // the start (plus keys that are not stored), both ways.
+    let mut starts: Vec<&[u8]> = all.clone();
+    starts.extend([b"aa".as_slice(), b"abca", b"zz", &[0x00, 0x00, 0x00]]);
+    for prefix in [b"".as_slice(), &[0x01], b"ab", b"abd", b"abe", &[0xFF]] {
+        let under: Vec<Vec<u8>> = keys(&scan(store, prefix));
+        for from in &starts {
+            for (descending, limit) in [(false, 1), (false, 3), (true, 1), (true, 2), (true, 99)] {
+                let mut want: Vec<Vec<u8>> = under
+                    .iter()
+                    .filter(|k| {
+                        if descending {
+                            k.as_slice() <= *from
+                        } else {
+                            k.as_slice() >= *from
+                        }
+                    })
+                    .cloned()
+                    .collect();
+                if descending {
+                    want.reverse();
+                }
+                want.truncate(limit);
+                let got = store
+                    .scan_from(prefix, from, descending, limit)
+                    .expect("scan_from");
+                assert_eq!(
+                    keys(&got),
+                    want,
+                    "scan_from({prefix:02x?}, {from:02x?}, descending {descending}, {limit})"
+                );
+            }
+        }
     }
 }
 
