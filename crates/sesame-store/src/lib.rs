@@ -4,6 +4,7 @@
 pub mod faulty;
 mod memory;
 pub mod overlay;
+pub mod packed;
 #[cfg(feature = "postgres")]
 mod postgres_store;
 #[cfg(feature = "postgres")]

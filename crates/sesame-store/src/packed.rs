@@ -1,0 +1,435 @@
+//! Packed pairs: a view of a store in which many pairs share one stored
+//! value, for index entries that are written once and looked up one by
+//! one (FAST's).
+//!
+//! A B-tree engine pays per key: redb rewrites a leaf's offset arrays on
+//! every insertion and keeps each key's own header, so a FAST index of
+//! 576,364 entries of 58 bytes took 1 µs of insertion per entry and about
+//! 2.5 times its bytes on disk (`docs/performance.md`). Here the pairs
+//! under the view are kept sorted in *chunks* of at most [`CHUNK_BYTES`]
+//! encoded bytes; a chunk is stored under `prefix ‖ fence`, where its
+//! fence is at most its smallest key and greater than every key of the
+//! chunk before it. So:
+//!
+//! - a lookup is one bounded probe of the base store (the chunk at or
+//!   before the key, [`Store::scan_from`]) and a walk of one chunk;
+//! - a batch rewrites only the chunks its keys fall into, each once,
+//!   splitting any that outgrow [`CHUNK_BYTES`]; a bulk upload into an
+//!   empty view writes one stored pair per chunk, not one per entry;
+//! - a chunk is `0x01` then, per pair in ascending key order, the key's
+//!   length (LEB128), the key, the value's length (LEB128), the value.
+//!
+//! Every write of the view is one batch of the base store, so the base's
+//! atomicity and durability carry over unchanged; [`Packed::plan`] gives
+//! that batch to a host that commits it together with its own records.
+//! The view counts its own operations as any store does (a `get` is one
+//! read, whatever it cost below); the base store's counts show the probes
+//! and chunk writes that really happened.
+//!
+//! What it costs: a lookup copies one chunk (at most a few KB) where a
+//! plain store copies one value, and a batch whose keys fall one per chunk
+//! rewrites each whole chunk. A damaged chunk is
+//! [`Error::StoreCorrupt`], never a panic.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+
+/// A chunk is split once its encoding exceeds this many bytes.
+pub const CHUNK_BYTES: usize = 4096;
+
+/// The size a split aims each piece at.
+const PIECE_BYTES: usize = 3072;
+
+/// The first byte of every chunk: the format.
+const FORMAT: u8 = 0x01;
+
+/// One pair of a chunk, borrowed from its encoding or from a batch.
+type Pair<'a> = (&'a [u8], &'a [u8]);
+
+/// A view of the pairs packed under `prefix` of a base store.
+pub struct Packed {
+    base: Arc<dyn Store>,
+    prefix: Vec<u8>,
+    io: IoCounter,
+    /// Held from a write's plan to its commit.
+    writer: Mutex<()>,
+}
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packed")
+            .field("prefix", &String::from_utf8_lossy(&self.prefix))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The base store's writes for a logical batch ([`Packed::plan`]).
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The writes, with full keys of the base store.
+    pub batch: WriteBatch,
+    /// How many puts change the value of a key already stored (a
+    /// write-once scheme refuses such a batch).
+    pub overwrites: usize,
+}
+
+impl Packed {
+    /// The pairs packed under `prefix` of `base`. Nothing else may write
+    /// keys under `prefix`, and writes are one at a time: this view's own
+    /// writes wait for each other, but two views of one prefix, or a
+    /// [`Packed::plan`] and another write, must be kept apart by their host
+    /// (the embedded client: one process per profile, one operation at a
+    /// time).
+    pub fn new(base: Arc<dyn Store>, prefix: impl Into<Vec<u8>>) -> Self {
+        Self {
+            base,
+            prefix: prefix.into(),
+            io: IoCounter::default(),
+            writer: Mutex::new(()),
+        }
+    }
+
+    fn full(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
+    }
+
+    /// The chunk whose range holds `key`: the one at or before it, else
+    /// (a key below every fence) the first one. Returns its full key and
+    /// encoding.
+    fn chunk_for(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let at = self
+            .base
+            .scan_from(&self.prefix, &self.full(key), true, 1)?;
+        if let Some(pair) = at.into_iter().next() {
+            return Ok(Some(pair));
+        }
+        let first = self.base.scan_from(&self.prefix, &self.prefix, false, 1)?;
+        Ok(first.into_iter().next())
+    }
+
+    /// The fence of the chunk after the one stored under `chunk_key`.
+    fn next_fence(&self, chunk_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut after = chunk_key.to_vec();
+        after.push(0);
+        let next = self.base.scan_from(&self.prefix, &after, false, 1)?;
+        Ok(next
+            .into_iter()
+            .next()
+            .map(|(k, _)| k[self.prefix.len()..].to_vec()))
+    }
+
+    /// The base store's batch that applies `batch` (read against the base
+    /// store as it is now: the caller commits it before anything else
+    /// writes under the prefix).
+    pub fn plan(&self, batch: &WriteBatch) -> Result<Plan> {
+        // The last operation on a key is the one that counts.
+        let mut ops: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        for op in batch.ops() {
+            match op {
+                WriteOp::Put { key, value } => ops.insert(key, Some(value)),
+                WriteOp::Delete { key } => ops.insert(key, None),
+            };
+        }
+        let ops: Vec<(&[u8], Option<&[u8]>)> = ops.into_iter().collect();
+        let mut plan = Plan::default();
+        let mut i = 0;
+        while i < ops.len() {
+            let (chunk_key, stored, end) = match self.chunk_for(ops[i].0)? {
+                Some((key, value)) => {
+                    let end = self.next_fence(&key)?;
+                    (Some(key), value, end)
+                }
+                None => (None, Vec::new(), None),
+            };
+            let upto = match &end {
+                Some(end) => i + ops[i..].partition_point(|(k, _)| *k < end.as_slice()),
+                None => ops.len(),
+            };
+            let old = match &chunk_key {
+                Some(key) => decode(&stored, key)?,
+                None => Vec::new(),
+            };
+            let (merged, overwrites) = merge(&old, &ops[i..upto]);
+            plan.overwrites += overwrites;
+            let fence = chunk_key.as_ref().map(|k| &k[self.prefix.len()..]);
+            self.emit(&mut plan.batch, chunk_key.as_deref(), fence, &merged);
+            i = upto;
+        }
+        Ok(plan)
+    }
+
+    /// Writes `pairs`, the new content of the chunk stored under
+    /// `chunk_key` (`None`: a view with no chunk yet), as one or more
+    /// chunks.
+    fn emit(
+        &self,
+        batch: &mut WriteBatch,
+        chunk_key: Option<&[u8]>,
+        fence: Option<&[u8]>,
+        pairs: &[Pair<'_>],
+    ) {
+        if let Some(key) = chunk_key {
+            batch.delete(key.to_vec());
+        }
+        let total: usize = pairs.iter().map(|(k, v)| encoded_len(k, v)).sum();
+        if pairs.is_empty() {
+            return;
+        }
+        let pieces = if total + 1 > CHUNK_BYTES {
+            total.div_ceil(PIECE_BYTES)
+        } else {
+            1
+        };
+        let budget = total.div_ceil(pieces);
+        let mut start = 0;
+        while start < pairs.len() {
+            let mut size = 0;
+            let mut end = start;
+            while end < pairs.len() && (end == start || size < budget) {
+                size += encoded_len(pairs[end].0, pairs[end].1);
+                end += 1;
+            }
+            // The first piece keeps the old fence while it is still at
+            // most its smallest key; every other fence is its first key.
+            let piece_fence = match fence {
+                Some(f) if start == 0 && f <= pairs[0].0 => f,
+                _ => pairs[start].0,
+            };
+            batch.put(self.full(piece_fence), encode(&pairs[start..end]));
+            start = end;
+        }
+    }
+}
+
+/// `old` (sorted) with `ops` (sorted, one per key) applied, and how many
+/// puts changed a stored value.
+fn merge<'a>(old: &[Pair<'a>], ops: &[(&'a [u8], Option<&'a [u8]>)]) -> (Vec<Pair<'a>>, usize) {
+    let mut out = Vec::with_capacity(old.len() + ops.len());
+    let mut overwrites = 0;
+    let (mut a, mut b) = (0, 0);
+    while a < old.len() || b < ops.len() {
+        let take_old = b == ops.len() || (a < old.len() && old[a].0 < ops[b].0);
+        if take_old {
+            out.push(old[a]);
+            a += 1;
+            continue;
+        }
+        let (key, value) = ops[b];
+        if a < old.len() && old[a].0 == key {
+            if value.is_some_and(|v| v != old[a].1) {
+                overwrites += 1;
+            }
+            a += 1;
+        }
+        if let Some(value) = value {
+            out.push((key, value));
+        }
+        b += 1;
+    }
+    (out, overwrites)
+}
+
+fn varint_len(mut n: usize) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+fn encoded_len(key: &[u8], value: &[u8]) -> usize {
+    varint_len(key.len()) + key.len() + varint_len(value.len()) + value.len()
+}
+
+fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn encode(pairs: &[Pair<'_>]) -> Vec<u8> {
+    let size: usize = pairs.iter().map(|(k, v)| encoded_len(k, v)).sum();
+    let mut out = Vec::with_capacity(1 + size);
+    out.push(FORMAT);
+    for (key, value) in pairs {
+        put_varint(&mut out, key.len());
+        out.extend_from_slice(key);
+        put_varint(&mut out, value.len());
+        out.extend_from_slice(value);
+    }
+    out
+}
+
+fn damaged(chunk_key: &[u8], what: &str) -> Error {
+    let shown: String = chunk_key
+        .iter()
+        .take(48)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Error::StoreCorrupt(format!("packed chunk {shown}: {what}"))
+}
+
+/// Reads pairs off a chunk's encoding, checking every length.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    chunk_key: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Self> {
+        match bytes.first() {
+            Some(&FORMAT) => Ok(Self {
+                bytes,
+                at: 1,
+                chunk_key,
+            }),
+            Some(other) => Err(damaged(chunk_key, &format!("unknown format {other}"))),
+            None => Err(damaged(chunk_key, "empty")),
+        }
+    }
+
+    fn varint(&mut self) -> Result<usize> {
+        let mut n: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let Some(&b) = self.bytes.get(self.at) else {
+                return Err(damaged(self.chunk_key, "a length runs past the end"));
+            };
+            self.at += 1;
+            n |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                return usize::try_from(n).map_err(|_| damaged(self.chunk_key, "a huge length"));
+            }
+        }
+        Err(damaged(self.chunk_key, "a length of more than 64 bits"))
+    }
+
+    fn slice(&mut self) -> Result<&'a [u8]> {
+        let len = self.varint()?;
+        let end = self
+            .at
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len())
+            .ok_or_else(|| damaged(self.chunk_key, "a pair runs past the end"))?;
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn next_pair(&mut self) -> Result<Option<Pair<'a>>> {
+        if self.at == self.bytes.len() {
+            return Ok(None);
+        }
+        let key = self.slice()?;
+        let value = self.slice()?;
+        Ok(Some((key, value)))
+    }
+}
+
+/// Every pair of a chunk, checked to be in strictly ascending order.
+fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pair<'a>>> {
+    let mut reader = Reader::new(bytes, chunk_key)?;
+    let mut pairs: Vec<Pair<'a>> = Vec::new();
+    while let Some(pair) = reader.next_pair()? {
+        if pairs.last().is_some_and(|(last, _)| *last >= pair.0) {
+            return Err(damaged(chunk_key, "keys out of order"));
+        }
+        pairs.push(pair);
+    }
+    Ok(pairs)
+}
+
+/// The value of `key` in a chunk (the whole chunk is checked: damage
+/// after the key is an error too).
+fn find(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let pairs = decode(bytes, chunk_key)?;
+    Ok(pairs
+        .binary_search_by(|(k, _)| (*k).cmp(key))
+        .ok()
+        .map(|i| pairs[i].1.to_vec()))
+}
+
+impl Store for Packed {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let at = self
+            .base
+            .scan_from(&self.prefix, &self.full(key), true, 1)?;
+        let value = match at.into_iter().next() {
+            Some((chunk_key, bytes)) => find(&bytes, &chunk_key, key)?,
+            None => None,
+        };
+        self.io.read(value.as_ref().map_or(0, Vec::len));
+        Ok(value)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let _one_at_a_time = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        self.base.write(self.plan(&batch)?.batch)?;
+        self.io.batch(&batch);
+        Ok(())
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        // The chunk before the first fence under `prefix` may hold keys
+        // under it too; every later one has its fence under `prefix`.
+        let full = self.full(prefix);
+        let mut chunks = self.base.scan_from(&self.prefix, &full, true, 1)?;
+        chunks.retain(|(k, _)| k.as_slice() < full.as_slice());
+        chunks.extend(self.base.scan_prefix(&full)?);
+        let mut pairs = Vec::new();
+        for (chunk_key, bytes) in &chunks {
+            for (k, v) in decode(bytes, chunk_key)? {
+                if k.starts_with(prefix) {
+                    pairs.push((k.to_vec(), v.to_vec()));
+                }
+            }
+        }
+        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        self.io.scan(pairs.len(), bytes);
+        Ok(pairs)
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.io.counts()
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.base.flush()
+    }
+
+    fn backend(&self) -> &'static str {
+        self.base.backend()
+    }
+
+    fn health(&self) -> Result<()> {
+        self.base.health()
+    }
+
+    /// The base store's check, then a decode of every chunk (lengths,
+    /// order, and every key within its chunk's range).
+    fn verify(&self) -> Result<()> {
+        self.base.verify()?;
+        let chunks = self.base.scan_prefix(&self.prefix)?;
+        for (i, (chunk_key, bytes)) in chunks.iter().enumerate() {
+            let pairs = decode(bytes, chunk_key)?;
+            let fence = &chunk_key[self.prefix.len()..];
+            let next = chunks.get(i + 1).map(|(k, _)| &k[self.prefix.len()..]);
+            let inside = |k: &[u8]| k >= fence && next.is_none_or(|n| k < n);
+            if pairs.is_empty() || !pairs.iter().all(|(k, _)| inside(k)) {
+                return Err(damaged(chunk_key, "a key outside the chunk's range"));
+            }
+        }
+        Ok(())
+    }
+}

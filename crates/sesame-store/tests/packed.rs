@@ -1,0 +1,250 @@
+//! The packed view (`sesame_store::packed`): the store suite through it,
+//! its chunk layout, and damaged chunks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use sesame_core::{Error, Store, WriteBatch};
+use sesame_store::packed::{Packed, CHUNK_BYTES};
+use sesame_store::{MemoryStore, RedbStore};
+
+const PREFIX: &[u8] = b"i/x/1/#";
+
+fn over(base: Arc<dyn Store>) -> Packed {
+    // A neighbour on each side of the prefix: the view must not see them.
+    base.put(b"i/x/1/\"", b"before").unwrap();
+    base.put(b"i/x/1/$", b"after").unwrap();
+    Packed::new(base, PREFIX)
+}
+
+fn memory() -> Packed {
+    over(Arc::new(MemoryStore::new()))
+}
+
+fn redb() -> Packed {
+    over(Arc::new(RedbStore::open_in_memory().unwrap()))
+}
+
+/// The suite's cases that do not need conditional writes (the view has
+/// none: its host commits [`Packed::plan`] itself).
+macro_rules! suite_cases {
+    ($make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                sesame_store::suite::$case(&$make());
+            }
+        )*
+        #[test]
+        fn random_ops_match_oracle() {
+            sesame_store::suite::random_ops_match_oracle(&$make(), 48);
+        }
+    };
+}
+
+mod memory_base {
+    suite_cases!(super::memory; get_missing, put_get, overwrite, delete, batch_applies_in_order,
+        empty_batch, scan_prefix_order_and_bounds, empty_key_and_value, large_value, io_counts,
+        concurrent_writers);
+}
+
+mod redb_base {
+    suite_cases!(super::redb; get_missing, put_get, overwrite, delete, batch_applies_in_order,
+        empty_batch, scan_prefix_order_and_bounds, empty_key_and_value, large_value, io_counts);
+}
+
+/// A FAST-like key: `e` and 32 bytes that look random (splitmix64).
+fn label(i: u32) -> Vec<u8> {
+    let mut k = vec![b'e'];
+    let mut x = u64::from(i);
+    for _ in 0..4 {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        k.extend_from_slice(&(z ^ (z >> 31)).to_be_bytes());
+    }
+    k
+}
+
+fn chunks(base: &dyn Store) -> Vec<(Vec<u8>, Vec<u8>)> {
+    base.scan_prefix(PREFIX).unwrap()
+}
+
+/// Many small batches of random keys, with deletes, as FAST-like entries
+/// arrive: every answer equals a `BTreeMap`'s, every chunk but a lone
+/// oversized pair stays within `CHUNK_BYTES`, and the base store holds one
+/// pair per chunk, far fewer than pairs.
+#[test]
+fn entries_pack_into_few_bounded_chunks_and_read_back() {
+    let base: Arc<dyn Store> = Arc::new(RedbStore::open_in_memory().unwrap());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut oracle = BTreeMap::new();
+    // One bulk upload, then small updates landing all over the key space.
+    let mut bulk = WriteBatch::new();
+    for i in 0..20_000 {
+        bulk.put(label(i), vec![i as u8; 25]);
+        oracle.insert(label(i), vec![i as u8; 25]);
+    }
+    view.write(bulk).unwrap();
+    for round in 0..40u32 {
+        let mut batch = WriteBatch::new();
+        for j in 0..300 {
+            let i = 20_000 + round * 300 + j;
+            batch.put(label(i), vec![j as u8; 25]);
+            oracle.insert(label(i), vec![j as u8; 25]);
+        }
+        for j in 0..20 {
+            let gone = label(round * 500 + j);
+            batch.delete(gone.clone());
+            oracle.remove(&gone);
+        }
+        view.write(batch).unwrap();
+    }
+    let stored = chunks(base.as_ref());
+    let pairs = oracle.len();
+    println!("{pairs} pairs in {} chunks", stored.len());
+    assert!(stored.len() * 20 < pairs, "{} chunks", stored.len());
+    for (_, bytes) in &stored {
+        assert!(
+            bytes.len() <= CHUNK_BYTES,
+            "a chunk of {} bytes",
+            bytes.len()
+        );
+    }
+    view.verify().unwrap();
+    for (k, v) in &oracle {
+        assert_eq!(view.get(k).unwrap().as_ref(), Some(v));
+    }
+    for round in 0..40 {
+        for i in round * 500..round * 500 + 20 {
+            assert_eq!(view.get(&label(i)).unwrap(), None, "deleted {i}");
+        }
+    }
+    assert_eq!(view.get(b"e").unwrap(), None);
+    assert_eq!(view.get(b"\xff").unwrap(), None);
+    let all: Vec<(Vec<u8>, Vec<u8>)> = oracle.into_iter().collect();
+    assert_eq!(view.scan_prefix(b"").unwrap(), all);
+    // Deleting everything leaves no chunk behind.
+    let mut clear = WriteBatch::new();
+    for (k, _) in &all {
+        clear.delete(k.clone());
+    }
+    view.write(clear).unwrap();
+    assert!(chunks(base.as_ref()).is_empty());
+    assert_eq!(base.get(b"i/x/1/#").unwrap(), None);
+}
+
+/// A plan reports the puts that would change a stored value, and applies
+/// nothing itself.
+#[test]
+fn a_plan_counts_overwrites_and_writes_nothing() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut batch = WriteBatch::new();
+    for i in 0..500 {
+        batch.put(label(i), b"v".to_vec());
+    }
+    view.write(batch).unwrap();
+    let before = chunks(base.as_ref());
+    let mut again = WriteBatch::new();
+    again.put(label(1), b"v".to_vec()); // the same value: not an overwrite
+    again.put(label(2), b"w".to_vec());
+    again.put(label(3), b"x".to_vec());
+    again.put(label(9999), b"new".to_vec());
+    again.delete(label(4));
+    let plan = view.plan(&again).unwrap();
+    assert_eq!(plan.overwrites, 2);
+    assert!(!plan.batch.is_empty());
+    assert_eq!(chunks(base.as_ref()), before, "planning wrote something");
+    base.write(plan.batch).unwrap();
+    assert_eq!(view.get(&label(2)).unwrap(), Some(b"w".to_vec()));
+    assert_eq!(view.get(&label(4)).unwrap(), None);
+    assert_eq!(view.get(&label(9999)).unwrap(), Some(b"new".to_vec()));
+}
+
+/// Keys below every fence (the first chunk's smallest key deleted, then
+/// smaller keys added) still land in order.
+#[test]
+fn keys_below_the_first_fence_move_it_down() {
+    let view = memory();
+    view.put(b"m", b"1").unwrap();
+    view.put(b"n", b"2").unwrap();
+    view.delete(b"m").unwrap();
+    view.put(b"a", b"3").unwrap();
+    assert_eq!(view.get(b"a").unwrap(), Some(b"3".to_vec()));
+    assert_eq!(view.get(b"m").unwrap(), None);
+    assert_eq!(view.get(b"n").unwrap(), Some(b"2".to_vec()));
+    view.verify().unwrap();
+}
+
+/// A damaged chunk is a `StoreCorrupt` error on every path that reads
+/// it, never a panic, whatever its bytes.
+#[test]
+fn damaged_chunks_are_errors_not_panics() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut batch = WriteBatch::new();
+    for i in 0..10 {
+        batch.put(label(i), vec![7; 25]);
+    }
+    view.write(batch).unwrap();
+    let (chunk_key, good) = chunks(base.as_ref()).remove(0);
+    let probe = label(3);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", Vec::new()),
+        ("unknown format", {
+            let mut b = good.clone();
+            b[0] = 9;
+            b
+        }),
+        ("cut short", good[..good.len() - 3].to_vec()),
+        ("a length past the end", {
+            let mut b = good.clone();
+            b[1] = 0x7F;
+            b
+        }),
+        ("an endless length", {
+            let mut b = vec![1u8];
+            b.extend([0xFF; 12]);
+            b
+        }),
+    ];
+    for (what, bytes) in cases {
+        base.put(&chunk_key, &bytes).unwrap();
+        let errors = [
+            view.get(&probe).map(drop),
+            view.scan_prefix(b"").map(drop),
+            view.verify(),
+            view.plan(&{
+                let mut b = WriteBatch::new();
+                b.put(label(4), vec![1]);
+                b
+            })
+            .map(drop),
+        ];
+        for err in errors {
+            assert!(
+                matches!(&err, Err(Error::StoreCorrupt(m)) if m.contains("packed chunk")),
+                "{what}: {err:?}"
+            );
+        }
+    }
+    // Arbitrary bytes: an answer or an error, never a panic.
+    let mut runner = TestRunner::new(Config {
+        cases: 256,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&prop::collection::vec(any::<u8>(), 0..200), |bytes| {
+            base.put(&chunk_key, &bytes).unwrap();
+            let _ = view.get(&probe);
+            let _ = view.scan_prefix(b"e");
+            let _ = view.verify();
+            Ok(())
+        })
+        .unwrap();
+}
