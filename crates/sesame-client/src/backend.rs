@@ -6,6 +6,7 @@
 //! through the channels a [`Backend`] hands out, so replacing the embedded
 //! backend by a network one changes nothing above it.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,7 +15,8 @@ use sesame_core::{
 };
 use sesame_sse::KeywordScheme;
 use sesame_store::overlay::Overlay;
-use sesame_store::RedbStore;
+use sesame_store::packed::Packed;
+use sesame_store::{MemoryStore, RedbStore};
 
 use crate::doc_service::DocServer;
 use crate::error::{ClientError, Result};
@@ -283,6 +285,9 @@ impl SetupChannel for Immediate {
 pub struct EmbeddedBackend {
     store: Arc<dyn Store>,
     meter: Meter,
+    /// Whether a generation's entries are packed, by (index, generation,
+    /// scheme): found once per process (see [`EmbeddedBackend::packs`]).
+    packed: HashMap<(String, u64, String), bool>,
 }
 
 impl std::fmt::Debug for EmbeddedBackend {
@@ -313,12 +318,72 @@ impl EmbeddedBackend {
         EmbeddedBackend {
             store,
             meter: Meter::new(),
+            packed: HashMap::new(),
         }
     }
 
     /// The underlying store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Whether the entries of this generation are packed
+    /// ([`sesame_store::packed`]): those of a scheme whose server writes
+    /// each entry once (FAST), on a store with ordered probes (redb, memory),
+    /// in a generation that is new or already packed. A generation written
+    /// by an earlier version (plain `e...` keys) stays plain.
+    fn packs(&mut self, index: &str, generation: u64, scheme: &KeywordScheme) -> Result<bool> {
+        let key = (
+            index.to_owned(),
+            generation,
+            scheme.descriptor.name.to_owned(),
+        );
+        if let Some(&packs) = self.packed.get(&key) {
+            return Ok(packs);
+        }
+        let packs = matches!(self.store.backend(), "redb" | "memory")
+            && scheme
+                .server(Arc::new(MemoryStore::new()), &Params::new())?
+                .write_once()
+            && {
+                let generation = generation_prefix(index, generation);
+                let first = self.store.scan_from(&generation, &generation, false, 1)?;
+                first
+                    .first()
+                    .is_none_or(|(k, _)| k[generation.len()..].starts_with(PACKED))
+            };
+        self.packed.insert(key, packs);
+        Ok(packs)
+    }
+
+    /// The store of one generation's entries, as the scheme's server sees
+    /// it.
+    fn entries(&mut self, index: &str, generation: u64, scheme: &KeywordScheme) -> Result<Entries> {
+        let mut prefix = generation_prefix(index, generation);
+        Ok(if self.packs(index, generation, scheme)? {
+            prefix.extend_from_slice(PACKED);
+            Entries::Packed(Arc::new(Packed::new(self.store.clone(), prefix)))
+        } else {
+            Entries::Plain(Arc::new(Prefixed::new(self.store.clone(), prefix)))
+        })
+    }
+}
+
+/// Where the chunks of a packed generation lie, after its prefix.
+const PACKED: &[u8] = b"#";
+
+/// A generation's entries: plain keys, or packed chunks.
+enum Entries {
+    Plain(Arc<Prefixed<Arc<dyn Store>>>),
+    Packed(Arc<Packed>),
+}
+
+impl Entries {
+    fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Entries::Plain(s) => s.clone(),
+            Entries::Packed(s) => s.clone(),
+        }
     }
 }
 
@@ -390,10 +455,7 @@ impl Backend for EmbeddedBackend {
         generation: u64,
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn Channel>> {
-        let view: Arc<dyn Store> = Arc::new(Prefixed::new(
-            self.store.clone(),
-            generation_prefix(index, generation),
-        ));
+        let view = self.entries(index, generation, scheme)?.store();
         let server = scheme.server(view, &sesame_core::Params::new())?;
         Ok(Box::new(LocalChannel::with_meter(
             server,
@@ -450,6 +512,7 @@ impl Backend for EmbeddedBackend {
     }
 
     fn remove_index(&mut self, index: &str) -> Result<()> {
+        self.packed.retain(|(name, _, _), _| name != index);
         let mut batch = WriteBatch::new();
         for prefix in [
             index_prefix(index),
@@ -490,10 +553,8 @@ impl Backend for EmbeddedBackend {
         generation: u64,
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn Channel>> {
-        let view: Arc<dyn Store> = Arc::new(ReadOnly(Arc::new(Prefixed::new(
-            self.store.clone(),
-            generation_prefix(index, generation),
-        ))));
+        let view: Arc<dyn Store> =
+            Arc::new(ReadOnly(self.entries(index, generation, scheme)?.store()));
         let server = scheme.server(view, &sesame_core::Params::new())?;
         Ok(Box::new(LocalChannel::with_meter(
             server,
@@ -525,11 +586,15 @@ impl Backend for EmbeddedBackend {
         }
         // The scheme's server runs over a transaction: its writes, and the
         // answers kept for a repeat, reach the store in one atomic write.
-        let overlay = Arc::new(Overlay::new(
-            self.store.clone(),
-            generation_prefix(index, generation),
-            usize::MAX,
-        ));
+        let entries = self.entries(index, generation, scheme)?;
+        let overlay = Arc::new(match &entries {
+            Entries::Plain(_) => Overlay::new(
+                self.store.clone(),
+                generation_prefix(index, generation),
+                usize::MAX,
+            ),
+            Entries::Packed(packed) => Overlay::new(packed.clone(), Vec::new(), usize::MAX),
+        });
         let mut channel = LocalChannel::with_meter(
             scheme.server(overlay.clone(), &sesame_core::Params::new())?,
             self.meter.clone(),
@@ -541,7 +606,13 @@ impl Backend for EmbeddedBackend {
             .collect::<sesame_core::Result<Vec<_>>>()?;
         let mut batch = WriteBatch::new();
         overlay.drain_into(&mut batch);
-        if write_once {
+        if let Entries::Packed(packed) = &entries {
+            let plan = packed.plan(&batch)?;
+            if write_once && plan.overwrites > 0 {
+                return Err(overwrite_conflict());
+            }
+            batch = plan.batch;
+        } else if write_once {
             check_write_once(self.store.as_ref(), &batch)?;
         }
         let kept = Replay { digest, responses };
@@ -589,6 +660,14 @@ impl SetupChannel for Transaction {
     }
 }
 
+fn overwrite_conflict() -> ClientError {
+    ClientError::Conflict(
+        "the update would overwrite index entries written by another update \
+         (was this profile copied and used in two places?)"
+            .into(),
+    )
+}
+
 /// Refuses a batch that would change the value of a stored key: the
 /// scheme's server writes every key once, so a different value under a
 /// stored key means two clients updated from the same state.
@@ -606,11 +685,7 @@ fn check_write_once(store: &dyn Store, batch: &WriteBatch) -> Result<()> {
         let keys: Vec<&[u8]> = chunk.iter().map(|(k, _)| *k).collect();
         for ((_, value), old) in chunk.iter().zip(store.get_many(&keys)?) {
             if old.is_some_and(|old| &old != *value) {
-                return Err(ClientError::Conflict(
-                    "the update would overwrite index entries written by another update \
-                     (was this profile copied and used in two places?)"
-                        .into(),
-                ));
+                return Err(overwrite_conflict());
             }
         }
     }

@@ -1,0 +1,199 @@
+//! Packed FAST entries in the embedded store (`sesame_store::packed`):
+//! a new FAST index packs its entries and answers exactly as a plain one,
+//! an index written plain stays plain, and the write-once check still
+//! refuses an update that would change an entry.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sesame_client::{
+    insecure, Backend, ClientError, EmbeddedBackend, Profile, Session, DEFAULT_INDEX,
+};
+use sesame_core::{wire, IoCounts, Params, Result, Store, WriteBatch};
+use sesame_sse::fast::Request;
+use sesame_store::MemoryStore;
+
+const PASS: &str = "correct horse battery staple";
+
+/// A memory store under another backend name: the embedded backend
+/// packs only on stores it knows have ordered probes, so this one gets
+/// the plain layout (as every FAST index written before packing has).
+struct Plain(Arc<MemoryStore>);
+
+impl Store for Plain {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.0.get(key)
+    }
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.0.write(batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.0.scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> IoCounts {
+        self.0.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        "plain-test"
+    }
+}
+
+fn profile(dir: &Path) -> Profile {
+    Profile::create_with_kdf(dir, PASS, "fast", &Params::new(), insecure::fast_kdf()).unwrap()
+}
+
+fn session(p: &Profile, store: Arc<dyn Store>) -> Session {
+    p.session_with(DEFAULT_INDEX, Box::new(EmbeddedBackend::over(store)))
+        .unwrap()
+}
+
+/// Files over a small vocabulary, so keywords have many documents.
+fn corpus(root: &Path, from: usize, n: usize) -> Vec<PathBuf> {
+    let words = [
+        "fox", "dog", "cat", "owl", "elk", "yak", "emu", "gnu", "bee", "ant",
+    ];
+    fs::create_dir_all(root).unwrap();
+    (from..from + n)
+        .map(|i| {
+            let text: Vec<String> = (0..40)
+                .filter(|j| (i * 7 + j * 3) % 5 != 0)
+                .map(|j| format!("{} w{}", words[(i + j) % words.len()], (i * j) % 97))
+                .collect();
+            let path = root.join(format!("f{i}.txt"));
+            fs::write(&path, text.join(" ")).unwrap();
+            path
+        })
+        .collect()
+}
+
+fn answers(s: &mut Session) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for word in ["fox", "owl", "ant", "w0", "w13", "w96", "absent"] {
+        let mut hits: Vec<String> = s
+            .search(word)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.path)
+            .collect();
+        hits.sort();
+        out.push(hits);
+    }
+    out
+}
+
+fn keys_under(store: &dyn Store, prefix: &str) -> usize {
+    store.scan_prefix(prefix.as_bytes()).unwrap().len()
+}
+
+#[test]
+fn a_new_fast_index_packs_its_entries_and_answers_as_a_plain_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    let first = corpus(&docs, 0, 120);
+    let second = corpus(&docs, 120, 30);
+
+    let packed_store = Arc::new(MemoryStore::new());
+    let plain_store = Arc::new(MemoryStore::new());
+    let packed_profile = profile(&tmp.path().join("packed"));
+    let plain_profile = profile(&tmp.path().join("plain"));
+    let mut packed = session(&packed_profile, packed_store.clone());
+    let mut plain = session(&plain_profile, Arc::new(Plain(plain_store.clone())));
+    for s in [&mut packed, &mut plain] {
+        s.add_documents(&first, &mut |_| {}).unwrap();
+        s.add_documents(&second, &mut |_| {}).unwrap();
+        // Deletions are entries too.
+        s.remove_documents(&[second[3].to_string_lossy().into_owned()])
+            .unwrap();
+    }
+    assert_eq!(answers(&mut packed), answers(&mut plain));
+    assert!(!answers(&mut packed)[0].is_empty());
+
+    let generation = packed.generation();
+    let entries = format!("i/{DEFAULT_INDEX}/{generation}/");
+    let plain_entries = keys_under(plain_store.as_ref(), &format!("{entries}e"));
+    let chunks = keys_under(packed_store.as_ref(), &format!("{entries}#"));
+    println!("{plain_entries} plain entries, {chunks} packed chunks");
+    assert!(plain_entries > 4000, "{plain_entries}");
+    assert_eq!(keys_under(packed_store.as_ref(), &format!("{entries}e")), 0);
+    assert!(chunks > 0 && chunks * 10 < plain_entries, "{chunks} chunks");
+    assert_eq!(keys_under(plain_store.as_ref(), &format!("{entries}#")), 0);
+
+    // The packed index survives the session: a new one answers the same.
+    drop(packed);
+    let mut again = session(&packed_profile, packed_store.clone());
+    assert_eq!(answers(&mut again), answers(&mut plain));
+    again.check(&mut |_| {}).unwrap();
+}
+
+#[test]
+fn an_index_written_plain_stays_plain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    let first = corpus(&docs, 0, 40);
+    let second = corpus(&docs, 40, 10);
+    let store = Arc::new(MemoryStore::new());
+    let p = profile(&tmp.path().join("p"));
+    let mut old = session(&p, Arc::new(Plain(store.clone())));
+    old.add_documents(&first, &mut |_| {}).unwrap();
+    let before = answers(&mut old);
+    let generation = old.generation();
+    drop(old);
+
+    // Now over a store the backend would pack on: it finds plain entries
+    // and keeps to them.
+    let mut now = session(&p, store.clone());
+    assert_eq!(answers(&mut now), before);
+    now.add_documents(&second, &mut |_| {}).unwrap();
+    let after = answers(&mut now);
+    assert!(after[0].len() > before[0].len(), "{after:?}");
+    let entries = format!("i/{DEFAULT_INDEX}/{generation}/");
+    assert_eq!(keys_under(store.as_ref(), &format!("{entries}#")), 0);
+    assert!(keys_under(store.as_ref(), &format!("{entries}e")) > 0);
+}
+
+/// Two updates that write one label with different values (two copies
+/// of a profile updating from the same state, over one store) are
+/// refused, packed or plain, before anything is written.
+#[test]
+fn an_update_that_would_overwrite_an_entry_is_refused_in_both_layouts() {
+    let fast = sesame_sse::fast::scheme();
+    let put = |value: u8| {
+        let request = Request::Put {
+            reset: false,
+            entries: vec![([7; 32], [value; 25]), ([value; 32], [value; 25])],
+        };
+        vec![wire::encode(&request).unwrap()]
+    };
+    let packed_store = Arc::new(MemoryStore::new());
+    let stores: [Arc<dyn Store>; 2] = [
+        packed_store.clone(),
+        Arc::new(Plain(Arc::new(MemoryStore::new()))),
+    ];
+    for store in stores {
+        let mut backend = EmbeddedBackend::over(store.clone());
+        backend
+            .apply_update("ix", 0, &fast, [1; 16], &put(1))
+            .unwrap();
+        // The same value again is no overwrite.
+        backend
+            .apply_update("ix", 0, &fast, [2; 16], &put(1))
+            .unwrap();
+        let before = store.scan_prefix(b"i/").unwrap();
+        let err = backend
+            .apply_update("ix", 0, &fast, [3; 16], &put(2))
+            .unwrap_err();
+        assert!(matches!(err, ClientError::Conflict(_)), "{err:?}");
+        assert_eq!(store.scan_prefix(b"i/").unwrap(), before);
+        assert_eq!(
+            store
+                .get(b"r/ix/\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03\x03")
+                .unwrap(),
+            None
+        );
+    }
+    assert!(keys_under(packed_store.as_ref(), "i/ix/0/#") > 0);
+}
