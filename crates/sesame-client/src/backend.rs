@@ -328,10 +328,11 @@ impl EmbeddedBackend {
     }
 
     /// Whether the entries of this generation are packed
-    /// ([`sesame_store::packed`]): those of a scheme whose server writes
-    /// each entry once (FAST), on a store with ordered probes (redb, memory),
-    /// in a generation that is new or already packed. A generation written
-    /// by an earlier version (plain `e...` keys) stays plain.
+    /// ([`sesame_store::packed`]): those of a scheme whose server says they
+    /// may be ([`sesame_core::Service::packable`]: FAST, Aura), on a store
+    /// with ordered probes (redb, memory), in a generation that is new or
+    /// already packed. A generation written by an earlier version (plain
+    /// keys) stays plain.
     fn packs(&mut self, index: &str, generation: u64, scheme: &KeywordScheme) -> Result<bool> {
         let key = (
             index.to_owned(),
@@ -344,7 +345,7 @@ impl EmbeddedBackend {
         let packs = matches!(self.store.backend(), "redb" | "memory")
             && scheme
                 .server(Arc::new(MemoryStore::new()), &Params::new())?
-                .write_once()
+                .packable()
             && {
                 let generation = generation_prefix(index, generation);
                 let first = self.store.scan_from(&generation, &generation, false, 1)?;

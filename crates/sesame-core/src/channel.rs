@@ -33,6 +33,16 @@ pub trait Service: Send {
     fn write_once(&self) -> bool {
         false
     }
+
+    /// Whether the host may keep this server's pairs packed, many to a
+    /// stored value (`sesame_store::packed`): the server reads its pairs
+    /// by point lookups of keys that do not cluster (pseudorandom labels),
+    /// so one probe per lookup finds them as fast, and batches of new
+    /// pairs cost one stored value per few kilobytes instead of one per
+    /// pair. `false`, the default, keeps one stored pair per pair.
+    fn packable(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Service + ?Sized> Service for Box<S> {
@@ -46,6 +56,10 @@ impl<S: Service + ?Sized> Service for Box<S> {
 
     fn write_once(&self) -> bool {
         (**self).write_once()
+    }
+
+    fn packable(&self) -> bool {
+        (**self).packable()
     }
 }
 
@@ -67,6 +81,11 @@ pub trait Handler: Send {
     fn write_once(&self) -> bool {
         false
     }
+
+    /// See [`Service::packable`]; `false` by default.
+    fn packable(&self) -> bool {
+        false
+    }
 }
 
 /// Adapts a [`Handler`] to a [`Service`] with the wire encoding.
@@ -86,6 +105,10 @@ impl<H: Handler> Service for Typed<H> {
 
     fn write_once(&self) -> bool {
         self.0.write_once()
+    }
+
+    fn packable(&self) -> bool {
+        self.0.packable()
     }
 }
 

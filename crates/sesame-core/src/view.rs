@@ -232,6 +232,10 @@ impl<S: Service> Service for RecordingService<S> {
     fn write_once(&self) -> bool {
         self.inner.write_once()
     }
+
+    fn packable(&self) -> bool {
+        self.inner.packable()
+    }
 }
 
 /// The requests (`requests`) or the responses among recorded `events`, in

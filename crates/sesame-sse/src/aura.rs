@@ -1069,6 +1069,11 @@ impl Handler for AuraServer {
     type Request = Request;
     type Response = Response;
 
+    /// Entries and cached results are read by label, one at a time.
+    fn packable(&self) -> bool {
+        true
+    }
+
     fn handle(&mut self, request: Request) -> Result<Response> {
         match request {
             Request::Put { reset, entries } => {

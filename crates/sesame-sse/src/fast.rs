@@ -466,6 +466,11 @@ impl Handler for FastServer {
         true
     }
 
+    /// Entries are found one label at a time along a chain.
+    fn packable(&self) -> bool {
+        true
+    }
+
     fn handle(&mut self, request: Request) -> Result<Response> {
         match request {
             Request::Put { reset, entries } => {
