@@ -272,11 +272,13 @@ fn server_index(site: &Site) -> String {
 fn entries(site: &Site, g: u64) -> usize {
     let store = sesame_store::RedbStore::open(site.path("server.redb")).unwrap();
     let index = server_index(site);
-    // Under `e/` for a scheme whose entries are written once (spread).
+    // Under `e/` for a scheme whose entries are written once (spread);
+    // packed ones unpacked.
     ["i", "e"]
         .iter()
         .map(|letter| {
-            sesame_core::Store::scan_prefix(&store, format!("{letter}/t/{index}/{g}/").as_bytes())
+            let generation = format!("{letter}/t/{index}/{g}/");
+            sesame_store::packed::pairs_under(&store, generation.as_bytes())
                 .unwrap()
                 .len()
         })

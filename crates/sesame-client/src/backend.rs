@@ -371,7 +371,7 @@ impl EmbeddedBackend {
 }
 
 /// Where the chunks of a packed generation lie, after its prefix.
-const PACKED: &[u8] = b"#";
+const PACKED: &[u8] = &[sesame_store::packed::CHUNKS_MARK];
 
 /// A generation's entries: plain keys, or packed chunks.
 enum Entries {

@@ -125,14 +125,24 @@ fn check(p: &Profile, oracle: &Oracle, what: &str) {
 /// Every stored value of the index's generations, to check that no label
 /// (key) was written twice: a reused counter would overwrite an entry.
 fn index_entries(s: &Setup) -> usize {
-    // `e/` for a scheme whose entries are written once (spread), else `i/`.
-    ["i", "e"]
-        .iter()
-        .map(|letter| {
-            let prefix = format!("{letter}/alice/{}{DEFAULT_INDEX}/", s.binding.index_prefix);
-            s.store.scan_prefix(prefix.as_bytes()).unwrap().len()
-        })
-        .sum()
+    // `e/` for a scheme whose entries are written once (spread), else `i/`;
+    // per generation, where packed entries are unpacked.
+    let mut count = 0;
+    for letter in ["i", "e"] {
+        let index = format!("{letter}/alice/{}{DEFAULT_INDEX}/", s.binding.index_prefix);
+        let mut generations = std::collections::BTreeSet::new();
+        for (k, _) in s.store.scan_prefix(index.as_bytes()).unwrap() {
+            let rest = &k[index.len()..];
+            let end = rest.iter().position(|&b| b == b'/').map_or(0, |p| p + 1);
+            generations.insert(k[..index.len() + end].to_vec());
+        }
+        for generation in generations {
+            count += sesame_store::packed::pairs_under(s.store.as_ref(), &generation)
+                .unwrap()
+                .len();
+        }
+    }
+    count
 }
 
 #[test]

@@ -117,14 +117,13 @@ fn entries(store: &dyn Store, g: u64) -> usize {
 }
 
 /// The server's index entries under `<tenant>/<index>/...`: under `i/`, or
-/// `e/` for a scheme whose entries are written once (spread).
+/// `e/` for a scheme whose entries are written once (spread); packed ones
+/// unpacked when `rest` names a generation.
 fn server_entries(store: &dyn Store, rest: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
     ["i/", "e/"]
         .iter()
         .flat_map(|letter| {
-            store
-                .scan_prefix(format!("{letter}{rest}").as_bytes())
-                .unwrap()
+            sesame_store::packed::pairs_under(store, format!("{letter}{rest}").as_bytes()).unwrap()
         })
         .collect()
 }

@@ -41,6 +41,7 @@ use crate::keys;
 use crate::proto;
 use crate::records::{now_unix, IndexMeta, ReplayRecord};
 use sesame_store::overlay::Overlay;
+use sesame_store::packed::Packed;
 
 /// A tenant's index names, each with when its place was reserved (Unix
 /// seconds; 0 for indexes older than the record).
@@ -229,6 +230,8 @@ struct Run {
     responses: Vec<Vec<u8>>,
     report: ServerReport,
     overlay: Arc<Overlay>,
+    /// The packed view under the overlay, for a packed index.
+    packed: Option<Arc<Packed>>,
     /// The scheme's server writes each key once
     /// ([`sesame_core::Service::write_once`]).
     write_once: bool,
@@ -244,6 +247,8 @@ pub struct Upload {
     request_id: Option<[u8; 16]>,
     digest: RequestDigest,
     overlay: Arc<Overlay>,
+    /// The packed view under the overlay, for a packed index.
+    packed: Option<Arc<Packed>>,
     server: Box<dyn Service>,
     /// With `--record-view`: what `server` sees.
     view: Option<sesame_core::view::View>,
@@ -660,14 +665,10 @@ impl Engine {
         &self,
         what: (&str, &str),
         scheme: &Hosted,
-        prefix: Vec<u8>,
+        (meta, generation): (&IndexMeta, u64),
         messages: &[Vec<u8>],
     ) -> Result<Run, EngineError> {
-        let overlay = Arc::new(Overlay::new(
-            self.store.clone(),
-            prefix,
-            self.limits.max_transaction_bytes,
-        ));
+        let (overlay, packed) = self.transaction(meta, what, generation);
         let view = self.view_log.as_ref().map(|_| {
             let v = sesame_core::view::View::new();
             v.start();
@@ -711,8 +712,58 @@ impl Engine {
             responses,
             report,
             overlay,
+            packed,
             write_once,
         })
+    }
+
+    /// A transaction over one generation of an index's entries: over the
+    /// packed view of its chunks when the index is packed (returned too,
+    /// for [`Engine::entry_writes`]).
+    fn transaction(
+        &self,
+        meta: &IndexMeta,
+        (tenant, index): (&str, &str),
+        generation: u64,
+    ) -> (Arc<Overlay>, Option<Arc<Packed>>) {
+        let limit = self.limits.max_transaction_bytes;
+        if meta.packed {
+            let packed = Arc::new(Packed::new(
+                self.store.clone(),
+                meta.chunks_prefix(tenant, index, generation),
+            ));
+            let overlay = Overlay::new(packed.clone(), Vec::new(), limit);
+            (Arc::new(overlay), Some(packed))
+        } else {
+            let prefix = meta.generation_prefix(tenant, index, generation);
+            (
+                Arc::new(Overlay::new(self.store.clone(), prefix, limit)),
+                None,
+            )
+        }
+    }
+
+    /// The store writes that apply a transaction's writes `batch`: the
+    /// chunks they change for a packed index, else the batch itself. For
+    /// a scheme whose server writes each key once, a batch that would
+    /// change a stored value is refused ([`Engine::check_write_once`]).
+    fn entry_writes(
+        &self,
+        batch: WriteBatch,
+        packed: Option<&Packed>,
+        write_once: bool,
+    ) -> Result<WriteBatch, EngineError> {
+        let Some(packed) = packed else {
+            if write_once {
+                self.check_write_once(&batch)?;
+            }
+            return Ok(batch);
+        };
+        let plan = packed.plan(&batch)?;
+        if write_once && plan.overwrites > 0 {
+            return Err(overwrite_conflict(plan.overwrites));
+        }
+        Ok(plan.batch)
     }
 
     /// Refuses a batch that would change a stored value, for schemes whose
@@ -737,10 +788,7 @@ impl Engine {
             .filter(|((_, new), old)| old.as_deref().is_some_and(|old| old != *new))
             .count();
         if conflicts > 0 {
-            return Err(EngineError::Conflict(format!(
-                "the update would overwrite {conflicts} stored index entries with other content \
-                 (is another client using the same profile?); nothing was applied"
-            )));
+            return Err(overwrite_conflict(conflicts));
         }
         Ok(())
     }
@@ -786,15 +834,17 @@ impl Engine {
         // (drops are one transaction), but a crash cannot leave any either.
         // The entries of a scheme whose server writes each one once are
         // spread (over a Redis Cluster's shards; one layout everywhere).
-        let spread = scheme
+        // Entries read by point lookups are packed where the store has
+        // ordered probes (not over a Redis Cluster, which spreads them).
+        let server = scheme
             .server(Arc::new(sesame_store::MemoryStore::new()), &params)
-            .map_err(EngineError::from_core)?
-            .write_once();
+            .map_err(EngineError::from_core)?;
         let meta = IndexMeta {
             scheme: scheme.name().to_owned(),
             params: params.to_string(),
             created_unix: now_unix(),
-            spread,
+            spread: server.write_once(),
+            packed: server.packable() && matches!(self.store.backend(), "redb" | "memory"),
             ..IndexMeta::default()
         };
         // Conditional on the name being free: another server may be
@@ -1024,8 +1074,12 @@ impl Engine {
                     return Err(e);
                 }
             }
-            let prefix = meta.generation_prefix(tenant, &req.index, req.generation);
-            let run = self.run((tenant, &req.index), &scheme, prefix, &req.messages)?;
+            let run = self.run(
+                (tenant, &req.index),
+                &scheme,
+                (&meta, req.generation),
+                &req.messages,
+            )?;
             if !run.overlay.has_writes() {
                 return Ok(proto::CallResponse {
                     messages: run.responses,
@@ -1054,16 +1108,18 @@ impl Engine {
                             return Err(e);
                         }
                     }
-                    let prefix = meta.generation_prefix(tenant, &req.index, req.generation);
-                    let run = self.run((tenant, &req.index), &scheme, prefix, &req.messages)?;
+                    let run = self.run(
+                        (tenant, &req.index),
+                        &scheme,
+                        (&meta, req.generation),
+                        &req.messages,
+                    )?;
                     (seen, meta, run)
                 }
             };
-            let mut batch = WriteBatch::new();
-            run.overlay.drain_into(&mut batch);
-            if run.write_once {
-                self.check_write_once(&batch)?;
-            }
+            let mut writes = WriteBatch::new();
+            run.overlay.drain_into(&mut writes);
+            let mut batch = self.entry_writes(writes, run.packed.as_deref(), run.write_once)?;
             meta.updates += 1;
             // The stored answer carries no report (it is not this call's).
             let replay = id.as_ref().zip(digest).map(|(id, digest)| {
@@ -1100,11 +1156,7 @@ impl Engine {
         let id = request_id(&start.request_id)?;
         let meta = self.meta(tenant, &start.index)?;
         let scheme = Self::scheme_of(&meta, &start.index, &start.scheme)?;
-        let overlay = Arc::new(Overlay::new(
-            self.store.clone(),
-            meta.generation_prefix(tenant, &start.index, start.generation),
-            self.limits.max_transaction_bytes,
-        ));
+        let (overlay, packed) = self.transaction(&meta, (tenant, &start.index), start.generation);
         // With `--record-view`, each message's view is its own operation.
         let view = self.view_log.as_ref().map(|_| {
             let v = sesame_core::view::View::new();
@@ -1133,6 +1185,7 @@ impl Engine {
             request_id: id,
             digest,
             overlay,
+            packed,
             server,
             view,
             messages: 0,
@@ -1193,17 +1246,21 @@ impl Engine {
             request_id,
             digest,
             overlay,
+            packed,
             ..
         } = upload;
         let digest = digest.finish();
         let lock = self.lock_of(&tenant, &index);
         let _g = lock.write();
-        let mut batch = WriteBatch::new();
-        overlay.drain_into(&mut batch);
+        let mut writes = WriteBatch::new();
+        overlay.drain_into(&mut writes);
         self.until_committed(|| {
             // The index may have been dropped meanwhile.
             let (seen, mut meta) =
                 self.meta_for_write(&tenant, &index, request_id.as_ref().zip(Some(&digest)))?;
+            // Planned on every try, after the token is read: the commit is
+            // conditional on it, so chunks changed since fail the commit.
+            let mut batch = self.entry_writes(writes.clone(), packed.as_deref(), false)?;
             meta.uploads += 1;
             meta.generation = generation;
             let response = proto::UploadResponse {
@@ -1675,6 +1732,15 @@ fn decode_record(name: String, stored: Option<&[u8]>) -> Result<proto::Record, E
     })
 }
 
+/// The refusal of a write-once scheme's batch that would change
+/// `conflicts` stored values.
+fn overwrite_conflict(conflicts: usize) -> EngineError {
+    EngineError::Conflict(format!(
+        "the update would overwrite {conflicts} stored index entries with other content \
+         (is another client using the same profile?); nothing was applied"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1727,11 +1793,22 @@ mod tests {
         fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
             self.0.scan_prefix(prefix)
         }
+        fn scan_from(
+            &self,
+            prefix: &[u8],
+            from: &[u8],
+            descending: bool,
+            limit: usize,
+        ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+            self.0.scan_from(prefix, from, descending, limit)
+        }
         fn io_counts(&self) -> sesame_core::IoCounts {
             self.0.io_counts()
         }
+        /// A memory store's ordered probes: packed indexes are packed here.
         fn backend(&self) -> &'static str {
-            "unhurried-memory"
+            "memory"
         }
     }
 
@@ -2101,5 +2178,85 @@ mod tests {
             .put(b"k".to_vec(), b"second".to_vec());
         let err = engine.check_write_once(&other).unwrap_err();
         assert!(matches!(err, EngineError::Conflict(_)), "{err}");
+    }
+
+    /// FAST's entries as two engines on one store write them at once into
+    /// one packed index: each commit rewrites the chunks its entries fall
+    /// into, planned from the chunks as read after the commit token, so a
+    /// plan made stale by the other engine's commit fails and is made
+    /// again. Every entry of every call must be found at the end; an
+    /// update that would change an entry is a conflict.
+    #[test]
+    fn two_engines_writing_one_packed_index_lose_no_entry() {
+        use sesame_sse::fast::Request;
+        const THREADS: u32 = 4;
+        const CALLS: u32 = 25;
+        const ENTRIES: u32 = 40;
+        let store = Arc::new(Unhurried(MemoryStore::new()));
+        let engines = [
+            Engine::new(store.clone(), Limits::default()).expect("a fresh engine"),
+            Engine::new(store.clone(), Limits::default()).expect("a second engine"),
+        ];
+        create(&engines[0], "a", "fast").expect("created");
+        let meta = engines[1].meta("t", "a").expect("its record");
+        assert!(meta.packed && meta.spread, "{meta:?}");
+        let label = |t: u32, c: u32, e: u32| {
+            let mut l = [0u8; 32];
+            l[..12].copy_from_slice(
+                &sha2::Sha256::digest([t, c, e].map(u32::to_be_bytes).concat())[..12],
+            );
+            l
+        };
+        let call = |engine: &Engine, entries: Vec<([u8; 32], [u8; 25])>| {
+            let request = Request::Put {
+                reset: false,
+                entries,
+            };
+            engine.call(
+                "t",
+                proto::CallRequest {
+                    index: "a".into(),
+                    scheme: "fast".into(),
+                    generation: 0,
+                    request_id: Vec::new(),
+                    messages: vec![wire::encode(&request).expect("encoded")],
+                },
+            )
+        };
+        let start = std::sync::Barrier::new(THREADS as usize);
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let engine = &engines[(t % 2) as usize];
+                let (start, call) = (&start, &call);
+                scope.spawn(move || {
+                    start.wait();
+                    for c in 0..CALLS {
+                        let entries = (0..ENTRIES)
+                            .map(|e| (label(t, c, e), [t as u8; 25]))
+                            .collect();
+                        call(engine, entries).expect("a call");
+                    }
+                });
+            }
+        });
+        let chunks = meta.chunks_prefix("t", "a", 0);
+        let stored = sesame_store::packed::pairs_under(store.as_ref(), &chunks[..chunks.len() - 1])
+            .expect("the entries");
+        assert_eq!(stored.len() as u32, THREADS * CALLS * ENTRIES);
+        let view = sesame_store::packed::Packed::new(store.clone(), chunks.clone());
+        for t in 0..THREADS {
+            for c in 0..CALLS {
+                for e in 0..ENTRIES {
+                    let mut key = vec![b'e'];
+                    key.extend_from_slice(&label(t, c, e));
+                    let value = view.get(&key).expect("a read");
+                    assert_eq!(value, Some(vec![t as u8; 25]), "entry {t}/{c}/{e}");
+                }
+            }
+        }
+        let before = store.scan_prefix(&chunks).expect("a scan");
+        let err = call(&engines[0], vec![(label(1, 1, 1), [9; 25])]).unwrap_err();
+        assert!(matches!(err, EngineError::Conflict(_)), "{err:?}");
+        assert_eq!(store.scan_prefix(&chunks).expect("a scan"), before);
     }
 }

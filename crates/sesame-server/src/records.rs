@@ -35,6 +35,26 @@ pub struct IndexMeta {
     /// schemes whose server writes each entry once. Records written
     /// before this field existed decode as `false`.
     pub spread: bool,
+    /// The scheme's entries are packed, many to a stored value
+    /// (`sesame_store::packed`), under each generation's prefix followed
+    /// by `#`: set at creation for schemes whose server allows it
+    /// ([`sesame_core::Service::packable`]) on stores with ordered probes.
+    /// Records written before this field existed decode as `false`.
+    pub packed: bool,
+}
+
+/// [`IndexMeta`] as stored before it had `packed`.
+#[derive(Deserialize)]
+struct IndexMetaV2 {
+    scheme: String,
+    params: String,
+    created_unix: u64,
+    documents: u64,
+    updates: u64,
+    uploads: u64,
+    generation: u64,
+    records_since_prune: u64,
+    spread: bool,
 }
 
 /// [`IndexMeta`] as stored before it had `spread`.
@@ -75,6 +95,20 @@ impl IndexMeta {
     /// Decodes a stored record.
     pub fn decode(bytes: &[u8]) -> Result<Self, EngineError> {
         wire::decode(bytes).or_else(|e| {
+            if let Ok(old) = wire::decode::<IndexMetaV2>(bytes) {
+                return Ok(IndexMeta {
+                    scheme: old.scheme,
+                    params: old.params,
+                    created_unix: old.created_unix,
+                    documents: old.documents,
+                    updates: old.updates,
+                    uploads: old.uploads,
+                    generation: old.generation,
+                    records_since_prune: old.records_since_prune,
+                    spread: old.spread,
+                    packed: false,
+                });
+            }
             let old: IndexMetaV1 = wire::decode(bytes).map_err(|_| damaged("index", &e))?;
             Ok(IndexMeta {
                 scheme: old.scheme,
@@ -86,6 +120,7 @@ impl IndexMeta {
                 generation: old.generation,
                 records_since_prune: old.records_since_prune,
                 spread: false,
+                packed: false,
             })
         })
     }
@@ -99,6 +134,13 @@ impl IndexMeta {
     /// The prefix of one generation of the index's entries.
     pub fn generation_prefix(&self, tenant: &str, index: &str, generation: u64) -> Vec<u8> {
         crate::keys::generation_prefix_in(self.spread, tenant, index, generation)
+    }
+
+    /// Where a packed generation's chunks lie: its prefix and `#`.
+    pub fn chunks_prefix(&self, tenant: &str, index: &str, generation: u64) -> Vec<u8> {
+        let mut prefix = self.generation_prefix(tenant, index, generation);
+        prefix.push(sesame_store::packed::CHUNKS_MARK);
+        prefix
     }
 }
 
@@ -137,17 +179,27 @@ mod tests {
             generation: 5,
             records_since_prune: 6,
             spread: true,
+            packed: true,
         };
         assert_eq!(IndexMeta::decode(&meta.encode().unwrap()).unwrap(), meta);
-        // A record stored before `spread` existed: the same fields less
-        // the last, read as not spread.
+        // A record stored before `packed` existed: the same fields less
+        // the last, read as not packed; before `spread`, one fewer again.
         let mut old = meta.encode().unwrap();
+        assert_eq!(old.pop(), Some(1));
+        assert_eq!(
+            IndexMeta::decode(&old).unwrap(),
+            IndexMeta {
+                packed: false,
+                ..meta.clone()
+            }
+        );
         assert_eq!(old.pop(), Some(1));
         let read = IndexMeta::decode(&old).unwrap();
         assert_eq!(
             read,
             IndexMeta {
                 spread: false,
+                packed: false,
                 ..meta.clone()
             }
         );

@@ -362,6 +362,7 @@ fn write_seed_corpus() {
         generation: 1,
         records_since_prune: 0,
         spread: false,
+        packed: false,
     };
     write("stored_record", "index-meta", &meta.encode().unwrap());
     let record = ReplayRecord {

@@ -36,6 +36,34 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
 
+/// The byte that follows an index generation's prefix where its chunks
+/// lie: the embedded backend and the server keep a packed generation
+/// `G` under `G ‖ '#'`.
+pub const CHUNKS_MARK: u8 = b'#';
+
+/// Every pair under `prefix` as a scheme's server sees them: the plain
+/// pairs, and the pairs packed under `prefix ‖ CHUNKS_MARK`, with full
+/// keys, in key order. For tools and tests that count a generation's
+/// entries.
+pub fn pairs_under(base: &dyn Store, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut chunks = prefix.to_vec();
+    chunks.push(CHUNKS_MARK);
+    let mut pairs = Vec::new();
+    for (key, value) in base.scan_prefix(prefix)? {
+        if !key.starts_with(&chunks) {
+            pairs.push((key, value));
+            continue;
+        }
+        for (k, v) in decode(&value, &key)? {
+            let mut full = prefix.to_vec();
+            full.extend_from_slice(k);
+            pairs.push((full, v.to_vec()));
+        }
+    }
+    pairs.sort();
+    Ok(pairs)
+}
+
 /// A chunk is split once its encoding exceeds this many bytes.
 pub const CHUNK_BYTES: usize = 4096;
 
