@@ -140,17 +140,6 @@ impl Packed {
         Ok(first.into_iter().next())
     }
 
-    /// The fence of the chunk after the one stored under `chunk_key`.
-    fn next_fence(&self, chunk_key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let mut after = chunk_key.to_vec();
-        after.push(0);
-        let next = self.base.scan_from(&self.prefix, &after, false, 1)?;
-        Ok(next
-            .into_iter()
-            .next()
-            .map(|(k, _)| k[self.prefix.len()..].to_vec()))
-    }
-
     /// The base store's batch that applies `batch` (read against the base
     /// store as it is now: the caller commits it before anything else
     /// writes under the prefix).
@@ -165,27 +154,26 @@ impl Packed {
         }
         let ops: Vec<(&[u8], Option<&[u8]>)> = ops.into_iter().collect();
         let mut plan = Plan::default();
+        let mut chunks = Window::default();
         let mut i = 0;
         while i < ops.len() {
-            let (chunk_key, stored, end) = match self.chunk_for(ops[i].0)? {
-                Some((key, value)) => {
-                    let end = self.next_fence(&key)?;
-                    (Some(key), value, end)
-                }
-                None => (None, Vec::new(), None),
+            chunks.seek(self, ops[i].0)?;
+            let (chunk_key, stored) = match chunks.current() {
+                Some((key, value)) => (Some(key.as_slice()), value.as_slice()),
+                None => (None, [].as_slice()),
             };
-            let upto = match &end {
-                Some(end) => i + ops[i..].partition_point(|(k, _)| *k < end.as_slice()),
+            let upto = match chunks.next_fence(self.prefix.len()) {
+                Some(end) => i + ops[i..].partition_point(|(k, _)| *k < end),
                 None => ops.len(),
             };
-            let old = match &chunk_key {
-                Some(key) => decode(&stored, key)?,
+            let old = match chunk_key {
+                Some(key) => decode(stored, key)?,
                 None => Vec::new(),
             };
             let (merged, overwrites) = merge(&old, &ops[i..upto]);
             plan.overwrites += overwrites;
-            let fence = chunk_key.as_ref().map(|k| &k[self.prefix.len()..]);
-            self.emit(&mut plan.batch, chunk_key.as_deref(), fence, &merged);
+            let fence = chunk_key.map(|k| &k[self.prefix.len()..]);
+            self.emit(&mut plan.batch, chunk_key, fence, &merged);
             i = upto;
         }
         Ok(plan)
@@ -231,6 +219,76 @@ impl Packed {
             batch.put(self.full(piece_fence), encode(&pairs[start..end]));
             start = end;
         }
+    }
+}
+
+/// Consecutive chunks read ahead while a batch is planned, so that a
+/// batch touching neighbouring chunks (a bulk upload) reads them in a few
+/// ordered probes rather than two per chunk. The front chunk is the one
+/// that holds the key last sought.
+#[derive(Default)]
+struct Window {
+    chunks: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// No chunk follows the last one held.
+    at_end: bool,
+    /// How many chunks the next read-ahead asks for.
+    ahead: usize,
+}
+
+/// The most chunks one read-ahead asks for.
+const MAX_AHEAD: usize = 64;
+
+impl Window {
+    /// Makes the front chunk the one whose range holds `key` (none: the
+    /// view holds no chunk), reading ahead while keys come in neighbouring
+    /// chunks and probing afresh when they skip some.
+    fn seek(&mut self, view: &Packed, key: &[u8]) -> Result<()> {
+        let fence = |k: &[u8]| k[view.prefix.len()..].to_vec();
+        let mut passed = 0;
+        loop {
+            while self.chunks.len() >= 2 && fence(&self.chunks[1].0).as_slice() <= key {
+                self.chunks.pop_front();
+                passed += 1;
+            }
+            if self.chunks.len() >= 2 || (self.chunks.len() == 1 && self.at_end) {
+                return Ok(());
+            }
+            if self.chunks.is_empty() || passed > 1 {
+                // First use, or chunks without keys were passed: probe.
+                self.chunks.clear();
+                self.ahead = 2;
+                passed = 0;
+                match view.chunk_for(key)? {
+                    Some(chunk) => {
+                        self.chunks.push_back(chunk);
+                        self.at_end = false;
+                    }
+                    None => {
+                        self.at_end = true;
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
+            let mut after = self.chunks[self.chunks.len() - 1].0.clone();
+            after.push(0);
+            let more = view
+                .base
+                .scan_from(&view.prefix, &after, false, self.ahead)?;
+            self.at_end = more.len() < self.ahead;
+            self.ahead = (self.ahead * 2).min(MAX_AHEAD);
+            self.chunks.extend(more);
+        }
+    }
+
+    /// The chunk whose range holds the key last sought.
+    fn current(&self) -> Option<&(Vec<u8>, Vec<u8>)> {
+        self.chunks.front()
+    }
+
+    /// The fence that ends the current chunk's range (`None`: the last).
+    fn next_fence(&self, prefix_len: usize) -> Option<&[u8]> {
+        self.chunks.get(1).map(|(k, _)| &k[prefix_len..])
     }
 }
 

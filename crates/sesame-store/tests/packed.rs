@@ -74,7 +74,8 @@ fn chunks(base: &dyn Store) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 /// Many small batches of random keys, with deletes, as FAST-like entries
-/// arrive: every answer equals a `BTreeMap`'s, every chunk but a lone
+/// arrive, and a second bulk read ahead in few probes: every answer
+/// equals a `BTreeMap`'s, every chunk but a lone
 /// oversized pair stays within `CHUNK_BYTES`, and the base store holds one
 /// pair per chunk, far fewer than pairs.
 #[test]
@@ -103,7 +104,21 @@ fn entries_pack_into_few_bounded_chunks_and_read_back() {
         }
         view.write(batch).unwrap();
     }
+    // A second bulk lands in every chunk: read ahead, many at a time.
+    let mut bulk = WriteBatch::new();
+    for i in 40_000..55_000 {
+        bulk.put(label(i), vec![i as u8; 25]);
+        oracle.insert(label(i), vec![i as u8; 25]);
+    }
+    let probes = base.io_counts().scans;
+    view.write(bulk).unwrap();
+    let probes = base.io_counts().scans - probes;
     let stored = chunks(base.as_ref());
+    println!(
+        "the second bulk read {} chunks in {probes} probes",
+        stored.len()
+    );
+    assert!(probes * 8 < stored.len() as u64, "{probes} probes");
     let pairs = oracle.len();
     println!("{pairs} pairs in {} chunks", stored.len());
     assert!(stored.len() * 20 < pairs, "{} chunks", stored.len());
