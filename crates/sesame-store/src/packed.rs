@@ -65,10 +65,10 @@ pub fn pairs_under(base: &dyn Store, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<
 }
 
 /// A chunk is split once its encoding exceeds this many bytes.
-pub const CHUNK_BYTES: usize = 4096;
+pub const CHUNK_BYTES: usize = 16_128;
 
 /// The size a split aims each piece at.
-const PIECE_BYTES: usize = 3072;
+const PIECE_BYTES: usize = 12_288;
 
 /// The first byte of every chunk: the format.
 const FORMAT: u8 = 0x01;
@@ -433,14 +433,18 @@ fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pair<'a>>> {
     Ok(pairs)
 }
 
-/// The value of `key` in a chunk (the whole chunk is checked: damage
-/// after the key is an error too).
+/// The value of `key` in a chunk, read up to the key (every length read
+/// is checked; [`Store::verify`] checks whole chunks).
 fn find(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let pairs = decode(bytes, chunk_key)?;
-    Ok(pairs
-        .binary_search_by(|(k, _)| (*k).cmp(key))
-        .ok()
-        .map(|i| pairs[i].1.to_vec()))
+    let mut reader = Reader::new(bytes, chunk_key)?;
+    while let Some((k, v)) = reader.next_pair()? {
+        match k.cmp(key) {
+            std::cmp::Ordering::Less => {}
+            std::cmp::Ordering::Equal => return Ok(Some(v.to_vec())),
+            std::cmp::Ordering::Greater => break,
+        }
+    }
+    Ok(None)
 }
 
 impl Store for Packed {
