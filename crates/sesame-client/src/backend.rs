@@ -342,7 +342,7 @@ impl EmbeddedBackend {
         if let Some(&packs) = self.packed.get(&key) {
             return Ok(packs);
         }
-        let packs = matches!(self.store.backend(), "redb" | "memory")
+        let packs = self.store.ordered_probes()
             && scheme
                 .server(Arc::new(MemoryStore::new()), &Params::new())?
                 .packable()
@@ -431,6 +431,18 @@ impl Store for ReadOnly {
     fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.0.scan_prefix(prefix)
     }
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.0.scan_from(prefix, from, descending, limit)
+    }
+    fn ordered_probes(&self) -> bool {
+        self.0.ordered_probes()
+    }
     fn io_counts(&self) -> sesame_core::IoCounts {
         self.0.io_counts()
     }
@@ -508,6 +520,39 @@ impl Backend for EmbeddedBackend {
         Ok(Box::new(Transaction {
             channel,
             overlay,
+            packed: None,
+            store: self.store.clone(),
+        }))
+    }
+
+    /// A static scheme's setup runs over one transaction, committed in
+    /// one write: a packed generation is then planned once, from empty.
+    fn setup_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<Box<dyn SetupChannel>> {
+        let (overlay, packed) = match self.entries(index, generation, scheme)? {
+            Entries::Plain(_) => (
+                Overlay::new(
+                    self.store.clone(),
+                    generation_prefix(index, generation),
+                    usize::MAX,
+                ),
+                None,
+            ),
+            Entries::Packed(packed) => (
+                Overlay::new(packed.clone(), Vec::new(), usize::MAX),
+                Some(packed),
+            ),
+        };
+        let overlay = Arc::new(overlay);
+        let server = scheme.server(overlay.clone(), &sesame_core::Params::new())?;
+        Ok(Box::new(Transaction {
+            channel: LocalChannel::with_meter(server, self.meter.clone()),
+            overlay,
+            packed,
             store: self.store.clone(),
         }))
     }
@@ -638,6 +683,8 @@ impl Backend for EmbeddedBackend {
 struct Transaction {
     channel: LocalChannel<Box<dyn Service>>,
     overlay: Arc<Overlay>,
+    /// The packed view under the overlay, for a packed generation.
+    packed: Option<Arc<Packed>>,
     store: Arc<dyn Store>,
 }
 
@@ -654,6 +701,9 @@ impl SetupChannel for Transaction {
     fn commit(self: Box<Self>) -> Result<()> {
         let mut batch = WriteBatch::new();
         self.overlay.drain_into(&mut batch);
+        if let Some(packed) = &self.packed {
+            batch = packed.plan(&batch)?.batch;
+        }
         if !batch.is_empty() {
             self.store.write(batch)?;
         }

@@ -19,9 +19,10 @@ use sesame_store::MemoryStore;
 
 const PASS: &str = "correct horse battery staple";
 
-/// A memory store under another backend name: the embedded backend
-/// packs only on stores it knows have ordered probes, so this one gets
-/// the plain layout (as every FAST index written before packing has).
+/// A memory store that does not claim ordered probes (`Store::ordered_probes`
+/// is left at its default): the embedded backend packs only where lookups
+/// are bounded probes, so this one gets the plain layout (as every index
+/// written before packing has).
 struct Plain(Arc<MemoryStore>);
 
 impl Store for Plain {

@@ -246,7 +246,8 @@ pub trait Store: Send + Sync {
     /// A bounded probe, where [`Store::scan_prefix`] reads everything:
     /// "the pair at or before this key" is `scan_from(p, key, true, 1)`.
     /// The default filters a full prefix scan (correct, not fast);
-    /// backends with ordered keys override it.
+    /// backends with ordered keys override it and say so in
+    /// [`Store::ordered_probes`].
     fn scan_from(
         &self,
         prefix: &[u8],
@@ -263,6 +264,15 @@ pub trait Store: Send + Sync {
         }
         pairs.truncate(limit);
         Ok(pairs)
+    }
+
+    /// Whether [`Store::scan_from`] is a bounded probe here, not the
+    /// default's filtered full scan: layouts that probe on every lookup
+    /// (packed entries) are used only where it is. A wrapper forwards it
+    /// together with `scan_from`; one that does not says `false`, the
+    /// default, and so stays on the safe side.
+    fn ordered_probes(&self) -> bool {
+        false
     }
 
     /// Operation counts since the store was opened.
@@ -318,6 +328,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         (**self).scan_from(prefix, from, descending, limit)
+    }
+    fn ordered_probes(&self) -> bool {
+        (**self).ordered_probes()
     }
     fn io_counts(&self) -> IoCounts {
         (**self).io_counts()
@@ -428,6 +441,10 @@ impl<S: Store> Store for Prefixed<S> {
                 (k, v)
             })
             .collect())
+    }
+
+    fn ordered_probes(&self) -> bool {
+        self.inner.ordered_probes()
     }
 
     fn io_counts(&self) -> IoCounts {

@@ -844,7 +844,7 @@ impl Engine {
             params: params.to_string(),
             created_unix: now_unix(),
             spread: server.write_once(),
-            packed: server.packable() && matches!(self.store.backend(), "redb" | "memory"),
+            packed: server.packable() && self.store.ordered_probes(),
             ..IndexMeta::default()
         };
         // Conditional on the name being free: another server may be
@@ -1806,9 +1806,11 @@ mod tests {
         fn io_counts(&self) -> sesame_core::IoCounts {
             self.0.io_counts()
         }
-        /// A memory store's ordered probes: packed indexes are packed here.
+        fn ordered_probes(&self) -> bool {
+            true
+        }
         fn backend(&self) -> &'static str {
-            "memory"
+            "unhurried-memory"
         }
     }
 

@@ -274,6 +274,11 @@ impl Handler for PiBasServer {
     type Request = Request;
     type Response = Response;
 
+    /// Entries are found by their labels, a few at a time.
+    fn packable(&self) -> bool {
+        true
+    }
+
     fn handle(&mut self, request: Request) -> Result<Response> {
         match request {
             Request::Put { reset, entries } => {

@@ -95,6 +95,18 @@ impl Store for FaultyStore {
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.inner.scan_prefix(prefix)
     }
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan_from(prefix, from, descending, limit)
+    }
+    fn ordered_probes(&self) -> bool {
+        self.inner.ordered_probes()
+    }
     fn io_counts(&self) -> IoCounts {
         self.inner.io_counts()
     }

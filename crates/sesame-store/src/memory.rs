@@ -158,6 +158,10 @@ impl Store for MemoryStore {
         Ok(pairs)
     }
 
+    fn ordered_probes(&self) -> bool {
+        true
+    }
+
     fn io_counts(&self) -> IoCounts {
         self.io.counts()
     }

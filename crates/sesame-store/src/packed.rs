@@ -1,11 +1,11 @@
 //! Packed pairs: a view of a store in which many pairs share one stored
-//! value, for index entries that are written once and looked up one by
-//! one (FAST's).
+//! value, for index entries looked up one by one by pseudorandom labels
+//! (FAST's, Aura's, PiBas's: `sesame_core::Service::packable`).
 //!
 //! A B-tree engine pays per key: redb rewrites a leaf's offset arrays on
-//! every insertion and keeps each key's own header, so a FAST index of
-//! 576,364 entries of 58 bytes took 1 µs of insertion per entry and about
-//! 2.5 times its bytes on disk (`docs/performance.md`). Here the pairs
+//! every insertion and keeps each key's own header; in a profile of a
+//! FAST add of 576,364 entries of 58 bytes, 30 % of the time went to
+//! redb's insertion of the random keys (`docs/performance.md`). Here the pairs
 //! under the view are kept sorted in *chunks* of at most [`CHUNK_BYTES`]
 //! encoded bytes; a chunk is stored under `prefix ‖ fence`, where its
 //! fence is at most its smallest key and greater than every key of the
@@ -26,9 +26,10 @@
 //! read, whatever it cost below); the base store's counts show the probes
 //! and chunk writes that really happened.
 //!
-//! What it costs: a lookup copies one chunk (at most a few KB) where a
-//! plain store copies one value, and a batch whose keys fall one per chunk
-//! rewrites each whole chunk. A damaged chunk is
+//! What it costs: a lookup reads one chunk (up to 16 KB; a cold read
+//! from the file costs more than a plain pair's page) where a plain store
+//! reads one value, and a batch whose keys fall one per chunk rewrites
+//! each whole chunk. A damaged chunk is
 //! [`Error::StoreCorrupt`], never a panic.
 
 use std::collections::BTreeMap;
@@ -66,9 +67,6 @@ pub fn pairs_under(base: &dyn Store, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<
 
 /// A chunk is split once its encoding exceeds this many bytes.
 pub const CHUNK_BYTES: usize = 16_128;
-
-/// The size a split aims each piece at.
-const PIECE_BYTES: usize = 12_288;
 
 /// The first byte of every chunk: the format.
 const FORMAT: u8 = 0x01;
@@ -196,8 +194,10 @@ impl Packed {
         if pairs.is_empty() {
             return;
         }
+        // Split pieces aim at three quarters of the limit, leaving room to
+        // grow before the next split.
         let pieces = if total + 1 > CHUNK_BYTES {
-            total.div_ceil(PIECE_BYTES)
+            total.div_ceil(CHUNK_BYTES * 3 / 4)
         } else {
             1
         };

@@ -602,6 +602,10 @@ impl Store for RedbStore {
         Ok(pairs)
     }
 
+    fn ordered_probes(&self) -> bool {
+        true
+    }
+
     fn io_counts(&self) -> IoCounts {
         self.io.counts()
     }

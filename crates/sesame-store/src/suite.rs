@@ -79,6 +79,9 @@ impl<S: Store> Store for Dropping<S> {
     ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.inner().scan_from(prefix, from, descending, limit)
     }
+    fn ordered_probes(&self) -> bool {
+        self.inner().ordered_probes()
+    }
     fn io_counts(&self) -> IoCounts {
         self.inner().io_counts()
     }

@@ -1,6 +1,9 @@
 //! The packed view (`sesame_store::packed`): the store suite through it,
 //! its chunk layout, and damaged chunks.
 
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
