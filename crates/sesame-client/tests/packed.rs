@@ -1,5 +1,6 @@
 //! Packed entries in the embedded store (`sesame_store::packed`): a new
-//! FAST or Aura index packs its entries and answers exactly as a plain one,
+//! FAST, Aura or PiBas index packs its entries and answers exactly as a
+//! plain one,
 //! an index written plain stays plain, and the write-once check still
 //! refuses an update that would change an entry.
 
@@ -106,6 +107,13 @@ fn a_new_aura_index_packs_its_entries_and_answers_as_a_plain_one() {
     packs_and_answers_as_plain("aura");
 }
 
+/// PiBas rebuilds a new generation on every add: its setup is planned
+/// once, into an empty generation.
+#[test]
+fn a_new_pibas_generation_packs_its_entries_and_answers_as_a_plain_one() {
+    packs_and_answers_as_plain("pibas");
+}
+
 fn packs_and_answers_as_plain(scheme: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let docs = tmp.path().join("docs");
@@ -129,12 +137,13 @@ fn packs_and_answers_as_plain(scheme: &str) {
     assert!(!answers(&mut packed)[0].is_empty());
 
     let generation = packed.generation();
+    assert_eq!(generation, plain.generation());
     let entries = format!("i/{DEFAULT_INDEX}/{generation}/");
-    let plain_entries = keys_under(plain_store.as_ref(), &format!("{entries}e"));
+    let plain_entries = keys_under(plain_store.as_ref(), &entries);
     let chunks = keys_under(packed_store.as_ref(), &format!("{entries}#"));
-    println!("{plain_entries} plain entries, {chunks} packed chunks");
+    println!("{scheme}: {plain_entries} plain entries, {chunks} packed chunks");
     assert!(plain_entries > 2000, "{plain_entries}");
-    assert_eq!(keys_under(packed_store.as_ref(), &format!("{entries}e")), 0);
+    assert_eq!(keys_under(packed_store.as_ref(), &entries), chunks);
     assert!(chunks > 0 && chunks * 10 < plain_entries, "{chunks} chunks");
     assert_eq!(keys_under(plain_store.as_ref(), &format!("{entries}#")), 0);
 
