@@ -43,20 +43,6 @@ pub struct IndexMeta {
     pub packed: bool,
 }
 
-/// [`IndexMeta`] as stored before it had `packed`.
-#[derive(Deserialize)]
-struct IndexMetaV2 {
-    scheme: String,
-    params: String,
-    created_unix: u64,
-    documents: u64,
-    updates: u64,
-    uploads: u64,
-    generation: u64,
-    records_since_prune: u64,
-    spread: bool,
-}
-
 /// [`IndexMeta`] as stored before it had `spread`.
 #[derive(Deserialize)]
 struct IndexMetaV1 {
@@ -95,21 +81,15 @@ impl IndexMeta {
     /// Decodes a stored record.
     pub fn decode(bytes: &[u8]) -> Result<Self, EngineError> {
         wire::decode(bytes).or_else(|e| {
-            if let Ok(old) = wire::decode::<IndexMetaV2>(bytes) {
-                return Ok(IndexMeta {
-                    scheme: old.scheme,
-                    params: old.params,
-                    created_unix: old.created_unix,
-                    documents: old.documents,
-                    updates: old.updates,
-                    uploads: old.uploads,
-                    generation: old.generation,
-                    records_since_prune: old.records_since_prune,
-                    spread: old.spread,
-                    packed: false,
-                });
-            }
-            let old: IndexMetaV1 = wire::decode(bytes).map_err(|_| damaged("index", &e))?;
+            // Fields are encoded in order: a record from before `packed`
+            // is the first version and `spread`.
+            let (old, spread) = match wire::decode::<(IndexMetaV1, bool)>(bytes) {
+                Ok(v2) => v2,
+                Err(_) => (
+                    wire::decode::<IndexMetaV1>(bytes).map_err(|_| damaged("index", &e))?,
+                    false,
+                ),
+            };
             Ok(IndexMeta {
                 scheme: old.scheme,
                 params: old.params,
@@ -119,7 +99,7 @@ impl IndexMeta {
                 uploads: old.uploads,
                 generation: old.generation,
                 records_since_prune: old.records_since_prune,
-                spread: false,
+                spread,
                 packed: false,
             })
         })
