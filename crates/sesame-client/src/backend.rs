@@ -368,6 +368,31 @@ impl EmbeddedBackend {
             Entries::Plain(Arc::new(Prefixed::new(self.store.clone(), prefix)))
         })
     }
+
+    /// A transaction over one generation's entries: an overlay over its
+    /// plain keys, or over its packed view (returned too: the overlay's
+    /// writes are planned into chunks before they are committed).
+    fn transaction(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<(Arc<Overlay>, Option<Arc<Packed>>)> {
+        Ok(match self.entries(index, generation, scheme)? {
+            Entries::Plain(_) => (
+                Arc::new(Overlay::new(
+                    self.store.clone(),
+                    generation_prefix(index, generation),
+                    usize::MAX,
+                )),
+                None,
+            ),
+            Entries::Packed(packed) => (
+                Arc::new(Overlay::new(packed.clone(), Vec::new(), usize::MAX)),
+                Some(packed),
+            ),
+        })
+    }
 }
 
 /// Where the chunks of a packed generation lie, after its prefix.
@@ -533,21 +558,7 @@ impl Backend for EmbeddedBackend {
         generation: u64,
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn SetupChannel>> {
-        let (overlay, packed) = match self.entries(index, generation, scheme)? {
-            Entries::Plain(_) => (
-                Overlay::new(
-                    self.store.clone(),
-                    generation_prefix(index, generation),
-                    usize::MAX,
-                ),
-                None,
-            ),
-            Entries::Packed(packed) => (
-                Overlay::new(packed.clone(), Vec::new(), usize::MAX),
-                Some(packed),
-            ),
-        };
-        let overlay = Arc::new(overlay);
+        let (overlay, packed) = self.transaction(index, generation, scheme)?;
         let server = scheme.server(overlay.clone(), &sesame_core::Params::new())?;
         Ok(Box::new(Transaction {
             channel: LocalChannel::with_meter(server, self.meter.clone()),
@@ -632,15 +643,7 @@ impl Backend for EmbeddedBackend {
         }
         // The scheme's server runs over a transaction: its writes, and the
         // answers kept for a repeat, reach the store in one atomic write.
-        let entries = self.entries(index, generation, scheme)?;
-        let overlay = Arc::new(match &entries {
-            Entries::Plain(_) => Overlay::new(
-                self.store.clone(),
-                generation_prefix(index, generation),
-                usize::MAX,
-            ),
-            Entries::Packed(packed) => Overlay::new(packed.clone(), Vec::new(), usize::MAX),
-        });
+        let (overlay, packed) = self.transaction(index, generation, scheme)?;
         let mut channel = LocalChannel::with_meter(
             scheme.server(overlay.clone(), &sesame_core::Params::new())?,
             self.meter.clone(),
@@ -652,7 +655,7 @@ impl Backend for EmbeddedBackend {
             .collect::<sesame_core::Result<Vec<_>>>()?;
         let mut batch = WriteBatch::new();
         overlay.drain_into(&mut batch);
-        if let Entries::Packed(packed) = &entries {
+        if let Some(packed) = &packed {
             let plan = packed.plan(&batch)?;
             if write_once && plan.overwrites > 0 {
                 return Err(overwrite_conflict());

@@ -1252,15 +1252,23 @@ impl Engine {
         let digest = digest.finish();
         let lock = self.lock_of(&tenant, &index);
         let _g = lock.write();
-        let mut writes = WriteBatch::new();
-        overlay.drain_into(&mut writes);
+        // Plain writes are the batch itself (a failed commit takes back
+        // what it added); packed ones are planned into it on every try.
+        let (mut batch, mut writes) = (WriteBatch::new(), WriteBatch::new());
+        overlay.drain_into(if packed.is_some() {
+            &mut writes
+        } else {
+            &mut batch
+        });
         self.until_committed(|| {
             // The index may have been dropped meanwhile.
             let (seen, mut meta) =
                 self.meta_for_write(&tenant, &index, request_id.as_ref().zip(Some(&digest)))?;
-            // Planned on every try, after the token is read: the commit is
-            // conditional on it, so chunks changed since fail the commit.
-            let mut batch = self.entry_writes(writes.clone(), packed.as_deref(), false)?;
+            // Planned after the token is read: the commit is conditional
+            // on it, so chunks changed since fail the commit.
+            if let Some(packed) = &packed {
+                batch = packed.plan(&writes)?.batch;
+            }
             meta.uploads += 1;
             meta.generation = generation;
             let response = proto::UploadResponse {

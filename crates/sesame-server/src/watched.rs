@@ -188,6 +188,25 @@ mod tests {
         assert_eq!(w.last_error(), None);
     }
 
+    /// Packed indexes probe the store on every lookup: the wrapper passes
+    /// the bounded probe through and says so. Without the forwarding each
+    /// probe was the default's full scan (an Aura add over the server
+    /// timed out); here it would return three pairs to the store's count.
+    #[test]
+    fn bounded_probes_pass_through() {
+        let w = Watched::new(MemoryStore::new());
+        for k in [b"a1", b"a2", b"a3", b"b1"] {
+            w.put(k, b"v").unwrap();
+        }
+        assert!(w.ordered_probes());
+        let before = w.io_counts();
+        let got = w.scan_from(b"a", b"a2", true, 1).unwrap();
+        assert_eq!(got, vec![(b"a2".to_vec(), b"v".to_vec())]);
+        let counts = w.io_counts().since(&before);
+        assert_eq!((counts.scans, counts.scanned), (1, 1));
+        assert!(!Watched::new(Failing { busy: false }).ordered_probes());
+    }
+
     #[test]
     fn the_shutdown_line_tells_a_clean_run_from_one_with_store_errors() {
         let clean = shutdown_line(0, None, &Ok(()));

@@ -243,10 +243,9 @@ impl Window {
     /// view holds no chunk), reading ahead while keys come in neighbouring
     /// chunks and probing afresh when they skip some.
     fn seek(&mut self, view: &Packed, key: &[u8]) -> Result<()> {
-        let fence = |k: &[u8]| k[view.prefix.len()..].to_vec();
         let mut passed = 0;
         loop {
-            while self.chunks.len() >= 2 && fence(&self.chunks[1].0).as_slice() <= key {
+            while self.chunks.len() >= 2 && &self.chunks[1].0[view.prefix.len()..] <= key {
                 self.chunks.pop_front();
                 passed += 1;
             }
