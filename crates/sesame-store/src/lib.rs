@@ -25,7 +25,7 @@ pub mod test_cluster;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres_store::{PostgresStore, DEFAULT_NAMESPACE, META_TABLE};
-pub use redb_store::{RedbStore, FORMAT_KEY, FORMAT_VERSION};
+pub use redb_store::{RedbStore, Space, FORMAT_KEY, FORMAT_VERSION, VACUUM_BATCH_BYTES};
 #[cfg(feature = "redis")]
 pub use redis_cluster_store::{
     RedisClusterStore, DEFAULT_FAILOVER_MS, DEFAULT_REDIS_NAMESPACE, DEFAULT_WAIT_MS,

@@ -153,6 +153,10 @@ impl Packed {
         let ops: Vec<(&[u8], Option<&[u8]>)> = ops.into_iter().collect();
         let mut plan = Plan::default();
         let mut chunks = Window::default();
+        let mut out = Emitter::default();
+        // The chunk that follows the last one rewritten: a batch that
+        // rewrites it too continues the run.
+        let mut follows: Option<Vec<u8>> = None;
         let mut i = 0;
         while i < ops.len() {
             chunks.seek(self, ops[i].0)?;
@@ -170,55 +174,101 @@ impl Packed {
             };
             let (merged, overwrites) = merge(&old, &ops[i..upto]);
             plan.overwrites += overwrites;
-            let fence = chunk_key.map(|k| &k[self.prefix.len()..]);
-            self.emit(&mut plan.batch, chunk_key, fence, &merged);
+            if chunk_key.is_none() || chunk_key != follows.as_deref() {
+                out.finish(self, &mut plan.batch)?;
+                out.fence = chunk_key.map(|k| k[self.prefix.len()..].to_vec());
+            }
+            if let Some(key) = chunk_key {
+                plan.batch.delete(key.to_vec());
+            }
+            for (key, value) in merged {
+                out.push(self, &mut plan.batch, key, value);
+            }
+            follows = chunks.chunks.get(1).map(|(k, _)| k.clone());
             i = upto;
         }
+        out.finish(self, &mut plan.batch)?;
         Ok(plan)
     }
+}
 
-    /// Writes `pairs`, the new content of the chunk stored under
-    /// `chunk_key` (`None`: a view with no chunk yet), as one or more
-    /// chunks.
-    fn emit(
-        &self,
-        batch: &mut WriteBatch,
-        chunk_key: Option<&[u8]>,
-        fence: Option<&[u8]>,
-        pairs: &[Pair<'_>],
-    ) {
-        if let Some(key) = chunk_key {
-            batch.delete(key.to_vec());
-        }
-        let total: usize = pairs.iter().map(|(k, v)| encoded_len(k, v)).sum();
-        if pairs.is_empty() {
-            return;
-        }
-        // Split pieces aim at three quarters of the limit, leaving room to
-        // grow before the next split.
-        let pieces = if total + 1 > CHUNK_BYTES {
-            total.div_ceil(CHUNK_BYTES * 3 / 4)
-        } else {
-            1
-        };
-        let budget = total.div_ceil(pieces);
-        let mut start = 0;
-        while start < pairs.len() {
-            let mut size = 0;
-            let mut end = start;
-            while end < pairs.len() && (end == start || size < budget) {
-                size += encoded_len(pairs[end].0, pairs[end].1);
-                end += 1;
+/// The new chunks of a *run*: neighbouring chunks that one batch rewrites,
+/// whose pairs are written again in order. Each chunk is filled up to
+/// [`CHUNK_BYTES`] before the next begins, so a batch that touches every
+/// chunk (a bulk of pseudorandom labels) leaves them full rather than
+/// split in halves; the run's last two chunks are evened out when the
+/// last one would be under half full, so a chunk that one small batch
+/// overflows splits in two halves, not into a full chunk and a sliver.
+///
+/// The old chunks' deletions are all in the batch before any new chunk
+/// that could reuse one of their keys: a new chunk's fence is at most its
+/// first key, which lies in an old chunk already read.
+#[derive(Default)]
+struct Emitter {
+    /// The fence of the run's first old chunk, until the first new chunk
+    /// takes it (`None`: the view held no chunk, or it was taken).
+    fence: Option<Vec<u8>>,
+    /// The full chunk before `cur`, kept until it is known whether `cur`
+    /// will be evened out with it: its fence and encoding.
+    prev: Option<(Vec<u8>, Vec<u8>)>,
+    /// The chunk being filled: its fence and encoding (empty: none).
+    cur: (Vec<u8>, Vec<u8>),
+}
+
+impl Emitter {
+    fn push(&mut self, view: &Packed, batch: &mut WriteBatch, key: &[u8], value: &[u8]) {
+        let len = encoded_len(key, value);
+        if !self.cur.1.is_empty() && self.cur.1.len() + len > CHUNK_BYTES {
+            let full = std::mem::take(&mut self.cur);
+            if let Some((fence, bytes)) = self.prev.replace(full) {
+                batch.put(view.full(&fence), bytes);
             }
-            // The first piece keeps the old fence while it is still at
-            // most its smallest key; every other fence is its first key.
-            let piece_fence = match fence {
-                Some(f) if start == 0 && f <= pairs[0].0 => f,
-                _ => pairs[start].0,
-            };
-            batch.put(self.full(piece_fence), encode(&pairs[start..end]));
-            start = end;
         }
+        if self.cur.1.is_empty() {
+            // The first chunk keeps the run's old fence while it is still at
+            // most its smallest key; every other fence is its first key.
+            self.cur.0 = match self.fence.take() {
+                Some(f) if f.as_slice() <= key => f,
+                _ => key.to_vec(),
+            };
+            self.cur.1.push(FORMAT);
+        }
+        put_varint(&mut self.cur.1, key.len());
+        self.cur.1.extend_from_slice(key);
+        put_varint(&mut self.cur.1, value.len());
+        self.cur.1.extend_from_slice(value);
+    }
+
+    /// Puts the run's remaining chunks and starts afresh.
+    fn finish(&mut self, view: &Packed, batch: &mut WriteBatch) -> Result<()> {
+        let cur = std::mem::take(&mut self.cur);
+        let prev = self.prev.take();
+        self.fence = None;
+        match prev {
+            Some((fence, bytes)) if !cur.1.is_empty() && cur.1.len() < CHUNK_BYTES / 2 => {
+                let mut pairs = decode(&bytes, &fence)?;
+                pairs.extend(decode(&cur.1, &cur.0)?);
+                let total: usize = pairs.iter().map(|(k, v)| encoded_len(k, v)).sum();
+                let mut size = 0;
+                let mut split = 0;
+                while split + 1 < pairs.len() && size < total / 2 {
+                    size += encoded_len(pairs[split].0, pairs[split].1);
+                    split += 1;
+                }
+                let split = split.max(1);
+                batch.put(view.full(&fence), encode(&pairs[..split]));
+                batch.put(view.full(pairs[split].0), encode(&pairs[split..]));
+            }
+            prev => {
+                if let Some((fence, bytes)) = prev {
+                    batch.put(view.full(&fence), bytes);
+                }
+                if !cur.1.is_empty() {
+                    batch.put(view.full(&cur.0), cur.1);
+                }
+            }
+        }
+        Ok(())
     }
 }
 

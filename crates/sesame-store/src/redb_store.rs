@@ -239,6 +239,104 @@ impl RedbStore {
         })
     }
 
+    /// Rewrites the store into a fresh file and puts it in place of the
+    /// old one: the way to give back the free pages that copy-on-write
+    /// commits leave, which [`RedbStore::compact`] only partly returns
+    /// (redb moves pages down only while a lower slot of their size is
+    /// free). Waits for every other operation on this handle.
+    ///
+    /// Every pair is copied in key order into a new redb file next to the
+    /// store (committed every [`VACUUM_BATCH_BYTES`], the last commit with
+    /// two-phase commit and `fsync`), the copy's pairs and bytes are
+    /// counted against the original's, and the copy is renamed over the
+    /// store and the folder synced. The copy is opened before the rename,
+    /// so redb's lock on the file is never released. A crash before the
+    /// rename leaves the old store as it was and a temporary file that
+    /// the next vacuum removes; after it, the new store. Returns the
+    /// store's space before and after.
+    pub fn vacuum(&self) -> Result<(Space, Space)> {
+        let Some(path) = self.path.clone() else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a store held in memory has no file to rewrite",
+                self.label
+            )));
+        };
+        let before = self.space()?;
+        let label = self.label.clone();
+        let (dir, name) = split_path(&path, &label)?;
+        let mut stale = std::ffi::OsString::from(".");
+        stale.push(name);
+        stale.push(".sesame-vacuum-");
+        // Only this handle can vacuum this file (it holds redb's lock), so
+        // a temporary file left under this name is a crashed vacuum's.
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let file = entry.file_name();
+                if file
+                    .as_encoded_bytes()
+                    .starts_with(stale.as_encoded_bytes())
+                {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        let mut tmp_name = stale;
+        tmp_name.push(std::process::id().to_string());
+        let tmp = dir.join(tmp_name);
+        self.run_exclusive(|db| {
+            let copy = guard(&label, || copy_into(db, &tmp, &label));
+            let copy = match copy {
+                Ok(copy) => copy,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(e);
+                }
+            };
+            if let Err(e) = std::fs::rename(&tmp, &path) {
+                drop(copy);
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Error::StoreIo(format!(
+                    "{label}: cannot move the rewritten store into place: {e}"
+                )));
+            }
+            // From here the new file is the store: a failure to sync the
+            // folder is reported, but the handle moves to the new file.
+            let synced = sync_dir(dir);
+            let old = std::mem::replace(db, copy);
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(old)));
+            synced.map_err(|e| Error::StoreIo(format!("{label}: syncing the directory: {e}")))
+        })?;
+        let after = self.space()?;
+        Ok((before, after))
+    }
+
+    /// Where the file's bytes go, by redb's own accounting (see
+    /// [`Space`]). Opens a write transaction and aborts it, so it waits
+    /// for a running write.
+    pub fn space(&self) -> Result<Space> {
+        let file_bytes = self
+            .path
+            .as_deref()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len());
+        self.run(|db| {
+            let txn = self.begin_write(db)?;
+            let stats = txn.stats().map_err(|e| from_redb(&self.label, e))?;
+            let space = Space {
+                file_bytes,
+                page_size: stats.page_size() as u64,
+                allocated_pages: stats.allocated_pages(),
+                leaf_pages: stats.leaf_pages(),
+                branch_pages: stats.branch_pages(),
+                stored_bytes: stats.stored_bytes(),
+                metadata_bytes: stats.metadata_bytes(),
+                fragmented_bytes: stats.fragmented_bytes(),
+            };
+            txn.abort().map_err(|e| from_redb(&self.label, e))?;
+            Ok(space)
+        })
+    }
+
     /// Runs `f` with the database to itself (every other operation on
     /// this handle waits), turning a panic inside redb into
     /// [`Error::StoreCorrupt`] as [`RedbStore::run`] does.
@@ -274,15 +372,41 @@ impl RedbStore {
     }
 }
 
+/// Where a redb file's bytes go ([`RedbStore::space`]): redb's own
+/// accounting of its pages at the last commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Space {
+    /// The file's length (0 in memory).
+    pub file_bytes: u64,
+    /// Bytes per page.
+    pub page_size: u64,
+    /// Pages in use (the rest of the file is free pages and the header).
+    pub allocated_pages: u64,
+    /// Leaf pages of the tables' B-trees.
+    pub leaf_pages: u64,
+    /// Branch pages of the tables' B-trees.
+    pub branch_pages: u64,
+    /// Bytes of keys and values in the leaves.
+    pub stored_bytes: u64,
+    /// Bytes of branch keys and redb's own tables.
+    pub metadata_bytes: u64,
+    /// Bytes of allocated pages that hold nothing: the unused end of pages,
+    /// and of power-of-two page runs holding values larger than a page.
+    pub fragmented_bytes: u64,
+}
+
+impl Space {
+    /// Bytes of the file that are not allocated pages: free pages that
+    /// copy-on-write commits left behind, and the header.
+    pub fn free_bytes(&self) -> u64 {
+        self.file_bytes
+            .saturating_sub(self.allocated_pages * self.page_size)
+    }
+}
+
 /// Creates a new store at `path` (which did not exist a moment ago).
 fn create(path: &Path, label: &str) -> Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::InvalidArgument(format!("{label}: the path names no file")))?;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let (dir, name) = split_path(path, label)?;
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -296,6 +420,84 @@ fn create(path: &Path, label: &str) -> Result<()> {
     let _ = std::fs::remove_file(&tmp);
     result?;
     sync_dir(dir).map_err(|e| Error::StoreIo(format!("{label}: syncing the directory: {e}")))
+}
+
+/// The folder and file name of a store's path.
+fn split_path<'a>(path: &'a Path, label: &str) -> Result<(&'a Path, &'a std::ffi::OsStr)> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::InvalidArgument(format!("{label}: the path names no file")))?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    Ok((dir, name))
+}
+
+/// Bytes of pairs a vacuum copies per write transaction: a transaction
+/// holds its pages in memory until it commits.
+pub const VACUUM_BATCH_BYTES: usize = 64 << 20;
+
+/// Copies every table of `db` into a new database at `tmp`, in key order,
+/// and checks the copy's pairs and bytes against the original's. Returns
+/// the copy, open.
+fn copy_into(db: &Database, tmp: &Path, label: &str) -> Result<Database> {
+    let map = |e: redb::Error| from_redb(label, e);
+    let copy = Builder::new().create(tmp).map_err(|e| map(e.into()))?;
+    let read = db.begin_read().map_err(|e| map(e.into()))?;
+    {
+        let meta = read.open_table(META).map_err(|e| map(e.into()))?;
+        let mut txn = copy.begin_write().map_err(|e| map(e.into()))?;
+        txn.set_two_phase_commit(true);
+        {
+            let mut out = txn.open_table(META).map_err(|e| map(e.into()))?;
+            for item in meta.iter().map_err(|e| map(e.into()))? {
+                let (k, v) = item.map_err(|e| map(e.into()))?;
+                out.insert(k.value(), v.value())
+                    .map_err(|e| map(e.into()))?;
+            }
+            txn.open_table(DATA).map_err(|e| map(e.into()))?;
+        }
+        txn.commit().map_err(|e| map(e.into()))?;
+    }
+    let data = read.open_table(DATA).map_err(|e| map(e.into()))?;
+    let mut pairs = data.iter().map_err(|e| map(e.into()))?.peekable();
+    let (mut count, mut bytes) = (0u64, 0u64);
+    while pairs.peek().is_some() {
+        let mut txn = copy.begin_write().map_err(|e| map(e.into()))?;
+        txn.set_two_phase_commit(true);
+        {
+            let mut out = txn.open_table(DATA).map_err(|e| map(e.into()))?;
+            let mut batch = 0;
+            while batch < VACUUM_BATCH_BYTES {
+                let Some(item) = pairs.next() else { break };
+                let (k, v) = item.map_err(|e| map(e.into()))?;
+                let (k, v) = (k.value(), v.value());
+                out.insert(k, v).map_err(|e| map(e.into()))?;
+                batch += k.len() + v.len();
+                count += 1;
+                bytes += (k.len() + v.len()) as u64;
+            }
+        }
+        txn.commit().map_err(|e| map(e.into()))?;
+    }
+    let check = copy.begin_read().map_err(|e| map(e.into()))?;
+    let table = check.open_table(DATA).map_err(|e| map(e.into()))?;
+    let (mut seen, mut seen_bytes) = (0u64, 0u64);
+    for item in table.iter().map_err(|e| map(e.into()))? {
+        let (k, v) = item.map_err(|e| map(e.into()))?;
+        seen += 1;
+        seen_bytes += (k.value().len() + v.value().len()) as u64;
+    }
+    if (seen, seen_bytes) != (count, bytes) {
+        return Err(Error::StoreIo(format!(
+            "{label}: the rewritten store holds {seen} pairs ({seen_bytes} bytes) where \
+             {count} ({bytes} bytes) were copied; the store was left as it was"
+        )));
+    }
+    drop(table);
+    drop(check);
+    Ok(copy)
 }
 
 fn build_new(tmp: &Path, path: &Path, label: &str) -> Result<()> {

@@ -155,6 +155,62 @@ fn entries_pack_into_few_bounded_chunks_and_read_back() {
     assert_eq!(base.get(b"i/x/1/#").unwrap(), None);
 }
 
+/// Bytes of the chunks under the view, and how many there are.
+fn fill(base: &dyn Store) -> (usize, usize) {
+    let stored = chunks(base);
+    (stored.iter().map(|(_, v)| v.len()).sum(), stored.len())
+}
+
+/// A batch that lands in every chunk (FAST's bulk of pseudorandom labels)
+/// leaves them full, not split in halves; one small batch that
+/// overflows a chunk splits it into two halves, not a full chunk and a
+/// sliver.
+#[test]
+fn bulks_leave_chunks_full_and_a_small_overflow_splits_in_halves() {
+    let base: Arc<dyn Store> = Arc::new(RedbStore::open_in_memory().unwrap());
+    let view = Packed::new(base.clone(), PREFIX);
+    for round in 0..4u32 {
+        let mut bulk = WriteBatch::new();
+        for i in round * 15_000..(round + 1) * 15_000 {
+            bulk.put(label(i), vec![i as u8; 25]);
+        }
+        view.write(bulk).unwrap();
+        let (bytes, count) = fill(base.as_ref());
+        // All but the last two chunks are full to within one pair.
+        let full = bytes as f64 / (count * CHUNK_BYTES) as f64;
+        println!(
+            "after bulk {round}: {count} chunks, {:.1} % full",
+            100.0 * full
+        );
+        assert!(full > 0.9, "chunks {:.1} % full", 100.0 * full);
+    }
+    view.verify().unwrap();
+    // Chunks of a bulk are full: one more pair in the first overflows it.
+    let first = chunks(base.as_ref())[0].clone();
+    let (before_bytes, before_count) = fill(base.as_ref());
+    let mut key = first.0[PREFIX.len()..].to_vec();
+    key.push(0);
+    let mut one = WriteBatch::new();
+    one.put(key.clone(), vec![1; 25]);
+    view.write(one).unwrap();
+    let after = chunks(base.as_ref());
+    assert_eq!(after.len(), before_count + 1);
+    let (halves, _) = after.split_at(2);
+    for (_, bytes) in halves {
+        assert!(
+            bytes.len() > CHUNK_BYTES / 3 && bytes.len() < CHUNK_BYTES * 2 / 3,
+            "a half of {} bytes",
+            bytes.len()
+        );
+    }
+    assert!(fill(base.as_ref()).0 > before_bytes);
+    assert_eq!(view.get(&key).unwrap(), Some(vec![1; 25]));
+    for i in (0..60_000).step_by(97) {
+        assert_eq!(view.get(&label(i)).unwrap(), Some(vec![i as u8; 25]));
+    }
+    view.verify().unwrap();
+}
+
 /// A plan reports the puts that would change a stored value, and applies
 /// nothing itself.
 #[test]

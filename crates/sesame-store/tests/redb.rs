@@ -212,3 +212,99 @@ fn compaction_keeps_every_live_pair_and_shrinks_a_file_of_deleted_ones() {
         Some(vec![7u8; 200])
     );
 }
+
+/// Every pair of a store, in key order.
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A store whose file holds many free pages: rounds of large values, each
+/// round overwriting the one before.
+fn churned_store(path: &std::path::Path) -> (RedbStore, Pairs) {
+    let store = RedbStore::open(path).unwrap();
+    for round in 0u32..6 {
+        let mut b = WriteBatch::new();
+        for i in 0u32..400 {
+            b.put(
+                i.to_be_bytes().to_vec(),
+                vec![round as u8; 3_000 + (i % 7) as usize * 1_000],
+            );
+        }
+        store.write(b).unwrap();
+    }
+    store.put(b"", b"empty key").unwrap();
+    let want = store.scan_prefix(b"").unwrap();
+    (store, want)
+}
+
+#[test]
+fn space_accounts_for_the_stored_bytes_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let (store, want) = churned_store(&path);
+    let space = store.space().unwrap();
+    let live: u64 = want.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+    assert_eq!(space.file_bytes, std::fs::metadata(&path).unwrap().len());
+    assert!(
+        space.stored_bytes >= live,
+        "{space:?} holds {live} live bytes"
+    );
+    assert!(
+        space.allocated_pages * space.page_size >= space.stored_bytes,
+        "{space:?}"
+    );
+    assert!(
+        space.free_bytes() > 0,
+        "six rounds of overwrites leave free pages: {space:?}"
+    );
+    assert_eq!(
+        space.free_bytes(),
+        space.file_bytes - space.allocated_pages * space.page_size
+    );
+}
+
+#[test]
+fn vacuum_keeps_every_pair_gives_back_free_pages_and_keeps_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let (store, want) = churned_store(&path);
+    // A crashed vacuum's temporary file is removed by the next one.
+    let stale = dir.path().join(".s.redb.sesame-vacuum-1");
+    std::fs::write(&stale, b"left by a crash").unwrap();
+    let (before, after) = store.vacuum().unwrap();
+    assert!(!stale.exists(), "the stale temporary file is gone");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("s.redb")]);
+    assert_eq!(store.scan_prefix(b"").unwrap(), want);
+    assert_eq!(after.stored_bytes, before.stored_bytes);
+    assert!(
+        after.file_bytes < before.file_bytes / 2,
+        "{} bytes, from {}",
+        after.file_bytes,
+        before.file_bytes
+    );
+    assert!(
+        after.allocated_pages <= before.allocated_pages,
+        "{before:?} {after:?}"
+    );
+    assert_eq!(after.file_bytes, std::fs::metadata(&path).unwrap().len());
+    // The handle never let go of the file, and writes on.
+    assert!(matches!(RedbStore::open(&path), Err(Error::StoreBusy(_))));
+    store.put(b"after", b"vacuum").unwrap();
+    drop(store);
+    let again = RedbStore::open(&path).unwrap();
+    again.verify().unwrap();
+    let mut expected = want.clone();
+    expected.push((b"after".to_vec(), b"vacuum".to_vec()));
+    expected.sort();
+    assert_eq!(again.scan_prefix(b"").unwrap(), expected);
+}
+
+#[test]
+fn vacuum_of_a_store_in_memory_is_refused() {
+    let store = RedbStore::open_in_memory().unwrap();
+    store.put(b"k", b"v").unwrap();
+    assert!(matches!(store.vacuum(), Err(Error::InvalidArgument(_))));
+    assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
+}
