@@ -56,6 +56,13 @@ pub(crate) enum Command {
         #[arg(required = true, value_name = "ID|PATH", allow_hyphen_values = true)]
         documents: Vec<String>,
     },
+    /// Give back the store file's free space: rewrite the profile's store
+    /// into a fresh file holding the same pairs, and put it in place of
+    /// the old one (a crash leaves one or the other). Copy-on-write commits
+    /// leave free pages behind, which the store reuses but never returns;
+    /// a large `add` can leave the file several times its live data. A
+    /// profile on a server has no store here.
+    Compact,
     /// Check the profile: the store, every document (decrypted and
     /// compared with what was added), and searches for a sample of their
     /// keywords. Exit status 1 when something is wrong.

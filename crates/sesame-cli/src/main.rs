@@ -159,6 +159,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Add { paths } => add(&dir, &paths),
         Command::Rm { documents } => rm(&dir, &documents),
         Command::Check => check(&dir),
+        Command::Compact => compact(&dir),
         Command::Search { query } => search(&dir, &query.join(" ")),
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
@@ -500,6 +501,50 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
             count(report.indexed, "document")
         ));
     }
+    write_stdout(out.as_bytes())?;
+    // Only a hint: the add is done whatever the answer.
+    if let Ok(Some(space)) = session.store_space() {
+        let used = space.allocated_pages * space.page_size;
+        let spare = space.disk_bytes.saturating_sub(used);
+        if spare > COMPACT_HINT_BYTES && spare > used / 2 {
+            eprintln!(
+                "note: the store takes {} on disk for {} of pages in use; `sesame compact` \
+                 gives the rest back",
+                mb(space.disk_bytes),
+                mb(used)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Free bytes of the store file above which `add` suggests `compact` (when
+/// they also exceed half the pages in use).
+const COMPACT_HINT_BYTES: u64 = 64 << 20;
+
+/// Bytes as megabytes, one decimal.
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+fn compact(dir: &std::path::Path) -> Result<(), CliError> {
+    let mut session = open(dir)?;
+    let out = match session.compact_store()? {
+        None => format!(
+            "{}: the index is on a server, which keeps its own store; nothing to compact here\n",
+            dir.display()
+        ),
+        Some((before, after)) => format!(
+            "{}: store rewritten: {} on disk, was {} (file length {}, was {}); {} of keys and \
+             values kept\n",
+            dir.display(),
+            mb(after.disk_bytes),
+            mb(before.disk_bytes),
+            mb(after.file_bytes),
+            mb(before.file_bytes),
+            mb(after.stored_bytes)
+        ),
+    };
     write_stdout(out.as_bytes())
 }
 

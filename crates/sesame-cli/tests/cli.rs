@@ -808,3 +808,45 @@ fn tables_from_the_command_line() {
     assert!(out.contains("dropped table shop (2 records)"), "{out}");
     assert_eq!(env.ok(&["table", "list"]), "");
 }
+
+/// `compact` rewrites the store into a smaller file that answers the same:
+/// several adds of FAST entries (each rewrites the chunks it lands in)
+/// leave free pages behind, which it gives back.
+#[test]
+fn compact_gives_back_free_pages_and_keeps_every_document() {
+    let env = Env::new();
+    env.init("fast");
+    for round in 0..4 {
+        let dir = env.path(&format!("r{round}"));
+        fs::create_dir_all(&dir).unwrap();
+        for d in 0..40 {
+            let words: Vec<String> = (0..300)
+                .map(|w| format!("w{}x{}", w * 7 + d, round))
+                .collect();
+            fs::write(dir.join(format!("{d}.txt")), words.join(" ")).unwrap();
+        }
+        env.ok(&["add", &format!("r{round}")]);
+    }
+    let store = env.path(".sesame/store.redb");
+    let before = fs::metadata(&store).unwrap().len();
+    let searches = ["w7x0", "w300x3", "w2093x2"].map(|w| env.ok(&["search", w]));
+    assert!(searches.iter().all(|s| !s.is_empty()), "{searches:?}");
+    let out = env.ok(&["compact"]);
+    assert!(out.contains("store rewritten"), "{out}");
+    let after = fs::metadata(&store).unwrap().len();
+    assert!(after < before, "{after} bytes, from {before}");
+    assert_eq!(
+        ["w7x0", "w300x3", "w2093x2"].map(|w| env.ok(&["search", w])),
+        searches
+    );
+    assert_eq!(env.ok(&["list"]).lines().count(), 160);
+    let check = env.ok(&["check"]);
+    assert!(check.contains("no problem found"), "{check}");
+    // Nothing but the store is left in the profile's folder.
+    let stray: Vec<_> = fs::read_dir(env.path(".sesame"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("vacuum"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
+}

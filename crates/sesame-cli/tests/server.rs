@@ -324,6 +324,9 @@ fn the_tour_works_against_a_server_and_refusals_are_one_line() {
         !site.path("p/store.redb").exists(),
         "nothing stored locally"
     );
+    let out = site.ok(&["--dir", "p", "compact"]);
+    assert!(out.contains("nothing to compact here"), "{out}");
+    assert!(!site.path("p/store.redb").exists());
 
     let err = |out: Output, needle: &str, code: i32| {
         let text = String::from_utf8(out.stderr).unwrap();

@@ -16,7 +16,7 @@ use sesame_core::{
 use sesame_sse::KeywordScheme;
 use sesame_store::overlay::Overlay;
 use sesame_store::packed::Packed;
-use sesame_store::{MemoryStore, RedbStore};
+use sesame_store::{MemoryStore, RedbStore, Space};
 
 use crate::doc_service::DocServer;
 use crate::error::{ClientError, Result};
@@ -85,6 +85,20 @@ pub trait Backend {
     /// client can check.
     fn verify(&mut self) -> Result<()> {
         Ok(())
+    }
+
+    /// Where the bytes of the store's file go ([`sesame_store::Space`]);
+    /// `None` where the backend has no file of its own (a server keeps
+    /// its store; a store in memory).
+    fn space(&mut self) -> Result<Option<Space>> {
+        Ok(None)
+    }
+
+    /// Rewrites the store into a fresh file, giving back the free pages
+    /// that copy-on-write commits leave ([`RedbStore::vacuum`]); the space
+    /// before and after. `None` where the backend has no file of its own.
+    fn vacuum(&mut self) -> Result<Option<(Space, Space)>> {
+        Ok(None)
     }
 
     /// Sends the requests of one operation (a pending intent named `id`)
@@ -284,6 +298,8 @@ impl SetupChannel for Immediate {
 /// every message).
 pub struct EmbeddedBackend {
     store: Arc<dyn Store>,
+    /// The same store, where it is a redb file (see [`Backend::vacuum`]).
+    file: Option<Arc<RedbStore>>,
     meter: Meter,
     /// Whether a generation's entries are packed, by (index, generation,
     /// scheme): found once per process (see [`EmbeddedBackend::packs`]).
@@ -310,13 +326,17 @@ impl EmbeddedBackend {
             sesame_core::Error::StoreBusy(_) => ClientError::StoreBusy(path.to_path_buf()),
             other => ClientError::Core(other),
         })?;
-        Ok(Self::over(Arc::new(store)))
+        let store = Arc::new(store);
+        let mut backend = Self::over(store.clone());
+        backend.file = Some(store);
+        Ok(backend)
     }
 
     /// The backend over any store (a `MemoryStore` in tests).
     pub fn over(store: Arc<dyn Store>) -> Self {
         EmbeddedBackend {
             store,
+            file: None,
             meter: Meter::new(),
             packed: HashMap::new(),
         }
@@ -678,6 +698,20 @@ impl Backend for EmbeddedBackend {
 
     fn verify(&mut self) -> Result<()> {
         Ok(self.store.verify()?)
+    }
+
+    fn space(&mut self) -> Result<Option<Space>> {
+        self.file
+            .as_ref()
+            .map(|f| f.space().map_err(ClientError::from))
+            .transpose()
+    }
+
+    fn vacuum(&mut self) -> Result<Option<(Space, Space)>> {
+        self.file
+            .as_ref()
+            .map(|f| f.vacuum().map_err(ClientError::from))
+            .transpose()
     }
 }
 

@@ -314,16 +314,15 @@ impl RedbStore {
     /// [`Space`]). Opens a write transaction and aborts it, so it waits
     /// for a running write.
     pub fn space(&self) -> Result<Space> {
-        let file_bytes = self
-            .path
-            .as_deref()
-            .and_then(|p| std::fs::metadata(p).ok())
-            .map_or(0, |m| m.len());
+        let meta = self.path.as_deref().and_then(|p| std::fs::metadata(p).ok());
+        let file_bytes = meta.as_ref().map_or(0, |m| m.len());
+        let disk_bytes = meta.as_ref().map_or(0, disk_usage);
         self.run(|db| {
             let txn = self.begin_write(db)?;
             let stats = txn.stats().map_err(|e| from_redb(&self.label, e))?;
             let space = Space {
                 file_bytes,
+                disk_bytes,
                 page_size: stats.page_size() as u64,
                 allocated_pages: stats.allocated_pages(),
                 leaf_pages: stats.leaf_pages(),
@@ -378,6 +377,9 @@ impl RedbStore {
 pub struct Space {
     /// The file's length (0 in memory).
     pub file_bytes: u64,
+    /// The file's blocks on disk (`du`): less than its length where redb
+    /// grew the file ahead of what it wrote, which stays a hole.
+    pub disk_bytes: u64,
     /// Bytes per page.
     pub page_size: u64,
     /// Pages in use (the rest of the file is free pages and the header).
@@ -402,6 +404,18 @@ impl Space {
         self.file_bytes
             .saturating_sub(self.allocated_pages * self.page_size)
     }
+}
+
+/// Bytes of the blocks a file takes on disk.
+#[cfg(unix)]
+fn disk_usage(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.blocks() * 512
+}
+
+#[cfg(not(unix))]
+fn disk_usage(meta: &std::fs::Metadata) -> u64 {
+    meta.len()
 }
 
 /// Creates a new store at `path` (which did not exist a moment ago).

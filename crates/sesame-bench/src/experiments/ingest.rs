@@ -171,18 +171,29 @@ fn disk_bytes(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Key and value bytes held in the redb store at `path` (the logical
-/// size, against which the file's size shows the engine's overhead), and
-/// the file's size once compacted.
-fn live_bytes(path: &Path) -> Result<(u64, u64), BenchError> {
+/// What the redb store at `path` holds, by redb's accounting.
+struct Held {
+    /// Key and value bytes (the logical size, against which the file's
+    /// size shows the engine's overhead).
+    live: u64,
+    /// Pages in use: the live bytes and the unused part of their pages.
+    in_use: u64,
+    /// Blocks on disk of the file once rewritten (`RedbStore::vacuum`).
+    vacuumed: u64,
+}
+
+fn held(path: &Path) -> Result<Held, BenchError> {
     let store = sesame_store::RedbStore::open(path).map_err(|e| err("reopen the store", e))?;
     let all = store
         .scan_prefix(b"")
         .map_err(|e| err("scan the store", e))?;
     let live = all.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
-    store.compact().map_err(|e| err("compact the store", e))?;
-    drop(store);
-    Ok((live, disk_bytes(path)))
+    let (before, after) = store.vacuum().map_err(|e| err("vacuum the store", e))?;
+    Ok(Held {
+        live,
+        in_use: before.allocated_pages * before.page_size,
+        vacuumed: after.disk_bytes,
+    })
 }
 
 /// Resets the process's peak resident memory (Linux: `clear_refs` 5);
@@ -325,14 +336,14 @@ fn run_one(
         let m = add(&profile, files)?;
         drop(profile);
         d.server.shutdown().map_err(|e| err("stop the server", e))?;
-        (m, disk_bytes(&d.store_path), live_bytes(&d.store_path)?)
+        (m, disk_bytes(&d.store_path), held(&d.store_path)?)
     } else {
         let profile = Profile::create_with_kdf(&dir, pass, scheme, &Params::new(), kdf)
             .map_err(|e| err("create the profile", e))?;
         let m = add(&profile, files)?;
         let store = profile.store_path();
         drop(profile);
-        (m, disk_bytes(&dir), live_bytes(&store)?)
+        (m, disk_bytes(&dir), held(&store)?)
     };
     let _ = std::fs::remove_dir_all(&dir);
     let pairs = m.report.pairs as f64;
@@ -352,8 +363,12 @@ fn run_one(
     row.set("transport_s", m.transport_s);
     row.set("disk_mb", disk as f64 / 1e6);
     row.set("disk_bytes_per_pair", disk as f64 / pairs.max(1.0));
-    row.set("live_bytes_per_pair", live.0 as f64 / pairs.max(1.0));
-    row.set("compacted_bytes_per_pair", live.1 as f64 / pairs.max(1.0));
+    row.set("live_bytes_per_pair", live.live as f64 / pairs.max(1.0));
+    row.set("in_use_bytes_per_pair", live.in_use as f64 / pairs.max(1.0));
+    row.set(
+        "vacuumed_bytes_per_pair",
+        live.vacuumed as f64 / pairs.max(1.0),
+    );
     row.set(
         "index_written_per_pair",
         m.index_bytes_written as f64 / pairs.max(1.0),
@@ -403,11 +418,14 @@ fn charts() -> Vec<Chart> {
         },
         Chart {
             file: "disk-per-pair".to_owned(),
-            title: "Bytes per pair: on disk, compacted, and live keys and values".to_owned(),
+            title: "Bytes per pair: the files, pages in use, on disk once vacuumed, and live keys \
+                    and values"
+                .to_owned(),
             x: "scheme".to_owned(),
             y: vec![
                 "disk_bytes_per_pair".to_owned(),
-                "compacted_bytes_per_pair".to_owned(),
+                "in_use_bytes_per_pair".to_owned(),
+                "vacuumed_bytes_per_pair".to_owned(),
                 "live_bytes_per_pair".to_owned(),
             ],
             series: Vec::new(),
@@ -447,7 +465,8 @@ impl Experiment for Ingest {
             "transport_s",
             "disk_bytes_per_pair",
             "live_bytes_per_pair",
-            "compacted_bytes_per_pair",
+            "in_use_bytes_per_pair",
+            "vacuumed_bytes_per_pair",
             "index_written_per_pair",
             "peak_mb",
         ]
@@ -487,9 +506,12 @@ impl Experiment for Ingest {
                 .to_owned(),
         );
         rs.notes.push(
-            "disk = the profile folder after the add (embedded: index, documents, state) or the \
-             server's redb file (server rows); live = the key and value bytes the redb file \
-             holds (index and documents); compacted = the redb file after redb's compaction; \
+            "disk = the length of the profile folder's files after the add (embedded: index, \
+             documents, state) or of the server's redb file (server rows); live = the key and \
+             value bytes the redb file holds (index and documents); in_use = redb's pages in \
+             use (the live bytes and their pages' unused part; the rest of the file is free \
+             pages that copy-on-write commits left); vacuumed = the redb file's blocks on disk \
+             once rewritten by `RedbStore::vacuum` (what `sesame compact` does); \
              index_written_per_pair = key and value bytes the \
              server half wrote to its store, per pair, documents included where the backend \
              stores them through the same store; peak_mb = the whole bench process's peak \
@@ -515,9 +537,20 @@ mod tests {
         assert!(first > 0.0);
         for r in &rs.rows {
             assert_eq!(pairs(r), first, "every scheme indexes the same pairs");
-            for f in ["pairs_per_s", "disk_bytes_per_pair"] {
-                assert!(r.figures.get(f).copied().unwrap_or(0.0) > 0.0, "{f}");
+            let figure = |f: &str| r.figures.get(f).copied().unwrap_or(0.0);
+            for f in [
+                "pairs_per_s",
+                "disk_bytes_per_pair",
+                "vacuumed_bytes_per_pair",
+            ] {
+                assert!(figure(f) > 0.0, "{f}");
             }
+            // redb's pages in use hold at least the live bytes.
+            assert!(
+                figure("in_use_bytes_per_pair") >= figure("live_bytes_per_pair"),
+                "{:?}",
+                r.figures
+            );
         }
         for c in &rs.charts {
             assert!(rs.rows.iter().any(|r| c.selects(r)), "{}", c.file);

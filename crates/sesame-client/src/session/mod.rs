@@ -369,6 +369,22 @@ impl Session {
         self.state.generation
     }
 
+    /// Where the bytes of the profile's store file go (see
+    /// [`sesame_store::Space`]); `None` for a profile on a server, whose
+    /// store is the server's.
+    pub fn store_space(&mut self) -> Result<Option<sesame_store::Space>> {
+        self.backend.space()
+    }
+
+    /// Rewrites the profile's store into a fresh file, giving back the
+    /// free pages that copy-on-write commits leave (see
+    /// [`sesame_store::RedbStore::vacuum`]): every stored pair is kept,
+    /// and a crash leaves either the old file or the new one. Returns the
+    /// space before and after; `None` for a profile on a server.
+    pub fn compact_store(&mut self) -> Result<Option<(sesame_store::Space, sesame_store::Space)>> {
+        self.backend.vacuum()
+    }
+
     /// Sets how the keywords of stored content are found, and how many
     /// documents one pending intent may carry (a table's small records go
     /// in larger intents).
