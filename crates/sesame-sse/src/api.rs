@@ -90,6 +90,41 @@ pub trait KeywordClient: Send {
         Ok(None)
     }
 
+    /// [`KeywordClient::prepare_update`] for several updates, in order:
+    /// the requests of each, exactly as one call per update would give
+    /// them, and the same state after. A scheme whose work per update
+    /// shares something across documents (Aura: the upper levels of a
+    /// keyword's GGM tree) overrides it and says so in
+    /// [`KeywordClient::batches_updates`]; the default makes one call per
+    /// update, and `Ok(None)` where the first gives `None`.
+    fn prepare_updates(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        updates: &[(UpdateOp, DocId, &[Vec<u8>])],
+    ) -> Result<Option<Vec<Vec<Vec<u8>>>>> {
+        let mut out = Vec::with_capacity(updates.len());
+        for &(op, doc, keywords) in updates {
+            match self.prepare_update(rng, op, doc, keywords)? {
+                Some(requests) => out.push(requests),
+                None if out.is_empty() => return Ok(None),
+                None => {
+                    return Err(sesame_core::Error::Protocol(format!(
+                        "{} prepared some updates of a batch and not others",
+                        self.descriptor().name
+                    )))
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Whether [`KeywordClient::prepare_updates`] gains from being given
+    /// many updates at once (`false` by default): the SDK then prepares a
+    /// pending intent's documents together.
+    fn batches_updates(&self) -> bool {
+        false
+    }
+
     /// As [`KeywordClient::prepare_update`], for schemes whose updates
     /// need to read the server first (KPR12's free cells and proofs,
     /// SDa/SDd's levels to merge): the client may make **read-only** calls

@@ -129,6 +129,10 @@ const PARALLEL_ENTRIES: usize = 32;
 /// `h * n` node keys at a time.
 const SHARED_ENTRIES: usize = 4096;
 
+/// Bundles of additions a batch of updates is dealt into for the cores
+/// (more than there are cores, so that any split of them is even).
+const BUNDLES: usize = 16;
+
 /// What [`AuraClient::plan_add`] takes from the client's state for one
 /// addition.
 struct AddPlan {
@@ -682,6 +686,124 @@ impl AuraClient {
         Ok(parts.into_iter().flatten().collect())
     }
 
+    /// The entries of groups of planned additions, group by group: on the
+    /// calling thread through the kept nodes for fewer than
+    /// `2 * PARALLEL_ENTRIES` entries in all, otherwise on every core, the
+    /// groups dealt into bundles of about equal entries (largest first,
+    /// each to the lightest bundle: the groups of one batch range from one
+    /// entry to one per document).
+    fn compute_groups(
+        &self,
+        groups: &[AddGroup<'_>],
+        kept: &mut KeptNodes,
+    ) -> Result<Vec<Vec<Entry>>> {
+        let total: usize = groups.iter().map(|g| g.adds.len()).sum();
+        if total < 2 * PARALLEL_ENTRIES {
+            return groups
+                .iter()
+                .map(|g| self.entries(g.keyword, g.epoch, &g.adds, Some(&mut *kept)))
+                .collect();
+        }
+        let mut order: Vec<usize> = (0..groups.len()).collect();
+        order.sort_by_key(|&g| std::cmp::Reverse(groups[g].adds.len()));
+        let mut bundles: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); BUNDLES];
+        for g in order {
+            if let Some(lightest) = bundles.iter_mut().min_by_key(|b| b.0) {
+                lightest.0 += groups[g].adds.len();
+                lightest.1.push(g);
+            }
+        }
+        let parts = common::par_map(&bundles, 1, |(_, members)| {
+            members
+                .iter()
+                .map(|&g| {
+                    let group = &groups[g];
+                    Ok((
+                        g,
+                        self.entries(group.keyword, group.epoch, &group.adds, None)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let mut out: Vec<Vec<Entry>> = (0..groups.len()).map(|_| Vec::new()).collect();
+        for (g, entries) in parts.into_iter().flatten() {
+            out[g] = entries;
+        }
+        Ok(out)
+    }
+
+    /// The requests of several updates ([`KeywordClient::prepare_updates`]):
+    /// every update planned in order, as one call per update would plan it
+    /// (tags, epochs, counters, deletions), then the additions of each
+    /// keyword, across all the documents, computed together in one
+    /// descent of its tree, and handed back to their documents.
+    fn batch_requests(
+        &mut self,
+        updates: &[(UpdateOp, DocId, &[Vec<u8>])],
+    ) -> Result<Vec<Vec<Vec<u8>>>> {
+        let mut groups: Vec<AddGroup<'_>> = Vec::new();
+        // For each group, the update each of its additions belongs to.
+        let mut owners: Vec<Vec<usize>> = Vec::new();
+        let mut seen: BTreeMap<(&[u8], u64), usize> = BTreeMap::new();
+        for (i, &(op, doc, keywords)) in updates.iter().enumerate() {
+            Self::check_doc(doc)?;
+            match op {
+                UpdateOp::Delete => {
+                    for w in keywords {
+                        self.delete(doc, w)?;
+                    }
+                }
+                UpdateOp::Add => {
+                    for w in keywords {
+                        let plan = self.plan_add(doc, w)?;
+                        match seen.get(&(w.as_slice(), plan.epoch)) {
+                            Some(&g) => {
+                                groups[g].adds.push((doc, plan));
+                                owners[g].push(i);
+                            }
+                            None => {
+                                seen.insert((w, plan.epoch), groups.len());
+                                groups.push(AddGroup {
+                                    keyword: w,
+                                    epoch: plan.epoch,
+                                    adds: vec![(doc, plan)],
+                                });
+                                owners.push(vec![i]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut kept = std::mem::take(&mut self.kept);
+        let computed = self.compute_groups(&groups, &mut kept);
+        self.kept = kept;
+        let mut per_update: Vec<Vec<Entry>> = (0..updates.len()).map(|_| Vec::new()).collect();
+        for (entries, owners) in computed?.into_iter().zip(&owners) {
+            for (entry, &i) in entries.into_iter().zip(owners) {
+                per_update[i].push(entry);
+            }
+        }
+        per_update
+            .into_iter()
+            .zip(updates)
+            .map(|(entries, &(op, _, _))| match op {
+                UpdateOp::Delete => Ok(Vec::new()),
+                UpdateOp::Add => Self::add_requests(entries),
+            })
+            .collect()
+    }
+
+    /// The requests that store one document's entries.
+    fn add_requests(mut entries: Vec<Entry>) -> Result<Vec<Vec<u8>>> {
+        // The order of the entries says nothing about the keywords.
+        entries.sort_unstable_by_key(|e| e.0);
+        common::chunked_requests(entries, entry_size, |entries| Request::Put {
+            reset: false,
+            entries,
+        })
+    }
+
     /// The entries of one document's additions, planned in order; the
     /// additions of a keyword listed more than once share one descent of
     /// its tree.
@@ -851,16 +973,24 @@ impl KeywordClient for AuraClient {
                 Ok(Some(Vec::new()))
             }
             UpdateOp::Add => {
-                let mut entries = self.add_entries(doc, keywords)?;
-                // The order of the entries says nothing about the keywords.
-                entries.sort_unstable_by_key(|e| e.0);
-                common::chunked_requests(entries, entry_size, |entries| Request::Put {
-                    reset: false,
-                    entries,
-                })
-                .map(Some)
+                let entries = self.add_entries(doc, keywords)?;
+                Self::add_requests(entries).map(Some)
             }
         }
+    }
+
+    fn prepare_updates(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        updates: &[(UpdateOp, DocId, &[Vec<u8>])],
+    ) -> Result<Option<Vec<Vec<Vec<u8>>>>> {
+        self.batch_requests(updates).map(Some)
+    }
+
+    /// A keyword's additions in several documents share the upper levels
+    /// of its tree.
+    fn batches_updates(&self) -> bool {
+        true
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
@@ -1274,5 +1404,72 @@ mod tests {
         assert_eq!(seq_counts, par_counts);
         assert!(seq_counts.total(sesame_crypto::counter::Primitive::Prg) > 0);
         assert_eq!(one.save_state().unwrap(), many.save_state().unwrap());
+    }
+
+    /// One batch of updates gives, update by update, the requests one call
+    /// per update gives, and the same state after, on one thread (a small
+    /// batch, through the kept nodes) and on several; documents sharing
+    /// keywords share their descents, so the batch expands fewer nodes.
+    #[test]
+    fn a_batch_prepares_what_one_call_per_update_prepares() {
+        use rand::SeedableRng;
+        use sesame_crypto::counter::{self, Primitive};
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+        let words: Vec<Vec<u8>> = (0..60).map(|i| format!("w{i}").into_bytes()).collect();
+        for params in ["", "h=5,b=16"] {
+            let mut c = AuraClient::new(&mut rng, &Params::parse(params).unwrap()).unwrap();
+            // Earlier additions, a deletion and a searched keyword.
+            for w in &words[..6] {
+                c.add_entry(1, w).unwrap();
+                c.add_entry(2, w).unwrap();
+            }
+            c.delete(1, &words[0]).unwrap();
+            c.renew(&words[1]);
+            let mut updates: Vec<(UpdateOp, DocId, Vec<Vec<u8>>)> = (3..43)
+                .map(|d: u64| {
+                    let list = (0..30).map(|j| words[(d as usize * 7 + j) % 60].clone());
+                    (UpdateOp::Add, d, list.collect())
+                })
+                .collect();
+            // A deletion and a re-addition inside the batch (a new
+            // generation of the pair), a keyword listed twice, no keyword.
+            updates.insert(10, (UpdateOp::Delete, 5, updates[2].2.clone()));
+            updates.insert(11, (UpdateOp::Add, 5, updates[2].2[..4].to_vec()));
+            updates.push((UpdateOp::Add, 50, vec![words[3].clone(), words[3].clone()]));
+            updates.push((UpdateOp::Add, 51, Vec::new()));
+            let small = vec![
+                (UpdateOp::Add, 60, words[..3].to_vec()),
+                (UpdateOp::Add, 61, words[2..5].to_vec()),
+            ];
+            for batch in [&updates, &small] {
+                let mut one = AuraClient::restore(&c.save_state().unwrap()).unwrap();
+                let mut all = AuraClient::restore(&c.save_state().unwrap()).unwrap();
+                let (expected, one_counts) = counter::measure(|| {
+                    batch
+                        .iter()
+                        .map(|(op, d, ws)| {
+                            one.prepare_update(&mut rng, *op, *d, ws).unwrap().unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                });
+                let refs: Vec<(UpdateOp, DocId, &[Vec<u8>])> = batch
+                    .iter()
+                    .map(|(op, d, ws)| (*op, *d, ws.as_slice()))
+                    .collect();
+                let (got, all_counts) =
+                    counter::measure(|| all.prepare_updates(&mut rng, &refs).unwrap().unwrap());
+                assert_eq!(got, expected, "params {params:?}, {} updates", batch.len());
+                assert_eq!(all.save_state().unwrap(), one.save_state().unwrap());
+                if batch.len() > 2 && params.is_empty() {
+                    assert!(
+                        all_counts.total(Primitive::Prg)
+                            < one_counts.total(Primitive::Prg) * 9 / 10,
+                        "{} node expansions, one by one {}",
+                        all_counts.total(Primitive::Prg),
+                        one_counts.total(Primitive::Prg)
+                    );
+                }
+            }
+        }
     }
 }

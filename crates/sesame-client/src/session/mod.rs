@@ -21,7 +21,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::OsRng;
 use sesame_core::{Meter, QueryKind, SchemeDescriptor, SchemeKind};
 use sesame_crypto::Aes256GcmSiv;
-use sesame_sse::{KeywordClient, KeywordScheme};
+use sesame_sse::{KeywordClient, KeywordScheme, UpdateOp};
 
 use crate::backend::Backend;
 use crate::collect::NewFile;
@@ -42,6 +42,9 @@ const INTENT_DOCS: usize = 512;
 /// Bytes of requests per pending intent (one document's requests may be
 /// more: they are saved and sent together, in calls under the limit).
 const INTENT_BYTES: usize = 8 << 20;
+/// Keywords of the updates a scheme that batches them prepares together
+/// (an intent may pass [`INTENT_BYTES`] by one such batch).
+const BATCH_KEYWORDS: usize = 32 << 10;
 /// Documents whose keywords `check` searches for.
 const CHECK_PROBES: usize = 32;
 
@@ -191,6 +194,22 @@ struct Batch {
 impl Batch {
     fn is_empty(&self) -> bool {
         self.requests.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// Updates waiting to be prepared together (for a scheme that
+/// `batches_updates`), in order, and their keywords in all.
+#[derive(Default)]
+struct Pending {
+    updates: Vec<(UpdateOp, DocId, Vec<Vec<u8>>)>,
+    keywords: usize,
+}
+
+impl Pending {
+    fn push(&mut self, op: UpdateOp, doc: DocId, keywords: Vec<String>) {
+        self.keywords += keywords.len();
+        let words = keywords.into_iter().map(String::into_bytes).collect();
+        self.updates.push((op, doc, words));
     }
 }
 

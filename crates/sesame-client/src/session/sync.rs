@@ -418,6 +418,11 @@ impl Session {
     ) -> Result<()> {
         let total = groups.len() as u64;
         let mut batch = Batch::default();
+        // A scheme that gains from it prepares documents together
+        // (`KeywordClient::batches_updates`): their updates wait here, and
+        // are prepared before the batch is ever saved.
+        let batched = self.client.batches_updates();
+        let mut pending = Pending::default();
         for (i, group) in groups.into_iter().enumerate() {
             progress(Progress {
                 phase: Phase::Indexing,
@@ -426,22 +431,33 @@ impl Session {
             });
             for (doc, keywords) in group.removes {
                 if !keywords.is_empty() && self.client.supports_deletion() {
-                    self.prepare(&mut batch, UpdateOp::Delete, doc.id, keywords)?;
+                    if batched {
+                        pending.push(UpdateOp::Delete, doc.id, keywords);
+                    } else {
+                        self.prepare(&mut batch, UpdateOp::Delete, doc.id, keywords)?;
+                    }
                 }
                 batch.remove.push(doc.id);
             }
             if let Some((info, keywords)) = group.add {
                 if !keywords.is_empty() {
-                    self.prepare(&mut batch, UpdateOp::Add, info.id, keywords)?;
+                    if batched {
+                        pending.push(UpdateOp::Add, info.id, keywords);
+                    } else {
+                        self.prepare(&mut batch, UpdateOp::Add, info.id, keywords)?;
+                    }
                 }
                 batch.add.push(info);
             }
-            if batch.add.len() + batch.remove.len() >= self.intent_docs
-                || batch.bytes >= INTENT_BYTES
-            {
+            let full = batch.add.len() + batch.remove.len() >= self.intent_docs;
+            if full || pending.keywords >= BATCH_KEYWORDS {
+                self.prepare_pending(&mut batch, &mut pending)?;
+            }
+            if pending.updates.is_empty() && (full || batch.bytes >= INTENT_BYTES) {
                 self.flush(&mut batch)?;
             }
         }
+        self.prepare_pending(&mut batch, &mut pending)?;
         self.flush(&mut batch)?;
         progress(Progress {
             phase: Phase::Indexing,
@@ -482,6 +498,36 @@ impl Session {
         self.check_sizes(&requests)?;
         batch.bytes += requests.iter().map(Vec::len).sum::<usize>();
         batch.requests.extend(requests);
+        Ok(())
+    }
+
+    /// Prepares the updates waiting in `pending`, in order, with one call
+    /// ([`KeywordClient::prepare_updates`]), and adds their requests to
+    /// `batch`.
+    fn prepare_pending(&mut self, batch: &mut Batch, pending: &mut Pending) -> Result<()> {
+        if pending.updates.is_empty() {
+            return Ok(());
+        }
+        let taken = std::mem::take(pending);
+        let updates: Vec<(UpdateOp, DocId, &[Vec<u8>])> = taken
+            .updates
+            .iter()
+            .map(|(op, doc, words)| (*op, *doc, words.as_slice()))
+            .collect();
+        let prepared = self
+            .client
+            .prepare_updates(&mut self.rng, &updates)?
+            .ok_or_else(|| {
+                ClientError::Core(sesame_core::Error::Unsupported(format!(
+                    "{} cannot prepare its updates",
+                    self.scheme.descriptor.name
+                )))
+            })?;
+        for requests in prepared {
+            self.check_sizes(&requests)?;
+            batch.bytes += requests.iter().map(Vec::len).sum::<usize>();
+            batch.requests.extend(requests);
+        }
         Ok(())
     }
 
