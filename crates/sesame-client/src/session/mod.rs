@@ -44,7 +44,7 @@ const INTENT_DOCS: usize = 512;
 const INTENT_BYTES: usize = 8 << 20;
 /// Keywords of the updates a scheme that batches them prepares together
 /// (an intent may pass [`INTENT_BYTES`] by one such batch).
-const BATCH_KEYWORDS: usize = 32 << 10;
+const BATCH_KEYWORDS: usize = 128 << 10;
 /// Documents whose keywords `check` searches for.
 const CHECK_PROBES: usize = 32;
 
