@@ -62,7 +62,12 @@ pub(crate) enum Command {
     /// leave free pages behind, which the store reuses but never returns;
     /// a large `add` can leave the file several times its live data. A
     /// profile on a server has no store here.
-    Compact,
+    Compact {
+        /// Instead of the profile's store, a server's redb store file (of
+        /// a stopped `sesame serve`: the running server holds its lock).
+        #[arg(long, value_name = "FILE")]
+        store: Option<PathBuf>,
+    },
     /// Check the profile: the store, every document (decrypted and
     /// compared with what was added), and searches for a sample of their
     /// keywords. Exit status 1 when something is wrong.

@@ -159,7 +159,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Add { paths } => add(&dir, &paths),
         Command::Rm { documents } => rm(&dir, &documents),
         Command::Check => check(&dir),
-        Command::Compact => compact(&dir),
+        Command::Compact { store } => compact(&dir, store.as_deref()),
         Command::Search { query } => search(&dir, &query.join(" ")),
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
@@ -527,17 +527,37 @@ fn mb(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
-fn compact(dir: &std::path::Path) -> Result<(), CliError> {
-    let mut session = open(dir)?;
-    let out = match session.compact_store()? {
+fn compact(dir: &std::path::Path, store: Option<&std::path::Path>) -> Result<(), CliError> {
+    let (what, spaces) = match store {
+        // A server's store: no profile, no passphrase; the file must
+        // already be a Sesame store (`open` creates none here).
+        Some(file) => {
+            if !file.is_file() {
+                return Err(error::file_error(
+                    "open",
+                    file,
+                    &std::io::Error::from(std::io::ErrorKind::NotFound),
+                ));
+            }
+            let failed = |e| CliError::Other(format!("store {}: {e}", file.display()));
+            let spaces = sesame_store::RedbStore::open(file)
+                .and_then(|redb| redb.vacuum())
+                .map_err(failed)?;
+            (file.display().to_string(), Some(spaces))
+        }
+        None => {
+            let mut session = open(dir)?;
+            (dir.display().to_string(), session.compact_store()?)
+        }
+    };
+    let out = match spaces {
         None => format!(
-            "{}: the index is on a server, which keeps its own store; nothing to compact here\n",
-            dir.display()
+            "{what}: the index is on a server, which keeps its own store; nothing to compact \
+             here\n"
         ),
         Some((before, after)) => format!(
-            "{}: store rewritten: {} on disk, was {} (file length {}, was {}); {} of keys and \
-             values kept\n",
-            dir.display(),
+            "{what}: store rewritten: {} on disk, was {} (file length {}, was {}); {} of keys \
+             and values kept\n",
             mb(after.disk_bytes),
             mb(before.disk_bytes),
             mb(after.file_bytes),

@@ -555,10 +555,19 @@ impl Store for Packed {
         self.base.health()
     }
 
-    /// The base store's check, then a decode of every chunk (lengths,
-    /// order, and every key within its chunk's range).
+    /// The base store's check, then [`Packed::check_chunks`].
     fn verify(&self) -> Result<()> {
         self.base.verify()?;
+        self.check_chunks()
+    }
+}
+
+impl Packed {
+    /// Decodes every chunk under the view and checks it: lengths, key
+    /// order, and every key within its chunk's range. A damaged chunk is
+    /// [`Error::StoreCorrupt`] naming it. (What [`Store::verify`] adds to
+    /// the base store's own check.)
+    pub fn check_chunks(&self) -> Result<()> {
         let chunks = self.base.scan_prefix(&self.prefix)?;
         for (i, (chunk_key, bytes)) in chunks.iter().enumerate() {
             let pairs = decode(bytes, chunk_key)?;

@@ -192,6 +192,11 @@ impl Session {
         }
         if let Err(e) = self.backend.verify() {
             report.problems.push(format!("the store: {e}"));
+        } else if let Err(e) =
+            self.backend
+                .verify_index(&self.index, self.state.generation, &self.scheme)
+        {
+            report.problems.push(format!("the index's entries: {e}"));
         }
         let mut channel = self.backend.document_channel(&self.index)?;
         let stored: HashSet<DocId> = DocClient::list(channel.as_mut())?.into_iter().collect();
