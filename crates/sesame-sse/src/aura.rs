@@ -28,7 +28,7 @@
 //! is the first `g` whose tag is not in `D_w`, so it needs no storage. See
 //! `docs/schemes/aura.md` for leakage and deviations.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use rand_core::CryptoRngCore;
@@ -128,6 +128,10 @@ const PARALLEL_ENTRIES: usize = 32;
 /// `log2(h * n)` of them for `n` entries), and the descent holds about
 /// `h * n` node keys at a time.
 const SHARED_ENTRIES: usize = 4096;
+
+/// Tags per worker thread below which a batch's tags are computed on the
+/// calling thread (a tag is one HMAC, about a microsecond).
+const PARALLEL_TAGS: usize = 1024;
 
 /// Bundles of additions a batch of updates is dealt into for the cores
 /// (more than there are cores, so that any split of them is even).
@@ -572,10 +576,20 @@ impl AuraClient {
     }
 
     /// The tag of the pair's live generation: the first one not in `D_w`.
-    fn live_tag(&self, keyword: &[u8], doc: DocId) -> Result<Tag> {
-        let revoked = self.keywords.get(keyword).map(|s| &s.revoked);
+    /// `first` is the tag of generation 0 where the caller has it already.
+    fn live_tag(&self, keyword: &[u8], doc: DocId, first: Option<Tag>) -> Result<Tag> {
+        // No position of an empty filter is revoked: its tags need no
+        // positions.
+        let revoked = self
+            .keywords
+            .get(keyword)
+            .map(|s| &s.revoked)
+            .filter(|r| !r.is_empty());
         for g in 0..MAX_GENERATIONS {
-            let t = self.tag(keyword, doc, g);
+            let t = match first {
+                Some(t) if g == 0 => t,
+                _ => self.tag(keyword, doc, g),
+            };
             let dead =
                 revoked.is_some_and(|r| positions(&t, self.h, self.depth).all(|p| r.contains(&p)));
             if !dead {
@@ -601,8 +615,21 @@ impl AuraClient {
     /// What an addition needs from the client's state: the pair's live tag
     /// and the keyword's epoch and counter, which it advances.
     fn plan_add(&mut self, doc: DocId, keyword: &[u8]) -> Result<AddPlan> {
-        let tag = self.live_tag(keyword, doc)?;
-        let st = self.keywords.entry(keyword.to_vec()).or_default();
+        self.plan_add_from(doc, keyword, None)
+    }
+
+    /// [`plan_add`](Self::plan_add), given the tag of generation 0 if it
+    /// is computed already.
+    fn plan_add_from(&mut self, doc: DocId, keyword: &[u8], first: Option<Tag>) -> Result<AddPlan> {
+        let tag = self.live_tag(keyword, doc, first)?;
+        if !self.keywords.contains_key(keyword) {
+            self.keywords
+                .insert(keyword.to_vec(), KeywordState::default());
+        }
+        let st = self
+            .keywords
+            .get_mut(keyword)
+            .ok_or_else(|| Error::Protocol("Aura keyword state missing".into()))?;
         let plan = AddPlan {
             tag,
             epoch: st.epoch,
@@ -741,10 +768,20 @@ impl AuraClient {
         &mut self,
         updates: &[(UpdateOp, DocId, &[Vec<u8>])],
     ) -> Result<Vec<Vec<Vec<u8>>>> {
+        // The generation-0 tag of every addition, on every core (a PRF call
+        // each, the bulk of planning): the planning below, in order, takes
+        // it unless the filter revokes it by then.
+        let pairs: Vec<(DocId, &[u8])> = updates
+            .iter()
+            .filter(|u| u.0 == UpdateOp::Add)
+            .flat_map(|&(_, doc, keywords)| keywords.iter().map(move |w| (doc, w.as_slice())))
+            .collect();
+        let firsts = common::par_map(&pairs, PARALLEL_TAGS, |&(doc, w)| Ok(self.tag(w, doc, 0)))?;
+        let mut firsts = firsts.into_iter();
         let mut groups: Vec<AddGroup<'_>> = Vec::new();
         // For each group, the update each of its additions belongs to.
         let mut owners: Vec<Vec<usize>> = Vec::new();
-        let mut seen: BTreeMap<(&[u8], u64), usize> = BTreeMap::new();
+        let mut seen: HashMap<(&[u8], u64), usize> = HashMap::new();
         for (i, &(op, doc, keywords)) in updates.iter().enumerate() {
             Self::check_doc(doc)?;
             match op {
@@ -755,7 +792,7 @@ impl AuraClient {
                 }
                 UpdateOp::Add => {
                     for w in keywords {
-                        let plan = self.plan_add(doc, w)?;
+                        let plan = self.plan_add_from(doc, w, firsts.next())?;
                         match seen.get(&(w.as_slice(), plan.epoch)) {
                             Some(&g) => {
                                 groups[g].adds.push((doc, plan));
@@ -872,7 +909,7 @@ impl AuraClient {
 
     /// A deletion: inserts the live tag into `D_w`. Local only.
     fn delete(&mut self, doc: DocId, keyword: &[u8]) -> Result<()> {
-        let tag = self.live_tag(keyword, doc)?;
+        let tag = self.live_tag(keyword, doc, None)?;
         let (h, depth) = (self.h, self.depth);
         let st = self.keywords.entry(keyword.to_vec()).or_default();
         st.revoked.extend(positions(&tag, h, depth));
