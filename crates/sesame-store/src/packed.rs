@@ -182,7 +182,7 @@ impl Packed {
                 plan.batch.delete(key.to_vec());
             }
             for (key, value) in merged {
-                out.push(self, &mut plan.batch, key, value);
+                out.push(self, &mut plan.batch, key, value)?;
             }
             follows = chunks.chunks.get(1).map(|(k, _)| k.clone());
             i = upto;
@@ -213,10 +213,27 @@ struct Emitter {
     prev: Option<(Vec<u8>, Vec<u8>)>,
     /// The chunk being filled: its fence and encoding (empty: none).
     cur: (Vec<u8>, Vec<u8>),
+    /// The last key pushed in this run (empty: none yet).
+    last: Vec<u8>,
 }
 
 impl Emitter {
-    fn push(&mut self, view: &Packed, batch: &mut WriteBatch, key: &[u8], value: &[u8]) {
+    fn push(
+        &mut self,
+        view: &Packed,
+        batch: &mut WriteBatch,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        // Neighbouring chunks hold ascending keys, unless the plan read
+        // them while another writer changed them (its host's conditional
+        // commit then refuses the plan) or the layout is damaged: a key
+        // out of order ends the run, so every chunk written stays sorted.
+        if !self.last.is_empty() && key <= self.last.as_slice() {
+            self.finish(view, batch)?;
+        }
+        self.last.clear();
+        self.last.extend_from_slice(key);
         let len = encoded_len(key, value);
         if !self.cur.1.is_empty() && self.cur.1.len() + len > CHUNK_BYTES {
             let full = std::mem::take(&mut self.cur);
@@ -237,6 +254,7 @@ impl Emitter {
         self.cur.1.extend_from_slice(key);
         put_varint(&mut self.cur.1, value.len());
         self.cur.1.extend_from_slice(value);
+        Ok(())
     }
 
     /// Puts the run's remaining chunks and starts afresh.
@@ -244,6 +262,7 @@ impl Emitter {
         let cur = std::mem::take(&mut self.cur);
         let prev = self.prev.take();
         self.fence = None;
+        self.last.clear();
         match prev {
             Some((fence, bytes)) if !cur.1.is_empty() && cur.1.len() < CHUNK_BYTES / 2 => {
                 let mut pairs = decode(&bytes, &fence)?;
