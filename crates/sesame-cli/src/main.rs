@@ -468,7 +468,11 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
             return Err(error::file_error("read", p, &e));
         }
     }
-    let mut session = open(dir)?;
+    let profile = open_profile(dir)?;
+    let store = profile.store_path();
+    let file_len = || std::fs::metadata(&store).map_or(0, |m| m.len());
+    let len_before = file_len();
+    let mut session = profile.session(DEFAULT_INDEX)?;
     let mut bar = progress::Bar::new();
     let report = session.add_documents(paths, &mut |p| bar.update(p));
     bar.finish();
@@ -502,8 +506,11 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
         ));
     }
     write_stdout(out.as_bytes())?;
-    // Only a hint: the add is done whatever the answer.
-    if let Ok(Some(space)) = session.store_space() {
+    // Only a hint, and only after an add that grew the file by more than
+    // the threshold: the store's accounting walks its whole tree, a cost
+    // a small add into a large store should not pay.
+    let grew = file_len().saturating_sub(len_before) > COMPACT_HINT_BYTES;
+    if let Some(Ok(Some(space))) = grew.then(|| session.store_space()) {
         let used = space.allocated_pages * space.page_size;
         let spare = space.disk_bytes.saturating_sub(used);
         if spare > COMPACT_HINT_BYTES && spare > used / 2 {
@@ -518,8 +525,9 @@ fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Free bytes of the store file above which `add` suggests `compact` (when
-/// they also exceed half the pages in use).
+/// Growth of the store file, and free bytes in it, above which `add`
+/// suggests `compact` (when the free bytes also exceed half the pages in
+/// use).
 const COMPACT_HINT_BYTES: u64 = 64 << 20;
 
 /// Bytes as megabytes, one decimal.

@@ -689,46 +689,24 @@ impl AuraClient {
             .collect())
     }
 
-    /// The entries of several groups of planned additions (each group one
-    /// keyword and epoch), group after group: on the calling thread for
-    /// fewer than `2 * PARALLEL_ENTRIES` entries in all (through the kept
-    /// nodes, if given), otherwise on every core, groups split evenly.
-    /// The primitive calls made on the other threads are counted as this
+    /// The entries of groups of planned additions (each group one keyword
+    /// and epoch), group by group: on the calling thread for fewer than
+    /// `2 * PARALLEL_ENTRIES` entries in all (through the kept nodes, if
+    /// given), otherwise on every core, the groups dealt into bundles of
+    /// about equal entries (largest first, each to the lightest bundle: the
+    /// groups of one batch range from one entry to one per document). The
+    /// primitive calls made on the other threads are counted as this
     /// thread's.
     fn compute(
         &self,
         groups: &[AddGroup<'_>],
         mut kept: Option<&mut KeptNodes>,
-    ) -> Result<Vec<Entry>> {
-        let total: usize = groups.iter().map(|g| g.adds.len()).sum();
-        let run = |g: &AddGroup<'_>| self.entries(g.keyword, g.epoch, &g.adds, None);
-        let parts = if total < 2 * PARALLEL_ENTRIES {
-            groups
-                .iter()
-                .map(|g| self.entries(g.keyword, g.epoch, &g.adds, kept.as_deref_mut()))
-                .collect::<Result<Vec<_>>>()?
-        } else {
-            common::par_map(groups, 1, run)?
-        };
-        Ok(parts.into_iter().flatten().collect())
-    }
-
-    /// The entries of groups of planned additions, group by group: on the
-    /// calling thread through the kept nodes for fewer than
-    /// `2 * PARALLEL_ENTRIES` entries in all, otherwise on every core, the
-    /// groups dealt into bundles of about equal entries (largest first,
-    /// each to the lightest bundle: the groups of one batch range from one
-    /// entry to one per document).
-    fn compute_groups(
-        &self,
-        groups: &[AddGroup<'_>],
-        kept: &mut KeptNodes,
     ) -> Result<Vec<Vec<Entry>>> {
         let total: usize = groups.iter().map(|g| g.adds.len()).sum();
         if total < 2 * PARALLEL_ENTRIES {
             return groups
                 .iter()
-                .map(|g| self.entries(g.keyword, g.epoch, &g.adds, Some(&mut *kept)))
+                .map(|g| self.entries(g.keyword, g.epoch, &g.adds, kept.as_deref_mut()))
                 .collect();
         }
         let mut order: Vec<usize> = (0..groups.len()).collect();
@@ -759,15 +737,15 @@ impl AuraClient {
         Ok(out)
     }
 
-    /// The requests of several updates ([`KeywordClient::prepare_updates`]):
-    /// every update planned in order, as one call per update would plan it
-    /// (tags, epochs, counters, deletions), then the additions of each
-    /// keyword, across all the documents, computed together in one
+    /// The entries of several updates, update by update (none for a
+    /// deletion): every update planned in order, as one call per update
+    /// would plan it (tags, epochs, counters, deletions), then the additions
+    /// of each keyword, across all the documents, computed together in one
     /// descent of its tree, and handed back to their documents.
-    fn batch_requests(
+    fn batch_entries(
         &mut self,
         updates: &[(UpdateOp, DocId, &[Vec<u8>])],
-    ) -> Result<Vec<Vec<Vec<u8>>>> {
+    ) -> Result<Vec<Vec<Entry>>> {
         // The generation-0 tag of every addition, on every core (a PRF call
         // each, the bulk of planning): the planning below, in order, takes
         // it unless the filter revokes it by then.
@@ -813,7 +791,7 @@ impl AuraClient {
             }
         }
         let mut kept = std::mem::take(&mut self.kept);
-        let computed = self.compute_groups(&groups, &mut kept);
+        let computed = self.compute(&groups, Some(&mut kept));
         self.kept = kept;
         let mut per_update: Vec<Vec<Entry>> = (0..updates.len()).map(|_| Vec::new()).collect();
         for (entries, owners) in computed?.into_iter().zip(&owners) {
@@ -821,7 +799,17 @@ impl AuraClient {
                 per_update[i].push(entry);
             }
         }
-        per_update
+        Ok(per_update)
+    }
+
+    /// The requests of several updates ([`KeywordClient::prepare_updates`],
+    /// and [`KeywordClient::prepare_update`] as a batch of one): those of
+    /// [`batch_entries`](Self::batch_entries), each document's apart.
+    fn batch_requests(
+        &mut self,
+        updates: &[(UpdateOp, DocId, &[Vec<u8>])],
+    ) -> Result<Vec<Vec<Vec<u8>>>> {
+        self.batch_entries(updates)?
             .into_iter()
             .zip(updates)
             .map(|(entries, &(op, _, _))| match op {
@@ -841,30 +829,15 @@ impl AuraClient {
         })
     }
 
-    /// The entries of one document's additions, planned in order; the
-    /// additions of a keyword listed more than once share one descent of
-    /// its tree.
+    /// The entries of one document's additions, planned in order (a batch
+    /// of one); the additions of a keyword listed more than once share one
+    /// descent of its tree.
+    #[cfg(test)]
     fn add_entries(&mut self, doc: DocId, keywords: &[Vec<u8>]) -> Result<Vec<Entry>> {
-        let mut groups: Vec<AddGroup<'_>> = Vec::with_capacity(keywords.len());
-        let mut seen: BTreeMap<&[u8], usize> = BTreeMap::new();
-        for w in keywords {
-            let plan = self.plan_add(doc, w)?;
-            match seen.get(w.as_slice()) {
-                Some(&i) => groups[i].adds.push((doc, plan)),
-                None => {
-                    seen.insert(w, groups.len());
-                    groups.push(AddGroup {
-                        keyword: w,
-                        epoch: plan.epoch,
-                        adds: vec![(doc, plan)],
-                    });
-                }
-            }
-        }
-        let mut kept = std::mem::take(&mut self.kept);
-        let entries = self.compute(&groups, Some(&mut kept));
-        self.kept = kept;
+        let mut entries = self.batch_entries(&[(UpdateOp::Add, doc, keywords)])?;
         entries
+            .pop()
+            .ok_or_else(|| Error::Protocol("Aura entries missing".into()))
     }
 
     /// The entries of a fresh index of `db`: every pair planned in order,
@@ -904,7 +877,7 @@ impl AuraClient {
                 });
             }
         }
-        self.compute(&groups, None)
+        Ok(self.compute(&groups, None)?.into_iter().flatten().collect())
     }
 
     /// A deletion: inserts the live tag into `D_w`. Local only.
@@ -1001,19 +974,8 @@ impl KeywordClient for AuraClient {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<Option<Vec<Vec<u8>>>> {
-        Self::check_doc(doc)?;
-        match op {
-            UpdateOp::Delete => {
-                for w in keywords {
-                    self.delete(doc, w)?;
-                }
-                Ok(Some(Vec::new()))
-            }
-            UpdateOp::Add => {
-                let entries = self.add_entries(doc, keywords)?;
-                Self::add_requests(entries).map(Some)
-            }
-        }
+        let mut requests = self.batch_requests(&[(op, doc, keywords)])?;
+        Ok(requests.pop())
     }
 
     fn prepare_updates(

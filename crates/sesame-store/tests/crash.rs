@@ -5,7 +5,9 @@
 //! batches to a redb store in a loop, kills it with SIGKILL at a moment that
 //! varies from run to run, reopens the store and checks that it holds exactly
 //! one whole batch. `crash_child` is the child's entry point; in a normal test
-//! run (without `SESAME_CRASH_CHILD`) it does nothing.
+//! run (without `SESAME_CRASH_CHILD`) it does nothing. A second test has the
+//! child rewrite the store (`RedbStore::vacuum`) after every batch, so the
+//! kills land in vacuums too.
 
 #![allow(clippy::unwrap_used)]
 
@@ -20,6 +22,9 @@ use sesame_store::RedbStore;
 
 /// Names the store file the child writes; set only for the child.
 const CHILD_ENV: &str = "SESAME_CRASH_CHILD";
+/// Set for a child that also rewrites the store after every batch
+/// (`RedbStore::vacuum`), so that kills land in vacuums too.
+const VACUUM_ENV: &str = "SESAME_CRASH_VACUUM";
 /// What the child prints after each commit, followed by the batch number.
 const COMMITTED: &str = "SESAME-COMMITTED ";
 /// Keys per batch.
@@ -68,15 +73,23 @@ fn crash_child() {
         }
         store.write(batch).expect("child writes a batch");
         println!("{COMMITTED}{batch_no}");
+        if std::env::var_os(VACUUM_ENV).is_some() {
+            store.vacuum().expect("child rewrites the store");
+        }
         batch_no += 1;
     }
 }
 
-/// Runs a child on `path`, kills it `delay` after it reported
-/// `BEFORE_KILL` commits; returns the last commit it reported.
-fn run_and_kill(path: &Path, delay: Duration) -> u64 {
+/// Runs a child on `path` (vacuuming after every batch with `vacuum`),
+/// kills it `delay` after it reported `BEFORE_KILL` commits; returns the
+/// last commit it reported.
+fn run_and_kill(path: &Path, delay: Duration, vacuum: bool) -> u64 {
     let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if vacuum {
+        command.env(VACUUM_ENV, "1");
+    }
+    let mut child = command
         .args([
             "--exact",
             "crash_child",
@@ -167,8 +180,40 @@ fn a_killed_writer_leaves_whole_batches() {
         let path = dir.path().join(format!("crash{run}.redb"));
         // Spread the delays over about two batches of the child.
         let delay_ms = splitmix(u64::from(seed) + run) % 50;
-        let reported = run_and_kill(&path, Duration::from_millis(delay_ms));
+        let reported = run_and_kill(&path, Duration::from_millis(delay_ms), false);
         let batch = check(&path, reported);
+        eprintln!(
+            "run {run}: killed {delay_ms} ms after commit {BEFORE_KILL}; last reported \
+             {reported}, store holds batch {batch}"
+        );
+    }
+}
+
+/// A process killed while it rewrites its store (`RedbStore::vacuum`
+/// after every batch) leaves the old store or the new one, whole: the
+/// same checks as above, then a vacuum of the recovered store removes
+/// what the killed one left beside it.
+#[test]
+fn a_killed_vacuum_leaves_a_whole_store() {
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let dir = tempfile::tempdir().unwrap();
+    for run in 0..RUNS {
+        let name = format!("vacuum{run}.redb");
+        let path = dir.path().join(&name);
+        let delay_ms = splitmix(u64::from(seed) + run) % 50;
+        let reported = run_and_kill(&path, Duration::from_millis(delay_ms), true);
+        let batch = check(&path, reported);
+        let store = RedbStore::open(&path).unwrap();
+        store.vacuum().unwrap();
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(&name) && n != &name)
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
         eprintln!(
             "run {run}: killed {delay_ms} ms after commit {BEFORE_KILL}; last reported \
              {reported}, store holds batch {batch}"
