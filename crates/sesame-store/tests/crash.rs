@@ -169,24 +169,32 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-#[test]
-fn a_killed_writer_leaves_whole_batches() {
+/// `RUNS` crash runs on fresh stores `NAME{run}.redb`, each child killed
+/// after its own delay (spread over about two batches of the child), each
+/// store checked; `after` then gets the store's path and file name.
+fn crash_runs(name: &str, vacuum: bool, after: impl Fn(&Path, &str)) {
     let seed = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
     let dir = tempfile::tempdir().unwrap();
     for run in 0..RUNS {
-        let path = dir.path().join(format!("crash{run}.redb"));
-        // Spread the delays over about two batches of the child.
+        let file = format!("{name}{run}.redb");
+        let path = dir.path().join(&file);
         let delay_ms = splitmix(u64::from(seed) + run) % 50;
-        let reported = run_and_kill(&path, Duration::from_millis(delay_ms), false);
+        let reported = run_and_kill(&path, Duration::from_millis(delay_ms), vacuum);
         let batch = check(&path, reported);
+        after(&path, &file);
         eprintln!(
             "run {run}: killed {delay_ms} ms after commit {BEFORE_KILL}; last reported \
              {reported}, store holds batch {batch}"
         );
     }
+}
+
+#[test]
+fn a_killed_writer_leaves_whole_batches() {
+    crash_runs("crash", false, |_, _| {});
 }
 
 /// A process killed while it rewrites its store (`RedbStore::vacuum`
@@ -195,28 +203,15 @@ fn a_killed_writer_leaves_whole_batches() {
 /// what the killed one left beside it.
 #[test]
 fn a_killed_vacuum_leaves_a_whole_store() {
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let dir = tempfile::tempdir().unwrap();
-    for run in 0..RUNS {
-        let name = format!("vacuum{run}.redb");
-        let path = dir.path().join(&name);
-        let delay_ms = splitmix(u64::from(seed) + run) % 50;
-        let reported = run_and_kill(&path, Duration::from_millis(delay_ms), true);
-        let batch = check(&path, reported);
-        let store = RedbStore::open(&path).unwrap();
+    crash_runs("vacuum", true, |path, file| {
+        let store = RedbStore::open(path).unwrap();
         store.vacuum().unwrap();
-        let left: Vec<String> = std::fs::read_dir(dir.path())
+        let dir = path.parent().unwrap();
+        let left: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.contains(&name) && n != &name)
+            .filter(|n| n.contains(file) && n != file)
             .collect();
         assert!(left.is_empty(), "{left:?}");
-        eprintln!(
-            "run {run}: killed {delay_ms} ms after commit {BEFORE_KILL}; last reported \
-             {reported}, store holds batch {batch}"
-        );
-    }
+    });
 }
