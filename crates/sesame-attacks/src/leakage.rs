@@ -28,10 +28,17 @@ pub struct QueryLeakage {
 }
 
 /// The document identifier a document-service key names, if it is one:
-/// `prefix`, `b`, then eight bytes big-endian.
+/// `prefix`, then `h` (a document's head) or `b` (a whole document of the
+/// earlier layout) and eight bytes big-endian, or `p` (a piece), eight
+/// bytes and a four-byte piece number. The store's layout, read from the
+/// keys alone (this crate links nothing of Sesame's).
 pub fn document_id(prefix: &[u8], key: &[u8]) -> Option<u64> {
-    let rest = key.strip_prefix(prefix)?.strip_prefix(b"b")?;
-    Some(u64::from_be_bytes(rest.try_into().ok()?))
+    let id = match key.strip_prefix(prefix)?.split_first()? {
+        (b'h' | b'b', id) if id.len() == 8 => id,
+        (b'p', id) if id.len() == 12 => &id[..8],
+        _ => return None,
+    };
+    Some(u64::from_be_bytes(id.try_into().ok()?))
 }
 
 /// The leakage of every search in `view`, in order. `doc` maps a store key
@@ -76,11 +83,23 @@ mod tests {
 
     #[test]
     fn document_keys_name_documents() {
-        let mut key = b"d/i/b".to_vec();
-        key.extend_from_slice(&258u64.to_be_bytes());
+        let key = sesame_store::documents::head_key(b"d/i/", 258);
         assert_eq!(document_id(b"d/i/", &key), Some(258));
         assert_eq!(document_id(b"d/j/", &key), None);
-        assert_eq!(document_id(b"d/i/", b"d/i/b123"), None);
+        assert_eq!(document_id(b"d/i/", b"d/i/h123"), None);
+        // Every key the store writes for a document names it.
+        let mut batch = sesame_core::WriteBatch::new();
+        sesame_store::documents::put(&mut batch, b"d/i/", [(7, &[1; 10_000][..])]);
+        let named: Vec<Option<u64>> = batch
+            .ops()
+            .iter()
+            .map(|op| match op {
+                sesame_core::WriteOp::Put { key, .. } => document_id(b"d/i/", key),
+                sesame_core::WriteOp::Delete { .. } => panic!("a delete"),
+            })
+            .collect();
+        // Two pieces and the head; then the heads' end marker, no document.
+        assert_eq!(named, [Some(7), Some(7), Some(7), None]);
     }
 
     #[test]

@@ -820,8 +820,8 @@ fn the_server_view_is_recorded_for_research() {
     assert!(lines
         .iter()
         .all(|l| l["index"] == index.as_str() && l["tenant"] == "t"));
-    // The get read document 1's key: d/t/<index>/b + 1.
-    let mut doc1 = format!("d/t/{index}/b").into_bytes();
+    // The get read document 1, known by its head: d/t/<index>/h + 1.
+    let mut doc1 = format!("d/t/{index}/h").into_bytes();
     doc1.extend_from_slice(&1u64.to_be_bytes());
     let doc1 = to_hex(&doc1);
     assert!(

@@ -531,12 +531,8 @@ impl Backend for EmbeddedBackend {
     }
 
     fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel>> {
-        let view: Arc<dyn Store> = Arc::new(Prefixed::new(
-            self.store.clone(),
-            format!("d/{index}/").into_bytes(),
-        ));
         Ok(Box::new(LocalChannel::with_meter(
-            Typed(DocServer::new(view)),
+            Typed(DocServer::new(self.store.clone(), format!("d/{index}/"))),
             self.meter.clone(),
         )))
     }

@@ -7,10 +7,12 @@
 //! encoding, like a scheme's messages, so the same code runs in-process
 //! and over a network.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sesame_core::{channel, Channel, Error, Handler, IoCounts, Result, Store, WriteBatch};
+use sesame_store::documents;
 
 /// A document identifier (the same identifiers the index returns).
 pub type DocId = u64;
@@ -49,18 +51,12 @@ pub enum DocResponse {
     DeletedCount(u64),
 }
 
-/// Store key of a document: `b` and the identifier big-endian, so a prefix
-/// scan lists identifiers in order.
-fn doc_key(id: DocId) -> [u8; 9] {
-    let mut k = [0u8; 9];
-    k[0] = b'b';
-    k[1..].copy_from_slice(&id.to_be_bytes());
-    k
-}
-
-/// The server half of the document service.
+/// The server half of the document service. Documents are stored in the
+/// layout of [`sesame_store::documents`] (in pieces of one redb page), the
+/// layout the server uses too.
 pub struct DocServer {
     store: Arc<dyn Store>,
+    prefix: Vec<u8>,
 }
 
 impl std::fmt::Debug for DocServer {
@@ -70,10 +66,32 @@ impl std::fmt::Debug for DocServer {
 }
 
 impl DocServer {
-    /// A server keeping documents in `store` (the index's document key
-    /// space).
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        DocServer { store }
+    /// A server keeping documents in `store` under `prefix` (an index's
+    /// document key space: `d/<index>/` in an embedded profile).
+    pub fn new(store: Arc<dyn Store>, prefix: impl Into<Vec<u8>>) -> Self {
+        DocServer {
+            store,
+            prefix: prefix.into(),
+        }
+    }
+
+    /// Deletes the stored documents of `ids` in one batch; how many were
+    /// stored (an identifier named twice counts once).
+    fn delete(&self, ids: &[DocId]) -> Result<u64> {
+        let keys = documents::stored_keys(self.store.as_ref(), &self.prefix, ids)?;
+        let mut seen = HashSet::new();
+        let mut batch = WriteBatch::new();
+        for (id, keys) in ids.iter().zip(keys) {
+            if let Some(keys) = keys.filter(|_| seen.insert(*id)) {
+                for k in keys {
+                    batch.delete(k);
+                }
+            }
+        }
+        if !batch.is_empty() {
+            self.store.write(batch)?;
+        }
+        Ok(seen.len() as u64)
     }
 }
 
@@ -82,14 +100,20 @@ impl Handler for DocServer {
     type Response = DocResponse;
 
     fn handle(&mut self, request: DocRequest) -> Result<DocResponse> {
+        let store = self.store.as_ref();
+        let prefix = self.prefix.as_slice();
         match request {
             DocRequest::PutDocs(docs) => {
-                let mut batch = WriteBatch::with_capacity(docs.len());
-                for (id, blob) in docs {
+                let ids: Vec<DocId> = docs.iter().map(|(id, _)| *id).collect();
+                let stored = documents::read(store, prefix, &ids)?;
+                let mut written: HashMap<DocId, &[u8]> = HashMap::with_capacity(docs.len());
+                let mut new = Vec::with_capacity(docs.len());
+                for ((id, blob), old) in docs.iter().zip(&stored) {
                     // A document is written once: the same bytes again are
-                    // a repeat, other bytes a conflict (never overwritten).
-                    match self.store.get(&doc_key(id))? {
-                        Some(old) if old == blob => continue,
+                    // a repeat, other bytes a conflict (never overwritten),
+                    // also within one request.
+                    match old.as_deref().or_else(|| written.get(id).copied()) {
+                        Some(old) if old == blob.as_slice() => continue,
                         Some(_) => {
                             return Err(Error::Protocol(format!(
                                 "document {id} already holds other content; nothing was stored"
@@ -97,50 +121,25 @@ impl Handler for DocServer {
                         }
                         None => {}
                     }
-                    batch.put(doc_key(id).to_vec(), blob);
+                    written.insert(*id, blob);
+                    new.push((*id, blob.as_slice()));
                 }
-                self.store.write(batch)?;
+                if !new.is_empty() {
+                    let mut batch = WriteBatch::new();
+                    documents::put(&mut batch, prefix, new);
+                    store.write(batch)?;
+                }
                 Ok(DocResponse::Stored)
             }
-            DocRequest::GetDoc(id) => Ok(DocResponse::Doc(self.store.get(&doc_key(id))?)),
+            DocRequest::GetDoc(id) => Ok(DocResponse::Doc(
+                documents::read(store, prefix, &[id])?.pop().flatten(),
+            )),
             DocRequest::GetDocs(ids) => {
-                let keys: Vec<[u8; 9]> = ids.iter().map(|&id| doc_key(id)).collect();
-                let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-                Ok(DocResponse::Docs(self.store.get_many(&refs)?))
+                Ok(DocResponse::Docs(documents::read(store, prefix, &ids)?))
             }
-            DocRequest::DeleteDoc(id) => {
-                let key = doc_key(id);
-                let present = self.store.get(&key)?.is_some();
-                if present {
-                    self.store.delete(&key)?;
-                }
-                Ok(DocResponse::Deleted(present))
-            }
-            DocRequest::DeleteDocs(ids) => {
-                let mut batch = WriteBatch::with_capacity(ids.len());
-                for id in ids {
-                    let key = doc_key(id);
-                    if self.store.get(&key)?.is_some() {
-                        batch.delete(key.to_vec());
-                    }
-                }
-                let n = batch.len() as u64;
-                if n > 0 {
-                    self.store.write(batch)?;
-                }
-                Ok(DocResponse::DeletedCount(n))
-            }
-            DocRequest::ListDocIds => {
-                let mut ids = Vec::new();
-                for (k, _) in self.store.scan_prefix(b"b")? {
-                    let bytes: [u8; 8] =
-                        k.get(1..).and_then(|b| b.try_into().ok()).ok_or_else(|| {
-                            Error::StoreCorrupt(format!("document key of {} bytes", k.len()))
-                        })?;
-                    ids.push(DocId::from_be_bytes(bytes));
-                }
-                Ok(DocResponse::DocIds(ids))
-            }
+            DocRequest::DeleteDoc(id) => Ok(DocResponse::Deleted(self.delete(&[id])? > 0)),
+            DocRequest::DeleteDocs(ids) => Ok(DocResponse::DeletedCount(self.delete(&ids)?)),
+            DocRequest::ListDocIds => Ok(DocResponse::DocIds(documents::list(store, prefix)?)),
         }
     }
 
@@ -218,7 +217,7 @@ mod tests {
     #[test]
     fn put_get_list_delete_round_trip() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let mut ch = LocalChannel::new(Typed(DocServer::new(store)));
+        let mut ch = LocalChannel::new(Typed(DocServer::new(store.clone(), "d/x/")));
         DocClient::put(&mut ch, vec![(2, b"two".to_vec()), (1, b"one".to_vec())]).unwrap();
         assert_eq!(DocClient::get(&mut ch, 1).unwrap(), Some(b"one".to_vec()));
         assert_eq!(DocClient::get(&mut ch, 3).unwrap(), None);
@@ -231,14 +230,27 @@ mod tests {
         assert!(!DocClient::delete(&mut ch, 1).unwrap());
         assert_eq!(DocClient::list(&mut ch).unwrap(), vec![2]);
         DocClient::put(&mut ch, vec![(3, b"three".to_vec())]).unwrap();
-        assert_eq!(DocClient::delete_many(&mut ch, &[2, 3, 4]).unwrap(), 2);
+        assert_eq!(DocClient::delete_many(&mut ch, &[2, 3, 4, 3]).unwrap(), 2);
         assert!(DocClient::list(&mut ch).unwrap().is_empty());
+        // Documents of several pieces come back whole, and their deletion
+        // leaves no piece behind.
+        let big: Vec<u8> = (0..30_000u32).map(|i| (i % 251) as u8).collect();
+        DocClient::put(&mut ch, vec![(5, big.clone()), (6, big[..4_100].to_vec())]).unwrap();
+        assert_eq!(
+            DocClient::get_many(&mut ch, &[6, 5]).unwrap(),
+            vec![Some(big[..4_100].to_vec()), Some(big.clone())]
+        );
+        let keys = store.scan_prefix(b"d/x/").unwrap().len();
+        assert!(keys > 3, "{keys} keys");
+        assert_eq!(DocClient::delete_many(&mut ch, &[5, 6]).unwrap(), 2);
+        // Only the heads' end marker is left.
+        assert_eq!(store.scan_prefix(b"d/x/").unwrap().len(), 1);
     }
 
     #[test]
     fn a_stored_document_is_never_overwritten_with_other_content() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let mut ch = LocalChannel::new(Typed(DocServer::new(store)));
+        let mut ch = LocalChannel::new(Typed(DocServer::new(store, "d/x/")));
         DocClient::put(&mut ch, vec![(1, b"one".to_vec())]).unwrap();
         // The same bytes again: a repeat, accepted.
         DocClient::put(&mut ch, vec![(1, b"one".to_vec())]).unwrap();
@@ -250,6 +262,13 @@ mod tests {
         assert!(err.contains("already holds other content"), "{err}");
         assert_eq!(DocClient::get(&mut ch, 1).unwrap(), Some(b"one".to_vec()));
         assert_eq!(DocClient::get(&mut ch, 2).unwrap(), None);
+        // One request naming a new id twice with other bytes: refused too
+        // (the second would have left the first's extra pieces).
+        let err = DocClient::put(&mut ch, vec![(3, vec![1; 9_000]), (3, vec![2; 100])])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("already holds other content"), "{err}");
+        assert_eq!(DocClient::get(&mut ch, 3).unwrap(), None);
     }
 
     #[test]

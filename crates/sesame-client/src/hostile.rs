@@ -20,7 +20,7 @@ pub fn document_messages(data: &[u8]) {
     let _ = wire::decode::<DocResponse>(data);
     if let Ok(request) = wire::decode::<DocRequest>(data) {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let mut server = DocServer::new(store);
+        let mut server = DocServer::new(store, Vec::new());
         let _ = server.handle(request);
     }
 }

@@ -40,6 +40,7 @@ use crate::error::EngineError;
 use crate::keys;
 use crate::proto;
 use crate::records::{now_unix, IndexMeta, ReplayRecord};
+use sesame_store::documents;
 use sesame_store::overlay::Overlay;
 use sesame_store::packed::Packed;
 
@@ -1375,39 +1376,33 @@ impl Engine {
         digest: Option<[u8; 32]>,
     ) -> Result<Option<proto::PutDocumentsResponse>, EngineError> {
         let (seen, mut meta) = self.meta_for_write(tenant, &req.index, id.zip(digest.as_ref()))?;
-        let keys: Vec<Vec<u8>> = req
-            .documents
-            .iter()
-            .map(|d| keys::doc_key(tenant, &req.index, d.id))
-            .collect();
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let stored = self.store.get_many(&refs)?;
+        let prefix = keys::doc_prefix(tenant, &req.index);
+        let ids: Vec<u64> = req.documents.iter().map(|d| d.id).collect();
+        let stored = documents::read(self.store.as_ref(), &prefix, &ids)?;
         // A stored document is never replaced by other content: two
         // clients sharing one profile's ids would otherwise lose one's
-        // documents silently. The same content again is a no-op.
-        for ((value, doc), _) in stored.iter().zip(&req.documents).zip(&refs) {
-            if value.as_ref().is_some_and(|v| *v != doc.blob) {
-                return Err(EngineError::Conflict(format!(
-                    "document {} is already stored with other content; nothing was stored \
-                     (is another client using the same profile?)",
-                    doc.id
-                )));
+        // documents silently. The same content again is a no-op, also
+        // within one request.
+        let mut written: HashMap<u64, &[u8]> = HashMap::with_capacity(ids.len());
+        let mut new = Vec::with_capacity(ids.len());
+        for (doc, old) in req.documents.iter().zip(&stored) {
+            match old.as_deref().or_else(|| written.get(&doc.id).copied()) {
+                Some(old) if old == doc.blob.as_slice() => continue,
+                Some(_) => {
+                    return Err(EngineError::Conflict(format!(
+                        "document {} is already stored with other content; nothing was stored \
+                         (is another client using the same profile?)",
+                        doc.id
+                    )))
+                }
+                None => {}
             }
+            written.insert(doc.id, &doc.blob);
+            new.push((doc.id, doc.blob.as_slice()));
         }
-        let mut present: std::collections::HashSet<&[u8]> = stored
-            .iter()
-            .zip(&refs)
-            .filter(|(v, _)| v.is_some())
-            .map(|(_, k)| *k)
-            .collect();
-        let mut added = 0u64;
-        let mut batch = WriteBatch::with_capacity(keys.len() + 2);
-        for (key, doc) in keys.iter().zip(&req.documents) {
-            if present.insert(key.as_slice()) {
-                added += 1;
-            }
-            batch.put(key.clone(), doc.blob.clone());
-        }
+        let added = new.len() as u64;
+        let mut batch = WriteBatch::with_capacity(ids.len() * 2 + 3);
+        documents::put(&mut batch, &prefix, new);
         let bytes: usize = batch
             .ops()
             .iter()
@@ -1446,19 +1441,15 @@ impl Engine {
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.read();
         self.meta(tenant, &req.index)?;
-        let keys: Vec<Vec<u8>> = req
-            .ids
-            .iter()
-            .map(|&id| keys::doc_key(tenant, &req.index, id))
-            .collect();
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let found = self.store.get_many(&refs)?;
+        let prefix = keys::doc_prefix(tenant, &req.index);
+        let found = documents::read(self.store.as_ref(), &prefix, &req.ids)?;
         if let Some(log) = &self.view_log {
-            let events: Vec<sesame_core::view::Event> = keys
+            let events: Vec<sesame_core::view::Event> = req
+                .ids
                 .iter()
                 .zip(&found)
-                .map(|(k, v)| sesame_core::view::Event::Read {
-                    key: k.clone(),
+                .map(|(&id, v)| sesame_core::view::Event::Read {
+                    key: documents::head_key(&prefix, id),
                     size: v.as_ref().map(Vec::len),
                 })
                 .collect();
@@ -1504,20 +1495,16 @@ impl Engine {
         digest: Option<[u8; 32]>,
     ) -> Result<Option<proto::DeleteDocumentsResponse>, EngineError> {
         let (seen, mut meta) = self.meta_for_write(tenant, &req.index, id.zip(digest.as_ref()))?;
-        let keys: Vec<Vec<u8>> = req
-            .ids
-            .iter()
-            .map(|&id| keys::doc_key(tenant, &req.index, id))
-            .collect();
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let prefix = keys::doc_prefix(tenant, &req.index);
+        let stored = documents::stored_keys(self.store.as_ref(), &prefix, &req.ids)?;
         let mut gone = std::collections::HashSet::new();
-        let mut deleted = Vec::with_capacity(keys.len());
+        let mut deleted = Vec::with_capacity(req.ids.len());
         let mut batch = WriteBatch::new();
-        for (value, key) in self.store.get_many(&refs)?.into_iter().zip(&keys) {
-            let was = value.is_some() && gone.insert(key.clone());
+        for (&doc, keys) in req.ids.iter().zip(stored) {
+            let was = keys.is_some() && gone.insert(doc);
             deleted.push(was);
-            if was {
-                batch.delete(key.clone());
+            for k in keys.filter(|_| was).into_iter().flatten() {
+                batch.delete(k);
             }
         }
         meta.documents = meta.documents.saturating_sub(gone.len() as u64);
@@ -1544,12 +1531,7 @@ impl Engine {
         let _g = lock.read();
         self.meta(tenant, &req.index)?;
         let prefix = keys::doc_prefix(tenant, &req.index);
-        let ids = self
-            .store
-            .scan_prefix(&prefix)?
-            .into_iter()
-            .filter_map(|(k, _)| keys::doc_id(prefix.len(), &k))
-            .collect();
+        let ids = documents::list(self.store.as_ref(), &prefix)?;
         Ok(proto::ListDocumentsResponse { ids })
     }
 
@@ -1878,10 +1860,7 @@ mod tests {
         store.heal();
         let retry = put().unwrap_err();
         assert!(matches!(retry, EngineError::Replayed { .. }), "{retry:?}");
-        let docs = store
-            .inner()
-            .scan_prefix(&keys::doc_prefix("t", "a"))
-            .expect("a scan");
+        let docs = documents::list(store.inner(), &keys::doc_prefix("t", "a")).expect("a scan");
         assert_eq!(docs.len(), 1, "applied once");
     }
 

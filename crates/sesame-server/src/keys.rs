@@ -115,24 +115,11 @@ pub fn generation_prefix_in(spread: bool, tenant: &str, index: &str, generation:
     ])
 }
 
-/// `d/<tenant>/<index>/`.
+/// `d/<tenant>/<index>/`: the documents, in the layout of
+/// [`sesame_store::documents`] (the client's document service uses it too,
+/// so an index moves between embedded and server mode unchanged).
 pub fn doc_prefix(tenant: &str, index: &str) -> Vec<u8> {
     join(&[b"d", tenant.as_bytes(), index.as_bytes(), b""])
-}
-
-/// `d/<tenant>/<index>/b<id>`: the layout of the client's document
-/// service, so an index moves between embedded and server mode unchanged.
-pub fn doc_key(tenant: &str, index: &str, id: u64) -> Vec<u8> {
-    let mut k = doc_prefix(tenant, index);
-    k.push(b'b');
-    k.extend_from_slice(&id.to_be_bytes());
-    k
-}
-
-/// The document identifier of a key under [`doc_prefix`], if it is one.
-pub fn doc_id(prefix_len: usize, key: &[u8]) -> Option<u64> {
-    let rest = key.get(prefix_len..)?.strip_prefix(b"b")?;
-    Some(u64::from_be_bytes(rest.try_into().ok()?))
 }
 
 /// `r/<tenant>/<index>/`.
@@ -170,9 +157,7 @@ mod tests {
         assert_eq!(generation_prefix("t", "a", 7), b"i/t/a/7/");
         assert!(!generation_prefix("t", "ab", 1).starts_with(&index_prefix("t", "a")));
         assert!(!generation_prefix("t", "a", 10).starts_with(&generation_prefix("t", "a", 1)));
-        let k = doc_key("t", "a", 258);
-        assert_eq!(doc_id(doc_prefix("t", "a").len(), &k), Some(258));
-        assert_eq!(doc_id(doc_prefix("t", "a").len(), b"d/t/a/x"), None);
+        assert_eq!(doc_prefix("t", "a"), b"d/t/a/");
         assert_eq!(record_key("t", "a", "state"), b"v/t/a/state");
         assert!(!record_key("t", "ab", "x").starts_with(&record_prefix("t", "a")));
     }

@@ -275,6 +275,42 @@ fn static_and_dynamic_indexes_documents_and_stats() {
     let mut same = put.clone();
     same.request_id = new_request_id().to_vec();
     assert_eq!(conn.block_on(c.put_documents(same)).unwrap().added, 0);
+    // A document of several stored pieces comes back whole and goes whole;
+    // one request naming an id twice with other bytes is refused.
+    let big: Vec<u8> = (0..50_000u32).map(|i| (i % 253) as u8).collect();
+    let doc = |id: u64, blob: &[u8]| proto::Document {
+        id,
+        blob: blob.to_vec(),
+    };
+    let twice = proto::PutDocumentsRequest {
+        index: "dyn".into(),
+        request_id: new_request_id().to_vec(),
+        documents: vec![doc(7, &big), doc(7, &big[..10])],
+    };
+    let err = conn.block_on(c.put_documents(twice)).unwrap_err();
+    assert!(err.message().contains("other content"), "{}", err.message());
+    let put_big = proto::PutDocumentsRequest {
+        index: "dyn".into(),
+        request_id: new_request_id().to_vec(),
+        documents: vec![doc(7, &big), doc(7, &big)],
+    };
+    assert_eq!(conn.block_on(c.put_documents(put_big)).unwrap().added, 1);
+    let got = conn.block_on(c.get_documents("dyn", vec![7])).unwrap();
+    assert_eq!(got.documents[0].blob, big);
+    assert_eq!(
+        conn.block_on(c.list_documents("dyn")).unwrap().ids,
+        [1, 2, 7]
+    );
+    let del_big = proto::DeleteDocumentsRequest {
+        index: "dyn".into(),
+        request_id: Vec::new(),
+        ids: vec![7],
+    };
+    assert_eq!(
+        conn.block_on(c.delete_documents(del_big)).unwrap().deleted,
+        [true]
+    );
+    assert_eq!(conn.block_on(c.list_documents("dyn")).unwrap().ids, [1, 2]);
     let del = proto::DeleteDocumentsRequest {
         index: "dyn".into(),
         request_id: Vec::new(),

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod documents;
 #[cfg(feature = "test-suite")]
 pub mod faulty;
 mod memory;
