@@ -37,8 +37,9 @@ pub trait Backend {
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn Channel>>;
 
-    /// A channel to the document service of index `index`.
-    fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel>>;
+    /// A channel to the document service of index `index` (`Send`: a
+    /// static rebuild stores documents from another thread).
+    fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel + Send>>;
 
     /// Removes every generation of index `index` but `keep`.
     fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()>;
@@ -530,7 +531,7 @@ impl Backend for EmbeddedBackend {
         )))
     }
 
-    fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel>> {
+    fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel + Send>> {
         Ok(Box::new(LocalChannel::with_meter(
             Typed(DocServer::new(self.store.clone(), format!("d/{index}/"))),
             self.meter.clone(),

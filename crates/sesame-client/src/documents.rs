@@ -2,8 +2,13 @@
 //! batches under the server's message limit, reading back their keywords,
 //! and deleting the stored documents the catalog no longer needs.
 
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
 use serde::{Deserialize, Serialize};
-use sesame_core::wire;
+use sesame_core::{wire, Channel};
+use sesame_crypto::aead::Aes256GcmSiv;
 use zeroize::{Zeroize, Zeroizing};
 
 use crate::collect::NewFile;
@@ -38,6 +43,124 @@ impl Drop for DocRecord {
     }
 }
 
+/// The associated data of a sealed document: it binds the blob to its
+/// profile, index and identifier.
+fn doc_aad(profile_id: &str, index: &str, id: DocId) -> Vec<u8> {
+    let mut aad = b"sesame-client/document/v1\0".to_vec();
+    for part in [profile_id, index] {
+        aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        aad.extend_from_slice(part.as_bytes());
+    }
+    aad.extend_from_slice(&id.to_be_bytes());
+    aad
+}
+
+/// Seals documents and stores them through a document channel, in
+/// batches under the message limit. `Send`: a static rebuild stores the
+/// documents on another thread while it builds the index.
+pub(crate) struct DocWriter {
+    aead: Arc<Aes256GcmSiv>,
+    profile_id: String,
+    index: String,
+    rng: ChaCha20Rng,
+    limit: u64,
+    max_documents: usize,
+    channel: Box<dyn Channel + Send>,
+}
+
+impl DocWriter {
+    fn seal(&mut self, id: DocId, file: &NewFile) -> Result<Vec<u8>> {
+        let record = DocRecord {
+            path: file.path.to_string_lossy().into_owned(),
+            content: file.content.clone(),
+        };
+        let plain = Zeroizing::new(wire::encode(&record)?);
+        let aad = doc_aad(&self.profile_id, &self.index, id);
+        self.aead
+            .seal(&mut self.rng, &aad, &plain)
+            .map_err(|_| ClientError::InvalidArgument(format!("document {id} is too large")))
+    }
+
+    /// Seals and stores `batch`, in order, calling `stored(n)` once the
+    /// first `n` documents are stored.
+    pub(crate) fn store(
+        mut self,
+        batch: &[(DocId, &NewFile)],
+        stored: &mut dyn FnMut(usize),
+    ) -> Result<()> {
+        let mut pending = Vec::new();
+        let mut bytes = 0u64;
+        for (i, (id, file)) in batch.iter().enumerate() {
+            let blob = self.seal(*id, file)?;
+            if !pending.is_empty()
+                && (bytes + blob.len() as u64 > self.limit || pending.len() >= self.max_documents)
+            {
+                DocClient::put(self.channel.as_mut(), std::mem::take(&mut pending))?;
+                stored(i);
+                bytes = 0;
+            }
+            bytes += blob.len() as u64;
+            pending.push((*id, blob));
+        }
+        if !pending.is_empty() {
+            DocClient::put(self.channel.as_mut(), pending)?;
+        }
+        stored(batch.len());
+        Ok(())
+    }
+}
+
+/// How far another thread has stored the documents of an add, for the
+/// updates that index them meanwhile: an intent is saved only once every
+/// document it adds is stored (identifiers are handed out in order).
+#[derive(Debug, Default)]
+pub(crate) struct StoredGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// Every document of the add with a smaller identifier is stored.
+    below: DocId,
+    /// The storing thread ended (all stored, or failed).
+    ended: bool,
+}
+
+impl StoredGate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every document of the add below `below` is stored.
+    pub(crate) fn advance(&self, below: DocId) {
+        self.lock().below = below;
+        self.changed.notify_all();
+    }
+
+    /// The storing thread ended; a wait for a document it did not store
+    /// fails from now on.
+    pub(crate) fn end(&self) {
+        self.lock().ended = true;
+        self.changed.notify_all();
+    }
+
+    /// Waits until document `id` is stored.
+    pub(crate) fn wait(&self, id: DocId) -> Result<()> {
+        let mut state = self.lock();
+        while state.below <= id {
+            if state.ended {
+                return Err(ClientError::DocumentMissing(id));
+            }
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        Ok(())
+    }
+}
+
 impl Session {
     /// The largest content a document at `path` may have: the embedded
     /// store's [`crate::MAX_DOCUMENT`], and under a server, what fits one
@@ -56,73 +179,30 @@ impl Session {
         })
     }
 
-    fn doc_aad(&self, id: DocId) -> Vec<u8> {
-        let mut aad = b"sesame-client/document/v1\0".to_vec();
-        for part in [self.profile_id.as_str(), self.index.as_str()] {
-            aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
-            aad.extend_from_slice(part.as_bytes());
-        }
-        aad.extend_from_slice(&id.to_be_bytes());
-        aad
-    }
-
-    fn seal_document(&mut self, id: DocId, file: &NewFile) -> Result<Vec<u8>> {
-        let record = DocRecord {
-            path: file.path.to_string_lossy().into_owned(),
-            content: file.content.clone(),
-        };
-        let plain = Zeroizing::new(wire::encode(&record)?);
-        let aad = self.doc_aad(id);
-        self.docs
-            .seal(&mut self.rng, &aad, &plain)
-            .map_err(|_| ClientError::InvalidArgument(format!("document {id} is too large")))
-    }
-
     pub(crate) fn open_document(&self, id: DocId, blob: &[u8]) -> Result<DocRecord> {
+        let aad = doc_aad(&self.profile_id, &self.index, id);
         let plain = Zeroizing::new(
             self.docs
-                .open(&self.doc_aad(id), blob)
+                .open(&aad, blob)
                 .map_err(|_| ClientError::DocumentCorrupt(id))?,
         );
         wire::decode(&plain).map_err(|_| ClientError::DocumentCorrupt(id))
     }
 
-    /// Encrypts and stores new documents, in batches under the limit.
-    pub(crate) fn store_documents(
-        &mut self,
-        batch: &[(DocId, &NewFile)],
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<()> {
-        let total = batch.len() as u64;
-        let limit = self.batch_bytes();
-        let mut channel = self.backend.document_channel(&self.index)?;
-        let mut pending = Vec::new();
-        let mut bytes = 0u64;
-        for (i, (id, file)) in batch.iter().enumerate() {
-            let blob = self.seal_document(*id, file)?;
-            if !pending.is_empty()
-                && (bytes + blob.len() as u64 > limit || pending.len() >= self.max_documents)
-            {
-                DocClient::put(channel.as_mut(), std::mem::take(&mut pending))?;
-                bytes = 0;
-            }
-            bytes += blob.len() as u64;
-            pending.push((*id, blob));
-            progress(Progress {
-                phase: Phase::Storing,
-                done: i as u64,
-                total,
-            });
-        }
-        if !pending.is_empty() {
-            DocClient::put(channel.as_mut(), pending)?;
-        }
-        progress(Progress {
-            phase: Phase::Storing,
-            done: total,
-            total,
-        });
-        Ok(())
+    /// What sealing and storing documents needs, taken from the session
+    /// so that another thread can do it while the session builds an index
+    /// (its own generator, seeded from the session's).
+    pub(crate) fn doc_writer(&mut self) -> Result<DocWriter> {
+        Ok(DocWriter {
+            aead: Arc::clone(&self.docs),
+            profile_id: self.profile_id.clone(),
+            index: self.index.clone(),
+            rng: ChaCha20Rng::from_rng(&mut self.rng)
+                .map_err(|e| ClientError::InvalidArgument(format!("a generator failed: {e}")))?,
+            limit: self.batch_bytes(),
+            max_documents: self.max_documents,
+            channel: self.backend.document_channel(&self.index)?,
+        })
     }
 
     /// Fetches and decrypts stored documents in batches, handing each

@@ -388,7 +388,7 @@ impl Backend for NetworkBackend {
         self.drop_index(index)
     }
 
-    fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel>> {
+    fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel + Send>> {
         Ok(Box::new(RemoteDocs {
             conn: self.conn.clone(),
             index: self.remote(index)?,

@@ -253,7 +253,7 @@ impl Backend for LyingBackend {
     ) -> sesame_client::Result<Box<dyn Channel>> {
         self.inner.index_channel(index, generation, scheme)
     }
-    fn document_channel(&mut self, index: &str) -> sesame_client::Result<Box<dyn Channel>> {
+    fn document_channel(&mut self, index: &str) -> sesame_client::Result<Box<dyn Channel + Send>> {
         self.inner.document_channel(index)
     }
     fn drop_other_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {

@@ -496,13 +496,15 @@ impl Experiment for Ingest {
         }
         rs.notes.push(
             "time split: reading_s = the reading phase (files read and tokenized on one worker \
-             per core); documents_s = the storing phase (documents encrypted and stored, over \
-             the network for server rows); the index phase split by a meter span into client_s \
+             per core); documents_s = from then until the index phase starts (ids reserved, the \
+             document thread started); the index phase split by a meter span into client_s \
              (the client thread outside channel calls: the scheme's client cryptography, \
              intents saved, the catalog), server_s (the server half handling the requests, store \
              commits included) and transport_s (the rest of the time in channel calls: TLS, \
-             framing, loopback; embedded rows run the server half in process). A static \
-             scheme's rebuild is its index phase"
+             framing, loopback; embedded rows run the server half in process). The documents \
+             are encrypted and stored on a thread of their own during the index phase: their \
+             server half counts in server_s and their channel time in transport_s, beside the \
+             index's. A static scheme's rebuild is its index phase"
                 .to_owned(),
         );
         rs.notes.push(

@@ -224,7 +224,7 @@ pub struct Session {
     profile_dir: PathBuf,
     state_path: PathBuf,
     cipher: StateCipher,
-    pub(crate) docs: Aes256GcmSiv,
+    pub(crate) docs: std::sync::Arc<Aes256GcmSiv>,
     scheme: KeywordScheme,
     pub(crate) state: IndexState,
     client: Box<dyn KeywordClient>,
@@ -237,6 +237,9 @@ pub struct Session {
     pub(crate) max_message: Option<usize>,
     /// Documents one document request may name.
     pub(crate) max_documents: usize,
+    /// While an add stores its documents on another thread: how far it
+    /// got (an intent waits for its documents before it is saved).
+    pub(crate) stored_gate: Option<std::sync::Arc<crate::documents::StoredGate>>,
     /// The keywords of a stored document's content (for deletions,
     /// rebuilds and checks): the tokenizer for files, the table's
     /// schema for records.
@@ -312,7 +315,7 @@ impl Session {
             profile_dir: profile.dir().to_path_buf(),
             state_path,
             cipher: profile.state_cipher(),
-            docs: Aes256GcmSiv::new(profile.doc_key()),
+            docs: std::sync::Arc::new(Aes256GcmSiv::new(profile.doc_key())),
             scheme,
             state,
             client,
@@ -323,6 +326,7 @@ impl Session {
             intents: profile.intent_files(index),
             max_message,
             max_documents,
+            stored_gate: None,
             extract: std::sync::Arc::new(|c: &[u8]| crate::tokenize::tokenize_bytes(c)),
             intent_docs: INTENT_DOCS,
             shared: None,

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rand_core::RngCore;
 use sesame_sse::{Multimap, UpdateOp};
@@ -10,6 +11,7 @@ use zeroize::Zeroize;
 
 use crate::collect::{self, NewFile};
 use crate::doc_service::DocId;
+use crate::documents::StoredGate;
 use crate::error::{ClientError, Result};
 use crate::intents::{Intent, IntentOp};
 use crate::profile::new_client;
@@ -166,39 +168,67 @@ impl Session {
         self.state.reserved.clone_from(&ids);
         self.save()?;
 
-        let to_store: Vec<(DocId, &NewFile)> = ids
-            .iter()
-            .zip(&fresh)
-            .map(|(id, (item, _))| (*id, &item.file))
-            .collect();
-        self.store_documents(&to_store, progress)?;
-
+        let (files, fresh): (Vec<NewFile>, Vec<_>) = fresh
+            .into_iter()
+            .map(|(item, replaces)| (item.file, (item.keywords, item.digest, replaces)))
+            .unzip();
+        let to_store: Vec<(DocId, &NewFile)> = ids.iter().copied().zip(&files).collect();
         let mut distinct = BTreeSet::new();
         let mut adds = Vec::with_capacity(fresh.len());
-        for (id, (item, replaces)) in ids.into_iter().zip(fresh) {
+        for ((id, file), (keywords, digest, replaces)) in ids.into_iter().zip(&files).zip(fresh) {
             let info = DocumentInfo {
                 id,
-                path: item.file.path.to_string_lossy().into_owned(),
-                size: item.file.content.len() as u64,
-                digest: Some(item.digest),
+                path: file.path.to_string_lossy().into_owned(),
+                size: file.content.len() as u64,
+                digest: Some(digest),
             };
-            report.pairs += item.keywords.len();
-            distinct.extend(item.keywords.iter().cloned());
+            report.pairs += keywords.len();
+            distinct.extend(keywords.iter().cloned());
             if replaces {
                 report.replaced.push(info.clone());
             } else {
                 report.added.push(info.clone());
             }
-            adds.push((info, item.keywords));
+            adds.push((info, keywords));
         }
         report.keywords = distinct.len();
 
-        if self.rebuilds() {
-            self.rebuild(adds, &removes, progress)?;
-            report.rebuilt = true;
-        } else {
-            self.update(adds, removes, progress)?;
-        }
+        // The documents are stored on another thread while the index is
+        // built or updated. A saved intent, or a rebuilt generation the
+        // state switches to, never names a document that is not stored:
+        // both wait for theirs (`wait_stored`).
+        let writer = self.doc_writer()?;
+        let gate = Arc::new(StoredGate::default());
+        progress(Progress {
+            phase: Phase::Storing,
+            done: 0,
+            total: to_store.len() as u64,
+        });
+        self.stored_gate = Some(Arc::clone(&gate));
+        let (stored, indexed) = std::thread::scope(|scope| {
+            let storing = scope.spawn(|| {
+                let stored = writer.store(&to_store, &mut |n| {
+                    if let Some(&(id, _)) = n.checked_sub(1).and_then(|i| to_store.get(i)) {
+                        gate.advance(id + 1);
+                    }
+                });
+                gate.end();
+                stored
+            });
+            let indexed = if self.rebuilds() {
+                self.rebuild(adds, &removes, progress).map(|()| true)
+            } else {
+                self.update(adds, removes, progress).map(|()| false)
+            };
+            let stored = storing
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (stored, indexed)
+        });
+        self.stored_gate = None;
+        // The storing thread's error is the cause of a wait's failure.
+        stored?;
+        report.rebuilt = indexed?;
         self.state.reserved.clear();
         self.save()?;
         let _ = self.collect_garbage();
@@ -531,12 +561,22 @@ impl Session {
         Ok(())
     }
 
+    /// Waits until the documents `ids` are stored, where an add stores
+    /// them on another thread.
+    fn wait_stored(&self, ids: impl Iterator<Item = DocId>) -> Result<()> {
+        match (&self.stored_gate, ids.max()) {
+            (Some(gate), Some(last)) => gate.wait(last),
+            _ => Ok(()),
+        }
+    }
+
     /// Saves the batch as a pending intent with the client state that
     /// produced it, sends it, and completes it.
     fn flush(&mut self, batch: &mut Batch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
+        self.wait_stored(batch.add.iter().map(|d| d.id))?;
         let taken = std::mem::take(batch);
         let mut id = [0u8; 16];
         self.rng.fill_bytes(&mut id);
@@ -611,6 +651,7 @@ impl Session {
         client.setup(&mut self.rng, ch, &db)?;
         // Durable (and, on a server, visible) before the state switches.
         channel.commit()?;
+        self.wait_stored(added.iter().map(|d| d.id))?;
         progress(Progress {
             phase: Phase::Indexing,
             done: 1,
