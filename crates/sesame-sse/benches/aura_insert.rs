@@ -6,6 +6,9 @@
 //!   process may use);
 //! - `aura_insert/kw300`: one keyword added to 300 documents (300
 //!   `prepare_update` calls of one entry each);
+//! - `aura_insert/batch30x10`: 30 documents of 10 keywords each (a pool
+//!   of 60 keywords, each in five documents on average) prepared together
+//!   with one `prepare_updates`, as `sesame add` does;
 //! - `aura_insert/setup`: `setup` of 30 keywords x 10 documents (300
 //!   entries; entries of one keyword share their GGM tree), client and
 //!   in-process server;
@@ -75,6 +78,30 @@ fn insert(c: &mut Criterion) {
                             .expect("update"),
                     );
                 }
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    // The path of `sesame add`: 30 documents of 10 keywords each, prepared
+    // together (`prepare_updates`); a keyword of a pool of 60 is in five
+    // documents on average, as words recur across a corpus.
+    let docs: Vec<Vec<Vec<u8>>> = (0..30u64)
+        .map(|d| {
+            (0..10u64)
+                .map(|k| format!("keyword-{}", (d * 7 + k * 13) % 60).into_bytes())
+                .collect()
+        })
+        .collect();
+    g.bench_function("batch30x10", |b| {
+        b.iter_batched(
+            || restore(&state).expect("restore"),
+            |mut client| {
+                let updates: Vec<(UpdateOp, u64, &[Vec<u8>])> = docs
+                    .iter()
+                    .enumerate()
+                    .map(|(d, words)| (UpdateOp::Add, d as u64 + 1, words.as_slice()))
+                    .collect();
+                black_box(client.prepare_updates(&mut rng, &updates).expect("updates"));
             },
             BatchSize::LargeInput,
         )
