@@ -13,98 +13,56 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sesame_client::{insecure, EmbeddedBackend, Profile, Session, DEFAULT_INDEX};
-use sesame_core::{IoCounts, Params, Result, Store, WriteBatch, WriteOp};
-use sesame_store::MemoryStore;
+use sesame_core::{Params, Store, WriteOp};
+use sesame_store::faulty::FaultyStore;
 
 const PASS: &str = "pw";
 
-/// A memory store whose document writes are slow (so that the index is
-/// ready to be written long before them), and fail while `fail_documents`
-/// is set. It logs each applied write: whether it held documents.
-#[derive(Default)]
+/// A store whose document writes are slow (so that the index is ready to
+/// be written long before them), and fail while `fail_documents` is set.
+/// It logs each write it lets through: whether it held documents.
 struct SlowDocuments {
-    inner: MemoryStore,
-    fail_documents: AtomicBool,
-    log: Mutex<Vec<bool>>,
-}
-
-fn holds_documents(batch: &WriteBatch) -> bool {
-    batch.ops().iter().any(|op| match op {
-        WriteOp::Put { key, .. } | WriteOp::Delete { key } => key.starts_with(b"d/"),
-    })
+    store: Arc<FaultyStore>,
+    fail_documents: Arc<AtomicBool>,
+    log: Arc<Mutex<Vec<bool>>>,
 }
 
 impl SlowDocuments {
-    fn documents_first(&self, batch: &WriteBatch) -> Result<bool> {
-        let documents = holds_documents(batch);
-        if documents {
-            std::thread::sleep(Duration::from_millis(300));
-            if self.fail_documents.load(Ordering::SeqCst) {
-                return Err(sesame_core::Error::StoreFull(
-                    "write: No space left on device (os error 28)".into(),
-                ));
+    fn new() -> Self {
+        let store = Arc::new(FaultyStore::new());
+        let fail_documents = Arc::new(AtomicBool::new(false));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (fail, logged) = (Arc::clone(&fail_documents), Arc::clone(&log));
+        store.on_write(move |batch| {
+            let documents = batch.ops().iter().any(|op| match op {
+                WriteOp::Put { key, .. } | WriteOp::Delete { key } => key.starts_with(b"d/"),
+            });
+            if documents {
+                std::thread::sleep(Duration::from_millis(300));
+                if fail.load(Ordering::SeqCst) {
+                    return Err(sesame_core::Error::StoreFull(
+                        "write: No space left on device (os error 28)".into(),
+                    ));
+                }
             }
+            logged.lock().unwrap().push(documents);
+            Ok(())
+        });
+        SlowDocuments {
+            store,
+            fail_documents,
+            log,
         }
-        Ok(documents)
     }
 
-    fn logged(&self, documents: bool) {
-        self.log.lock().unwrap().push(documents);
-    }
-
-    /// The keys of the index (everything but documents and replay
-    /// records), with their values.
+    /// The index's pairs.
     fn index(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.inner.scan_prefix(b"i/").unwrap()
+        self.store.inner().scan_prefix(b"i/").unwrap()
     }
 }
 
-impl Store for SlowDocuments {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> Result<()> {
-        let documents = self.documents_first(&batch)?;
-        self.inner.write(batch)?;
-        self.logged(documents);
-        Ok(())
-    }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
-        let documents = self.documents_first(batch)?;
-        let written = self.inner.write_if(expect, batch)?;
-        if written {
-            self.logged(documents);
-        }
-        Ok(written)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_from(prefix, from, descending, limit)
-    }
-    fn ordered_probes(&self) -> bool {
-        self.inner.ordered_probes()
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        "slow-documents"
-    }
-}
-
-fn session(p: &Profile, store: &Arc<SlowDocuments>) -> Session {
-    let store: Arc<dyn Store> = store.clone();
+fn session(p: &Profile, slow: &SlowDocuments) -> Session {
+    let store: Arc<dyn Store> = slow.store.clone();
     p.session_with(DEFAULT_INDEX, Box::new(EmbeddedBackend::over(store)))
         .unwrap()
 }
@@ -135,7 +93,7 @@ fn documents_are_stored_before_the_index_names_them() {
             insecure::fast_kdf(),
         )
         .unwrap();
-        let store = Arc::new(SlowDocuments::default());
+        let store = SlowDocuments::new();
         let first = tmp.path().join("first");
         fs::create_dir_all(&first).unwrap();
         fs::write(first.join("old.txt"), "common older").unwrap();

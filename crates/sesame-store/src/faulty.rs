@@ -2,6 +2,7 @@
 //! write leaves behind (feature `test-suite`).
 
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use sesame_core::{IoCounts, Result, Store, WriteBatch};
 
@@ -17,16 +18,31 @@ pub enum Fault {
     AnswerLost,
 }
 
+/// A hook that sees every write before it is applied; its error refuses
+/// the write.
+pub type WriteHook = Arc<dyn Fn(&WriteBatch) -> Result<()> + Send + Sync>;
+
 /// A [`MemoryStore`] whose writes, once [`FaultyStore::fail`] is called,
 /// fail after a countdown with "No space left on device", until
-/// [`FaultyStore::heal`].
-#[derive(Debug)]
+/// [`FaultyStore::heal`]; and whose writes a test can watch, delay or
+/// refuse one by one ([`FaultyStore::on_write`]).
 pub struct FaultyStore {
     inner: MemoryStore,
     /// 0: writes work; 1: [`Fault::Refused`]; 2: [`Fault::AnswerLost`].
     mode: AtomicU8,
     /// Writes that still succeed before the fault applies (-1: none).
     countdown: AtomicI64,
+    hook: Mutex<Option<WriteHook>>,
+}
+
+impl std::fmt::Debug for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyStore")
+            .field("inner", &self.inner)
+            .field("mode", &self.mode)
+            .field("countdown", &self.countdown)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for FaultyStore {
@@ -42,7 +58,14 @@ impl FaultyStore {
             inner: MemoryStore::new(),
             mode: AtomicU8::new(0),
             countdown: AtomicI64::new(-1),
+            hook: Mutex::new(None),
         }
+    }
+
+    /// From now on, `hook` sees every write first (from any thread); an
+    /// error it returns refuses the write, and nothing of it is applied.
+    pub fn on_write(&self, hook: impl Fn(&WriteBatch) -> Result<()> + Send + Sync + 'static) {
+        *self.hook.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(hook));
     }
 
     /// From now on, after `after` more writes succeed, every write fails
@@ -81,6 +104,14 @@ impl Store for FaultyStore {
         self.write_if(&[], &batch).map(|_| ())
     }
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
+        let hook = self
+            .hook
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(hook) = hook {
+            hook(batch)?;
+        }
         let mode = self.mode.load(Ordering::SeqCst);
         if mode != 0 && self.countdown.fetch_sub(1, Ordering::SeqCst) <= 0 {
             if mode == 2 {
@@ -131,5 +162,19 @@ mod tests {
         assert_eq!(s.get(b"c").ok().flatten(), Some(b"3".to_vec()));
         s.heal();
         assert!(s.put(b"d", b"4").is_ok());
+        // A hook refuses what it errs on; nothing of that write is applied.
+        s.on_write(|b| {
+            if b.len() > 1 {
+                Err(sesame_core::Error::StoreFull("hook".into()))
+            } else {
+                Ok(())
+            }
+        });
+        let mut two = WriteBatch::new();
+        two.put(b"e".as_slice(), b"5".as_slice())
+            .put(b"f".as_slice(), b"6".as_slice());
+        assert!(s.write(two).is_err());
+        assert_eq!(s.get(b"e").ok().flatten(), None);
+        assert!(s.put(b"g", b"7").is_ok());
     }
 }
