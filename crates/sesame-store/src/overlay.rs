@@ -9,7 +9,7 @@
 //! so a request that fails, a malformed message or a killed server leaves
 //! the store as it was.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -142,7 +142,9 @@ impl Store for Overlay {
         let mut pending = self.lock();
         let held = |key: &[u8], value: Option<&Vec<u8>>| key.len() + value.map_or(0, Vec::len);
         let mut total = self.bytes.load(Ordering::Acquire);
-        let mut seen: BTreeMap<&[u8], usize> = BTreeMap::new();
+        // Keys written earlier in this batch (hashed: a batch of an index
+        // upload holds hundreds of thousands of keys).
+        let mut seen: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());
         for op in batch.ops() {
             let (key, size) = match op {
                 WriteOp::Put { key, value } => (key.as_slice(), key.len() + value.len()),
@@ -273,5 +275,17 @@ mod tests {
         o.put(b"l", &[1; 90]).unwrap();
         assert!(!o.over_limit());
         assert!(o.put(b"m", &[1; 20]).is_err());
+        // Within one batch too: a key put three times holds one value.
+        let o = Overlay::new(Arc::new(MemoryStore::new()), b"p/".to_vec(), 100);
+        let mut batch = WriteBatch::new();
+        for i in 0..3u8 {
+            batch.put(b"k".as_slice(), [i; 60].as_slice());
+        }
+        o.write(batch).unwrap();
+        assert_eq!(o.get(b"k").unwrap(), Some(vec![2; 60]));
+        let mut batch = WriteBatch::new();
+        batch.put(b"k".as_slice(), [3; 60].as_slice());
+        batch.put(b"n".as_slice(), [3; 60].as_slice());
+        assert!(o.write(batch).is_err());
     }
 }
