@@ -7,7 +7,6 @@
 //! encoding, like a scheme's messages, so the same code runs in-process
 //! and over a network.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -78,20 +77,12 @@ impl DocServer {
     /// Deletes the stored documents of `ids` in one batch; how many were
     /// stored (an identifier named twice counts once).
     fn delete(&self, ids: &[DocId]) -> Result<u64> {
-        let keys = documents::stored_keys(self.store.as_ref(), &self.prefix, ids)?;
-        let mut seen = HashSet::new();
         let mut batch = WriteBatch::new();
-        for (id, keys) in ids.iter().zip(keys) {
-            if let Some(keys) = keys.filter(|_| seen.insert(*id)) {
-                for k in keys {
-                    batch.delete(k);
-                }
-            }
-        }
+        let was = documents::delete(self.store.as_ref(), &self.prefix, ids, &mut batch)?;
         if !batch.is_empty() {
             self.store.write(batch)?;
         }
-        Ok(seen.len() as u64)
+        Ok(was.into_iter().filter(|&w| w).count() as u64)
     }
 }
 
@@ -104,26 +95,17 @@ impl Handler for DocServer {
         let prefix = self.prefix.as_slice();
         match request {
             DocRequest::PutDocs(docs) => {
-                let ids: Vec<DocId> = docs.iter().map(|(id, _)| *id).collect();
-                let stored = documents::read(store, prefix, &ids)?;
-                let mut written: HashMap<DocId, &[u8]> = HashMap::with_capacity(docs.len());
-                let mut new = Vec::with_capacity(docs.len());
-                for ((id, blob), old) in docs.iter().zip(&stored) {
-                    // A document is written once: the same bytes again are
-                    // a repeat, other bytes a conflict (never overwritten),
-                    // also within one request.
-                    match old.as_deref().or_else(|| written.get(id).copied()) {
-                        Some(old) if old == blob.as_slice() => continue,
-                        Some(_) => {
-                            return Err(Error::Protocol(format!(
-                                "document {id} already holds other content; nothing was stored"
-                            )))
-                        }
-                        None => {}
-                    }
-                    written.insert(*id, blob);
-                    new.push((*id, blob.as_slice()));
-                }
+                let docs: Vec<(DocId, &[u8])> = docs
+                    .iter()
+                    .map(|(id, blob)| (*id, blob.as_slice()))
+                    .collect();
+                let new = documents::new_documents(store, prefix, &docs)?.map_err(
+                    |documents::Conflict(id)| {
+                        Error::Protocol(format!(
+                            "document {id} already holds other content; nothing was stored"
+                        ))
+                    },
+                )?;
                 if !new.is_empty() {
                     let mut batch = WriteBatch::new();
                     documents::put(&mut batch, prefix, new);

@@ -1377,31 +1377,24 @@ impl Engine {
     ) -> Result<Option<proto::PutDocumentsResponse>, EngineError> {
         let (seen, mut meta) = self.meta_for_write(tenant, &req.index, id.zip(digest.as_ref()))?;
         let prefix = keys::doc_prefix(tenant, &req.index);
-        let ids: Vec<u64> = req.documents.iter().map(|d| d.id).collect();
-        let stored = documents::read(self.store.as_ref(), &prefix, &ids)?;
         // A stored document is never replaced by other content: two
         // clients sharing one profile's ids would otherwise lose one's
-        // documents silently. The same content again is a no-op, also
-        // within one request.
-        let mut written: HashMap<u64, &[u8]> = HashMap::with_capacity(ids.len());
-        let mut new = Vec::with_capacity(ids.len());
-        for (doc, old) in req.documents.iter().zip(&stored) {
-            match old.as_deref().or_else(|| written.get(&doc.id).copied()) {
-                Some(old) if old == doc.blob.as_slice() => continue,
-                Some(_) => {
-                    return Err(EngineError::Conflict(format!(
-                        "document {} is already stored with other content; nothing was stored \
-                         (is another client using the same profile?)",
-                        doc.id
-                    )))
-                }
-                None => {}
-            }
-            written.insert(doc.id, &doc.blob);
-            new.push((doc.id, doc.blob.as_slice()));
-        }
+        // documents silently. The same content again is a no-op.
+        let docs: Vec<(u64, &[u8])> = req
+            .documents
+            .iter()
+            .map(|d| (d.id, d.blob.as_slice()))
+            .collect();
+        let new = documents::new_documents(self.store.as_ref(), &prefix, &docs)?.map_err(
+            |documents::Conflict(id)| {
+                EngineError::Conflict(format!(
+                    "document {id} is already stored with other content; nothing was stored \
+                     (is another client using the same profile?)"
+                ))
+            },
+        )?;
         let added = new.len() as u64;
-        let mut batch = WriteBatch::with_capacity(ids.len() * 2 + 3);
+        let mut batch = WriteBatch::with_capacity(docs.len() * 2 + 3);
         documents::put(&mut batch, &prefix, new);
         let bytes: usize = batch
             .ops()
@@ -1496,18 +1489,10 @@ impl Engine {
     ) -> Result<Option<proto::DeleteDocumentsResponse>, EngineError> {
         let (seen, mut meta) = self.meta_for_write(tenant, &req.index, id.zip(digest.as_ref()))?;
         let prefix = keys::doc_prefix(tenant, &req.index);
-        let stored = documents::stored_keys(self.store.as_ref(), &prefix, &req.ids)?;
-        let mut gone = std::collections::HashSet::new();
-        let mut deleted = Vec::with_capacity(req.ids.len());
         let mut batch = WriteBatch::new();
-        for (&doc, keys) in req.ids.iter().zip(stored) {
-            let was = keys.is_some() && gone.insert(doc);
-            deleted.push(was);
-            for k in keys.filter(|_| was).into_iter().flatten() {
-                batch.delete(k);
-            }
-        }
-        meta.documents = meta.documents.saturating_sub(gone.len() as u64);
+        let deleted = documents::delete(self.store.as_ref(), &prefix, &req.ids, &mut batch)?;
+        let gone = deleted.iter().filter(|&&d| d).count();
+        meta.documents = meta.documents.saturating_sub(gone as u64);
         let response = proto::DeleteDocumentsResponse { deleted };
         self.log_batch(tenant, &req.index, "DeleteDocuments", &batch)?;
         self.commit_answer(

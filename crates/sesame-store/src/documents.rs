@@ -20,6 +20,8 @@
 //! `b‖id`; they are read, listed and deleted as they are, and every new
 //! document is written in pieces.
 
+use std::collections::{HashMap, HashSet};
+
 use sesame_core::{Error, Result, Store, WriteBatch};
 
 /// redb's page size: a piece and its key fill one page.
@@ -86,9 +88,8 @@ pub fn document_id(prefix: &[u8], key: &[u8]) -> Option<u64> {
 }
 
 /// Adds the writes that store `docs` (identifier and blob, whole) to
-/// `batch`. A document already stored must be deleted first
-/// ([`stored_keys`]): writing over one with fewer pieces would leave its
-/// extra pieces.
+/// `batch`. Only new documents ([`new_documents`]): writing over a
+/// stored one with fewer pieces would leave its extra pieces.
 pub fn put<'a>(
     batch: &mut WriteBatch,
     prefix: &[u8],
@@ -192,27 +193,70 @@ pub fn read(store: &dyn Store, prefix: &[u8], ids: &[u64]) -> Result<Vec<Option<
     Ok(out)
 }
 
-/// Per document of `ids`, the keys that hold it (`None`: not stored), for
-/// a batch that deletes it.
-pub fn stored_keys(
+/// A document named with other bytes than the ones stored under its
+/// identifier (or named earlier in the same call).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conflict(pub u64);
+
+/// The documents to write (identifier and blob), or the conflict that
+/// refuses them all.
+pub type NewDocuments<'a> = std::result::Result<Vec<(u64, &'a [u8])>, Conflict>;
+
+/// Of `docs`, the ones to write. A document is written once: one stored
+/// (or named earlier in `docs`) with the same bytes is a repeat, left
+/// out; with other bytes the whole call is a [`Conflict`], since a stored
+/// document is never overwritten (and a second write of an identifier
+/// with fewer pieces would leave the first one's extra pieces).
+pub fn new_documents<'a>(
+    store: &dyn Store,
+    prefix: &[u8],
+    docs: &[(u64, &'a [u8])],
+) -> Result<NewDocuments<'a>> {
+    let ids: Vec<u64> = docs.iter().map(|&(id, _)| id).collect();
+    let stored = read(store, prefix, &ids)?;
+    let mut named: HashMap<u64, &[u8]> = HashMap::with_capacity(docs.len());
+    let mut new = Vec::with_capacity(docs.len());
+    for (&(id, blob), old) in docs.iter().zip(&stored) {
+        match old.as_deref().or_else(|| named.get(&id).copied()) {
+            Some(old) if old == blob => continue,
+            Some(_) => return Ok(Err(Conflict(id))),
+            None => {}
+        }
+        named.insert(id, blob);
+        new.push((id, blob));
+    }
+    Ok(Ok(new))
+}
+
+/// Adds to `batch` the deletion of every stored document of `ids` (its
+/// head and pieces, or its whole value of the earlier layout); per
+/// identifier, whether it was stored (`false` where it is named again).
+pub fn delete(
     store: &dyn Store,
     prefix: &[u8],
     ids: &[u64],
-) -> Result<Vec<Option<Vec<Vec<u8>>>>> {
+    batch: &mut WriteBatch,
+) -> Result<Vec<bool>> {
     let heads = multi_get(store, ids.iter().map(|&id| head_key(prefix, id)))?;
     let whole = multi_get(store, ids.iter().map(|&id| whole_key(prefix, id)))?;
+    let mut gone = HashSet::with_capacity(ids.len());
     let mut out = Vec::with_capacity(ids.len());
     for ((&id, head), whole) in ids.iter().zip(heads).zip(whole) {
-        let mut keys = Vec::new();
+        let was = (head.is_some() || whole.is_some()) && gone.insert(id);
+        out.push(was);
+        if !was {
+            continue;
+        }
         if let Some(head) = head {
             let (count, _) = parse_head(id, &head)?;
-            keys.extend((0..count).map(|k| piece_key(prefix, id, k)));
-            keys.push(head_key(prefix, id));
+            for k in 0..count {
+                batch.delete(piece_key(prefix, id, k));
+            }
+            batch.delete(head_key(prefix, id));
         }
         if whole.is_some() {
-            keys.push(whole_key(prefix, id));
+            batch.delete(whole_key(prefix, id));
         }
-        out.push((!keys.is_empty()).then_some(keys));
     }
     Ok(out)
 }
@@ -315,12 +359,9 @@ mod tests {
             vec![Some(old), Some(vec![1; 10_000])]
         );
         assert_eq!(list(&store, prefix).unwrap(), vec![5, 6]);
-        let keys = stored_keys(&store, prefix, &[5, 6, 7]).unwrap();
-        assert_eq!(keys[2], None);
         let mut batch = WriteBatch::new();
-        for k in keys.into_iter().flatten().flatten() {
-            batch.delete(k);
-        }
+        let was = delete(&store, prefix, &[5, 6, 7, 6], &mut batch).unwrap();
+        assert_eq!(was, [true, true, false, false]);
         store.write(batch).unwrap();
         assert_eq!(
             store.scan_prefix(prefix).unwrap(),
@@ -349,7 +390,29 @@ mod tests {
         store
             .put(&head_key(prefix, 3), &u32::MAX.to_be_bytes())
             .unwrap();
-        assert!(stored_keys(&store, prefix, &[3]).is_err());
+        assert!(delete(&store, prefix, &[3], &mut WriteBatch::new()).is_err());
+    }
+
+    #[test]
+    fn repeats_are_left_out_and_other_bytes_are_a_conflict() {
+        let store = MemoryStore::new();
+        stored(&store, b"", &[(1, vec![1; 9_000])]);
+        let one = vec![1u8; 9_000];
+        let docs = [(1, one.as_slice()), (2, &b"two"[..]), (2, &b"two"[..])];
+        assert_eq!(
+            new_documents(&store, b"", &docs).unwrap(),
+            Ok(vec![(2, &b"two"[..])])
+        );
+        let other = [(3, &b"x"[..]), (1, &b"one"[..])];
+        assert_eq!(
+            new_documents(&store, b"", &other).unwrap(),
+            Err(Conflict(1))
+        );
+        let twice = [(4, &b"x"[..]), (4, &b"y"[..])];
+        assert_eq!(
+            new_documents(&store, b"", &twice).unwrap(),
+            Err(Conflict(4))
+        );
     }
 
     #[test]
