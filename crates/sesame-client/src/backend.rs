@@ -21,6 +21,10 @@ use sesame_store::{MemoryStore, RedbStore, Space};
 use crate::doc_service::DocServer;
 use crate::error::{ClientError, Result};
 
+/// The sending of an update's requests, ready to run on any thread
+/// ([`Backend::update_job`]): it gives the answers, in order.
+pub type UpdateJob = Box<dyn FnOnce() -> Result<Vec<Vec<u8>>> + Send>;
+
 /// The server side of a profile's indexes, as the session sees it.
 ///
 /// An index lives in numbered *generations*: a static scheme's rebuild
@@ -112,13 +116,8 @@ pub trait Backend {
     }
 
     /// Sends the requests of one operation (a pending intent named `id`)
-    /// and returns the responses, in order. They are applied **once**: a
-    /// repeat of `id` is answered with the first answers and applies
-    /// nothing (the embedded backend keeps the answers in its store, in the
-    /// same transaction as the operation's writes; a server keeps a replay
-    /// record). The default, for backends without such a record, sends them
-    /// one by one over [`Backend::index_channel`] and relies on each
-    /// request being idempotent.
+    /// and returns the responses, in order: [`Backend::update_job`], run
+    /// here.
     fn apply_update(
         &mut self,
         index: &str,
@@ -127,12 +126,37 @@ pub trait Backend {
         id: [u8; 16],
         requests: &[Vec<u8>],
     ) -> Result<Vec<Vec<u8>>> {
+        self.update_job(index, generation, scheme, id, requests.to_vec())?()
+    }
+
+    /// The sending of one operation's requests (a pending intent named
+    /// `id`) as a job that gives the responses, in order, and that another
+    /// thread may run: a session prepares its next update meanwhile. The
+    /// requests are applied **once**: a repeat of `id` is answered with
+    /// the first answers and applies nothing (the embedded backend keeps
+    /// the answers in its store, in the same transaction as the
+    /// operation's writes; a server keeps a replay record).
+    ///
+    /// The caller runs a job to its end before it asks this backend for
+    /// anything else about the index. The default, for backends without a
+    /// replay record, sends the requests at once, one by one over
+    /// [`Backend::index_channel`], relies on each request being
+    /// idempotent, and hands back a job that only returns the answers.
+    fn update_job(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+        id: [u8; 16],
+        requests: Vec<Vec<u8>>,
+    ) -> Result<UpdateJob> {
         let _ = id;
         let mut channel = self.index_channel(index, generation, scheme)?;
-        requests
+        let answers = requests
             .iter()
             .map(|r| channel.call(r).map_err(ClientError::from))
-            .collect()
+            .collect();
+        Ok(Box::new(move || answers))
     }
 
     /// A channel to generation `generation` of index `index`, hosted by
@@ -645,28 +669,16 @@ impl Backend for EmbeddedBackend {
         )))
     }
 
-    fn apply_update(
+    fn update_job(
         &mut self,
         index: &str,
         generation: u64,
         scheme: &KeywordScheme,
         id: [u8; 16],
-        requests: &[Vec<u8>],
-    ) -> Result<Vec<Vec<u8>>> {
+        requests: Vec<Vec<u8>>,
+    ) -> Result<UpdateJob> {
         let mut key = replay_prefix(index);
         key.extend_from_slice(&id);
-        let digest = replay_digest(generation, requests);
-        if let Some(bytes) = self.store.get(&key)? {
-            let kept: Replay = wire::decode(&bytes)
-                .map_err(|_| sesame_core::Error::StoreCorrupt("a kept answer is damaged".into()))?;
-            if kept.digest != digest {
-                return Err(ClientError::Core(sesame_core::Error::Protocol(format!(
-                    "operation {} was already applied with other requests",
-                    hex::encode(id)
-                ))));
-            }
-            return Ok(kept.responses);
-        }
         // The scheme's server runs over a transaction: its writes, and the
         // answers kept for a repeat, reach the store in one atomic write.
         let (overlay, packed) = self.transaction(index, generation, scheme)?;
@@ -674,26 +686,42 @@ impl Backend for EmbeddedBackend {
             scheme.server(overlay.clone(), &sesame_core::Params::new())?,
             self.meter.clone(),
         );
-        let write_once = channel.service().write_once();
-        let responses = requests
-            .iter()
-            .map(|r| channel.call(r))
-            .collect::<sesame_core::Result<Vec<_>>>()?;
-        let mut batch = WriteBatch::new();
-        overlay.drain_into(&mut batch);
-        if let Some(packed) = &packed {
-            let plan = packed.plan(&batch)?;
-            if write_once && plan.overwrites > 0 {
-                return Err(overwrite_conflict());
+        let store = self.store.clone();
+        Ok(Box::new(move || {
+            let digest = replay_digest(generation, &requests);
+            if let Some(bytes) = store.get(&key)? {
+                let kept: Replay = wire::decode(&bytes).map_err(|_| {
+                    sesame_core::Error::StoreCorrupt("a kept answer is damaged".into())
+                })?;
+                if kept.digest != digest {
+                    return Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                        "operation {} was already applied with other requests",
+                        hex::encode(id)
+                    ))));
+                }
+                return Ok(kept.responses);
             }
-            batch = plan.batch;
-        } else if write_once {
-            check_write_once(self.store.as_ref(), &batch)?;
-        }
-        let kept = Replay { digest, responses };
-        batch.put(key, wire::encode(&kept)?);
-        self.store.write(batch)?;
-        Ok(kept.responses)
+            let write_once = channel.service().write_once();
+            let responses = requests
+                .iter()
+                .map(|r| channel.call(r))
+                .collect::<sesame_core::Result<Vec<_>>>()?;
+            let mut batch = WriteBatch::new();
+            overlay.drain_into(&mut batch);
+            if let Some(packed) = &packed {
+                let plan = packed.plan(&batch)?;
+                if write_once && plan.overwrites > 0 {
+                    return Err(overwrite_conflict());
+                }
+                batch = plan.batch;
+            } else if write_once {
+                check_write_once(store.as_ref(), &batch)?;
+            }
+            let kept = Replay { digest, responses };
+            batch.put(key, wire::encode(&kept)?);
+            store.write(batch)?;
+            Ok(kept.responses)
+        }))
     }
 
     fn forget(&mut self, index: &str, id: [u8; 16]) -> Result<()> {

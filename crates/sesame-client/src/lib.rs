@@ -19,7 +19,9 @@ mod state;
 pub mod table;
 pub mod tokenize;
 
-pub use backend::{Backend, EmbeddedBackend, IndexRecord, IndexRecordWrite, SetupChannel};
+pub use backend::{
+    Backend, EmbeddedBackend, IndexRecord, IndexRecordWrite, SetupChannel, UpdateJob,
+};
 pub use backup::{restore, restore_with_key_file, BackupReport, MANIFEST};
 pub use collect::MAX_DOCUMENT;
 pub use doc_service::DocId;

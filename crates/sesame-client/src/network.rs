@@ -20,7 +20,7 @@ use sesame_sse::KeywordScheme;
 use tonic::Code;
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::backend::{Backend, IndexRecord, IndexRecordWrite, SetupChannel};
+use crate::backend::{Backend, IndexRecord, IndexRecordWrite, SetupChannel, UpdateJob};
 use crate::doc_service::{DocRequest, DocResponse};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
@@ -491,42 +491,40 @@ impl Backend for NetworkBackend {
     /// server. Parts are not one transaction, but the session sends nothing
     /// else to the index before every part is acknowledged, and the
     /// documents of an update enter the catalog only then.
-    fn apply_update(
+    fn update_job(
         &mut self,
         index: &str,
         generation: u64,
         scheme: &KeywordScheme,
         id: [u8; 16],
-        requests: &[Vec<u8>],
-    ) -> Result<Vec<Vec<u8>>> {
+        requests: Vec<Vec<u8>>,
+    ) -> Result<UpdateJob> {
         let Limits {
             message: max_message,
             per_call,
             ..
         } = self.limits()?;
         let index = self.remote(index)?;
-        let index = index.as_str();
-        let mut responses = Vec::with_capacity(requests.len());
-        for (part, range) in split_calls(requests, call_budget(max_message), per_call)?
-            .into_iter()
-            .enumerate()
-        {
-            let start = Instant::now();
-            let batch = &requests[range];
-            let (answers, report) = self.conn.call_batch(
-                index,
-                scheme.descriptor.name,
-                generation,
-                part_id(id, part),
-                batch.to_vec(),
-            )?;
-            let up = batch.iter().map(Vec::len).sum();
-            let down = answers.iter().map(Vec::len).sum();
-            self.meter.record_round(up, down, start.elapsed());
-            self.meter.record_server(&report, false);
-            responses.extend(answers);
-        }
-        Ok(responses)
+        let scheme = scheme.descriptor.name;
+        let conn = self.conn.clone();
+        let meter = self.meter.clone();
+        Ok(Box::new(move || {
+            let mut responses = Vec::with_capacity(requests.len());
+            let calls = split_calls(&requests, call_budget(max_message), per_call)?;
+            let mut requests = requests.into_iter();
+            for (part, range) in calls.into_iter().enumerate() {
+                let start = Instant::now();
+                let batch: Vec<Vec<u8>> = requests.by_ref().take(range.len()).collect();
+                let up = batch.iter().map(Vec::len).sum();
+                let (answers, report) =
+                    conn.call_batch(&index, scheme, generation, part_id(id, part), batch)?;
+                let down = answers.iter().map(Vec::len).sum();
+                meter.record_round(up, down, start.elapsed());
+                meter.record_server(&report, false);
+                responses.extend(answers);
+            }
+            Ok(responses)
+        }))
     }
 
     fn setup_channel(

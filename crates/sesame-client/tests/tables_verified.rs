@@ -270,16 +270,16 @@ impl Backend for LyingBackend {
     ) -> sesame_client::Result<Box<dyn Channel>> {
         self.inner.read_channel(index, generation, scheme)
     }
-    fn apply_update(
+    fn update_job(
         &mut self,
         index: &str,
         generation: u64,
         scheme: &KeywordScheme,
         id: [u8; 16],
-        requests: &[Vec<u8>],
-    ) -> sesame_client::Result<Vec<Vec<u8>>> {
+        requests: Vec<Vec<u8>>,
+    ) -> sesame_client::Result<sesame_client::UpdateJob> {
         self.inner
-            .apply_update(index, generation, scheme, id, requests)
+            .update_job(index, generation, scheme, id, requests)
     }
     fn forget(&mut self, index: &str, id: [u8; 16]) -> sesame_client::Result<()> {
         self.inner.forget(index, id)

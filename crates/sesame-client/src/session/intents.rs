@@ -110,35 +110,102 @@ impl Session {
 
     /// Sends a saved intent (again, after an interruption) and completes
     /// it: the catalog changes of an update, the result of a search.
-    pub(super) fn complete_intent(&mut self, intent: Intent) -> Result<Option<QueryResult>> {
-        let responses = if intent.requests.is_empty() {
-            Vec::new()
+    pub(super) fn complete_intent(&mut self, mut intent: Intent) -> Result<Option<QueryResult>> {
+        let requests = std::mem::take(&mut intent.requests);
+        let sent = requests.len();
+        let answers = if requests.is_empty() {
+            Ok(Vec::new())
         } else {
-            let sent = self
-                .backend
-                .apply_update(
+            self.backend
+                .update_job(
                     &self.index,
                     intent.generation,
                     &self.scheme,
                     intent.id,
-                    &intent.requests,
+                    requests,
                 )
-                .and_then(|responses| {
-                    if responses.len() == intent.requests.len() {
-                        Ok(responses)
-                    } else {
-                        Err(ClientError::Core(sesame_core::Error::Protocol(format!(
-                            "sent {} requests, got {} answers",
-                            intent.requests.len(),
-                            responses.len()
-                        ))))
-                    }
+                .and_then(|job| job())
+        };
+        self.finish_intent(intent, sent, answers)
+    }
+
+    /// Sends a saved update on another thread and returns at once: the
+    /// caller prepares the next update meanwhile. [`Session::settle`]
+    /// waits for it and completes it; until then nothing else may reach
+    /// the index.
+    pub(super) fn send_behind(&mut self, mut intent: Intent) -> Result<()> {
+        self.settle()?;
+        let requests = std::mem::take(&mut intent.requests);
+        let sent = requests.len();
+        let job = self.backend.update_job(
+            &self.index,
+            intent.generation,
+            &self.scheme,
+            intent.id,
+            requests,
+        );
+        let job = match job {
+            Ok(job) => job,
+            Err(e) => return self.finish_intent(intent, sent, Err(e)).map(drop),
+        };
+        let thread = std::thread::Builder::new()
+            .name("sesame-send".into())
+            .spawn(job);
+        match thread {
+            Ok(thread) => {
+                self.sending = Some(Sending {
+                    intent,
+                    sent,
+                    thread: SendThread(Some(thread)),
                 });
-            sent.map_err(|cause| ClientError::Unacknowledged {
+                Ok(())
+            }
+            Err(e) => {
+                let e = ClientError::Core(sesame_core::Error::Transport(format!(
+                    "cannot start the thread that sends an update: {e}"
+                )));
+                self.finish_intent(intent, sent, Err(e)).map(drop)
+            }
+        }
+    }
+
+    /// Waits for the update [`Session::send_behind`] sent, if any, and
+    /// completes it.
+    pub(super) fn settle(&mut self) -> Result<()> {
+        let Some(Sending {
+            intent,
+            sent,
+            mut thread,
+        }) = self.sending.take()
+        else {
+            return Ok(());
+        };
+        let answers = thread.join();
+        self.finish_intent(intent, sent, answers).map(drop)
+    }
+
+    /// Completes a sent intent from the answers to its `sent` requests.
+    fn finish_intent(
+        &mut self,
+        intent: Intent,
+        sent: usize,
+        answers: Result<Vec<Vec<u8>>>,
+    ) -> Result<Option<QueryResult>> {
+        let responses = answers
+            .and_then(|responses| {
+                if responses.len() == sent {
+                    Ok(responses)
+                } else {
+                    Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                        "sent {sent} requests, got {} answers",
+                        responses.len()
+                    ))))
+                }
+            })
+            .map_err(|cause| ClientError::Unacknowledged {
                 documents: self.pending_documents(),
                 cause: Box::new(cause),
-            })?
-        };
+            })?;
         let result = match &intent.op {
             IntentOp::Update { add, remove } => {
                 for r in &responses {
@@ -197,6 +264,40 @@ impl Session {
                 max: max as u64,
             }),
             None => Ok(()),
+        }
+    }
+}
+
+/// An update [`Session::send_behind`] sends on another thread.
+pub(super) struct Sending {
+    /// The intent, without its requests (the thread has them).
+    intent: Intent,
+    /// How many requests it sends.
+    sent: usize,
+    thread: SendThread,
+}
+
+/// The thread of a [`Sending`]. Dropped before it is joined (a session
+/// dropped while it sends), it waits for the thread: the thread writes to
+/// the store the session holds.
+struct SendThread(Option<std::thread::JoinHandle<Result<Vec<Vec<u8>>>>>);
+
+impl SendThread {
+    /// The answers, once the thread is done.
+    fn join(&mut self) -> Result<Vec<Vec<u8>>> {
+        match self.0.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(answers)) => answers,
+            Some(Err(_)) | None => Err(ClientError::Core(sesame_core::Error::Transport(
+                "the thread sending an update stopped before it was answered".into(),
+            ))),
+        }
+    }
+}
+
+impl Drop for SendThread {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
         }
     }
 }

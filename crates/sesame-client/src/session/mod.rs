@@ -240,6 +240,9 @@ pub struct Session {
     /// While an add stores its documents on another thread: how far it
     /// got (an intent waits for its documents before it is saved).
     pub(crate) stored_gate: Option<std::sync::Arc<crate::documents::StoredGate>>,
+    /// An update sent on another thread while the next one is prepared
+    /// ([`Session::send_behind`]).
+    sending: Option<intents::Sending>,
     /// The keywords of a stored document's content (for deletions,
     /// rebuilds and checks): the tokenizer for files, the table's
     /// schema for records.
@@ -327,6 +330,7 @@ impl Session {
             max_message,
             max_documents,
             stored_gate: None,
+            sending: None,
             extract: std::sync::Arc::new(|c: &[u8]| crate::tokenize::tokenize_bytes(c)),
             intent_docs: INTENT_DOCS,
             shared: None,
@@ -406,6 +410,15 @@ impl Session {
     /// space before and after; `None` for a profile on a server.
     pub fn compact_store(&mut self) -> Result<Option<(sesame_store::Space, sesame_store::Space)>> {
         self.backend.vacuum()
+    }
+
+    /// How many documents one pending intent of a dynamic scheme's
+    /// updates carries (512 unless set; at least 1). An add of more sends
+    /// each full intent on another thread while it prepares the next;
+    /// smaller intents overlap more of the two, at one store commit and
+    /// two state saves each.
+    pub fn set_documents_per_intent(&mut self, documents: usize) {
+        self.intent_docs = documents.max(1);
     }
 
     /// Sets how the keywords of stored content are found, and how many

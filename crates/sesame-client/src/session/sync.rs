@@ -435,6 +435,9 @@ impl Session {
             });
         }
         let done = self.update_groups(groups, progress);
+        // An update still being sent is completed either way.
+        let settled = self.settle();
+        let done = done.and(settled);
         if done.is_err() {
             self.reload_client()?;
         }
@@ -484,7 +487,7 @@ impl Session {
                 self.prepare_pending(&mut batch, &mut pending)?;
             }
             if pending.updates.is_empty() && (full || batch.bytes >= INTENT_BYTES) {
-                self.flush(&mut batch)?;
+                self.flush_behind(&mut batch)?;
             }
         }
         self.prepare_pending(&mut batch, &mut pending)?;
@@ -571,10 +574,34 @@ impl Session {
     }
 
     /// Saves the batch as a pending intent with the client state that
-    /// produced it, sends it, and completes it.
+    /// produced it, sends it, and completes it (after the update sent
+    /// before it).
     fn flush(&mut self, batch: &mut Batch) -> Result<()> {
+        self.settle()?;
+        match self.save_batch(batch)? {
+            Some(intent) => self.complete_intent(intent).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// As [`Session::flush`], but the batch is sent on another thread
+    /// while the caller prepares the next one: the scheme's client work
+    /// and the store's commits use both cores. The intent is saved first,
+    /// with the client state that produced it, exactly as `flush` saves
+    /// it; the next batch is saved only once this one is completed.
+    fn flush_behind(&mut self, batch: &mut Batch) -> Result<()> {
+        self.settle()?;
+        match self.save_batch(batch)? {
+            Some(intent) => self.send_behind(intent),
+            None => Ok(()),
+        }
+    }
+
+    /// Saves a non-empty batch as a pending intent, once its documents
+    /// are stored.
+    fn save_batch(&mut self, batch: &mut Batch) -> Result<Option<Intent>> {
         if batch.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         self.wait_stored(batch.add.iter().map(|d| d.id))?;
         let taken = std::mem::take(batch);
@@ -590,7 +617,7 @@ impl Session {
             },
         };
         self.persist_intent(&intent)?;
-        self.complete_intent(intent).map(drop)
+        Ok(Some(intent))
     }
 
     // ---- static rebuilds ----------------------------------------------
