@@ -9,6 +9,7 @@
 //! so a request that fails, a malformed message or a killed server leaves
 //! the store as it was.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -137,11 +138,37 @@ impl Store for Overlay {
         if batch.is_empty() {
             return Ok(());
         }
-        // The limit bounds what the overlay holds: a key written again
-        // replaces its earlier value, so only the difference counts.
         let mut pending = self.lock();
         let held = |key: &[u8], value: Option<&Vec<u8>>| key.len() + value.map_or(0, Vec::len);
         let mut total = self.bytes.load(Ordering::Acquire);
+        if self.limit == usize::MAX {
+            // Without a limit nothing is refused: each key is looked up
+            // once, as it is inserted.
+            self.io.batch(&batch);
+            for op in batch.into_ops() {
+                let (key, value) = match op {
+                    WriteOp::Put { key, value } => (key, Some(value)),
+                    WriteOp::Delete { key } => (key, None),
+                };
+                let size = held(&key, value.as_ref());
+                let before = match pending.entry(key) {
+                    Entry::Occupied(mut o) => {
+                        let before = held(o.key(), o.get().as_ref());
+                        o.insert(value);
+                        before
+                    }
+                    Entry::Vacant(v) => {
+                        v.insert(value);
+                        0
+                    }
+                };
+                total = total.saturating_sub(before).saturating_add(size);
+            }
+            self.bytes.store(total, Ordering::Release);
+            return Ok(());
+        }
+        // The limit bounds what the overlay holds: a key written again
+        // replaces its earlier value, so only the difference counts.
         // Keys written earlier in this batch (hashed: a batch of an index
         // upload holds hundreds of thousands of keys).
         let mut seen: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());

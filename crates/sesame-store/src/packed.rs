@@ -142,15 +142,21 @@ impl Packed {
     /// store as it is now: the caller commits it before anything else
     /// writes under the prefix).
     pub fn plan(&self, batch: &WriteBatch) -> Result<Plan> {
-        // The last operation on a key is the one that counts.
-        let mut ops: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
-        for op in batch.ops() {
-            match op {
-                WriteOp::Put { key, value } => ops.insert(key, Some(value)),
-                WriteOp::Delete { key } => ops.insert(key, None),
-            };
-        }
-        let ops: Vec<(&[u8], Option<&[u8]>)> = ops.into_iter().collect();
+        let ascending = batch
+            .ops()
+            .windows(2)
+            .all(|w| key_value(&w[0]).0 < key_value(&w[1]).0);
+        let ops: Vec<(&[u8], Option<&[u8]>)> = if ascending {
+            // A drained overlay's batch: in order, each key once.
+            batch.ops().iter().map(key_value).collect()
+        } else {
+            // The last operation on a key is the one that counts.
+            let mut ops: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+            for (key, value) in batch.ops().iter().map(key_value) {
+                ops.insert(key, value);
+            }
+            ops.into_iter().collect()
+        };
         let mut plan = Plan::default();
         let mut chunks = Window::default();
         let mut out = Emitter::default();
@@ -189,6 +195,14 @@ impl Packed {
         }
         out.finish(self, &mut plan.batch)?;
         Ok(plan)
+    }
+}
+
+/// The key of a write, and its value (`None`: a deletion).
+fn key_value(op: &WriteOp) -> (&[u8], Option<&[u8]>) {
+    match op {
+        WriteOp::Put { key, value } => (key, Some(value)),
+        WriteOp::Delete { key } => (key, None),
     }
 }
 
