@@ -159,6 +159,42 @@ fn unpermute(k: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; LAMBDA] {
     block.into()
 }
 
+/// The keyword token `t_w = F(k_s, w)` (HMAC-SHA256, first λ bytes).
+fn token(prf: &HmacPrf, keyword: &[u8]) -> [u8; LAMBDA] {
+    let full = prf.eval_bytes(keyword);
+    let mut tw = [0u8; LAMBDA];
+    tw.copy_from_slice(&full[..LAMBDA]);
+    tw
+}
+
+/// The entry of update (op, doc) on the keyword of token `tw` whose state
+/// is `st`, and the next state.
+fn seal(
+    rng: &mut dyn CryptoRngCore,
+    op: UpdateOp,
+    doc: DocId,
+    tw: &[u8; LAMBDA],
+    st: &[u8; LAMBDA],
+) -> (Entry, [u8; LAMBDA]) {
+    let mut k = [0u8; LAMBDA];
+    rng.fill_bytes(&mut k);
+    let next = permute(&k, st);
+    let mut value = [0u8; VALUE_LEN];
+    value[..8].copy_from_slice(&doc.to_le_bytes());
+    value[8] = match op {
+        UpdateOp::Add => OP_ADD,
+        UpdateOp::Delete => OP_DEL,
+    };
+    value[9..].copy_from_slice(&k);
+    k.zeroize();
+    let pad = oracle(H2, tw, &next);
+    for (v, p) in value.iter_mut().zip(pad) {
+        *v ^= p;
+    }
+    let label = oracle(H1, tw, &next);
+    ((label, value), next)
+}
+
 #[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
     master: [u8; 32],
@@ -170,7 +206,21 @@ struct State {
 pub struct FastClient {
     master: Key<32>,
     tw_prf: HmacPrf,
-    states: BTreeMap<Vec<u8>, [u8; LAMBDA]>,
+    states: BTreeMap<Vec<u8>, Slot>,
+}
+
+/// A keyword's state, and its token once computed in this process (the
+/// token is not saved: it follows from the key).
+#[derive(Clone, Copy, zeroize::Zeroize)]
+struct Slot {
+    st: [u8; LAMBDA],
+    tw: Option<[u8; LAMBDA]>,
+}
+
+impl Slot {
+    fn saved(st: [u8; LAMBDA]) -> Self {
+        Slot { st, tw: None }
+    }
 }
 
 impl std::fmt::Debug for FastClient {
@@ -183,8 +233,8 @@ impl std::fmt::Debug for FastClient {
 
 impl Drop for FastClient {
     fn drop(&mut self) {
-        for st in self.states.values_mut() {
-            st.zeroize();
+        for slot in self.states.values_mut() {
+            slot.zeroize();
         }
     }
 }
@@ -196,7 +246,7 @@ impl FastClient {
         Ok(Self::with_key(Key::generate(rng), BTreeMap::new()))
     }
 
-    fn with_key(master: Key<32>, states: BTreeMap<Vec<u8>, [u8; LAMBDA]>) -> Self {
+    fn with_key(master: Key<32>, states: BTreeMap<Vec<u8>, Slot>) -> Self {
         let tw_prf = HmacPrf::new(&master.derive("sesame-sse/fast/tw"));
         Self {
             master,
@@ -210,22 +260,15 @@ impl FastClient {
         let s: State = sesame_core::wire::decode(bytes)?;
         let mut states = BTreeMap::new();
         for (w, st) in &s.states {
-            if states.insert(w.clone(), *st).is_some() {
+            if states.insert(w.clone(), Slot::saved(*st)).is_some() {
                 return Err(Error::Malformed("FAST state lists a keyword twice".into()));
             }
         }
         Ok(Self::with_key(Key::from_bytes(s.master), states))
     }
 
-    /// The keyword token `t_w = F(k_s, w)` (HMAC-SHA256, first λ bytes).
-    fn token(&self, keyword: &[u8]) -> [u8; LAMBDA] {
-        let full = self.tw_prf.eval_bytes(keyword);
-        let mut tw = [0u8; LAMBDA];
-        tw.copy_from_slice(&full[..LAMBDA]);
-        tw
-    }
-
-    /// The entry of one update, advancing the keyword's state.
+    /// The entry of one update, advancing the keyword's state: one
+    /// lookup of the keyword, and its token computed once per process.
     fn entry(
         &mut self,
         rng: &mut dyn CryptoRngCore,
@@ -233,33 +276,31 @@ impl FastClient {
         doc: DocId,
         keyword: &[u8],
     ) -> Entry {
-        let tw = self.token(keyword);
-        let st = match self.states.get(keyword) {
-            Some(st) => *st,
-            None => {
-                let mut st0 = [0u8; LAMBDA];
-                rng.fill_bytes(&mut st0);
-                st0
-            }
-        };
-        let mut k = [0u8; LAMBDA];
-        rng.fill_bytes(&mut k);
-        let next = permute(&k, &st);
-        let mut value = [0u8; VALUE_LEN];
-        value[..8].copy_from_slice(&doc.to_le_bytes());
-        value[8] = match op {
-            UpdateOp::Add => OP_ADD,
-            UpdateOp::Delete => OP_DEL,
-        };
-        value[9..].copy_from_slice(&k);
-        k.zeroize();
-        let pad = oracle(H2, &tw, &next);
-        for (v, p) in value.iter_mut().zip(pad) {
-            *v ^= p;
+        if let Some(slot) = self.states.get_mut(keyword) {
+            let tw = match slot.tw {
+                Some(tw) => tw,
+                None => {
+                    let tw = token(&self.tw_prf, keyword);
+                    slot.tw = Some(tw);
+                    tw
+                }
+            };
+            let (entry, next) = seal(rng, op, doc, &tw, &slot.st);
+            slot.st = next;
+            return entry;
         }
-        let label = oracle(H1, &tw, &next);
-        self.states.insert(keyword.to_vec(), next);
-        (label, value)
+        let tw = token(&self.tw_prf, keyword);
+        let mut st0 = [0u8; LAMBDA];
+        rng.fill_bytes(&mut st0);
+        let (entry, next) = seal(rng, op, doc, &tw, &st0);
+        self.states.insert(
+            keyword.to_vec(),
+            Slot {
+                st: next,
+                tw: Some(tw),
+            },
+        );
+        entry
     }
 
     fn entries(
@@ -344,12 +385,12 @@ impl KeywordClient for FastClient {
         _rng: &mut dyn CryptoRngCore,
         keyword: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        let Some(st) = self.states.get(keyword).copied() else {
+        let Some(slot) = self.states.get(keyword).copied() else {
             return Ok(None);
         };
         let request = Request::Search {
-            tw: self.token(keyword),
-            st,
+            tw: slot.tw.unwrap_or_else(|| token(&self.tw_prf, keyword)),
+            st: slot.st,
         };
         sesame_core::wire::encode(&request).map(Some)
     }
@@ -364,7 +405,11 @@ impl KeywordClient for FastClient {
     fn save_state(&self) -> Result<Vec<u8>> {
         let s = State {
             master: *self.master.as_bytes(),
-            states: self.states.iter().map(|(w, st)| (w.clone(), *st)).collect(),
+            states: self
+                .states
+                .iter()
+                .map(|(w, slot)| (w.clone(), slot.st))
+                .collect(),
         };
         sesame_core::wire::encode(&s)
     }

@@ -173,7 +173,6 @@ impl Session {
             .map(|(item, replaces)| (item.file, (item.keywords, item.digest, replaces)))
             .unzip();
         let to_store: Vec<(DocId, &NewFile)> = ids.iter().copied().zip(&files).collect();
-        let mut distinct = BTreeSet::new();
         let mut adds = Vec::with_capacity(fresh.len());
         for ((id, file), (keywords, digest, replaces)) in ids.into_iter().zip(&files).zip(fresh) {
             let info = DocumentInfo {
@@ -183,7 +182,6 @@ impl Session {
                 digest: Some(digest),
             };
             report.pairs += keywords.len();
-            distinct.extend(keywords.iter().cloned());
             if replaces {
                 report.replaced.push(info.clone());
             } else {
@@ -191,7 +189,11 @@ impl Session {
             }
             adds.push((info, keywords));
         }
-        report.keywords = distinct.len();
+        report.keywords = adds
+            .iter()
+            .flat_map(|(_, keywords)| keywords.iter().map(String::as_str))
+            .collect::<HashSet<&str>>()
+            .len();
 
         // The documents are stored on another thread while the index is
         // built or updated. A saved intent, or a rebuilt generation the
