@@ -8,23 +8,114 @@
 //! its buffer first. Nothing reaches the store unless the engine commits,
 //! so a request that fails, a malformed message or a killed server leaves
 //! the store as it was.
+//!
+//! Writes that the limit cannot refuse (even if every key were new) are
+//! appended to a log, and sorted into the buffer's map only when something
+//! reads: an upload that only writes (a dynamic scheme's new entries)
+//! costs one sort when it is drained, not a map insertion per key.
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
 
-type Pending = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+/// A buffered write: the key and its value (`None`: deleted).
+type Write = (Vec<u8>, Option<Vec<u8>>);
+
+/// Bytes a buffered key holds.
+fn held(key: &[u8], value: Option<&Vec<u8>>) -> usize {
+    key.len() + value.map_or(0, Vec::len)
+}
+
+/// Bytes a write adds, if its key is new.
+fn op_size(op: &WriteOp) -> usize {
+    match op {
+        WriteOp::Put { key, value } => key.len() + value.len(),
+        WriteOp::Delete { key } => key.len(),
+    }
+}
+
+fn into_write(op: WriteOp) -> Write {
+    match op {
+        WriteOp::Put { key, value } => (key, Some(value)),
+        WriteOp::Delete { key } => (key, None),
+    }
+}
+
+/// The buffered writes.
+#[derive(Default)]
+struct Pending {
+    /// Settled writes, each key once.
+    map: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Bytes the map holds (a key counts once, at its latest size).
+    held: usize,
+    /// Later writes, in the order they came.
+    log: Vec<Write>,
+    /// Bytes of the log, every write counted in full: with `held`, at
+    /// least what the buffer holds.
+    logged: usize,
+}
+
+impl Pending {
+    /// The log, sorted by key, each key once with its last write.
+    fn sorted_log(&mut self) -> Vec<Write> {
+        let mut log = std::mem::take(&mut self.log);
+        self.logged = 0;
+        // Stable: of a key's writes, the last stays last.
+        log.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<Write> = Vec::with_capacity(log.len());
+        for (key, value) in log {
+            match out.last_mut() {
+                Some(last) if last.0 == key => last.1 = value,
+                _ => out.push((key, value)),
+            }
+        }
+        out
+    }
+
+    /// Moves the log into the map.
+    fn settle(&mut self) {
+        if self.log.is_empty() {
+            return;
+        }
+        for (key, value) in self.sorted_log() {
+            let size = held(&key, value.as_ref());
+            let before = match self.map.entry(key) {
+                Entry::Occupied(mut o) => {
+                    let before = held(o.key(), o.get().as_ref());
+                    o.insert(value);
+                    before
+                }
+                Entry::Vacant(v) => {
+                    v.insert(value);
+                    0
+                }
+            };
+            self.held = self.held.saturating_sub(before).saturating_add(size);
+        }
+    }
+
+    /// Every write, in key order, each key once; the buffer is left empty.
+    fn take(&mut self) -> Vec<Write> {
+        let taken = if self.map.is_empty() {
+            self.sorted_log()
+        } else {
+            self.settle();
+            std::mem::take(&mut self.map).into_iter().collect()
+        };
+        *self = Pending::default();
+        taken
+    }
+}
 
 /// The part of a store under `prefix`, with buffered writes.
 pub struct Overlay {
     base: Arc<dyn Store>,
     prefix: Vec<u8>,
     pending: Mutex<Pending>,
-    bytes: AtomicUsize,
     limit: usize,
     over_limit: AtomicBool,
     io: IoCounter,
@@ -47,8 +138,7 @@ impl Overlay {
         Overlay {
             base,
             prefix,
-            pending: Mutex::new(BTreeMap::new()),
-            bytes: AtomicUsize::new(0),
+            pending: Mutex::new(Pending::default()),
             limit,
             over_limit: AtomicBool::new(false),
             io: IoCounter::default(),
@@ -60,6 +150,13 @@ impl Overlay {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The buffer, its log settled: ready for reads.
+    fn settled(&self) -> MutexGuard<'_, Pending> {
+        let mut pending = self.lock();
+        pending.settle();
+        pending
+    }
+
     fn full(&self, key: &[u8]) -> Vec<u8> {
         let mut k = Vec::with_capacity(self.prefix.len() + key.len());
         k.extend_from_slice(&self.prefix);
@@ -69,7 +166,8 @@ impl Overlay {
 
     /// Whether anything was written.
     pub fn has_writes(&self) -> bool {
-        !self.lock().is_empty()
+        let pending = self.lock();
+        !pending.map.is_empty() || !pending.log.is_empty()
     }
 
     /// Whether a write was refused for exceeding the limit.
@@ -77,16 +175,16 @@ impl Overlay {
         self.over_limit.load(Ordering::Acquire)
     }
 
-    /// Bytes of keys and values buffered.
+    /// Bytes of keys and values buffered (a key counts once).
     pub fn buffered_bytes(&self) -> usize {
-        self.bytes.load(Ordering::Acquire)
+        self.settled().held
     }
 
-    /// Moves the buffered writes, with full keys, into `batch`.
+    /// Moves the buffered writes, with full keys and in key order, into
+    /// `batch`.
     pub fn drain_into(&self, batch: &mut WriteBatch) {
-        let pending = std::mem::take(&mut *self.lock());
-        self.bytes.store(0, Ordering::Release);
-        for (key, value) in pending {
+        let taken = self.lock().take();
+        for (key, value) in taken {
             let key = self.full(&key);
             match value {
                 Some(value) => batch.put(key, value),
@@ -98,7 +196,7 @@ impl Overlay {
 
 impl Store for Overlay {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let buffered = self.lock().get(key).cloned();
+        let buffered = self.settled().map.get(key).cloned();
         let value = match buffered {
             Some(v) => v,
             None => self.base.get(&self.full(key))?,
@@ -109,8 +207,8 @@ impl Store for Overlay {
 
     fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         let mut out: Vec<Option<Option<Vec<u8>>>> = {
-            let pending = self.lock();
-            keys.iter().map(|k| pending.get(*k).cloned()).collect()
+            let pending = self.settled();
+            keys.iter().map(|k| pending.map.get(*k).cloned()).collect()
         };
         let missing: Vec<Vec<u8>> = keys
             .iter()
@@ -139,36 +237,26 @@ impl Store for Overlay {
             return Ok(());
         }
         let mut pending = self.lock();
-        let held = |key: &[u8], value: Option<&Vec<u8>>| key.len() + value.map_or(0, Vec::len);
-        let mut total = self.bytes.load(Ordering::Acquire);
-        if self.limit == usize::MAX {
-            // Without a limit nothing is refused: each key is looked up
-            // once, as it is inserted.
+        let most = batch
+            .ops()
+            .iter()
+            .fold(pending.held.saturating_add(pending.logged), |sum, op| {
+                sum.saturating_add(op_size(op))
+            });
+        if most <= self.limit {
+            // Even if every key were new the limit would hold: nothing is
+            // refused, and the writes wait in the log.
             self.io.batch(&batch);
-            for op in batch.into_ops() {
-                let (key, value) = match op {
-                    WriteOp::Put { key, value } => (key, Some(value)),
-                    WriteOp::Delete { key } => (key, None),
-                };
-                let size = held(&key, value.as_ref());
-                let before = match pending.entry(key) {
-                    Entry::Occupied(mut o) => {
-                        let before = held(o.key(), o.get().as_ref());
-                        o.insert(value);
-                        before
-                    }
-                    Entry::Vacant(v) => {
-                        v.insert(value);
-                        0
-                    }
-                };
-                total = total.saturating_sub(before).saturating_add(size);
-            }
-            self.bytes.store(total, Ordering::Release);
+            pending.logged = most - pending.held;
+            pending
+                .log
+                .extend(batch.into_ops().into_iter().map(into_write));
             return Ok(());
         }
         // The limit bounds what the overlay holds: a key written again
         // replaces its earlier value, so only the difference counts.
+        pending.settle();
+        let mut total = pending.held;
         // Keys written earlier in this batch (hashed: a batch of an index
         // upload holds hundreds of thousands of keys).
         let mut seen: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());
@@ -179,7 +267,7 @@ impl Store for Overlay {
             };
             let before = match seen.get(key) {
                 Some(&s) => s,
-                None => pending.get(key).map_or(0, |v| held(key, v.as_ref())),
+                None => pending.map.get(key).map_or(0, |v| held(key, v.as_ref())),
             };
             seen.insert(key, size);
             total = total.saturating_sub(before).saturating_add(size);
@@ -192,13 +280,10 @@ impl Store for Overlay {
             )));
         }
         self.io.batch(&batch);
-        for op in batch.into_ops() {
-            match op {
-                WriteOp::Put { key, value } => pending.insert(key, Some(value)),
-                WriteOp::Delete { key } => pending.insert(key, None),
-            };
+        for (key, value) in batch.into_ops().into_iter().map(into_write) {
+            pending.map.insert(key, value);
         }
-        self.bytes.store(total, Ordering::Release);
+        pending.held = total;
         Ok(())
     }
 
@@ -214,8 +299,10 @@ impl Store for Overlay {
             })
             .collect();
         {
-            let pending = self.lock();
-            let range = pending.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded));
+            let pending = self.settled();
+            let range = pending
+                .map
+                .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded));
             for (k, v) in range.take_while(|(k, _)| k.starts_with(prefix)) {
                 match v {
                     Some(v) => merged.insert(k.clone(), v.clone()),
@@ -278,6 +365,57 @@ mod tests {
                 (b"q/a".to_vec(), b"x".to_vec())
             ]
         );
+    }
+
+    #[test]
+    fn logged_writes_drain_in_key_order_with_the_last_write_of_each_key() {
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let o = Overlay::new(base, b"p/".to_vec(), usize::MAX);
+        o.put(b"c", b"1").unwrap();
+        o.put(b"a", b"1").unwrap();
+        o.put(b"c", b"2").unwrap();
+        // A read settles the log; later writes are logged again.
+        assert_eq!(o.get(b"c").unwrap(), Some(b"2".to_vec()));
+        o.delete(b"a").unwrap();
+        o.put(b"b", b"1").unwrap();
+        o.put(b"c", b"3").unwrap();
+        o.put(b"b", b"2").unwrap();
+        // a deleted (its key), b and c (key and value).
+        assert_eq!(o.buffered_bytes(), 1 + 2 + 2);
+        let mut batch = WriteBatch::new();
+        o.drain_into(&mut batch);
+        assert_eq!(
+            batch.into_ops(),
+            vec![
+                WriteOp::Delete {
+                    key: b"p/a".to_vec()
+                },
+                WriteOp::Put {
+                    key: b"p/b".to_vec(),
+                    value: b"2".to_vec()
+                },
+                WriteOp::Put {
+                    key: b"p/c".to_vec(),
+                    value: b"3".to_vec()
+                },
+            ]
+        );
+        assert!(!o.has_writes());
+        assert_eq!(o.buffered_bytes(), 0);
+        // Only logged writes: the log alone is sorted.
+        o.put(b"z", b"1").unwrap();
+        o.put(b"y", b"1").unwrap();
+        o.put(b"z", b"2").unwrap();
+        let mut batch = WriteBatch::new();
+        o.drain_into(&mut batch);
+        let keys: Vec<Vec<u8>> = batch
+            .ops()
+            .iter()
+            .map(|op| match op {
+                WriteOp::Put { key, .. } | WriteOp::Delete { key } => key.clone(),
+            })
+            .collect();
+        assert_eq!(keys, vec![b"p/y".to_vec(), b"p/z".to_vec()]);
     }
 
     #[test]
