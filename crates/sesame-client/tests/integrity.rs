@@ -82,10 +82,17 @@ fn profile(dir: &Path, scheme: &str) -> Profile {
     Profile::create_with_kdf(dir, PASS, scheme, &Params::new(), insecure::fast_kdf()).unwrap()
 }
 
+/// Documents per pending intent: an add of the test's 40 files makes six
+/// intents, the full ones sent behind while the next is prepared.
+const PER_INTENT: usize = 7;
+
 fn session(p: &Profile, store: &Arc<FaultyStore>) -> Session {
     let store: Arc<dyn Store> = store.clone();
-    p.session_with(DEFAULT_INDEX, Box::new(EmbeddedBackend::over(store)))
-        .unwrap()
+    let mut s = p
+        .session_with(DEFAULT_INDEX, Box::new(EmbeddedBackend::over(store)))
+        .unwrap();
+    s.set_documents_per_intent(PER_INTENT);
+    s
 }
 
 /// Every path listed once, the listing equal to the corpus, and every

@@ -81,6 +81,7 @@ impl Session {
     /// file first, then the state that refers to it (one atomic rename).
     /// On failure the client goes back to the last saved state.
     pub(super) fn persist_intent(&mut self, intent: &Intent) -> Result<()> {
+        let mark = self.staged_len();
         let saved = (|| {
             let sealed = self.intents.save(&mut self.rng, intent)?;
             self.stage_intent(&intent.id, sealed)?;
@@ -101,7 +102,7 @@ impl Session {
             }
         })();
         if saved.is_err() {
-            self.unstage();
+            self.unstage_to(mark);
             self.intents.remove(&intent.id);
             self.reload_client()?;
         }
@@ -126,7 +127,7 @@ impl Session {
                 )
                 .and_then(|job| job())
         };
-        self.finish_intent(intent, sent, answers)
+        self.finish_intent(intent, sent, answers, true)
     }
 
     /// Sends a saved update on another thread and returns at once: the
@@ -146,7 +147,7 @@ impl Session {
         );
         let job = match job {
             Ok(job) => job,
-            Err(e) => return self.finish_intent(intent, sent, Err(e)).map(drop),
+            Err(e) => return self.finish_intent(intent, sent, Err(e), true).map(drop),
         };
         let thread = std::thread::Builder::new()
             .name("sesame-send".into())
@@ -164,14 +165,23 @@ impl Session {
                 let e = ClientError::Core(sesame_core::Error::Transport(format!(
                     "cannot start the thread that sends an update: {e}"
                 )));
-                self.finish_intent(intent, sent, Err(e)).map(drop)
+                self.finish_intent(intent, sent, Err(e), true).map(drop)
             }
         }
     }
 
     /// Waits for the update [`Session::send_behind`] sent, if any, and
-    /// completes it.
+    /// completes it (the state saved).
     pub(super) fn settle(&mut self) -> Result<()> {
+        self.settle_then(true)
+    }
+
+    /// As [`Session::settle`]; without `save`, the completion is saved by
+    /// the caller's next save (the next intent's), which spares a save of
+    /// the whole state per intent. Until then the intent stays pending in
+    /// the saved state, and a crash sends it again: the server answers a
+    /// repeat with its first answers.
+    pub(super) fn settle_then(&mut self, save: bool) -> Result<()> {
         let Some(Sending {
             intent,
             sent,
@@ -181,15 +191,19 @@ impl Session {
             return Ok(());
         };
         let answers = thread.join();
-        self.finish_intent(intent, sent, answers).map(drop)
+        self.finish_intent(intent, sent, answers, save).map(drop)
     }
 
-    /// Completes a sent intent from the answers to its `sent` requests.
+    /// Completes a sent intent from the answers to its `sent` requests,
+    /// and saves the state unless `save` is false (see
+    /// [`Session::settle_then`]). Its file, and the answers the backend
+    /// keeps, go after the first save that no longer refers to it.
     fn finish_intent(
         &mut self,
         intent: Intent,
         sent: usize,
         answers: Result<Vec<Vec<u8>>>,
+        save: bool,
     ) -> Result<Option<QueryResult>> {
         let responses = answers
             .and_then(|responses| {
@@ -232,11 +246,10 @@ impl Session {
         };
         self.state.pending.retain(|p| p.id != intent.id);
         self.stage_intent_done(&intent.id);
-        self.save()?;
-        self.intents.remove(&intent.id);
-        // The kept answers are no longer needed; if forgetting fails they
-        // only take room.
-        let _ = self.backend.forget(&self.index, intent.id);
+        self.completed.push(intent.id);
+        if save {
+            self.save()?;
+        }
         Ok(result)
     }
 

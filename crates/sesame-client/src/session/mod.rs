@@ -243,6 +243,9 @@ pub struct Session {
     /// An update sent on another thread while the next one is prepared
     /// ([`Session::send_behind`]).
     sending: Option<intents::Sending>,
+    /// Intents completed since the last save: their files, and the
+    /// answers the backend keeps, are removed after the next one.
+    completed: Vec<[u8; 16]>,
     /// The keywords of a stored document's content (for deletions,
     /// rebuilds and checks): the tokenizer for files, the table's
     /// schema for records.
@@ -331,6 +334,7 @@ impl Session {
             max_documents,
             stored_gate: None,
             sending: None,
+            completed: Vec::new(),
             extract: std::sync::Arc::new(|c: &[u8]| crate::tokenize::tokenize_bytes(c)),
             intent_docs: INTENT_DOCS,
             shared: None,
@@ -441,7 +445,15 @@ impl Session {
         self.commit_shared()?;
         self.cipher
             .save(&mut self.rng, &self.state_path, &self.index, &self.state)?;
-        self.note_version()
+        self.note_version()?;
+        // The saved state no longer refers to the completed intents.
+        for id in std::mem::take(&mut self.completed) {
+            self.intents.remove(&id);
+            // The kept answers are no longer needed; if forgetting fails
+            // they only take room.
+            let _ = self.backend.forget(&self.index, id);
+        }
+        Ok(())
     }
 }
 

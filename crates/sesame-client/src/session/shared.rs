@@ -594,8 +594,19 @@ impl Session {
 
     /// Drops what was staged for a commit that did not happen.
     pub(super) fn unstage(&mut self) {
+        self.unstage_to(0);
+    }
+
+    /// How many record writes are staged.
+    pub(super) fn staged_len(&self) -> usize {
+        self.shared.as_ref().map_or(0, |s| s.staged.len())
+    }
+
+    /// Drops what was staged after the first `mark` writes (those of a
+    /// save that failed; the earlier ones still wait for the next).
+    pub(super) fn unstage_to(&mut self, mark: usize) {
         if let Some(shared) = self.shared.as_mut() {
-            shared.staged.clear();
+            shared.staged.truncate(mark);
         }
     }
 

@@ -592,7 +592,8 @@ impl Session {
     /// with the client state that produced it, exactly as `flush` saves
     /// it; the next batch is saved only once this one is completed.
     fn flush_behind(&mut self, batch: &mut Batch) -> Result<()> {
-        self.settle()?;
+        // The completion of the update before is saved with this one.
+        self.settle_then(batch.is_empty())?;
         match self.save_batch(batch)? {
             Some(intent) => self.send_behind(intent),
             None => Ok(()),
