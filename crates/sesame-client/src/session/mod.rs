@@ -420,7 +420,7 @@ impl Session {
     /// updates carries (512 unless set; at least 1). An add of more sends
     /// each full intent on another thread while it prepares the next;
     /// smaller intents overlap more of the two, at one store commit and
-    /// two state saves each.
+    /// one save of the whole state each.
     pub fn set_documents_per_intent(&mut self, documents: usize) {
         self.intent_docs = documents.max(1);
     }

@@ -579,7 +579,8 @@ impl Session {
     /// produced it, sends it, and completes it (after the update sent
     /// before it).
     fn flush(&mut self, batch: &mut Batch) -> Result<()> {
-        self.settle()?;
+        // The completion of the update before is saved with this one.
+        self.settle_then(batch.is_empty())?;
         match self.save_batch(batch)? {
             Some(intent) => self.complete_intent(intent).map(drop),
             None => Ok(()),
