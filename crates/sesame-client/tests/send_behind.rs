@@ -100,6 +100,18 @@ fn corpus(dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
     oracle
 }
 
+/// Nothing of a completed intent is left: no intent file in the profile,
+/// no answers kept in the store.
+fn nothing_pending_left(dir: &Path, w: &Watched, what: &str) {
+    let intents = dir
+        .join("p/indexes")
+        .join(format!("{DEFAULT_INDEX}.intents"));
+    let files = fs::read_dir(&intents).unwrap().count();
+    assert_eq!(files, 0, "{what}: intent files left in {intents:?}");
+    let kept = w.store.inner().scan_prefix(b"r/").unwrap();
+    assert!(kept.is_empty(), "{what}: {} kept answers", kept.len());
+}
+
 fn check(s: &mut Session, oracle: &BTreeMap<String, BTreeSet<String>>, what: &str) {
     let listed: Vec<String> = s.documents().into_iter().map(|d| d.path).collect();
     assert_eq!(listed.len(), FILES, "{what}: the listing");
@@ -137,6 +149,7 @@ fn full_intents_are_sent_on_their_own_thread() {
         );
         assert_ne!(last, "sesame-send", "{scheme}");
         check(&mut s, &oracle, scheme);
+        nothing_pending_left(tmp.path(), &w, scheme);
     }
 }
 
@@ -169,6 +182,7 @@ fn a_refused_send_behind_fails_the_add_and_the_next_run_completes_it() {
             let before: usize = (1..=refuse).map(intent_documents).sum();
             assert_eq!(report.added.len(), FILES - before, "{what}: {report:?}");
             check(&mut s, &oracle, &what);
+            nothing_pending_left(tmp.path(), &w, &what);
         }
     }
 }

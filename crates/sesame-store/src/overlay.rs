@@ -261,9 +261,9 @@ impl Store for Overlay {
         // upload holds hundreds of thousands of keys).
         let mut seen: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());
         for op in batch.ops() {
-            let (key, size) = match op {
-                WriteOp::Put { key, value } => (key.as_slice(), key.len() + value.len()),
-                WriteOp::Delete { key } => (key.as_slice(), key.len()),
+            let size = op_size(op);
+            let key = match op {
+                WriteOp::Put { key, .. } | WriteOp::Delete { key } => key.as_slice(),
             };
             let before = match seen.get(key) {
                 Some(&s) => s,
