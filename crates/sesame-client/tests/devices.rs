@@ -7,25 +7,27 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rand_core::OsRng;
 use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
-use sesame_core::{Params, Store};
+use sesame_core::{Params, Store, WriteOp};
 use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
-use sesame_store::MemoryStore;
+use sesame_store::faulty::FaultyStore;
 
 type Oracle = BTreeMap<String, BTreeSet<String>>;
 
 struct Setup {
     _server: RunningServer,
     binding: ServerBinding,
-    store: Arc<MemoryStore>,
+    /// The server's store; its writes can be refused (`on_write`).
+    store: Arc<FaultyStore>,
     tmp: tempfile::TempDir,
 }
 
 fn serve(max_message: usize) -> Setup {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(FaultyStore::new());
     let certs = sesame_server::certs::localhost().unwrap();
     let token = Tokens::generate(&mut OsRng);
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
@@ -295,6 +297,55 @@ fn a_state_larger_than_a_message_is_shared_in_chunks() {
     // The completed intent's record and chunks are gone.
     let intents = format!("v/alice/{}{DEFAULT_INDEX}/i", s.binding.index_prefix);
     assert!(s.store.scan_prefix(intents.as_bytes()).unwrap().is_empty());
+}
+
+/// A save of the shared state that fails keeps what an earlier intent
+/// staged for it: the deletion of the intent completed before goes with
+/// the next save that works, so no intent record is left on the server.
+#[test]
+fn a_failed_save_keeps_the_deletions_staged_before_it() {
+    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+    let laptop = first_device(&s, "fast");
+    let records = format!("v/alice/{}{DEFAULT_INDEX}/", s.binding.index_prefix);
+    let intents = format!("{records}i");
+    // While `refusing`, a write that deletes an intent's record fails:
+    // the save of the second intent, which carries the first one's
+    // deletion.
+    let refusing = Arc::new(AtomicBool::new(true));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let (on, count, prefix) = (refusing.clone(), refused.clone(), intents.clone());
+    s.store.on_write(move |batch| {
+        let deletes_intent = batch
+            .ops()
+            .iter()
+            .any(|op| matches!(op, WriteOp::Delete { key } if key.starts_with(prefix.as_bytes())));
+        if deletes_intent && on.load(Ordering::SeqCst) {
+            count.fetch_add(1, Ordering::SeqCst);
+            return Err(sesame_core::Error::StoreFull(
+                "write: No space left on device (os error 28)".into(),
+            ));
+        }
+        Ok(())
+    });
+    let mut oracle = Oracle::new();
+    let dir = files(s.tmp.path(), "laptop-0", 0, 6, &mut oracle);
+    let mut session = laptop.session(DEFAULT_INDEX).unwrap();
+    session.set_documents_per_intent(2);
+    assert!(session.add_documents(&[&dir], &mut |_| {}).is_err());
+    assert!(refused.load(Ordering::SeqCst) > 0, "a save was refused");
+    refusing.store(false, Ordering::SeqCst);
+    // The same session adds what the failed add left out.
+    session.add_documents(&[&dir], &mut |_| {}).unwrap();
+    drop(session);
+    check(&laptop, &oracle, "after the refused save");
+    let left: Vec<String> = s
+        .store
+        .scan_prefix(intents.as_bytes())
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| String::from_utf8_lossy(&k[records.len()..]).into_owned())
+        .collect();
+    assert!(left.is_empty(), "intent records left: {left:?}");
 }
 
 #[test]

@@ -493,13 +493,15 @@ impl Session {
     /// Commits the state as the next version of the shared record, with
     /// the staged records, if the record is still at the version this
     /// session holds; [`ClientError::StaleState`] if not (nothing
-    /// written). The caller writes the local copy, then
-    /// [`Session::note_version`].
+    /// written). The staged records are dropped only once written: after
+    /// a failure the caller unstages its own ([`Session::unstage_to`]) and
+    /// the earlier ones wait for the next commit. The caller writes the
+    /// local copy, then [`Session::note_version`].
     pub(super) fn commit_shared(&mut self) -> Result<()> {
-        let Some(shared) = self.shared.as_mut() else {
+        let Some(shared) = self.shared.as_ref() else {
             return Ok(());
         };
-        let staged = std::mem::take(&mut shared.staged);
+        let staged = shared.staged.clone();
         let next = shared.version + 1;
         let expected = shared.version;
         let mut extras = shared.extras.clone();
@@ -538,6 +540,7 @@ impl Session {
         }
         if let Some(shared) = self.shared.as_mut() {
             shared.version = next;
+            shared.staged.clear();
         }
         Ok(())
     }
