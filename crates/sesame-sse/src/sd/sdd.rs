@@ -1,20 +1,17 @@
 //! SDd: the de-amortised variant of SDa (Demertzis, Ghareh Chamani,
 //! Papadopoulos and Papamanthou, NDSS 2020): every level holds up to three
-//! buffers, and each update runs a fixed number of steps of the ongoing
-//! merges, so that no update pays for a whole rebuild. See
-//! `docs/schemes/sda_sdd.md`.
+//! buffers, and each update runs a fixed share of the ongoing merges, so
+//! that no update pays for a whole rebuild. See `docs/schemes/sda_sdd.md`.
 //!
 //! A merge is *oblivious*: which entries it reads and writes depends only
-//! on the level and the step, never on the keywords. A buffer keeps two
-//! copies of its entries, separately encrypted: an array in keyword order
-//! (`a`, what the next merge reads) and the labelled entries a search
-//! reads (`d`). Merging OLDEST and OLDER (`n` entries each) into NEW runs,
-//! on arrays of `2n`:
+//! on the level and the update count, never on the keywords. A buffer
+//! keeps two copies of its entries, separately encrypted: an array in
+//! keyword order (`a`, what the next merge reads) and the labelled entries
+//! a search reads (`d`). Merging OLDEST and OLDER (`n` entries each) into
+//! NEW runs, on arrays of `2n`:
 //!
 //! 1. a bitonic merge of OLDEST (ascending) and OLDER (read descending)
-//!    into NEW's array: `log 2n` stages of `n` compare-exchanges, each
-//!    reading two entries and writing both back re-encrypted, swapped or
-//!    not;
+//!    into NEW's array: `log 2n` stages of `n` compare-exchanges;
 //! 2. a scan of NEW's array in order, giving each entry its label
 //!    `F(k_w, c)` (`c`: its rank among its keyword's entries), written to a
 //!    scratch array;
@@ -24,13 +21,24 @@
 //! 4. publishing the scratch array in label order as NEW's labelled
 //!    entries.
 //!
+//! The network runs in *units* of a block of `B = 2^BLOCK_BITS` entries
+//! (`Schedule`): a pass whose compare-exchanges are `j >= B` apart runs
+//! `B / 2` of them per unit, and all the consecutive passes with `j < B`
+//! run together on each aligned block of `B` entries in the client's
+//! hands, which reads and writes each entry once for up to `BLOCK_BITS`
+//! passes. Every entry written is re-encrypted. The units of a merge at
+//! level `l` are spread evenly over its `2^l` updates.
+//!
 //! So the server sees which positions each update touches (fixed by the
 //! update count) and the labels in label order, but neither the outcome of
-//! any comparison nor where a label's entry sat in keyword order. Every
-//! update runs `L + 4 + L(L+1)/2` steps per ongoing merge of level `l`
-//! (`L = l + 1`), `O(log² N)` for all levels.
+//! any comparison nor where a label's entry sat in keyword order. For a
+//! merge at level `l` (`L = l + 1`, `b = BLOCK_BITS`), an update reads and
+//! writes on average `2P` entries, `P = 5 + max(0, L - 1 - b) + Σ_{k=b+1..L}
+//! (k - b + 1)` passes (4 at level 0), where one compare-exchange at a
+//! time needs `L + 4 + L(L+1)/2` steps of two entries; and at most one
+//! unit more.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use rand_core::CryptoRngCore;
@@ -57,8 +65,8 @@ pub static SDD_DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
     forward_private: true,
     backward_privacy: BackwardPrivacy::TypeII,
     queries: &[QueryKind::Exact],
-    leakage: "Update: two rounds of fixed shape given the update count: the merges are \
-              oblivious (bitonic merge, then a bitonic sort by label), so which entries an \
+    leakage: "Update: at most two rounds, of a shape fixed by the update count: the merges \
+              are oblivious (bitonic merge, then a bitonic sort by label), so which entries an \
               update reads and writes follows from the update count alone; merged buffers \
               are under fresh keys (forward privacy). Search: per live buffer (at most three \
               per level), the number of the keyword's entries (additions and deletions \
@@ -66,7 +74,7 @@ pub static SDD_DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
               lifetime; no identifier (response-hiding, the client filters deletions): \
               backward privacy type II for searches. Entries are padded to multiples of 64 \
               bytes: their sizes reveal only keywords longer than 43 bytes (and, for those, \
-              whether a compare-exchange swapped them).",
+              where a merge step moved them).",
     doc: "docs/schemes/sda_sdd.md",
 };
 
@@ -81,8 +89,12 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
-/// Prefix of a saved state (format 2: oblivious merges); a state without
-/// it is format 1.
+/// Prefix of a saved state (format 3: oblivious merges whose passes
+/// below the block size run on blocks); format 2 (every pass one
+/// compare-exchange at a time) starts `SDD2`; a state without either is
+/// format 1.
+const STATE_V3: &[u8; 4] = b"SDD3";
+/// Prefix of a format-2 state.
 const STATE_V2: &[u8; 4] = b"SDD2";
 
 crate::common::redacted_debug!(SddRequest);
@@ -134,13 +146,46 @@ struct Merge {
     scratch: u64,
     /// The two buffers merged (OLDEST, OLDER).
     from: [u64; 2],
-    /// Steps done.
+    /// Units of its [`Schedule`] done.
     step: u64,
+    /// Updates it has run in.
+    updates: u64,
     /// The count scan: the last keyword seen and its entries so far.
     last: Option<(Vec<u8>, u64)>,
     /// Buffers to drop with the inputs (a format-1 merge's partial
     /// target).
     stale: Vec<u64>,
+}
+
+/// A format-2 merge (every pass of the network one compare-exchange at a
+/// time, `step` counted in those).
+#[derive(Deserialize)]
+struct MergeV2 {
+    target: u64,
+    scratch: u64,
+    from: [u64; 2],
+    #[allow(dead_code)]
+    step: u64,
+    #[allow(dead_code)]
+    last: Option<(Vec<u8>, u64)>,
+    stale: Vec<u64>,
+}
+
+/// A format-2 level.
+#[derive(Deserialize)]
+struct LevelV2 {
+    slots: [Option<u64>; 3],
+    merge: Option<MergeV2>,
+}
+
+/// A format-2 state.
+#[derive(Deserialize, zeroize::ZeroizeOnDrop)]
+struct SddStateV2 {
+    master: [u8; 32],
+    seq: u64,
+    next_buffer: u64,
+    #[zeroize(skip)]
+    levels: Vec<LevelV2>,
 }
 
 /// A format-1 merge (moving entries by keyword comparisons).
@@ -228,55 +273,78 @@ impl SddClient {
 
     /// A client from saved state.
     ///
-    /// A format-1 state (before merges were oblivious) is read too: a merge
-    /// it had under way starts again, obliviously, into a fresh buffer (the
-    /// old partial one is dropped when it ends); a merge has twice the
-    /// updates it needs before its level fills, so it still ends in time.
+    /// A format-1 state (before merges were oblivious) or format-2 state
+    /// (before passes ran on blocks) is read too: a merge it had under way
+    /// starts again into fresh buffers (the old partial ones are dropped
+    /// when it ends); a merge has twice the updates it needs before its
+    /// level fills, so it still ends in time.
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        let Some(v2) = bytes.strip_prefix(STATE_V2.as_slice()) else {
-            return Self::restore_v1(bytes);
-        };
-        let s: SddState = sesame_core::wire::decode(v2)?;
-        if s.levels.len() > MAX_LEVELS {
-            return Err(Error::Malformed("SDd state with too many levels".into()));
+        if let Some(v3) = bytes.strip_prefix(STATE_V3.as_slice()) {
+            let s: SddState = sesame_core::wire::decode(v3)?;
+            if s.levels.len() > MAX_LEVELS {
+                return Err(Error::Malformed("SDd state with too many levels".into()));
+            }
+            return Ok(Self::with(
+                Key::from_bytes(s.master),
+                s.seq,
+                s.next_buffer,
+                s.levels.clone(),
+            ));
         }
-        Ok(Self::with(
-            Key::from_bytes(s.master),
-            s.seq,
-            s.next_buffer,
-            s.levels.clone(),
-        ))
+        if let Some(v2) = bytes.strip_prefix(STATE_V2.as_slice()) {
+            let s: SddStateV2 = sesame_core::wire::decode(v2)?;
+            let levels = s.levels.iter().map(|l| {
+                let merge = l.merge.as_ref().map(|m| {
+                    let mut stale = vec![m.target, m.scratch];
+                    stale.extend(&m.stale);
+                    (m.from, stale)
+                });
+                (l.slots, merge)
+            });
+            return Self::restarted(s.master, s.seq, s.next_buffer, levels);
+        }
+        let s: SddStateV1 = sesame_core::wire::decode(bytes)?;
+        let levels = s.levels.iter().map(|l| {
+            let merge = l.merge.as_ref().map(|m| (m.from, vec![m.target]));
+            (l.slots, merge)
+        });
+        Self::restarted(s.master, s.seq, s.next_buffer, levels)
     }
 
-    fn restore_v1(bytes: &[u8]) -> Result<Self> {
-        let s: SddStateV1 = sesame_core::wire::decode(bytes)?;
-        if s.levels.len() > MAX_LEVELS {
+    /// A client from an older format's levels: each slot as it was, each
+    /// merge under way (its inputs, and the partial buffers to drop) begun
+    /// again into fresh buffers.
+    fn restarted(
+        master: [u8; 32],
+        seq: u64,
+        mut next_buffer: u64,
+        levels: impl ExactSizeIterator<Item = ([Option<u64>; 3], Option<([u64; 2], Vec<u64>)>)>,
+    ) -> Result<Self> {
+        if levels.len() > MAX_LEVELS {
             return Err(Error::Malformed("SDd state with too many levels".into()));
         }
-        let mut next_buffer = s.next_buffer;
         let mut fresh = || {
             let b = next_buffer;
             next_buffer += 1;
             b
         };
-        let levels = s
-            .levels
-            .iter()
-            .map(|l| Level {
-                slots: l.slots,
-                merge: l.merge.as_ref().map(|m| Merge {
+        let levels = levels
+            .map(|(slots, merge)| Level {
+                slots,
+                merge: merge.map(|(from, stale)| Merge {
                     target: fresh(),
                     scratch: fresh(),
-                    from: m.from,
+                    from,
                     step: 0,
+                    updates: 0,
                     last: None,
-                    stale: vec![m.target],
+                    stale,
                 }),
             })
             .collect();
         Ok(Self::with(
-            Key::from_bytes(s.master),
-            s.seq,
+            Key::from_bytes(master),
+            seq,
             next_buffer,
             levels,
         ))
@@ -402,26 +470,29 @@ impl SddClient {
         let mut plan: Vec<(usize, Vec<Op>)> = Vec::new();
         for (l, level) in self.levels.iter().enumerate() {
             if let Some(m) = &level.merge {
-                let total = schedule_len(l);
-                let end = (m.step + steps_per_update(l)).min(total);
-                let ops = (m.step..end).map(|s| op_at(l, m, s)).collect();
+                let schedule = Schedule::of(l);
+                let end = schedule.done_after(m.updates + 1);
+                let ops = (m.step..end).flat_map(|u| schedule.unit(m, u)).collect();
                 plan.push((l, ops));
             }
         }
         // Round 1: every array entry a step reads that no earlier step of
         // this update wrote.
-        let mut written: std::collections::HashSet<(u64, u64)> = Default::default();
+        let mut written: HashSet<(u64, u64)> = HashSet::new();
+        let mut requested: HashSet<(u64, u64)> = HashSet::new();
         let mut items = Vec::new();
         for (_, ops) in &plan {
             for op in ops {
                 for at in op.reads() {
-                    if !written.contains(&at) && !items.contains(&at) {
+                    if !written.contains(&at) && requested.insert(at) {
                         items.push(at);
                     }
                 }
                 written.extend(op.writes());
             }
         }
+        // The keys of each buffer this update touches, derived once.
+        let mut cache = KeyCache::default();
         let mut work: BTreeMap<(u64, u64), Entry> = BTreeMap::new();
         if !items.is_empty() {
             let got = match channel::call(
@@ -436,8 +507,8 @@ impl SddClient {
             for (&(b, p), sealed) in items.iter().zip(got) {
                 let sealed = sealed
                     .ok_or_else(|| Error::Protocol(format!("SDd buffer {b} lacks entry {p}")))?;
-                let keys = self.keys(b);
-                work.insert((b, p), self.open_positional(&keys, b, p, &sealed)?);
+                let keys = cache.get(self, b);
+                work.insert((b, p), self.open_positional(keys, b, p, &sealed)?);
             }
         }
         // The steps, on the entries in hand.
@@ -449,7 +520,7 @@ impl SddClient {
             let Some(mut m) = self.levels[l].merge.take() else {
                 continue;
             };
-            let target_keys = self.keys(m.target);
+            let target_keys = cache.get(self, m.target);
             for op in ops {
                 let take = |work: &mut BTreeMap<(u64, u64), Entry>, at: (u64, u64)| {
                     work.remove(&at).ok_or_else(|| {
@@ -459,15 +530,31 @@ impl SddClient {
                 match op {
                     Op::Exchange { a, b, to, by_label } => {
                         let (x, y) = (take(&mut work, a)?, take(&mut work, b)?);
-                        let swap = if by_label {
-                            x.label > y.label
+                        let (lo, hi) = if x.greater(&y, by_label) {
+                            (y, x)
                         } else {
-                            x.update.keyword > y.update.keyword
+                            (x, y)
                         };
-                        let (lo, hi) = if swap { (y, x) } else { (x, y) };
                         work.insert(to.0, lo);
                         work.insert(to.1, hi);
                         dirty.extend([to.0, to.1]);
+                    }
+                    Op::Block {
+                        array,
+                        start,
+                        len,
+                        k,
+                        top,
+                        by_label,
+                    } => {
+                        let mut block = (start..start + len)
+                            .map(|p| take(&mut work, (array, p)))
+                            .collect::<Result<Vec<Entry>>>()?;
+                        sort_block(&mut block, start, k, top, by_label);
+                        for (p, e) in (start..).zip(block) {
+                            work.insert((array, p), e);
+                            dirty.push((array, p));
+                        }
                     }
                     Op::Count { from, to } => {
                         let mut e = take(&mut work, from)?;
@@ -501,8 +588,10 @@ impl SddClient {
                     }
                 }
             }
-            m.step = (m.step + steps_per_update(l)).min(schedule_len(l));
-            if m.step == schedule_len(l) {
+            let schedule = Schedule::of(l);
+            m.updates += 1;
+            m.step = schedule.done_after(m.updates);
+            if m.step == schedule.len() {
                 // NEW is complete: OLDEST and OLDER go (and the scratch),
                 // OLD becomes OLDEST.
                 drop.extend(m.from);
@@ -524,8 +613,8 @@ impl SddClient {
                 continue;
             }
             if let Some(e) = work.get(&at) {
-                let keys = self.keys(at.0);
-                positional.push(self.seal_positional(rng, &keys, at.0, at.1, e)?);
+                let keys = cache.get(self, at.0);
+                positional.push(self.seal_positional(rng, keys, at.0, at.1, e)?);
             }
         }
         // The new entry is a buffer of one at level 0, in both copies.
@@ -551,6 +640,7 @@ impl SddClient {
                     scratch,
                     from: [a, b],
                     step: 0,
+                    updates: 0,
                     last: None,
                     stale: Vec::new(),
                 });
@@ -568,12 +658,66 @@ impl SddClient {
     }
 }
 
+/// The keys of the buffers one update touches, each derived once (a
+/// derivation is an HMAC, two key derivations and an AEAD key schedule,
+/// and an update reads and writes hundreds of entries of a few buffers).
+#[derive(Default)]
+struct KeyCache(HashMap<u64, LevelKeys>);
+
+impl KeyCache {
+    fn get(&mut self, client: &SddClient, buffer: u64) -> &LevelKeys {
+        self.0.entry(buffer).or_insert_with(|| client.keys(buffer))
+    }
+}
+
 /// An array entry in the client's hands.
 #[derive(Clone)]
 struct Entry {
     /// Its label once counted (zeros before).
     label: [u8; LABEL_LEN],
     update: Update,
+}
+
+impl Entry {
+    /// Whether this entry goes after `other`: by label, or by keyword.
+    fn greater(&self, other: &Entry, by_label: bool) -> bool {
+        if by_label {
+            self.label > other.label
+        } else {
+            self.update.keyword > other.update.keyword
+        }
+    }
+}
+
+/// Runs, on the entries of an aligned block that starts at position
+/// `start` of its array, the passes `(k, j)` of a bitonic network for `k`
+/// from `k.0` to `k.1` and `j` from `min(k / 2, top)` down to 1 (all inside
+/// the block): `i` against `i + j` (`i & j == 0`), ascending where `i & k
+/// == 0`. Which entries are compared follows from the positions alone.
+fn sort_block(block: &mut [Entry], start: u64, k: (u64, u64), top: u64, by_label: bool) {
+    let mut kk = k.0;
+    while kk <= k.1 {
+        let mut j = (kk / 2).min(top);
+        while j >= 1 {
+            for x in 0..block.len() as u64 {
+                if x & j != 0 {
+                    continue;
+                }
+                let (a, b) = (x as usize, (x + j) as usize);
+                let ascending = (start + x) & kk == 0;
+                let swap = if ascending {
+                    block[a].greater(&block[b], by_label)
+                } else {
+                    block[b].greater(&block[a], by_label)
+                };
+                if swap {
+                    block.swap(a, b);
+                }
+            }
+            j /= 2;
+        }
+        kk *= 2;
+    }
 }
 
 /// The associated data of an array entry.
@@ -596,6 +740,16 @@ enum Op {
         to: ((u64, u64), (u64, u64)),
         by_label: bool,
     },
+    /// Reads the `len` entries of `array` from `start` (an aligned block),
+    /// runs [`sort_block`] on them and writes them back.
+    Block {
+        array: u64,
+        start: u64,
+        len: u64,
+        k: (u64, u64),
+        top: u64,
+        by_label: bool,
+    },
     /// Reads `from` (NEW's array), writes it with its label to `to`
     /// (scratch).
     Count { from: (u64, u64), to: (u64, u64) },
@@ -607,6 +761,9 @@ impl Op {
     fn reads(&self) -> Vec<(u64, u64)> {
         match *self {
             Op::Exchange { a, b, .. } => vec![a, b],
+            Op::Block {
+                array, start, len, ..
+            } => (start..start + len).map(|p| (array, p)).collect(),
             Op::Count { from, .. } | Op::Publish { from } => vec![from],
         }
     }
@@ -614,78 +771,172 @@ impl Op {
     fn writes(&self) -> Vec<(u64, u64)> {
         match *self {
             Op::Exchange { to, .. } => vec![to.0, to.1],
+            Op::Block { .. } => self.reads(),
             Op::Count { from, to } => vec![from, to],
             Op::Publish { .. } => Vec::new(),
         }
     }
 }
 
-/// Steps of a merge at level `l`: `n L` (bitonic merge) + `2n` (count) +
-/// `n L (L+1) / 2` (bitonic sort by label) + `2n` (publish), with `n =
-/// 2^l` and `L = l + 1`.
-fn schedule_len(l: usize) -> u64 {
-    (1u64 << l) * steps_per_update(l)
+/// Log2 of the entries a merge unit holds in the client's hands at once.
+const BLOCK_BITS: u32 = 7;
+
+/// One pass of a merge over arrays of `2n` entries, run in units of a
+/// block (`min(2^BLOCK_BITS, 2n)` entries, or half as many
+/// compare-exchanges).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    /// Stage one of the bitonic merge: OLDEST's `c`-th entry against
+    /// OLDER's `n - 1 - c`-th, the smaller to NEW's `c`, the larger to
+    /// `c + n`.
+    First,
+    /// The compare-exchanges `(k, j)` of a bitonic network over a whole
+    /// array (NEW's by keyword, the scratch by label), as in
+    /// [`sort_block`].
+    Wide { k: u64, j: u64, by_label: bool },
+    /// The passes [`sort_block`] runs inside each aligned block.
+    Block {
+        k: (u64, u64),
+        top: u64,
+        by_label: bool,
+    },
+    /// NEW's array scanned in order, each entry labelled into the scratch.
+    Count,
+    /// The scratch array, in label order, published as NEW's entries.
+    Publish,
 }
 
-/// Steps each update runs of a merge at level `l`, so that it ends after
-/// `2^l` updates.
-fn steps_per_update(l: usize) -> u64 {
-    let big_l = l as u64 + 1;
-    big_l + 4 + big_l * (big_l + 1) / 2
+/// The fixed schedule of a merge at level `l`: its passes, each of
+/// `2n / block` units. Compare-exchanges `j` apart for `j` below the block
+/// size run inside a block in the client's hands: one read and one write
+/// of each entry for up to `BLOCK_BITS` passes of the network.
+struct Schedule {
+    n: u64,
+    block: u64,
+    passes: Vec<Pass>,
 }
 
-/// The passes of a bitonic sort of `2^big_l` entries: `(k, j)`.
-fn sort_passes(big_l: u32) -> impl Iterator<Item = (u64, u64)> {
-    (1..=big_l).flat_map(|kb| (0..kb).rev().map(move |jb| (1u64 << kb, 1u64 << jb)))
-}
-
-/// Step `s` of the merge `m` at level `l`.
-fn op_at(l: usize, m: &Merge, s: u64) -> Op {
-    let n = 1u64 << l;
-    let big_l = l as u32 + 1;
-    let stages = n * u64::from(big_l);
-    if s < stages {
-        // Bitonic merge: stage t compares i and i + h, h = n >> t.
-        let (t, c) = (s / n, s % n);
-        let h = n >> t;
-        let i = (c / h) * 2 * h + c % h;
-        let (a, b) = if t == 0 {
-            // OLDEST ascending, then OLDER read backwards: a bitonic
-            // sequence of 2n.
-            ((m.from[0], c), (m.from[1], n - 1 - c))
-        } else {
-            ((m.target, i), (m.target, i + h))
-        };
-        return Op::Exchange {
-            a,
-            b,
-            to: ((m.target, i), (m.target, i + h)),
-            by_label: false,
-        };
-    }
-    let s = s - stages;
-    if s < 2 * n {
-        return Op::Count {
-            from: (m.target, s),
-            to: (m.scratch, s),
-        };
-    }
-    let s = s - 2 * n;
-    let passes = u64::from(big_l) * (u64::from(big_l) + 1) / 2;
-    if s < passes * n {
-        let (p, c) = (s / n, s % n);
-        let (k, j) = sort_passes(big_l).nth(p as usize).unwrap_or((2 * n, 1));
-        let i = (c / j) * 2 * j + c % j;
-        let (lo, hi) = if i & k == 0 { (i, i + j) } else { (i + j, i) };
-        return Op::Exchange {
-            a: (m.scratch, i),
-            b: (m.scratch, i + j),
-            to: ((m.scratch, lo), (m.scratch, hi)),
+impl Schedule {
+    fn of(l: usize) -> Schedule {
+        let n = 1u64 << l;
+        let size = 2 * n;
+        let block = size.min(1 << BLOCK_BITS);
+        let mut passes = vec![Pass::First];
+        // The rest of the bitonic merge into NEW's array, ascending.
+        let mut h = n / 2;
+        while h >= block {
+            passes.push(Pass::Wide {
+                k: size,
+                j: h,
+                by_label: false,
+            });
+            h /= 2;
+        }
+        if h >= 1 {
+            passes.push(Pass::Block {
+                k: (size, size),
+                top: h,
+                by_label: false,
+            });
+        }
+        passes.push(Pass::Count);
+        // The bitonic sort of the scratch by label: every `k` up to the
+        // block size inside blocks, then per larger `k` the wide passes
+        // and the rest inside blocks.
+        passes.push(Pass::Block {
+            k: (2, block),
+            top: block / 2,
             by_label: true,
-        };
+        });
+        let mut k = 2 * block;
+        while k <= size {
+            let mut j = k / 2;
+            while j >= block {
+                passes.push(Pass::Wide {
+                    k,
+                    j,
+                    by_label: true,
+                });
+                j /= 2;
+            }
+            passes.push(Pass::Block {
+                k: (k, k),
+                top: block / 2,
+                by_label: true,
+            });
+            k *= 2;
+        }
+        passes.push(Pass::Publish);
+        Schedule { n, block, passes }
     }
-    Op::Publish {
-        from: (m.scratch, s - passes * n),
+
+    /// Units of the whole merge.
+    fn len(&self) -> u64 {
+        self.passes.len() as u64 * (2 * self.n / self.block)
+    }
+
+    /// Units done after `updates` updates: spread evenly over the merge's
+    /// `n` updates, so that it ends after exactly `n`, half the time before
+    /// its level could overflow.
+    fn done_after(&self, updates: u64) -> u64 {
+        let done = u128::from(updates) * u128::from(self.len()) / u128::from(self.n);
+        u64::try_from(done).map_or(self.len(), |d| d.min(self.len()))
+    }
+
+    /// The steps of unit `u` of merge `m`.
+    fn unit(&self, m: &Merge, u: u64) -> Vec<Op> {
+        let per = 2 * self.n / self.block;
+        let (n, block) = (self.n, self.block);
+        let Some(&pass) = self.passes.get((u / per) as usize) else {
+            return Vec::new();
+        };
+        let x = u % per;
+        let pairs = x * block / 2..(x + 1) * block / 2;
+        let entries = x * block..(x + 1) * block;
+        match pass {
+            Pass::First => pairs
+                .map(|c| Op::Exchange {
+                    a: (m.from[0], c),
+                    b: (m.from[1], n - 1 - c),
+                    to: ((m.target, c), (m.target, c + n)),
+                    by_label: false,
+                })
+                .collect(),
+            Pass::Wide { k, j, by_label } => {
+                let array = if by_label { m.scratch } else { m.target };
+                pairs
+                    .map(|c| {
+                        let i = (c / j) * 2 * j + c % j;
+                        let (lo, hi) = if i & k == 0 { (i, i + j) } else { (i + j, i) };
+                        Op::Exchange {
+                            a: (array, i),
+                            b: (array, i + j),
+                            to: ((array, lo), (array, hi)),
+                            by_label,
+                        }
+                    })
+                    .collect()
+            }
+            Pass::Block { k, top, by_label } => vec![Op::Block {
+                array: if by_label { m.scratch } else { m.target },
+                start: entries.start,
+                len: block,
+                k,
+                top,
+                by_label,
+            }],
+            Pass::Count => entries
+                .map(|p| Op::Count {
+                    from: (m.target, p),
+                    to: (m.scratch, p),
+                })
+                .collect(),
+            Pass::Publish => entries
+                .map(|p| Op::Publish {
+                    from: (m.scratch, p),
+                })
+                .collect(),
+        }
     }
 }
 
@@ -777,8 +1028,8 @@ impl KeywordClient for SddClient {
             next_buffer: self.next_buffer,
             levels: self.levels.clone(),
         })?;
-        let mut out = Vec::with_capacity(STATE_V2.len() + state.len());
-        out.extend_from_slice(STATE_V2);
+        let mut out = Vec::with_capacity(STATE_V3.len() + state.len());
+        out.extend_from_slice(STATE_V3);
         out.extend_from_slice(&state);
         Ok(out)
     }
@@ -971,11 +1222,188 @@ mod tests {
         let mut pear: Vec<u64> = (100..120).collect();
         pear.insert(0, 11);
         assert_eq!(c.search(&mut rng, &mut ch, b"pear").unwrap(), pear);
-        // The old partial target is gone, and the state is format 2 now.
+        // The old partial target is gone, and the state is format 3 now.
         assert!(store
             .get(&buffer_key(b'a', 2, &0u64.to_be_bytes()))
             .unwrap()
             .is_none());
-        assert!(c.save_state().unwrap().starts_with(STATE_V2));
+        assert!(c.save_state().unwrap().starts_with(STATE_V3));
+    }
+
+    /// Every level's schedule, run on plain entries: NEW's array ends in
+    /// keyword order, the scratch in label order, every entry published
+    /// once, and the units spread over exactly `n` updates.
+    #[test]
+    fn every_schedule_sorts_and_ends_in_time() {
+        use rand::Rng;
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        for l in 0..10usize {
+            let n = 1u64 << l;
+            let m = Merge {
+                target: 2,
+                scratch: 3,
+                from: [0, 1],
+                ..Merge::default()
+            };
+            let entry = |rng: &mut ChaCha20Rng| Entry {
+                label: [0; LABEL_LEN],
+                update: Update {
+                    keyword: vec![rng.gen_range(b'a'..=b'e'); 3],
+                    id: rng.gen(),
+                    add: true,
+                    seq: 0,
+                },
+            };
+            // Two sorted inputs of `n` entries.
+            let mut work: BTreeMap<(u64, u64), Entry> = BTreeMap::new();
+            for b in [0u64, 1] {
+                let mut input: Vec<Entry> = (0..n).map(|_| entry(&mut rng)).collect();
+                input.sort_by(|x, y| x.update.keyword.cmp(&y.update.keyword));
+                for (p, e) in (0..).zip(input) {
+                    work.insert((b, p), e);
+                }
+            }
+            let schedule = Schedule::of(l);
+            let (mut done, mut published) = (0, Vec::new());
+            for k in 1..=n {
+                let end = schedule.done_after(k);
+                assert!(end - done <= schedule.len().div_ceil(n), "level {l}");
+                for op in (done..end).flat_map(|u| schedule.unit(&m, u)) {
+                    let mut take = |at| work.remove(&at).unwrap();
+                    match op {
+                        Op::Exchange { a, b, to, by_label } => {
+                            let (x, y) = (take(a), take(b));
+                            let (lo, hi) = if x.greater(&y, by_label) {
+                                (y, x)
+                            } else {
+                                (x, y)
+                            };
+                            work.insert(to.0, lo);
+                            work.insert(to.1, hi);
+                        }
+                        Op::Block {
+                            array,
+                            start,
+                            len,
+                            k,
+                            top,
+                            by_label,
+                        } => {
+                            let mut block: Vec<Entry> =
+                                (start..start + len).map(|p| take((array, p))).collect();
+                            sort_block(&mut block, start, k, top, by_label);
+                            for (p, e) in (start..).zip(block) {
+                                work.insert((array, p), e);
+                            }
+                        }
+                        Op::Count { from, to } => {
+                            let mut e = take(from);
+                            work.insert(from, e.clone());
+                            e.label = rng.gen();
+                            work.insert(to, e);
+                        }
+                        Op::Publish { from } => published.push(take(from).label),
+                    }
+                }
+                done = end;
+            }
+            assert_eq!(done, schedule.len(), "level {l}: ends after n updates");
+            let target: Vec<&Vec<u8>> = (0..2 * n).map(|p| &work[&(2, p)].update.keyword).collect();
+            assert!(
+                target.windows(2).all(|w| w[0] <= w[1]),
+                "level {l}: keyword order"
+            );
+            assert_eq!(published.len() as u64, 2 * n, "level {l}");
+            assert!(
+                published.windows(2).all(|w| w[0] <= w[1]),
+                "level {l}: label order"
+            );
+        }
+    }
+
+    /// Format 2, as written before passes ran on blocks.
+    #[derive(Serialize)]
+    struct MergeV2Out {
+        target: u64,
+        scratch: u64,
+        from: [u64; 2],
+        step: u64,
+        last: Option<(Vec<u8>, u64)>,
+        stale: Vec<u64>,
+    }
+    #[derive(Serialize)]
+    struct LevelV2Out {
+        slots: [Option<u64>; 3],
+        merge: Option<MergeV2Out>,
+    }
+    #[derive(Serialize)]
+    struct StateV2Out {
+        master: [u8; 32],
+        seq: u64,
+        next_buffer: u64,
+        levels: Vec<LevelV2Out>,
+    }
+
+    /// A format-2 state saved with merges under way: they start again into
+    /// fresh buffers, the partial ones are dropped when they end, and
+    /// every identifier stays found.
+    #[test]
+    fn a_format2_state_with_merges_under_way_is_carried_on() {
+        let mut rng = ChaCha20Rng::seed_from_u64(4);
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut ch = LocalChannel::new(Typed(SddServer::new(store.clone())));
+        let mut c = SddClient::new(&mut rng, &Params::new()).unwrap();
+        let word = |i: u64| format!("w{}", i % 7).into_bytes();
+        for i in 0..45u64 {
+            c.update(&mut rng, &mut ch, UpdateOp::Add, i, &[word(i)])
+                .unwrap();
+        }
+        let partial: Vec<u64> = c
+            .levels
+            .iter()
+            .filter_map(|l| l.merge.as_ref())
+            .filter(|m| m.step > 0)
+            .flat_map(|m| [m.target, m.scratch])
+            .collect();
+        assert!(!partial.is_empty(), "a merge is under way");
+        let v2 = sesame_core::wire::encode(&StateV2Out {
+            master: *c.master.as_bytes(),
+            seq: c.seq,
+            next_buffer: c.next_buffer,
+            levels: c
+                .levels
+                .iter()
+                .map(|l| LevelV2Out {
+                    slots: l.slots,
+                    merge: l.merge.as_ref().map(|m| MergeV2Out {
+                        target: m.target,
+                        scratch: m.scratch,
+                        from: m.from,
+                        step: m.step,
+                        last: m.last.clone(),
+                        stale: m.stale.clone(),
+                    }),
+                })
+                .collect(),
+        })
+        .unwrap();
+        let mut bytes = STATE_V2.to_vec();
+        bytes.extend_from_slice(&v2);
+        let mut c = SddClient::restore(&bytes).unwrap();
+        for i in 45..200u64 {
+            c.update(&mut rng, &mut ch, UpdateOp::Add, i, &[word(i)])
+                .unwrap();
+        }
+        for w in 0..7u64 {
+            let want: Vec<u64> = (0..200).filter(|i| i % 7 == w).collect();
+            assert_eq!(c.search(&mut rng, &mut ch, &word(w)).unwrap(), want, "w{w}");
+        }
+        for b in partial {
+            for kind in [b'a', b'd'] {
+                let left = store.scan_prefix(&buffer_key(kind, b, &[])).unwrap();
+                assert!(left.is_empty(), "buffer {b} of the old merge is left");
+            }
+        }
+        assert!(c.save_state().unwrap().starts_with(STATE_V3));
     }
 }
