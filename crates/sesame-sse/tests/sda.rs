@@ -328,3 +328,89 @@ fn sdd_merges_touch_the_same_positions_whatever_the_keywords() {
         }
     }
 }
+
+/// SDd's setup writes one whole buffer per set bit of the pair count, in
+/// random order (not cut in keyword order), with no merge under way; the
+/// updates after it merge those buffers like any others, and every search
+/// matches the plaintext answer.
+#[test]
+fn sdd_setup_builds_whole_buffers_that_later_updates_merge() {
+    let s = sesame_sse::scheme("sdd").unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let mut c = sesame_sse::sd::sdd::SddClient::new(&mut rng, &Params::new()).unwrap();
+    let mut ch = LocalChannel::new(
+        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .unwrap(),
+    );
+    // 96 keywords of one document each, then 904 pairs on 8 keywords:
+    // 1,000 pairs, 0b1111101000.
+    let mut truth: std::collections::BTreeMap<Vec<u8>, std::collections::BTreeSet<u64>> =
+        Default::default();
+    for i in 0..96u64 {
+        truth
+            .entry(format!("k{i:03}").into_bytes())
+            .or_default()
+            .insert(i);
+    }
+    for i in 0..904u64 {
+        truth
+            .entry(format!("m{}", i % 8).into_bytes())
+            .or_default()
+            .insert(1000 + i);
+    }
+    let db: Multimap = truth
+        .iter()
+        .map(|(w, ids)| (w.clone(), ids.iter().copied().collect()))
+        .collect();
+    let span = ch.meter().span();
+    c.setup(&mut rng, &mut ch, &db).unwrap();
+    assert_eq!(
+        span.finish().rounds,
+        13,
+        "a reset, and per buffer a put of its array and one of its labelled entries"
+    );
+    let levels: Vec<usize> = c.buffers().iter().map(|&(l, _)| l).collect();
+    assert_eq!(levels, vec![3, 5, 6, 7, 8, 9]);
+    // Which buffer holds each single-document keyword: not the keyword
+    // order cut into levels.
+    let mut in_biggest = Vec::new();
+    for i in 0..96u64 {
+        let w = format!("k{i:03}").into_bytes();
+        let mut recorder = Recorder {
+            inner: &mut ch,
+            last: Vec::new(),
+        };
+        assert_eq!(c.search(&mut rng, &mut recorder, &w).unwrap(), vec![i]);
+        let found: sesame_sse::sd::sdd::SddResponse =
+            sesame_core::wire::decode(&recorder.last).unwrap();
+        let sesame_sse::sd::sdd::SddResponse::Found(buffers) = found else {
+            panic!("not a search answer")
+        };
+        if buffers.last().is_some_and(|b| !b.is_empty()) {
+            in_biggest.push(i);
+        }
+    }
+    assert!(!in_biggest.is_empty() && in_biggest.len() < 96);
+    assert_ne!(in_biggest, (0..in_biggest.len() as u64).collect::<Vec<_>>());
+    // Updates merge the built buffers; searches stay exact.
+    for i in 0..1500u64 {
+        let w = format!("m{}", i % 11).into_bytes();
+        let (doc, add) = (2000 + i % 300, i % 4 != 3);
+        let op = if add { UpdateOp::Add } else { UpdateOp::Delete };
+        c.update(&mut rng, &mut ch, op, doc, std::slice::from_ref(&w))
+            .unwrap();
+        let set = truth.entry(w).or_default();
+        if add {
+            set.insert(doc);
+        } else {
+            set.remove(&doc);
+        }
+        if i % 250 == 249 {
+            for (w, want) in &truth {
+                let got = c.search(&mut rng, &mut ch, w).unwrap();
+                assert_eq!(got, want.iter().copied().collect::<Vec<_>>(), "after {i}");
+            }
+        }
+    }
+    assert!(c.buffers().iter().any(|&(l, _)| l == 10), "merged upwards");
+}

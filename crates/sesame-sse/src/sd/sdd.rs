@@ -457,6 +457,75 @@ impl SddClient {
         Ok(())
     }
 
+    /// Writes `updates` whole as a new buffer of level `level`: its array
+    /// in keyword order and its labelled entries in label order, in
+    /// requests of about [`common::SETUP_CHUNK_BYTES`]. Everything is
+    /// written at once, so where an entry lands follows from nothing the
+    /// server sees.
+    fn build(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        level: usize,
+        updates: &[Update],
+    ) -> Result<()> {
+        let buffer = self.next_buffer;
+        self.next_buffer += 1;
+        let keys = self.keys(buffer);
+        let mut sorted: Vec<&Update> = updates.iter().collect();
+        sorted.sort_by(|x, y| x.keyword.cmp(&y.keyword));
+        let mut positional = Vec::with_capacity(sorted.len());
+        let mut labelled = Vec::with_capacity(sorted.len());
+        let mut count = 0;
+        let mut prf: Option<(&[u8], Aes128Prf)> = None;
+        for (p, u) in (0u64..).zip(sorted) {
+            let prf = match &prf {
+                Some((w, prf)) if *w == u.keyword.as_slice() => {
+                    count += 1;
+                    prf
+                }
+                _ => {
+                    count = 0;
+                    let key = Key::from_bytes(keys.label_key(&u.keyword));
+                    &prf.insert((u.keyword.as_slice(), Aes128Prf::new(&key))).1
+                }
+            };
+            let sealed = keys.aead.seal(rng, &buffer.to_le_bytes(), &u.encode())?;
+            labelled.push((buffer, label(prf, count), sealed));
+            let entry = Entry {
+                label: [0; LABEL_LEN],
+                update: u.clone(),
+            };
+            positional.push(self.seal_positional(rng, &keys, buffer, p, &entry)?);
+        }
+        labelled.sort_unstable_by(|x, y| x.1.cmp(&y.1));
+        // The array, then the labelled entries, each in requests of about
+        // a chunk.
+        let mut puts = Vec::new();
+        let mut rest = positional.into_iter().peekable();
+        while rest.peek().is_some() {
+            let chunk = common::take_chunk(&mut rest, |e| 16 + e.2.len());
+            puts.push((chunk, Vec::new()));
+        }
+        let mut rest = labelled.into_iter().peekable();
+        while rest.peek().is_some() {
+            let chunk = common::take_chunk(&mut rest, |e| 8 + LABEL_LEN + e.2.len());
+            puts.push((Vec::new(), chunk));
+        }
+        for (positional, labelled) in puts {
+            let put = SddRequest::Put {
+                positional,
+                labelled,
+                drop: Vec::new(),
+            };
+            match channel::call(channel, &put)? {
+                SddResponse::Done => {}
+                other => return Err(Error::unexpected("SDd", &other)),
+            }
+        }
+        self.place(level, buffer)
+    }
+
     /// One update: one fetch round for this update's steps of the ongoing
     /// merges, one put round with what they wrote and the new entry.
     fn update_one(
@@ -958,25 +1027,31 @@ impl KeywordClient for SddClient {
         }
         self.levels.clear();
         self.seq = 0;
-        // SDd has no bulk build: every pair is an update, in random order
-        // (in keyword order, which buffer holds a pair would follow the
-        // keyword's alphabetical place).
-        let mut pairs: Vec<(&Vec<u8>, DocId)> = Vec::new();
+        let mut all = Vec::new();
         for (w, ids) in db {
             for id in common::normalise(ids.clone()) {
-                pairs.push((w, id));
+                self.seq += 1;
+                all.push(Update {
+                    keyword: w.clone(),
+                    id,
+                    add: true,
+                    seq: self.seq,
+                });
             }
         }
-        common::shuffle(rng, &mut pairs);
-        for (w, id) in pairs {
-            self.seq += 1;
-            let u = Update {
-                keyword: w.clone(),
-                id,
-                add: true,
-                seq: self.seq,
-            };
-            self.update_one(rng, channel, u)?;
+        // Pairs go to buffers in random order: cut in keyword order, the
+        // buffer a search hits would tell the keyword's alphabetical place.
+        common::shuffle(rng, &mut all);
+        // One whole buffer per set bit of the count, no merge under way:
+        // the state a run of updates reaches when its merges have ended.
+        let mut rest = all.as_slice();
+        for level in (0..MAX_LEVELS).rev() {
+            let size = 1usize.checked_shl(level as u32).unwrap_or(usize::MAX);
+            if rest.len() >= size {
+                let (now, later) = rest.split_at(size);
+                rest = later;
+                self.build(rng, channel, level, now)?;
+            }
         }
         Ok(())
     }
