@@ -498,7 +498,7 @@ impl SddClient {
             };
             positional.push(self.seal_positional(rng, &keys, buffer, p, &entry)?);
         }
-        labelled.sort_unstable_by(|x, y| x.1.cmp(&y.1));
+        labelled.sort_unstable_by_key(|e| e.1);
         // The array, then the labelled entries, each in requests of about
         // a chunk.
         let mut puts = Vec::new();
