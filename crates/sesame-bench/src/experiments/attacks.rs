@@ -79,8 +79,6 @@ pub struct Plan {
     pub pool: usize,
     /// Queries run per scheme.
     pub queries: usize,
-    /// SDd indexes the first documents holding at most this many pairs.
-    pub sdd_pairs: usize,
     /// Seeded repetitions of each known fraction.
     pub repetitions: usize,
     /// Rows of each numeric column.
@@ -103,7 +101,6 @@ impl Plan {
             keywords: ctx.pick(500, 150, 60, 30),
             pool: ctx.pick(150, 60, 30, 12),
             queries: ctx.pick(150, 60, 30, 10),
-            sdd_pairs: ctx.pick(20_000, 1500, 300, 200),
             repetitions: ctx.pick(10, 5, 2, 2),
             rows: ctx.pick(10_000, 2000, 400, 100),
             cloz_rows: ctx.pick(200, 10, 6, 0),
@@ -479,28 +476,10 @@ fn keyword_rows(ctx: &Ctx, plan: &Plan, rs: &mut ResultSet) -> Result<(), BenchE
     };
     let all_volumes = volumes_of(&docs);
     let all_knowledge = knowledge_of(&docs);
-    // SDd inserts pair by pair: past `plan.sdd_pairs` pairs it indexes the
-    // first documents only (its rows say how many).
-    let mut sdd_docs = 0;
-    let mut pairs = 0;
-    for d in &docs {
-        if pairs + d.words.len() > plan.sdd_pairs {
-            break;
-        }
-        pairs += d.words.len();
-        sdd_docs += 1;
-    }
-    let sdd_volumes = volumes_of(&docs[..sdd_docs]);
-    let sdd_knowledge = knowledge_of(&docs[..sdd_docs]);
-
     for s in sesame_sse::schemes() {
         let name = s.descriptor.name;
         let fp = s.descriptor.forward_private;
-        let (docs, knowledge, volumes) = if name == "sdd" {
-            (&docs[..sdd_docs], &sdd_knowledge, &sdd_volumes)
-        } else {
-            (&docs[..], &all_knowledge, &all_volumes)
-        };
+        let (docs, knowledge, volumes) = (&docs[..], &all_knowledge, &all_volumes);
         let rec = record(ctx, name, docs, &universe, &injected, &queries, elements)?;
         // The attacker's own documents are not part of what it attacks.
         let leaked: Vec<leakage::QueryLeakage> = rec
