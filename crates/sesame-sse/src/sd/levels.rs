@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 
+use rand_core::CryptoRngCore;
+
 use sesame_core::{Error, Result};
 use sesame_crypto::aead::Aes256GcmSiv;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
-use crate::api::{DocId, UpdateOp};
+use crate::api::{DocId, Multimap, UpdateOp};
 use crate::common::{self, Tag};
 
 /// Bytes of an entry's label.
@@ -127,6 +129,46 @@ pub(super) fn sequenced(
         });
     }
     Ok(out)
+}
+
+/// Every pair of `db` as an addition, numbered after `seq` (advanced), in
+/// random order: cut in keyword order into levels, the level a search hits
+/// would tell the keyword's alphabetical place.
+pub(super) fn shuffled_additions(
+    rng: &mut dyn CryptoRngCore,
+    seq: &mut u64,
+    db: &Multimap,
+) -> Vec<Update> {
+    let mut all = Vec::new();
+    for (w, ids) in db {
+        for id in common::normalise(ids.clone()) {
+            *seq += 1;
+            all.push(Update {
+                keyword: w.clone(),
+                id,
+                add: true,
+                seq: *seq,
+            });
+        }
+    }
+    common::shuffle(rng, &mut all);
+    all
+}
+
+/// `all` cut by the binary decomposition of its length, largest first:
+/// `(level, its 2^level updates)` per set bit.
+pub(super) fn by_set_bits(all: &[Update]) -> Vec<(usize, &[Update])> {
+    let mut out = Vec::new();
+    let mut rest = all;
+    for level in (0..MAX_LEVELS).rev() {
+        let size = 1usize.checked_shl(level as u32).unwrap_or(usize::MAX);
+        if rest.len() >= size {
+            let (now, later) = rest.split_at(size);
+            rest = later;
+            out.push((level, now));
+        }
+    }
+    out
 }
 
 /// The live identifiers of `keyword` among opened updates: for each

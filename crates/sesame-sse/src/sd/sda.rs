@@ -315,51 +315,31 @@ impl KeywordClient for SdaClient {
         }
         self.levels.clear();
         self.seq = 0;
-        let mut all = Vec::new();
-        for (w, ids) in db {
-            for id in common::normalise(ids.clone()) {
-                self.seq += 1;
-                all.push(Update {
-                    keyword: w.clone(),
-                    id,
-                    add: true,
-                    seq: self.seq,
-                });
-            }
-        }
-        // Pairs go to levels in random order: cut in keyword order, the
-        // level a search hits would tell the keyword's alphabetical place.
-        common::shuffle(rng, &mut all);
+        let all = shuffled_additions(rng, &mut self.seq, db);
         // The binary decomposition of the count: one level per set bit.
-        let mut rest = all.as_slice();
-        for level in (0..MAX_LEVELS).rev() {
-            let size = 1usize.checked_shl(level as u32).unwrap_or(usize::MAX);
-            if rest.len() >= size {
-                let (now, later) = rest.split_at(size);
-                rest = later;
-                let entries = self.build(rng, level, now)?;
-                // A large level goes in several requests: a `Build` with
-                // the first part, then `Extend`s, each under
-                // `MAX_PREPARED_REQUEST`.
-                let mut rest = entries.into_iter().peekable();
-                let mut first = true;
-                while first || rest.peek().is_some() {
-                    let entries = common::take_chunk(&mut rest, |(_, v)| LABEL_LEN + 8 + v.len());
-                    let level = level as u8;
-                    let request = if first {
-                        Request::Build {
-                            level,
-                            entries,
-                            drop: Vec::new(),
-                        }
-                    } else {
-                        Request::Extend { level, entries }
-                    };
-                    first = false;
-                    match channel::call(channel, &request)? {
-                        Response::Done => {}
-                        other => return Err(Error::unexpected("SDa", &other)),
+        for (level, now) in by_set_bits(&all) {
+            let entries = self.build(rng, level, now)?;
+            // A large level goes in several requests: a `Build` with
+            // the first part, then `Extend`s, each under
+            // `MAX_PREPARED_REQUEST`.
+            let mut rest = entries.into_iter().peekable();
+            let mut first = true;
+            while first || rest.peek().is_some() {
+                let entries = common::take_chunk(&mut rest, |(_, v)| LABEL_LEN + 8 + v.len());
+                let level = level as u8;
+                let request = if first {
+                    Request::Build {
+                        level,
+                        entries,
+                        drop: Vec::new(),
                     }
+                } else {
+                    Request::Extend { level, entries }
+                };
+                first = false;
+                match channel::call(channel, &request)? {
+                    Response::Done => {}
+                    other => return Err(Error::unexpected("SDa", &other)),
                 }
             }
         }

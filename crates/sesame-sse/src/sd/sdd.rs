@@ -1027,31 +1027,11 @@ impl KeywordClient for SddClient {
         }
         self.levels.clear();
         self.seq = 0;
-        let mut all = Vec::new();
-        for (w, ids) in db {
-            for id in common::normalise(ids.clone()) {
-                self.seq += 1;
-                all.push(Update {
-                    keyword: w.clone(),
-                    id,
-                    add: true,
-                    seq: self.seq,
-                });
-            }
-        }
-        // Pairs go to buffers in random order: cut in keyword order, the
-        // buffer a search hits would tell the keyword's alphabetical place.
-        common::shuffle(rng, &mut all);
+        let all = shuffled_additions(rng, &mut self.seq, db);
         // One whole buffer per set bit of the count, no merge under way:
         // the state a run of updates reaches when its merges have ended.
-        let mut rest = all.as_slice();
-        for level in (0..MAX_LEVELS).rev() {
-            let size = 1usize.checked_shl(level as u32).unwrap_or(usize::MAX);
-            if rest.len() >= size {
-                let (now, later) = rest.split_at(size);
-                rest = later;
-                self.build(rng, channel, level, now)?;
-            }
+        for (level, now) in by_set_bits(&all) {
+            self.build(rng, channel, level, now)?;
         }
         Ok(())
     }
