@@ -107,17 +107,13 @@ pub struct Plan {
     pub deletions: Vec<usize>,
     /// Insertions of the Janus++ runs (its insertion costs `O(d)`).
     pub janus_insertions: usize,
-    /// Insertions of the SDd run: its oblivious merges cost `O(log² N)`
-    /// steps per update (milliseconds each at 10^5 entries), so below full
-    /// scale it runs fewer than the others.
-    pub sdd_insertions: usize,
 }
 
 impl Plan {
     /// Full: the paper's 10^6 insertions and four deletion counts;
-    /// standard: 10^5 insertions (SDd 10^4), the same deletion counts;
-    /// quick: 10^4 insertions (SDd 2,000), d up to 1,000; tiny: 10^3
-    /// insertions, d = 10, 100.
+    /// standard: 10^5 insertions, the same deletion counts; quick: 10^4
+    /// insertions, d up to 1,000; tiny: 10^3 insertions, d = 10, 100.
+    /// Aura, SDa and SDd run the same number.
     pub fn for_ctx(ctx: &Ctx) -> Plan {
         Plan {
             insertions: ctx.pick(1_000_000, 100_000, 10_000, 1_000),
@@ -128,7 +124,6 @@ impl Plan {
                 vec![10, 100],
             ),
             janus_insertions: ctx.pick(1_000, 300, 100, 20),
-            sdd_insertions: ctx.pick(1_000_000, 10_000, 2_000, 1_000),
         }
     }
 }
@@ -535,16 +530,15 @@ impl Experiment for Aura {
             rs.rows.extend(janus_rows(ctx, plan.janus_insertions, d)?);
         }
         rs.rows
-            .extend(sd_rows(ctx, "sdd", plan.sdd_insertions, &plan.deletions)?);
+            .extend(sd_rows(ctx, "sdd", plan.insertions, &plan.deletions)?);
         rs.rows
             .extend(sd_rows(ctx, "sda", plan.insertions, &plan.deletions)?);
         rs.notes.push(format!(
             "{} insertions on one keyword, one update (one round) each, then d deletions spread \
              over the identifiers, then one search whose result is checked; memory store, \
              client and server in one process; lan/wan103/wan197 add rounds x RTT and bytes / \
-             bandwidth to the measured computation (SDd: {} insertions, its oblivious merges \
-             cost O(log² N) steps per update)",
-            plan.insertions, plan.sdd_insertions
+             bandwidth to the measured computation",
+            plan.insertions
         ));
         rs.notes.push(format!(
             "Bloom filter per keyword sized for a false-positive rate of {FP_TARGET} after d \
