@@ -12,7 +12,7 @@ pub struct BenchArgs {
 
     /// The papers' sizes (`bench all` takes hours). Without `--full` or
     /// `--quick`, every experiment runs at the standard scale: all of them
-    /// in about ten minutes, still showing each paper's trends.
+    /// in about twelve minutes, still showing each paper's trends.
     #[arg(long, conflicts_with = "quick")]
     pub full: bool,
 

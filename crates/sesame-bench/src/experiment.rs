@@ -14,7 +14,7 @@ pub enum Scale {
     /// The paper's sizes, or as close as this machine allows (`--full`).
     Full,
     /// The default: sizes chosen so that every experiment together runs in
-    /// about ten minutes on a 2-core machine while still showing each
+    /// about twelve minutes on a 2-core machine while still showing each
     /// paper's trends (each experiment's page lists them).
     Standard,
     /// Shrunk so that every experiment together runs in about two minutes

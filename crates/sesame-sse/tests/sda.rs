@@ -179,27 +179,42 @@ fn setup_levels_are_not_in_keyword_order() {
     c.setup(&mut rng, &mut ch, &db).unwrap();
     assert_eq!(c.full_levels(), vec![5, 6]);
     // Which keywords does the big level hold? Searching one reads every
-    // full level; the server returns one entry, at its level.
-    let mut in_big = Vec::new();
-    for i in 0..96u64 {
-        let w = format!("k{i:03}").into_bytes();
-        let mut recorder = Recorder {
-            inner: &mut ch,
-            last: Vec::new(),
-        };
-        assert_eq!(c.search(&mut rng, &mut recorder, &w).unwrap(), vec![i]);
-        let found: sesame_sse::sd::sda::Response =
-            sesame_core::wire::decode(&recorder.last).unwrap();
+    // full level; the server returns one entry, at its level (levels in
+    // the answer follow the client's order of full levels).
+    let in_big = found_in_last_part(&mut c, &mut ch, &mut rng, 96, |answer| {
+        let found: sesame_sse::sd::sda::Response = sesame_core::wire::decode(answer).unwrap();
         let sesame_sse::sd::sda::Response::Found(levels) = found else {
             panic!("not a search answer")
         };
-        // Levels in the answer follow the client's order of full levels.
-        if levels.last().is_some_and(|l| !l.is_empty()) {
-            in_big.push(i);
-        }
-    }
+        levels.last().is_some_and(|l| !l.is_empty())
+    });
     assert_eq!(in_big.len(), 64);
     assert_ne!(in_big, (0..64).collect::<Vec<_>>());
+}
+
+/// Searches keywords `k000` .. of documents `0..n` (keyword `i` in
+/// document `i` alone), checking each result, and lists the `i` whose
+/// raw answer `in_last` says came from the last part (level or buffer).
+fn found_in_last_part<C: Channel>(
+    c: &mut dyn KeywordClient,
+    ch: &mut C,
+    rng: &mut ChaCha20Rng,
+    n: u64,
+    in_last: impl Fn(&[u8]) -> bool,
+) -> Vec<u64> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let w = format!("k{i:03}").into_bytes();
+        let mut recorder = Recorder {
+            inner: &mut *ch,
+            last: Vec::new(),
+        };
+        assert_eq!(c.search(rng, &mut recorder, &w).unwrap(), vec![i]);
+        if in_last(&recorder.last) {
+            out.push(i);
+        }
+    }
+    out
 }
 
 /// A channel that keeps the last response.
@@ -373,23 +388,13 @@ fn sdd_setup_builds_whole_buffers_that_later_updates_merge() {
     assert_eq!(levels, vec![3, 5, 6, 7, 8, 9]);
     // Which buffer holds each single-document keyword: not the keyword
     // order cut into levels.
-    let mut in_biggest = Vec::new();
-    for i in 0..96u64 {
-        let w = format!("k{i:03}").into_bytes();
-        let mut recorder = Recorder {
-            inner: &mut ch,
-            last: Vec::new(),
-        };
-        assert_eq!(c.search(&mut rng, &mut recorder, &w).unwrap(), vec![i]);
-        let found: sesame_sse::sd::sdd::SddResponse =
-            sesame_core::wire::decode(&recorder.last).unwrap();
+    let in_biggest = found_in_last_part(&mut c, &mut ch, &mut rng, 96, |answer| {
+        let found: sesame_sse::sd::sdd::SddResponse = sesame_core::wire::decode(answer).unwrap();
         let sesame_sse::sd::sdd::SddResponse::Found(buffers) = found else {
             panic!("not a search answer")
         };
-        if buffers.last().is_some_and(|b| !b.is_empty()) {
-            in_biggest.push(i);
-        }
-    }
+        buffers.last().is_some_and(|b| !b.is_empty())
+    });
     assert!(!in_biggest.is_empty() && in_biggest.len() < 96);
     assert_ne!(in_biggest, (0..in_biggest.len() as u64).collect::<Vec<_>>());
     // Updates merge the built buffers; searches stay exact.

@@ -381,7 +381,7 @@ impl SddClient {
         u: &Update,
     ) -> Result<(u64, [u8; LABEL_LEN], Vec<u8>)> {
         let prf = Aes128Prf::new(&Key::from_bytes(keys.label_key(&u.keyword)));
-        let sealed = keys.aead.seal(rng, &buffer.to_le_bytes(), &u.encode())?;
+        let sealed = seal_searchable(rng, keys, buffer, u)?;
         Ok((buffer, label(&prf, count), sealed))
     }
 
@@ -490,7 +490,7 @@ impl SddClient {
                     &prf.insert((u.keyword.as_slice(), Aes128Prf::new(&key))).1
                 }
             };
-            let sealed = keys.aead.seal(rng, &buffer.to_le_bytes(), &u.encode())?;
+            let sealed = seal_searchable(rng, &keys, buffer, u)?;
             labelled.push((buffer, label(prf, count), sealed));
             let entry = Entry {
                 label: [0; LABEL_LEN],
@@ -648,11 +648,7 @@ impl SddClient {
                     }
                     Op::Publish { from } => {
                         let e = take(&mut work, from)?;
-                        let sealed = target_keys.aead.seal(
-                            rng,
-                            &m.target.to_le_bytes(),
-                            &e.update.encode(),
-                        )?;
+                        let sealed = seal_searchable(rng, target_keys, m.target, &e.update)?;
                         labelled.push((m.target, e.label, sealed));
                     }
                 }
@@ -787,6 +783,17 @@ fn sort_block(block: &mut [Entry], start: u64, k: (u64, u64), top: u64, by_label
         }
         kk *= 2;
     }
+}
+
+/// The sealed update of a searchable entry of `buffer` (the buffer as
+/// associated data), what a search opens.
+fn seal_searchable(
+    rng: &mut dyn CryptoRngCore,
+    keys: &LevelKeys,
+    buffer: u64,
+    u: &Update,
+) -> Result<Vec<u8>> {
+    Ok(keys.aead.seal(rng, &buffer.to_le_bytes(), &u.encode())?)
 }
 
 /// The associated data of an array entry.
