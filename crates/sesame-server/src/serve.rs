@@ -340,7 +340,7 @@ pub async fn run(
     served.map_err(|e| ServerError::Runtime(error_chain(&e)))?;
     flushed.map_err(|e| ServerError::Store(e.to_string()))?;
     crate::log(&shutdown_line(
-        watched.errors(),
+        watched.failures(),
         watched.last_error().as_deref(),
         &health,
     ));

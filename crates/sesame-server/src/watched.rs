@@ -17,7 +17,28 @@ use sesame_core::{Error, IoCounts, Result, Store, WriteBatch};
 pub struct Watched<S> {
     inner: S,
     errors: AtomicU64,
+    /// Writes the store refused before applying anything (out of space).
+    refused: AtomicU64,
+    /// Writes that failed without the store confirming them: applied or
+    /// not (a Redis Cluster write its replicas did not confirm, a
+    /// connection lost during a commit).
+    unconfirmed: AtomicU64,
     last: Mutex<Option<String>>,
+}
+
+/// The store failures a server met while serving, by what they mean for
+/// the requests that met them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Failures {
+    /// Writes refused before anything was applied (the store out of
+    /// space).
+    pub refused: u64,
+    /// Writes that failed unconfirmed: each may or may not have been
+    /// applied; a retry with the same request id completes it or is
+    /// answered from its replay record.
+    pub unconfirmed: u64,
+    /// Failed reads, scans and flushes (they change nothing).
+    pub other: u64,
 }
 
 impl<S: Store> Watched<S> {
@@ -26,6 +47,8 @@ impl<S: Store> Watched<S> {
         Watched {
             inner,
             errors: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            unconfirmed: AtomicU64::new(0),
             last: Mutex::new(None),
         }
     }
@@ -33,6 +56,17 @@ impl<S: Store> Watched<S> {
     /// How many calls failed in the store so far.
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
+    }
+
+    /// The failures so far, by kind.
+    pub fn failures(&self) -> Failures {
+        let refused = self.refused.load(Ordering::Relaxed);
+        let unconfirmed = self.unconfirmed.load(Ordering::Relaxed);
+        Failures {
+            refused,
+            unconfirmed,
+            other: self.errors().saturating_sub(refused + unconfirmed),
+        }
     }
 
     /// The message of the last call that failed in the store.
@@ -59,6 +93,21 @@ impl<S: Store> Watched<S> {
         }
         r
     }
+
+    /// Counts `r` as [`Watched::seen`] does, and as a write refused (out of
+    /// space: nothing applied) or unconfirmed (anything else).
+    fn seen_write<T>(&self, r: Result<T>) -> Result<T> {
+        let before = self.errors();
+        let r = self.seen(r);
+        if self.errors() != before {
+            if matches!(r, Err(Error::StoreFull(_))) {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.unconfirmed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        r
+    }
 }
 
 impl<S: Store> Store for Watched<S> {
@@ -69,10 +118,10 @@ impl<S: Store> Store for Watched<S> {
         self.seen(self.inner.get_many(keys))
     }
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.seen(self.inner.write(batch))
+        self.seen_write(self.inner.write(batch))
     }
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
-        self.seen(self.inner.write_if(expect, batch))
+        self.seen_write(self.inner.write_if(expect, batch))
     }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.seen(self.inner.scan_prefix(prefix))
@@ -108,19 +157,41 @@ impl<S: Store> Store for Watched<S> {
 }
 
 /// The server's last log line: whether the final flush succeeded, and
-/// whether store operations failed while it served (`errors`, with the
-/// last message) or the store is unhealthy now (`health`).
-pub fn shutdown_line(errors: u64, last: Option<&str>, health: &Result<()>) -> String {
+/// whether store operations failed while it served (`failures`, with the
+/// last message) or the store is unhealthy now (`health`). A write the
+/// store refused (out of space) was not applied; one that failed
+/// unconfirmed (its replicas did not confirm it, the connection broke
+/// during the commit) may have been, and the line says so.
+pub fn shutdown_line(failures: Failures, last: Option<&str>, health: &Result<()>) -> String {
     let mut line = String::from("stopped; the final flush succeeded");
+    let errors = failures.refused + failures.unconfirmed + failures.other;
     if errors == 0 && health.is_ok() {
         line.push_str(" and no store operation failed while serving");
         return line;
     }
     if errors > 0 {
-        let s = if errors == 1 { "" } else { "s" };
+        let s = |n: u64| if n == 1 { "" } else { "s" };
+        let mut parts = Vec::new();
+        if failures.refused > 0 {
+            let n = failures.refused;
+            parts.push(format!("{n} write{} refused (not applied)", s(n)));
+        }
+        if failures.unconfirmed > 0 {
+            let n = failures.unconfirmed;
+            parts.push(format!(
+                "{n} write{} not confirmed by the store (each may have been applied: a \
+                 client's retry with the same request id completes it or gets its first answer)",
+                s(n)
+            ));
+        }
+        if failures.other > 0 {
+            let n = failures.other;
+            parts.push(format!("{n} read{} (nothing changed)", s(n)));
+        }
         line.push_str(&format!(
-            ", but {errors} store operation{s} failed while serving (the requests that \
-             met them were not applied)"
+            ", but {errors} store operation{} failed while serving: {}",
+            s(errors),
+            parts.join(", ")
         ));
         if let Some(last) = last {
             line.push_str(&format!("; the last: {last}"));
@@ -138,9 +209,11 @@ mod tests {
     use super::*;
     use sesame_store::MemoryStore;
 
-    /// Fails every write with an I/O error or a busy store.
+    /// Fails every write with a full disk, a busy store, or (`unconfirmed`)
+    /// a write its replicas did not confirm.
     struct Failing {
         busy: bool,
+        unconfirmed: bool,
     }
 
     impl Store for Failing {
@@ -150,6 +223,10 @@ mod tests {
         fn write(&self, _: WriteBatch) -> Result<()> {
             if self.busy {
                 Err(Error::StoreBusy("locked".into()))
+            } else if self.unconfirmed {
+                Err(Error::StoreUnavailable(
+                    "the write reached the master but only 0 of 1 replicas".into(),
+                ))
             } else {
                 Err(Error::StoreFull(
                     "No space left on device (os error 28)".into(),
@@ -169,7 +246,10 @@ mod tests {
 
     #[test]
     fn failures_of_the_store_are_counted_and_the_last_is_kept() {
-        let w = Watched::new(Failing { busy: false });
+        let w = Watched::new(Failing {
+            busy: false,
+            unconfirmed: false,
+        });
         assert!(w.put(b"k", b"v").is_err());
         assert!(w.get(b"k").is_ok());
         assert!(w.delete(b"k").is_err());
@@ -179,7 +259,10 @@ mod tests {
 
     #[test]
     fn a_busy_store_and_successes_are_not_failures() {
-        let w = Watched::new(Failing { busy: true });
+        let w = Watched::new(Failing {
+            busy: true,
+            unconfirmed: false,
+        });
         assert!(w.put(b"k", b"v").is_err());
         let ok = Watched::new(MemoryStore::new());
         ok.put(b"k", b"v").unwrap();
@@ -204,19 +287,52 @@ mod tests {
         assert_eq!(got, vec![(b"a2".to_vec(), b"v".to_vec())]);
         let counts = w.io_counts().since(&before);
         assert_eq!((counts.scans, counts.scanned), (1, 1));
-        assert!(!Watched::new(Failing { busy: false }).ordered_probes());
+        assert!(!Watched::new(Failing {
+            busy: false,
+            unconfirmed: false
+        })
+        .ordered_probes());
     }
 
     #[test]
     fn the_shutdown_line_tells_a_clean_run_from_one_with_store_errors() {
-        let clean = shutdown_line(0, None, &Ok(()));
+        let clean = shutdown_line(Failures::default(), None, &Ok(()));
         assert!(clean.contains("no store operation failed"), "{clean}");
-        let failed = shutdown_line(3, Some("disk full"), &Ok(()));
+        let three = Failures {
+            refused: 3,
+            ..Failures::default()
+        };
+        let failed = shutdown_line(three, Some("disk full"), &Ok(()));
         assert!(failed.contains("but 3 store operations failed"), "{failed}");
         assert!(failed.contains("the last: disk full"), "{failed}");
         assert!(!failed.contains("no store operation failed"), "{failed}");
-        let sick = shutdown_line(0, None, &Err(Error::StoreIo("gone".into())));
+        let sick = shutdown_line(
+            Failures::default(),
+            None,
+            &Err(Error::StoreIo("gone".into())),
+        );
         assert!(sick.contains("unhealthy now"), "{sick}");
         assert!(!sick.contains("no store operation failed"), "{sick}");
+    }
+
+    /// A write the store applied but whose replica confirmation failed is
+    /// not reported as "not applied": only refused writes are.
+    #[test]
+    fn the_shutdown_line_does_not_call_unconfirmed_writes_not_applied() {
+        let w = Watched::new(Failing {
+            busy: false,
+            unconfirmed: true,
+        });
+        assert!(w.put(b"k", b"v").is_err());
+        let line = shutdown_line(w.failures(), w.last_error().as_deref(), &Ok(()));
+        assert!(!line.contains("not applied"), "{line}");
+        assert!(line.contains("may have been applied"), "{line}");
+        let full = Watched::new(Failing {
+            busy: false,
+            unconfirmed: false,
+        });
+        assert!(full.put(b"k", b"v").is_err());
+        let line = shutdown_line(full.failures(), full.last_error().as_deref(), &Ok(()));
+        assert!(line.contains("1 write refused (not applied)"), "{line}");
     }
 }
