@@ -152,18 +152,67 @@ fn parse_head(id: u64, head: &[u8]) -> Result<(u32, &[u8])> {
 /// third for the earlier layout only where a head is missing. A head whose
 /// pieces are missing is [`Error::StoreCorrupt`].
 pub fn read(store: &dyn Store, prefix: &[u8], ids: &[u64]) -> Result<Vec<Option<Vec<u8>>>> {
+    read_bounded(store, prefix, ids, |_| None)
+}
+
+/// As [`read`], for a reader that knows how large each document may be:
+/// `docs` pairs each identifier with the most bytes its blob may have.
+/// A head naming more full pieces than that (or a tail that takes the
+/// blob past it, or a whole document of the earlier layout longer than
+/// it) is [`Error::StoreCorrupt`] before any piece is read: a forged
+/// head costs the reader its heads' multi-get, not up to 2^22 piece
+/// reads (16 GiB) and their memory. Full pieces are counted at this
+/// prefix's [`piece_bytes`], the size [`put`] writes under it.
+pub fn read_within(
+    store: &dyn Store,
+    prefix: &[u8],
+    docs: &[(u64, u64)],
+) -> Result<Vec<Option<Vec<u8>>>> {
+    let ids: Vec<u64> = docs.iter().map(|&(id, _)| id).collect();
+    read_bounded(store, prefix, &ids, |i| Some(docs[i].1))
+}
+
+/// The error of a document larger than its reader allows.
+fn oversized(id: u64, claim: &str, max: u64) -> Error {
+    damaged(
+        id,
+        &format!(
+            "{claim}, more than the {max} bytes its reader's catalog recorded for it; nothing \
+             more of it was read: the store was altered or replaced (restore it from a backup)"
+        ),
+    )
+}
+
+/// [`read`], with `max(i)` the most bytes document `ids[i]` may take.
+fn read_bounded(
+    store: &dyn Store,
+    prefix: &[u8],
+    ids: &[u64],
+    max: impl Fn(usize) -> Option<u64>,
+) -> Result<Vec<Option<Vec<u8>>>> {
+    let size = piece_bytes(prefix.len()) as u64;
     let heads = multi_get(store, ids.iter().map(|&id| head_key(prefix, id)))?;
     let mut wanted = Vec::new();
-    for (&id, head) in ids.iter().zip(&heads) {
+    for (i, (&id, head)) in ids.iter().zip(&heads).enumerate() {
         if let Some(head) = head {
-            let (count, _) = parse_head(id, head)?;
+            let (count, tail) = parse_head(id, head)?;
+            if let Some(max) = max(i) {
+                let claimed = u64::from(count) * size + tail.len() as u64;
+                if claimed > max {
+                    return Err(oversized(
+                        id,
+                        &format!("its head names {count} pieces ({claimed} bytes)"),
+                        max,
+                    ));
+                }
+            }
             wanted.extend((0..count).map(|k| piece_key(prefix, id, k)));
         }
     }
     let mut pieces = multi_get(store, wanted)?.into_iter();
     let mut out = Vec::with_capacity(ids.len());
     let mut missing = Vec::new();
-    for (&id, head) in ids.iter().zip(&heads) {
+    for (i, (&id, head)) in ids.iter().zip(&heads).enumerate() {
         let Some(head) = head else {
             missing.push(out.len());
             out.push(None);
@@ -182,11 +231,21 @@ pub fn read(store: &dyn Store, prefix: &[u8], ids: &[u64]) -> Result<Vec<Option<
             blob.extend_from_slice(&piece);
         }
         blob.extend_from_slice(tail);
+        if let Some(max) = max(i).filter(|&max| blob.len() as u64 > max) {
+            let claim = format!("its pieces hold {} bytes", blob.len());
+            return Err(oversized(id, &claim, max));
+        }
         out.push(Some(blob));
     }
     if !missing.is_empty() {
         let whole = multi_get(store, missing.iter().map(|&i| whole_key(prefix, ids[i])))?;
         for (i, doc) in missing.into_iter().zip(whole) {
+            if let (Some(doc), Some(max)) = (&doc, max(i)) {
+                if doc.len() as u64 > max {
+                    let claim = format!("it holds {} bytes", doc.len());
+                    return Err(oversized(ids[i], &claim, max));
+                }
+            }
             out[i] = doc;
         }
     }
@@ -391,6 +450,65 @@ mod tests {
             .put(&head_key(prefix, 3), &u32::MAX.to_be_bytes())
             .unwrap();
         assert!(delete(&store, prefix, &[3], &mut WriteBatch::new()).is_err());
+    }
+
+    #[test]
+    fn a_bounded_read_refuses_a_larger_claim_before_reading_its_pieces() {
+        let store = MemoryStore::new();
+        let prefix = b"d/i/";
+        let piece = piece_bytes(prefix.len());
+        let big = vec![3u8; 4 * piece + 100];
+        stored(&store, prefix, &[(1, vec![1; 50]), (2, big.clone())]);
+        store.put(&whole_key(prefix, 3), &[7; 900]).unwrap();
+        // Within their sizes: read as `read` does.
+        let exact = [(1, 50), (2, big.len() as u64), (3, 900), (4, 10)];
+        assert_eq!(
+            read_within(&store, prefix, &exact).unwrap(),
+            vec![
+                Some(vec![1; 50]),
+                Some(big.clone()),
+                Some(vec![7; 900]),
+                None
+            ]
+        );
+        // A head forged to name the most pieces a head may name: refused
+        // after the heads' reads alone.
+        let mut head = MAX_PIECES.to_be_bytes().to_vec();
+        head.extend_from_slice(&[1; 50]);
+        store.put(&head_key(prefix, 1), &head).unwrap();
+        let before = store.io_counts();
+        let err = read_within(&store, prefix, &exact).unwrap_err().to_string();
+        assert_eq!(store.io_counts().since(&before).reads, exact.len() as u64);
+        assert!(
+            err.contains("document 1: its head names 4194304 pieces"),
+            "{err}"
+        );
+        assert!(err.contains("more than the 50 bytes"), "{err}");
+        // Each bound is the document's own: one byte short refuses it.
+        stored(&store, prefix, &[(5, vec![1; 50])]);
+        let err = read_within(&store, prefix, &[(5, 49)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("document 5: its head names 0 pieces (50 bytes)"),
+            "{err}"
+        );
+        let err = read_within(&store, prefix, &[(2, big.len() as u64 - 1)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("document 2: its head names 4 pieces"), "{err}");
+        let err = read_within(&store, prefix, &[(3, 899)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("document 3: it holds 900 bytes"), "{err}");
+        // A piece longer than a piece: refused once read.
+        store
+            .put(&piece_key(prefix, 2, 0), &vec![0; 2 * piece])
+            .unwrap();
+        let err = read_within(&store, prefix, &[(2, big.len() as u64)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("its pieces hold"), "{err}");
     }
 
     #[test]
