@@ -31,6 +31,23 @@ pub enum ClientError {
     /// The passphrase does not open the profile (or its header was altered).
     #[error("wrong passphrase")]
     WrongPassphrase,
+    /// The server holds a newer header of the profile than this device:
+    /// its passphrase (or key file, or master key) was changed on another
+    /// device. The new header is kept beside the old one; the next open
+    /// with the new passphrase takes it. Nothing was sent.
+    #[error(
+        "the passphrase of the profile in {} was changed on another device (header version \
+         {server}, this device has {local}): run the command again and enter the new passphrase",
+        dir.display()
+    )]
+    PassphraseChanged {
+        /// The profile directory.
+        dir: PathBuf,
+        /// The header version this device holds.
+        local: u64,
+        /// The header version the server holds.
+        server: u64,
+    },
     /// A file of the profile (its header, server binding, a saved
     /// operation) cannot be read as what it should be.
     #[error("{} is damaged: {reason}", path.display())]
@@ -80,6 +97,25 @@ pub enum ClientError {
         server: u64,
         /// The newest version this device saw.
         seen: u64,
+    },
+    /// The server's copy of an index's client state does not continue
+    /// the history this device saw (it is not the state this device saw
+    /// at that version, does not descend from it, or lacks a state this
+    /// device or another it heard of wrote): the server forked the
+    /// devices' histories or put back an older copy that another device
+    /// then wrote on. Nothing was changed.
+    #[error(
+        "the server's copy of the client state of index {index:?} does not continue what this \
+         device saw: {reason}. The server forked the devices' histories or put back an older \
+         copy of its store; nothing was changed. Run `sesame devices` on each device to compare \
+         what each wrote, then restore the server's newest store or join the index again into \
+         a fresh directory"
+    )]
+    SharedStateForked {
+        /// The index.
+        index: String,
+        /// What does not match, in words.
+        reason: String,
     },
     /// Other devices changed the index's shared state again and again
     /// while this one tried to: nothing of this command was lost or
@@ -167,9 +203,22 @@ pub enum ClientError {
     /// No table of that name.
     #[error("no table named {0:?} in this profile (see `sesame table list`)")]
     UnknownTable(String),
-    /// A table of that name exists.
-    #[error("a table named {0:?} already exists")]
+    /// A table of that name exists (made on this device or another of
+    /// the profile). Nothing was changed.
+    #[error(
+        "a table named {0:?} already exists in this profile (made on this or another device); \
+         nothing was changed: use it, or drop it first (`sesame table drop`)"
+    )]
     TableExists(String),
+    /// Another device of the profile changed the table while this command
+    /// ran. The command's records are kept (the keyword index applies
+    /// them exactly once); a range index it could not finish is marked
+    /// for a rebuild from the records, which the next command makes.
+    #[error(
+        "table {0:?} was changed by another device of the profile while this command ran; \
+         run the command again"
+    )]
+    TableChanged(String),
     /// A verifying index's answer did not verify: the server dropped,
     /// added, replayed or altered a result.
     #[error(
@@ -190,6 +239,18 @@ pub enum ClientError {
     /// with.
     #[error("document {0} is corrupt or was tampered with")]
     DocumentCorrupt(u64),
+    /// A stored document decrypts, but not to what the client added under
+    /// its identifier (its content's SHA-256 differs from the digest the
+    /// catalog recorded): the server served another version of it, an
+    /// older one or one of an index or table since dropped. Nothing of it
+    /// was used.
+    #[error(
+        "document {0} is not what was added under that identifier (its digest differs from the \
+         one the client recorded): the server served another or older version of it, and \
+         nothing of it was used; restore the server's store from a backup, or remove the \
+         document and add it again"
+    )]
+    DocumentNotAsAdded(u64),
     /// A file is larger than a document may be.
     #[error("{} is too large to add ({size} bytes; at most {max})", path.display())]
     DocumentTooLarge {
@@ -243,6 +304,21 @@ pub enum ClientError {
         /// Documents waiting in unacknowledged updates.
         documents: usize,
         /// Why the update did not go through.
+        cause: Box<ClientError>,
+    },
+    /// An import stopped part way because the server (or the connection
+    /// to it) failed. Its records are saved or sent, each operation is
+    /// applied once, and a range index it could not finish is rebuilt:
+    /// the same import run again completes it.
+    #[error(
+        "{}: the import stopped part way: {cause}. Nothing is lost: run the same import again \
+         once the server answers (it completes what was sent and inserts each record once)",
+        path.display()
+    )]
+    ImportInterrupted {
+        /// The file imported.
+        path: PathBuf,
+        /// What failed.
         cause: Box<ClientError>,
     },
     /// The store already holds other content where this operation writes

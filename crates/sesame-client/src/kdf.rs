@@ -73,6 +73,49 @@ impl KdfParams {
     }
 }
 
+/// The largest Argon2id costs this device accepts in a header it did not
+/// make itself: the server's (`init --join`), or a newer header another
+/// device put on the server. A local setting: the server chooses those
+/// costs, and [`KdfParams::validate`] alone would let it make a device
+/// fill 4 GiB 64 times over before the passphrase is even checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KdfLimit {
+    /// Largest memory, in KiB.
+    pub max_m_kib: u32,
+    /// Largest number of passes.
+    pub max_t: u32,
+}
+
+impl Default for KdfLimit {
+    /// 1 GiB and 8 passes: sixteen times this build's default memory and
+    /// more than twice its passes, a few seconds on a laptop at most.
+    fn default() -> Self {
+        KdfLimit {
+            max_m_kib: 1 << 20,
+            max_t: 8,
+        }
+    }
+}
+
+impl KdfLimit {
+    /// Refuses `params` beyond the limit, saying how to raise it.
+    pub fn check(&self, params: &KdfParams) -> Result<()> {
+        if params.m_kib <= self.max_m_kib && params.t <= self.max_t {
+            return Ok(());
+        }
+        Err(ClientError::InvalidArgument(format!(
+            "the profile header from the server asks for Argon2id m={} MiB, t={} passes, more \
+             than this device accepts (m <= {} MiB, t <= {}): a server could use such costs to \
+             make a device spend minutes and gigabytes; if you chose them yourself, raise the \
+             limit (sesame: SESAME_KDF_MAX_MIB, SESAME_KDF_MAX_PASSES)",
+            params.m_kib / 1024,
+            params.t,
+            self.max_m_kib / 1024,
+            self.max_t
+        )))
+    }
+}
+
 impl std::fmt::Display for KdfParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "argon2id m={} KiB t={} p={}", self.m_kib, self.t, self.p)
@@ -124,5 +167,42 @@ mod tests {
             ));
         }
         assert!(KdfParams::default().validate().is_ok());
+    }
+
+    #[test]
+    fn the_limit_refuses_costs_beyond_it_and_accepts_the_default() {
+        let limit = KdfLimit::default();
+        assert!(limit.check(&KdfParams::default()).is_ok());
+        for bad in [
+            KdfParams {
+                m_kib: (1 << 20) + 1,
+                t: 1,
+                p: 1,
+            },
+            KdfParams {
+                m_kib: 4 << 20,
+                t: 64,
+                p: 1,
+            },
+            KdfParams {
+                m_kib: 64,
+                t: 9,
+                p: 1,
+            },
+        ] {
+            let err = limit.check(&bad).unwrap_err();
+            assert!(err.to_string().contains("SESAME_KDF_MAX_MIB"), "{err}");
+        }
+        let raised = KdfLimit {
+            max_m_kib: 4 << 20,
+            max_t: 64,
+        };
+        assert!(raised
+            .check(&KdfParams {
+                m_kib: 4 << 20,
+                t: 64,
+                p: 1
+            })
+            .is_ok());
     }
 }

@@ -26,12 +26,13 @@ pub use backup::{restore, restore_with_key_file, BackupReport, MANIFEST};
 pub use collect::MAX_DOCUMENT;
 pub use doc_service::DocId;
 pub use error::{ClientError, Result};
-pub use kdf::KdfParams;
+pub use kdf::{KdfLimit, KdfParams};
 pub use network::{NetworkBackend, ServerBinding, SERVER_FILE};
 pub use profile::{
     check_scheme, Profile, DEFAULT_INDEX, HEADER_FILE, INDEX_DIR, MIN_KEY_FILE, STORE_FILE,
 };
 pub use session::{AddReport, CheckReport, Phase, Progress, QueryHits, RemoveReport, Session};
+pub use session::shared::{shared_view, DeviceWrite, SharedView};
 pub use state::DocumentInfo;
 pub use table::{Answer, InsertReport, Record, Schema, Table};
 pub use tokenize::{parse_query, query_keyword, tokenize, tokenize_bytes};

@@ -40,7 +40,7 @@ use crate::backend::{Backend, EmbeddedBackend};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 use crate::intents::IntentFiles;
-use crate::kdf::{KdfParams, SALT_LEN};
+use crate::kdf::{KdfLimit, KdfParams, SALT_LEN};
 use crate::lock::ProfileLock;
 use crate::network::{load_binding, save_binding, NetworkBackend, ServerBinding, SERVER_FILE};
 use crate::session::Session;
@@ -91,6 +91,7 @@ mod label {
     pub(super) const STATE: &str = "sesame-client/v1/state";
     pub(super) const DOCUMENTS: &str = "sesame-client/v1/documents";
     pub(super) const SERVER: &str = "sesame-client/v1/server-token";
+    pub(super) const TABLE_NAMES: &str = "sesame-client/v1/table-names";
 }
 
 /// The profile header as stored in `profile.json`.
@@ -117,7 +118,23 @@ struct Header {
     /// passphrase.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     key_file: bool,
+    /// Format 3: the header's version, one more at every rewrite (a
+    /// passphrase or key-file change): devices keep the newest and never
+    /// put an older one back on the server. Bound into the seal, so a
+    /// header relabelled as newer does not open. Absent: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    version: u64,
 }
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// Name of a newer header than `profile.json` that this device saw on the
+/// server (another device changed the passphrase), or that `passwd` is
+/// putting on the server: the next open tries it first and, if the
+/// passphrase opens it, makes it `profile.json`.
+pub(crate) const NEXT_HEADER_FILE: &str = "profile.next.json";
 
 /// Smallest key file accepted, in bytes.
 pub const MIN_KEY_FILE: usize = 16;
@@ -210,6 +227,9 @@ impl Header {
         if self.key_file {
             aad.extend_from_slice(b"\0key_file=1");
         }
+        if self.version > 0 {
+            aad.extend_from_slice(format!("\0version={}", self.version).as_bytes());
+        }
         aad
     }
 
@@ -223,6 +243,7 @@ impl Header {
         passphrase: &str,
         key_file: Option<&[u8; 32]>,
         master: &Key<32>,
+        version: u64,
     ) -> Result<(Header, Key<32>)> {
         let rng = &mut OsRng;
         let mut salt = [0u8; SALT_LEN];
@@ -241,6 +262,7 @@ impl Header {
             check: None,
             wrapped: None,
             key_file: key_file.is_some(),
+            version,
         };
         let kek = key_encryption_key(&kdf.derive(passphrase, &salt)?, key_file);
         header.seal_master(&kek, master)?;
@@ -437,6 +459,7 @@ impl Profile {
             check: None,
             wrapped: None,
             key_file: false,
+            version: 0,
         };
         let check_key: Key<32> = master.derive(label::CHECK);
         let sealed = Aes256GcmSiv::new(&check_key)
@@ -486,8 +509,15 @@ impl Profile {
             Self::legacy_header(hex::encode(id), store, kdf, passphrase)?
         } else {
             let master = Key::<32>::generate(rng);
-            let (header, kek) =
-                Header::wrap(&hex::encode(id), store, kdf, passphrase, key_file, &master)?;
+            let (header, kek) = Header::wrap(
+                &hex::encode(id),
+                store,
+                kdf,
+                passphrase,
+                key_file,
+                &master,
+                0,
+            )?;
             (header, master, Some(kek))
         };
 
@@ -532,6 +562,19 @@ impl Profile {
         passphrase: &str,
         key_file: Option<&[u8]>,
     ) -> Result<Profile> {
+        Self::open_with_limit(dir, passphrase, key_file, KdfLimit::default())
+    }
+
+    /// As [`Profile::open_with_key_file`], accepting in a newer header
+    /// seen on the server ([`NEXT_HEADER_FILE`]) Argon2id costs up to
+    /// `limit` (a local setting; `profile.json` itself is this device's
+    /// own and not limited).
+    pub fn open_with_limit(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        key_file: Option<&[u8]>,
+        limit: KdfLimit,
+    ) -> Result<Profile> {
         let dir = dir.as_ref();
         let header_path = dir.join(HEADER_FILE);
         let bytes = match std::fs::read(&header_path) {
@@ -542,7 +585,50 @@ impl Profile {
             Err(e) => return Err(ClientError::io("read", &header_path, &e)),
         };
         check_parts_private(dir)?;
-        Self::open_header(dir, &bytes, passphrase, key_file)
+        if let Some(profile) = Self::open_next_header(dir, &bytes, passphrase, key_file, limit)? {
+            return Ok(profile);
+        }
+        Self::open_header(dir, &bytes, passphrase, key_file, None)
+    }
+
+    /// Opens the profile with [`NEXT_HEADER_FILE`], a newer header than
+    /// `local` (`profile.json`'s bytes) that this device saw on the server
+    /// or was writing there, if there is one and `passphrase` opens it;
+    /// it becomes `profile.json` then. `Ok(None)`: there is none, or the
+    /// passphrase does not open it (the old one may still open
+    /// `profile.json`; a session then says the passphrase changed).
+    fn open_next_header(
+        dir: &Path,
+        local: &[u8],
+        passphrase: &str,
+        key_file: Option<&[u8]>,
+        limit: KdfLimit,
+    ) -> Result<Option<Profile>> {
+        let path = dir.join(NEXT_HEADER_FILE);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Ok(None);
+        };
+        let (Ok(ours), Ok(next)) = (
+            serde_json::from_slice::<Header>(local),
+            serde_json::from_slice::<Header>(&bytes),
+        ) else {
+            return Ok(None);
+        };
+        if next.id != ours.id || next.format != FORMAT || !is_ahead(&next, &ours) {
+            // Taken already, or not this profile's: nothing to try.
+            let _ = std::fs::remove_file(&path);
+            return Ok(None);
+        }
+        fsutil::check_private(&path)?;
+        limit.check(&next.kdf.params())?;
+        let profile = match Self::open_header(dir, &bytes, passphrase, key_file, None) {
+            Ok(p) => p,
+            Err(e @ ClientError::KeyFileNeeded(_)) => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        fsutil::write_atomic(&dir.join(HEADER_FILE), &bytes)?;
+        let _ = std::fs::remove_file(&path);
+        Ok(Some(profile))
     }
 
     /// Opens the profile whose header is `bytes` (for the directory
@@ -552,6 +638,7 @@ impl Profile {
         bytes: &[u8],
         passphrase: &str,
         key_file: Option<&[u8]>,
+        limit: Option<&KdfLimit>,
     ) -> Result<Profile> {
         let header_path = dir.join(HEADER_FILE);
         let damaged = |reason: String| ClientError::ProfileCorrupt {
@@ -613,6 +700,9 @@ impl Profile {
             .params()
             .validate()
             .map_err(|e| damaged(e.to_string()))?;
+        if let Some(limit) = limit {
+            limit.check(&header.kdf.params())?;
+        }
 
         let digest = match (header.key_file, key_file) {
             (true, None) => return Err(ClientError::KeyFileNeeded(dir.to_path_buf())),
@@ -670,6 +760,27 @@ impl Profile {
         binding: &ServerBinding,
         remote_index: &str,
     ) -> Result<(Profile, String)> {
+        Self::join_with_limit(
+            dir,
+            passphrase,
+            key_file,
+            binding,
+            remote_index,
+            KdfLimit::default(),
+        )
+    }
+
+    /// As [`Profile::join`], accepting in the server's header Argon2id
+    /// costs up to `limit` (beyond, nothing is derived and nothing
+    /// written).
+    pub fn join_with_limit(
+        dir: impl AsRef<Path>,
+        passphrase: &str,
+        key_file: Option<&[u8]>,
+        binding: &ServerBinding,
+        remote_index: &str,
+        limit: KdfLimit,
+    ) -> Result<(Profile, String)> {
         let dir = dir.as_ref();
         if dir.join(HEADER_FILE).exists() {
             return Err(ClientError::ProfileExists(dir.to_path_buf()));
@@ -710,7 +821,7 @@ impl Profile {
                 ))
             })?
             .value;
-        let profile = Self::open_header(dir, &header, passphrase, key_file)?;
+        let profile = Self::open_header(dir, &header, passphrase, key_file, Some(&limit))?;
         if profile.format() != FORMAT {
             return Err(ClientError::ProfileCorrupt {
                 path: dir.join(HEADER_FILE),
@@ -805,11 +916,16 @@ impl Profile {
                 StoreKind::Embedded => STORE_EMBEDDED.to_owned(),
             },
         };
-        let (header, kek) =
-            Header::wrap(&self.id, &store, kdf, new, key_file.as_ref(), &self.master)?;
-        let json = serde_json::to_vec_pretty(&header)
-            .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
-        fsutil::write_atomic(&self.dir.join(HEADER_FILE), &json)?;
+        let (header, kek) = Header::wrap(
+            &self.id,
+            &store,
+            kdf,
+            new,
+            key_file.as_ref(),
+            &self.master,
+            current.version + 1,
+        )?;
+        self.install_header(&current, &header)?;
         *self
             .header
             .lock()
@@ -825,6 +941,100 @@ impl Profile {
         Ok(())
     }
 
+    /// Replaces the header `current` with `new` (its version one more).
+    /// An embedded profile's is one atomic write of `profile.json`. A
+    /// server profile's goes first to `profile.next.json`, then to the
+    /// server beside each of the profile's indexes (the default index
+    /// first: of two devices changing it at once, the one whose write
+    /// there comes second stops before anything else is written), then
+    /// becomes `profile.json`: after a crash, the new passphrase opens the
+    /// profile (its next open takes `profile.next.json`), and until the
+    /// server has the new header the old one still does.
+    fn install_header(&self, current: &Header, new: &Header) -> Result<()> {
+        let json = serde_json::to_vec_pretty(new)
+            .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
+        let binding = match new.store.as_deref() {
+            Some(STORE_SERVER) if new.format == FORMAT => self.server()?,
+            _ => None,
+        };
+        let Some(binding) = binding else {
+            return fsutil::write_atomic(&self.dir.join(HEADER_FILE), &json);
+        };
+        let next = self.dir.join(NEXT_HEADER_FILE);
+        fsutil::write_atomic(&next, &json)?;
+        let pushed = self.push_header(&binding, current, &json);
+        if !matches!(pushed, Ok(None)) {
+            // Ours only: another device's newer header may be there now.
+            if std::fs::read(&next).is_ok_and(|b| b == json) {
+                let _ = std::fs::remove_file(&next);
+            }
+        }
+        match pushed? {
+            None => {}
+            Some((theirs, bytes)) => {
+                // Another device changed it first: its header is the one
+                // the next open tries.
+                fsutil::write_atomic(&next, &bytes)?;
+                return Err(ClientError::PassphraseChanged {
+                    dir: self.dir.clone(),
+                    local: current.version,
+                    server: theirs.version,
+                });
+            }
+        }
+        fsutil::write_atomic(&self.dir.join(HEADER_FILE), &json)?;
+        let _ = std::fs::remove_file(&next);
+        Ok(())
+    }
+
+    /// Writes header `json` (replacing `current`) beside each of the
+    /// profile's indexes on the server, compare-and-swap; stops at a newer
+    /// header than `current` there, and returns it.
+    fn push_header(
+        &self,
+        binding: &ServerBinding,
+        current: &Header,
+        json: &[u8],
+    ) -> Result<Option<(Header, Vec<u8>)>> {
+        let mut backend = NetworkBackend::connect(binding)?;
+        let mut indexes = backend.indexes()?;
+        indexes.sort_by_key(|i| i != DEFAULT_INDEX);
+        let name = [crate::session::shared::PROFILE_RECORD.to_owned()];
+        for (n, index) in indexes.iter().enumerate() {
+            let Some(records) = backend.read_records(index, &name, &[])? else {
+                // A server that keeps no records: nothing shared there.
+                return Ok(None);
+            };
+            let Some(record) = records.into_iter().next() else {
+                continue;
+            };
+            if record.version > 0 {
+                if let Ok(theirs) = serde_json::from_slice::<Header>(&record.value) {
+                    if theirs.id == current.id && is_ahead(&theirs, current) {
+                        return Ok(Some((theirs, record.value)));
+                    }
+                }
+            }
+            let write = crate::backend::IndexRecordWrite {
+                name: name[0].clone(),
+                expected: record.version,
+                value: Some(json.to_vec()),
+            };
+            let conflict = backend.write_records(index, vec![write])?;
+            if conflict.is_some() && n == 0 {
+                return Err(ClientError::InvalidArgument(
+                    "the profile header on the server changed while it was being replaced \
+                     (another device changed the passphrase at the same time): nothing was \
+                     changed; run the command again"
+                        .into(),
+                ));
+            }
+            // A later index written meanwhile: by a device that holds a
+            // header at least as new; its sessions settle it.
+        }
+        Ok(None)
+    }
+
     /// Refuses to rewrite a header that changed on disk since this profile
     /// read it (another process changed the passphrase, say).
     fn check_header_unchanged(&self, current: &Header) -> Result<()> {
@@ -833,6 +1043,7 @@ impl Profile {
         let on_disk: Option<Header> = serde_json::from_slice(&bytes).ok();
         let same = on_disk.is_some_and(|h| {
             h.format == current.format
+                && h.version == current.version
                 && h.kdf.salt == current.kdf.salt
                 && h.check == current.check
                 && h.wrapped == current.wrapped
@@ -946,7 +1157,14 @@ impl Profile {
         }
         let lock = self.lock(index)?;
         let state = self.load_state(index)?;
-        let backend: Box<dyn Backend> = match self.store_kind()? {
+        let backend = self.backend()?;
+        Session::new(self, index, state, backend, lock)
+    }
+
+    /// Where the profile's server halves run: its server, or its
+    /// embedded store (which must exist).
+    pub(crate) fn backend(&self) -> Result<Box<dyn Backend>> {
+        Ok(match self.store_kind()? {
             StoreKind::Server => {
                 let binding = self.server()?.ok_or_else(|| self.missing(SERVER_FILE))?;
                 Box::new(NetworkBackend::connect(&binding)?)
@@ -957,14 +1175,13 @@ impl Profile {
                 }
                 Box::new(EmbeddedBackend::open(&self.store_path(), false)?)
             }
-        };
-        Session::new(self, index, state, backend, lock)
+        })
     }
 
     /// Writes this device's copy of index `index`'s state from the
     /// server's shared copy, if the server has one (another device made
     /// the index, or shared it after this device joined).
-    fn fetch_shared_state(&self, index: &str) -> Result<()> {
+    pub(crate) fn fetch_shared_state(&self, index: &str) -> Result<()> {
         let binding = self.server()?.ok_or_else(|| self.missing(SERVER_FILE))?;
         let mut backend = NetworkBackend::connect(&binding)?;
         let fetched = crate::session::shared::fetch(&mut backend, &self.state_cipher(), index)?;
@@ -1051,7 +1268,10 @@ impl Profile {
             .as_ref()
             .map(Key::clone_secret);
         match kek {
-            Some(kek) => header.seal_master(&kek, &self.master)?,
+            Some(kek) => {
+                header.version += 1;
+                header.seal_master(&kek, &self.master)?
+            }
             None => {
                 header.format = FORMAT_V2.into();
                 let sealed = Aes256GcmSiv::new(&self.check_key)
@@ -1117,6 +1337,12 @@ impl Profile {
     /// is backed up.
     pub(crate) fn header_lock(&self) -> Result<ProfileLock> {
         ProfileLock::acquire(&self.dir.join(HEADER_LOCK), &self.dir)
+    }
+
+    /// The key of the names a table's indexes have where they run
+    /// (`table::names`): the same on every device of the profile.
+    pub(crate) fn table_names_key(&self) -> Key<32> {
+        self.master.derive(label::TABLE_NAMES)
     }
 
     /// The key of backup manifests' authentication tags.
@@ -1235,6 +1461,69 @@ fn check_parts_private(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether header `theirs` (of the same profile) is ahead of `ours`: a
+/// newer version, or the same version sealed differently (two devices
+/// changed it at once and `theirs` reached the server first).
+fn is_ahead(theirs: &Header, ours: &Header) -> bool {
+    theirs.version > ours.version
+        || (theirs.version == ours.version
+            && (theirs.wrapped != ours.wrapped || theirs.kdf.salt != ours.kdf.salt))
+}
+
+/// What a session does with the server's copy of the profile header (the
+/// `record` beside its index), this device's being `local`:
+/// `Ok(Some(write))` puts this device's there (the server has none, or an
+/// older one: a device that changed the passphrase before it could tell
+/// the server, or a server that rolled it back), `Ok(None)` leaves it.
+/// When the server's is ahead (another device changed the passphrase),
+/// nothing is uploaded: it is kept as [`NEXT_HEADER_FILE`] in `dir` for
+/// the next open, and the answer is [`ClientError::PassphraseChanged`].
+/// Only a header that opens with the passphrase ever replaces
+/// `profile.json`, so a forged or relabelled one costs the device its
+/// service, never its keys.
+pub(crate) fn sync_header(
+    dir: &Path,
+    local: &[u8],
+    record: &crate::backend::IndexRecord,
+) -> Result<Option<crate::backend::IndexRecordWrite>> {
+    let upload = || {
+        Some(crate::backend::IndexRecordWrite {
+            name: crate::session::shared::PROFILE_RECORD.into(),
+            expected: record.version,
+            value: Some(local.to_vec()),
+        })
+    };
+    if record.version == 0 {
+        return Ok(upload());
+    }
+    if record.value == local {
+        return Ok(None);
+    }
+    let Ok(ours) = serde_json::from_slice::<Header>(local) else {
+        return Ok(None);
+    };
+    let theirs = match serde_json::from_slice::<Header>(&record.value) {
+        Ok(h) if h.id == ours.id && h.format == FORMAT => h,
+        // Not this profile's header: put this device's back.
+        _ => return Ok(upload()),
+    };
+    if !is_ahead(&theirs, &ours) {
+        return Ok(upload());
+    }
+    let next = dir.join(NEXT_HEADER_FILE);
+    let known = std::fs::read(&next)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Header>(&b).ok());
+    if !known.is_some_and(|k| k.id == ours.id && k.version > theirs.version) {
+        fsutil::write_atomic(&next, &record.value)?;
+    }
+    Err(ClientError::PassphraseChanged {
+        dir: dir.to_path_buf(),
+        local: ours.version,
+        server: theirs.version,
+    })
 }
 
 /// Parses a header as `Profile::open` does (for the fuzz targets).

@@ -37,6 +37,7 @@
 //! associated data, so a record from another index or profile, or an
 //! older record relabelled as newer, does not open.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -48,10 +49,17 @@ use crate::backend::{Backend, IndexRecord, IndexRecordWrite};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 use crate::intents::Intent;
-use crate::state::{IndexState, SharedExtras, StateCipher};
+use crate::state::{shared_digest, Chain, Head, IndexState, SharedExtras, StateCipher};
 
 /// The record holding the index's shared client state.
 pub(crate) const STATE_RECORD: &str = "state";
+/// The record naming the newest state (`"SSMHED01" || version ||
+/// digest`), written with it: a device that holds that version learns from
+/// it, without downloading the state, whether the server's is the one it
+/// saw.
+pub(crate) const HEAD_RECORD: &str = "head";
+/// First bytes of the head record.
+const HEAD_MAGIC: &[u8; 8] = b"SSMHED01";
 /// The record holding the profile's header (for `init --join`).
 pub(crate) const PROFILE_RECORD: &str = "profile";
 /// Attempts of a command that keeps finding the state changed.
@@ -84,8 +92,9 @@ pub(crate) fn intent_record(id: &[u8; 16]) -> String {
 
 /// This device's side of an index's shared state.
 pub(crate) struct Shared {
-    /// The record's version this device's state is.
-    pub version: u64,
+    /// The state this device's is (its version and digest) and what it
+    /// knows of the history of states.
+    pub seen: Seen,
     /// This device's identifier (its reservations are marked with it).
     pub device: [u8; 16],
     /// What the devices share beyond the state; this device's own
@@ -100,16 +109,67 @@ pub(crate) struct Shared {
     chunk_max: usize,
 }
 
-/// `indexes/NAME.shared`: not secret (an identifier and a counter).
+/// What a device knows of the history of an index's shared states:
+/// kept in `indexes/NAME.shared`, checked against every state the server
+/// answers ([`accept`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// The version of the newest state this device saw.
+    pub version: u64,
+    /// Its digest; `None` when the note was written without it (by a
+    /// build before the chain, or by a join): the next state read is
+    /// adopted as it is.
+    pub digest: Option<[u8; 32]>,
+    /// Whether that state had a place in the chain ([`Chain`]): once one
+    /// had, a state without is refused.
+    pub chained: bool,
+    /// The last state each device wrote, as that state said (its own
+    /// writer's entry included).
+    pub heads: BTreeMap<[u8; 16], Head>,
+    /// This device's own last write.
+    pub own: Option<Head>,
+}
+
+/// `indexes/NAME.shared`: not secret (identifiers, counters, digests of
+/// sealed states the server holds anyway).
 #[derive(Serialize, Deserialize)]
 struct Sidecar {
     device: String,
     version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
+    #[serde(default)]
+    chained: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    own: Option<HeadNote>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    heads: BTreeMap<String, HeadNote>,
 }
 
-/// The device identifier and newest version seen of the index whose
-/// sidecar is `path`; a fresh identifier and version 0 when there is none.
-fn read_sidecar(path: &Path) -> Result<([u8; 16], u64, bool)> {
+/// A [`Head`] in the note.
+#[derive(Serialize, Deserialize)]
+struct HeadNote {
+    version: u64,
+    digest: String,
+}
+
+impl From<&Head> for HeadNote {
+    fn from(h: &Head) -> Self {
+        HeadNote {
+            version: h.version,
+            digest: hex::encode(h.digest),
+        }
+    }
+}
+
+fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    hex::decode(text).ok().and_then(|d| d.try_into().ok())
+}
+
+/// The device identifier and what it saw of the index whose sidecar is
+/// `path`, and whether there was a note; a fresh identifier and nothing
+/// seen when there is none.
+fn read_sidecar(path: &Path) -> Result<([u8; 16], Seen, bool)> {
     match std::fs::read(path) {
         Ok(bytes) => {
             let damaged = || ClientError::ProfileCorrupt {
@@ -117,28 +177,178 @@ fn read_sidecar(path: &Path) -> Result<([u8; 16], u64, bool)> {
                 reason: "not a shared-state note of this build".into(),
             };
             let s: Sidecar = serde_json::from_slice(&bytes).map_err(|_| damaged())?;
-            let device: [u8; 16] = hex::decode(&s.device)
-                .ok()
-                .and_then(|d| d.try_into().ok())
-                .ok_or_else(damaged)?;
-            Ok((device, s.version, true))
+            let device = from_hex::<16>(&s.device).ok_or_else(damaged)?;
+            let head = |n: &HeadNote| -> Result<Head> {
+                Ok(Head {
+                    version: n.version,
+                    digest: from_hex::<32>(&n.digest).ok_or_else(damaged)?,
+                })
+            };
+            let mut heads = BTreeMap::new();
+            for (d, n) in &s.heads {
+                heads.insert(from_hex::<16>(d).ok_or_else(damaged)?, head(n)?);
+            }
+            let seen = Seen {
+                version: s.version,
+                digest: s
+                    .digest
+                    .as_deref()
+                    .map(|d| from_hex::<32>(d).ok_or_else(damaged))
+                    .transpose()?,
+                chained: s.chained,
+                heads,
+                own: s.own.as_ref().map(head).transpose()?,
+            };
+            Ok((device, seen, true))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut device = [0u8; 16];
             rand_core::OsRng.fill_bytes(&mut device);
-            Ok((device, 0, false))
+            Ok((device, Seen::default(), false))
         }
         Err(e) => Err(ClientError::io("read", path, &e)),
     }
 }
 
-fn write_sidecar(path: &Path, device: &[u8; 16], version: u64) -> Result<()> {
+fn write_sidecar(path: &Path, device: &[u8; 16], seen: &Seen) -> Result<()> {
     let json = serde_json::to_vec(&Sidecar {
         device: hex::encode(device),
-        version,
+        version: seen.version,
+        digest: seen.digest.map(hex::encode),
+        chained: seen.chained,
+        own: seen.own.as_ref().map(HeadNote::from),
+        heads: seen
+            .heads
+            .iter()
+            .map(|(d, h)| (hex::encode(d), HeadNote::from(h)))
+            .collect(),
     })
     .map_err(|e| ClientError::InvalidArgument(format!("shared-state note: {e}")))?;
     fsutil::write_atomic(path, &json)
+}
+
+/// The head record's value for state `version` of digest `digest`.
+fn head_value(version: u64, digest: &[u8; 32]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(48);
+    v.extend_from_slice(HEAD_MAGIC);
+    v.extend_from_slice(&version.to_be_bytes());
+    v.extend_from_slice(digest);
+    v
+}
+
+/// The version and digest a head record names, if it parses.
+fn parse_head(value: &[u8]) -> Option<(u64, [u8; 32])> {
+    let rest = value.strip_prefix(HEAD_MAGIC.as_slice())?;
+    let (version, digest) = rest.split_first_chunk::<8>()?;
+    Some((u64::from_be_bytes(*version), digest.try_into().ok()?))
+}
+
+/// The last state each device wrote, as state `version` of digest
+/// `digest` at place `chain` says: its `heads`, and itself for its writer.
+fn heads_of(chain: &Chain, version: u64, digest: [u8; 32]) -> BTreeMap<[u8; 16], Head> {
+    let mut heads = chain.heads.clone();
+    heads.insert(chain.writer, Head { version, digest });
+    heads
+}
+
+/// Judges state `version` of digest `digest` at place `chain` (`None`: a
+/// state written before the chain) against what device `device` saw, and
+/// gives what it will have seen once it adopts it. Refused
+/// ([`ClientError::SharedStateRolledBack`],
+/// [`ClientError::SharedStateForked`]): an older version than the one
+/// seen; another state at the version seen; a next version not written on
+/// the state seen; a state that lacks a write this device heard of (a
+/// device's last write older than, or other than, the one seen) or its
+/// own last write; a state without a chain once one was seen.
+pub(crate) fn accept(
+    index: &str,
+    device: &[u8; 16],
+    seen: &Seen,
+    version: u64,
+    digest: [u8; 32],
+    chain: Option<&Chain>,
+) -> Result<Seen> {
+    if version < seen.version {
+        return Err(ClientError::SharedStateRolledBack {
+            index: index.to_owned(),
+            server: version,
+            seen: seen.version,
+        });
+    }
+    let forked = |reason: String| ClientError::SharedStateForked {
+        index: index.to_owned(),
+        reason,
+    };
+    let short = |d: &[u8]| hex::encode(&d[..8]);
+    if let Some(d) = seen.digest {
+        if version == seen.version && d != digest {
+            return Err(forked(format!(
+                "the server's version {version} is state {}, this device saw state {} at that \
+                 version",
+                short(&digest),
+                short(&d)
+            )));
+        }
+    }
+    let Some(chain) = chain else {
+        if seen.chained {
+            return Err(forked(format!(
+                "version {version} carries no chain of states (written by an older build, or \
+                 put back from before the chain began) and this device already saw a chained \
+                 one"
+            )));
+        }
+        return Ok(Seen {
+            version,
+            digest: Some(digest),
+            chained: false,
+            heads: BTreeMap::new(),
+            own: seen.own,
+        });
+    };
+    if let Some(d) = seen.digest {
+        if version == seen.version + 1 && chain.prev != d {
+            return Err(forked(format!(
+                "version {version} was not written on state {} that this device saw at version \
+                 {}",
+                short(&d),
+                seen.version
+            )));
+        }
+    }
+    let heads = heads_of(chain, version, digest);
+    let holds = |who: &[u8; 16], h: &Head| {
+        heads
+            .get(who)
+            .is_some_and(|n| n.version > h.version || n == h)
+    };
+    if let Some(own) = &seen.own {
+        if !holds(device, own) {
+            return Err(forked(format!(
+                "version {version} lacks this device's own last write (version {}, state {})",
+                own.version,
+                short(&own.digest)
+            )));
+        }
+    }
+    for (who, h) in &seen.heads {
+        if !holds(who, h) {
+            return Err(forked(format!(
+                "version {version} lacks the write of device {} (version {}, state {}) that this \
+                 device saw",
+                short(who),
+                h.version,
+                short(&h.digest)
+            )));
+        }
+    }
+    Ok(Seen {
+        version,
+        digest: Some(digest),
+        chained: true,
+        own: heads.get(device).copied().or(seen.own),
+        heads,
+    })
 }
 
 /// The largest chunk a record may carry through `backend`.
@@ -184,10 +394,12 @@ fn get_value(backend: &mut dyn Backend, index: &str, value: &[u8]) -> Result<Vec
 /// identifier, keeping the newest version it saw (a restored backup is
 /// another device than the one backed up).
 pub(crate) fn renew_device(sidecar: &Path) -> Result<()> {
-    let (_, version, _) = read_sidecar(sidecar)?;
+    let (_, mut seen, _) = read_sidecar(sidecar)?;
     let mut device = [0u8; 16];
     rand_core::OsRng.fill_bytes(&mut device);
-    write_sidecar(sidecar, &device, version)
+    // The original's writes stay among those seen; this device has none.
+    seen.own = None;
+    write_sidecar(sidecar, &device, &seen)
 }
 
 /// The server's shared state of `index` (opened), its version and the
@@ -219,16 +431,24 @@ pub(crate) fn fetch(
             return Ok(Some(Fetched {
                 version: 0,
                 opened: None,
+                digest: [0; 32],
+                chain: None,
                 profile,
             }));
         }
-        let opened = get_value(backend, index, &state.value)
-            .and_then(|blob| cipher.open_shared(index, state.version, &blob));
+        let opened = get_value(backend, index, &state.value).and_then(|blob| {
+            let digest = shared_digest(&blob);
+            cipher
+                .open_shared(index, state.version, &blob)
+                .map(|o| (o, digest))
+        });
         match opened {
-            Ok(opened) => {
+            Ok(((state_, extras, chain), digest)) => {
                 return Ok(Some(Fetched {
                     version: state.version,
-                    opened: Some(opened),
+                    opened: Some((state_, extras)),
+                    digest,
+                    chain,
                     profile,
                 }))
             }
@@ -247,6 +467,11 @@ pub(crate) struct Fetched {
     pub version: u64,
     /// The state and extras, when there is a record.
     pub opened: Option<(IndexState, SharedExtras)>,
+    /// The digest of the sealed state (zeros: none).
+    pub digest: [u8; 32],
+    /// Its place in the chain of states (`None`: none, or a state of the
+    /// format before the chain).
+    pub chain: Option<Chain>,
     /// The profile record.
     pub profile: IndexRecord,
 }
@@ -260,7 +485,13 @@ pub(crate) fn adopt_locally(
 ) -> Result<()> {
     let (device, _, _) = read_sidecar(sidecar)?;
     save()?;
-    write_sidecar(sidecar, &device, version)
+    // Without a digest: the first session takes the state it reads then
+    // as the start of what this device saw.
+    let seen = Seen {
+        version,
+        ..Seen::default()
+    };
+    write_sidecar(sidecar, &device, &seen)
 }
 
 /// Whether a state holds anything a device must not lose by adopting
@@ -295,7 +526,7 @@ impl Session {
         };
         let (device, seen, known) = read_sidecar(&sidecar)?;
         let mut shared = Shared {
-            version: 0,
+            seen: Seen::default(),
             device,
             extras: SharedExtras::default(),
             staged: Vec::new(),
@@ -303,21 +534,18 @@ impl Session {
             chunk_max: chunk_max(self.backend.as_mut())?,
         };
         if let Some(header) = header {
-            if fetched.profile.value != header {
-                shared.staged.push(IndexRecordWrite {
-                    name: PROFILE_RECORD.into(),
-                    expected: fetched.profile.version,
-                    value: Some(header),
-                });
-            }
+            // Only forward: an older header than the server's is not put
+            // back (the passphrase changed on another device).
+            let write = crate::profile::sync_header(&self.profile_dir, &header, &fetched.profile)?;
+            shared.staged.extend(write);
         }
         match fetched.opened {
             None => {
-                if known && seen > 0 {
+                if known && seen.version > 0 {
                     return Err(ClientError::SharedStateRolledBack {
                         index: self.index.clone(),
                         server: 0,
-                        seen,
+                        seen: seen.version,
                     });
                 }
                 // The first device: its state (and pending intents) go up.
@@ -339,14 +567,15 @@ impl Session {
                 }
             }
             Some((state, extras)) => {
-                if fetched.version < seen {
-                    return Err(ClientError::SharedStateRolledBack {
-                        index: self.index.clone(),
-                        server: fetched.version,
-                        seen,
-                    });
-                }
-                if seen == 0 && holds_anything(&self.state) {
+                let now = accept(
+                    &self.index,
+                    &device,
+                    &seen,
+                    fetched.version,
+                    fetched.digest,
+                    fetched.chain.as_ref(),
+                )?;
+                if seen.version == 0 && holds_anything(&self.state) {
                     return Err(ClientError::StateDiverged {
                         index: self.index.clone(),
                     });
@@ -356,7 +585,8 @@ impl Session {
                 // The local copy is this version already when the device
                 // saw it last (it is written before the note of the
                 // version).
-                self.adopt(state, extras, fetched.version, fetched.version != seen)?;
+                let write_local = fetched.version != seen.version;
+                self.adopt(state, extras, now, write_local)?;
                 if !staged.is_empty() {
                     // The profile record only: its own write, whose
                     // conflict (another device wrote it) does not matter.
@@ -367,61 +597,94 @@ impl Session {
         }
     }
 
-    /// Takes the server's newer state if there is one.
+    /// Takes the server's newer state if there is one, after checking
+    /// that it continues what this device saw ([`accept`]). When the
+    /// server holds the version this device has, the head record says
+    /// whether it is the same state; if it is not, the whole state is
+    /// read and judged.
     pub(crate) fn refresh(&mut self) -> Result<()> {
-        let Some(version) = self.shared.as_ref().map(|s| s.version) else {
+        let Some((seen, device)) = self.shared.as_ref().map(|s| (s.seen.clone(), s.device)) else {
             return Ok(());
         };
+        let names = [STATE_RECORD.to_owned(), HEAD_RECORD.to_owned()];
         let records = self
             .backend
-            .read_records(&self.index, &[STATE_RECORD.to_owned()], &[version])?
+            .read_records(&self.index, &names, &[seen.version, 0])?
             .unwrap_or_default();
-        let Some(record) = records.into_iter().next() else {
+        let mut records = records.into_iter();
+        let (Some(record), Some(head)) = (records.next(), records.next()) else {
             return Err(ClientError::Core(sesame_core::Error::Protocol(
                 "the server answered no state record".into(),
             )));
         };
-        if record.version == version {
-            return Ok(());
-        }
-        if record.version < version {
+        if record.version < seen.version {
             return Err(ClientError::SharedStateRolledBack {
                 index: self.index.clone(),
                 server: record.version,
-                seen: version,
+                seen: seen.version,
             });
         }
-        let opened = get_value(self.backend.as_mut(), &self.index, &record.value)
-            .and_then(|blob| self.cipher.open_shared(&self.index, record.version, &blob));
-        let (state, extras, version) =
-            match opened {
-                Ok((state, extras)) => (state, extras, record.version),
-                // Chunks rewritten while read: read it all again.
-                Err(ClientError::SharedStateCorrupt { .. }) => {
-                    let fetched = fetch(self.backend.as_mut(), &self.cipher, &self.index)?
-                        .ok_or_else(|| ClientError::SharedStateCorrupt {
-                            index: self.index.clone(),
-                        })?;
-                    let (state, extras) =
-                        fetched
-                            .opened
-                            .ok_or_else(|| ClientError::SharedStateRolledBack {
-                                index: self.index.clone(),
-                                server: 0,
-                                seen: version,
-                            })?;
-                    if fetched.version < version {
-                        return Err(ClientError::SharedStateRolledBack {
-                            index: self.index.clone(),
-                            server: fetched.version,
-                            seen: version,
-                        });
-                    }
-                    (state, extras, fetched.version)
-                }
-                Err(e) => return Err(e),
+        if record.version == seen.version {
+            let same = match (head.version, parse_head(&head.value), seen.digest) {
+                // No head: a state written before the chain.
+                (0, _, _) => !seen.chained,
+                (_, Some((v, d)), Some(mine)) => v == seen.version && d == mine,
+                _ => false,
             };
-        self.adopt(state, extras, version, true)
+            if same {
+                return Ok(());
+            }
+            return self.refetch(&seen, &device);
+        }
+        let opened = get_value(self.backend.as_mut(), &self.index, &record.value).and_then(|blob| {
+            let digest = shared_digest(&blob);
+            self.cipher
+                .open_shared(&self.index, record.version, &blob)
+                .map(|o| (o, digest))
+        });
+        match opened {
+            Ok(((state, extras, chain), digest)) => {
+                let now = accept(
+                    &self.index,
+                    &device,
+                    &seen,
+                    record.version,
+                    digest,
+                    chain.as_ref(),
+                )?;
+                self.adopt(state, extras, now, true)
+            }
+            // Chunks rewritten while read: read it all again.
+            Err(ClientError::SharedStateCorrupt { .. }) => self.refetch(&seen, &device),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads the whole state again and adopts it if it continues what
+    /// this device saw.
+    fn refetch(&mut self, seen: &Seen, device: &[u8; 16]) -> Result<()> {
+        let fetched = fetch(self.backend.as_mut(), &self.cipher, &self.index)?.ok_or_else(|| {
+            ClientError::SharedStateCorrupt {
+                index: self.index.clone(),
+            }
+        })?;
+        let Some((state, extras)) = fetched.opened else {
+            return Err(ClientError::SharedStateRolledBack {
+                index: self.index.clone(),
+                server: 0,
+                seen: seen.version,
+            });
+        };
+        let now = accept(
+            &self.index,
+            device,
+            seen,
+            fetched.version,
+            fetched.digest,
+            fetched.chain.as_ref(),
+        )?;
+        let write_local = now.version != seen.version;
+        self.adopt(state, extras, now, write_local)
     }
 
     /// The record value for `bytes`: the bytes themselves when small, else
@@ -458,15 +721,15 @@ impl Session {
         Ok(value)
     }
 
-    /// Makes `state` (version `version` of the shared record) this
-    /// session's, with this device's reservations taken out of `extras`;
-    /// writes the local copy (unless `write_local` is false: it is that
-    /// version already) and the note of the version.
+    /// Makes `state` (the shared record's state that `seen` describes)
+    /// this session's, with this device's reservations taken out of
+    /// `extras`; writes the local copy (unless `write_local` is false: it
+    /// is that version already) and the note of what was seen.
     fn adopt(
         &mut self,
         mut state: IndexState,
         mut extras: SharedExtras,
-        version: u64,
+        seen: Seen,
         write_local: bool,
     ) -> Result<()> {
         let Some(shared) = self.shared.as_mut() else {
@@ -476,18 +739,19 @@ impl Session {
             .reserved_by
             .remove(&shared.device)
             .unwrap_or_default();
-        shared.version = version;
+        shared.seen = seen;
         shared.extras = extras;
         shared.staged.clear();
         let device = shared.device;
         let sidecar = shared.sidecar.clone();
+        let seen = shared.seen.clone();
         self.state = state;
         self.reload_client()?;
         if write_local {
             self.cipher
                 .save(&mut self.rng, &self.state_path, &self.index, &self.state)?;
         }
-        write_sidecar(&sidecar, &device, version)
+        write_sidecar(&sidecar, &device, &seen)
     }
 
     /// Commits the state as the next version of the shared record, with
@@ -502,8 +766,16 @@ impl Session {
             return Ok(());
         };
         let staged = shared.staged.clone();
-        let next = shared.version + 1;
-        let expected = shared.version;
+        let next = shared.seen.version + 1;
+        let expected = shared.seen.version;
+        let device = shared.device;
+        // The chain: the state this one is written on, and the last write
+        // of each device as that state said.
+        let chain = Chain {
+            prev: shared.seen.digest.unwrap_or([0; 32]),
+            writer: shared.device,
+            heads: shared.seen.heads.clone(),
+        };
         let mut extras = shared.extras.clone();
         if !self.state.reserved.is_empty() {
             extras
@@ -511,15 +783,28 @@ impl Session {
                 .insert(shared.device, self.state.reserved.clone());
         }
         let prefix = format!("s-{}-{}-", hex::encode(&shared.device[..8]), next % 2);
-        let blob =
-            self.cipher
-                .seal_shared(&mut self.rng, &self.index, next, &self.state, &extras)?;
+        let blob = self.cipher.seal_shared(
+            &mut self.rng,
+            &self.index,
+            next,
+            &self.state,
+            &extras,
+            &chain,
+        )?;
+        let digest = shared_digest(&blob);
         let value = self.put_value(&prefix, &blob)?;
-        let mut writes = vec![IndexRecordWrite {
-            name: STATE_RECORD.into(),
-            expected,
-            value: Some(value),
-        }];
+        let mut writes = vec![
+            IndexRecordWrite {
+                name: STATE_RECORD.into(),
+                expected,
+                value: Some(value),
+            },
+            IndexRecordWrite {
+                name: HEAD_RECORD.into(),
+                expected: ANY_VERSION,
+                value: Some(head_value(next, &digest)),
+            },
+        ];
         writes.extend(staged);
         let conflict = self.backend.write_records(&self.index, writes.clone())?;
         if let Some(current) = conflict {
@@ -539,7 +824,18 @@ impl Session {
             }
         }
         if let Some(shared) = self.shared.as_mut() {
-            shared.version = next;
+            let mine = Head {
+                version: next,
+                digest,
+            };
+            shared.seen = Seen {
+                version: next,
+                digest: Some(digest),
+                chained: true,
+                heads: heads_of(&chain, next, digest),
+                own: Some(mine),
+            };
+            debug_assert_eq!(shared.seen.heads.get(&device), Some(&mine));
             shared.staged.clear();
         }
         Ok(())
@@ -548,7 +844,7 @@ impl Session {
     /// Notes the version of the shared state the local copy now is.
     pub(super) fn note_version(&self) -> Result<()> {
         match &self.shared {
-            Some(shared) => write_sidecar(&shared.sidecar, &shared.device, shared.version),
+            Some(shared) => write_sidecar(&shared.sidecar, &shared.device, &shared.seen),
             None => Ok(()),
         }
     }
@@ -633,7 +929,7 @@ impl Session {
             // Gone: another device completed it since this one read the
             // state (the state moved on), or it is lost.
             _ => {
-                let version = self.shared.as_ref().map_or(0, |s| s.version);
+                let version = self.shared.as_ref().map_or(0, |s| s.seen.version);
                 let now = self
                     .backend
                     .read_records(&self.index, &[STATE_RECORD.to_owned()], &[version])?
@@ -689,5 +985,197 @@ impl Session {
             index: self.index.clone(),
             attempts: ATTEMPTS,
         })
+    }
+}
+
+/// A device's last write, as the newest state a device saw lists it
+/// ([`SharedView`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceWrite {
+    /// The device's identifier (hex; each profile directory, and each
+    /// restored backup, is a device of its own).
+    pub device: String,
+    /// The version of the shared state it last wrote.
+    pub version: u64,
+    /// That state's digest (hex, SHA-256 of its sealed bytes).
+    pub digest: String,
+    /// Whether it is this device.
+    pub this_device: bool,
+}
+
+/// What this device saw of an index's shared state (from
+/// `indexes/NAME.shared`, read without the server): two devices that
+/// list the same version with different digests, or that disagree on a
+/// device's last write, were shown different histories.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SharedView {
+    /// This device's identifier (hex).
+    pub device: String,
+    /// The version of the newest state it saw (0: none yet).
+    pub version: u64,
+    /// That state's digest (hex); `None` when no state was read since the
+    /// note was written (a join, or a build before the chain).
+    pub digest: Option<String>,
+    /// Each device's last write as that state lists it, newest first.
+    pub devices: Vec<DeviceWrite>,
+}
+
+/// What the device whose profile directory is `profile_dir` saw of index
+/// `index`'s shared state; `None` when the index's state is not shared
+/// (an embedded profile, or one not yet shared).
+pub fn shared_view(profile_dir: &Path, index: &str) -> Result<Option<SharedView>> {
+    let path = profile_dir
+        .join(crate::profile::INDEX_DIR)
+        .join(format!("{index}.shared"));
+    let (device, seen, known) = read_sidecar(&path)?;
+    if !known {
+        return Ok(None);
+    }
+    let mut heads = seen.heads.clone();
+    if let Some(own) = seen.own {
+        heads.entry(device).or_insert(own);
+    }
+    let mut devices: Vec<DeviceWrite> = heads
+        .iter()
+        .map(|(d, h)| DeviceWrite {
+            device: hex::encode(d),
+            version: h.version,
+            digest: hex::encode(h.digest),
+            this_device: *d == device,
+        })
+        .collect();
+    devices.sort_by(|a, b| b.version.cmp(&a.version).then(a.device.cmp(&b.device)));
+    Ok(Some(SharedView {
+        device: hex::encode(device),
+        version: seen.version,
+        digest: seen.digest.map(hex::encode),
+        devices,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The judgement of a state against what a device saw, and the
+    //! adoption of a state written before the chain.
+
+    use super::*;
+
+    const ME: [u8; 16] = [1; 16];
+    const OTHER: [u8; 16] = [2; 16];
+
+    /// State `version` written by `writer` on `prev` (a state `accept`
+    /// took), with its digest.
+    fn next(prev: &Seen, writer: [u8; 16], salt: u8) -> (u64, [u8; 32], Chain) {
+        let chain = Chain {
+            prev: prev.digest.unwrap_or([0; 32]),
+            writer,
+            heads: prev.heads.clone(),
+        };
+        let version = prev.version + 1;
+        let mut digest = [salt; 32];
+        digest[..8].copy_from_slice(&version.to_be_bytes());
+        (version, digest, chain)
+    }
+
+    fn take(seen: &Seen, s: &(u64, [u8; 32], Chain)) -> Result<Seen> {
+        accept("i", &ME, seen, s.0, s.1, Some(&s.2))
+    }
+
+    fn forked(r: Result<Seen>, what: &str) -> String {
+        match r {
+            Err(ClientError::SharedStateForked { reason, .. }) => reason,
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_device_takes_its_history_and_refuses_every_other() {
+        // Both devices saw s1 (the other's); this device wrote s2.
+        let s1 = next(&Seen::default(), OTHER, 0);
+        let seen1 = take(&Seen::default(), &s1).unwrap();
+        let s2 = next(&seen1, ME, 0);
+        let mut seen2 = take(&seen1, &s2).unwrap();
+        seen2.own = seen2.heads.get(&ME).copied();
+        assert_eq!(seen2.own.map(|h| h.version), Some(2));
+        // The same state again: nothing new.
+        assert_eq!(take(&seen2, &s2).unwrap(), seen2);
+        // The other device's next write on s2: taken.
+        let s3 = next(&seen2, OTHER, 0);
+        let seen3 = take(&seen2, &s3).unwrap();
+        assert_eq!(seen3.own, seen2.own);
+
+        // Forks from s1 (this device's s2 missing): at version 2, at 3
+        // and further on.
+        let f2 = next(&seen1, OTHER, 9);
+        assert!(forked(take(&seen2, &f2), "fork at 2").contains("this device saw state"));
+        let f2_seen = take(&seen1, &f2).unwrap();
+        let f3 = next(&f2_seen, OTHER, 9);
+        assert!(forked(take(&seen2, &f3), "fork at 3").contains("was not written on"));
+        let f4 = next(&take(&f2_seen, &f3).unwrap(), OTHER, 9);
+        assert!(forked(take(&seen2, &f4), "fork at 4").contains("own last write"));
+        // A reader that saw s3 (another device's write after the fork
+        // point) refuses a branch lacking it, also later on.
+        let reader = [3; 16];
+        let read = Seen {
+            own: None,
+            ..seen3.clone()
+        };
+        let g = |s: &(u64, [u8; 32], Chain)| accept("i", &reader, &read, s.0, s.1, Some(&s.2));
+        assert!(forked(g(&f4), "reader").contains("lacks the write of device"));
+        // Older: rolled back.
+        assert!(matches!(
+            take(&seen3, &s2),
+            Err(ClientError::SharedStateRolledBack { .. })
+        ));
+    }
+
+    #[test]
+    fn a_state_before_the_chain_is_adopted_once() {
+        // A note of a build before the chain: a version, no digest.
+        let old = Seen {
+            version: 4,
+            ..Seen::default()
+        };
+        let seen = accept("i", &ME, &old, 4, [4; 32], None).unwrap();
+        assert!(!seen.chained);
+        assert_eq!(seen.digest, Some([4; 32]));
+        // Chained from the next write on.
+        let s5 = next(&seen, ME, 0);
+        let seen5 = take(&seen, &s5).unwrap();
+        assert!(seen5.chained);
+        // Then a state without a chain is refused, at any version.
+        for version in [5, 6] {
+            let r = accept("i", &ME, &seen5, version, [7; 32], None);
+            assert!(forked(r, "unchained").contains("no chain"));
+        }
+    }
+
+    #[test]
+    fn a_state_of_the_format_before_the_chain_opens_without_one() {
+        let cipher = StateCipher::new(&sesame_crypto::Key::from_bytes([5; 32]), "p");
+        let state = IndexState::new("fast", &sesame_core::Params::new(), vec![1]);
+        let extras = SharedExtras::default();
+        let mut rng = rand_core::OsRng;
+        let old = cipher
+            .seal_shared_v1(&mut rng, "i", 3, &state, &extras)
+            .unwrap();
+        let (_, _, chain) = cipher.open_shared("i", 3, &old).unwrap();
+        assert_eq!(chain, None);
+        let chain = Chain {
+            prev: [8; 32],
+            writer: ME,
+            heads: BTreeMap::new(),
+        };
+        let new = cipher
+            .seal_shared(&mut rng, "i", 3, &state, &extras, &chain)
+            .unwrap();
+        assert_eq!(cipher.open_shared("i", 3, &new).unwrap().2, Some(chain));
+        // The format's magic is bound: the old record relabelled as the
+        // new format does not open.
+        let mut relabelled = old.clone();
+        relabelled[..8].copy_from_slice(b"SSMSHR02");
+        assert!(cipher.open_shared("i", 3, &relabelled).is_err());
     }
 }

@@ -1,0 +1,225 @@
+//! The passphrase and the master key of a profile kept on a server: a
+//! passphrase change reaches the server at once and only moves forward
+//! (a device with an older header never puts it back, and asks for the
+//! new passphrase), a server that serves an older or relabelled header
+//! gains nothing, a server's Argon2id costs are capped, and a key-file
+//! profile leaves nothing on the server a passphrase guess can open.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use rand_core::OsRng;
+use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_core::{Params, Store};
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_store::faulty::FaultyStore;
+
+struct Setup {
+    _server: RunningServer,
+    binding: ServerBinding,
+    store: Arc<FaultyStore>,
+    tmp: tempfile::TempDir,
+}
+
+fn serve() -> Setup {
+    let store = Arc::new(FaultyStore::new());
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.into_bytes(),
+        key_pem: certs.key_pem.into_bytes(),
+    });
+    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let server = RunningServer::start(config, store.clone()).unwrap();
+    let binding = ServerBinding {
+        url: server.url(),
+        token,
+        ca_pem: Some(certs.ca_pem.into_bytes()),
+        index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
+    };
+    Setup {
+        _server: server,
+        binding,
+        store,
+        tmp: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// The first device, its default index shared by a first session.
+fn first_device(s: &Setup) -> Profile {
+    let backend = NetworkBackend::connect(&s.binding).unwrap();
+    backend
+        .create_index(DEFAULT_INDEX, "pibas", &Params::new())
+        .unwrap();
+    let p = Profile::create_with_server(
+        s.tmp.path().join("laptop"),
+        "pw",
+        "pibas",
+        &Params::new(),
+        insecure::fast_kdf(),
+        &s.binding,
+    )
+    .unwrap();
+    assert!(p.session(DEFAULT_INDEX).unwrap().is_shared());
+    p
+}
+
+fn remote(s: &Setup) -> String {
+    format!("{}{DEFAULT_INDEX}", s.binding.index_prefix)
+}
+
+/// Joins the profile into `tmp/name` with `passphrase`.
+fn join(s: &Setup, name: &str, passphrase: &str) -> Result<Profile, ClientError> {
+    Profile::join(
+        s.tmp.path().join(name),
+        passphrase,
+        None,
+        &s.binding,
+        &remote(s),
+    )
+    .map(|(p, _)| p)
+}
+
+/// The store key of the server's copy of the profile header.
+fn header_key(s: &Setup) -> Vec<u8> {
+    format!("v/alice/{}/profile", remote(s)).into_bytes()
+}
+
+/// The reproduction: device A changes the passphrase, device B
+/// (still holding the old header) runs a command; the server must keep
+/// the new header: a join with the old passphrase fails, one with the
+/// new passphrase succeeds.
+#[test]
+fn a_device_with_the_old_header_does_not_undo_a_passphrase_change() {
+    let s = serve();
+    let laptop = first_device(&s);
+    let phone = join(&s, "phone", "pw").unwrap();
+    laptop
+        .change_passphrase("pw2", insecure::fast_kdf())
+        .unwrap();
+    drop(laptop.session(DEFAULT_INDEX));
+    // The phone runs a command (`list`) with the header it has.
+    let listed = phone.session(DEFAULT_INDEX);
+    let err = join(&s, "joined-old", "pw").map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::WrongPassphrase),
+        "the old passphrase opens nothing on the server: {err}"
+    );
+    join(&s, "joined-new", "pw2").unwrap();
+    // The phone was asked for the new passphrase.
+    let err = listed.map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("new passphrase"), "{err}");
+
+    // The old passphrase still opens the phone's own copy, but every
+    // command that reaches the server asks for the new one again.
+    let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
+    let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "{err}"
+    );
+    // The new passphrase opens the phone, which takes the new header.
+    let phone = Profile::open(s.tmp.path().join("phone"), "pw2").unwrap();
+    assert!(phone.session(DEFAULT_INDEX).unwrap().is_shared());
+    assert!(matches!(
+        Profile::open(s.tmp.path().join("phone"), "pw").unwrap_err(),
+        ClientError::WrongPassphrase
+    ));
+    assert!(!phone.dir().join("profile.next.json").exists());
+}
+
+/// `passwd` puts the new header on the server itself: no other command
+/// is needed for the old passphrase to stop opening it.
+#[test]
+fn a_passphrase_change_reaches_the_server_at_once() {
+    let s = serve();
+    let laptop = first_device(&s);
+    laptop
+        .change_passphrase("pw2", insecure::fast_kdf())
+        .unwrap();
+    let err = join(&s, "joined-old", "pw").map(drop).unwrap_err();
+    assert!(matches!(err, ClientError::WrongPassphrase), "{err}");
+    join(&s, "joined-new", "pw2").unwrap();
+    // A second change from the joined device moves the laptop on too.
+    let joined = Profile::open(s.tmp.path().join("joined-new"), "pw2").unwrap();
+    joined
+        .change_passphrase("pw3", insecure::fast_kdf())
+        .unwrap();
+    let err = laptop.session(DEFAULT_INDEX).map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "{err}"
+    );
+    // A passwd from the device that is behind is refused too: it would
+    // fork the header.
+    let err = Profile::open(s.tmp.path().join("laptop"), "pw2")
+        .unwrap()
+        .change_passphrase("pw4", insecure::fast_kdf())
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "{err}"
+    );
+    join(&s, "joined-3", "pw3").unwrap();
+    assert!(Profile::open(s.tmp.path().join("laptop"), "pw3").is_ok());
+}
+
+/// A server that serves an older header gains nothing: the device that
+/// holds the newer one puts it back; a header relabelled as newer opens
+/// with no passphrase, so it only denies service.
+#[test]
+fn a_server_serving_an_older_or_relabelled_header_gains_nothing() {
+    let s = serve();
+    let laptop = first_device(&s);
+    let phone = join(&s, "phone", "pw").unwrap();
+    let key = header_key(&s);
+    let old = s.store.get(&key).unwrap().unwrap();
+    laptop
+        .change_passphrase("pw2", insecure::fast_kdf())
+        .unwrap();
+    let new = s.store.get(&key).unwrap().unwrap();
+    assert_ne!(old[8..], new[8..]);
+
+    // Rolled back: the laptop's next command puts the new header back.
+    s.store.put(&key, &old).unwrap();
+    laptop.session(DEFAULT_INDEX).unwrap();
+    let now = s.store.get(&key).unwrap().unwrap();
+    assert_eq!(now[8..], new[8..], "the newer header is back");
+    let err = join(&s, "joined-old", "pw").map(drop).unwrap_err();
+    assert!(matches!(err, ClientError::WrongPassphrase), "{err}");
+
+    // The old header relabelled with a newer version: it opens with
+    // neither passphrase (the version is sealed with the key) ...
+    let mut relabelled: serde_json::Value = serde_json::from_slice(&old[8..]).unwrap();
+    relabelled["version"] = 7.into();
+    let mut record = (u64::from_be_bytes(now[..8].try_into().unwrap()) + 1)
+        .to_be_bytes()
+        .to_vec();
+    record.extend_from_slice(&serde_json::to_vec_pretty(&relabelled).unwrap());
+    s.store.put(&key, &record).unwrap();
+    for pass in ["pw", "pw2"] {
+        let err = join(&s, &format!("joined-{pass}"), pass)
+            .map(drop)
+            .unwrap_err();
+        assert!(matches!(err, ClientError::WrongPassphrase), "{pass}: {err}");
+    }
+    // ... and the phone, which holds the old header, neither takes it nor
+    // puts its own back.
+    let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "{err}"
+    );
+    assert_eq!(s.store.get(&key).unwrap().unwrap(), record);
+    let err = Profile::open(phone.dir(), "pw2").unwrap_err();
+    assert!(matches!(err, ClientError::WrongPassphrase), "{err}");
+    let reopened = Profile::open(phone.dir(), "pw").unwrap();
+    assert!(reopened.session(DEFAULT_INDEX).is_err());
+    assert_eq!(s.store.get(&key).unwrap().unwrap(), record);
+}
