@@ -6,7 +6,10 @@
 # DIR is the output folder of a `sesame bench` run (its index.html,
 # explore.html and one folder per experiment). Without DIR, a `--quick`
 # run of every experiment is made first into target/check-site (about two
-# minutes in a release build; data sets from $SESAME_DATA, default data/).
+# minutes in a release build; data sets from $SESAME_DATA, default data/),
+# with the binary $SESAME_BIN when it is set (the test command passes the
+# one its test build made, which spares a release build), else a release
+# build of the CLI.
 #
 # Every page is opened with the fragment #selfcheck: its inlined check
 # reads the charts as drawn (both axes with tick labels and names, at least
@@ -45,8 +48,15 @@ dir=${1:-}
 if [ -z "$dir" ]; then
     dir=target/check-site
     rm -rf "$dir"
+    # SESAME_BIN: a `sesame` binary already built (the test command passes
+    # the one its test build made); otherwise a release build.
+    if [ -n "${SESAME_BIN:-}" ]; then
+        sesame=("$SESAME_BIN")
+    else
+        sesame=(cargo run --release -q -p sesame-cli --)
+    fi
     echo "check-site: sesame bench all --quick --out $dir" >&2
-    cargo run --release -q -p sesame-cli -- bench all --quick \
+    "${sesame[@]}" bench all --quick \
         --data "${SESAME_DATA:-data}" --out "$dir" >"$dir.log" 2>&1 || {
         tail -n 30 "$dir.log" >&2
         echo "check-site: the bench run failed (log: $dir.log)" >&2

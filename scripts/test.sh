@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
-# The project's tests: every crate's tests, the Python package built in a
-# fresh virtual environment and its pytest suite (python/tests), then the
-# benchmark site checked in headless Chromium (scripts/check-site.sh: a
-# --quick run of every experiment; skipped with a note without Chromium
-# unless SESAME_CHECK_SITE_REQUIRE=1).
+# The project's tests: every crate's tests (scripts/run-tests.py: the test
+# binaries of `cargo test --workspace`, two at a time, then the doc tests),
+# the Python package built in a fresh virtual environment and its pytest
+# suite (python/tests), then the benchmark site checked in headless Chromium
+# (scripts/check-site.sh: a --quick run of every experiment with the test
+# build's `sesame`; skipped with a note without Chromium unless
+# SESAME_CHECK_SITE_REQUIRE=1).
+#
+# What waits on nothing runs beside what needs the cores: the virtual
+# environment's packages install while the tests build, and the site's
+# bench run goes on while the Python package builds and its tests run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo test --workspace
-
 VENV=$(mktemp -d /tmp/sesame-py.XXXXXX)
-trap 'rm -rf "$VENV"' EXIT
+SITE_LOG=$(mktemp /tmp/sesame-site.XXXXXX)
+PIP= SITE=
+cleanup() {
+    # A step that failed leaves nothing running behind it.
+    for job in $PIP $SITE; do kill "$job" 2>/dev/null || true; done
+    rm -rf "$VENV" "$SITE_LOG"
+}
+trap cleanup EXIT
 if ! python3 -m venv "$VENV" 2>/dev/null; then
     # Debian's python3 ships venv separately.
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -22,10 +33,22 @@ if ! python3 -m venv "$VENV" 2>/dev/null; then
         exit 1
     fi
 fi
-"$VENV/bin/pip" install --quiet --disable-pip-version-check "maturin>=1.5,<2" pytest pandas
+"$VENV/bin/pip" install --quiet --disable-pip-version-check "maturin>=1.5,<2" pytest pandas \
+    >"$VENV/pip.log" 2>&1 &
+PIP=$!
+
+python3 scripts/run-tests.py
+
+SESAME_BIN="$PWD/target/debug/sesame" scripts/check-site.sh >"$SITE_LOG" 2>&1 &
+SITE=$!
+
+wait "$PIP" || { cat "$VENV/pip.log" >&2; echo "scripts/test.sh: pip install failed" >&2; exit 1; }
 # Build with the workspace's target folder, so that the crates compiled by
 # the tests above are reused.
 (cd python && VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" CARGO_TARGET_DIR="$PWD/../target" maturin develop --quiet)
 "$VENV/bin/pytest" -q python/tests
 
-scripts/check-site.sh
+site=0
+wait "$SITE" || site=$?
+cat "$SITE_LOG"
+exit "$site"
