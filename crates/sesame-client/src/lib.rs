@@ -31,8 +31,8 @@ pub use network::{NetworkBackend, ServerBinding, SERVER_FILE};
 pub use profile::{
     check_scheme, Profile, DEFAULT_INDEX, HEADER_FILE, INDEX_DIR, MIN_KEY_FILE, STORE_FILE,
 };
-pub use session::{AddReport, CheckReport, Phase, Progress, QueryHits, RemoveReport, Session};
 pub use session::shared::{shared_view, DeviceWrite, SharedView};
+pub use session::{AddReport, CheckReport, Phase, Progress, QueryHits, RemoveReport, Session};
 pub use state::DocumentInfo;
 pub use table::{Answer, InsertReport, Record, Schema, Table};
 pub use tokenize::{parse_query, query_keyword, tokenize, tokenize_bytes};

@@ -38,8 +38,12 @@ const TABLE_LABEL: &str = "table";
 const TABLE_AAD_VERSION: u8 = 100;
 /// First bytes of a format-2 state file (read, never written).
 const MAGIC_V2: &[u8; 8] = b"SSMIDX02";
-/// Magic of the server's shared copy of a state (`SharedState`).
-const SHARED_MAGIC: &[u8; 8] = b"SSMSHR01";
+/// Magic of the server's shared copy of a state, with its place in the
+/// chain of states ([`Chain`]).
+const SHARED_MAGIC: &[u8; 8] = b"SSMSHR02";
+/// Magic of a shared state written before the chain (read, never
+/// written).
+const SHARED_MAGIC_V1: &[u8; 8] = b"SSMSHR01";
 /// First bytes of a format-1 state file (read, never written).
 const MAGIC_V1: &[u8; 8] = b"SSMIDX01";
 
@@ -225,14 +229,58 @@ pub(crate) struct SharedExtras {
     pub reserved_by: BTreeMap<[u8; 16], Vec<u64>>,
 }
 
+/// A state a device wrote: its version and digest ([`shared_digest`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Head {
+    /// The version of the shared record it was.
+    pub version: u64,
+    /// The digest of its sealed bytes.
+    pub digest: [u8; 32],
+}
+
+/// Where a shared state stands in the history of the index's shared
+/// states (fork consistency, as in SUNDR): sealed with it, so only a
+/// device of the profile can write one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Chain {
+    /// The digest of the state it was written on (zeros for the first).
+    pub prev: [u8; 32],
+    /// The device that wrote it.
+    pub writer: [u8; 16],
+    /// The last state each device wrote before this one, by device (this
+    /// state's own entry, its writer's, is itself: version and digest of
+    /// this record).
+    pub heads: BTreeMap<[u8; 16], Head>,
+}
+
+/// The digest naming a shared state: SHA-256 (domain-separated) of its
+/// sealed bytes, as [`StateCipher::seal_shared`] made them.
+pub(crate) fn shared_digest(sealed: &[u8]) -> [u8; 32] {
+    sesame_crypto::hash::ro("sesame-client/shared-state-digest/v1", &[sealed])
+}
+
 /// The plaintext of a shared state.
 #[derive(Serialize, Deserialize)]
 struct SharedPlain {
     state: Vec<u8>,
     extras: SharedExtras,
+    chain: Chain,
+}
+
+/// The plaintext of a shared state written before the chain.
+#[derive(Serialize, Deserialize)]
+struct SharedPlainV1 {
+    state: Vec<u8>,
+    extras: SharedExtras,
 }
 
 impl Drop for SharedPlain {
+    fn drop(&mut self) {
+        self.state.zeroize();
+    }
+}
+
+impl Drop for SharedPlainV1 {
     fn drop(&mut self) {
         self.state.zeroize();
     }
@@ -342,8 +390,8 @@ impl StateCipher {
             .map_err(|_| corrupt())
     }
 
-    fn shared_aad(&self, index: &str, scheme: &str, version: u64) -> Vec<u8> {
-        let mut aad = b"sesame-client/shared-state/v1\0".to_vec();
+    fn shared_aad(&self, format: u8, index: &str, scheme: &str, version: u64) -> Vec<u8> {
+        let mut aad = format!("sesame-client/shared-state/v{format}\0").into_bytes();
         for part in [self.profile_id.as_str(), index, scheme] {
             aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
             aad.extend_from_slice(part.as_bytes());
@@ -353,10 +401,11 @@ impl StateCipher {
     }
 
     /// The server's copy of `state` and `extras` as version `version` of
-    /// the shared record: `"SSMSHR01" || version || len(scheme) || scheme
-    /// || AES-256-GCM-SIV(state key, aad, plain)`, the version bound into
-    /// the associated data so that the server cannot pass an older copy
-    /// off as a newer one.
+    /// the shared record, at its place `chain` in the history of states:
+    /// `"SSMSHR02" || version || len(scheme) || scheme ||
+    /// AES-256-GCM-SIV(state key, aad, plain)`, the version bound into the
+    /// associated data so that the server cannot pass an older copy off
+    /// as a newer one.
     pub(crate) fn seal_shared(
         &self,
         rng: &mut dyn CryptoRngCore,
@@ -364,45 +413,93 @@ impl StateCipher {
         version: u64,
         state: &IndexState,
         extras: &SharedExtras,
+        chain: &Chain,
     ) -> Result<Vec<u8>> {
         let plain = SharedPlain {
             state: wire::encode(state)?,
             extras: extras.clone(),
+            chain: chain.clone(),
         };
         let plain = Zeroizing::new(wire::encode(&plain)?);
-        let scheme = state.scheme.as_bytes();
+        self.seal_shared_plain(rng, SHARED_MAGIC, 2, index, version, &state.scheme, &plain)
+    }
+
+    /// A shared state as the format before the chain sealed it (tests of
+    /// its adoption).
+    #[cfg(test)]
+    pub(crate) fn seal_shared_v1(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        index: &str,
+        version: u64,
+        state: &IndexState,
+        extras: &SharedExtras,
+    ) -> Result<Vec<u8>> {
+        let plain = SharedPlainV1 {
+            state: wire::encode(state)?,
+            extras: extras.clone(),
+        };
+        let plain = Zeroizing::new(wire::encode(&plain)?);
+        self.seal_shared_plain(
+            rng,
+            SHARED_MAGIC_V1,
+            1,
+            index,
+            version,
+            &state.scheme,
+            &plain,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn seal_shared_plain(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        magic: &[u8; 8],
+        format: u8,
+        index: &str,
+        version: u64,
+        scheme: &str,
+        plain: &[u8],
+    ) -> Result<Vec<u8>> {
         let scheme_len = u8::try_from(scheme.len()).map_err(|_| {
-            ClientError::InvalidArgument(format!("scheme name {:?} is too long", state.scheme))
+            ClientError::InvalidArgument(format!("scheme name {scheme:?} is too long"))
         })?;
         let sealed = self
             .aead
-            .seal(rng, &self.shared_aad(index, &state.scheme, version), &plain)
+            .seal(rng, &self.shared_aad(format, index, scheme, version), plain)
             .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
-        let mut out = Vec::with_capacity(SHARED_MAGIC.len() + 9 + scheme.len() + sealed.len());
-        out.extend_from_slice(SHARED_MAGIC);
+        let mut out = Vec::with_capacity(magic.len() + 9 + scheme.len() + sealed.len());
+        out.extend_from_slice(magic);
         out.extend_from_slice(&version.to_be_bytes());
         out.push(scheme_len);
-        out.extend_from_slice(scheme);
+        out.extend_from_slice(scheme.as_bytes());
         out.extend_from_slice(&sealed);
         Ok(out)
     }
 
     /// Opens version `version` of the shared record of `index`, as
-    /// [`StateCipher::seal_shared`] made it. Anything else (another
-    /// version, index or profile, a flipped byte) is
-    /// [`ClientError::SharedStateCorrupt`].
+    /// [`StateCipher::seal_shared`] made it, with its place in the chain;
+    /// a record of the format before the chain (`SSMSHR01`) opens with
+    /// none. Anything else (another version, index or profile, a flipped
+    /// byte) is [`ClientError::SharedStateCorrupt`].
     pub(crate) fn open_shared(
         &self,
         index: &str,
         version: u64,
         bytes: &[u8],
-    ) -> Result<(IndexState, SharedExtras)> {
+    ) -> Result<(IndexState, SharedExtras, Option<Chain>)> {
         let corrupt = || ClientError::SharedStateCorrupt {
             index: index.to_owned(),
         };
-        let rest = bytes
-            .strip_prefix(SHARED_MAGIC.as_slice())
-            .ok_or_else(corrupt)?;
+        let (format, rest) = if let Some(rest) = bytes.strip_prefix(SHARED_MAGIC.as_slice()) {
+            (2, rest)
+        } else {
+            let rest = bytes
+                .strip_prefix(SHARED_MAGIC_V1.as_slice())
+                .ok_or_else(corrupt)?;
+            (1, rest)
+        };
         let (said, rest) = rest.split_first_chunk::<8>().ok_or_else(corrupt)?;
         if u64::from_be_bytes(*said) != version {
             return Err(corrupt());
@@ -410,15 +507,23 @@ impl StateCipher {
         let (scheme, sealed) = split_scheme(rest).ok_or_else(corrupt)?;
         let plain = Zeroizing::new(
             self.aead
-                .open(&self.shared_aad(index, scheme, version), sealed)
+                .open(&self.shared_aad(format, index, scheme, version), sealed)
                 .map_err(|_| corrupt())?,
         );
-        let mut shared: SharedPlain = wire::decode(&plain).map_err(|_| corrupt())?;
-        let state: IndexState = wire::decode(&shared.state).map_err(|_| corrupt())?;
+        let (state, extras, chain) = if format == 2 {
+            let mut shared: SharedPlain = wire::decode(&plain).map_err(|_| corrupt())?;
+            let state: IndexState = wire::decode(&shared.state).map_err(|_| corrupt())?;
+            let chain = std::mem::take(&mut shared.chain);
+            (state, std::mem::take(&mut shared.extras), Some(chain))
+        } else {
+            let mut shared: SharedPlainV1 = wire::decode(&plain).map_err(|_| corrupt())?;
+            let state: IndexState = wire::decode(&shared.state).map_err(|_| corrupt())?;
+            (state, std::mem::take(&mut shared.extras), None)
+        };
         if state.scheme != scheme {
             return Err(corrupt());
         }
-        Ok((state, std::mem::take(&mut shared.extras)))
+        Ok((state, extras, chain))
     }
 
     /// Reads and decrypts the state at `path`. Any damage (truncation, a

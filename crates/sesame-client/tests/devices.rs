@@ -470,3 +470,145 @@ fn a_restored_backup_is_another_device() {
     check(&laptop, &oracle, "laptop");
     check(&restored, &oracle, "restored");
 }
+
+/// Every pair of the server's store.
+fn snapshot(s: &Setup) -> Vec<(Vec<u8>, Vec<u8>)> {
+    s.store.scan_prefix(b"").unwrap()
+}
+
+/// Puts back the pairs of `copy` under `prefix` (deleting those written
+/// since), as an operator restoring a copy of the store would.
+fn put_back(s: &Setup, copy: &[(Vec<u8>, Vec<u8>)], prefix: &[u8]) {
+    for (k, _) in s.store.scan_prefix(prefix).unwrap() {
+        s.store.delete(&k).unwrap();
+    }
+    for (k, v) in copy.iter().filter(|(k, _)| k.starts_with(prefix)) {
+        s.store.put(k, v).unwrap();
+    }
+}
+
+fn note(p: &Profile) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(p.dir().join("indexes/default.shared")).unwrap()).unwrap()
+}
+
+/// The reproduction: the phone joins; the operator copies the
+/// server's store; the laptop adds; the copy is put back; the phone adds
+/// as much. The server now holds the phone's history at the version the
+/// laptop saw: the laptop's next search is refused, and changes nothing.
+#[test]
+fn a_restored_copy_of_the_store_is_a_fork_the_laptop_refuses() {
+    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+    let laptop = first_device(&s, "fast");
+    let phone = second_device(&s);
+    let mut oracle = Oracle::new();
+    let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    check(&phone, &oracle, "before the copy");
+    let copy = snapshot(&s);
+
+    let dir = files(s.tmp.path(), "laptop-1", 10, 3, &mut Oracle::new());
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    put_back(&s, &copy, b"");
+    let dir = files(s.tmp.path(), "phone-1", 20, 3, &mut Oracle::new());
+    phone
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    assert_eq!(
+        note(&laptop)["version"],
+        note(&phone)["version"],
+        "both histories at one version"
+    );
+
+    let local = laptop.dir().join("indexes/default.state");
+    let (state_before, note_before) = (std::fs::read(&local).unwrap(), note(&laptop));
+    let store_before = snapshot(&s);
+    let err = laptop
+        .session(DEFAULT_INDEX)
+        .and_then(|mut session| session.search("all"))
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::SharedStateForked { .. }),
+        "the laptop's search after the fork: {err}"
+    );
+    assert!(err.to_string().contains("sesame devices"), "{err}");
+    assert_eq!(std::fs::read(&local).unwrap(), state_before, "state kept");
+    assert_eq!(note(&laptop), note_before, "note kept");
+    assert!(
+        snapshot(&s) == store_before,
+        "nothing written on the server"
+    );
+    // The phone's history never held the laptop's write: the phone cannot
+    // tell (what a fork leaves undetectable until the two meet).
+    assert_eq!(found(&phone, "all").len(), 6);
+}
+
+/// Item 2: the server serves an older genuine state after the laptop
+/// searched (Aura renews a keyword's keys on search); the phone writes on
+/// it until its history is ahead of the laptop's. The laptop, whose add
+/// would otherwise reuse the searched keyword's revealed keys and the
+/// phone's document identifiers, refuses the state and writes nothing.
+#[test]
+fn a_device_served_an_older_state_after_its_search_writes_nothing() {
+    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+    let laptop = first_device(&s, "aura");
+    let phone = second_device(&s);
+    let mut oracle = Oracle::new();
+    let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    check(&phone, &oracle, "before");
+    // The state records as they are now: the older genuine state.
+    let records = format!("v/alice/{}{DEFAULT_INDEX}/", s.binding.index_prefix);
+    let older = snapshot(&s);
+    assert_eq!(found(&laptop, "all").len(), 3);
+    let seen = note(&laptop)["version"].as_u64().unwrap();
+    put_back(&s, &older, records.as_bytes());
+    // The phone adds on the older state until it is ahead of the laptop.
+    for round in 1..=4 {
+        if note(&phone)["version"].as_u64().unwrap() > seen {
+            break;
+        }
+        let dir = files(
+            s.tmp.path(),
+            &format!("phone-{round}"),
+            round * 10,
+            2,
+            &mut oracle,
+        );
+        phone
+            .session(DEFAULT_INDEX)
+            .unwrap()
+            .add_documents(&[&dir], &mut |_| {})
+            .unwrap();
+    }
+    assert!(note(&phone)["version"].as_u64().unwrap() > seen);
+
+    let store_before = snapshot(&s);
+    let dir = files(s.tmp.path(), "laptop-9", 90, 2, &mut Oracle::new());
+    let err = laptop
+        .session(DEFAULT_INDEX)
+        .and_then(|mut session| session.add_documents(&[&dir], &mut |_| {}))
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::SharedStateForked { .. }),
+        "the laptop's add on the older state: {err}"
+    );
+    assert!(err.to_string().contains("own last write"), "{err}");
+    assert!(
+        snapshot(&s) == store_before,
+        "no index entry, document or record written"
+    );
+}
