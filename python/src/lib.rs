@@ -937,6 +937,7 @@ impl Table {
         d.set_item("inserted", report.insert.inserted)?;
         d.set_item("replaced", report.insert.replaced)?;
         d.set_item("unchanged", report.insert.unchanged)?;
+        d.set_item("removed", report.removed)?;
         d.set_item("ignored_columns", report.ignored_columns)?;
         Ok(d.into_any().unbind())
     }

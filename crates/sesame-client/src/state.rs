@@ -306,6 +306,9 @@ fn split_scheme(bytes: &[u8]) -> Option<(&str, &[u8])> {
 pub(crate) struct StateCipher {
     aead: Aes256GcmSiv,
     profile_id: String,
+    /// Names the client makes up (an imported file's records), under a
+    /// key derived from the state key.
+    names: sesame_crypto::hash::KeyedHash,
 }
 
 impl StateCipher {
@@ -313,7 +316,14 @@ impl StateCipher {
         StateCipher {
             aead: Aes256GcmSiv::new(key),
             profile_id: profile_id.to_owned(),
+            names: sesame_crypto::hash::KeyedHash::new(&key.derive("sesame-client/names")),
         }
+    }
+
+    /// The keyed digest of `parts` in `domain` (a name only this
+    /// profile's devices can compute).
+    pub(crate) fn name_digest(&self, domain: &str, parts: &[&[u8]]) -> [u8; 32] {
+        self.names.hash(domain, parts)
     }
 
     fn aad(&self, version: u8, index: &str, scheme: &str) -> Vec<u8> {

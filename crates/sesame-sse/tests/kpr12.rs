@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{Channel, Error, LocalChannel, Meter, Params, Service, Store};
+use sesame_core::{Channel, Error, LocalChannel, Meter, Params, Service, Store, WriteBatch};
 use sesame_sse::kpr12::{Kpr12Client, Kpr12Server, Response};
 use sesame_sse::{DocId, KeywordClient, Multimap, UpdateOp};
 use sesame_store::MemoryStore;
@@ -29,7 +29,11 @@ struct Malicious {
 
 impl Malicious {
     fn new() -> Self {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        Self::over(Arc::new(MemoryStore::new()))
+    }
+
+    /// A server over `store`, which the test may snapshot and put back.
+    fn over(store: Arc<dyn Store>) -> Self {
         Malicious {
             inner: LocalChannel::new(
                 sesame_sse::kpr12::scheme()
@@ -68,9 +72,8 @@ fn kw(i: usize) -> Vec<u8> {
     format!("w{i}").into_bytes()
 }
 
-/// A client and server holding `w0`..`w4` over documents 0..30.
-fn fixture() -> (Kpr12Client, Malicious, ChaCha20Rng, Multimap) {
-    let mut rng = ChaCha20Rng::seed_from_u64(7);
+/// `w0`..`w4` over documents 0..30.
+fn corpus() -> Multimap {
     let mut db = Multimap::new();
     for d in 0..30u64 {
         for i in 0..5 {
@@ -79,8 +82,20 @@ fn fixture() -> (Kpr12Client, Malicious, ChaCha20Rng, Multimap) {
             }
         }
     }
+    db
+}
+
+/// A client and server holding [`corpus`].
+fn fixture() -> (Kpr12Client, Malicious, ChaCha20Rng, Multimap) {
+    fixture_over(Arc::new(MemoryStore::new()))
+}
+
+/// As [`fixture`], the server over `store`.
+fn fixture_over(store: Arc<dyn Store>) -> (Kpr12Client, Malicious, ChaCha20Rng, Multimap) {
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let db = corpus();
     let mut client = Kpr12Client::new(&mut rng, &Params::new()).unwrap();
-    let mut ch = Malicious::new();
+    let mut ch = Malicious::over(store);
     client.setup(&mut rng, &mut ch, &db).unwrap();
     (client, ch, rng, db)
 }
@@ -493,7 +508,7 @@ fn an_update_that_never_arrived_did_not_happen() {
 }
 
 #[test]
-fn a_server_that_denies_an_applied_update_is_caught_not_believed() {
+fn a_server_that_keeps_an_applied_update_but_denies_it_is_caught() {
     let (mut client, mut ch, mut rng, _) = lossy();
     ch.cut = Some(Cut::After);
     assert!(client
@@ -532,4 +547,103 @@ fn a_state_saved_before_lost_answers_were_kept_still_restores() {
         restored.search(&mut rng, &mut ch, &kw(4)).unwrap(),
         db[&kw(4)].clone()
     );
+}
+
+/// Everything `store` holds.
+fn snapshot(store: &MemoryStore) -> Vec<(Vec<u8>, Vec<u8>)> {
+    store.scan_prefix(b"").unwrap()
+}
+
+/// Puts `store` back to `snap`: what the server's operator does with a
+/// copy of its store taken earlier.
+fn put_back(store: &MemoryStore, snap: &[(Vec<u8>, Vec<u8>)]) {
+    let mut batch = WriteBatch::new();
+    for (k, _) in snapshot(store) {
+        batch.delete(k);
+    }
+    for (k, v) in snap {
+        batch.put(k.clone(), v.clone());
+    }
+    store.write(batch).unwrap();
+}
+
+/// A client and a lossy server over a store the test holds.
+fn lossy_over_store() -> (Kpr12Client, Lossy, Arc<MemoryStore>, ChaCha20Rng, Multimap) {
+    let store = Arc::new(MemoryStore::new());
+    let (client, inner, rng, db) = fixture_over(store.clone());
+    let ch = Lossy {
+        inner,
+        cut: None,
+        deny: false,
+    };
+    (client, ch, store, rng, db)
+}
+
+/// The limit of what the root can show: a server that applies an update,
+/// loses (or withholds) its answer, then puts back a copy of its store
+/// from before the update (its record of the last update included) and
+/// answers `NotApplied` leaves exactly the store the client's root
+/// describes, as when the request never arrived. The client cannot tell
+/// the two apart and believes the update was not applied; that belief is
+/// true of the index it is then served: every answer verifies and none
+/// holds the update, and the update sent again is applied.
+#[test]
+fn a_snapshot_put_back_over_an_unsettled_update_is_believed_as_not_applied() {
+    let (mut client, mut ch, store, mut rng, db) = lossy_over_store();
+    let before = snapshot(&store);
+    let root = client.root();
+    // The server applies the update and loses the answer ...
+    ch.cut = Some(Cut::After);
+    assert!(client
+        .update(&mut rng, &mut ch, UpdateOp::Add, 94, &[kw(2)])
+        .is_err());
+    assert!(client.has_pending_update());
+    // ... then puts its store back as it was before the update: its
+    // record of the last update goes back too, so it answers `NotApplied`.
+    put_back(&store, &before);
+    assert_eq!(
+        client.search(&mut rng, &mut ch, &kw(2)).unwrap(),
+        db[&kw(2)].clone()
+    );
+    assert!(!client.has_pending_update());
+    assert_eq!(client.root(), root);
+    // The update sent again is applied.
+    client
+        .update(&mut rng, &mut ch, UpdateOp::Add, 94, &[kw(2)])
+        .unwrap();
+    let mut want = db[&kw(2)].clone();
+    want.push(94);
+    assert_eq!(client.search(&mut rng, &mut ch, &kw(2)).unwrap(), want);
+}
+
+/// What the root does show: a copy of the store from before an update
+/// the client settled (its answer arrived, or `LastUpdate` returned its
+/// proof) is caught by every later answer, and nothing it says is used.
+#[test]
+fn a_snapshot_put_back_over_a_settled_update_is_caught() {
+    for lost in [false, true] {
+        let (mut client, mut ch, store, mut rng, db) = lossy_over_store();
+        let before = snapshot(&store);
+        if lost {
+            ch.cut = Some(Cut::After);
+            assert!(client
+                .update(&mut rng, &mut ch, UpdateOp::Add, 95, &[kw(3)])
+                .is_err());
+            // Settled by the next call: the server returns the proof.
+            let mut want = db[&kw(3)].clone();
+            want.push(95);
+            assert_eq!(client.search(&mut rng, &mut ch, &kw(3)).unwrap(), want);
+        } else {
+            client
+                .update(&mut rng, &mut ch, UpdateOp::Add, 95, &[kw(3)])
+                .unwrap();
+        }
+        put_back(&store, &before);
+        for w in [kw(3), kw(4), kw(9)] {
+            assert_caught(client.search(&mut rng, &mut ch, &w), "store put back");
+        }
+        assert!(client
+            .update(&mut rng, &mut ch, UpdateOp::Add, 96, &[kw(4)])
+            .is_err());
+    }
 }

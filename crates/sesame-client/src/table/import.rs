@@ -2,21 +2,46 @@
 //! and JSON Lines (one object per line).
 //!
 //! An import reads the file twice: the first pass checks every record
-//! (types, range domains, keys) and counts them, so a bad line is an error
-//! naming it before anything is saved or sent; the second inserts them in
-//! batches. A record is named by its key field, or, without one, by the
-//! file's name and its line (`flights.csv:42`), so running the same
-//! import again after an interruption skips what is already there and
-//! inserts each record exactly once. Columns the schema does not name are
-//! skipped and reported.
+//! (types, range domains, keys, sizes) and counts them, so a bad line is
+//! an error naming the file and line before anything is saved or sent;
+//! the second inserts them in batches. Running the same import again
+//! after an interruption skips what is already there and inserts each
+//! record exactly once; an import the server cut off says so
+//! ([`ClientError::ImportInterrupted`]). Columns the schema does not name
+//! are skipped and reported.
+//!
+//! A record is named by its key field. In a table without one, the
+//! records of a file are named after the file and their content:
+//! `NAME#SOURCE:ROW`, where `NAME` is the file's name, `SOURCE` a keyed
+//! digest (under a key derived from the profile's state key) of the
+//! file's canonical path, and `ROW` a keyed digest of the record's values,
+//! with `.k` added for the k-th repeat of the same values in the file.
+//! Files of the same name in other folders are other sources and never
+//! replace each other's records; the same file imported again converges
+//! to it: rows it still holds are unchanged, new or edited rows are
+//! inserted, and the records of that source whose rows the file no longer
+//! holds are deleted ([`ImportReport::removed`]). A file moved or renamed
+//! is another source. Records named by earlier builds after the file's
+//! name and line (`flights.csv:42`) that hold the same values as that line
+//! are taken as this import's and renamed. The format is tested in
+//! `tests/import.rs`.
+//!
+//! CSV is read as RFC 4180 with the `csv` crate's leniency, except that a
+//! quoted cell never closed (which would swallow the rest of the file) is
+//! refused; JSON Lines refuses an object that names a member twice. A
+//! UTF-8 byte-order mark at the start of the file is skipped in both.
 
-use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use sesame_core::wire;
 
 use crate::error::{ClientError, Result};
 use crate::session::{Phase, Progress};
-use crate::table::{InsertReport, Record, Table};
+use crate::state::{DocumentInfo, StateCipher};
+use crate::table::{InsertReport, RangeRow, Record, Table, Value};
 
 /// Records per insertion of an import (a static keyword scheme, and a
 /// table with an empty range index, take the whole file in one).
@@ -71,6 +96,9 @@ pub struct ImportReport {
     pub insert: InsertReport,
     /// Columns of the file that the schema does not name (skipped).
     pub ignored_columns: Vec<String>,
+    /// Records of an earlier import of the same file (a table without
+    /// a key) that the file no longer holds, deleted.
+    pub removed: usize,
 }
 
 /// One record of a file: its line and its cells.
@@ -110,39 +138,72 @@ fn each_row(
             }
             columns.extend(header.iter().cloned());
             let mut record = csv::StringRecord::new();
+            // The last record read, held back until the next one shows
+            // that its quotes closed (or the end of the file is checked).
+            let mut held: Option<(Row, u64)> = None;
             loop {
                 match reader.read_record(&mut record) {
                     Ok(false) => break,
                     Ok(true) => {
-                        let line = record.position().map_or(0, |p| p.line());
+                        let (line, byte) =
+                            record.position().map_or((0, 0), |p| (p.line(), p.byte()));
                         let cells = header
                             .iter()
                             .zip(record.iter())
                             .map(|(h, v)| (h.clone(), v.to_owned()))
                             .collect();
-                        each(Row { line, cells })?;
+                        if let Some((row, _)) = held.replace((Row { line, cells }, byte)) {
+                            each(row)?;
+                        }
                     }
                     Err(e) => {
-                        let line = e.position().map_or(0, |p| p.line());
+                        let (line, byte) = e.position().map_or((0, 0), |p| (p.line(), p.byte()));
+                        if unclosed_quote(path, byte)? {
+                            return Err(at(line, UNCLOSED.into()));
+                        }
                         return Err(at(line, e.to_string()));
                     }
                 }
+            }
+            if let Some((row, byte)) = held {
+                if unclosed_quote(path, byte)? {
+                    return Err(at(row.line, UNCLOSED.into()));
+                }
+                each(row)?;
             }
         }
         Format::JsonLines => {
             for (n, line) in BufReader::new(file).lines().enumerate() {
                 let number = n as u64 + 1;
                 let line = line.map_err(|e| ClientError::io("read", path, &e))?;
+                // A byte-order mark starts the file, as in CSV.
+                let line = match (n, line.strip_prefix('\u{feff}')) {
+                    (0, Some(rest)) => rest,
+                    _ => line.as_str(),
+                };
                 if line.trim().is_empty() {
                     continue;
                 }
-                let value: serde_json::Value = serde_json::from_str(&line)
-                    .map_err(|e| at(number, format!("not JSON: {e}")))?;
-                let serde_json::Value::Object(object) = value else {
-                    return Err(at(number, "a line must hold one JSON object".into()));
+                let members = match serde_json::from_str::<Members>(line) {
+                    Ok(m) => m.0,
+                    Err(e) => {
+                        return Err(match serde_json::from_str::<serde_json::Value>(line) {
+                            Ok(_) => at(number, "a line must hold one JSON object".into()),
+                            Err(_) => at(number, format!("not JSON: {e}")),
+                        })
+                    }
                 };
-                let mut cells = Vec::with_capacity(object.len());
-                for (k, v) in object {
+                let mut names = HashSet::with_capacity(members.len());
+                for (k, _) in &members {
+                    if !names.insert(k.as_str()) {
+                        return Err(at(
+                            number,
+                            format!("member {k:?} appears twice in the object: keep one"),
+                        ));
+                    }
+                }
+                let mut cells = Vec::with_capacity(members.len());
+                for (k, v) in members {
                     let text = match v {
                         serde_json::Value::Null => continue,
                         serde_json::Value::String(s) => s,
@@ -168,11 +229,168 @@ fn each_row(
     Ok(columns)
 }
 
+/// What an unclosed quote is called.
+const UNCLOSED: &str = "a quoted cell starting in this record is never closed (a closing '\"' \
+                        is missing), so the rest of the file would be read as one cell";
+
+/// Whether the CSV record starting at byte `start` of `path` opens a
+/// quoted cell that the file never closes (the states of `csv_core`).
+fn unclosed_quote(path: &Path, start: u64) -> Result<bool> {
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum S {
+        FieldStart,
+        Unquoted,
+        Quoted,
+        QuoteInQuoted,
+    }
+    let mut file = std::fs::File::open(path).map_err(|e| ClientError::io("read", path, &e))?;
+    file.seek(SeekFrom::Start(start))
+        .map_err(|e| ClientError::io("read", path, &e))?;
+    let mut state = S::FieldStart;
+    let mut reader = BufReader::new(file);
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .map_err(|e| ClientError::io("read", path, &e))?;
+        if n == 0 {
+            return Ok(state == S::Quoted);
+        }
+        for &b in buf.get(..n).unwrap_or_default() {
+            state = match (state, b) {
+                (S::FieldStart, b'"') => S::Quoted,
+                (S::FieldStart | S::Unquoted | S::QuoteInQuoted, b',' | b'\n' | b'\r') => {
+                    S::FieldStart
+                }
+                (S::FieldStart | S::Unquoted, _) => S::Unquoted,
+                (S::Quoted, b'"') => S::QuoteInQuoted,
+                (S::Quoted, _) => S::Quoted,
+                (S::QuoteInQuoted, b'"') => S::Quoted,
+                (S::QuoteInQuoted, _) => S::Unquoted,
+            };
+        }
+    }
+}
+
+/// A JSON object's members in order, duplicates kept (so that they can be
+/// refused: `serde_json::Value` keeps the last).
+struct Members(Vec<(String, serde_json::Value)>);
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Each;
+        impl<'de> Visitor<'de> for Each {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("one JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Members, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = map.next_entry::<String, serde_json::Value>()? {
+                    out.push(entry);
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(Each)
+    }
+}
+
+/// Names the records of one file of a table without a key (see the
+/// module documentation).
+struct Naming {
+    /// `NAME#SOURCE:`.
+    prefix: String,
+    /// The file's name, for the names of earlier builds (`NAME:LINE`).
+    base: String,
+    /// Repeats of each row digest so far.
+    seen: HashMap<[u8; 8], u32>,
+}
+
+impl Naming {
+    fn new(cipher: &StateCipher, path: &Path, base: &str) -> Result<Naming> {
+        let canonical: PathBuf =
+            std::fs::canonicalize(path).map_err(|e| ClientError::io("read", path, &e))?;
+        let source = cipher.name_digest(
+            "sesame-client/import-source/v1",
+            &[canonical.as_os_str().as_encoded_bytes()],
+        );
+        Ok(Naming {
+            prefix: format!(
+                "{base}#{}:",
+                hex::encode(source.get(..6).unwrap_or_default())
+            ),
+            base: base.to_owned(),
+            seen: HashMap::new(),
+        })
+    }
+
+    /// The name of the next row, of values `values`.
+    fn name(&mut self, cipher: &StateCipher, values: &[Option<Value>]) -> Result<String> {
+        let digest = cipher.name_digest("sesame-client/import-row/v1", &[&wire::encode(values)?]);
+        let mut short = [0u8; 8];
+        short.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
+        let repeat = self.seen.entry(short).or_insert(0);
+        let k = *repeat;
+        *repeat += 1;
+        Ok(if k == 0 {
+            format!("{}{}", self.prefix, hex::encode(short))
+        } else {
+            format!("{}{}.{k}", self.prefix, hex::encode(short))
+        })
+    }
+
+    /// Whether `name` is one of this source's records.
+    fn owns(&self, name: &str) -> bool {
+        name.starts_with(&self.prefix)
+    }
+}
+
+/// Whether `e` comes from the transport (the server or the connection
+/// failed), which running the same command again gets past.
+fn is_transport(e: &ClientError) -> bool {
+    match e {
+        ClientError::Core(
+            sesame_core::Error::Transport(_) | sesame_core::Error::StoreUnavailable(_),
+        ) => true,
+        ClientError::Unacknowledged { cause, .. } => is_transport(cause),
+        _ => false,
+    }
+}
+
 impl Table {
     /// Imports the records of a file (see the module documentation).
     /// `progress` hears of the checking pass ([`Phase::Reading`]) and of
-    /// the insertions.
+    /// the insertions. An import the server or the connection cut off is
+    /// [`ClientError::ImportInterrupted`]: run it again.
     pub fn import(
+        &mut self,
+        path: &Path,
+        format: Format,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ImportReport> {
+        self.import_file(path, format, progress).map_err(|e| {
+            if is_transport(&e) {
+                let cause = match e {
+                    // Its own advice ("sent again by the next command")
+                    // is the import's, said once.
+                    ClientError::Unacknowledged { cause, .. } => cause,
+                    e => Box::new(e),
+                };
+                ClientError::ImportInterrupted {
+                    path: path.to_path_buf(),
+                    cause,
+                }
+            } else {
+                e
+            }
+        })
+    }
+
+    fn import_file(
         &mut self,
         path: &Path,
         format: Format,
@@ -188,35 +406,65 @@ impl Table {
             .iter()
             .map(|f| f.name.clone())
             .collect();
-        let record_of = |table: &mut Table, row: &Row| -> Result<Record> {
-            let cells = row
-                .cells
-                .iter()
-                .filter(|(k, _)| known.contains(k))
-                .map(|(k, v)| (k.as_str(), v.as_str()));
-            table
-                .record_from_cells(cells, Some(format!("{base}:{}", row.line)))
-                .map_err(|e| {
-                    ClientError::InvalidArgument(format!("{}:{}: {e}", path.display(), row.line))
-                })
+        let has_key = self.schema().key.is_some();
+        let naming = if has_key {
+            None
+        } else {
+            Some(Naming::new(&self.cipher, path, &base)?)
         };
+        let at = |line: u64, e: &dyn std::fmt::Display| {
+            ClientError::InvalidArgument(format!("{}:{line}: {e}", path.display()))
+        };
+        let record_of =
+            |table: &mut Table, naming: &mut Option<Naming>, row: &Row| -> Result<Record> {
+                let cells = row
+                    .cells
+                    .iter()
+                    .filter(|(k, _)| known.contains(k))
+                    .map(|(k, v)| (k.as_str(), v.as_str()));
+                let mut record = table
+                    .record_from_cells(cells, Some(String::new()))
+                    .map_err(|e| at(row.line, &e))?;
+                if let Some(naming) = naming.as_mut() {
+                    record.key = naming.name(&table.cipher, &record.values)?;
+                }
+                Ok(record)
+            };
 
         // First pass: check everything, count.
         let mut total = 0u64;
         let mut keys = BTreeSet::new();
-        let has_key = self.schema().key.is_some();
+        let mut first = naming.as_ref().map(|n| Naming {
+            prefix: n.prefix.clone(),
+            base: n.base.clone(),
+            seen: HashMap::new(),
+        });
         let columns = each_row(path, format, &mut |row| {
-            let record = record_of(self, &row)?;
-            self.range_values(&record).map_err(|e| {
-                ClientError::InvalidArgument(format!("{}:{}: {e}", path.display(), row.line))
-            })?;
-            if has_key && !keys.insert(record.key.clone()) {
-                return Err(ClientError::InvalidArgument(format!(
-                    "{}:{}: key {:?} appears twice in the file",
-                    path.display(),
+            let record = record_of(self, &mut first, &row)?;
+            self.range_values(&record).map_err(|e| at(row.line, &e))?;
+            let size = wire::encode(&record)?.len() as u64;
+            let max = self.rows.max_document(&record.key);
+            if size > max {
+                let widest = row
+                    .cells
+                    .iter()
+                    .filter(|(k, _)| known.contains(k))
+                    .max_by_key(|(_, v)| v.len())
+                    .map(|(k, v)| format!("; its largest cell, {k:?}, holds {} bytes", v.len()))
+                    .unwrap_or_default();
+                return Err(at(
                     row.line,
-                    record.key
-                )));
+                    &format!(
+                        "the record is too large to store ({size} bytes encoded; at most \
+                         {max}){widest}"
+                    ),
+                ));
+            }
+            if has_key && !keys.insert(record.key.clone()) {
+                return Err(at(
+                    row.line,
+                    &format!("key {:?} appears twice in the file", record.key),
+                ));
             }
             total += 1;
             if total.is_multiple_of(10_000) {
@@ -229,7 +477,28 @@ impl Table {
             Ok(())
         })?;
         drop(keys);
+        drop(first);
         let ignored_columns: Vec<String> = columns.difference(&known).cloned().collect();
+
+        // Records of this source (a table without a key) the file may no
+        // longer hold, and those an earlier build named by line.
+        let mut naming = naming;
+        let mut earlier: HashMap<String, DocumentInfo> = HashMap::new();
+        let mut legacy: HashMap<String, DocumentInfo> = HashMap::new();
+        if let Some(n) = &naming {
+            for d in self.rows.state.catalog.values() {
+                if n.owns(&d.path) {
+                    earlier.insert(d.path.clone(), d.clone());
+                } else if d
+                    .path
+                    .strip_prefix(&n.base)
+                    .and_then(|rest| rest.strip_prefix(':'))
+                    .is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+                {
+                    legacy.insert(d.path.clone(), d.clone());
+                }
+            }
+        }
 
         // Second pass: insert in batches.
         // One batch when a range index is empty: its protocol's `build`
@@ -244,6 +513,7 @@ impl Table {
             read: 0,
             insert: InsertReport::default(),
             ignored_columns,
+            removed: 0,
         };
         let mut batch = Vec::new();
         let mut flush = |table: &mut Table, batch: &mut Vec<Record>, done: usize| -> Result<()> {
@@ -261,8 +531,24 @@ impl Table {
             Ok(())
         };
         let mut read = 0usize;
+        let mut stale: Vec<DocumentInfo> = Vec::new();
         each_row(path, format, &mut |row| {
-            batch.push(record_of(self, &row)?);
+            let record = record_of(self, &mut naming, &row)?;
+            if naming.is_some() {
+                earlier.remove(&record.key);
+                // The same values under the name an earlier build gave
+                // this line: that record is this one.
+                let old = Record {
+                    key: format!("{base}:{}", row.line),
+                    values: record.values.clone(),
+                };
+                if let Some(d) = legacy.remove(&old.key) {
+                    if d.digest == Some(sesame_crypto::hash::sha256(&wire::encode(&old)?)) {
+                        stale.push(d);
+                    }
+                }
+            }
+            batch.push(record);
             read += 1;
             if batch.len() >= batch_size {
                 flush(self, &mut batch, read)?;
@@ -273,6 +559,38 @@ impl Table {
             flush(self, &mut batch, read)?;
         }
         report.read = read;
+        stale.extend(earlier.into_values());
+        report.removed = self.remove_stale(stale)?;
         Ok(report)
+    }
+
+    /// Deletes records an import found its file no longer holds, through
+    /// each index's own deletion (as [`Table::delete`] does).
+    fn remove_stale(&mut self, mut docs: Vec<DocumentInfo>) -> Result<usize> {
+        if docs.is_empty() {
+            return Ok(0);
+        }
+        docs.sort_by_key(|d| d.id);
+        self.recover()?;
+        if self.has_side_indexes() {
+            self.save_ranges(true)?;
+        }
+        let old = if self.ranges.is_empty() {
+            HashMap::new()
+        } else {
+            self.fetch_range_values(&docs)?
+        };
+        let names: Vec<String> = docs.iter().map(|d| d.id.to_string()).collect();
+        self.rows.remove_documents(&names)?;
+        if self.has_side_indexes() {
+            self.apply_group(&[], docs.len() as u64)?;
+            let deletes: Vec<RangeRow> = docs
+                .iter()
+                .filter_map(|d| old.get(&d.id).cloned())
+                .collect();
+            self.apply_ranges(&deletes, &[], &mut |_| {})?;
+            self.compact_group()?;
+        }
+        Ok(docs.len())
     }
 }

@@ -47,9 +47,15 @@ struct StateV1 {
 /// whether that update was the last one applied
 /// ([`Request::LastUpdate`]); if so it checks the proof the server kept
 /// and moves its root, as if the answer had come; if not, the update did
-/// not happen. A server that denies an update it applied leaves the
-/// client's root behind: every later answer then fails verification
-/// ([`Error::Crypto`]); none is accepted wrongly.
+/// not happen. A server that denies an update it applied, keeping it,
+/// leaves the client's root behind: every later answer then fails
+/// verification ([`Error::Crypto`]); none is accepted wrongly. A server
+/// that instead puts its whole store back as it was before the update
+/// (its record of the last update included) and denies it is believed:
+/// its store is then exactly the one the client's root describes, as
+/// when the request never arrived, so the two cannot be told apart; the
+/// client's view stays true (no answer holds the update, and the update
+/// sent again is applied). See `docs/schemes/kpr12.md`.
 pub struct Kpr12Client {
     master: Key<32>,
     f: HmacPrf,
