@@ -281,11 +281,10 @@ impl NetworkBackend {
         let params = params.to_string();
         let index = self.remote(index)?;
         let index = index.as_str();
+        // One request id for every retry: a retry after the first was
+        // applied gets the index, not ALREADY_EXISTS.
         self.conn
-            .with_retries(|mut c| {
-                let params = params.clone();
-                async move { c.create_index(index, scheme, &params).await }
-            })
+            .create_index(index, scheme, &params)
             .map(drop)
             .map_err(|s| status_error(&s))
     }

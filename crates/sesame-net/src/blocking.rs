@@ -140,6 +140,22 @@ impl Connection {
         }
     }
 
+    /// `CreateIndex` with retries on `UNAVAILABLE`, under one request id:
+    /// a retry after the first was applied (its answer or its replica
+    /// confirmation lost) gets the index's info, not `ALREADY_EXISTS`.
+    pub fn create_index(
+        &self,
+        index: &str,
+        scheme: &str,
+        params: &str,
+    ) -> std::result::Result<proto::IndexInfo, Status> {
+        let id = new_request_id();
+        self.with_retries(|mut c| async move {
+            c.create_index_with_id(index, scheme, params, Some(id))
+                .await
+        })
+    }
+
     /// Sends scheme messages to be applied atomically; the responses, in
     /// order, with the server's report. With `request_id`, a repeat of a
     /// request that was applied returns the first answer.

@@ -293,17 +293,33 @@ impl SesameClient {
         self.unary(path::HEALTH, proto::HealthRequest {}).await
     }
 
-    /// `CreateIndex`.
+    /// `CreateIndex`, as one request (no request id: a retry after a
+    /// lost answer finds the name taken; see
+    /// [`SesameClient::create_index_with_id`]).
     pub async fn create_index(
         &mut self,
         index: &str,
         scheme: &str,
         params: &str,
     ) -> Result<proto::IndexInfo, Status> {
+        self.create_index_with_id(index, scheme, params, None).await
+    }
+
+    /// `CreateIndex` named by `request_id`: sent again with the same id
+    /// after an answer was lost, it gets the index's info instead of
+    /// `ALREADY_EXISTS`.
+    pub async fn create_index_with_id(
+        &mut self,
+        index: &str,
+        scheme: &str,
+        params: &str,
+        request_id: Option<[u8; 16]>,
+    ) -> Result<proto::IndexInfo, Status> {
         let r = proto::CreateIndexRequest {
             index: index.into(),
             scheme: scheme.into(),
             params: params.into(),
+            request_id: request_id.map(|id| id.to_vec()).unwrap_or_default(),
         };
         self.unary(path::CREATE_INDEX, r).await
     }

@@ -54,6 +54,7 @@ pub fn engine() -> Engine {
                 index,
                 scheme: name.to_owned(),
                 params: String::new(),
+                request_id: Vec::new(),
             },
         );
     }

@@ -254,6 +254,7 @@ fn write_seed_corpus() {
                 index: "new".into(),
                 scheme: "2lev".into(),
                 params: "block=4".into(),
+                request_id: Vec::new(),
             }
             .encode_to_vec(),
         ),

@@ -580,6 +580,7 @@ fn hostile_requests_get_clear_statuses_and_change_nothing() {
                     index: "z".into(),
                     scheme: "sophos".into(),
                     params: "".into(),
+                    request_id: Vec::new(),
                 };
                 conn.block_on(c.clone().raw(path::CREATE_INDEX, r.encode_to_vec()))
             }),
@@ -592,6 +593,7 @@ fn hostile_requests_get_clear_statuses_and_change_nothing() {
                     index: "z".into(),
                     scheme: "pibas".into(),
                     params: "block=0".into(),
+                    request_id: Vec::new(),
                 };
                 conn.block_on(c.clone().raw(path::CREATE_INDEX, r.encode_to_vec()))
             }),
@@ -604,6 +606,7 @@ fn hostile_requests_get_clear_statuses_and_change_nothing() {
                     index: "idx".into(),
                     scheme: "pibas".into(),
                     params: "".into(),
+                    request_id: Vec::new(),
                 };
                 conn.block_on(c.clone().raw(path::CREATE_INDEX, r.encode_to_vec()))
             }),

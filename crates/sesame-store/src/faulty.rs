@@ -16,6 +16,11 @@ pub enum Fault {
     /// The write is applied and then reported failed (the answer is lost,
     /// as over a connection that drops).
     AnswerLost,
+    /// The write is applied and then reported unavailable, as a Redis
+    /// Cluster write whose replica did not confirm it
+    /// ([`sesame_core::Error::StoreUnavailable`]: the caller sends it
+    /// again).
+    Unconfirmed,
 }
 
 /// A hook that sees every write before it is applied; its error refuses
@@ -28,10 +33,14 @@ pub type WriteHook = Arc<dyn Fn(&WriteBatch) -> Result<()> + Send + Sync>;
 /// refuse one by one ([`FaultyStore::on_write`]).
 pub struct FaultyStore {
     inner: MemoryStore,
-    /// 0: writes work; 1: [`Fault::Refused`]; 2: [`Fault::AnswerLost`].
+    /// 0: writes work; 1: [`Fault::Refused`]; 2: [`Fault::AnswerLost`];
+    /// 3: [`Fault::Unconfirmed`].
     mode: AtomicU8,
     /// Writes that still succeed before the fault applies (-1: none).
     countdown: AtomicI64,
+    /// Writes the fault still applies to before the store heals (-1:
+    /// every one).
+    times: AtomicI64,
     hook: Mutex<Option<WriteHook>>,
 }
 
@@ -58,6 +67,7 @@ impl FaultyStore {
             inner: MemoryStore::new(),
             mode: AtomicU8::new(0),
             countdown: AtomicI64::new(-1),
+            times: AtomicI64::new(-1),
             hook: Mutex::new(None),
         }
     }
@@ -71,11 +81,19 @@ impl FaultyStore {
     /// From now on, after `after` more writes succeed, every write fails
     /// with `fault`.
     pub fn fail(&self, fault: Fault, after: i64) {
+        self.fail_times(fault, after, -1);
+    }
+
+    /// As [`FaultyStore::fail`], for `times` writes only (then writes work
+    /// again; -1: until [`FaultyStore::heal`]).
+    pub fn fail_times(&self, fault: Fault, after: i64, times: i64) {
         self.countdown.store(after, Ordering::SeqCst);
+        self.times.store(times, Ordering::SeqCst);
         self.mode.store(
             match fault {
                 Fault::Refused => 1,
                 Fault::AnswerLost => 2,
+                Fault::Unconfirmed => 3,
             },
             Ordering::SeqCst,
         );
@@ -114,6 +132,21 @@ impl Store for FaultyStore {
         }
         let mode = self.mode.load(Ordering::SeqCst);
         if mode != 0 && self.countdown.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            if self.times.fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.heal();
+            }
+            if mode == 3 {
+                // A conditional write whose condition fails is answered
+                // as it is: nothing was applied to confirm.
+                if !self.inner.write_if(expect, batch)? {
+                    return Ok(false);
+                }
+                return Err(sesame_core::Error::StoreUnavailable(
+                    "the write reached the master but only 0 of 1 replicas within 1000 ms; \
+                     it may be lost if that master fails now (retry the request)"
+                        .into(),
+                ));
+            }
             if mode == 2 {
                 self.inner.write_if(expect, batch)?;
             }
@@ -162,6 +195,14 @@ mod tests {
         assert_eq!(s.get(b"c").ok().flatten(), Some(b"3".to_vec()));
         s.heal();
         assert!(s.put(b"d", b"4").is_ok());
+        // Once: applied, reported unavailable; then writes work again.
+        s.fail_times(Fault::Unconfirmed, 0, 1);
+        assert!(matches!(
+            s.put(b"u", b"1"),
+            Err(sesame_core::Error::StoreUnavailable(_))
+        ));
+        assert_eq!(s.get(b"u").ok().flatten(), Some(b"1".to_vec()));
+        assert!(s.put(b"v", b"2").is_ok());
         // A hook refuses what it errs on; nothing of that write is applied.
         s.on_write(|b| {
             if b.len() > 1 {
