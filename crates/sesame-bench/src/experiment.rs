@@ -120,28 +120,3 @@ pub trait Experiment: Send + Sync {
     /// Runs the experiment and returns what it measured.
     fn run(&self, ctx: &Ctx) -> Result<ResultSet, BenchError>;
 }
-
-/// Every experiment, in a fixed order.
-pub fn experiments() -> Vec<Box<dyn Experiment>> {
-    vec![
-        Box::new(crate::experiments::datasets::Datasets),
-        Box::new(crate::experiments::sse_static::SseStatic),
-        Box::new(crate::experiments::ore::Ore),
-        Box::new(crate::experiments::range::Range),
-        Box::new(crate::experiments::uedsse::Uedsse),
-        Box::new(crate::experiments::aura::Aura),
-        Box::new(crate::experiments::mobile::Mobile),
-        Box::new(crate::experiments::verify::Verify),
-        Box::new(crate::experiments::server::Server),
-        Box::new(crate::experiments::tables::Tables),
-        Box::new(crate::experiments::attacks::Attacks),
-        Box::new(crate::experiments::ingest::Ingest),
-    ]
-}
-
-/// The experiment called `name` (case-insensitive).
-pub fn experiment(name: &str) -> Option<Box<dyn Experiment>> {
-    experiments()
-        .into_iter()
-        .find(|e| e.name().eq_ignore_ascii_case(name))
-}

@@ -16,7 +16,8 @@ use std::io::{IsTerminal, Write};
 
 pub use args::BenchArgs;
 pub use error::BenchError;
-pub use experiment::{experiment, experiments, Ctx, Experiment, Scale};
+pub use experiment::{Ctx, Experiment, Scale};
+pub use experiments::{experiment, experiments};
 pub use result::{Chart, PaperFigure, ResultSet, Row, Value};
 
 /// Runs `sesame bench`: prints the tables on standard output and writes the

@@ -12,13 +12,17 @@ pub(crate) fn all() -> Vec<Scheme> {
     sesame_schemes::all()
 }
 
-/// Width the leakage column is wrapped to.
-const LEAKAGE_WIDTH: usize = 60;
+/// Columns every line of `schemes` fits in (a terminal's 100).
+pub(crate) const WIDTH: usize = 100;
+/// Indent of a scheme's queries and leakage under its row.
+const INDENT: &str = "    ";
 
-/// The table of `schemes`: name, family, kind, paper, query kinds,
-/// leakage.
+/// The table of `schemes`, every line at most [`WIDTH`] columns: a row per
+/// scheme (name, family, kind, paper, the paper wrapped in its column),
+/// then its query kinds and its leakage, wrapped under the row. `--long`
+/// ([`long`]) gives every field.
 pub(crate) fn table(schemes: &[Scheme]) -> String {
-    let rows: Vec<[String; 5]> = schemes
+    let rows: Vec<[String; 4]> = schemes
         .iter()
         .map(|s| {
             let d = s.descriptor();
@@ -27,41 +31,48 @@ pub(crate) fn table(schemes: &[Scheme]) -> String {
                 s.family().to_string(),
                 d.kind.to_string(),
                 short_citation(d.citation),
-                queries(d),
             ]
         })
         .collect();
-    let head = ["NAME", "FAMILY", "KIND", "PAPER", "QUERIES"];
-    let mut widths = head.map(str::len);
-    for row in &rows {
+    let head = ["NAME", "FAMILY", "KIND", "PAPER"];
+    let mut widths = [0; 3];
+    for row in std::iter::once(&head.map(str::to_owned)).chain(&rows) {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let indent: usize = widths.iter().map(|w| w + 2).sum();
+    let lead: usize = widths.iter().map(|w| w + 2).sum();
+    let paper_width = WIDTH.saturating_sub(lead).max(20);
     let mut out = String::new();
-    let line = |out: &mut String, cells: [&str; 5], last: &str| {
+    let row = |out: &mut String, cells: [&str; 3], paper: &str| {
+        let mut lines = wrap(paper, paper_width).into_iter();
+        let mut text = String::new();
         for (cell, w) in cells.iter().zip(widths) {
-            let _ = write!(out, "{cell:<w$}  ");
+            let _ = write!(text, "{cell:<w$}  ");
         }
-        out.push_str(last);
-        out.push('\n');
+        text.push_str(&lines.next().unwrap_or_default());
+        let _ = writeln!(out, "{}", text.trim_end());
+        for rest in lines {
+            let _ = writeln!(out, "{:lead$}{rest}", "");
+        }
     };
-    line(&mut out, head, "LEAKAGE");
-    for (row, s) in rows.iter().zip(schemes) {
-        let wrapped = wrap(s.descriptor().leakage, LEAKAGE_WIDTH);
-        let mut parts = wrapped.iter();
-        let first = parts.next().map(String::as_str).unwrap_or("");
-        line(
-            &mut out,
-            [&row[0], &row[1], &row[2], &row[3], &row[4]],
-            first,
-        );
-        for rest in parts {
-            let _ = writeln!(out, "{:indent$}{rest}", "");
-        }
+    row(&mut out, [head[0], head[1], head[2]], head[3]);
+    for (cells, s) in rows.iter().zip(schemes) {
+        row(&mut out, [&cells[0], &cells[1], &cells[2]], &cells[3]);
+        let d = s.descriptor();
+        labelled(&mut out, "queries:", &queries(d));
+        labelled(&mut out, "leakage:", d.leakage);
     }
     out
+}
+
+/// `text` under `label`, indented and wrapped to [`WIDTH`].
+fn labelled(out: &mut String, label: &str, text: &str) {
+    let pad = INDENT.len() + label.len() + 1;
+    for (i, line) in wrap(text, WIDTH - pad).iter().enumerate() {
+        let tag = if i == 0 { label } else { "" };
+        let _ = writeln!(out, "{INDENT}{tag:<w$} {line}", w = label.len());
+    }
 }
 
 /// Every field of every scheme.
@@ -225,5 +236,12 @@ mod tests {
         }
         assert!(t.starts_with("NAME"));
         assert!(long(&all).contains("leakage:"));
+        for line in t.lines() {
+            assert!(
+                line.chars().count() <= WIDTH,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
     }
 }
