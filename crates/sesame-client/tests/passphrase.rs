@@ -223,3 +223,147 @@ fn a_server_serving_an_older_or_relabelled_header_gains_nothing() {
     assert!(reopened.session(DEFAULT_INDEX).is_err());
     assert_eq!(s.store.get(&key).unwrap().unwrap(), record);
 }
+
+/// Puts `header` (JSON) as the server's profile record, one version on.
+fn forge_header(s: &Setup, header: &serde_json::Value) {
+    let key = header_key(s);
+    let now = s.store.get(&key).unwrap().unwrap();
+    let mut record = (u64::from_be_bytes(now[..8].try_into().unwrap()) + 1)
+        .to_be_bytes()
+        .to_vec();
+    record.extend_from_slice(&serde_json::to_vec_pretty(header).unwrap());
+    s.store.put(&key, &record).unwrap();
+}
+
+/// The server's profile record, as JSON.
+fn server_header(s: &Setup) -> serde_json::Value {
+    serde_json::from_slice(&s.store.get(&header_key(s)).unwrap().unwrap()[8..]).unwrap()
+}
+
+/// A server chooses the Argon2id costs of the header it serves: a device
+/// accepts them only up to its local cap (`KdfLimit`), and refuses beyond
+/// it before deriving anything, at a join and for a newer header seen on
+/// the server alike.
+#[test]
+fn a_servers_argon2id_costs_beyond_the_local_cap_are_refused() {
+    let s = serve();
+    let _laptop = first_device(&s);
+    let phone = join(&s, "phone", "pw").unwrap();
+    let honest = server_header(&s);
+    let beyond = |what: &str, err: &ClientError| {
+        assert!(
+            matches!(err, ClientError::InvalidArgument(m) if m.contains("more than this device accepts")),
+            "{what}: {err}"
+        );
+    };
+    // Nine passes of 8 KiB: cheap, but beyond the default cap of 8.
+    let mut costly = honest.clone();
+    costly["kdf"]["t"] = 9.into();
+    forge_header(&s, &costly);
+    let err = join(&s, "joined", "pw").map(drop).unwrap_err();
+    beyond("nine passes", &err);
+    assert!(!s.tmp.path().join("joined").exists(), "nothing written");
+    // Raised, the cap lets the derivation run: the costs are sealed with
+    // the key, so the edited header still does not open.
+    let raised = sesame_client::KdfLimit {
+        max_m_kib: 1 << 20,
+        max_t: 9,
+    };
+    let err = Profile::join_with_limit(
+        s.tmp.path().join("joined"),
+        "pw",
+        None,
+        &s.binding,
+        &remote(&s),
+        raised,
+    )
+    .map(drop)
+    .unwrap_err();
+    assert!(matches!(err, ClientError::WrongPassphrase), "{err}");
+    // The most `validate` alone allows: 4 GiB and 64 passes.
+    let mut huge = honest.clone();
+    huge["kdf"]["m_kib"] = (4u64 << 20).into();
+    huge["kdf"]["t"] = 64.into();
+    forge_header(&s, &huge);
+    let err = join(&s, "joined", "pw").map(drop).unwrap_err();
+    beyond("4 GiB, 64 passes", &err);
+    // As a newer header seen by a device: kept, and refused at the next
+    // open before any derivation.
+    huge["version"] = 9.into();
+    forge_header(&s, &huge);
+    let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "{err}"
+    );
+    let err = Profile::open(phone.dir(), "pw").unwrap_err();
+    beyond("newer header", &err);
+}
+
+/// A profile that needs a key file works over a server, and the header
+/// the server keeps cannot be tested by a passphrase guess: the key that
+/// opens it mixes the key file's SHA-256 into the Argon2id output, so every
+/// guess fails without the file, the right passphrase included.
+#[test]
+fn a_key_file_profile_on_a_server_leaves_nothing_a_passphrase_guess_opens() {
+    let s = serve();
+    let key = [7u8; 32];
+    let backend = NetworkBackend::connect(&s.binding).unwrap();
+    backend
+        .create_index(DEFAULT_INDEX, "pibas", &Params::new())
+        .unwrap();
+    let laptop = Profile::create_with_server_and_key_file(
+        s.tmp.path().join("laptop"),
+        "pw",
+        "pibas",
+        &Params::new(),
+        insecure::fast_kdf(),
+        &s.binding,
+        &key,
+    )
+    .unwrap();
+    let docs = s.tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("a.txt"), "zanzibar budget").unwrap();
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&docs], &mut |_| {})
+        .unwrap();
+    assert_eq!(server_header(&s)["key_file"], true);
+
+    // The guess loop of whoever holds the server's copy.
+    let wrong_key = [8u8; 32];
+    for guess in ["123456", "password", "letmein", "pw"] {
+        let err = join(&s, "guess", guess).map(drop).unwrap_err();
+        assert!(matches!(err, ClientError::KeyFileNeeded(_)), "{err}");
+        let err = Profile::join(
+            s.tmp.path().join("guess"),
+            guess,
+            Some(&wrong_key),
+            &s.binding,
+            &remote(&s),
+        )
+        .map(drop)
+        .unwrap_err();
+        assert!(
+            matches!(err, ClientError::WrongPassphrase),
+            "{guess}: {err}"
+        );
+    }
+    // With the file, a second device joins and finds the document.
+    let (phone, _) = Profile::join(
+        s.tmp.path().join("phone"),
+        "pw",
+        Some(&key),
+        &s.binding,
+        &remote(&s),
+    )
+    .unwrap();
+    let hits = phone
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .search("zanzibar")
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+}
