@@ -163,6 +163,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Search { query } => search(&dir, &query.join(" ")),
         Command::Get { id } => get(&dir, &id),
         Command::List => list(&dir),
+        Command::Devices => devices(&dir),
         Command::Passwd {
             new_key_file,
             no_key_file,
@@ -755,3 +756,46 @@ pub(crate) fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
         ))),
     }
 }
+/// `sesame devices`: refreshes from the server (which checks that its
+/// state continues what this device saw), then lists what this device saw;
+/// a refused state is the error, after the list.
+fn devices(dir: &std::path::Path) -> Result<(), CliError> {
+    let profile = open_profile(dir)?;
+    let checked = profile.session(DEFAULT_INDEX).map(drop);
+    let Some(view) = sesame_client::shared_view(profile.dir(), DEFAULT_INDEX)? else {
+        checked?;
+        return Err(CliError::Other(
+            "this profile's index is not shared: its client state is kept on this machine only \
+             (devices share an index of a profile on a server)"
+                .into(),
+        ));
+    };
+    let short = |d: &str| d.get(..16).unwrap_or(d).to_owned();
+    let mut out = format!(
+        "index {DEFAULT_INDEX}: newest state seen: version {}, digest {}\n",
+        view.version,
+        view.digest
+            .as_deref()
+            .map_or("(not read yet)".into(), short)
+    );
+    out.push_str("device            last wrote  digest\n");
+    for d in &view.devices {
+        out.push_str(&format!(
+            "{}  version {:<4}  {}{}\n",
+            short(&d.device),
+            d.version,
+            short(&d.digest),
+            if d.this_device { "  (this device)" } else { "" }
+        ));
+    }
+    if !view.devices.iter().any(|d| d.this_device) {
+        out.push_str(&format!(
+            "{}  (this device: no write yet)\n",
+            short(&view.device)
+        ));
+    }
+    write_stdout(out.as_bytes())?;
+    checked?;
+    Ok(())
+}
+

@@ -789,6 +789,94 @@ fn a_second_device_joins_and_both_add_and_search() {
     );
 }
 
+/// The reproduction, against a real `sesame serve` and its redb
+/// file: the phone joins; the operator copies the store file (server
+/// stopped); the laptop adds; the copy is put back; the phone adds as
+/// much. The laptop's next `search` is refused (the server's state does
+/// not continue what it saw) and changes nothing; `sesame devices` lists
+/// on each device the state each last wrote, where the two disagree.
+#[test]
+fn a_restored_store_file_is_a_fork_the_first_device_refuses() {
+    let site = Site::new();
+    let server = Server::start(&site, 0);
+    let port = server.port;
+    init(&site, "p", "fast", &server);
+    let remote = server_index(&site);
+    let url = server.url();
+    site.ok(&[
+        "--dir",
+        "phone",
+        "init",
+        "--server",
+        &url,
+        "--token",
+        &site.token,
+        "--ca",
+        "certs/ca.pem",
+        "--join",
+        &remote,
+    ]);
+    corpus(&site, "p-0", 3, 3);
+    site.ok(&["--dir", "p", "add", "p-0"]);
+    assert!(site
+        .ok(&["--dir", "phone", "search", "all"])
+        .contains("p-0"));
+    server.stop();
+    std::fs::copy(site.path("server.redb"), site.path("copy.redb")).unwrap();
+
+    let server = Server::start(&site, port);
+    corpus(&site, "p-1", 3, 3);
+    site.ok(&["--dir", "p", "add", "p-1"]);
+    server.stop();
+    std::fs::copy(site.path("copy.redb"), site.path("server.redb")).unwrap();
+    let server = Server::start(&site, port);
+    corpus(&site, "phone-1", 3, 3);
+    site.ok(&["--dir", "phone", "add", "phone-1"]);
+
+    let before = std::fs::read(site.path("p/indexes/default.state")).unwrap();
+    let out = site.run(&["--dir", "p", "search", "all"]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the search after the fork: {text}"
+    );
+    assert!(
+        text.contains("does not continue what this device saw"),
+        "{text}"
+    );
+    assert!(text.contains("sesame devices"), "{text}");
+    assert_eq!(text.trim().lines().count(), 1, "one line: {text}");
+    assert!(out.stdout.is_empty(), "no result printed");
+    assert_eq!(
+        std::fs::read(site.path("p/indexes/default.state")).unwrap(),
+        before,
+        "nothing changed"
+    );
+
+    // Each device lists what it saw; the laptop's listing ends in the
+    // refusal. Both list the version with different digests.
+    let p = site.run(&["--dir", "p", "devices"]);
+    assert_eq!(p.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&p.stderr).contains("does not continue"));
+    let phone = site.ok(&["--dir", "phone", "devices"]);
+    let p = String::from_utf8(p.stdout).unwrap();
+    let first = |t: &str| t.lines().next().unwrap().to_owned();
+    let version = |t: &str| first(t).split("version ").nth(1).unwrap().to_owned();
+    assert!(
+        first(&p).starts_with("index default: newest state seen"),
+        "{p}"
+    );
+    assert_eq!(
+        version(&p).split(',').next(),
+        version(&phone).split(',').next(),
+        "one version: {p} / {phone}"
+    );
+    assert_ne!(first(&p), first(&phone), "two digests: {p} / {phone}");
+    assert!(p.contains("(this device)") && phone.contains("(this device)"));
+    drop(server);
+}
+
 /// `serve --record-view FILE`: one JSON line per operation, with the
 /// documents a search fetched among its reads, no plaintext keyword or
 /// content anywhere; an existing file is refused.
