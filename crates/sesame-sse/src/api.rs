@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use rand_core::CryptoRngCore;
 use sesame_core::{Channel, Result, SchemeDescriptor};
 
-/// A document identifier.
-pub type DocId = u64;
+pub use crate::query::DocId;
+use crate::query::{intersect, unsupported, Query, QueryResult};
 
 /// A plaintext inverted index: keyword to the identifiers of the documents
 /// that contain it. Input of a static scheme's setup, and the oracle of the
@@ -198,7 +198,7 @@ pub trait KeywordClient: Send {
         &mut self,
         rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
-        query: &crate::query::Query,
+        query: &Query,
     ) -> Result<Prepared> {
         let _ = (rng, channel, query);
         Err(sesame_core::Error::Unsupported(format!(
@@ -213,10 +213,10 @@ pub trait KeywordClient: Send {
     /// the same answers, and must give the same result.
     fn resolve_query(
         &mut self,
-        query: &crate::query::Query,
+        query: &Query,
         context: &[u8],
         responses: &[Vec<u8>],
-    ) -> Result<crate::query::QueryResult> {
+    ) -> Result<QueryResult> {
         let _ = (query, context, responses);
         Err(sesame_core::Error::Unsupported(format!(
             "{} answers searches without writing; use search",
@@ -297,9 +297,9 @@ pub trait KeywordClient: Send {
         &mut self,
         rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
-        query: &crate::query::Query,
-    ) -> Result<crate::query::QueryResult> {
-        crate::query::basic_query(self, rng, channel, query)
+        query: &Query,
+    ) -> Result<QueryResult> {
+        basic_query(self, rng, channel, query)
     }
 }
 
@@ -324,3 +324,36 @@ pub struct Prepared {
 /// A registered keyword scheme: its descriptor, parameters and
 /// constructors (the registry entry of the keyword family).
 pub type KeywordScheme = sesame_core::Entry<dyn KeywordClient>;
+
+/// The answer every scheme can give from [`KeywordClient::search`]: exact
+/// queries directly, conjunctive ones by intersecting one search per
+/// keyword. Other kinds, and kinds the descriptor does not list, are
+/// [`sesame_core::Error::Unsupported`].
+pub fn basic_query<C: KeywordClient + ?Sized>(
+    client: &mut C,
+    rng: &mut dyn CryptoRngCore,
+    channel: &mut dyn Channel,
+    query: &Query,
+) -> Result<QueryResult> {
+    let d = client.descriptor();
+    if !d.queries.contains(&query.kind()) {
+        return Err(unsupported(d.name, query));
+    }
+    match query {
+        Query::Exact(w) => Ok(QueryResult {
+            ids: client.search(rng, channel, w)?,
+            ..QueryResult::default()
+        }),
+        Query::Conjunctive(words) => {
+            let mut sets = Vec::with_capacity(words.len());
+            for w in words {
+                sets.push(client.search(rng, channel, w)?);
+            }
+            Ok(QueryResult {
+                ids: intersect(sets),
+                ..QueryResult::default()
+            })
+        }
+        _ => Err(unsupported(d.name, query)),
+    }
+}

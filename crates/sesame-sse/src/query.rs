@@ -14,10 +14,10 @@
 //! Keywords are compared as bytes; callers that lower-case their corpus
 //! should lower-case the query too.
 
-use rand_core::CryptoRngCore;
-use sesame_core::{Channel, Error, QueryKind, Result, SchemeDescriptor};
+use sesame_core::{Error, QueryKind, Result, SchemeDescriptor};
 
-use crate::api::{DocId, KeywordClient};
+/// A document identifier.
+pub type DocId = u64;
 
 /// A query.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,41 +146,8 @@ pub fn unsupported(scheme: &str, query: &Query) -> Error {
     ))
 }
 
-/// The answer every scheme can give from [`KeywordClient::search`]: exact
-/// queries directly, conjunctive ones by intersecting one search per
-/// keyword. Other kinds, and kinds the descriptor does not list, are
-/// [`Error::Unsupported`].
-pub fn basic_query<C: KeywordClient + ?Sized>(
-    client: &mut C,
-    rng: &mut dyn CryptoRngCore,
-    channel: &mut dyn Channel,
-    query: &Query,
-) -> Result<QueryResult> {
-    let d = client.descriptor();
-    if !d.queries.contains(&query.kind()) {
-        return Err(unsupported(d.name, query));
-    }
-    match query {
-        Query::Exact(w) => Ok(QueryResult {
-            ids: client.search(rng, channel, w)?,
-            ..QueryResult::default()
-        }),
-        Query::Conjunctive(words) => {
-            let mut sets = Vec::with_capacity(words.len());
-            for w in words {
-                sets.push(client.search(rng, channel, w)?);
-            }
-            Ok(QueryResult {
-                ids: intersect(sets),
-                ..QueryResult::default()
-            })
-        }
-        _ => Err(unsupported(d.name, query)),
-    }
-}
-
 /// The keyword of an exact query, for schemes that answer only those in
-/// [`crate::KeywordClient::prepare_query`].
+/// `KeywordClient::prepare_query`.
 pub(crate) fn exact_keyword<'q>(d: &SchemeDescriptor, query: &'q Query) -> Result<&'q [u8]> {
     match query {
         Query::Exact(keyword) => Ok(keyword),

@@ -542,7 +542,7 @@ impl KeywordClient for SuiseClient {
                     ..QueryResult::default()
                 })
             }
-            _ => query::basic_query(self, rng, channel, q),
+            _ => crate::api::basic_query(self, rng, channel, q),
         }
     }
 }

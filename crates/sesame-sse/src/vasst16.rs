@@ -31,7 +31,7 @@ use sesame_crypto::prf::HmacPrf;
 
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap};
 use crate::common::{self, KeywordKeys, Tag};
-use crate::query::{self, Query, QueryResult};
+use crate::query::{Query, QueryResult};
 
 const LEAKAGE: &str = "Setup: the number of documents N and of (keyword, document) entries. \
     Search: the search pattern (per-keyword keys are deterministic), the number of keywords \
@@ -328,7 +328,7 @@ impl KeywordClient for VasstClient {
                     false_positives_removed: 0,
                 })
             }
-            _ => query::basic_query(self, rng, channel, q),
+            _ => crate::api::basic_query(self, rng, channel, q),
         }
     }
 }
