@@ -15,7 +15,9 @@ use clap::{Parser, Subcommand};
     SESAME_KEY_FILE    key file, instead of --key-file\n  \
     SESAME_NEW_PASSPHRASE  at `passwd`: the new passphrase, instead of a prompt\n  \
     SESAME_KDF=fast    at `init`: INSECURE minimal Argon2id cost, for tests only\n  \
-    SESAME_TOKEN       at `init --server`: the tenant's token, instead of --token")]
+    SESAME_TOKEN       at `init --server`: the tenant's token, instead of --token-file or a prompt\n  \
+    SESAME_KDF_MAX_MIB, SESAME_KDF_MAX_PASSES  the largest Argon2id memory (MiB, default 1024)\n                     \
+    and passes (default 8) accepted from a header made elsewhere (`init --join`, a newer header)")]
 pub(crate) struct Cli {
     /// Profile directory [default: $SESAME_HOME, or ./.sesame]
     #[arg(long, global = true, value_name = "DIR")]
@@ -368,9 +370,21 @@ pub(crate) struct InitArgs {
     #[arg(long, value_name = "URL")]
     pub server: Option<String>,
 
-    /// The tenant's token on the server (or SESAME_TOKEN).
-    #[arg(long, value_name = "TOKEN", requires = "server")]
+    /// The tenant's token on the server. Discouraged: every local user
+    /// can read a command line (`ps`); prefer --token-file, SESAME_TOKEN
+    /// or the prompt (asked when none is given and stdin is a terminal).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        requires = "server",
+        conflicts_with = "token_file"
+    )]
     pub token: Option<String>,
+
+    /// A file holding the tenant's token (its first line; private to its
+    /// owner, mode 600).
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub token_file: Option<PathBuf>,
 
     /// A CA certificate (PEM) to trust for the server, instead of the
     /// public roots.

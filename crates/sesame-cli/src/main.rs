@@ -294,6 +294,17 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
             }
         }
     };
+    if binding.is_some() && key.is_none() {
+        eprintln!(
+            "warning: the profile's header (its master key sealed under a key derived from the \
+             passphrase, and the salt) is kept on the server so that other devices can join: \
+             whoever runs the server can guess passphrases against it offline, each guess \
+             costing one Argon2id ({}). Use a long random passphrase, or a key file \
+             (--key-file FILE), which never leaves this machine: then no guess of the \
+             passphrase alone opens the server's copy",
+            kdf
+        );
+    }
     let place = match &binding {
         Some(b) => format!(
             "; on server {} as index {}{DEFAULT_INDEX}: another device joins with `sesame init \
@@ -320,8 +331,14 @@ fn init(dir: &std::path::Path, args: InitArgs) -> Result<(), CliError> {
 fn join(dir: &std::path::Path, binding: &ServerBinding, remote: &str) -> Result<(), CliError> {
     let key = key_file()?;
     let pass = passphrase::passphrase(false)?;
-    let (profile, index) =
-        Profile::join(dir, &pass, key.as_deref().map(|k| &k[..]), binding, remote)?;
+    let (profile, index) = Profile::join_with_limit(
+        dir,
+        &pass,
+        key.as_deref().map(|k| &k[..]),
+        binding,
+        remote,
+        kdf_limit()?,
+    )?;
     let session = profile.session(&index)?;
     let out = format!(
         "joined profile {} as another device: index {index} (scheme {}, {} documents) on \
@@ -340,21 +357,14 @@ fn server_binding(args: &InitArgs) -> Result<Option<ServerBinding>, CliError> {
     let Some(url) = &args.server else {
         return Ok(None);
     };
-    let token = match &args.token {
-        Some(t) => t.clone(),
-        None => std::env::var("SESAME_TOKEN").map_err(|_| {
-            CliError::Usage(
-                "--server needs the tenant's token: --token TOKEN or SESAME_TOKEN".into(),
-            )
-        })?,
-    };
+    let token = passphrase::token(args.token.as_deref(), args.token_file.as_deref())?;
     let ca_pem = match &args.ca {
         Some(path) => Some(std::fs::read(path).map_err(|e| error::file_error("read", path, &e))?),
         None => None,
     };
     let binding = ServerBinding {
         url: url.clone(),
-        token,
+        token: token.to_string(),
         ca_pem,
         // Several profiles can share a tenant: each has its own names.
         index_prefix: ServerBinding::fresh_prefix(&mut rand_core::OsRng),
@@ -425,7 +435,12 @@ fn passwd(
         return Err(ClientError::NoProfile(dir.to_path_buf()).into());
     }
     let old = passphrase::passphrase(false)?;
-    let profile = Profile::open_with_key_file(dir, &old, key_file()?.as_deref().map(|k| &k[..]))?;
+    let profile = Profile::open_with_limit(
+        dir,
+        &old,
+        key_file()?.as_deref().map(|k| &k[..]),
+        kdf_limit()?,
+    )?;
     let new = passphrase::new_passphrase()?;
     match (new_key_file, no_key_file) {
         (Some(path), _) => {
@@ -455,11 +470,39 @@ pub(crate) fn open_profile(dir: &std::path::Path) -> Result<Profile, CliError> {
         return Err(ClientError::NoProfile(dir.to_path_buf()).into());
     }
     let pass = passphrase::passphrase(false)?;
-    Ok(Profile::open_with_key_file(
+    Ok(Profile::open_with_limit(
         dir,
         &pass,
         key_file()?.as_deref().map(|k| &k[..]),
+        kdf_limit()?,
     )?)
+}
+
+/// The largest Argon2id costs accepted in a header from the server
+/// (`init --join`, a newer header another device put there):
+/// `KdfLimit::default()`, raised or lowered by `SESAME_KDF_MAX_MIB` and
+/// `SESAME_KDF_MAX_PASSES`.
+fn kdf_limit() -> Result<sesame_client::KdfLimit, CliError> {
+    let mut limit = sesame_client::KdfLimit::default();
+    let var = |name: &str| -> Result<Option<u32>, CliError> {
+        match std::env::var(name) {
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Ok(v) if v.is_empty() => Ok(None),
+            Ok(v) => v.trim().parse().map(Some).map_err(|_| {
+                CliError::Usage(format!("{name}={v:?} is not a whole number"))
+            }),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(CliError::Usage(format!("{name} is not valid UTF-8")))
+            }
+        }
+    };
+    if let Some(mib) = var("SESAME_KDF_MAX_MIB")? {
+        limit.max_m_kib = mib.saturating_mul(1024);
+    }
+    if let Some(t) = var("SESAME_KDF_MAX_PASSES")? {
+        limit.max_t = t;
+    }
+    Ok(limit)
 }
 
 fn add(dir: &std::path::Path, paths: &[PathBuf]) -> Result<(), CliError> {

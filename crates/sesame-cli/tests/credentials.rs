@@ -1,0 +1,320 @@
+//! Credentials of `sesame init --server` and of the profile header kept on
+//! the server, through the real binary against a real `sesame serve`: the
+//! token from a file or the environment (a warning when it is on the
+//! command line, where every local user can read it), the warning that the
+//! server can guess passphrases offline, the local cap on the Argon2id
+//! costs a joining device accepts, and `passwd` on one device asking the
+//! other for the new passphrase.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+
+const PASS: &str = "test passphrase";
+
+fn sesame() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sesame"));
+    c.env_remove("SESAME_HOME")
+        .env_remove("SESAME_TOKEN")
+        .env_remove("SESAME_KEY_FILE")
+        .env_remove("SESAME_KDF_MAX_MIB")
+        .env_remove("SESAME_KDF_MAX_PASSES")
+        .env("SESAME_PASSPHRASE", PASS)
+        .env("SESAME_KDF", "fast")
+        .stdin(Stdio::null());
+    c
+}
+
+/// A scratch directory with certificates, a tokens file for tenant `t`,
+/// and a running server.
+struct Site {
+    tmp: tempfile::TempDir,
+    token: String,
+    server: Child,
+    url: String,
+}
+
+impl Site {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            let out = sesame()
+                .current_dir(tmp.path())
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        run(&["cert", "certs"]);
+        let token = run(&["token", "new", "t", "--tokens", "tokens.txt"])
+            .trim()
+            .to_owned();
+        let mut server = sesame()
+            .current_dir(tmp.path())
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--store",
+                "server.redb",
+                "--tls-cert",
+                "certs/server.pem",
+                "--tls-key",
+                "certs/server.key",
+                "--tokens",
+                "tokens.txt",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let first = BufReader::new(server.stdout.take().unwrap())
+            .lines()
+            .next()
+            .unwrap()
+            .unwrap();
+        let rest = &first[first.find("127.0.0.1:").unwrap() + 10..];
+        let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        Site {
+            tmp,
+            token,
+            server,
+            url: format!("https://localhost:{port}"),
+        }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.tmp.path().join(p)
+    }
+
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = sesame();
+        c.current_dir(self.tmp.path()).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+
+    fn ok_env(&self, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
+        let out = self.run_env(args, env);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "sesame {args:?} failed: {stderr}");
+        (String::from_utf8(out.stdout).unwrap(), stderr)
+    }
+
+    /// A private file holding the token.
+    fn token_file(&self, name: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, format!("{}\n", self.token)).unwrap();
+        chmod(&path, 0o600);
+        name.to_owned()
+    }
+
+    /// `init --server` into `dir`, the token from a file, and `more`
+    /// arguments: its standard output and error.
+    fn init(&self, dir: &str, more: &[&str]) -> (String, String) {
+        let file = self.token_file("token.txt");
+        let mut args = vec![
+            "--dir",
+            dir,
+            "init",
+            "--server",
+            &self.url,
+            "--token-file",
+            &file,
+            "--ca",
+            "certs/ca.pem",
+        ];
+        args.extend_from_slice(more);
+        self.ok_env(&args, &[])
+    }
+
+    /// `init --join remote` into `dir`, with `env`.
+    fn join(&self, dir: &str, remote: &str, env: &[(&str, &str)]) -> Output {
+        let file = self.token_file("token.txt");
+        self.run_env(
+            &[
+                "--dir",
+                dir,
+                "init",
+                "--server",
+                &self.url,
+                "--token-file",
+                &file,
+                "--ca",
+                "certs/ca.pem",
+                "--join",
+                remote,
+            ],
+            env,
+        )
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The server's index name `init` printed (`--join p1a2b3c4d-default`).
+fn printed_remote(stdout: &str) -> String {
+    let at = stdout.find("--join ").unwrap() + 7;
+    stdout[at..]
+        .split(|c: char| c.is_whitespace() || c == '`')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// `--token-file` and `SESAME_TOKEN` keep the token off the command line;
+/// `--token` still works, with a warning; a token file others can read is
+/// refused, and without any token (and no terminal) `init` says where to
+/// put it.
+#[test]
+fn the_token_comes_from_a_file_and_argv_is_warned_about() {
+    let site = Site::new();
+    let init = |dir: &str, how: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec![
+            "--dir",
+            dir,
+            "init",
+            "--server",
+            &site.url,
+            "--ca",
+            "certs/ca.pem",
+        ];
+        args.extend_from_slice(how);
+        site.run_env(&args, env)
+    };
+
+    let file = site.token_file("token.txt");
+    chmod(&site.path(&file), 0o644);
+    let out = init("a", &["--token-file", &file], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+    assert!(!site.path("a/profile.json").exists());
+
+    chmod(&site.path(&file), 0o600);
+    let out = init("a", &["--token-file", &file], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("--token puts"), "{stderr}");
+
+    let out = init("b", &[], &[("SESAME_TOKEN", &site.token)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("--token puts"), "{stderr}");
+
+    let out = init("c", &["--token", &site.token], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: --token puts the token on the command line"),
+        "{stderr}"
+    );
+
+    let out = init("d", &[], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--token-file FILE"), "{stderr}");
+    assert!(!site.path("d/profile.json").exists());
+}
+
+/// `init --server` says that the server can guess passphrases offline
+/// against the header it keeps, unless the profile needs a key file.
+#[test]
+fn init_on_a_server_warns_of_offline_guessing_unless_a_key_file_is_used() {
+    let site = Site::new();
+    let (_, stderr) = site.init("a", &[]);
+    assert!(
+        stderr.contains("can guess passphrases against it offline"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--key-file FILE"), "{stderr}");
+    let (_, stderr) = site.init("k", &["--key-file", "kf"]);
+    assert!(!stderr.contains("offline"), "{stderr}");
+}
+
+/// The Argon2id costs a joining device accepts from the server's header
+/// are capped by a local setting: beyond it the join is refused before
+/// any derivation, and nothing is written.
+#[test]
+fn join_refuses_argon2id_costs_beyond_the_local_cap() {
+    let site = Site::new();
+    let (stdout, _) = site.init("a", &[]);
+    let remote = printed_remote(&stdout);
+    let out = site.join("phone", &remote, &[("SESAME_KDF_MAX_MIB", "0")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("more than this device accepts"), "{stderr}");
+    assert!(stderr.contains("SESAME_KDF_MAX_MIB"), "{stderr}");
+    assert!(!site.path("phone/profile.json").exists());
+    let out = site.join("phone", &remote, &[("SESAME_KDF_MAX_PASSES", "many")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not a whole number"), "{stderr}");
+    let out = site.join("phone", &remote, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The reproduction through the binary: `passwd` on one device;
+/// the other device's next command asks for the new passphrase instead of
+/// putting the old header back; a join with the old passphrase fails and
+/// one with the new passphrase succeeds.
+#[test]
+fn passwd_on_one_device_asks_the_other_for_the_new_passphrase() {
+    let site = Site::new();
+    let (stdout, _) = site.init("laptop", &[]);
+    let remote = printed_remote(&stdout);
+    let out = site.join("phone", &remote, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    site.ok_env(
+        &["--dir", "laptop", "passwd"],
+        &[("SESAME_NEW_PASSPHRASE", "new passphrase")],
+    );
+    let out = site.run_env(&["--dir", "phone", "list"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("changed on another device"), "{stderr}");
+    assert!(stderr.contains("enter the new passphrase"), "{stderr}");
+
+    let out = site.join("old", &remote, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("wrong passphrase"), "{stderr}");
+    let new = [("SESAME_PASSPHRASE", "new passphrase")];
+    let out = site.join("new", &remote, &new);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    site.ok_env(&["--dir", "phone", "list"], &new);
+    site.ok_env(&["--dir", "laptop", "list"], &new);
+    let out = site.run_env(&["--dir", "phone", "list"], &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrong passphrase"));
+}
