@@ -488,9 +488,11 @@ fn kdf_limit() -> Result<sesame_client::KdfLimit, CliError> {
         match std::env::var(name) {
             Err(std::env::VarError::NotPresent) => Ok(None),
             Ok(v) if v.is_empty() => Ok(None),
-            Ok(v) => v.trim().parse().map(Some).map_err(|_| {
-                CliError::Usage(format!("{name}={v:?} is not a whole number"))
-            }),
+            Ok(v) => v
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| CliError::Usage(format!("{name}={v:?} is not a whole number"))),
             Err(std::env::VarError::NotUnicode(_)) => {
                 Err(CliError::Usage(format!("{name} is not valid UTF-8")))
             }
