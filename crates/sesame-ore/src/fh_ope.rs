@@ -16,7 +16,11 @@
 //! ciphertext ([`FhOpeCiphertext`]) therefore carries the epoch (the number
 //! of rebalances) of the tree that issued it: `decrypt` and `compare`
 //! refuse a ciphertext of another epoch, and [`Reencoding::apply`] brings
-//! one forward. The `u64` methods ([`FhOpe::encrypt_u64`],
+//! one forward. The epoch is a label, not authenticated (FH-OPE has no
+//! key): it catches a caller that kept a ciphertext across a rebalance,
+//! not a party that stores ciphertexts and relabels a stale one with the
+//! current epoch, which is refused only when its number is no current
+//! ciphertext (see `docs/schemes/fh_ope.md`). The `u64` methods ([`FhOpe::encrypt_u64`],
 //! [`FhOpe::decrypt_u64`]) carry no epoch; their caller (the B+ tree
 //! protocol) applies every re-encoding to everything it stores.
 //!
