@@ -675,7 +675,8 @@ fn rekey(dir: &std::path::Path) -> Result<(), CliError> {
 }
 
 fn check(dir: &std::path::Path) -> Result<(), CliError> {
-    let mut session = open(dir)?;
+    let profile = open_profile(dir)?;
+    let mut session = profile.session(DEFAULT_INDEX)?;
     let mut bar = progress::Bar::new();
     let report = session.check(&mut |p| bar.update(p));
     bar.finish();
@@ -686,24 +687,41 @@ fn check(dir: &std::path::Path) -> Result<(), CliError> {
             count(report.resumed, "document")
         );
     }
+    // The tables: every record read, every range index answering its
+    // whole domain with exactly the records that have a value there.
+    drop(session);
+    let mut problems = report.problems.clone();
+    let mut records = 0;
+    let names = sesame_client::table::tables(&profile)?;
+    for name in &names {
+        match sesame_client::table::Table::open(&profile, name).and_then(|mut t| t.check()) {
+            Ok((n, found)) => {
+                records += n;
+                problems.extend(found);
+            }
+            Err(e) => problems.push(format!("table {name}: {e}")),
+        }
+    }
     let mut out = String::new();
-    for p in &report.problems {
+    for p in &problems {
         out.push_str(&format!("problem: {p}\n"));
     }
     out.push_str(&format!(
-        "{}: {}, {} verified, {} searched; {}\n",
+        "{}: {}, {} verified, {} searched; {} ({}); {}\n",
         dir.display(),
         count(report.documents, "document"),
         report.verified,
         count(report.searches, "keyword"),
-        if report.problems.is_empty() {
+        count(names.len(), "table"),
+        count(records, "record"),
+        if problems.is_empty() {
             "no problem found".to_owned()
         } else {
-            count(report.problems.len(), "problem")
+            count(problems.len(), "problem")
         }
     ));
     write_stdout(out.as_bytes())?;
-    if report.problems.is_empty() {
+    if problems.is_empty() {
         Ok(())
     } else {
         Err(CliError::Reported)

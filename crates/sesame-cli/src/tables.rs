@@ -51,7 +51,25 @@ pub(crate) fn table(dir: &Path, cmd: TableCommand) -> Result<(), CliError> {
         }
         TableCommand::Drop { table } => {
             let profile = open_profile(dir)?;
-            let t = Table::open(&profile, &table)?;
+            let t = match Table::open(&profile, &table) {
+                Ok(t) => t,
+                // No table: what an unfinished create left under its
+                // names goes.
+                Err(e @ sesame_client::ClientError::UnknownTable(_)) => {
+                    return match table::remove_remnants(&profile, &table)? {
+                        0 => Err(e.into()),
+                        1 => write_stdout(
+                            format!("removed 1 index left by an unfinished table {table}\n")
+                                .as_bytes(),
+                        ),
+                        n => write_stdout(
+                            format!("removed {n} indexes left by an unfinished table {table}\n")
+                                .as_bytes(),
+                        ),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            };
             let n = t.len();
             t.drop_table(&profile)?;
             write_stdout(format!("dropped table {table} ({})\n", count(n, "record")).as_bytes())

@@ -197,6 +197,12 @@ pub trait Backend {
     /// run.
     fn remove_index(&mut self, index: &str) -> Result<()>;
 
+    /// The names of the profile's indexes where the server halves run,
+    /// if the backend can list them (a server); `None` where it cannot.
+    fn index_names(&mut self) -> Result<Option<Vec<String>>> {
+        Ok(None)
+    }
+
     /// Reads records kept beside index `index` (a client state its
     /// devices share, [`crate::session`]): one per name, in order, version
     /// 0 when absent; a record at the version `known` gives for it comes

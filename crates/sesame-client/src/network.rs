@@ -380,6 +380,10 @@ impl Backend for NetworkBackend {
         self.create_index(index, scheme, params)
     }
 
+    fn index_names(&mut self) -> Result<Option<Vec<String>>> {
+        self.indexes().map(Some)
+    }
+
     fn remove_index(&mut self, index: &str) -> Result<()> {
         if !self.indexes()?.iter().any(|i| i == index) {
             return Ok(());

@@ -400,6 +400,44 @@ impl StateCipher {
             .map_err(|_| corrupt())
     }
 
+    /// AES-256-GCM-SIV under the state key of `plain`, with the profile
+    /// id, `label` and `context` as associated data (a table's shared
+    /// record: its index, version and incarnation).
+    pub(crate) fn seal_bound(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        label: &str,
+        context: &[u8],
+        plain: &[u8],
+    ) -> Result<Vec<u8>> {
+        self.aead
+            .seal(rng, &self.bound_aad(label, context), plain)
+            .map_err(|_| ClientError::InvalidArgument(format!("{label}: too large to seal")))
+    }
+
+    /// Opens what [`StateCipher::seal_bound`] sealed with the same `label`
+    /// and `context`; `None` for anything else.
+    pub(crate) fn open_bound(
+        &self,
+        label: &str,
+        context: &[u8],
+        sealed: &[u8],
+    ) -> Option<Zeroizing<Vec<u8>>> {
+        self.aead
+            .open(&self.bound_aad(label, context), sealed)
+            .ok()
+            .map(Zeroizing::new)
+    }
+
+    fn bound_aad(&self, label: &str, context: &[u8]) -> Vec<u8> {
+        let mut aad = b"sesame-client/bound/v1\0".to_vec();
+        for part in [self.profile_id.as_bytes(), label.as_bytes(), context] {
+            aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            aad.extend_from_slice(part);
+        }
+        aad
+    }
+
     fn shared_aad(&self, format: u8, index: &str, scheme: &str, version: u64) -> Vec<u8> {
         let mut aad = format!("sesame-client/shared-state/v{format}\0").into_bytes();
         for part in [self.profile_id.as_str(), index, scheme] {

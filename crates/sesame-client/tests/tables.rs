@@ -441,7 +441,7 @@ fn explain_names_the_index_and_scheme_of_each_predicate() {
     assert_eq!(steps.len(), 3);
     assert_eq!(steps[0].scheme, "aura");
     assert!(
-        steps[0].index.contains("keyword index t-t"),
+        steps[0].index.contains("keyword index tbl-"),
         "{:?}",
         steps[0]
     );

@@ -141,7 +141,7 @@ fn a_verified_group_answers_conjunctions_as_a_plaintext_filter() {
     assert_eq!(steps.len(), 2, "{steps:?}");
     assert_eq!(steps[0].scheme, "si-sse-rv");
     assert!(
-        steps[0].index.contains("verified group t-t-v"),
+        steps[0].index.contains("verified group tbl-"),
         "{:?}",
         steps[0]
     );

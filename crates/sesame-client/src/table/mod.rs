@@ -3,25 +3,35 @@
 //!
 //! A table is made of indexes the profile already knows how to keep:
 //!
-//! - its **records** live in a keyword index of the profile (named
-//!   `t-<table>`, bound to the schema's `equality` scheme): each record
+//! - its **records** live in a keyword index of the profile (its rows
+//!   index, bound to the schema's `equality` scheme): each record
 //!   is a document named by its key, stored AEAD-encrypted beside the
 //!   index, and its equality and prefix values are the document's keywords
 //!   (`carrier=UA`, `dest^S`, `dest^SF`, ...). Inserts, replacements and
 //!   deletions are the index's own updates, with its guarantees: pending
 //!   intents, exactly-once application, static schemes rebuilt;
 //! - each **range field** has a range protocol's index of its own
-//!   (`t-<table>-<n>`, module `ranges`), whose records are the encoded
-//!   value and the record's identifier;
-//! - a **verified group** of fields (`t-<table>-v`, module `verified`) is
+//!   (module `ranges`), whose records are the encoded value and the
+//!   record's identifier;
+//! - a **verified group** of fields (module `verified`) is
 //!   answered by a conjunctive scheme whose answers the client verifies
 //!   (SI-SSE-RV).
 //!
 //! A query ([`query`]) is planned (module `plan`): every predicate goes to the
 //! index that answers it, `and`/`or` combine identifier sets here, and the
-//! matching records are fetched and decrypted. The schema and the range
-//! clients' states are kept in `tables/<table>.table`, encrypted under
-//! the profile's state key.
+//! matching records are fetched and decrypted.
+//!
+//! The indexes' names where they run are opaque (module `names`: keyed
+//! HMAC of the table's name and the index's role), so the server learns
+//! neither the table's name nor its fields'. The schema and the range
+//! clients' states (the table's state) are kept in `tables/<table>.table`,
+//! encrypted under the profile's state key; on a server that keeps
+//! records, that file is this device's copy of a sealed, versioned record
+//! beside the rows index that every device of the profile shares
+//! (module `shared`: compare-and-swap, rollback refused, the table's
+//! incarnation bound in). A create or drop writes `tables/<table>.unfinished`
+//! first, so that the next table command finishes or undoes it and no
+//! index is left that nothing refers to.
 //!
 //! What the server learns is what each index's scheme leaks for the
 //! queries sent to it ([`Table::explain`] names them), plus which records
@@ -45,22 +55,28 @@ use crate::session::{Item, Phase, Progress, Session};
 use crate::state::{DocumentInfo, StateCipher};
 
 pub mod import;
+mod names;
+mod padding;
 mod plan;
 pub mod query;
 mod ranges;
 pub mod schema;
+mod shared;
 mod verified;
 
 pub use plan::{Access, Plan};
 pub use schema::{Field, FieldType, Schema, Value};
 
-use ranges::{RangeIndex, RangeState};
+use padding::KeywordPad;
+use ranges::{PayloadBinder, RangeIndex, RangeState};
 use verified::{GroupIndex, GroupState};
 
 /// Directory of a profile's table states.
 pub const TABLE_DIR: &str = "tables";
 /// Records per pending intent of a table's keyword index.
 const INTENT_RECORDS: usize = 2048;
+/// The format of a table's state this build writes (the first field).
+const TABLE_FORMAT: u8 = 2;
 /// The longest table name.
 const MAX_TABLE_NAME: usize = 32;
 
@@ -119,18 +135,86 @@ pub struct Step {
 
 #[derive(Serialize, Deserialize)]
 struct TableState {
+    /// [`TABLE_FORMAT`]: a state of an earlier build starts with its
+    /// schema's key (an option: 0 or 1), never with this.
+    format: u8,
     schema: Schema,
     ranges: Vec<RangeState>,
     /// The verified group's index, if the schema has one.
     group: Option<GroupState>,
     /// The next position given to a record inserted without a key.
     next_row: u64,
+    /// Random 16 bytes drawn when the table is created, bound into the
+    /// associated data of its records and the tags of its range payloads:
+    /// what a dropped table of the same name left (records whose
+    /// identifiers a new table reuses from 1) does not open in this one.
+    /// `None`: a table created by a build before incarnations, whose
+    /// records and payloads stay bound as they were (profile, index,
+    /// identifier; the range protocol's key) until it is created again.
+    incarnation: Option<[u8; 16]>,
+}
+
+/// [`TableState`] as builds before incarnations wrote it (read, then
+/// written in the current form with no incarnation).
+#[derive(Deserialize)]
+struct TableStateV1 {
+    schema: SchemaV1,
+    ranges: Vec<RangeState>,
+    group: Option<GroupState>,
+    next_row: u64,
+}
+
+/// [`Schema`] as builds before `insecure` wrote it.
+#[derive(Deserialize)]
+struct SchemaV1 {
+    key: Option<String>,
+    equality: schema::Binding,
+    nulls: Vec<String>,
+    fields: Vec<Field>,
+    verified: Option<schema::VerifiedGroup>,
+}
+
+impl TableState {
+    /// Reads a table's state in the current form or the one before it. A
+    /// table of an earlier build that uses an insecure scheme (which
+    /// schemas now refuse without `insecure = true`) opens as insecure,
+    /// and says so.
+    fn decode(plain: &[u8]) -> Option<TableState> {
+        if let Ok(state) = wire::decode::<TableState>(plain) {
+            if state.format == TABLE_FORMAT {
+                return Some(state);
+            }
+        }
+        let old: TableStateV1 = wire::decode(plain).ok()?;
+        let mut schema = Schema {
+            key: old.schema.key,
+            equality: old.schema.equality,
+            nulls: old.schema.nulls,
+            fields: old.schema.fields,
+            verified: old.schema.verified,
+            insecure: false,
+        };
+        schema.insecure = !schema.insecure_schemes().is_empty();
+        Some(TableState {
+            format: TABLE_FORMAT,
+            schema,
+            ranges: old.ranges,
+            group: old.group,
+            next_row: old.next_row,
+            incarnation: None,
+        })
+    }
 }
 
 /// An open table. It holds the lock of its keyword index (one process at
 /// a time) for as long as it lives.
 pub struct Table {
     name: String,
+    /// The keyword index's name (opaque, or a legacy table's `t-<table>`).
+    rows_name: String,
+    /// The version and incarnation of the shared record this state is;
+    /// `None` where the backend keeps no records (the embedded store).
+    shared: Option<shared::Seen>,
     path: PathBuf,
     cipher: StateCipher,
     state: TableState,
@@ -140,8 +224,15 @@ pub struct Table {
     rng: OsRng,
     /// Range fields whose index opening the table rebuilt.
     repaired: Vec<String>,
-    /// Records the last query's range indexes returned, by identifier.
-    covered: HashMap<DocId, Record>,
+    /// Records the last query's range indexes returned, by identifier,
+    /// with the SHA-256 of their stored bytes.
+    covered: HashMap<DocId, (Record, [u8; 32])>,
+    /// Binds range payloads to the table's incarnation (none for a table
+    /// created before incarnations).
+    binder: Option<PayloadBinder>,
+    /// Pads each record's keywords to the schema's fixed count (none for
+    /// a table created before incarnations).
+    pad: Option<Arc<KeywordPad>>,
 }
 
 /// A record as the range indexes see it: its identifier, its encoded
@@ -177,54 +268,239 @@ fn check_table_name(name: &str) -> Result<()> {
     }
 }
 
-fn rows_index(name: &str) -> String {
-    format!("t-{name}")
-}
-
-fn range_index(name: &str, position: usize) -> String {
-    format!("t-{name}-{position}")
-}
-
-fn group_index(name: &str) -> String {
-    format!("t-{name}-v")
-}
-
 fn table_path(profile: &Profile, name: &str) -> PathBuf {
     profile.dir().join(TABLE_DIR).join(format!("{name}.table"))
 }
 
-/// The names of the profile's tables, sorted.
-pub fn tables(profile: &Profile) -> Result<Vec<String>> {
+/// `tables/NAME.shared`: the shared record's version and incarnation
+/// this device saw last.
+fn note_path(profile: &Profile, name: &str) -> PathBuf {
+    profile.dir().join(TABLE_DIR).join(format!("{name}.shared"))
+}
+
+/// `tables/NAME.unfinished`: a create or drop in progress.
+fn marker_path(profile: &Profile, name: &str) -> PathBuf {
+    profile.dir().join(TABLE_DIR).join(format!("{name}.unfinished"))
+}
+
+/// Table names with a file of `suffix` in the profile's table directory.
+fn names_with(profile: &Profile, suffix: &str) -> Result<BTreeSet<String>> {
     let dir = profile.dir().join(TABLE_DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
         Err(e) => return Err(ClientError::io("read", &dir, &e)),
     };
-    let mut out = Vec::new();
+    let mut out = BTreeSet::new();
     for entry in entries {
         let entry = entry.map_err(|e| ClientError::io("read", &dir, &e))?;
         if let Some(name) = entry
             .file_name()
             .to_str()
-            .and_then(|n| n.strip_suffix(".table"))
+            .and_then(|n| n.strip_suffix(suffix))
         {
             if check_table_name(name).is_ok() {
-                out.push(name.to_owned());
+                out.insert(name.to_owned());
             }
         }
     }
-    out.sort();
     Ok(out)
 }
 
-/// The keywords of a stored record, for the keyword index's deletions,
-/// rebuilds and checks.
-fn extractor(schema: &Schema) -> crate::session::Extractor {
+/// The names of the profile's tables, sorted: those on the profile's
+/// list of tables on the server (any device's), and this device's own
+/// that are not shared. A create or drop that did not finish is finished
+/// or undone first.
+pub fn tables(profile: &Profile) -> Result<Vec<String>> {
+    let mut backend = profile.backend()?;
+    let cipher = profile.state_cipher();
+    for name in names_with(profile, ".unfinished")? {
+        finish_unfinished(profile, backend.as_mut(), &cipher, &name)?;
+    }
+    let listed = shared::catalog(backend.as_mut(), &cipher, crate::DEFAULT_INDEX)?;
+    let mut out: BTreeSet<String> = listed.clone();
+    for name in names_with(profile, ".table")? {
+        // A shared table gone from the list was dropped on another device.
+        if listed.contains(&name) || !note_path(profile, &name).exists() {
+            out.insert(name);
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// What a create or drop in progress writes first
+/// (`tables/NAME.unfinished`), so that whatever interrupts it, the next
+/// table command on this device finishes or undoes it.
+#[derive(Serialize, Deserialize)]
+struct Marker {
+    /// `create` or `drop`.
+    op: String,
+    /// The incarnation created or dropped (hex).
+    incarnation: String,
+    /// The keyword index's name.
+    rows: String,
+    /// Every index it may have made or must remove, the keyword index
+    /// first.
+    indexes: Vec<String>,
+}
+
+fn write_marker(profile: &Profile, name: &str, marker: &Marker) -> Result<()> {
+    crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
+    let json = serde_json::to_vec(marker)
+        .map_err(|e| ClientError::InvalidArgument(format!("table marker: {e}")))?;
+    crate::fsutil::write_atomic(&marker_path(profile, name), &json)
+}
+
+fn remove_file(p: &std::path::Path) -> Result<()> {
+    match std::fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ClientError::io("remove", p, &e)),
+    }
+}
+
+/// Removes this device's files of keyword index `rows`: its state, its
+/// shared-state note and its intents.
+fn remove_local_rows(profile: &Profile, rows: &str) -> Result<()> {
+    remove_file(&profile.state_path(rows))?;
+    remove_file(&profile.shared_sidecar(rows))?;
+    let intents = profile
+        .dir()
+        .join(crate::INDEX_DIR)
+        .join(format!("{rows}.intents"));
+    match std::fs::remove_dir_all(&intents) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ClientError::io("remove", &intents, &e)),
+    }
+}
+
+/// Finishes or undoes what a create or drop of table `name` on this
+/// device left unfinished (`tables/NAME.unfinished`):
+///
+/// - a create whose table record was written (or, without records, whose
+///   state file was) is complete: it is put on the profile's list;
+/// - a create that did not get that far is undone: every index it may
+///   have made is removed, with this device's files of it;
+/// - a drop is carried out again.
+///
+/// Indexes are removed only where no other incarnation of the table is
+/// recorded (another device made the table again meanwhile: it is left
+/// alone).
+fn finish_unfinished(
+    profile: &Profile,
+    backend: &mut dyn Backend,
+    cipher: &StateCipher,
+    name: &str,
+) -> Result<()> {
+    let path = marker_path(profile, name);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(ClientError::io("read", &path, &e)),
+    };
+    let marker: Marker = serde_json::from_slice(&bytes).map_err(|_| ClientError::ProfileCorrupt {
+        path: path.clone(),
+        reason: "not a table marker of this build".into(),
+    })?;
+    let incarnation = hex::decode(&marker.incarnation).unwrap_or_default();
+    let found = shared::read(backend, cipher, &marker.rows, name)?;
+    let (ours, other) = match &found {
+        shared::Found::Table(seen, _) => {
+            let ours = seen.incarnation.as_slice() == incarnation.as_slice();
+            (ours, !ours)
+        }
+        _ => (false, false),
+    };
+    let mut rng = OsRng;
+    if marker.op == "create" {
+        let committed = ours
+            || (matches!(found, shared::Found::NoRecords) && table_path(profile, name).exists());
+        if committed {
+            if ours {
+                shared::change_catalog(
+                    backend,
+                    cipher,
+                    &mut rng,
+                    crate::DEFAULT_INDEX,
+                    name,
+                    true,
+                )?;
+            }
+        } else if other {
+            // Another device's table of that name: this device's copy of
+            // its own attempt goes.
+            remove_local_rows(profile, &marker.rows)?;
+        } else {
+            for index in &marker.indexes {
+                backend.remove_index(index)?;
+            }
+            remove_local_rows(profile, &marker.rows)?;
+            remove_file(&table_path(profile, name))?;
+            remove_file(&note_path(profile, name))?;
+        }
+    } else {
+        if !other {
+            for index in &marker.indexes {
+                backend.remove_index(index)?;
+            }
+            shared::change_catalog(
+                backend,
+                cipher,
+                &mut rng,
+                crate::DEFAULT_INDEX,
+                name,
+                false,
+            )?;
+        }
+        remove_file(&table_path(profile, name))?;
+        remove_file(&note_path(profile, name))?;
+        remove_local_rows(profile, &marker.rows)?;
+    }
+    remove_file(&path)
+}
+
+/// Removes what a table of name `name` left where its indexes run with
+/// no table referring to it (a create or drop interrupted on another
+/// device, or by an earlier build): every index with one of the table's
+/// names, where the backend can list them, and this device's files of
+/// its keyword index. Returns how many indexes were removed. A table of
+/// that name that exists is not touched ([`ClientError::TableExists`]).
+pub fn remove_remnants(profile: &Profile, name: &str) -> Result<usize> {
+    check_table_name(name)?;
+    let mut backend = profile.backend()?;
+    let cipher = profile.state_cipher();
+    finish_unfinished(profile, backend.as_mut(), &cipher, name)?;
+    let key = profile.table_names_key();
+    let rows = names::rows(&key, name);
+    if table_path(profile, name).exists()
+        || matches!(
+            shared::read(backend.as_mut(), &cipher, &rows, name)?,
+            shared::Found::Table(..)
+        )
+    {
+        return Err(ClientError::TableExists(name.to_owned()));
+    }
+    let mut removed = 0;
+    if let Some(list) = backend.index_names()? {
+        for index in names::every(&key, name) {
+            if list.contains(&index) {
+                backend.remove_index(&index)?;
+                removed += 1;
+            }
+        }
+    }
+    remove_local_rows(profile, &rows)?;
+    Ok(removed)
+}
+
+/// The keywords of a stored record (padded with `pad`'s dummies), for the
+/// keyword index's deletions, rebuilds and checks.
+fn extractor(schema: &Schema, pad: Option<Arc<KeywordPad>>) -> crate::session::Extractor {
     let schema = schema.clone();
     Arc::new(
         move |content: &[u8]| match wire::decode::<Record>(content) {
-            Ok(r) => schema.keywords(&r.values),
+            Ok(r) => padding::keywords(&schema, pad.as_deref(), &r.values, content),
             Err(_) => Vec::new(),
         },
     )
@@ -249,17 +525,6 @@ impl Table {
         Self::create_in(profile, name, schema, Some(backend))
     }
 
-    fn session(
-        profile: &Profile,
-        index: &str,
-        backend: Option<Box<dyn Backend>>,
-    ) -> Result<Session> {
-        match backend {
-            Some(b) => profile.session_with(index, b),
-            None => profile.session(index),
-        }
-    }
-
     fn create_in(
         profile: &Profile,
         name: &str,
@@ -269,7 +534,21 @@ impl Table {
         check_table_name(name)?;
         schema.check()?;
         let path = table_path(profile, name);
+        let cipher = profile.state_cipher();
+        let mut backend = match backend {
+            Some(b) => b,
+            None => profile.backend()?,
+        };
+        finish_unfinished(profile, backend.as_mut(), &cipher, name)?;
         if path.exists() {
+            return Err(ClientError::TableExists(name.to_owned()));
+        }
+        let key = profile.table_names_key();
+        let rows = names::rows(&key, name);
+        // A table of this name that another device made (or this one,
+        // whose files are gone) is refused: nothing of it is touched.
+        let found = shared::read(backend.as_mut(), &cipher, &rows, name)?;
+        if matches!(found, shared::Found::Table(..)) {
             return Err(ClientError::TableExists(name.to_owned()));
         }
         let mut rng = OsRng;
@@ -282,7 +561,7 @@ impl Table {
                 let index = RangeIndex::fresh(position, field, &mut rng)?;
                 states.push(RangeState {
                     field: field.name.clone(),
-                    index: range_index(name, position),
+                    index: names::range(&key, name, position),
                     generation: 0,
                     client: index.client.save_state()?,
                     records: 0,
@@ -294,7 +573,7 @@ impl Table {
         let (group, group_state) = if schema.verified.is_some() {
             let g = GroupIndex::fresh(&schema, &mut rng)?;
             let state = GroupState {
-                index: group_index(name),
+                index: names::group(&key, name),
                 generation: 0,
                 client: g.client.save_state()?,
                 stale: 0,
@@ -304,79 +583,122 @@ impl Table {
         } else {
             (None, None)
         };
-        let rows = rows_index(name);
-        // Index names `t-<table>...` belong to the table of that name: what
-        // a table dropped or created part-way left under them is removed.
-        let rows_scheme = schema.equality.scheme.clone();
-        let fresh_rows = || -> Result<()> {
-            for orphan in [profile.state_path(&rows), profile.shared_sidecar(&rows)] {
-                if orphan.exists() {
-                    std::fs::remove_file(&orphan)
-                        .map_err(|e| ClientError::io("remove", &orphan, &e))?;
-                }
-            }
-            profile.create_index(&rows, &rows_scheme, &keyword_params)
+        let mut indexes = vec![rows.clone()];
+        indexes.extend(states.iter().map(|s| s.index.clone()));
+        indexes.extend(group_state.as_ref().map(|g| g.index.clone()));
+        // What a create or drop that did not finish left under this
+        // table's names (no table refers to it: there is no record) goes
+        // first; the marker makes the next command undo this create if it
+        // does not finish.
+        let mut remnants = match backend.index_names()? {
+            Some(list) => names::every(&key, name)
+                .into_iter()
+                .filter(|n| list.contains(n))
+                .collect(),
+            None => indexes.clone(),
         };
-        fresh_rows()?;
-        let made = (|| {
-            let mut session = Self::session(profile, &rows, backend)?;
-            let mut names = vec![rows.clone()];
-            names.extend(states.iter().map(|s| s.index.clone()));
-            names.extend(group_state.as_ref().map(|g| g.index.clone()));
-            for index in &names {
-                session.backend.remove_index(index)?;
-            }
-            session
-                .backend
-                .ensure_index(&rows, &schema.equality.scheme, &keyword_params)?;
+        let mut incarnation = [0u8; 16];
+        rand_core::RngCore::fill_bytes(&mut rng, &mut incarnation);
+        let mut undo = indexes.clone();
+        undo.extend(remnants.iter().filter(|r| !indexes.contains(r)).cloned());
+        write_marker(
+            profile,
+            name,
+            &Marker {
+                op: "create".into(),
+                incarnation: hex::encode(incarnation),
+                rows: rows.clone(),
+                indexes: undo,
+            },
+        )?;
+        for index in remnants.drain(..) {
+            backend.remove_index(&index)?;
+        }
+        remove_local_rows(profile, &rows)?;
+        profile.create_index(&rows, &schema.equality.scheme, &keyword_params)?;
+        let ensured = (|| -> Result<()> {
+            backend.ensure_index(&rows, &schema.equality.scheme, &keyword_params)?;
             for (index, state) in ranges.iter().zip(&states) {
-                session.backend.ensure_index(
+                backend.ensure_index(
                     &state.index,
                     index.protocol.descriptor.name,
                     &index.params,
                 )?;
             }
             if let (Some(g), Some(state)) = (&group, &group_state) {
-                session
-                    .backend
-                    .ensure_index(&state.index, g.entry.descriptor.name, &g.params)?;
+                backend.ensure_index(&state.index, g.entry.descriptor.name, &g.params)?;
             }
-            // The records' index is new on the server now: a session that
-            // saw a state left there by an earlier table of this name starts
-            // again from a fresh one, shared from here on.
-            if session.is_shared() {
-                let backend = session.into_backend();
-                fresh_rows()?;
-                session = profile.session_with(&rows, backend)?;
-            } else {
-                session.share()?;
-            }
-            crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
-            let mut table = Table {
-                name: name.to_owned(),
-                path: path.clone(),
-                cipher: profile.state_cipher(),
-                state: TableState {
-                    schema,
-                    ranges: states,
-                    group: group_state,
-                    next_row: 0,
-                },
-                rows: session,
-                ranges,
-                group,
-                rng,
-                repaired: Vec::new(),
-                covered: HashMap::new(),
-            };
-            table.prepare_rows();
-            table.save()?;
-            Ok(table)
+            Ok(())
         })();
-        if made.is_err() {
-            let _ = std::fs::remove_file(profile.state_path(&rows));
+        if let Err(e) = ensured {
+            // Refused (the server's limit on indexes, a lost connection):
+            // what was made goes now, or with the next command.
+            let _ = finish_unfinished(profile, backend.as_mut(), &cipher, name);
+            return Err(e);
         }
-        made
+        // The keyword index is new where it runs: its session shares its
+        // fresh state there.
+        let session = profile.session_with(&rows, backend)?;
+        crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
+        let shared = session.is_shared().then_some(shared::Seen {
+            version: 0,
+            incarnation,
+            chunks: None,
+        });
+        let mut table = Table {
+            name: name.to_owned(),
+            rows_name: rows,
+            shared,
+            path: path.clone(),
+            cipher,
+            state: TableState {
+                format: TABLE_FORMAT,
+                schema,
+                ranges: states,
+                group: group_state,
+                next_row: 0,
+                incarnation: Some(incarnation),
+            },
+            rows: session,
+            ranges,
+            group,
+            rng,
+            repaired: Vec::new(),
+            covered: HashMap::new(),
+            binder: Some(PayloadBinder::new(
+                profile.doc_key(),
+                profile.id(),
+                incarnation,
+            )?),
+            pad: Some(Arc::new(KeywordPad::new(
+                profile.doc_key(),
+                profile.id(),
+                incarnation,
+            )?)),
+        };
+        table.prepare_rows();
+        match table.save() {
+            Ok(()) => {}
+            Err(ClientError::TableChanged(_)) => {
+                // Another device made a table of this name at the same
+                // moment, and recorded it first: it is theirs.
+                let _ = finish_unfinished(profile, table.rows.backend.as_mut(), &table.cipher, name);
+                return Err(ClientError::TableExists(name.to_owned()));
+            }
+            Err(e) => return Err(e),
+        }
+        if table.shared.is_some() {
+            shared::change_catalog(
+                table.rows.backend.as_mut(),
+                &table.cipher,
+                &mut table.rng,
+                crate::DEFAULT_INDEX,
+                name,
+                true,
+            )?;
+        }
+        remove_file(&marker_path(profile, name))?;
+        Ok(table)
     }
 
     /// Opens table `name`. An operation an earlier process left
@@ -396,20 +718,120 @@ impl Table {
     fn open_in(profile: &Profile, name: &str, backend: Option<Box<dyn Backend>>) -> Result<Table> {
         check_table_name(name)?;
         let path = table_path(profile, name);
-        if !path.exists() {
-            return Err(ClientError::UnknownTable(name.to_owned()));
-        }
-        // The keyword index's lock first: the state is read under it.
-        let rows = Self::session(profile, &rows_index(name), backend)?;
+        let note = note_path(profile, name);
         let cipher = profile.state_cipher();
-        let plain = cipher
-            .open_table(&path, name)?
-            .ok_or_else(|| ClientError::UnknownTable(name.to_owned()))?;
+        let mut backend = match backend {
+            Some(b) => b,
+            None => profile.backend()?,
+        };
+        finish_unfinished(profile, backend.as_mut(), &cipher, name)?;
+        let unknown = || ClientError::UnknownTable(name.to_owned());
+        // A table made before names were opaque keeps its names.
+        let opaque = names::rows(&profile.table_names_key(), name);
+        let legacy = names::legacy_rows(name);
+        let rows_name = if path.exists()
+            && profile.state_path(&legacy).exists()
+            && !profile.state_path(&opaque).exists()
+        {
+            legacy
+        } else {
+            opaque
+        };
+        let noted = shared::read_note(&note)?;
+        let mut upload = false;
+        let (shared, adopted) = match shared::read(backend.as_mut(), &cipher, &rows_name, name)? {
+            shared::Found::Table(seen, plain) => {
+                match noted {
+                    Some((version, incarnation)) if incarnation == seen.incarnation => {
+                        if seen.version < version {
+                            return Err(ClientError::SharedStateRolledBack {
+                                index: format!("table {name}"),
+                                server: seen.version,
+                                seen: version,
+                            });
+                        }
+                    }
+                    // Another incarnation (the table was dropped and made
+                    // again), or a table this device has not seen: this
+                    // device's copy of the keyword index is not its.
+                    Some(_) => remove_local_rows(profile, &rows_name)?,
+                    None if !path.exists() => remove_local_rows(profile, &rows_name)?,
+                    None => {}
+                }
+                (Some(seen), Some(plain))
+            }
+            shared::Found::Absent => match noted {
+                Some((version, _)) => {
+                    return Err(ClientError::SharedStateRolledBack {
+                        index: format!("table {name}"),
+                        server: 0,
+                        seen: version,
+                    })
+                }
+                // This device's table, made before tables were shared:
+                // shared from now on.
+                None if path.exists() => {
+                    let mut incarnation = [0u8; 16];
+                    rand_core::RngCore::fill_bytes(&mut OsRng, &mut incarnation);
+                    upload = true;
+                    (
+                        Some(shared::Seen {
+                            version: 0,
+                            incarnation,
+                            chunks: None,
+                        }),
+                        None,
+                    )
+                }
+                None => return Err(unknown()),
+            },
+            shared::Found::NoRecords => {
+                if noted.is_some() {
+                    // A shared table whose indexes are gone: dropped on
+                    // another device. This device's copy goes too.
+                    remove_file(&path)?;
+                    remove_file(&note)?;
+                    remove_local_rows(profile, &rows_name)?;
+                    return Err(unknown());
+                }
+                if !path.exists() {
+                    return Err(unknown());
+                }
+                (None, None)
+            }
+        };
+        if adopted.is_some() && !profile.state_path(&rows_name).exists() {
+            // The keyword index's state, as the devices share it.
+            let fetched = crate::session::shared::fetch(backend.as_mut(), &cipher, &rows_name)?;
+            if let Some((version, (state, _))) =
+                fetched.and_then(|f| f.opened.map(|o| (f.version, o)))
+            {
+                crate::session::shared::adopt_locally(
+                    &profile.shared_sidecar(&rows_name),
+                    version,
+                    || profile.save_state(&mut OsRng, &rows_name, &state),
+                )?;
+            }
+        }
+        // The keyword index's lock first: a local state is read under it.
+        let rows = profile.session_with(&rows_name, backend)?;
+        let plain = match adopted {
+            Some(plain) => plain,
+            None => cipher.open_table(&path, name)?.ok_or_else(unknown)?,
+        };
         let corrupt = || ClientError::StateCorrupt {
             index: format!("table {name}"),
             path: path.clone(),
         };
-        let state: TableState = wire::decode(&plain).map_err(|_| corrupt())?;
+        let state = TableState::decode(&plain).ok_or_else(corrupt)?;
+        let binder = state
+            .incarnation
+            .map(|i| PayloadBinder::new(profile.doc_key(), profile.id(), i))
+            .transpose()?;
+        let pad = state
+            .incarnation
+            .map(|i| KeywordPad::new(profile.doc_key(), profile.id(), i).map(Arc::new))
+            .transpose()?;
         state.schema.check()?;
         let mut ranges = Vec::new();
         for rs in &state.ranges {
@@ -426,8 +848,11 @@ impl Table {
             Some(g) => Some(GroupIndex::restore(&state.schema, g)?),
             None => None,
         };
+        crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
         let mut table = Table {
             name: name.to_owned(),
+            rows_name,
+            shared,
             path,
             cipher,
             state,
@@ -437,15 +862,32 @@ impl Table {
             rng: OsRng,
             repaired: Vec::new(),
             covered: HashMap::new(),
+            binder,
+            pad,
         };
         table.prepare_rows();
+        if upload {
+            table.save()?;
+            shared::change_catalog(
+                table.rows.backend.as_mut(),
+                &table.cipher,
+                &mut table.rng,
+                crate::DEFAULT_INDEX,
+                name,
+                true,
+            )?;
+        } else if table.shared.is_some() {
+            table.cache()?;
+        }
         table.repaired = table.recover()?;
         Ok(table)
     }
 
     fn prepare_rows(&mut self) {
         self.rows
-            .set_items(extractor(&self.state.schema), INTENT_RECORDS);
+            .set_items(extractor(&self.state.schema, self.pad.clone()), INTENT_RECORDS);
+        // Records are bound to the table's incarnation.
+        self.rows.doc_context = self.state.incarnation.map_or_else(Vec::new, |i| i.to_vec());
     }
 
     /// Completes what an interrupted operation left: pending keyword
@@ -564,10 +1006,97 @@ impl Table {
         &self.rows
     }
 
+    /// Saves the state: first as the next version of the shared record
+    /// (compare-and-swap; [`ClientError::TableChanged`] when another
+    /// device wrote it since this one read it), then this device's copy.
     fn save(&mut self) -> Result<()> {
         let plain = Zeroizing::new(wire::encode(&self.state)?);
+        if let Some(seen) = self.shared.as_mut() {
+            let first = seen.version == 0;
+            let written = shared::write(
+                self.rows.backend.as_mut(),
+                &self.cipher,
+                &mut self.rng,
+                &self.rows_name,
+                seen,
+                &plain,
+            )?;
+            if !written {
+                if !first {
+                    self.mark_dirty_after_conflict();
+                }
+                return Err(ClientError::TableChanged(self.name.clone()));
+            }
+        }
         self.cipher
-            .seal_table(&mut self.rng, &self.path, &self.name, &plain)
+            .seal_table(&mut self.rng, &self.path, &self.name, &plain)?;
+        self.note()
+    }
+
+    /// Writes this device's copy of a state adopted from the shared
+    /// record, and the note of its version.
+    fn cache(&mut self) -> Result<()> {
+        let plain = Zeroizing::new(wire::encode(&self.state)?);
+        self.cipher
+            .seal_table(&mut self.rng, &self.path, &self.name, &plain)?;
+        self.note()
+    }
+
+    fn note(&self) -> Result<()> {
+        match &self.shared {
+            Some(seen) => shared::write_note(&self.path.with_extension("shared"), seen),
+            None => Ok(()),
+        }
+    }
+
+    /// After a save another device's write beat: this command's range
+    /// and group changes may be missing from the state now in force, so
+    /// that state is marked dirty (the next command rebuilds the indexes
+    /// from the records, which the keyword index holds exactly once).
+    /// Best effort: a failure here leaves the next conflict to do it.
+    fn mark_dirty_after_conflict(&mut self) {
+        if !self.has_side_indexes() {
+            return;
+        }
+        let Some(mine) = self.shared.as_ref().map(|s| s.incarnation) else {
+            return;
+        };
+        for _ in 0..4 {
+            let Ok(shared::Found::Table(mut seen, plain)) = shared::read(
+                self.rows.backend.as_mut(),
+                &self.cipher,
+                &self.rows_name,
+                &self.name,
+            ) else {
+                return;
+            };
+            if seen.incarnation != mine {
+                return;
+            }
+            let Ok(mut state) = wire::decode::<TableState>(&plain) else {
+                return;
+            };
+            for r in &mut state.ranges {
+                r.dirty = true;
+            }
+            if let Some(g) = state.group.as_mut() {
+                g.dirty = true;
+            }
+            let Ok(plain) = wire::encode(&state).map(Zeroizing::new) else {
+                return;
+            };
+            match shared::write(
+                self.rows.backend.as_mut(),
+                &self.cipher,
+                &mut self.rng,
+                &self.rows_name,
+                &mut seen,
+                &plain,
+            ) {
+                Ok(true) | Err(_) => return,
+                Ok(false) => {}
+            }
+        }
     }
 
     /// Saves every range client's state, and whether each is dirty.
@@ -703,10 +1232,13 @@ impl Table {
         let mut items = Vec::with_capacity(by_key.len());
         for key in &order {
             if let Some(r) = by_key.get(key) {
+                let content = wire::encode(r)?;
+                let keywords =
+                    padding::keywords(&self.state.schema, self.pad.as_deref(), &r.values, &content);
                 items.push(Item {
                     name: key.clone(),
-                    content: wire::encode(r)?,
-                    keywords: self.state.schema.keywords(&r.values),
+                    content,
+                    keywords,
                 });
             }
         }
@@ -842,6 +1374,7 @@ impl Table {
     ) -> Result<()> {
         let total = (deletes.len() + inserts.len()) as u64 * self.ranges.len() as u64;
         let mut done = 0u64;
+        let binder = self.binder.as_ref();
         for (i, (index, state)) in self
             .ranges
             .iter_mut()
@@ -855,7 +1388,7 @@ impl Table {
                         &mut self.rng,
                         channel.as_mut(),
                         *v,
-                        &index.payload(row.id, &row.content),
+                        &index.payload(binder, &state.field, row.id, *v, &row.content),
                     )? {
                         state.records = state.records.saturating_sub(1);
                     }
@@ -865,7 +1398,10 @@ impl Table {
             let records: Vec<(u64, Vec<u8>)> = inserts
                 .iter()
                 .filter_map(|row| match row.values.get(i) {
-                    Some(Some(v)) => Some((*v, index.payload(row.id, &row.content))),
+                    Some(Some(v)) => Some((
+                        *v,
+                        index.payload(binder, &state.field, row.id, *v, &row.content),
+                    )),
                     _ => None,
                 })
                 .collect();
@@ -922,7 +1458,15 @@ impl Table {
             let mut fresh = RangeIndex::fresh(index.field, &field, &mut self.rng)?;
             for (id, record) in &all {
                 if let Some(Some(v)) = record.values.get(index.field) {
-                    records.push((field.encode(v)?, fresh.payload(*id, &wire::encode(record)?)));
+                    let v = field.encode(v)?;
+                    let payload = fresh.payload(
+                        self.binder.as_ref(),
+                        &field.name,
+                        *id,
+                        v,
+                        &wire::encode(record)?,
+                    );
+                    records.push((v, payload));
                 }
             }
             let generation = state.generation + 1;
@@ -999,7 +1543,7 @@ impl Table {
                 Access::Keyword(k) => Step {
                     predicate: predicate.to_owned(),
                     field: field.name.clone(),
-                    index: format!("keyword index {}", rows_index(&self.name)),
+                    index: format!("keyword index {}", self.rows_name),
                     scheme: keyword.name.to_owned(),
                     request: if k.contains('^') {
                         "a search token for the prefix keyword".into()
@@ -1043,12 +1587,7 @@ impl Table {
                         field: field.name.clone(),
                         index: format!("verified group {}", state.index),
                         scheme: d.name.to_owned(),
-                        request: format!(
-                            "one token for the conjunction of {} equalit{}; the server tests \
-                             every record and proves each verdict, which the client checks",
-                            terms.len(),
-                            if terms.len() == 1 { "y" } else { "ies" }
-                        ),
+                        request: verified_request(terms.len()),
                         leakage: d.leakage.to_owned(),
                     }
                 }
@@ -1064,6 +1603,26 @@ impl Table {
             out.push(step);
         }
         Ok(out)
+    }
+
+    /// For a table whose schema opted in to insecure schemes
+    /// (`insecure = true`), what `table show` and `--explain` print:
+    /// which schemes hand the server what in the clear.
+    pub fn insecure_warning(&self) -> Option<String> {
+        let schema = &self.state.schema;
+        if !schema.insecure {
+            return None;
+        }
+        let names = schema.insecure_schemes();
+        Some(if names.is_empty() {
+            "INSECURE: the schema says `insecure = true` (it uses no insecure scheme now)".into()
+        } else {
+            format!(
+                "INSECURE: this table uses {} (benchmark baselines): the server sees the values \
+                 and records these indexes hold IN THE CLEAR",
+                names.join(", ")
+            )
+        })
     }
 
     /// Answers a query ([`query`] for the language): the matching
@@ -1121,15 +1680,16 @@ impl Table {
     fn matching_ids_into(
         &mut self,
         plan: &Plan,
-        covered: &mut HashMap<DocId, Record>,
+        covered: &mut HashMap<DocId, (Record, [u8; 32])>,
     ) -> Result<BTreeSet<DocId>> {
+        let binder = self.binder.as_ref();
         let ranges = &mut self.ranges;
         let states = &self.state.ranges;
         let group = &mut self.group;
         let group_state = &self.state.group;
         let rows = &mut self.rows;
         let rng = &mut self.rng;
-        let rows_name = rows_index(&self.name);
+        let rows_name = self.rows_name.clone();
         plan.evaluate(&mut |field, access| match access {
             Access::Keyword(k) => {
                 let hits = match rows.answer(&Query::Exact(k.clone().into_bytes())) {
@@ -1166,10 +1726,22 @@ impl Table {
                 let mut channel = index.channel(rows.backend.as_mut(), state)?;
                 let answer = index.client.query(rng, channel.as_mut(), *lo, *hi)?;
                 let mut ids = BTreeSet::new();
-                for (_, p) in &answer.records {
-                    let (id, content) = ranges::split_payload(p)?;
-                    if let Some(record) = content.and_then(|c| wire::decode::<Record>(c).ok()) {
-                        covered.insert(id, record);
+                for (v, p) in &answer.records {
+                    // Each record is checked against what the query asked
+                    // and, by its tag, against its field, identifier and
+                    // value in this table's incarnation.
+                    let (id, content) = ranges::open_payload(
+                        binder,
+                        &state.index,
+                        &state.field,
+                        *v,
+                        (*lo, *hi),
+                        p,
+                    )?;
+                    if let Some(c) = content {
+                        if let Ok(record) = wire::decode::<Record>(c) {
+                            covered.insert(id, (record, sesame_crypto::hash::sha256(c)));
+                        }
                     }
                     ids.insert(id);
                 }
@@ -1199,11 +1771,16 @@ impl Table {
             let mut covered = covered;
             return docs
                 .iter()
-                .map(|d| {
-                    covered
+                .map(|d| match covered.remove(&d.id) {
+                    // A record carried by a range payload is the one the
+                    // catalog recorded, or nothing of it is used.
+                    Some((_, digest)) if d.digest.is_some_and(|want| want != digest) => {
+                        Err(ClientError::DocumentNotAsAdded(d.id))
+                    }
+                    Some((record, _)) => Ok(record),
+                    None => fetched
                         .remove(&d.id)
-                        .or_else(|| fetched.remove(&d.id))
-                        .ok_or(ClientError::DocumentMissing(d.id))
+                        .ok_or(ClientError::DocumentMissing(d.id)),
                 })
                 .collect();
         }
@@ -1270,37 +1847,116 @@ impl Table {
         self.fetch_records(&docs)
     }
 
-    /// Removes the table: its indexes where they run, its keyword index's
-    /// state, and its state file.
-    pub fn drop_table(mut self, profile: &Profile) -> Result<()> {
-        // The table's state goes first: from then on the table is gone,
-        // and a crash leaves at most index data nothing refers to (removed
-        // again by a table of the same name being dropped or created).
-        let rows = rows_index(&self.name);
-        let remove = |p: &std::path::Path| match std::fs::remove_file(p) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(ClientError::io("remove", p, &e)),
-        };
-        remove(&self.path)?;
-        remove(&profile.state_path(&rows))?;
-        let mut indexes: Vec<String> = self.state.ranges.iter().map(|r| r.index.clone()).collect();
+    /// Removes the table: its indexes where they run (the keyword index
+    /// first: with it goes the shared record, so from then on the table is
+    /// gone for every device), its place on the profile's list, and this
+    /// device's files of it. A marker written first makes the next table
+    /// command carry out a drop that was interrupted.
+    pub fn drop_table(self, profile: &Profile) -> Result<()> {
+        let mut indexes = vec![self.rows_name.clone()];
+        indexes.extend(self.state.ranges.iter().map(|r| r.index.clone()));
         indexes.extend(self.state.group.as_ref().map(|g| g.index.clone()));
-        indexes.push(rows.clone());
-        for index in &indexes {
-            self.rows.backend.remove_index(index)?;
-        }
-        let intents = profile
-            .dir()
-            .join(crate::INDEX_DIR)
-            .join(format!("{rows}.intents"));
-        drop(self);
-        match std::fs::remove_dir_all(&intents) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(ClientError::io("remove", &intents, &e)),
-        }
+        let marker = Marker {
+            op: "drop".into(),
+            incarnation: hex::encode(self.shared.as_ref().map_or([0; 16], |s| s.incarnation)),
+            rows: self.rows_name.clone(),
+            indexes,
+        };
+        write_marker(profile, &self.name, &marker)?;
+        let name = self.name.clone();
+        let cipher = profile.state_cipher();
+        let mut backend = self.rows.into_backend();
+        finish_unfinished(profile, backend.as_mut(), &cipher, &name)
     }
+
+    /// Checks the table: every record is read and decrypted, and every
+    /// range index answers its whole domain with exactly the records that
+    /// have a value in its field. Returns the records read and the
+    /// problems found (an empty list: none).
+    pub fn check(&mut self) -> Result<(usize, Vec<String>)> {
+        self.recover()?;
+        let mut problems = Vec::new();
+        let all = match self.fetch_all(&mut |_| {}) {
+            Ok(all) => all,
+            Err(e) => return Ok((0, vec![format!("table {}: records: {e}", self.name)])),
+        };
+        for i in 0..self.ranges.len() {
+            let (Some(index), Some(state)) = (self.ranges.get(i), self.state.ranges.get(i)) else {
+                continue;
+            };
+            let field = index.field;
+            let bits = self.state.schema.fields.get(field).map_or(64, |f| f.bits);
+            let hi = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            let want: BTreeSet<DocId> = all
+                .iter()
+                .filter(|(_, r)| matches!(r.values.get(field), Some(Some(_))))
+                .map(|(id, _)| *id)
+                .collect();
+            let writes = index.query_writes();
+            let label = state.field.clone();
+            if writes {
+                self.save_ranges(true)?;
+            }
+            let got = (|| -> Result<BTreeSet<DocId>> {
+                let (Some(index), Some(state)) = (self.ranges.get_mut(i), self.state.ranges.get(i))
+                else {
+                    return Ok(BTreeSet::new());
+                };
+                let mut channel = index.channel(self.rows.backend.as_mut(), state)?;
+                let answer = index.client.query(&mut self.rng, channel.as_mut(), 0, hi)?;
+                let mut ids = BTreeSet::new();
+                for (v, p) in &answer.records {
+                    let binder = self.binder.as_ref();
+                    ids.insert(
+                        ranges::open_payload(binder, &state.index, &state.field, *v, (0, hi), p)?
+                            .0,
+                    );
+                }
+                Ok(ids)
+            })();
+            if writes && got.is_ok() {
+                self.save_ranges(false)?;
+            }
+            match got {
+                Ok(got) if got == want => {}
+                Ok(got) => {
+                    problems.push(format!(
+                        "table {}: the range index of field {label} holds {} of the {} records \
+                         with a value ({} others); it is marked for a rebuild from the records, \
+                         which the next command on the table makes",
+                        self.name,
+                        got.intersection(&want).count(),
+                        want.len(),
+                        got.difference(&want).count()
+                    ));
+                    if let Some(s) = self.state.ranges.get_mut(i) {
+                        s.dirty = true;
+                    }
+                    self.save()?;
+                }
+                Err(e) => problems.push(format!(
+                    "table {}: the range index of field {label}: {e}",
+                    self.name
+                )),
+            }
+        }
+        Ok((all.len(), problems))
+    }
+}
+
+/// What `--explain` says a verified group's search sends and what the
+/// client checks of its answer.
+fn verified_request(terms: usize) -> String {
+    format!(
+        "one token for the conjunction of {terms} equalit{}; the server tests every record of \
+         the group's index and returns a verdict and a proof for each; the client checks every \
+         proof against its keys and the version of each record's last upload (an answer that \
+         drops, adds, alters or replays a verdict is refused), then checks each record it \
+         fetches against the SHA-256 digest it recorded when the record was inserted. \
+         Verified: which records match these equalities, and their contents; not verified: \
+         the query's other predicates",
+        if terms == 1 { "y" } else { "ies" }
+    )
 }
 
 fn state_index(state: &TableState, i: usize) -> String {

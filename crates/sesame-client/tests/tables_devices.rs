@@ -1,0 +1,228 @@
+//! Tables shared by two devices of one profile against one server: the
+//! second device sees, queries and adds to the first's table, cannot
+//! destroy it by creating one of the same name, and sees a drop and a new
+//! table of the same name; a change made while another device changed the
+//! table is refused and repaired; a server that serves an older table
+//! record is refused.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rand_core::OsRng;
+use sesame_client::table::{self, Record, Schema, Table, Value};
+use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_core::{Params, Store, WriteBatch};
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_store::MemoryStore;
+
+struct Setup {
+    _server: RunningServer,
+    binding: ServerBinding,
+    store: Arc<MemoryStore>,
+    tmp: tempfile::TempDir,
+}
+
+fn serve() -> Setup {
+    let store = Arc::new(MemoryStore::new());
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.into_bytes(),
+        key_pem: certs.key_pem.into_bytes(),
+    });
+    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let server = RunningServer::start(config, store.clone()).unwrap();
+    let binding = ServerBinding {
+        url: server.url(),
+        token,
+        ca_pem: Some(certs.ca_pem.into_bytes()),
+        index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
+    };
+    Setup {
+        _server: server,
+        binding,
+        store,
+        tmp: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// The first device, and a second joined to it.
+fn devices(s: &Setup) -> (Profile, Profile) {
+    NetworkBackend::connect(&s.binding)
+        .unwrap()
+        .create_index(DEFAULT_INDEX, "fast", &Params::new())
+        .unwrap();
+    let laptop = Profile::create_with_server(
+        s.tmp.path().join("laptop"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+        &s.binding,
+    )
+    .unwrap();
+    drop(laptop.session(DEFAULT_INDEX).unwrap());
+    let remote = format!("{}{DEFAULT_INDEX}", s.binding.index_prefix);
+    let mut binding = s.binding.clone();
+    binding.index_prefix = String::new();
+    let (phone, _) =
+        Profile::join(s.tmp.path().join("phone"), "pw", None, &binding, &remote).unwrap();
+    (laptop, phone)
+}
+
+fn schema() -> Schema {
+    Schema::from_toml(
+        "key = \"id\"\n[fields.id]\ntype = \"integer\"\n\
+         [fields.carrier]\ntype = \"string\"\nindex = [\"equality\"]\n\
+         [fields.v]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 12\n",
+    )
+    .unwrap()
+}
+
+fn record(id: i64, carrier: &str, v: i64) -> Record {
+    Record {
+        key: id.to_string(),
+        values: vec![
+            Some(Value::Int(id)),
+            Some(Value::Text(carrier.into())),
+            Some(Value::Int(v)),
+        ],
+    }
+}
+
+fn insert(p: &Profile, rows: &[(i64, &str, i64)]) {
+    let mut t = Table::open(p, "t").unwrap();
+    let records = rows.iter().map(|(i, c, v)| record(*i, c, *v)).collect();
+    t.insert(records, &mut |_| {}).unwrap();
+}
+
+fn keys(p: &Profile, query: &str) -> BTreeSet<String> {
+    let mut t = Table::open(p, "t").unwrap();
+    t.query(query, None)
+        .unwrap()
+        .records
+        .into_iter()
+        .map(|r| r.key)
+        .collect()
+}
+
+fn set(keys: &[&str]) -> BTreeSet<String> {
+    keys.iter().map(|k| (*k).to_owned()).collect()
+}
+
+#[test]
+fn a_second_device_sees_adds_to_and_cannot_destroy_the_table() {
+    let s = serve();
+    let (laptop, phone) = devices(&s);
+    Table::create(&laptop, "t", schema()).unwrap();
+    insert(&laptop, &[(1, "UA", 10), (2, "AA", 20), (3, "UA", 30)]);
+
+    // The phone's create of the same name is refused and drops nothing.
+    let err = Table::create(&phone, "t", schema()).unwrap_err();
+    assert!(matches!(err, ClientError::TableExists(_)), "{err}");
+    assert_eq!(keys(&laptop, "v > 0"), set(&["1", "2", "3"]));
+    assert_eq!(table::tables(&phone).unwrap(), vec!["t".to_owned()]);
+
+    insert(&phone, &[(4, "AA", 40)]);
+    for p in [&laptop, &phone] {
+        assert_eq!(keys(p, "v > 0"), set(&["1", "2", "3", "4"]));
+        assert_eq!(keys(p, "carrier = \"AA\""), set(&["2", "4"]));
+        let (n, problems) = Table::open(p, "t").unwrap().check().unwrap();
+        assert_eq!((n, problems), (4, Vec::<String>::new()));
+    }
+
+    // Dropped on the phone and made again with other records: the laptop
+    // sees the new table, not the old one.
+    Table::open(&phone, "t")
+        .unwrap()
+        .drop_table(&phone)
+        .unwrap();
+    assert!(matches!(
+        Table::open(&laptop, "t").unwrap_err(),
+        ClientError::UnknownTable(_)
+    ));
+    assert!(table::tables(&laptop).unwrap().is_empty());
+    Table::create(&phone, "t", schema()).unwrap();
+    insert(&phone, &[(9, "B6", 90)]);
+    assert_eq!(keys(&laptop, "v > 0"), set(&["9"]));
+    insert(&laptop, &[(8, "B6", 80)]);
+    assert_eq!(keys(&phone, "carrier = \"B6\""), set(&["8", "9"]));
+}
+
+#[test]
+fn a_change_raced_by_another_device_is_refused_and_repaired() {
+    let s = serve();
+    let (laptop, phone) = devices(&s);
+    Table::create(&laptop, "t", schema()).unwrap();
+    insert(&laptop, &[(1, "UA", 10)]);
+    // The laptop holds the table open while the phone changes it.
+    let mut held = Table::open(&laptop, "t").unwrap();
+    insert(&phone, &[(2, "AA", 20)]);
+    let err = held
+        .insert(vec![record(3, "UA", 30)], &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(err, ClientError::TableChanged(_)), "{err}");
+    drop(held);
+    // The next command repairs (a rebuild from the records) and the
+    // change runs again.
+    insert(&laptop, &[(3, "UA", 30)]);
+    for p in [&laptop, &phone] {
+        assert_eq!(keys(p, "v > 0"), set(&["1", "2", "3"]));
+        let (n, problems) = Table::open(p, "t").unwrap().check().unwrap();
+        assert_eq!((n, problems), (3, Vec::<String>::new()));
+    }
+}
+
+#[test]
+fn a_server_serving_an_older_table_record_is_refused() {
+    let s = serve();
+    let (laptop, _phone) = devices(&s);
+    Table::create(&laptop, "t", schema()).unwrap();
+    insert(&laptop, &[(1, "UA", 10)]);
+    // The server's table record (beside the table's keyword index), as it
+    // is now; then newer versions.
+    let records = |store: &MemoryStore| -> Vec<(Vec<u8>, Vec<u8>)> {
+        store
+            .scan_prefix(b"v/alice/")
+            .unwrap()
+            .into_iter()
+            .filter(|(k, _)| k.ends_with(b"/table"))
+            .collect()
+    };
+    let old = records(&s.store);
+    assert_eq!(old.len(), 1, "one table record");
+    insert(&laptop, &[(2, "AA", 20)]);
+    assert_ne!(records(&s.store), old, "the record moved on");
+    let mut batch = WriteBatch::new();
+    for (k, v) in &old {
+        batch.put(k.clone(), v.clone());
+    }
+    s.store.write(batch).unwrap();
+    let err = Table::open(&laptop, "t").unwrap_err();
+    assert!(
+        matches!(err, ClientError::SharedStateRolledBack { .. }),
+        "{err}"
+    );
+    // The record swapped for another table's is refused too.
+    Table::create(&laptop, "u", schema()).unwrap();
+    let all = records(&s.store);
+    let (t_key, u_value) = {
+        let t = all
+            .iter()
+            .find(|(k, _)| old.iter().any(|(o, _)| o == k))
+            .unwrap();
+        let u = all.iter().find(|(k, _)| k != &t.0).unwrap();
+        (t.0.clone(), u.1.clone())
+    };
+    let mut batch = WriteBatch::new();
+    batch.put(t_key, u_value);
+    s.store.write(batch).unwrap();
+    let err = Table::open(&laptop, "t").unwrap_err();
+    assert!(
+        matches!(err, ClientError::SharedStateCorrupt { .. }),
+        "{err}"
+    );
+}
