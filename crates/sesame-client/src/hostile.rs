@@ -5,7 +5,7 @@
 //! | function | peer | decoders |
 //! |---|---|---|
 //! | [`document_messages`] | the server (or, embedded, the store) | document-service requests and responses, the document server over a fresh store |
-//! | [`local_files`] | whoever can write the profile directory | the profile header, the server binding, a decrypted index state (formats 1 to 3), a decrypted pending intent |
+//! | [`local_files`] | whoever can write the profile directory | the profile header, the server binding, a decrypted index state (formats 1 to 3), a decrypted pending intent, a shared-state note (`indexes/NAME.shared`) |
 
 use std::sync::Arc;
 
@@ -31,6 +31,7 @@ pub fn local_files(data: &[u8]) {
     crate::network::parse_binding(data);
     crate::state::parse_plain(data);
     crate::intents::parse_plain(data);
+    let _ = crate::session::shared::parse_sidecar(data);
 }
 
 /// A decrypted index state with a catalog, a pending intent's reference,

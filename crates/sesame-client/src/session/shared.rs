@@ -172,33 +172,11 @@ fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
 fn read_sidecar(path: &Path) -> Result<([u8; 16], Seen, bool)> {
     match std::fs::read(path) {
         Ok(bytes) => {
-            let damaged = || ClientError::ProfileCorrupt {
-                path: path.to_path_buf(),
-                reason: "not a shared-state note of this build".into(),
-            };
-            let s: Sidecar = serde_json::from_slice(&bytes).map_err(|_| damaged())?;
-            let device = from_hex::<16>(&s.device).ok_or_else(damaged)?;
-            let head = |n: &HeadNote| -> Result<Head> {
-                Ok(Head {
-                    version: n.version,
-                    digest: from_hex::<32>(&n.digest).ok_or_else(damaged)?,
-                })
-            };
-            let mut heads = BTreeMap::new();
-            for (d, n) in &s.heads {
-                heads.insert(from_hex::<16>(d).ok_or_else(damaged)?, head(n)?);
-            }
-            let seen = Seen {
-                version: s.version,
-                digest: s
-                    .digest
-                    .as_deref()
-                    .map(|d| from_hex::<32>(d).ok_or_else(damaged))
-                    .transpose()?,
-                chained: s.chained,
-                heads,
-                own: s.own.as_ref().map(head).transpose()?,
-            };
+            let (device, seen) =
+                parse_sidecar(&bytes).ok_or_else(|| ClientError::ProfileCorrupt {
+                    path: path.to_path_buf(),
+                    reason: "not a shared-state note of this build".into(),
+                })?;
             Ok((device, seen, true))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -208,6 +186,38 @@ fn read_sidecar(path: &Path) -> Result<([u8; 16], Seen, bool)> {
         }
         Err(e) => Err(ClientError::io("read", path, &e)),
     }
+}
+
+/// The device identifier and what it saw, from the bytes of a note;
+/// `None` when they are not one (also for the fuzz targets).
+pub(crate) fn parse_sidecar(bytes: &[u8]) -> Option<([u8; 16], Seen)> {
+    let s: Sidecar = serde_json::from_slice(bytes).ok()?;
+    let head = |n: &HeadNote| -> Option<Head> {
+        Some(Head {
+            version: n.version,
+            digest: from_hex::<32>(&n.digest)?,
+        })
+    };
+    let mut heads = BTreeMap::new();
+    for (d, n) in &s.heads {
+        heads.insert(from_hex::<16>(d)?, head(n)?);
+    }
+    let digest = match s.digest.as_deref() {
+        Some(d) => Some(from_hex::<32>(d)?),
+        None => None,
+    };
+    let own = match &s.own {
+        Some(n) => Some(head(n)?),
+        None => None,
+    };
+    let seen = Seen {
+        version: s.version,
+        digest,
+        chained: s.chained,
+        heads,
+        own,
+    };
+    Some((from_hex::<16>(&s.device)?, seen))
 }
 
 fn write_sidecar(path: &Path, device: &[u8; 16], seen: &Seen) -> Result<()> {
@@ -483,8 +493,13 @@ pub(crate) fn adopt_locally(
     version: u64,
     save: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    let (device, _, _) = read_sidecar(sidecar)?;
+    let (device, _, known) = read_sidecar(sidecar)?;
     save()?;
+    if known {
+        // What this device saw stays: the next session judges the
+        // server's state against it.
+        return Ok(());
+    }
     // Without a digest: the first session takes the state it reads then
     // as the start of what this device saw.
     let seen = Seen {
