@@ -111,6 +111,10 @@ fn describe(t: &Table) -> String {
         })
         .collect();
     out.push_str(&aligned(&["FIELD", "TYPE", "INDEXES"], &rows));
+    if let Some(warning) = t.insecure_warning() {
+        out.push_str(&warning);
+        out.push('\n');
+    }
     out
 }
 
@@ -214,6 +218,10 @@ pub(crate) fn query(
     if explain {
         let steps = t.explain(text)?;
         let mut out = String::new();
+        if let Some(warning) = t.insecure_warning() {
+            out.push_str(&warning);
+            out.push('\n');
+        }
         for (i, s) in steps.iter().enumerate() {
             out.push_str(&format!(
                 "{}. {}\n   answered by: {} ({})\n   sends: {}\n   the server learns: {}\n",

@@ -44,15 +44,35 @@ impl Drop for DocRecord {
 }
 
 /// The associated data of a sealed document: it binds the blob to its
-/// profile, index and identifier.
-fn doc_aad(profile_id: &str, index: &str, id: DocId) -> Vec<u8> {
+/// profile, index and identifier, and, when the session has one, to its
+/// context (a table's incarnation: a record of a dropped table of the
+/// same name does not open in the table created after it).
+fn doc_aad(profile_id: &str, index: &str, id: DocId, context: &[u8]) -> Vec<u8> {
     let mut aad = b"sesame-client/document/v1\0".to_vec();
     for part in [profile_id, index] {
         aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
         aad.extend_from_slice(part.as_bytes());
     }
     aad.extend_from_slice(&id.to_be_bytes());
+    if !context.is_empty() {
+        aad.extend_from_slice(b"context");
+        aad.extend_from_slice(&(context.len() as u64).to_be_bytes());
+        aad.extend_from_slice(context);
+    }
     aad
+}
+
+/// Checks an opened document against the digest the catalog recorded
+/// when it was added (none for documents of builds that did not record
+/// one): a server that serves another version under the identifier is
+/// caught here.
+pub(crate) fn check_digest(doc: &DocumentInfo, record: DocRecord) -> Result<DocRecord> {
+    match doc.digest {
+        Some(d) if d != sesame_crypto::hash::sha256(&record.content) => {
+            Err(ClientError::DocumentNotAsAdded(doc.id))
+        }
+        _ => Ok(record),
+    }
 }
 
 /// Seals documents and stores them through a document channel, in
@@ -62,6 +82,7 @@ pub(crate) struct DocWriter {
     aead: Arc<Aes256GcmSiv>,
     profile_id: String,
     index: String,
+    context: Vec<u8>,
     rng: ChaCha20Rng,
     limit: u64,
     max_documents: usize,
@@ -75,7 +96,7 @@ impl DocWriter {
             content: file.content.clone(),
         };
         let plain = Zeroizing::new(wire::encode(&record)?);
-        let aad = doc_aad(&self.profile_id, &self.index, id);
+        let aad = doc_aad(&self.profile_id, &self.index, id, &self.context);
         self.aead
             .seal(&mut self.rng, &aad, &plain)
             .map_err(|_| ClientError::InvalidArgument(format!("document {id} is too large")))
@@ -180,7 +201,7 @@ impl Session {
     }
 
     pub(crate) fn open_document(&self, id: DocId, blob: &[u8]) -> Result<DocRecord> {
-        let aad = doc_aad(&self.profile_id, &self.index, id);
+        let aad = doc_aad(&self.profile_id, &self.index, id, &self.doc_context);
         let plain = Zeroizing::new(
             self.docs
                 .open(&aad, blob)
@@ -197,6 +218,7 @@ impl Session {
             aead: Arc::clone(&self.docs),
             profile_id: self.profile_id.clone(),
             index: self.index.clone(),
+            context: self.doc_context.clone(),
             rng: ChaCha20Rng::from_rng(&mut self.rng)
                 .map_err(|e| ClientError::InvalidArgument(format!("a generator failed: {e}")))?,
             limit: self.batch_bytes(),
@@ -206,7 +228,9 @@ impl Session {
     }
 
     /// Fetches and decrypts stored documents in batches, handing each
-    /// (document, record) to `each`; `phase` is reported as progress.
+    /// (document, record) to `each`; `phase` is reported as progress. A
+    /// document whose content differs from the digest its catalog entry
+    /// recorded is handed over as [`ClientError::DocumentNotAsAdded`].
     pub(crate) fn fetch_documents(
         &mut self,
         docs: &[DocumentInfo],
@@ -224,7 +248,9 @@ impl Session {
             let blobs = DocClient::get_many(channel.as_mut(), &ids)?;
             for (doc, blob) in chunk.iter().zip(blobs) {
                 let record = match blob {
-                    Some(blob) => self.open_document(doc.id, &blob),
+                    Some(blob) => self
+                        .open_document(doc.id, &blob)
+                        .and_then(|r| check_digest(doc, r)),
                     None => Err(ClientError::DocumentMissing(doc.id)),
                 };
                 each(doc, record)?;

@@ -252,6 +252,9 @@ pub struct Session {
     pub(crate) extract: Extractor,
     /// Documents per pending intent of a dynamic scheme's updates.
     intent_docs: usize,
+    /// Bound into every document's associated data when not empty (a
+    /// table's incarnation).
+    pub(crate) doc_context: Vec<u8>,
     /// The state shared with the profile's other devices through the
     /// server, when the server keeps it ([`shared`]).
     shared: Option<shared::Shared>,
@@ -337,6 +340,7 @@ impl Session {
             completed: Vec::new(),
             extract: std::sync::Arc::new(|c: &[u8]| crate::tokenize::tokenize_bytes(c)),
             intent_docs: INTENT_DOCS,
+            doc_context: Vec::new(),
             shared: None,
             header: profile.shareable_header(),
             _lock: lock,

@@ -161,12 +161,12 @@ impl Session {
     /// The decrypted content of document `id`.
     pub fn get(&mut self, id: DocId) -> Result<Vec<u8>> {
         self.refresh()?;
-        if !self.state.catalog.contains_key(&id) {
+        let Some(doc) = self.state.catalog.get(&id).cloned() else {
             return Err(ClientError::UnknownDocument(id));
-        }
+        };
         let mut channel = self.backend.document_channel(&self.index)?;
         let blob = DocClient::get(channel.as_mut(), id)?.ok_or(ClientError::DocumentMissing(id))?;
-        let mut record = self.open_document(id, &blob)?;
+        let mut record = crate::documents::check_digest(&doc, self.open_document(id, &blob)?)?;
         Ok(std::mem::take(&mut record.content))
     }
 

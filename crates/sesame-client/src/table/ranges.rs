@@ -19,7 +19,10 @@ use std::sync::Arc;
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{Channel, Params, Service, Store};
+use sesame_crypto::hash::KeyedHash;
+use sesame_crypto::Key;
 use sesame_range::{RangeClient, RangeProtocol};
+use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
 use crate::backend::{Backend, SetupChannel};
@@ -155,31 +158,123 @@ impl RangeIndex {
 /// The largest payload a range index takes whole (less where the protocol
 /// says so: Path ORAM's `record_size`).
 const COVER_MAX: usize = 1024;
+/// Bytes of a payload's binding tag.
+const TAG_LEN: usize = 16;
+/// Domain of the binding tags.
+const TAG_DOMAIN: &str = "sesame-client/table-range-payload/v1";
+
+/// Binds a table's range payloads to their place. The range protocols
+/// seal each record with their own key and only the protocol's name as
+/// associated data; the table adds, inside the sealed payload, a tag: an
+/// HMAC-SHA256 (truncated to 16 bytes) under a key of the table's
+/// incarnation (derived from the profile's document key) over the
+/// profile id, the incarnation, the field's name, the record identifier
+/// (a record's identifier changes with every version: it names the
+/// version), the encoded value and the record bytes the payload carries.
+/// A payload moved to another field, record, value, table incarnation or
+/// profile fails its tag.
+pub(crate) struct PayloadBinder {
+    mac: KeyedHash,
+    profile_id: String,
+    incarnation: [u8; 16],
+}
+
+impl PayloadBinder {
+    /// The binder of the table incarnation `incarnation` of a profile
+    /// (`doc_key`, `profile_id`).
+    pub(crate) fn new(doc_key: &Key<32>, profile_id: &str, incarnation: [u8; 16]) -> Result<Self> {
+        let derived = KeyedHash::new(doc_key).hash(
+            "sesame-client/table-range-key/v1",
+            &[profile_id.as_bytes(), &incarnation],
+        );
+        let key = Key::from_slice(&derived)
+            .map_err(|_| ClientError::InvalidArgument("a derived key has the wrong size".into()))?;
+        Ok(PayloadBinder {
+            mac: KeyedHash::new(&key),
+            profile_id: profile_id.to_owned(),
+            incarnation,
+        })
+    }
+
+    fn tag(&self, field: &str, id: DocId, value: u64, content: &[u8]) -> [u8; TAG_LEN] {
+        let full = self.mac.hash(
+            TAG_DOMAIN,
+            &[
+                self.profile_id.as_bytes(),
+                &self.incarnation,
+                field.as_bytes(),
+                &id.to_be_bytes(),
+                &value.to_be_bytes(),
+                content,
+            ],
+        );
+        let mut out = [0u8; TAG_LEN];
+        out.copy_from_slice(&full[..TAG_LEN]);
+        out
+    }
+}
 
 impl RangeIndex {
-    /// The payload of a record in this index: its identifier, followed by
-    /// the record's stored bytes when the whole fits the protocol (a
-    /// query then needs no second fetch), else the identifier alone.
-    pub(crate) fn payload(&self, id: DocId, content: &[u8]) -> Vec<u8> {
+    /// The payload of a record in this index: its identifier, the tag of
+    /// `binder` (a table with an incarnation), then the record's stored
+    /// bytes when the whole fits the protocol (a query then needs no
+    /// second fetch), else nothing more.
+    pub(crate) fn payload(
+        &self,
+        binder: Option<&PayloadBinder>,
+        field: &str,
+        id: DocId,
+        value: u64,
+        content: &[u8],
+    ) -> Vec<u8> {
         let max = self
             .client
             .max_record()
             .map_or(COVER_MAX, |m| m.min(COVER_MAX));
         let mut out = id.to_be_bytes().to_vec();
-        if out.len() + content.len() <= max {
-            out.extend_from_slice(content);
+        let tag_len = if binder.is_some() { TAG_LEN } else { 0 };
+        let carried: &[u8] = if out.len() + tag_len + content.len() <= max {
+            content
+        } else {
+            &[]
+        };
+        if let Some(b) = binder {
+            out.extend_from_slice(&b.tag(field, id, value, carried));
         }
+        out.extend_from_slice(carried);
         out
     }
 }
 
-/// The identifier in a range index's payload, and the record's stored
-/// bytes when the payload carries them.
-pub(crate) fn split_payload(payload: &[u8]) -> Result<(DocId, Option<&[u8]>)> {
-    let (id, rest) = payload.split_first_chunk::<8>().ok_or_else(|| {
-        ClientError::Core(sesame_core::Error::Protocol(
-            "a range index returned a record that is not a record identifier".into(),
-        ))
-    })?;
-    Ok((u64::from_be_bytes(*id), (!rest.is_empty()).then_some(rest)))
+/// The identifier in a range index's payload returned for value `value`
+/// by a query of `[lo, hi]` on field `field`, and the record's stored
+/// bytes when the payload carries them. A value outside what the query
+/// asked, or (with a binder) a payload whose tag does not match its
+/// field, identifier, value and bytes, is
+/// [`ClientError::AnswerNotVerified`] naming `index`.
+pub(crate) fn open_payload<'a>(
+    binder: Option<&PayloadBinder>,
+    index: &str,
+    field: &str,
+    value: u64,
+    (lo, hi): (u64, u64),
+    payload: &'a [u8],
+) -> Result<(DocId, Option<&'a [u8]>)> {
+    let refused = || ClientError::AnswerNotVerified(index.to_owned());
+    if value < lo || value > hi {
+        return Err(refused());
+    }
+    let (id, rest) = payload.split_first_chunk::<8>().ok_or_else(refused)?;
+    let id = u64::from_be_bytes(*id);
+    let rest = match binder {
+        None => rest,
+        Some(b) => {
+            let (tag, rest) = rest.split_first_chunk::<TAG_LEN>().ok_or_else(refused)?;
+            if !bool::from(tag.ct_eq(&b.tag(field, id, value, rest))) {
+                return Err(refused());
+            }
+            rest
+        }
+    };
+    Ok((id, (!rest.is_empty()).then_some(rest)))
 }

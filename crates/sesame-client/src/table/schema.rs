@@ -50,7 +50,7 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use sesame_core::Params;
+use sesame_core::{Params, QueryKind};
 
 use crate::error::{ClientError, Result};
 
@@ -327,6 +327,11 @@ pub struct Schema {
     /// A group of fields whose equality predicates are answered together,
     /// and verified, by a conjunctive scheme (SI-SSE-RV).
     pub verified: Option<VerifiedGroup>,
+    /// The schema opts in to insecure schemes (benchmark baselines such as
+    /// `bplus-plain`, which hand the server values and records in the
+    /// clear); without it they are refused. `table show` and `--explain`
+    /// say INSECURE for such a table.
+    pub insecure: bool,
 }
 
 /// A verified group: fields and the conjunctive scheme that answers
@@ -347,6 +352,7 @@ struct RawSchema {
     nulls: Option<Vec<String>>,
     fields: toml::map::Map<String, toml::Value>,
     verified: Option<RawVerified>,
+    insecure: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -465,6 +471,7 @@ impl Schema {
             nulls: raw.nulls.unwrap_or_else(|| vec![String::new()]),
             fields,
             verified,
+            insecure: raw.insecure.unwrap_or(false),
         };
         schema.check()?;
         Ok(schema)
@@ -596,7 +603,17 @@ impl Schema {
                 }
             }
             match sesame_schemes::get(&g.binding.scheme) {
-                Some(sesame_schemes::Scheme::Conjunctive(_)) => {}
+                Some(sesame_schemes::Scheme::Conjunctive(e))
+                    if e.descriptor.supports(QueryKind::Verifiable) => {}
+                Some(sesame_schemes::Scheme::Conjunctive(_)) => {
+                    return Err(bad(format!(
+                        "[verified] scheme {:?} returns no proof, so the client could not \
+                         verify its answers; use a conjunctive scheme whose answers are \
+                         verified ({})",
+                        g.binding.scheme,
+                        verifiable_conjunctive().join(", ")
+                    )))
+                }
                 Some(other) => {
                     return Err(bad(format!(
                         "[verified] scheme {:?} is a {} scheme, not a conjunctive scheme",
@@ -612,15 +629,13 @@ impl Schema {
                 }
             }
         }
-        for name in std::iter::once(&self.equality.scheme).chain(
-            self.fields
-                .iter()
-                .filter_map(|f| f.range.as_ref().map(|b| &b.scheme)),
-        ) {
-            if name.contains("insecure") {
+        if !self.insecure {
+            if let Some(name) = self.insecure_schemes().first() {
                 return Err(bad(format!(
-                    "{name:?} is an insecure stand-in kept for benchmarks only; a table \
-                     needs a real scheme"
+                    "{name:?} is an INSECURE baseline kept for benchmarks (the server would \
+                     see values or records in the clear); choose a real scheme (see \
+                     `sesame schemes`), or write `insecure = true` at the top of the schema \
+                     to measure it anyway"
                 )));
             }
         }
@@ -649,6 +664,26 @@ impl Schema {
         Ok(())
     }
 
+    /// The insecure schemes the schema names (benchmark baselines: a name
+    /// with `plain` or `insecure` in it, or a registry entry that says
+    /// INSECURE), in schema order.
+    pub fn insecure_schemes(&self) -> Vec<String> {
+        let mut names = vec![&self.equality.scheme];
+        names.extend(
+            self.fields
+                .iter()
+                .filter_map(|f| f.range.as_ref().map(|b| &b.scheme)),
+        );
+        names.extend(self.verified.as_ref().map(|g| &g.binding.scheme));
+        let mut out: Vec<String> = Vec::new();
+        for name in names {
+            if is_insecure_scheme(name) && !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        out
+    }
+
     /// The field named `name`.
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
@@ -667,6 +702,16 @@ impl Schema {
         out
     }
 
+    /// The most keywords a record gives the keyword index: one per
+    /// equality field, plus `prefix_max` per prefix field. Records of a
+    /// table with an incarnation are padded to it (module `padding`).
+    pub fn keyword_slots(&self) -> usize {
+        self.fields
+            .iter()
+            .map(|f| usize::from(f.equality) + f.prefix.unwrap_or(0))
+            .sum()
+    }
+
     /// The position of field `name` in the verified group.
     pub fn group_position(&self, name: &str) -> Option<u32> {
         self.verified
@@ -679,6 +724,28 @@ impl Schema {
     pub fn has_keywords(&self) -> bool {
         self.fields.iter().any(|f| f.equality || f.prefix.is_some())
     }
+}
+
+/// Whether scheme `name` is an insecure baseline: its name says `plain`
+/// or `insecure`, or its registry entry says INSECURE.
+pub fn is_insecure_scheme(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.contains("plain")
+        || lower.contains("insecure")
+        || sesame_schemes::get(name).is_some_and(|s| {
+            let d = s.descriptor();
+            d.title.contains("INSECURE") || d.leakage.contains("INSECURE")
+        })
+}
+
+/// The conjunctive schemes of the registry whose answers the client
+/// verifies.
+pub fn verifiable_conjunctive() -> Vec<&'static str> {
+    sesame_sse::conjunctive::entries()
+        .into_iter()
+        .filter(|e| e.descriptor.supports(QueryKind::Verifiable))
+        .map(|e| e.descriptor.name)
+        .collect()
 }
 
 /// Parses `-?digits(.digits)?` into units of `10^-scale`; `None` when it

@@ -1,0 +1,121 @@
+//! Padding of a record's keywords to its schema's fixed count.
+//!
+//! A record gives the table's keyword index one keyword per equality
+//! field with a value and one per prefix of a prefix field's value, up to
+//! `prefix_max`: left alone, the number of entries of a record's update
+//! would tell the server how many of its fields are null and how long its
+//! prefixed strings are. Each record of a table with an incarnation is
+//! therefore padded with dummy keywords to [`Schema::keyword_slots`]: one
+//! per equality field plus `prefix_max` per prefix field, whatever its
+//! values.
+//!
+//! A dummy keyword is 32 hexadecimal digits: the first 16 bytes of an
+//! HMAC-SHA256, under a key of the table's incarnation (derived from the
+//! profile's document key), of the record's stored bytes and the dummy's
+//! position. It is the same for the same record (deletions, rebuilds and
+//! checks find the keywords a record was inserted with), differs from
+//! record to record (each dummy is updated once: no keyword of the index
+//! collects the padding), and never matches a query: a query's keywords
+//! are `field=value` or `field^prefix`, dummies hold neither `=` nor `^`.
+//! Padding costs index entries (measured in `docs/tables.md`); it hides
+//! nothing about the record's size (records are not padded).
+
+use sesame_crypto::hash::KeyedHash;
+use sesame_crypto::Key;
+
+use crate::error::{ClientError, Result};
+use crate::table::schema::{Schema, Value};
+
+/// Domain of the dummy keywords.
+const DOMAIN: &str = "sesame-client/table-keyword-pad/v1";
+
+/// The key of a table incarnation's dummy keywords.
+pub(crate) struct KeywordPad {
+    mac: KeyedHash,
+}
+
+impl KeywordPad {
+    /// The pad of table incarnation `incarnation` of a profile.
+    pub(crate) fn new(doc_key: &Key<32>, profile_id: &str, incarnation: [u8; 16]) -> Result<Self> {
+        let derived = KeyedHash::new(doc_key).hash(
+            "sesame-client/table-keyword-pad-key/v1",
+            &[profile_id.as_bytes(), &incarnation],
+        );
+        let key = Key::from_slice(&derived)
+            .map_err(|_| ClientError::InvalidArgument("a derived key has the wrong size".into()))?;
+        Ok(KeywordPad {
+            mac: KeyedHash::new(&key),
+        })
+    }
+
+    /// The dummy keyword at `position` of the record stored as `content`.
+    fn dummy(&self, content: &[u8], position: usize) -> String {
+        let h = self
+            .mac
+            .hash(DOMAIN, &[content, &(position as u64).to_be_bytes()]);
+        hex::encode(&h[..16])
+    }
+}
+
+/// The keywords of a record (`values`, stored as `content`): the schema's,
+/// padded with dummies to the schema's fixed count when `pad` is given.
+pub(crate) fn keywords(
+    schema: &Schema,
+    pad: Option<&KeywordPad>,
+    values: &[Option<Value>],
+    content: &[u8],
+) -> Vec<String> {
+    let mut out = schema.keywords(values);
+    if let Some(pad) = pad {
+        let slots = schema.keyword_slots();
+        let mut position = 0;
+        while out.len() < slots {
+            out.push(pad.dummy(content, position));
+            position += 1;
+        }
+        out.sort();
+        out.dedup();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_record_has_the_fixed_count_and_dummies_match_no_query() {
+        let schema = Schema::from_toml(
+            "[fields.c]\ntype = \"string\"\nindex = [\"equality\"]\n\
+             [fields.d]\ntype = \"string\"\nindex = [\"equality\", \"prefix\"]\nprefix_max = 3\n\
+             [fields.n]\ntype = \"integer\"\nindex = [\"equality\"]\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(schema.keyword_slots(), 6);
+        let pad = KeywordPad::new(&Key::from_bytes([7; 32]), "p", [1; 16])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let t = |s: &str| Some(Value::Text(s.into()));
+        for (values, content) in [
+            (
+                vec![t("UA"), t("SFO"), Some(Value::Int(3))],
+                b"a".as_slice(),
+            ),
+            (vec![None, t("S"), None], b"b"),
+            (vec![None, None, None], b"c"),
+        ] {
+            let k = keywords(&schema, Some(&pad), &values, content);
+            assert_eq!(k.len(), 6, "{k:?}");
+            let real = schema.keywords(&values);
+            for w in k.iter().filter(|w| !real.contains(w)) {
+                assert!(!w.contains('=') && !w.contains('^'), "{w}");
+            }
+            // The same record gives the same keywords.
+            assert_eq!(k, keywords(&schema, Some(&pad), &values, content));
+        }
+        // Without a pad (a table of an earlier build): the real ones only.
+        assert_eq!(
+            keywords(&schema, None, &[None, t("S"), None], b"b"),
+            ["d=S", "d^S"]
+        );
+    }
+}

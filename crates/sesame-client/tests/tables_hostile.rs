@@ -1,0 +1,548 @@
+//! Tables and documents against a server that lies with what it once
+//! held: each test plays that server over an in-memory store (a copy of
+//! the store taken earlier and put back, bytes moved between records) and
+//! checks that what the client returns is what was inserted, or a clear
+//! error; never the server's substitute.
+//!
+//! - a dropped table's records served to the table created after it
+//!   under the same name (identifiers restart at 1): refused, through the
+//!   keyword index and through the verified group;
+//! - a document served in an earlier version under the same identifier
+//!   (`get`): refused;
+//! - a range payload whose record bytes are moved to another record
+//!   (where the protocol does not seal them: the `bplus-plain` baseline):
+//!   refused;
+//! - every record's update to the keyword index carries the same number
+//!   of entries, whatever its nulls and string lengths.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::sync::{Arc, Mutex};
+
+use sesame_client::table::{Record, Schema, Table, Value};
+use sesame_client::{
+    insecure, Backend, ClientError, EmbeddedBackend, Profile, SetupChannel, DEFAULT_INDEX,
+};
+use sesame_core::{Channel, Meter, Params, Service, Store, WriteBatch};
+use sesame_sse::KeywordScheme;
+use sesame_store::MemoryStore;
+
+fn profile(dir: &std::path::Path) -> Profile {
+    Profile::create_with_kdf(
+        dir.join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap()
+}
+
+fn backend(store: &Arc<MemoryStore>) -> Box<dyn Backend> {
+    let store: Arc<dyn Store> = store.clone();
+    Box::new(EmbeddedBackend::over(store))
+}
+
+/// Every key and value of the store under `prefix`.
+fn snapshot(store: &MemoryStore, prefix: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    store.scan_prefix(prefix).unwrap().into_iter().collect()
+}
+
+/// Puts back what `snapshot` took (the server restores an old copy).
+fn restore(store: &MemoryStore, saved: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let mut batch = WriteBatch::new();
+    for (k, v) in saved {
+        batch.put(k.clone(), v.clone());
+    }
+    store.write(batch).unwrap();
+}
+
+fn people() -> Schema {
+    Schema::from_toml(
+        r#"
+key = "id"
+[fields.id]
+type = "integer"
+[fields.ssn]
+type = "string"
+[fields.carrier]
+type = "string"
+index = ["equality"]
+[fields.origin]
+type = "string"
+[verified]
+fields = ["origin"]
+"#,
+    )
+    .unwrap()
+}
+
+fn person(table: &mut Table, id: &str, ssn: &str) -> Record {
+    table
+        .record_from_cells(
+            [
+                ("id", id),
+                ("ssn", ssn),
+                ("carrier", "UA"),
+                ("origin", "JFK"),
+            ],
+            None,
+        )
+        .unwrap()
+}
+
+fn ssns(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| match r.values.get(1) {
+            Some(Some(Value::Text(s))) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_dropped_tables_records_are_refused_by_the_table_made_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store = Arc::new(MemoryStore::new());
+    let mut table = Table::create_with(&p, "people", people(), backend(&store)).unwrap();
+    let old = person(&mut table, "1", "111-11-1111");
+    table.insert(vec![old], &mut |_| {}).unwrap();
+    // The server keeps a copy of the stored records.
+    let saved = snapshot(&store, b"d/");
+    assert!(!saved.is_empty());
+    table.drop_table(&p).unwrap();
+
+    // A table of the same name again; its first record gets the
+    // identifier the dropped one had.
+    let mut table = Table::create_with(&p, "people", people(), backend(&store)).unwrap();
+    let new = person(&mut table, "1", "222-22-2222");
+    table.insert(vec![new], &mut |_| {}).unwrap();
+    let honest = table.query("carrier = \"UA\"", None).unwrap();
+    assert_eq!(ssns(&honest.records), ["222-22-2222"]);
+
+    // The server serves the dropped table's records in their place.
+    restore(&store, &saved);
+    for q in ["carrier = \"UA\"", "origin = \"JFK\""] {
+        match table.query(q, None) {
+            Ok(a) => panic!(
+                "{q}: the dropped table's record was returned: {:?}",
+                ssns(&a.records)
+            ),
+            Err(e) => {
+                assert!(
+                    matches!(
+                        e,
+                        ClientError::DocumentCorrupt(1) | ClientError::DocumentNotAsAdded(1)
+                    ),
+                    "{q}: {e}"
+                );
+            }
+        }
+    }
+    let e = table.records().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClientError::DocumentCorrupt(1) | ClientError::DocumentNotAsAdded(1)
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_document_served_in_an_older_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store = Arc::new(MemoryStore::new());
+    let files = dir.path().join("files");
+    fs::create_dir_all(&files).unwrap();
+    // Two versions of the same length (so that nothing but the content
+    // tells them apart).
+    let first = files.join("notes.txt");
+    fs::write(&first, "pay alice 100 euros").unwrap();
+    let mut s = p.session_with(DEFAULT_INDEX, backend(&store)).unwrap();
+    s.add_documents(&[&first], &mut |_| {}).unwrap();
+    let id = s.documents()[0].id;
+    let saved = snapshot(&store, b"d/");
+    drop(s);
+
+    // The index is made again (its identifiers restart), and the file,
+    // changed, is added to it.
+    backend(&store).remove_index(DEFAULT_INDEX).unwrap();
+    for f in [
+        p.state_path(DEFAULT_INDEX),
+        p.dir()
+            .join(sesame_client::INDEX_DIR)
+            .join(format!("{DEFAULT_INDEX}.shared")),
+    ] {
+        let _ = fs::remove_file(f);
+    }
+    p.create_index(DEFAULT_INDEX, "fast", &Params::new())
+        .unwrap();
+    fs::write(&first, "pay mallory 9000 eu").unwrap();
+    let mut s = p.session_with(DEFAULT_INDEX, backend(&store)).unwrap();
+    s.add_documents(&[&first], &mut |_| {}).unwrap();
+    assert_eq!(s.documents()[0].id, id);
+    assert_eq!(s.get(id).unwrap(), b"pay mallory 9000 eu");
+
+    // The server puts its old copy back.
+    restore(&store, &saved);
+    match s.get(id) {
+        Ok(content) => panic!(
+            "the older version was returned: {:?}",
+            String::from_utf8_lossy(&content)
+        ),
+        Err(e) => {
+            assert!(
+                matches!(e, ClientError::DocumentNotAsAdded(i) if i == id),
+                "{e}"
+            );
+            assert!(e.to_string().contains("digest"), "{e}");
+        }
+    }
+    let report = s.check(&mut |_| {}).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains("digest")),
+        "{:?}",
+        report.problems
+    );
+}
+
+/// Where `needle` starts in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[test]
+fn a_range_payload_moved_to_another_record_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store = Arc::new(MemoryStore::new());
+    // The baseline that does not seal its records: the server can move
+    // their bytes at will, which is what the table's own binding stops.
+    let text = r#"
+insecure = true
+key = "name"
+[fields.name]
+type = "string"
+[fields.age]
+type = "integer"
+index = ["range"]
+range = "bplus-plain"
+bits = 8
+"#;
+    let schema = Schema::from_toml(text)
+        .or_else(|_| Schema::from_toml(&text.replace("insecure = true\n", "")))
+        .unwrap();
+    let mut table = Table::create_with(&p, "ages", schema, backend(&store)).unwrap();
+    let alice = table
+        .record_from_cells([("name", "alice"), ("age", "5")], None)
+        .unwrap();
+    let bobby = table
+        .record_from_cells([("name", "bobby"), ("age", "50")], None)
+        .unwrap();
+    table
+        .insert(vec![alice.clone(), bobby.clone()], &mut |_| {})
+        .unwrap();
+    let honest = table.query("age = 5", None).unwrap();
+    assert_eq!(honest.records, [alice.clone()]);
+
+    // The server swaps the two records' bytes in its range index (same
+    // length: only the names and values differ).
+    let a = sesame_core::wire::encode(&alice).unwrap();
+    let b = sesame_core::wire::encode(&bobby).unwrap();
+    assert_eq!(a.len(), b.len());
+    let mut batch = WriteBatch::new();
+    let mut swapped = 0;
+    for (k, v) in store.scan_prefix(b"i/").unwrap() {
+        let (ia, ib) = (find(&v, &a), find(&v, &b));
+        if ia.is_none() && ib.is_none() {
+            continue;
+        }
+        let mut v = v.clone();
+        if let Some(i) = ia {
+            v[i..i + b.len()].copy_from_slice(&b);
+            swapped += 1;
+        }
+        if let Some(i) = ib {
+            v[i..i + a.len()].copy_from_slice(&a);
+            swapped += 1;
+        }
+        batch.put(k, v);
+    }
+    assert_eq!(
+        swapped, 2,
+        "the records' bytes were not found in the range index"
+    );
+    store.write(batch).unwrap();
+    match table.query("age = 5", None) {
+        Ok(answer) => panic!("a moved payload was accepted: {:?}", answer.records),
+        Err(e) => {
+            assert!(
+                matches!(
+                    e,
+                    ClientError::AnswerNotVerified(_) | ClientError::DocumentNotAsAdded(_)
+                ),
+                "{e}"
+            );
+        }
+    }
+}
+
+/// The embedded backend, recording the bytes of every update the keyword
+/// index is sent (what the server sees of each record's keywords).
+struct Watching {
+    inner: EmbeddedBackend,
+    updates: Arc<Mutex<Vec<usize>>>,
+}
+
+impl Backend for Watching {
+    fn index_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> sesame_client::Result<Box<dyn Channel>> {
+        self.inner.index_channel(index, generation, scheme)
+    }
+    fn document_channel(&mut self, index: &str) -> sesame_client::Result<Box<dyn Channel + Send>> {
+        self.inner.document_channel(index)
+    }
+    fn drop_other_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {
+        self.inner.drop_other_generations(index, keep)
+    }
+    fn meter(&self) -> &Meter {
+        self.inner.meter()
+    }
+    fn read_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> sesame_client::Result<Box<dyn Channel>> {
+        self.inner.read_channel(index, generation, scheme)
+    }
+    fn update_job(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+        id: [u8; 16],
+        requests: Vec<Vec<u8>>,
+    ) -> sesame_client::Result<sesame_client::UpdateJob> {
+        self.updates
+            .lock()
+            .unwrap()
+            .push(requests.iter().map(Vec::len).sum());
+        self.inner
+            .update_job(index, generation, scheme, id, requests)
+    }
+    fn forget(&mut self, index: &str, id: [u8; 16]) -> sesame_client::Result<()> {
+        self.inner.forget(index, id)
+    }
+    fn hosted_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &str,
+        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> sesame_client::Result<Box<dyn Channel>> {
+        self.inner.hosted_channel(index, generation, scheme, server)
+    }
+    fn hosted_transaction(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &str,
+        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> sesame_client::Result<Box<dyn SetupChannel>> {
+        self.inner
+            .hosted_transaction(index, generation, scheme, server)
+    }
+    fn remove_index(&mut self, index: &str) -> sesame_client::Result<()> {
+        self.inner.remove_index(index)
+    }
+}
+
+#[test]
+fn every_records_keyword_update_has_the_schemas_fixed_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let updates = Arc::new(Mutex::new(Vec::new()));
+    let schema = Schema::from_toml(
+        r#"
+key = "id"
+[fields.id]
+type = "integer"
+[fields.carrier]
+type = "string"
+index = ["equality"]
+[fields.dest]
+type = "string"
+index = ["equality", "prefix"]
+prefix_max = 4
+[fields.note]
+type = "string"
+"#,
+    )
+    .unwrap();
+    let watching = Box::new(Watching {
+        inner: EmbeddedBackend::over(store),
+        updates: updates.clone(),
+    });
+    let mut table = Table::create_with(&p, "t", schema, watching).unwrap();
+    let mut sizes = Vec::new();
+    for cells in [
+        vec![
+            ("id", "1"),
+            ("carrier", "UA"),
+            ("dest", "SFO"),
+            ("note", "x"),
+        ],
+        vec![("id", "2"), ("carrier", "UA"), ("dest", "ANCHORAGE")],
+        vec![("id", "3"), ("carrier", ""), ("dest", "")],
+        vec![("id", "4"), ("dest", "B")],
+    ] {
+        updates.lock().unwrap().clear();
+        let r = table.record_from_cells(cells.clone(), None).unwrap();
+        table.insert(vec![r], &mut |_| {}).unwrap();
+        let sent: usize = updates.lock().unwrap().iter().sum();
+        sizes.push((cells, sent));
+    }
+    let first = sizes[0].1;
+    assert!(first > 0);
+    assert!(
+        sizes.iter().all(|(_, n)| *n == first),
+        "bytes of each record's keyword update differ: {sizes:?}"
+    );
+    // Padding never answers a query.
+    assert_eq!(table.query("dest like \"B*\"", None).unwrap().total, 1);
+    assert_eq!(table.query("carrier = \"UA\"", None).unwrap().total, 2);
+}
+
+#[test]
+fn a_group_scheme_without_proofs_is_refused_and_explain_says_what_is_verified() {
+    // The conjunctive baselines answer without proofs: nothing to check.
+    for scheme in ["gsw04", "bkm05", "bll06", "wwp08"] {
+        let text = format!(
+            "[fields.c]\ntype = \"string\"\n[verified]\nfields = [\"c\"]\nscheme = \"{scheme}\"\n"
+        );
+        match Schema::from_toml(&text) {
+            Ok(_) => panic!("[verified] scheme {scheme} was accepted"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains(scheme) && e.contains("no proof") && e.contains("si-sse-rv"),
+                    "{e}"
+                );
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store = Arc::new(MemoryStore::new());
+    let table = Table::create_with(&p, "people", people(), backend(&store)).unwrap();
+    let steps = table.explain("origin = \"JFK\"").unwrap();
+    let request = &steps[0].request;
+    assert!(
+        request.contains("proof")
+            && request.contains("Verified: which records match")
+            && request.contains("digest"),
+        "{request}"
+    );
+}
+
+#[test]
+fn a_range_payload_moved_to_another_field_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store = Arc::new(MemoryStore::new());
+    let text = r#"
+insecure = true
+key = "name"
+[fields.name]
+type = "string"
+[fields.x]
+type = "integer"
+index = ["range"]
+range = "bplus-plain"
+bits = 8
+[fields.y]
+type = "integer"
+index = ["range"]
+range = "bplus-plain"
+bits = 8
+"#;
+    let schema = Schema::from_toml(text)
+        .or_else(|_| Schema::from_toml(&text.replace("insecure = true\n", "")))
+        .unwrap();
+    let mut table = Table::create_with(&p, "xy", schema, backend(&store)).unwrap();
+    let alice = table
+        .record_from_cells([("name", "alice"), ("x", "5"), ("y", "50")], None)
+        .unwrap();
+    let bobby = table
+        .record_from_cells([("name", "bobby"), ("x", "50"), ("y", "5")], None)
+        .unwrap();
+    table
+        .insert(vec![alice.clone(), bobby.clone()], &mut |_| {})
+        .unwrap();
+    assert_eq!(table.query("y = 5", None).unwrap().records, [bobby.clone()]);
+    let id_of = |t: &Table, key: &str| {
+        t.keyword_index()
+            .documents()
+            .iter()
+            .find(|d| d.path == key)
+            .unwrap()
+            .id
+    };
+    let (id_a, id_b) = (id_of(&table, "alice"), id_of(&table, "bobby"));
+    let a = sesame_core::wire::encode(&alice).unwrap();
+    let b = sesame_core::wire::encode(&bobby).unwrap();
+    assert_eq!(a.len(), b.len());
+    // A payload is the identifier, whatever binds it, then the record:
+    // the bytes from the identifier to the record's end.
+    let payload_at = |v: &[u8], content: &[u8], id: u64| -> (usize, usize) {
+        let at = find(v, content).unwrap();
+        let start = (8..=at)
+            .find(|&n| v[at - n..at - n + 8] == id.to_be_bytes())
+            .map(|n| at - n)
+            .unwrap();
+        (start, at + content.len())
+    };
+    // The leaf of field x holds alice (5) before bobby (50); the leaf of
+    // field y the other way round. The server puts alice's payload from
+    // x's leaf in place of bobby's in y's leaf, beside the value 5.
+    let leaves: Vec<(Vec<u8>, Vec<u8>)> = store
+        .scan_prefix(b"i/")
+        .unwrap()
+        .into_iter()
+        .filter(|(_, v)| find(v, &a).is_some() && find(v, &b).is_some())
+        .collect();
+    assert_eq!(leaves.len(), 2, "one leaf per field");
+    let (x_leaf, y_leaf) = if find(&leaves[0].1, &a) < find(&leaves[0].1, &b) {
+        (&leaves[0], &leaves[1])
+    } else {
+        (&leaves[1], &leaves[0])
+    };
+    let (s, e) = payload_at(&x_leaf.1, &a, id_a);
+    let alice_in_x = x_leaf.1[s..e].to_vec();
+    let (s, e) = payload_at(&y_leaf.1, &b, id_b);
+    assert_eq!(e - s, alice_in_x.len());
+    let mut forged = y_leaf.1.clone();
+    forged[s..e].copy_from_slice(&alice_in_x);
+    let mut batch = WriteBatch::new();
+    batch.put(y_leaf.0.clone(), forged);
+    store.write(batch).unwrap();
+    match table.query("y = 5", None) {
+        Ok(answer) => panic!(
+            "a payload of field x was accepted for y = 5: {:?}",
+            answer.records
+        ),
+        Err(e) => assert!(matches!(e, ClientError::AnswerNotVerified(_)), "{e}"),
+    }
+}
