@@ -414,6 +414,16 @@ fn no_profile_is_one_line() {
     }
 }
 
+/// `devices` needs a profile on a server: an embedded profile's index is
+/// kept on this machine only, and says so.
+#[test]
+fn devices_on_an_embedded_profile_is_one_line() {
+    let env = Env::new();
+    one_error(&env.run(&["devices"]), "no Sesame profile in .sesame");
+    env.init("pibas");
+    one_error(&env.run(&["devices"]), "is not shared");
+}
+
 #[test]
 fn existing_profile_is_one_line() {
     let env = Env::new();
