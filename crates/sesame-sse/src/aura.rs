@@ -151,7 +151,10 @@ struct AddPlan {
 const KEPT_LEVEL: u8 = 10;
 /// Additions in an epoch after which all the kept level's nodes are
 /// derived at once (`2^10 - 1` expansions, about what 8 entries cost),
-/// rather than only those the additions reach.
+/// rather than only those the additions reach; only for a keyword whose
+/// nodes are kept already (one added to often), never for one whose nodes
+/// were evicted (keywords added to in turn, more than [`KEPT_TREES`] of
+/// them, would pay that derivation on every addition).
 const KEEP_ALL_AFTER: u64 = 16;
 /// Keywords whose nodes are kept (those added to last).
 const KEPT_TREES: usize = 16;
@@ -169,10 +172,9 @@ struct KeptNodes {
 struct KeptTree {
     keyword: Vec<u8>,
     epoch: u64,
-    /// Indexed by path; `None` where not derived yet.
-    nodes: Vec<Option<Key<16>>>,
-    /// Nodes derived.
-    held: usize,
+    /// The nodes derived so far, by path: a few per addition (a map, so
+    /// that keeping a tree costs no table of all `2^10`).
+    nodes: BTreeMap<u64, Key<16>>,
 }
 
 /// Planned additions of one keyword in one epoch, whose entries are
@@ -495,7 +497,8 @@ impl AuraClient {
     /// of level [`KEPT_LEVEL`] kept for it from its second addition in the
     /// epoch on (`count`: the epoch's additions before the last entry of
     /// `positions`): the missing ones are derived (all of them once the
-    /// epoch has [`KEEP_ALL_AFTER`] additions) and kept, and each leaf is
+    /// epoch has [`KEEP_ALL_AFTER`] additions, if the keyword's nodes were
+    /// still kept from its previous one) and kept, and each leaf is
     /// derived from its level's node. The same keys
     /// as [`GgmTree::leaf`]: the node of level `L` on the path `t` is leaf
     /// `t` of the tree cut at depth `L`, and leaf `p` is leaf `p mod
@@ -513,33 +516,27 @@ impl AuraClient {
             .trees
             .iter()
             .position(|t| t.keyword == keyword && t.epoch == epoch);
-        let (mut nodes, mut held) = match at {
-            Some(i) => {
-                let t = kept.trees.remove(i);
-                (t.nodes, t.held)
-            }
+        let (mut nodes, all) = match at {
+            Some(i) => (kept.trees.remove(i).nodes, count >= KEEP_ALL_AFTER),
             // A keyword's first addition in the epoch keeps nothing: most
             // keywords of a document are added to once between searches.
             None if count == 0 => {
                 return Ok(self.tree(keyword, epoch)?.leaves(positions)?);
             }
-            None => ((0..1usize << KEPT_LEVEL).map(|_| None).collect(), 0),
+            None => (BTreeMap::new(), false),
         };
         let tops: Vec<u64> = positions.iter().map(|p| p >> below).collect();
-        let mut missing: Vec<u64> = if count >= KEEP_ALL_AFTER && held < nodes.len() {
+        let mut missing: Vec<u64> = if all && nodes.len() < 1 << KEPT_LEVEL {
             (0..1u64 << KEPT_LEVEL).collect()
         } else {
             tops.clone()
         };
-        missing.retain(|&t| nodes[t as usize].is_none());
+        missing.retain(|t| !nodes.contains_key(t));
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
             let upper = self.tree_of_depth(keyword, epoch, KEPT_LEVEL)?;
-            for (&t, k) in missing.iter().zip(upper.leaves(&missing)?) {
-                nodes[t as usize] = Some(k);
-            }
-            held += missing.len();
+            nodes.extend(missing.iter().copied().zip(upper.leaves(&missing)?));
         }
         let mask = (1u64 << below) - 1;
         let mut order: Vec<usize> = (0..positions.len()).collect();
@@ -547,8 +544,8 @@ impl AuraClient {
         let mut out: Vec<Option<Key<16>>> = positions.iter().map(|_| None).collect();
         for run in order.chunk_by(|a, b| tops[*a] == tops[*b]) {
             let top = tops[run[0]];
-            let node = nodes[top as usize]
-                .as_ref()
+            let node = nodes
+                .get(&top)
                 .ok_or_else(|| Error::Protocol("Aura kept node missing".into()))?;
             let sub = GgmTree::new(node.clone_secret(), below)?;
             if let [i] = *run {
@@ -565,7 +562,6 @@ impl AuraClient {
             keyword: keyword.to_vec(),
             epoch,
             nodes,
-            held,
         });
         if kept.trees.len() > KEPT_TREES {
             kept.trees.remove(0);
@@ -1350,7 +1346,7 @@ mod tests {
                     .kept
                     .trees
                     .iter()
-                    .any(|t| t.held == 1 << KEPT_LEVEL && t.nodes.iter().all(Option::is_some)));
+                    .any(|t| t.nodes.len() == 1 << KEPT_LEVEL));
             }
             assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
             // Setup: one keyword of 300 identifiers (split between the
@@ -1374,6 +1370,46 @@ mod tests {
             assert_eq!(sorted(got), sorted(expected));
             assert_eq!(c.save_state().unwrap(), copy.save_state().unwrap());
         }
+    }
+
+    /// Keywords added to in turn, more of them than the client keeps
+    /// nodes for: a keyword's tree is evicted before its next addition.
+    /// That addition must cost about what its keyword's first one costs
+    /// (one descent), not a derivation of all `2^10` kept nodes.
+    #[test]
+    fn additions_in_turn_over_more_keywords_than_kept_cost_one_descent() {
+        use rand::SeedableRng;
+        use sesame_crypto::counter::{self, Primitive};
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(8);
+        let mut c = AuraClient::new(&mut rng, &Params::new()).unwrap();
+        let words: Vec<Vec<u8>> = (0..2 * KEPT_TREES)
+            .map(|i| format!("w{i}").into_bytes())
+            .collect();
+        let mut doc = 0;
+        let (_, first) = counter::measure(|| {
+            for w in &words {
+                doc += 1;
+                c.add_entries(doc, std::slice::from_ref(w)).unwrap();
+            }
+        });
+        for _ in 0..KEEP_ALL_AFTER {
+            for w in &words {
+                doc += 1;
+                c.add_entries(doc, std::slice::from_ref(w)).unwrap();
+            }
+        }
+        let (_, later) = counter::measure(|| {
+            for w in &words {
+                doc += 1;
+                c.add_entries(doc, std::slice::from_ref(w)).unwrap();
+            }
+        });
+        let (first, later) = (first.total(Primitive::Prg), later.total(Primitive::Prg));
+        assert!(
+            later <= first + first / 10,
+            "{later} node expansions for {} additions in turn, {first} for their first",
+            words.len()
+        );
     }
 
     #[test]
