@@ -2,6 +2,7 @@
 
 mod backend;
 mod backup;
+mod cdc;
 mod collect;
 pub mod doc_service;
 mod documents;

@@ -513,10 +513,14 @@ impl StateCipher {
         let scheme_len = u8::try_from(scheme.len()).map_err(|_| {
             ClientError::InvalidArgument(format!("scheme name {scheme:?} is too long"))
         })?;
-        let sealed = self
-            .aead
-            .seal(rng, &self.shared_aad(format, index, scheme, version), plain)
-            .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
+        let aad = self.shared_aad(format, index, scheme, version);
+        let sealed = if format >= 2 {
+            self.seal_segmented(rng, &self.shared_aad(format, index, scheme, 0), &aad, plain)?
+        } else {
+            self.aead
+                .seal(rng, &aad, plain)
+                .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?
+        };
         let mut out = Vec::with_capacity(magic.len() + 9 + scheme.len() + sealed.len());
         out.extend_from_slice(magic);
         out.extend_from_slice(&version.to_be_bytes());
@@ -553,11 +557,13 @@ impl StateCipher {
             return Err(corrupt());
         }
         let (scheme, sealed) = split_scheme(rest).ok_or_else(corrupt)?;
-        let plain = Zeroizing::new(
-            self.aead
-                .open(&self.shared_aad(format, index, scheme, version), sealed)
-                .map_err(|_| corrupt())?,
-        );
+        let plain = self
+            .open_segmented(
+                &self.shared_aad(format, index, scheme, 0),
+                &self.shared_aad(format, index, scheme, version),
+                sealed,
+            )
+            .ok_or_else(corrupt)?;
         let (state, extras, chain) = if format == 2 {
             let mut shared: SharedPlain = wire::decode(&plain).map_err(|_| corrupt())?;
             let state: IndexState = wire::decode(&shared.state).map_err(|_| corrupt())?;
@@ -647,5 +653,86 @@ impl StateCipher {
             return Err(corrupt());
         }
         Ok(state)
+    }
+}
+
+/// First bytes of a shared state's plaintext sealed in segments
+/// ([`StateCipher::seal_segmented`]).
+const SEGMENTED: &[u8; 8] = b"SSMSEG01";
+/// Bytes of the seal of a segmented plaintext's segment list: nonce,
+/// SHA-256 and tag.
+const SEGMENT_LIST_SEAL: usize = 12 + 32 + 16;
+
+impl StateCipher {
+    /// Seals `plain` in content-defined segments ([`crate::cdc`]), each
+    /// with AES-256-GCM-SIV under a nonce derived from its bytes (a keyed
+    /// digest: the same segment seals to the same bytes, which says only
+    /// that it is the same) and `segment_aad` (the index, not the
+    /// version), followed by the seal of the SHA-256 of the segments
+    /// under `aad` (the version) with a random nonce:
+    /// `"SSMSEG01" || (u32 len || segment)* || list seal`. Unchanged
+    /// parts of a state seal to unchanged bytes, which the chunk layer
+    /// does not send again.
+    pub(crate) fn seal_segmented(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        segment_aad: &[u8],
+        aad: &[u8],
+        plain: &[u8],
+    ) -> Result<Vec<u8>> {
+        let too_large = || ClientError::InvalidArgument("client state is too large".into());
+        let segment_aad = [b"segment\0".as_slice(), segment_aad].concat();
+        let mut out = SEGMENTED.to_vec();
+        for part in crate::cdc::chunks(plain) {
+            let digest = self.names.hash(
+                "sesame-client/shared-segment-nonce/v1",
+                &[&segment_aad, part],
+            );
+            let mut nonce = [0u8; 12];
+            nonce.copy_from_slice(digest.get(..12).unwrap_or(&[0; 12]));
+            let sealed = self
+                .aead
+                .seal_with_nonce(&nonce, &segment_aad, part)
+                .map_err(|_| too_large())?;
+            let len = u32::try_from(sealed.len()).map_err(|_| too_large())?;
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(&sealed);
+        }
+        let list = sesame_crypto::hash::sha256(out.get(SEGMENTED.len()..).unwrap_or_default());
+        let seal = self.aead.seal(rng, aad, &list).map_err(|_| too_large())?;
+        out.extend_from_slice(&seal);
+        Ok(out)
+    }
+
+    /// Opens what [`StateCipher::seal_segmented`] sealed, or a plaintext
+    /// sealed whole under `aad` (the format before segments); `None` if
+    /// anything does not open or match.
+    pub(crate) fn open_segmented(
+        &self,
+        segment_aad: &[u8],
+        aad: &[u8],
+        sealed: &[u8],
+    ) -> Option<Zeroizing<Vec<u8>>> {
+        let Some(body) = sealed.strip_prefix(SEGMENTED.as_slice()) else {
+            return self.aead.open(aad, sealed).ok().map(Zeroizing::new);
+        };
+        let split = body.len().checked_sub(SEGMENT_LIST_SEAL)?;
+        let (segments, seal) = body.split_at(split);
+        let list = self.aead.open(aad, seal).ok()?;
+        if list != sesame_crypto::hash::sha256(segments) {
+            return None;
+        }
+        let segment_aad = [b"segment\0".as_slice(), segment_aad].concat();
+        let mut plain = Zeroizing::new(Vec::with_capacity(segments.len()));
+        let mut rest = segments;
+        while !rest.is_empty() {
+            let (len, tail) = rest.split_first_chunk::<4>()?;
+            let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
+            let (segment, tail) = tail.split_at_checked(len)?;
+            let part = Zeroizing::new(self.aead.open(&segment_aad, segment).ok()?);
+            plain.extend_from_slice(&part);
+            rest = tail;
+        }
+        Some(plain)
     }
 }

@@ -285,7 +285,8 @@ fn a_state_larger_than_a_message_is_shared_in_chunks() {
         .unwrap()
         .add_documents(&[&big], &mut |_| {})
         .unwrap();
-    let records = format!("v/alice/{}{DEFAULT_INDEX}/s-", s.binding.index_prefix);
+    // Content-named chunks (`session::chunks`).
+    let records = format!("v/alice/{}{DEFAULT_INDEX}/c-", s.binding.index_prefix);
     assert!(
         !s.store.scan_prefix(records.as_bytes()).unwrap().is_empty(),
         "the state is in chunks"

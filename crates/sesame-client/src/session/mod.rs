@@ -32,6 +32,7 @@ use crate::lock::ProfileLock;
 use crate::profile::{find_scheme, Profile};
 use crate::state::{DocumentInfo, IndexState, StateCipher};
 
+mod chunks;
 mod intents;
 mod queries;
 pub(crate) mod shared;

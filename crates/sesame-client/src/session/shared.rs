@@ -65,7 +65,7 @@ pub(crate) const PROFILE_RECORD: &str = "profile";
 /// Attempts of a command that keeps finding the state changed.
 const ATTEMPTS: usize = 16;
 /// `expected` of a write that accepts any version (chunks).
-const ANY_VERSION: u64 = u64::MAX;
+pub(super) const ANY_VERSION: u64 = u64::MAX;
 /// Tag of a record value held in the record itself.
 const INLINE: u8 = 0;
 /// Tag of a record value held in chunk records.
@@ -380,6 +380,10 @@ fn get_value(backend: &mut dyn Backend, index: &str, value: &[u8]) -> Result<Vec
     let (&tag, rest) = value.split_first().ok_or_else(damaged)?;
     match tag {
         INLINE => Ok(rest.to_vec()),
+        super::chunks::CONTENT => {
+            let chunk_max = chunk_max(backend)?;
+            super::chunks::get_state(backend, index, chunk_max, rest)
+        }
         CHUNKED => {
             let (count, prefix) = rest.split_first_chunk::<4>().ok_or_else(damaged)?;
             let count = u32::from_be_bytes(*count);
@@ -799,7 +803,6 @@ impl Session {
                 .reserved_by
                 .insert(shared.device, self.state.reserved.clone());
         }
-        let prefix = format!("s-{}-{}-", hex::encode(&shared.device[..8]), next % 2);
         let blob = self.cipher.seal_shared(
             &mut self.rng,
             &self.index,
@@ -809,7 +812,9 @@ impl Session {
             &chain,
         )?;
         let digest = shared_digest(&blob);
-        let value = self.put_value(&prefix, &blob)?;
+        // Content-named chunks: the parts of the state in force that
+        // did not change are not sent again (`chunks`).
+        let (value, gone) = self.put_state(expected, &blob)?;
         let mut writes = vec![
             IndexRecordWrite {
                 name: STATE_RECORD.into(),
@@ -823,6 +828,7 @@ impl Session {
             },
         ];
         writes.extend(staged);
+        writes.extend(gone);
         let conflict = self.backend.write_records(&self.index, writes.clone())?;
         if let Some(current) = conflict {
             // A retried request whose first try was applied finds every

@@ -1,0 +1,247 @@
+//! How a large shared state is stored: in content-defined chunks
+//! ([`crate::cdc`]), each a record named by the digest of its bytes, so
+//! that a commit writes only the chunks the state in force does not
+//! already have.
+//!
+//! The state is sealed in segments that seal to the same bytes when they
+//! hold the same bytes ([`StateCipher::seal_segmented`]), so the chunks of
+//! the unchanged parts of a state (most of a catalog an import appends
+//! to) are the same records from one version to the next. The state
+//! record lists its chunks (`2 || (12-byte id || u32 len)*`, the id the
+//! first 12 bytes of the chunk's SHA-256, its record `c-` and the id in
+//! hex). A commit
+//!
+//! - reads the state record in force (the version it commits over) to
+//!   know its chunks, and writes the chunks of the new state that it
+//!   lacks, of any version, before the commit (they are content-named: two
+//!   writers of the same name write the same bytes);
+//! - deletes the chunks the state in force lists and the new one does
+//!   not, in the commit's own compare-and-swap write: they go only if the
+//!   commit does, so no state in force ever lacks a chunk. A reader of the
+//!   state in force while a commit replaces it finds a chunk gone, and
+//!   reads the new state (`fetch`, `refresh`).
+//!
+//! A commit that loses the compare-and-swap (another device committed
+//! first), or a process killed between its chunk writes and its commit,
+//! leaves the chunks it wrote: what that commit changed, no more; they
+//! are not collected (a later commit of the same bytes uses them).
+//!
+//! [`StateCipher::seal_segmented`]: crate::state::StateCipher::seal_segmented
+
+use std::collections::BTreeSet;
+
+use crate::backend::{Backend, IndexRecordWrite};
+use crate::error::{ClientError, Result};
+
+/// Tag of a record value held in content-named chunks.
+pub(super) const CONTENT: u8 = 2;
+/// Bytes of a chunk's entry in the list: id and length.
+const ENTRY: usize = 12 + 4;
+/// A value at most this long is held inline.
+pub(super) const INLINE_MAX: usize = crate::cdc::MAX_CHUNK;
+
+/// The record of the chunk with id `id`.
+fn chunk_record(id: &[u8]) -> String {
+    format!("c-{}", hex::encode(id))
+}
+
+/// The id of a chunk: the first 12 bytes of its SHA-256.
+fn chunk_id(chunk: &[u8]) -> [u8; 12] {
+    let digest = sesame_crypto::hash::sha256(chunk);
+    let mut id = [0u8; 12];
+    id.copy_from_slice(digest.get(..12).unwrap_or(&[0; 12]));
+    id
+}
+
+/// The chunk records a [`CONTENT`] value's list (after the tag) names,
+/// with their lengths; `None` if it does not parse.
+fn entries(list: &[u8]) -> Option<Vec<([u8; 12], usize)>> {
+    if list.len() % ENTRY != 0 {
+        return None;
+    }
+    list.chunks(ENTRY)
+        .map(|e| {
+            let (id, len) = e.split_first_chunk::<12>()?;
+            let len: [u8; 4] = len.try_into().ok()?;
+            Some((*id, usize::try_from(u32::from_be_bytes(len)).ok()?))
+        })
+        .collect()
+}
+
+/// Tag of a value in chunks named by a prefix and their number (the
+/// format before [`CONTENT`]: `1 || u32 count || prefix`).
+const PREFIXED: u8 = 1;
+
+/// The chunk records a state record's value uses: a [`CONTENT`] value's
+/// chunks, or those of a value of the format before.
+fn records_of(value: &[u8]) -> BTreeSet<String> {
+    match value.split_first() {
+        Some((&CONTENT, list)) => entries(list)
+            .unwrap_or_default()
+            .iter()
+            .map(|(id, _)| chunk_record(id))
+            .collect(),
+        Some((&PREFIXED, rest)) => match rest.split_first_chunk::<4>() {
+            Some((count, prefix)) => match std::str::from_utf8(prefix) {
+                Ok(prefix) => (0..u32::from_be_bytes(*count))
+                    .map(|k| format!("{prefix}{k}"))
+                    .collect(),
+                Err(_) => BTreeSet::new(),
+            },
+            None => BTreeSet::new(),
+        },
+        _ => BTreeSet::new(),
+    }
+}
+
+/// Stores `bytes` (a sealed state to commit over version `expected` of
+/// the state record) as a [`CONTENT`] value: writes now the chunks the
+/// record in force lacks (batches of up to `chunk_max` bytes), and
+/// returns the value and the deletions for the commit's write (the
+/// chunks of a value of the format before go too).
+pub(super) fn put_state(
+    backend: &mut dyn Backend,
+    index: &str,
+    chunk_max: usize,
+    expected: u64,
+    bytes: &[u8],
+) -> Result<(Vec<u8>, Vec<IndexRecordWrite>)> {
+    let in_force = if expected == 0 {
+        BTreeSet::new()
+    } else {
+        let records = backend
+            .read_records(index, &[super::shared::STATE_RECORD.to_owned()], &[])?
+            .unwrap_or_default();
+        match records.first() {
+            // Another version: the commit will find it and fail, having
+            // written what it needed.
+            Some(r) if r.version == expected => records_of(&r.value),
+            _ => BTreeSet::new(),
+        }
+    };
+    let chunks = crate::cdc::chunks(bytes);
+    let mut value = Vec::with_capacity(1 + chunks.len() * ENTRY);
+    value.push(CONTENT);
+    let mut used = BTreeSet::new();
+    let mut batch: Vec<IndexRecordWrite> = Vec::new();
+    let mut batch_bytes = 0usize;
+    for chunk in chunks {
+        let id = chunk_id(chunk);
+        let len = u32::try_from(chunk.len()).map_err(|_| {
+            ClientError::InvalidArgument("a chunk of the client state is too large".into())
+        })?;
+        value.extend_from_slice(&id);
+        value.extend_from_slice(&len.to_be_bytes());
+        let name = chunk_record(&id);
+        if in_force.contains(&name) || !used.insert(name.clone()) {
+            used.insert(name);
+            continue;
+        }
+        if batch_bytes + chunk.len() > chunk_max && !batch.is_empty() {
+            write_any(backend, index, std::mem::take(&mut batch))?;
+            batch_bytes = 0;
+        }
+        batch_bytes += chunk.len();
+        batch.push(IndexRecordWrite {
+            name,
+            expected: super::shared::ANY_VERSION,
+            value: Some(chunk.to_vec()),
+        });
+    }
+    if !batch.is_empty() {
+        write_any(backend, index, batch)?;
+    }
+    let gone = in_force
+        .difference(&used)
+        .map(|name| IndexRecordWrite {
+            name: name.clone(),
+            expected: super::shared::ANY_VERSION,
+            value: None,
+        })
+        .collect();
+    Ok((value, gone))
+}
+
+impl super::Session {
+    /// The record value of a sealed state committed over version
+    /// `expected`, and the deletions that go with the commit: the bytes
+    /// themselves when at most [`INLINE_MAX`], else [`put_state`]'s.
+    pub(super) fn put_state(
+        &mut self,
+        expected: u64,
+        bytes: &[u8],
+    ) -> Result<(Vec<u8>, Vec<IndexRecordWrite>)> {
+        let chunk_max = super::shared::chunk_max(self.backend.as_mut())?;
+        if bytes.len() > INLINE_MAX.min(chunk_max / 4) {
+            return put_state(
+                self.backend.as_mut(),
+                &self.index,
+                chunk_max,
+                expected,
+                bytes,
+            );
+        }
+        let mut value = Vec::with_capacity(1 + bytes.len());
+        value.push(0);
+        value.extend_from_slice(bytes);
+        // The chunks of the state in force, if it had any, go.
+        let (_, gone) = put_state(self.backend.as_mut(), &self.index, chunk_max, expected, &[])?;
+        Ok((value, gone))
+    }
+}
+
+/// Writes chunk records of any version.
+fn write_any(backend: &mut dyn Backend, index: &str, writes: Vec<IndexRecordWrite>) -> Result<()> {
+    if backend.write_records(index, writes)?.is_some() {
+        return Err(ClientError::Core(sesame_core::Error::Protocol(
+            "the server refused a write of any version".into(),
+        )));
+    }
+    Ok(())
+}
+
+/// Reassembles a [`CONTENT`] value (`list`, after the tag) from its
+/// chunks, read in requests of up to `chunk_max` bytes, each checked
+/// against its id; a chunk missing or altered is
+/// [`ClientError::SharedStateCorrupt`] (a commit replaced the state
+/// while it was read: the caller reads the new one).
+pub(super) fn get_state(
+    backend: &mut dyn Backend,
+    index: &str,
+    chunk_max: usize,
+    list: &[u8],
+) -> Result<Vec<u8>> {
+    let damaged = || ClientError::SharedStateCorrupt {
+        index: index.to_owned(),
+    };
+    let entries = entries(list).ok_or_else(damaged)?;
+    let mut out = Vec::with_capacity(entries.iter().map(|(_, len)| len).sum());
+    let mut start = 0;
+    while start < entries.len() {
+        let mut end = start;
+        let mut bytes = 0usize;
+        while let Some((_, len)) = entries.get(end) {
+            if end > start && bytes + len > chunk_max {
+                break;
+            }
+            bytes += len;
+            end += 1;
+        }
+        let part = entries.get(start..end).unwrap_or_default();
+        let names: Vec<String> = part.iter().map(|(id, _)| chunk_record(id)).collect();
+        let records = backend
+            .read_records(index, &names, &[])?
+            .unwrap_or_default();
+        if records.len() != part.len() {
+            return Err(damaged());
+        }
+        for ((id, len), r) in part.iter().zip(records) {
+            if r.version == 0 || r.value.len() != *len || chunk_id(&r.value) != *id {
+                return Err(damaged());
+            }
+            out.extend_from_slice(&r.value);
+        }
+        start = end;
+    }
+    Ok(out)
+}

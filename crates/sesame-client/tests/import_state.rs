@@ -1,0 +1,236 @@
+//! The client state a server-bound table import uploads grows in
+//! proportion to the records imported, not with their square: twice the
+//! records upload less than three times the state bytes.
+//!
+//! `SESAME_IMPORT_SIZES=20000,40000,80000 cargo test -p sesame-client
+//! --release --test import_state -- --nocapture` prints the bytes for
+//! other sizes (the figures in `docs/client.md`).
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rand_core::OsRng;
+use sesame_client::table::import::Format;
+use sesame_client::table::{Schema, Table};
+use sesame_client::{
+    insecure, Backend, IndexRecord, IndexRecordWrite, NetworkBackend, Profile, ServerBinding,
+    SetupChannel,
+};
+use sesame_core::{Channel, Meter, Params, Service, Store};
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_sse::KeywordScheme;
+use sesame_store::MemoryStore;
+
+/// A network backend that counts the bytes of the shared state's records
+/// it writes (the state record and its chunks, in the format before
+/// content-named chunks (`s-`) and since (`c-`); not the intents).
+struct Counting {
+    inner: NetworkBackend,
+    state_bytes: Arc<AtomicU64>,
+}
+
+impl Backend for Counting {
+    fn index_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> sesame_client::Result<Box<dyn Channel>> {
+        self.inner.index_channel(index, generation, scheme)
+    }
+    fn document_channel(&mut self, index: &str) -> sesame_client::Result<Box<dyn Channel + Send>> {
+        self.inner.document_channel(index)
+    }
+    fn drop_other_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {
+        self.inner.drop_other_generations(index, keep)
+    }
+    fn drop_older_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {
+        self.inner.drop_older_generations(index, keep)
+    }
+    fn meter(&self) -> &Meter {
+        self.inner.meter()
+    }
+    fn read_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> sesame_client::Result<Box<dyn Channel>> {
+        self.inner.read_channel(index, generation, scheme)
+    }
+    fn update_job(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+        id: [u8; 16],
+        requests: Vec<Vec<u8>>,
+    ) -> sesame_client::Result<sesame_client::UpdateJob> {
+        self.inner
+            .update_job(index, generation, scheme, id, requests)
+    }
+    fn forget(&mut self, index: &str, id: [u8; 16]) -> sesame_client::Result<()> {
+        self.inner.forget(index, id)
+    }
+    fn max_message(&mut self) -> sesame_client::Result<Option<usize>> {
+        self.inner.max_message()
+    }
+    fn max_documents(&mut self) -> sesame_client::Result<Option<usize>> {
+        self.inner.max_documents()
+    }
+    fn hosted_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &str,
+        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> sesame_client::Result<Box<dyn Channel>> {
+        self.inner.hosted_channel(index, generation, scheme, server)
+    }
+    fn hosted_transaction(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &str,
+        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+    ) -> sesame_client::Result<Box<dyn SetupChannel>> {
+        self.inner
+            .hosted_transaction(index, generation, scheme, server)
+    }
+    fn ensure_index(
+        &mut self,
+        index: &str,
+        scheme: &str,
+        params: &Params,
+    ) -> sesame_client::Result<()> {
+        self.inner.ensure_index(index, scheme, params)
+    }
+    fn remove_index(&mut self, index: &str) -> sesame_client::Result<()> {
+        self.inner.remove_index(index)
+    }
+    fn read_records(
+        &mut self,
+        index: &str,
+        names: &[String],
+        known: &[u64],
+    ) -> sesame_client::Result<Option<Vec<IndexRecord>>> {
+        self.inner.read_records(index, names, known)
+    }
+    fn write_records(
+        &mut self,
+        index: &str,
+        writes: Vec<IndexRecordWrite>,
+    ) -> sesame_client::Result<Option<Vec<IndexRecord>>> {
+        let bytes: usize = writes
+            .iter()
+            .filter(|w| w.name == "state" || w.name.starts_with("s-") || w.name.starts_with("c-"))
+            .filter_map(|w| w.value.as_ref().map(Vec::len))
+            .sum();
+        self.state_bytes.fetch_add(bytes as u64, Ordering::SeqCst);
+        self.inner.write_records(index, writes)
+    }
+    fn setup_channel(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> sesame_client::Result<Box<dyn SetupChannel>> {
+        self.inner.setup_channel(index, generation, scheme)
+    }
+}
+
+fn schema() -> Schema {
+    Schema::from_toml(
+        r#"
+key = "id"
+equality = "fast"
+[fields.id]
+type = "integer"
+[fields.carrier]
+type = "string"
+index = ["equality"]
+[fields.origin]
+type = "string"
+index = ["equality"]
+"#,
+    )
+    .unwrap()
+}
+
+/// The state bytes a fresh table's import of `n` records uploads.
+fn state_bytes_of_import(binding: &ServerBinding, n: usize) -> u64 {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = Profile::create_with_kdf(
+        tmp.path().join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap();
+    let mut binding = binding.clone();
+    binding.index_prefix = format!("n{n}-");
+    p.bind_server(&binding).unwrap();
+    let counted = Arc::new(AtomicU64::new(0));
+    let backend = Box::new(Counting {
+        inner: NetworkBackend::connect(&binding).unwrap(),
+        state_bytes: counted.clone(),
+    });
+    let mut table = Table::create_with(&p, "t", schema(), backend).unwrap();
+    let file = tmp.path().join("rows.csv");
+    let mut text = String::from("id,carrier,origin\n");
+    for i in 0..n {
+        text.push_str(&format!("{i},C{},O{}\n", i % 16, i % 3));
+    }
+    std::fs::write(&file, text).unwrap();
+    let before = counted.load(Ordering::SeqCst);
+    let report = table.import(&file, Format::Csv, &mut |_| {}).unwrap();
+    assert_eq!(report.insert.inserted, n);
+    counted.load(Ordering::SeqCst) - before
+}
+
+#[test]
+fn twice_the_records_upload_less_than_three_times_the_state() {
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.clone().into_bytes(),
+        key_pem: certs.key_pem.clone().into_bytes(),
+    });
+    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let server = RunningServer::start(config, store).unwrap();
+    let binding = ServerBinding {
+        url: server.url(),
+        token,
+        ca_pem: Some(certs.ca_pem.clone().into_bytes()),
+        index_prefix: String::new(),
+    };
+    let sizes: Vec<usize> = std::env::var("SESAME_IMPORT_SIZES")
+        .ok()
+        .map(|s| s.split(',').map(|n| n.trim().parse().unwrap()).collect())
+        .unwrap_or_else(|| vec![8_000, 16_000]);
+    let mut bytes = Vec::new();
+    for &n in &sizes {
+        let b = state_bytes_of_import(&binding, n);
+        println!(
+            "{n} records: {b} bytes of state uploaded ({:.1} MiB)",
+            b as f64 / (1 << 20) as f64
+        );
+        bytes.push(b);
+    }
+    for (w, n) in bytes.windows(2).zip(sizes.windows(2)) {
+        if let ([a, b], [na, nb]) = (w, n) {
+            if *nb == 2 * *na {
+                assert!(
+                    *b < 3 * *a,
+                    "{nb} records uploaded {b} bytes of state, {na} records {a}: more than 3x"
+                );
+            }
+        }
+    }
+    server.shutdown().unwrap();
+}
