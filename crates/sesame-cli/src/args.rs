@@ -301,15 +301,28 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub handshake_timeout: u64,
 
-    /// Longest a connection may stay without reading or writing, in
-    /// seconds; it is closed then.
+    /// Longest a connection may stay without a request, in seconds; it is
+    /// closed then (HTTP/2 pings do not count as requests).
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     pub idle_timeout: u64,
 
-    /// Connections open at once (TLS handshakes included); more are closed
-    /// at once.
+    /// Connections open at once (TLS handshakes included); over it, a new
+    /// connection takes the place of the oldest on which no request has
+    /// carried a valid token, or is closed at once when every connection
+    /// has.
     #[arg(long, default_value_t = 1024, value_name = "N")]
     pub max_connections: usize,
+
+    /// Connections open at once from one IP address; over it, a new one
+    /// takes the place of that address's oldest connection without a valid
+    /// token, or is closed at once.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub max_connections_per_peer: usize,
+
+    /// Longest a connection may stay open before a request on it carries
+    /// a valid token, in seconds; it is closed then.
+    #[arg(long, default_value_t = 20, value_name = "SECONDS")]
+    pub auth_timeout: u64,
 
     /// Bytes of uploads the server holds in memory before their commit,
     /// all tenants together; beyond, uploads are refused.

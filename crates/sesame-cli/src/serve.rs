@@ -97,6 +97,8 @@ pub(crate) fn serve(args: ServeArgs) -> Result<(), CliError> {
         handshake_timeout: Duration::from_secs(args.handshake_timeout),
         idle_timeout: Duration::from_secs(args.idle_timeout),
         max_connections: args.max_connections,
+        max_connections_per_peer: args.max_connections_per_peer,
+        auth_timeout: Duration::from_secs(args.auth_timeout),
     };
     config.limits = Limits {
         max_indexes_per_tenant: args.max_indexes,

@@ -1,13 +1,23 @@
 //! The server's own accept loop, so that connections cannot be held
-//! forever by clients that never finish TLS or never send anything:
+//! forever by clients that never finish TLS, never send anything, or
+//! never present a token:
 //!
-//! - at most `max_connections` connections are open (handshakes included);
-//!   over it, a new connection is closed at once (the client sees a reset
-//!   and may retry), so a flood cannot queue up behind the limit;
+//! - at most `max_connections` connections are open (handshakes
+//!   included), at most `max_connections_per_peer` from one IP address;
+//!   over the per-peer limit a new connection is closed at once. When
+//!   every place is held, a new connection takes the place of the oldest
+//!   connection on which no request has carried a valid token (that one is
+//!   closed); only when all hold a valid token is the new one closed
+//!   ([`crate::gate`]);
 //! - a TLS handshake must finish within `handshake_timeout`, else the
 //!   connection is closed;
-//! - a connection on which nothing is read or written for `idle_timeout`
-//!   is closed (a request in flight is bounded by the request timeout).
+//! - a connection on which no request has carried a valid token is closed
+//!   `auth_timeout` after it was accepted;
+//! - a connection on which no request starts or runs for `idle_timeout`
+//!   is closed: requests count, not bytes (HTTP/2 pings and settings do
+//!   not keep a connection open);
+//! - a failed accept (out of file descriptors) is retried after a pause
+//!   that doubles up to a second, so it never spins.
 //!
 //! Each handshake runs in a task of its own: a slow client never delays
 //! another's.
@@ -21,23 +31,31 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 use tonic::transport::server::Connected;
 
 use crate::error::ServerError;
+use crate::gate::{ConnState, FrameWatch, Gate, Place};
 
-/// The deadlines and the limit of the accept loop.
+/// The deadlines and the limits of the accept loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// Longest a TLS handshake may take.
     pub handshake_timeout: Duration,
-    /// Longest a connection may stay without reading or writing.
+    /// Longest a connection may stay without a request.
     pub idle_timeout: Duration,
-    /// Connections open at once; more are closed at once.
+    /// Connections open at once; a new one over it takes the place of the
+    /// oldest without a valid token, or is closed at once.
     pub max_connections: usize,
+    /// Connections open at once from one IP address; more are closed at
+    /// once.
+    pub max_connections_per_peer: usize,
+    /// Longest a connection may stay open before a request on it carries
+    /// a valid token.
+    pub auth_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -46,6 +64,32 @@ impl Default for ConnectionLimits {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
             max_connections: 1024,
+            max_connections_per_peer: 64,
+            auth_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// The longest pause after a failed accept.
+const MAX_ACCEPT_PAUSE: Duration = Duration::from_secs(1);
+
+/// Accepts from `listener`, pausing after a failed accept (out of file
+/// descriptors and the like: retried at once, it would spin) for 10 ms,
+/// doubling up to [`MAX_ACCEPT_PAUSE`] while failures go on.
+pub async fn accept_with_backoff(
+    listener: &TcpListener,
+    pause: &mut Duration,
+) -> (TcpStream, std::net::SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(a) => {
+                *pause = Duration::ZERO;
+                return a;
+            }
+            Err(_) => {
+                *pause = (*pause * 2).clamp(Duration::from_millis(10), MAX_ACCEPT_PAUSE);
+                tokio::time::sleep(*pause).await;
+            }
         }
     }
 }
@@ -83,21 +127,15 @@ pub fn spawn_accept_loop(
     limits: ConnectionLimits,
 ) -> mpsc::Receiver<io::Result<Conn>> {
     let (tx, rx) = mpsc::channel(64);
-    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let gate = Gate::new(limits.max_connections, limits.max_connections_per_peer);
     tokio::spawn(async move {
+        let mut pause = Duration::ZERO;
         loop {
-            let (stream, _) = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 _ = tx.closed() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    // Out of file descriptors and the like: wait a little.
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
+                a = accept_with_backoff(&listener, &mut pause) => a,
             };
-            let Ok(permit) = permits.clone().try_acquire_owned() else {
+            let Ok(place) = gate.admit(peer.ip()) else {
                 drop(stream);
                 continue;
             };
@@ -105,26 +143,38 @@ pub fn spawn_accept_loop(
             let tx = tx.clone();
             let tls = tls.clone();
             tokio::spawn(async move {
+                let state = place.state().clone();
+                let evicted = std::future::poll_fn(|cx| {
+                    if state.poll_evicted(cx) {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                });
                 let io = match tls {
                     Some(acceptor) => {
-                        match tokio::time::timeout(
-                            limits.handshake_timeout,
-                            acceptor.accept(stream),
-                        )
-                        .await
-                        {
-                            Ok(Ok(s)) => Io::Tls(Box::new(s)),
-                            // A failed or slow handshake: closed.
-                            _ => return,
+                        let handshake =
+                            tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream));
+                        tokio::select! {
+                            done = handshake => match done {
+                                Ok(Ok(s)) => Io::Tls(Box::new(s)),
+                                // A failed or slow handshake: closed.
+                                _ => return,
+                            },
+                            // Its place went to a newer connection.
+                            () = evicted => return,
                         }
                     }
                     None => Io::Plain(stream),
                 };
                 let conn = Conn {
                     io,
-                    idle: Box::pin(tokio::time::sleep(limits.idle_timeout)),
-                    idle_timeout: limits.idle_timeout,
-                    _permit: permit,
+                    timer: Box::pin(tokio::time::sleep(
+                        limits.idle_timeout.min(limits.auth_timeout),
+                    )),
+                    limits,
+                    frames: FrameWatch::default(),
+                    place,
                 };
                 let _ = tx.send(Ok(conn)).await;
             });
@@ -138,32 +188,66 @@ enum Io {
     Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
-/// An accepted connection: holds its place under the connection limit and
-/// closes itself when idle too long.
+/// An accepted connection: holds its place under the connection limits
+/// and closes itself when idle too long, when no request has carried a
+/// valid token in time, or when its place is taken.
 pub struct Conn {
     io: Io,
-    idle: Pin<Box<Sleep>>,
-    idle_timeout: Duration,
-    _permit: OwnedSemaphorePermit,
+    timer: Pin<Box<Sleep>>,
+    limits: ConnectionLimits,
+    frames: FrameWatch,
+    place: Place,
 }
 
-impl Conn {
-    fn active(&mut self) {
-        self.idle.as_mut().reset(Instant::now() + self.idle_timeout);
-    }
+/// What the service learns of a request's connection (in the request's
+/// extensions): where it records requests and tokens.
+#[derive(Clone, Debug)]
+pub struct ConnInfo(pub Arc<ConnState>);
 
-    fn idle_error(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
-        self.idle
-            .as_mut()
-            .poll(cx)
-            .is_ready()
-            .then(|| io::Error::new(io::ErrorKind::TimedOut, "the connection was idle too long"))
+impl Conn {
+    /// The error that closes the connection, if its time is up or its
+    /// place was taken; else `None`, with `cx` woken at the next deadline.
+    fn closing(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        let state = self.place.state().clone();
+        if state.poll_evicted(cx) {
+            return Some(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the connection's place went to a newer one (no valid token was presented)",
+            ));
+        }
+        loop {
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return None;
+            }
+            let now = Instant::now();
+            let idle = if state.in_flight() > 0 {
+                now + self.limits.idle_timeout
+            } else {
+                Instant::from_std(state.last_request()) + self.limits.idle_timeout
+            };
+            let deadline = if state.is_authenticated() {
+                idle
+            } else {
+                idle.min(Instant::from_std(state.accepted()) + self.limits.auth_timeout)
+            };
+            if deadline <= now {
+                let why = if state.is_authenticated() {
+                    "the connection was idle too long"
+                } else {
+                    "no request presented a valid token in time"
+                };
+                return Some(io::Error::new(io::ErrorKind::TimedOut, why));
+            }
+            self.timer.as_mut().reset(deadline);
+        }
     }
 }
 
 impl Connected for Conn {
-    type ConnectInfo = ();
-    fn connect_info(&self) -> Self::ConnectInfo {}
+    type ConnectInfo = ConnInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        ConnInfo(self.place.state().clone())
+    }
 }
 
 impl AsyncRead for Conn {
@@ -173,23 +257,18 @@ impl AsyncRead for Conn {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if let Some(e) = this.closing(cx) {
+            return Poll::Ready(Err(e));
+        }
         let before = buf.filled().len();
         let r = match &mut this.io {
             Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         };
-        match r {
-            Poll::Ready(r) => {
-                if buf.filled().len() > before {
-                    this.active();
-                }
-                Poll::Ready(r)
-            }
-            Poll::Pending => match this.idle_error(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
+        if r.is_ready() && this.frames.feed(&buf.filled()[before..]) {
+            this.place.state().touch();
         }
+        r
     }
 }
 
@@ -199,15 +278,10 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let r = match &mut this.io {
+        match &mut self.get_mut().io {
             Io::Plain(s) => Pin::new(s).poll_write(cx, data),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, data),
-        };
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            this.active();
         }
-        r
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -6,6 +6,7 @@ pub mod certs;
 pub mod codec;
 pub mod engine;
 pub mod error;
+pub mod gate;
 pub mod hostile;
 pub mod keys;
 pub mod metrics;

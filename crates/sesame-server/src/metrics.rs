@@ -342,11 +342,19 @@ pub async fn serve_admin(
     stop: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(stop);
+    // A failed accept (out of file descriptors) pauses the loop instead of
+    // spinning; at most MAX_ADMIN_CONNECTIONS are served at once, more are
+    // closed at once.
+    let places = Arc::new(tokio::sync::Semaphore::new(MAX_ADMIN_CONNECTIONS));
+    let mut pause = Duration::ZERO;
     loop {
         tokio::select! {
             _ = &mut stop => return,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+            (stream, _) = crate::accept::accept_with_backoff(&listener, &mut pause) => {
+                let Ok(place) = places.clone().try_acquire_owned() else {
+                    drop(stream);
+                    continue;
+                };
                 let metrics = metrics.clone();
                 let token = token.clone();
                 tokio::spawn(async move {
@@ -355,11 +363,15 @@ pub async fn serve_admin(
                         answer(stream, &metrics, token.as_ref()),
                     )
                     .await;
+                    drop(place);
                 });
             }
         }
     }
 }
+
+/// Admin connections served at once; more are closed at once.
+pub const MAX_ADMIN_CONNECTIONS: usize = 32;
 
 /// Whether the request head carries `Authorization: Bearer T` with the
 /// token.

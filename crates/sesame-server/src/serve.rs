@@ -140,10 +140,12 @@ impl ServerConfig {
             || self.connections.handshake_timeout.is_zero()
             || self.connections.idle_timeout.is_zero()
             || self.connections.max_connections == 0
+            || self.connections.max_connections_per_peer == 0
+            || self.connections.auth_timeout.is_zero()
         {
             return Err(ServerError::Config(
                 "the message limit must be at least 1024 bytes, the timeouts and the \
-                 connection limit above zero"
+                 connection limits above zero"
                     .into(),
             ));
         }

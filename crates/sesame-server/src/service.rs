@@ -178,6 +178,15 @@ impl Shared {
             .ok_or_else(|| Status::unauthenticated("invalid token"))
     }
 
+    /// Whether the request's headers carry a valid bearer token.
+    fn carries_valid_token(&self, headers: &http::HeaderMap) -> bool {
+        headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| self.tokens.authenticate(t.trim()).is_some())
+    }
+
     fn refuse_if_stopping(&self) -> Result<(), Status> {
         if self.shutting_down.load(Ordering::Acquire) {
             Err(Status::unavailable("the server is shutting down"))
@@ -517,6 +526,32 @@ impl Service<http::Request<tonic::body::Body>> for SesameService {
     }
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        // The connection learns that a request runs on it, and whether it
+        // carries a valid token (`crate::gate`): requests, not bytes, keep
+        // it open, and one with a token keeps its place.
+        let on = request
+            .extensions()
+            .get::<crate::accept::ConnInfo>()
+            .map(|c| {
+                c.0.request(self.shared.carries_valid_token(request.headers()))
+            });
+        let answer = self.route(request);
+        match on {
+            Some(running) => Box::pin(async move {
+                let r = answer.await;
+                drop(running);
+                r
+            }),
+            None => answer,
+        }
+    }
+}
+
+impl SesameService {
+    fn route(
+        &mut self,
+        request: http::Request<tonic::body::Body>,
+    ) -> BoxFuture<http::Response<tonic::body::Body>, std::convert::Infallible> {
         let shared = self.shared.clone();
         match request.uri().path() {
             path::HEALTH => self.unary(request, path::HEALTH, false, health),

@@ -18,6 +18,7 @@ use tonic::Code;
 struct Fixture {
     server: RunningServer,
     alice: ClientConfig,
+    ca_pem: Vec<u8>,
 }
 
 fn start_with(store: Arc<dyn sesame_core::Store>, tune: impl FnOnce(&mut ServerConfig)) -> Fixture {
@@ -32,8 +33,13 @@ fn start_with(store: Arc<dyn sesame_core::Store>, tune: impl FnOnce(&mut ServerC
     config.admin = Some("127.0.0.1:0".parse().unwrap());
     tune(&mut config);
     let server = RunningServer::start(config, store).unwrap();
-    let alice = ClientConfig::new(server.url(), alice).with_ca(certs.ca_pem.into_bytes());
-    Fixture { server, alice }
+    let ca_pem = certs.ca_pem.into_bytes();
+    let alice = ClientConfig::new(server.url(), alice).with_ca(ca_pem.clone());
+    Fixture {
+        server,
+        alice,
+        ca_pem,
+    }
 }
 
 /// Issue 43.4: the first CreateIndex is applied but its confirmation
@@ -60,4 +66,201 @@ fn a_create_index_applied_but_unconfirmed_succeeds_on_retry() {
     assert_eq!(again.code(), Code::AlreadyExists, "{again:?}");
 }
 
-fn _unused(_: Duration) {}
+/// Whether the server closed `s` (EOF or an error) within `limit`.
+fn closed_within(s: &mut std::net::TcpStream, limit: Duration) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 64];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                )
+            }
+        }
+    }
+}
+
+/// Issue 43.5: connections that never speak hold every place; a client
+/// with a valid token still gets through (it takes the place of the
+/// oldest connection without a token).
+#[test]
+fn idle_connections_holding_every_place_do_not_lock_out_a_client_with_a_token() {
+    let f = start_with(Arc::new(sesame_store::MemoryStore::new()), |c| {
+        c.connections.handshake_timeout = Duration::from_secs(60);
+        c.connections.max_connections = 20;
+    });
+    let addr = f.server.bound().addr;
+    let idle: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.list_indexes()).unwrap();
+    drop(idle);
+}
+
+/// Issue 43.5: TLS and HTTP/2 connections that speak but present no
+/// valid token hold every place; a client with a token gets through, and
+/// once it has presented its token a later flood does not take its place.
+#[test]
+fn connections_without_a_token_do_not_lock_out_or_evict_a_client_with_one() {
+    let f = start_with(Arc::new(sesame_store::MemoryStore::new()), |c| {
+        c.connections.max_connections = 12;
+    });
+    let stranger =
+        ClientConfig::new(f.server.url(), "not-a-token-of-this-server").with_ca(f.ca_pem.clone());
+    let flood = |n: usize| -> Vec<Connection> {
+        (0..n)
+            .filter_map(|_| {
+                let conn = Connection::connect(&stranger).ok()?;
+                let mut c = conn.client();
+                // Health needs no token; the listing is refused.
+                conn.block_on(c.health()).ok()?;
+                let refused = conn.block_on(c.list_indexes()).unwrap_err();
+                assert_eq!(refused.code(), Code::Unauthenticated);
+                Some(conn)
+            })
+            .collect()
+    };
+    let first = flood(12);
+    assert_eq!(first.len(), 12);
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.list_indexes()).unwrap();
+    let second = flood(24);
+    assert!(!second.is_empty());
+    // Its connection kept its place: the same connection answers.
+    conn.block_on(c.list_indexes()).unwrap();
+    drop((first, second));
+}
+
+/// A TLS and HTTP/2 connection that sends nothing but pings (every 200
+/// ms) and no request: whether the server closes it within `limit`.
+fn pinging_connection_closed_within(
+    addr: std::net::SocketAddr,
+    ca_pem: &[u8],
+    limit: Duration,
+) -> bool {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
+        // An empty SETTINGS frame.
+        tls.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+        let start = std::time::Instant::now();
+        let mut buf = [0u8; 1024];
+        while start.elapsed() < limit {
+            let ping = [0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+            if tls.write_all(&ping).await.is_err() {
+                return true;
+            }
+            match tokio::time::timeout(Duration::from_millis(200), tls.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                _ => {}
+            }
+        }
+        false
+    })
+}
+
+/// Issue 43.5: HTTP/2 pings are not requests: a connection that only
+/// pings is closed at the idle deadline.
+#[test]
+fn pings_do_not_keep_a_connection_open_past_the_idle_deadline() {
+    let f = start_with(Arc::new(sesame_store::MemoryStore::new()), |c| {
+        c.connections.idle_timeout = Duration::from_secs(1);
+    });
+    assert!(
+        pinging_connection_closed_within(f.server.bound().addr, &f.ca_pem, Duration::from_secs(8)),
+        "a connection that only sends pings was still open 8 s after a 1 s idle deadline"
+    );
+}
+
+/// Issue 43.5: a connection on which no request carries a valid token is
+/// closed at the authentication deadline, whatever it sends.
+#[test]
+fn a_connection_without_a_token_is_closed_at_the_auth_deadline() {
+    let f = start_with(Arc::new(sesame_store::MemoryStore::new()), |c| {
+        c.connections.auth_timeout = Duration::from_secs(1);
+    });
+    assert!(
+        pinging_connection_closed_within(f.server.bound().addr, &f.ca_pem, Duration::from_secs(8)),
+        "a connection without a token was still open 8 s after a 1 s deadline"
+    );
+    // A client with a token is served past that deadline on one connection.
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.list_indexes()).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    conn.block_on(c.list_indexes()).unwrap();
+}
+
+/// Issue 43.5: one peer address holds at most its limit of connections;
+/// more from it are closed at once, while another address is served.
+#[test]
+fn connections_per_peer_address_are_limited() {
+    let f = start_with(Arc::new(sesame_store::MemoryStore::new()), |c| {
+        c.connections.max_connections_per_peer = 5;
+        c.connections.handshake_timeout = Duration::from_secs(60);
+    });
+    let addr = f.server.bound().addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A flood from 127.0.0.2 (loopback): 5 held, 15 closed at once.
+    let flood: Vec<std::net::TcpStream> = rt.block_on(async {
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let s = tokio::net::TcpSocket::new_v4().unwrap();
+            s.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            out.push(s.connect(addr).await.unwrap().into_std().unwrap());
+        }
+        out
+    });
+    let mut closed = 0;
+    for mut s in flood {
+        s.set_nonblocking(false).unwrap();
+        if closed_within(&mut s, Duration::from_millis(500)) {
+            closed += 1;
+        }
+    }
+    assert_eq!(
+        closed, 15,
+        "connections from one address over its limit of 5"
+    );
+    // The client, from 127.0.0.1, is served.
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.list_indexes()).unwrap();
+}
