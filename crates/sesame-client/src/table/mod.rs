@@ -55,6 +55,8 @@ use crate::session::{Item, Phase, Progress, Session};
 use crate::state::{DocumentInfo, StateCipher};
 
 pub mod import;
+#[cfg(test)]
+mod legacy_tests;
 mod names;
 mod padding;
 mod plan;
