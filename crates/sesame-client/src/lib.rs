@@ -30,7 +30,8 @@ pub use error::{ClientError, Result};
 pub use kdf::{KdfLimit, KdfParams};
 pub use network::{NetworkBackend, ServerBinding, SERVER_FILE};
 pub use profile::{
-    check_scheme, Profile, DEFAULT_INDEX, HEADER_FILE, INDEX_DIR, MIN_KEY_FILE, STORE_FILE,
+    check_scheme, MasterRotation, Profile, DEFAULT_INDEX, HEADER_FILE, INDEX_DIR, MIN_KEY_FILE,
+    STORE_FILE,
 };
 pub use session::shared::{shared_view, DeviceWrite, SharedView};
 pub use session::{AddReport, CheckReport, Phase, Progress, QueryHits, RemoveReport, Session};

@@ -43,7 +43,7 @@ use crate::intents::IntentFiles;
 use crate::kdf::{KdfLimit, KdfParams, SALT_LEN};
 use crate::lock::ProfileLock;
 use crate::network::{load_binding, save_binding, NetworkBackend, ServerBinding, SERVER_FILE};
-use crate::session::Session;
+use crate::session::{Progress, Session};
 use crate::state::{IndexState, StateCipher};
 
 /// Where a profile's indexes live.
@@ -925,7 +925,7 @@ impl Profile {
             &self.master,
             current.version + 1,
         )?;
-        self.install_header(&current, &header)?;
+        self.install_header(&current, &header, None)?;
         *self
             .header
             .lock()
@@ -950,11 +950,19 @@ impl Profile {
     /// becomes `profile.json`: after a crash, the new passphrase opens the
     /// profile (its next open takes `profile.next.json`), and until the
     /// server has the new header the old one still does.
-    fn install_header(&self, current: &Header, new: &Header) -> Result<()> {
+    /// `binding`: the server's, when the caller has it already (opened
+    /// under another key than this profile's).
+    fn install_header(
+        &self,
+        current: &Header,
+        new: &Header,
+        binding: Option<ServerBinding>,
+    ) -> Result<()> {
         let json = serde_json::to_vec_pretty(new)
             .map_err(|e| ClientError::InvalidArgument(format!("profile header: {e}")))?;
-        let binding = match new.store.as_deref() {
-            Some(STORE_SERVER) if new.format == FORMAT => self.server()?,
+        let binding = match (binding, new.store.as_deref()) {
+            (Some(b), _) => Some(b),
+            (None, Some(STORE_SERVER)) if new.format == FORMAT => self.server()?,
             _ => None,
         };
         let Some(binding) = binding else {
@@ -1008,6 +1016,9 @@ impl Profile {
             let Some(record) = records.into_iter().next() else {
                 continue;
             };
+            if record.value == json {
+                continue; // put there by an interrupted run
+            }
             if record.version > 0 {
                 if let Ok(theirs) = serde_json::from_slice::<Header>(&record.value) {
                     if theirs.id == current.id && is_ahead(&theirs, current) {
@@ -1033,6 +1044,186 @@ impl Profile {
             // header at least as new; its sessions settle it.
         }
         Ok(None)
+    }
+
+    /// Moves the profile to a new, random master key: every index's
+    /// documents are re-sealed under the new document key and its state
+    /// under the new state key (locally and, on a server, as the next
+    /// version of the shared state), the server binding under the new
+    /// server key, and last the header wraps the new key (under the same
+    /// passphrase and key file; its version one more, and on a server put
+    /// there at once, as [`Profile::change_passphrase`] does). An old
+    /// header, with the passphrase it was made for, then opens nothing the
+    /// profile holds now.
+    ///
+    /// Safe to interrupt and run again: the new key is noted first (in
+    /// [`ROTATION_FILE`], sealed under the current key), a rerun goes on
+    /// with it, and until it completes every other session of the profile
+    /// is refused ("run `sesame rekey --master` again"). Interrupted
+    /// operations are completed first. A profile with tables is refused:
+    /// their indexes are keyed from the document key, and are not moved.
+    /// The `Profile` must be opened again afterwards.
+    pub fn rotate_master(&self, progress: &mut dyn FnMut(Progress)) -> Result<MasterRotation> {
+        let kek = self
+            .kek
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(Key::clone_secret)
+            .ok_or_else(|| {
+                ClientError::InvalidArgument(
+                    "this profile's master key is its passphrase's own (header format 1 or \
+                     2): run `sesame passwd` first, which gives it a master key of its own"
+                        .into(),
+                )
+            })?;
+        let _lock = self.header_lock()?;
+        let current = self.header();
+        self.check_header_unchanged(&current)?;
+        let mut report = MasterRotation {
+            header_version: current.version,
+            ..MasterRotation::default()
+        };
+        let Some((master, header, resumed)) = self.rotation_key(&current, &kek)? else {
+            // A rotation whose header was already switched: done.
+            report.resumed = true;
+            return Ok(report);
+        };
+        report.resumed = resumed;
+        let new = Profile::from_master(&self.dir, &current, master.clone_secret(), None);
+        let mut indexes = self.indexes()?;
+        // Under the new key already when an interrupted run got that far.
+        let (server, sealed_new) = match self.server() {
+            Ok(binding) => (binding, false),
+            Err(e) => match new.server() {
+                Ok(binding) => (binding, true),
+                Err(_) => return Err(e),
+            },
+        };
+        if let Some(binding) = &server {
+            for index in NetworkBackend::connect(binding)?.indexes()? {
+                if !indexes.contains(&index) && check_index_name(&index).is_ok() {
+                    indexes.push(index);
+                }
+            }
+        }
+        if !crate::table::tables(self)?.is_empty()
+            || indexes
+                .iter()
+                .any(|i| i.starts_with("t-") || i.starts_with("tbl-"))
+        {
+            if !resumed {
+                let _ = std::fs::remove_file(self.dir.join(ROTATION_FILE));
+            }
+            return Err(ClientError::InvalidArgument(
+                "this profile has tables, whose indexes are keyed from the document key and \
+                 are not moved by a rotation of the master key: nothing was changed"
+                    .into(),
+            ));
+        }
+        for index in &indexes {
+            if self.state_path(index).exists() && new.load_state(index).is_ok() {
+                continue; // switched by an interrupted run
+            }
+            let mut session = match self.session_unchecked(index) {
+                // The server's copy switched already (its answer was
+                // lost): this device's copy follows it.
+                Err(ClientError::SharedStateCorrupt { .. })
+                    if new.take_shared_state(index, server.as_ref())? =>
+                {
+                    continue
+                }
+                other => other?,
+            };
+            report.documents += session.reseal(
+                new.state_cipher(),
+                std::sync::Arc::new(Aes256GcmSiv::new(new.doc_key())),
+                new.intent_files(index),
+                progress,
+            )?;
+            report.indexes += 1;
+        }
+        if let (Some(binding), false) = (&server, sealed_new) {
+            let aead = Aes256GcmSiv::new(&new.server_key);
+            save_binding(&mut OsRng, &aead, &self.id, &self.server_path(), binding)?;
+        }
+        self.install_header(&current, &header, server)?;
+        report.header_version = header.version;
+        let _ = std::fs::remove_file(self.dir.join(ROTATION_FILE));
+        fsutil::sync_dir(&self.dir)?;
+        Ok(report)
+    }
+
+    /// The new master key of the rotation in progress and the header that
+    /// will wrap it (under `kek`), or new ones noted now (and whether it
+    /// was in progress); `None` when the noted rotation is complete (the
+    /// header moved past it).
+    fn rotation_key(
+        &self,
+        current: &Header,
+        kek: &Key<32>,
+    ) -> Result<Option<(Key<32>, Header, bool)>> {
+        let path = self.dir.join(ROTATION_FILE);
+        let aead = Aes256GcmSiv::new(&self.state_key);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let damaged = |reason: &str| ClientError::ProfileCorrupt {
+                    path: path.clone(),
+                    reason: reason.into(),
+                };
+                let note: RotationNote = serde_json::from_slice(&bytes)
+                    .map_err(|_| damaged("not a note of a master-key rotation"))?;
+                if note.from_version < current.version {
+                    std::fs::remove_file(&path)
+                        .map_err(|e| ClientError::io("remove", &path, &e))?;
+                    return Ok(None);
+                }
+                let sealed = hex::decode(&note.sealed).map_err(|_| damaged("not hex"))?;
+                let key = aead
+                    .open(&rotation_aad(&self.id, note.from_version), &sealed)
+                    .ok()
+                    .and_then(|k| Key::<32>::from_slice(&k).ok())
+                    .ok_or_else(|| damaged("the new master key does not open"))?;
+                Ok(Some((key, note.header, true)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let key = Key::<32>::generate(&mut OsRng);
+                let sealed = aead
+                    .seal(
+                        &mut OsRng,
+                        &rotation_aad(&self.id, current.version),
+                        key.as_bytes(),
+                    )
+                    .map_err(|_| {
+                        ClientError::InvalidArgument("the new key does not seal".into())
+                    })?;
+                let mut header = current.clone();
+                header.version += 1;
+                header.seal_master(kek, &key)?;
+                let note = RotationNote {
+                    from_version: current.version,
+                    sealed: hex::encode(sealed),
+                    header: header.clone(),
+                };
+                let json = serde_json::to_vec_pretty(&note)
+                    .map_err(|e| ClientError::InvalidArgument(format!("rotation note: {e}")))?;
+                fsutil::write_atomic(&path, &json)?;
+                Ok(Some((key, header, false)))
+            }
+            Err(e) => Err(ClientError::io("read", &path, &e)),
+        }
+    }
+
+    /// Refuses a session while a rotation of the master key is half done.
+    fn check_not_rotating(&self) -> Result<()> {
+        if self.dir.join(ROTATION_FILE).exists() {
+            return Err(ClientError::InvalidArgument(format!(
+                "a rotation of the master key of the profile in {} was interrupted: run `sesame \
+                 rekey --master` again to complete it",
+                self.dir.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses to rewrite a header that changed on disk since this profile
@@ -1151,6 +1342,12 @@ impl Profile {
     /// replaced: a missing or damaged `store.redb`, `server.json` or state
     /// file is an error naming it.
     pub fn session(&self, index: &str) -> Result<Session> {
+        self.check_not_rotating()?;
+        self.session_unchecked(index)
+    }
+
+    /// As [`Profile::session`], during a rotation of the master key too.
+    fn session_unchecked(&self, index: &str) -> Result<Session> {
         check_index_name(index)?;
         if !self.state_path(index).exists() && self.store_kind()? == StoreKind::Server {
             self.fetch_shared_state(index)?;
@@ -1197,6 +1394,33 @@ impl Profile {
             }
         }
         Ok(())
+    }
+
+    /// Replaces this device's copy of index `index`'s state with the
+    /// server's, if that opens under this profile's key; whether it did.
+    fn take_shared_state(&self, index: &str, binding: Option<&ServerBinding>) -> Result<bool> {
+        let Some(binding) = binding else {
+            return Ok(false);
+        };
+        let mut backend = NetworkBackend::connect(binding)?;
+        let fetched = match crate::session::shared::fetch(&mut backend, &self.state_cipher(), index)
+        {
+            Ok(f) => f,
+            Err(ClientError::SharedStateCorrupt { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match fetched.and_then(|f| f.opened.map(|o| (f.version, o))) {
+            Some((version, (state, _))) => {
+                let _lock = self.lock_unchecked(index)?;
+                crate::session::shared::adopt_locally(
+                    &self.shared_sidecar(index),
+                    version,
+                    || self.save_state(&mut OsRng, index, &state),
+                )?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     fn missing(&self, part: &str) -> ClientError {
@@ -1327,6 +1551,7 @@ impl Profile {
     /// A session on `index` whose server halves are reached through
     /// `backend` (another store, or a remote server).
     pub fn session_with(&self, index: &str, backend: Box<dyn Backend>) -> Result<Session> {
+        self.check_not_rotating()?;
         check_index_name(index)?;
         let lock = self.lock(index)?;
         let state = self.load_state(index)?;
@@ -1461,6 +1686,43 @@ fn check_parts_private(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Name of the note of a master-key rotation in progress
+/// ([`Profile::rotate_master`]): the new master key sealed under the
+/// current one's state key, and the header version it started from.
+pub(crate) const ROTATION_FILE: &str = "profile.rotating.json";
+
+/// The note of a rotation in progress, as stored.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RotationNote {
+    /// The header version the rotation started from.
+    from_version: u64,
+    /// The new master key, AES-256-GCM-SIV under the current state key,
+    /// hex.
+    sealed: String,
+    /// The header that will wrap it (nothing secret), made once so that
+    /// a rerun puts the very same header on the server.
+    header: Header,
+}
+
+fn rotation_aad(id: &str, from_version: u64) -> Vec<u8> {
+    format!("sesame-client/master-rotation/v1\0{id}\0{from_version}").into_bytes()
+}
+
+/// What [`Profile::rotate_master`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MasterRotation {
+    /// Indexes switched to the new master key by this run.
+    pub indexes: usize,
+    /// Documents re-sealed by this run.
+    pub documents: usize,
+    /// Whether it completed an interrupted rotation.
+    pub resumed: bool,
+    /// The header version now in force.
+    pub header_version: u64,
 }
 
 /// Whether header `theirs` (of the same profile) is ahead of `ours`: a

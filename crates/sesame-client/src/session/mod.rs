@@ -35,6 +35,7 @@ use crate::state::{DocumentInfo, IndexState, StateCipher};
 mod chunks;
 mod intents;
 mod queries;
+mod rotate;
 pub(crate) mod shared;
 mod sync;
 

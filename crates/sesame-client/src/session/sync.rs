@@ -630,7 +630,7 @@ impl Session {
     /// of the index over every document but `removes`, and `adds`; the
     /// state switches to it in one atomic write; the old generation is
     /// dropped, and so are the removed documents.
-    fn rebuild(
+    pub(super) fn rebuild(
         &mut self,
         adds: Vec<(DocumentInfo, Vec<String>)>,
         removes: &[DocumentInfo],

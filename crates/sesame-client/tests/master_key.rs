@@ -1,0 +1,208 @@
+//! Rotating a profile's master key (`Profile::rotate_master`): every
+//! document and state re-sealed, the header switched last; an old header
+//! with its passphrase then opens nothing the profile holds; a rotation
+//! interrupted at any write of the server completes when run again, and
+//! until then nothing else runs on the half-moved profile.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand_core::OsRng;
+use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_core::{Params, Store};
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_store::faulty::{Fault, FaultyStore};
+
+struct Setup {
+    _server: RunningServer,
+    binding: ServerBinding,
+    store: Arc<FaultyStore>,
+    tmp: tempfile::TempDir,
+}
+
+fn serve() -> Setup {
+    let store = Arc::new(FaultyStore::new());
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.into_bytes(),
+        key_pem: certs.key_pem.into_bytes(),
+    });
+    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let server = RunningServer::start(config, store.clone()).unwrap();
+    let binding = ServerBinding {
+        url: server.url(),
+        token,
+        ca_pem: Some(certs.ca_pem.into_bytes()),
+        index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
+    };
+    Setup {
+        _server: server,
+        binding,
+        store,
+        tmp: tempfile::tempdir().unwrap(),
+    }
+}
+
+/// `n` files in `tmp/docs`, each with its own word and `all`.
+fn files(tmp: &std::path::Path, n: usize) -> std::path::PathBuf {
+    let dir = tmp.join("docs");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..n {
+        std::fs::write(dir.join(format!("f{i}.txt")), format!("all word{i}")).unwrap();
+    }
+    dir
+}
+
+/// Every document's path and content, read through a session.
+fn contents(p: &Profile) -> BTreeMap<String, Vec<u8>> {
+    let mut s = p.session(DEFAULT_INDEX).unwrap();
+    let docs: Vec<_> = s.documents().to_vec();
+    let mut out = BTreeMap::new();
+    for d in docs {
+        out.insert(d.path.clone(), s.get(d.id).unwrap());
+    }
+    assert_eq!(s.search("all").unwrap().len(), out.len());
+    out
+}
+
+#[test]
+fn a_rotated_embedded_profile_reads_the_same_and_its_old_header_opens_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let p =
+        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    let docs = files(tmp.path(), 6);
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&docs], &mut |_| {})
+        .unwrap();
+    let before = contents(&p);
+    let old_header = std::fs::read(dir.join("profile.json")).unwrap();
+    let report = p.rotate_master(&mut |_| {}).unwrap();
+    assert_eq!((report.indexes, report.documents), (1, 6), "{report:?}");
+    assert!(!report.resumed);
+    drop(p);
+    let p = Profile::open(&dir, "pw").unwrap();
+    assert_eq!(contents(&p), before, "everything reads the same");
+    drop(p);
+    // The old header, with the passphrase it was made for: it opens, but
+    // nothing of the profile opens under its key.
+    std::fs::write(dir.join("profile.json"), &old_header).unwrap();
+    let old = Profile::open(&dir, "pw").unwrap();
+    let err = old.session(DEFAULT_INDEX).unwrap_err();
+    assert!(matches!(err, ClientError::StateCorrupt { .. }), "{err}");
+}
+
+/// The first device of a server profile, with `n` documents.
+fn laptop(s: &Setup, n: usize) -> Profile {
+    NetworkBackend::connect(&s.binding)
+        .unwrap()
+        .create_index(DEFAULT_INDEX, "fast", &Params::new())
+        .unwrap();
+    let p = Profile::create_with_server(
+        s.tmp.path().join("laptop"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+        &s.binding,
+    )
+    .unwrap();
+    let docs = files(s.tmp.path(), n);
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&docs], &mut |_| {})
+        .unwrap();
+    p
+}
+
+fn remote(s: &Setup) -> String {
+    format!("{}{DEFAULT_INDEX}", s.binding.index_prefix)
+}
+
+#[test]
+fn on_a_server_the_old_header_opens_nothing_after_a_rotation() {
+    let s = serve();
+    let p = laptop(&s, 5);
+    let before = contents(&p);
+    let key = format!("v/alice/{}/profile", remote(&s)).into_bytes();
+    let old_header = s.store.get(&key).unwrap().unwrap();
+    p.rotate_master(&mut |_| {}).unwrap();
+    let p = Profile::open(p.dir(), "pw").unwrap();
+    assert_eq!(contents(&p), before);
+    // A device joining now gets the new header and reads everything.
+    let (phone, _) = Profile::join(
+        s.tmp.path().join("phone"),
+        "pw",
+        None,
+        &s.binding,
+        &remote(&s),
+    )
+    .unwrap();
+    assert_eq!(contents(&phone), before);
+    // The server puts the old header back: it opens with the passphrase,
+    // but the shared state on the server does not open under its key.
+    let now = s.store.get(&key).unwrap().unwrap();
+    let mut record = (u64::from_be_bytes(now[..8].try_into().unwrap()) + 1)
+        .to_be_bytes()
+        .to_vec();
+    record.extend_from_slice(&old_header[8..]);
+    s.store.put(&key, &record).unwrap();
+    let err = Profile::join(
+        s.tmp.path().join("thief"),
+        "pw",
+        None,
+        &s.binding,
+        &remote(&s),
+    )
+    .map(drop)
+    .unwrap_err();
+    assert!(
+        matches!(err, ClientError::SharedStateCorrupt { .. }),
+        "{err}"
+    );
+}
+
+/// The server refuses (or applies without answering) a write at every
+/// point of the rotation in turn: the rotation fails, every other command
+/// is refused with what to do, and running it again completes it with
+/// every document as it was.
+#[test]
+fn an_interrupted_rotation_completes_when_run_again() {
+    for fault in [Fault::Refused, Fault::AnswerLost] {
+        for after in 0..10 {
+            let s = serve();
+            let p = laptop(&s, 7);
+            let before = contents(&p);
+            s.store.fail(fault, after);
+            let first = p.rotate_master(&mut |_| {});
+            s.store.heal();
+            drop(p);
+            let what = format!("{fault:?} after {after} writes");
+            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+            if first.is_err() && s.tmp.path().join("laptop/profile.rotating.json").exists() {
+                let err = p.session(DEFAULT_INDEX).map(drop).unwrap_err();
+                assert!(err.to_string().contains("rekey --master"), "{what}: {err}");
+                let report = p
+                    .rotate_master(&mut |_| {})
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(report.resumed, "{what}");
+            }
+            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+            assert_eq!(contents(&p), before, "{what}");
+            let (phone, _) = Profile::join(
+                s.tmp.path().join("phone"),
+                "pw",
+                None,
+                &s.binding,
+                &remote(&s),
+            )
+            .unwrap();
+            assert_eq!(contents(&phone), before, "{what}: a new device");
+        }
+    }
+}
