@@ -1176,6 +1176,136 @@ mod tests {
         assert!(forked(r, "unchained at 6").contains("no chain"));
     }
 
+    /// A profile whose server holds a state of the format before the
+    /// chain, and whose devices' notes have no digest (as a build before
+    /// the chain left them): adopted once, chained by the next write,
+    /// taken by the other device; an unchained state written after that
+    /// is refused.
+    #[test]
+    fn a_profile_from_before_the_chain_is_adopted_once_and_chained_after() {
+        use crate::{insecure, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+        use rand_core::OsRng;
+        use sesame_core::Params;
+        use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+
+        let store = std::sync::Arc::new(sesame_store::MemoryStore::new());
+        let certs = sesame_server::certs::localhost().unwrap();
+        let token = Tokens::generate(&mut OsRng);
+        let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        config.tls = Some(TlsFiles {
+            cert_pem: certs.cert_pem.into_bytes(),
+            key_pem: certs.key_pem.into_bytes(),
+        });
+        config.tokens = Tokens::new().with("alice", &token).unwrap();
+        let _server = RunningServer::start(config, store).unwrap();
+        let binding = ServerBinding {
+            url: _server.url(),
+            token,
+            ca_pem: Some(certs.ca_pem.into_bytes()),
+            index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let mut backend = NetworkBackend::connect(&binding).unwrap();
+        backend
+            .create_index(DEFAULT_INDEX, "fast", &Params::new())
+            .unwrap();
+        let laptop = Profile::create_with_server(
+            tmp.path().join("laptop"),
+            "pw",
+            "fast",
+            &Params::new(),
+            insecure::fast_kdf(),
+            &binding,
+        )
+        .unwrap();
+        let add = |p: &Profile, name: &str| {
+            let file = tmp.path().join(name);
+            std::fs::write(&file, format!("all {name}")).unwrap();
+            let mut session = p.session(DEFAULT_INDEX).unwrap();
+            session.add_documents(&[&file], &mut |_| {}).unwrap();
+        };
+        let all = |p: &Profile| {
+            p.session(DEFAULT_INDEX)
+                .unwrap()
+                .search("all")
+                .unwrap()
+                .len()
+        };
+        add(&laptop, "a.txt");
+        let remote = format!("{}{DEFAULT_INDEX}", binding.index_prefix);
+        let names = [STATE_RECORD.to_owned(), HEAD_RECORD.to_owned()];
+        let cipher = laptop.state_cipher();
+        // Writes `state` as an unchained state at the record's next
+        // version, and deletes the head record.
+        let mut write_old = |state: &IndexState| {
+            let now = backend
+                .read_records(DEFAULT_INDEX, &names, &[])
+                .unwrap()
+                .unwrap();
+            let version = now[0].version + 1;
+            let blob = cipher
+                .seal_shared_v1(
+                    &mut OsRng,
+                    DEFAULT_INDEX,
+                    version,
+                    state,
+                    &SharedExtras::default(),
+                )
+                .unwrap();
+            let mut value = vec![INLINE];
+            value.extend_from_slice(&blob);
+            let writes = vec![
+                IndexRecordWrite {
+                    name: STATE_RECORD.into(),
+                    expected: now[0].version,
+                    value: Some(value),
+                },
+                IndexRecordWrite {
+                    name: HEAD_RECORD.into(),
+                    expected: ANY_VERSION,
+                    value: None,
+                },
+            ];
+            assert!(backend
+                .write_records(DEFAULT_INDEX, writes)
+                .unwrap()
+                .is_none());
+            version
+        };
+        let sidecar = laptop.shared_sidecar(DEFAULT_INDEX);
+        let note = |path: &Path| read_sidecar(path).unwrap();
+        let (device, _, _) = note(&sidecar);
+        let state = laptop.load_state(DEFAULT_INDEX).unwrap();
+        let version = write_old(&state);
+        let old_note = Seen {
+            version,
+            ..Seen::default()
+        };
+        write_sidecar(&sidecar, &device, &old_note).unwrap();
+
+        // Adopted as it is, then chained by the next write.
+        assert_eq!(all(&laptop), 1);
+        assert!(!note(&sidecar).1.chained);
+        add(&laptop, "b.txt");
+        let seen = note(&sidecar).1;
+        assert!(seen.chained && seen.own.is_some(), "{seen:?}");
+        // The other device, joined now, takes the chained state.
+        let mut join_binding = binding.clone();
+        join_binding.index_prefix = String::new();
+        let (phone, _) =
+            Profile::join(tmp.path().join("phone"), "pw", None, &join_binding, &remote).unwrap();
+        assert_eq!(all(&phone), 2);
+        assert!(note(&phone.shared_sidecar(DEFAULT_INDEX)).1.chained);
+
+        // An unchained state after the chain began is refused by both.
+        let state = laptop.load_state(DEFAULT_INDEX).unwrap();
+        write_old(&state);
+        for p in [&laptop, &phone] {
+            let err = p.session(DEFAULT_INDEX).unwrap_err();
+            assert!(err.to_string().contains("no chain"), "{err}");
+        }
+    }
+
     #[test]
     fn a_state_of_the_format_before_the_chain_opens_without_one() {
         let cipher = StateCipher::new(&sesame_crypto::Key::from_bytes([5; 32]), "p");
