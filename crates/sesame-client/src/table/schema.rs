@@ -9,6 +9,7 @@
 //! equality = "fast"          # the keyword scheme of every equality and
 //!                            # prefix field (optional, default "fast")
 //! nulls = ["", "NA"]         # cell texts read as "no value" (default [""])
+//! # insecure = true          # benchmarks only: admit insecure baselines
 //!
 //! [fields.carrier]
 //! type = "string"
@@ -43,6 +44,13 @@
 //! fields = ["carrier", "origin"]
 //! scheme = "si-sse-rv"       # default
 //! ```
+//!
+//! A `[verified]` scheme must return proofs the client checks (the
+//! registry's conjunctive schemes that support verifiable queries:
+//! SI-SSE-RV); the baselines without proofs (GSW04, BKM05, BLL06, WWP08)
+//! are refused. Insecure baselines (a name with `plain` or `insecure`,
+//! or a registry entry that says INSECURE, such as `bplus-plain`) are
+//! refused, naming the scheme, unless the schema says `insecure = true`.
 //!
 //! Field names are `[A-Za-z_][A-Za-z0-9_]*`. A field without `index` is
 //! stored in the record but answers no query.
