@@ -385,7 +385,7 @@ index = ["equality"]
     // The server keeps a copy of its index, then rolls back to it after
     // the next insertion.
     let index_keys =
-        |s: &MemoryStore| -> Vec<(Vec<u8>, Vec<u8>)> { s.scan_prefix(b"i/t-k/").unwrap() };
+        |s: &MemoryStore| -> Vec<(Vec<u8>, Vec<u8>)> { s.scan_prefix(b"i/tbl-").unwrap() };
     let saved = index_keys(&store);
     let r = table.record_from_cells([("carrier", "UA")], None).unwrap();
     table.insert(vec![r], &mut |_| {}).unwrap();

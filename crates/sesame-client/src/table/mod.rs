@@ -282,7 +282,10 @@ fn note_path(profile: &Profile, name: &str) -> PathBuf {
 
 /// `tables/NAME.unfinished`: a create or drop in progress.
 fn marker_path(profile: &Profile, name: &str) -> PathBuf {
-    profile.dir().join(TABLE_DIR).join(format!("{name}.unfinished"))
+    profile
+        .dir()
+        .join(TABLE_DIR)
+        .join(format!("{name}.unfinished"))
 }
 
 /// Table names with a file of `suffix` in the profile's table directory.
@@ -314,12 +317,19 @@ fn names_with(profile: &Profile, suffix: &str) -> Result<BTreeSet<String>> {
 /// that are not shared. A create or drop that did not finish is finished
 /// or undone first.
 pub fn tables(profile: &Profile) -> Result<Vec<String>> {
-    let mut backend = profile.backend()?;
-    let cipher = profile.state_cipher();
-    for name in names_with(profile, ".unfinished")? {
-        finish_unfinished(profile, backend.as_mut(), &cipher, &name)?;
-    }
-    let listed = shared::catalog(backend.as_mut(), &cipher, crate::DEFAULT_INDEX)?;
+    let unfinished = names_with(profile, ".unfinished")?;
+    // The embedded store is opened only when there is something to finish
+    // (a process holds it while a table of it is open).
+    let listed = if unfinished.is_empty() && profile.server()?.is_none() {
+        BTreeSet::new()
+    } else {
+        let mut backend = profile.backend()?;
+        let cipher = profile.state_cipher();
+        for name in unfinished {
+            finish_unfinished(profile, backend.as_mut(), &cipher, &name)?;
+        }
+        shared::catalog(backend.as_mut(), &cipher, crate::DEFAULT_INDEX)?
+    };
     let mut out: BTreeSet<String> = listed.clone();
     for name in names_with(profile, ".table")? {
         // A shared table gone from the list was dropped on another device.
@@ -401,10 +411,11 @@ fn finish_unfinished(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(ClientError::io("read", &path, &e)),
     };
-    let marker: Marker = serde_json::from_slice(&bytes).map_err(|_| ClientError::ProfileCorrupt {
-        path: path.clone(),
-        reason: "not a table marker of this build".into(),
-    })?;
+    let marker: Marker =
+        serde_json::from_slice(&bytes).map_err(|_| ClientError::ProfileCorrupt {
+            path: path.clone(),
+            reason: "not a table marker of this build".into(),
+        })?;
     let incarnation = hex::decode(&marker.incarnation).unwrap_or_default();
     let found = shared::read(backend, cipher, &marker.rows, name)?;
     let (ours, other) = match &found {
@@ -446,14 +457,7 @@ fn finish_unfinished(
             for index in &marker.indexes {
                 backend.remove_index(index)?;
             }
-            shared::change_catalog(
-                backend,
-                cipher,
-                &mut rng,
-                crate::DEFAULT_INDEX,
-                name,
-                false,
-            )?;
+            shared::change_catalog(backend, cipher, &mut rng, crate::DEFAULT_INDEX, name, false)?;
         }
         remove_file(&table_path(profile, name))?;
         remove_file(&note_path(profile, name))?;
@@ -536,6 +540,9 @@ impl Table {
         check_table_name(name)?;
         schema.check()?;
         let path = table_path(profile, name);
+        if path.exists() && !marker_path(profile, name).exists() {
+            return Err(ClientError::TableExists(name.to_owned()));
+        }
         let cipher = profile.state_cipher();
         let mut backend = match backend {
             Some(b) => b,
@@ -684,7 +691,8 @@ impl Table {
             Err(ClientError::TableChanged(_)) => {
                 // Another device made a table of this name at the same
                 // moment, and recorded it first: it is theirs.
-                let _ = finish_unfinished(profile, table.rows.backend.as_mut(), &table.cipher, name);
+                let _ =
+                    finish_unfinished(profile, table.rows.backend.as_mut(), &table.cipher, name);
                 return Err(ClientError::TableExists(name.to_owned()));
             }
             Err(e) => return Err(e),
@@ -744,15 +752,16 @@ impl Table {
         let (shared, adopted) = match shared::read(backend.as_mut(), &cipher, &rows_name, name)? {
             shared::Found::Table(seen, plain) => {
                 match noted {
-                    Some((version, incarnation)) if incarnation == seen.incarnation => {
-                        if seen.version < version {
-                            return Err(ClientError::SharedStateRolledBack {
-                                index: format!("table {name}"),
-                                server: seen.version,
-                                seen: version,
-                            });
-                        }
+                    Some((version, incarnation))
+                        if incarnation == seen.incarnation && seen.version < version =>
+                    {
+                        return Err(ClientError::SharedStateRolledBack {
+                            index: format!("table {name}"),
+                            server: seen.version,
+                            seen: version,
+                        });
                     }
+                    Some((_, incarnation)) if incarnation == seen.incarnation => {}
                     // Another incarnation (the table was dropped and made
                     // again), or a table this device has not seen: this
                     // device's copy of the keyword index is not its.
@@ -886,8 +895,10 @@ impl Table {
     }
 
     fn prepare_rows(&mut self) {
-        self.rows
-            .set_items(extractor(&self.state.schema, self.pad.clone()), INTENT_RECORDS);
+        self.rows.set_items(
+            extractor(&self.state.schema, self.pad.clone()),
+            INTENT_RECORDS,
+        );
         // Records are bound to the table's incarnation.
         self.rows.doc_context = self.state.incarnation.map_or_else(Vec::new, |i| i.to_vec());
     }
@@ -1888,7 +1899,11 @@ impl Table {
             };
             let field = index.field;
             let bits = self.state.schema.fields.get(field).map_or(64, |f| f.bits);
-            let hi = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            let hi = if bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
             let want: BTreeSet<DocId> = all
                 .iter()
                 .filter(|(_, r)| matches!(r.values.get(field), Some(Some(_))))
@@ -1910,8 +1925,7 @@ impl Table {
                 for (v, p) in &answer.records {
                     let binder = self.binder.as_ref();
                     ids.insert(
-                        ranges::open_payload(binder, &state.index, &state.field, *v, (0, hi), p)?
-                            .0,
+                        ranges::open_payload(binder, &state.index, &state.field, *v, (0, hi), p)?.0,
                     );
                 }
                 Ok(ids)

@@ -59,7 +59,7 @@ pub(crate) struct Seen {
     pub version: u64,
     pub incarnation: Incarnation,
     /// The chunk records of that version (`prefix`, count), if chunked.
-    pub chunks: Option<(String, u32)>,
+    pub chunks: Chunks,
 }
 
 /// What the server holds of a table.
@@ -74,6 +74,9 @@ pub(crate) enum Found {
     /// The table's state.
     Table(Seen, Zeroizing<Vec<u8>>),
 }
+
+/// Chunk records: their names' prefix and their number.
+type Chunks = Option<(String, u32)>;
 
 fn damaged(what: &str) -> ClientError {
     ClientError::SharedStateCorrupt {
@@ -95,7 +98,7 @@ fn get_value(
     index: &str,
     value: &[u8],
     what: &str,
-) -> Result<(Vec<u8>, Option<(String, u32)>)> {
+) -> Result<(Vec<u8>, Chunks)> {
     let (&tag, rest) = value.split_first().ok_or_else(|| damaged(what))?;
     match tag {
         INLINE => Ok((rest.to_vec(), None)),
@@ -122,11 +125,7 @@ fn get_value(
 
 /// The record value for `bytes`: the bytes when small, else chunk records
 /// written now under a fresh prefix.
-fn put_value(
-    backend: &mut dyn Backend,
-    index: &str,
-    bytes: &[u8],
-) -> Result<(Vec<u8>, Option<(String, u32)>)> {
+fn put_value(backend: &mut dyn Backend, index: &str, bytes: &[u8]) -> Result<(Vec<u8>, Chunks)> {
     let chunk_max = crate::session::shared::chunk_max(backend)?;
     if bytes.len() <= chunk_max / 4 {
         let mut value = vec![INLINE];
@@ -157,7 +156,7 @@ fn put_value(
 }
 
 /// Deletes chunk records (best effort: they are not referred to).
-fn delete_chunks(backend: &mut dyn Backend, index: &str, chunks: &Option<(String, u32)>) {
+fn delete_chunks(backend: &mut dyn Backend, index: &str, chunks: &Chunks) {
     if let Some((prefix, count)) = chunks {
         let writes: Vec<IndexRecordWrite> = (0..*count)
             .map(|k| IndexRecordWrite {
