@@ -122,7 +122,16 @@ pub(crate) enum Command {
     /// built from the stored documents under new scheme keys, switched to
     /// atomically, and the old one dropped. Safe to interrupt and run
     /// again.
-    Rekey,
+    Rekey {
+        /// Move the whole profile to a new master key instead: every
+        /// document and state sealed again under it (each index rebuilt
+        /// with fresh scheme keys too), the header switched last. An old
+        /// header then opens nothing with its passphrase. Safe to
+        /// interrupt: run it again to complete it (other commands are
+        /// refused until then). Not for profiles with tables.
+        #[arg(long)]
+        master: bool,
+    },
     /// Change the profile's passphrase: asks for the current one, then the
     /// new one twice (or reads `SESAME_NEW_PASSPHRASE`). Only the profile
     /// header is rewritten, in one atomic step: the keys, the index and the

@@ -168,7 +168,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
             new_key_file,
             no_key_file,
         } => passwd(&dir, new_key_file.as_deref(), no_key_file),
-        Command::Rekey => rekey(&dir),
+        Command::Rekey { master: false } => rekey(&dir),
+        Command::Rekey { master: true } => rekey_master(&dir),
         Command::Backup { out } => backup(&dir, &out),
         Command::Restore { backup } => restore(&dir, &backup),
         Command::Schemes { long } => {
@@ -669,6 +670,34 @@ fn rekey(dir: &std::path::Path) -> Result<(), CliError> {
             dir.display(),
             count(done, "document"),
             session.generation()
+        )
+        .as_bytes(),
+    )
+}
+
+/// `sesame rekey --master`.
+fn rekey_master(dir: &std::path::Path) -> Result<(), CliError> {
+    let profile = open_profile(dir)?;
+    let mut bar = progress::Bar::new();
+    let done = profile.rotate_master(&mut |p| bar.update(p));
+    bar.finish();
+    let done = done?;
+    let resumed = if done.resumed {
+        " (completing an interrupted rotation)"
+    } else {
+        ""
+    };
+    write_stdout(
+        format!(
+            "{}: moved to a new master key{resumed}: {} sealed again in {} under fresh keys \
+             (header version {}); an older header opens nothing the profile now holds\n",
+            dir.display(),
+            count(done.documents, "document"),
+            match done.indexes {
+                1 => "1 index".to_owned(),
+                n => format!("{n} indexes"),
+            },
+            done.header_version
         )
         .as_bytes(),
     )

@@ -318,3 +318,42 @@ fn passwd_on_one_device_asks_the_other_for_the_new_passphrase() {
     let out = site.run_env(&["--dir", "phone", "list"], &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("wrong passphrase"));
 }
+
+/// `rekey --master` on an embedded profile: the answers stay, and the
+/// header from before, with its passphrase, opens nothing the profile
+/// holds.
+#[test]
+fn rekey_master_keeps_the_answers_and_retires_the_old_header() {
+    let site = Site::new();
+    std::fs::create_dir_all(site.path("notes")).unwrap();
+    for i in 0..5 {
+        std::fs::write(
+            site.path(&format!("notes/{i}.txt")),
+            format!("budget note{i}"),
+        )
+        .unwrap();
+    }
+    site.ok_env(&["--dir", "p", "init", "--scheme", "fast"], &[]);
+    site.ok_env(&["--dir", "p", "add", "notes"], &[]);
+    let (before, _) = site.ok_env(&["--dir", "p", "search", "budget"], &[]);
+    let old = std::fs::read(site.path("p/profile.json")).unwrap();
+    let (out, _) = site.ok_env(&["--dir", "p", "rekey", "--master"], &[]);
+    assert!(out.contains("moved to a new master key"), "{out}");
+    assert!(out.contains("5 documents"), "{out}");
+    let (after, _) = site.ok_env(&["--dir", "p", "search", "budget"], &[]);
+    assert_eq!(before.lines().count(), 5, "{before}");
+    let paths = |s: &str| -> Vec<String> {
+        let mut v: Vec<String> = s
+            .lines()
+            .map(|l| l.split('\t').nth(1).unwrap().to_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(paths(&before), paths(&after));
+    std::fs::write(site.path("p/profile.json"), old).unwrap();
+    let out = site.run_env(&["--dir", "p", "list"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("corrupt"), "{stderr}");
+}
