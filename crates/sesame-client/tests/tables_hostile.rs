@@ -549,3 +549,101 @@ bits = 8
         Err(e) => assert!(matches!(e, ClientError::AnswerNotVerified(_)), "{e}"),
     }
 }
+
+/// A server over `store` on loopback TLS, and a profile bound to it.
+fn served(
+    store: &Arc<MemoryStore>,
+    dir: &std::path::Path,
+) -> (sesame_server::RunningServer, Profile) {
+    use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut rand_core::OsRng);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.into_bytes(),
+        key_pem: certs.key_pem.into_bytes(),
+    });
+    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let server = RunningServer::start(config, store.clone()).unwrap();
+    let binding = sesame_client::ServerBinding {
+        url: server.url(),
+        token,
+        ca_pem: Some(certs.ca_pem.into_bytes()),
+        index_prefix: sesame_client::ServerBinding::fresh_prefix(&mut rand_core::OsRng),
+    };
+    sesame_client::NetworkBackend::connect(&binding)
+        .unwrap()
+        .create_index(DEFAULT_INDEX, "fast", &Params::new())
+        .unwrap();
+    let p = Profile::create_with_server(
+        dir.join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+        &binding,
+    )
+    .unwrap();
+    (server, p)
+}
+
+#[test]
+fn a_dropped_tables_keyword_index_put_back_on_a_server_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let (_server, p) = served(&store, dir.path());
+    let mut table = Table::create(&p, "people", people()).unwrap();
+    // More changes than the table made after it will have, so that the
+    // dropped table's keyword state has the higher version.
+    for (id, ssn) in [
+        ("1", "111-11-1111"),
+        ("2", "111-11-2222"),
+        ("3", "111-11-3333"),
+    ] {
+        let r = person(&mut table, id, ssn);
+        table.insert(vec![r], &mut |_| {}).unwrap();
+    }
+    let saved = snapshot(&store, b"");
+    table.drop_table(&p).unwrap();
+    let mut table = Table::create(&p, "people", people()).unwrap();
+    let r = person(&mut table, "1", "222-22-2222");
+    table.insert(vec![r], &mut |_| {}).unwrap();
+    drop(table);
+
+    // The server puts back everything of the dropped table's keyword
+    // index (its shared state, its entries, its stored records) but the
+    // table's record, whose incarnation the device knows.
+    let back: BTreeMap<Vec<u8>, Vec<u8>> = saved
+        .into_iter()
+        .filter(|(k, _)| !k.ends_with(b"/table") && !k.ends_with(b"/tables"))
+        .collect();
+    restore(&store, &back);
+    let open_and_read = || {
+        Table::open(&p, "people").and_then(|mut t| {
+            let a = t.query("carrier = \"UA\"", None)?;
+            let all = t.records()?;
+            Ok((ssns(&a.records), ssns(&all)))
+        })
+    };
+    // This device remembers its last write of the keyword state: the
+    // state put back does not continue it.
+    match open_and_read() {
+        Ok(got) => panic!("the dropped table's keyword state was taken: {got:?}"),
+        Err(e) => assert!(matches!(e, ClientError::SharedStateForked { .. }), "{e}"),
+    }
+    // A device that holds nothing of the keyword index (its state and its
+    // notes of it deleted; the reproduction deletes the version
+    // note) takes the state put back, whose records are of the dropped
+    // incarnation: none opens.
+    for entry in fs::read_dir(p.dir().join(sesame_client::INDEX_DIR)).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("tbl-") && path.is_file() {
+            fs::remove_file(&path).unwrap();
+        }
+    }
+    match open_and_read() {
+        Ok(got) => panic!("the dropped table's records came back: {got:?}"),
+        Err(e) => assert!(matches!(e, ClientError::DocumentCorrupt(_)), "{e}"),
+    }
+}
