@@ -626,6 +626,23 @@ impl Profile {
             Err(e @ ClientError::KeyFileNeeded(_)) => return Err(e),
             Err(_) => return Ok(None),
         };
+        if dir.join(SERVER_FILE).exists() && profile.server().is_err() {
+            // The master key was rotated on another device: this device's
+            // copies move to it, opened with the header they were made
+            // under (the same passphrase, if it did not change too).
+            match Self::open_header(dir, local, passphrase, key_file, None) {
+                Ok(old) => old.migrate_to(&profile)?,
+                Err(_) => {
+                    return Err(ClientError::InvalidArgument(format!(
+                        "the master key of the profile in {} was changed on another device \
+                         (`sesame rekey --master`) and so was its passphrase: run this command \
+                         once with the passphrase this device had, or join the profile again \
+                         (`sesame init --join`) in a new directory",
+                        dir.display()
+                    )))
+                }
+            }
+        }
         fsutil::write_atomic(&dir.join(HEADER_FILE), &bytes)?;
         let _ = std::fs::remove_file(&path);
         Ok(Some(profile))
@@ -1355,7 +1372,22 @@ impl Profile {
         let lock = self.lock(index)?;
         let state = self.load_state(index)?;
         let backend = self.backend()?;
-        Session::new(self, index, state, backend, lock)
+        Session::new(self, index, state, backend, lock).map_err(|e| match e {
+            // Under a newer master key, maybe: then that is what to say.
+            ClientError::SharedStateCorrupt { .. } => self.header_behind(index).unwrap_or(e),
+            e => e,
+        })
+    }
+
+    /// [`ClientError::PassphraseChanged`] when the server holds a newer
+    /// header than this device (kept as [`NEXT_HEADER_FILE`]).
+    fn header_behind(&self, index: &str) -> Option<ClientError> {
+        let local = self.shareable_header()?;
+        let binding = self.server().ok()??;
+        let mut backend = NetworkBackend::connect(&binding).ok()?;
+        let name = [crate::session::shared::PROFILE_RECORD.to_owned()];
+        let record = backend.read_records(index, &name, &[]).ok()??.pop()?;
+        sync_header(&self.dir, &local, &record).err()
     }
 
     /// Where the profile's server halves run: its server, or its
@@ -1421,6 +1453,22 @@ impl Profile {
             }
             None => Ok(false),
         }
+    }
+
+    /// Seals this device's own copies under `new`'s keys, after a rotation
+    /// of the master key on another device: each index's state (a cache of
+    /// the server's, refreshed by the next session), then the server
+    /// binding. A copy already moved (an interrupted run) is left.
+    fn migrate_to(&self, new: &Profile) -> Result<()> {
+        let _lock = self.header_lock()?;
+        for index in self.indexes()? {
+            if let Ok(state) = self.load_state(&index) {
+                new.save_state(&mut OsRng, &index, &state)?;
+            }
+        }
+        let binding = self.server()?.ok_or_else(|| self.missing(SERVER_FILE))?;
+        let aead = Aes256GcmSiv::new(&new.server_key);
+        save_binding(&mut OsRng, &aead, &self.id, &self.server_path(), &binding)
     }
 
     fn missing(&self, part: &str) -> ClientError {

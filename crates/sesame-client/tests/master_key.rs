@@ -206,3 +206,42 @@ fn an_interrupted_rotation_completes_when_run_again() {
         }
     }
 }
+
+/// Another device holding the old master key: its next command sees the
+/// newer header and asks for the passphrase; given it (the same one), the
+/// device takes the new header and moves its own copies (server binding,
+/// states) to the new key, and reads everything.
+#[test]
+fn another_device_follows_a_rotation_with_its_passphrase() {
+    let s = serve();
+    let p = laptop(&s, 4);
+    let (phone, _) = Profile::join(
+        s.tmp.path().join("phone"),
+        "pw",
+        None,
+        &s.binding,
+        &remote(&s),
+    )
+    .unwrap();
+    let before = contents(&phone);
+    p.rotate_master(&mut |_| {}).unwrap();
+    let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "{err}"
+    );
+    drop(phone);
+    let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
+    assert_eq!(contents(&phone), before);
+    // And it keeps working: an add from the phone, seen by the laptop.
+    let more = s.tmp.path().join("more");
+    std::fs::create_dir_all(&more).unwrap();
+    std::fs::write(more.join("m.txt"), "all extra").unwrap();
+    phone
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&more], &mut |_| {})
+        .unwrap();
+    let laptop = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+    assert_eq!(contents(&laptop).len(), before.len() + 1);
+}
