@@ -34,10 +34,19 @@ static GEAR: [u64; 256] = gear();
 /// The chunks of `data`, in order: each at least [`MIN_CHUNK`] bytes
 /// (but the last) and at most [`MAX_CHUNK`]. Empty data has no chunk.
 pub(crate) fn chunks(data: &[u8]) -> Vec<&[u8]> {
+    chunks_at(data, 0)
+}
+
+/// As [`chunks`], with every size `2^level` times larger (a cut where
+/// `level` more bits of the hash are zero): the chunks of a level are
+/// the same for the same bytes, so a store that keeps its number of
+/// chunks bounded moves to the next level only when its data doubles.
+pub(crate) fn chunks_at(data: &[u8], level: u32) -> Vec<&[u8]> {
+    let level = level.min(MAX_LEVEL);
     let mut out = Vec::new();
     let mut rest = data;
     while !rest.is_empty() {
-        let cut = cut(rest);
+        let cut = cut(rest, level);
         let (chunk, tail) = rest.split_at(cut);
         out.push(chunk);
         rest = tail;
@@ -45,16 +54,31 @@ pub(crate) fn chunks(data: &[u8]) -> Vec<&[u8]> {
     out
 }
 
-/// The length of the first chunk of `data` (not empty).
-fn cut(data: &[u8]) -> usize {
-    if data.len() <= MIN_CHUNK {
+/// The highest level [`chunks_at`] takes.
+pub(crate) const MAX_LEVEL: u32 = 12;
+
+/// The average bytes of a chunk of `level` (about).
+pub(crate) fn average(level: u32) -> usize {
+    (MIN_CHUNK + (1 << CUT_BITS)) << level.min(MAX_LEVEL)
+}
+
+/// The most bytes of a chunk of `level`.
+pub(crate) fn max_at(level: u32) -> usize {
+    MAX_CHUNK << level.min(MAX_LEVEL)
+}
+
+/// The length of the first chunk of `data` (not empty) at `level`.
+fn cut(data: &[u8], level: u32) -> usize {
+    let min = MIN_CHUNK << level;
+    if data.len() <= min {
         return data.len();
     }
-    let end = data.len().min(MAX_CHUNK);
+    let end = data.len().min(MAX_CHUNK << level);
+    let shift = 64 - (CUT_BITS + level);
     let mut hash: u64 = 0;
     for (i, &b) in data.iter().enumerate().take(end) {
         hash = (hash << 1).wrapping_add(GEAR[usize::from(b)]);
-        if i + 1 >= MIN_CHUNK && hash >> (64 - CUT_BITS) == 0 {
+        if i + 1 >= min && hash >> shift == 0 {
             return i + 1;
         }
     }
@@ -88,6 +112,17 @@ mod tests {
         // Bytes that never cut (zeros) are cut at the maximum.
         let zeros = vec![0u8; 3 * MAX_CHUNK];
         assert!(chunks(&zeros).iter().all(|c| c.len() == MAX_CHUNK));
+        // A level up: fewer, larger chunks, within its bounds.
+        let data = random(1 << 20, 3);
+        let (low, high) = (chunks_at(&data, 0), chunks_at(&data, 3));
+        assert_eq!(high.concat(), data);
+        assert!(
+            high.len() * 4 < low.len(),
+            "{} vs {}",
+            high.len(),
+            low.len()
+        );
+        assert!(high.iter().all(|c| c.len() <= max_at(3)));
     }
 
     #[test]

@@ -40,6 +40,27 @@ const ENTRY: usize = 12 + 4;
 /// A value at most this long is held inline.
 pub(super) const INLINE_MAX: usize = crate::cdc::MAX_CHUNK;
 
+/// The most chunks a state is stored in, where the message size allows
+/// (a server keeps 1,024 records per index: old and new chunks live
+/// together until a commit, beside the intents).
+const TARGET_CHUNKS: usize = 256;
+
+/// The chunking level for a value of `len` bytes: the lowest at which it
+/// takes at most [`TARGET_CHUNKS`] chunks on average, and whose chunks fit
+/// a message of `chunk_max` bytes. The level rises each time the state
+/// doubles past 3 MiB, re-sending it once (the uploads of a growing state
+/// stay linear in its size).
+fn level(len: usize, chunk_max: usize) -> u32 {
+    let mut level = 0;
+    while level < crate::cdc::MAX_LEVEL
+        && len > TARGET_CHUNKS * crate::cdc::average(level)
+        && crate::cdc::max_at(level + 1) <= chunk_max
+    {
+        level += 1;
+    }
+    level
+}
+
 /// The record of the chunk with id `id`.
 fn chunk_record(id: &[u8]) -> String {
     format!("c-{}", hex::encode(id))
@@ -119,7 +140,7 @@ pub(super) fn put_state(
             _ => BTreeSet::new(),
         }
     };
-    let chunks = crate::cdc::chunks(bytes);
+    let chunks = crate::cdc::chunks_at(bytes, level(bytes.len(), chunk_max));
     let mut value = Vec::with_capacity(1 + chunks.len() * ENTRY);
     value.push(CONTENT);
     let mut used = BTreeSet::new();
@@ -244,4 +265,105 @@ pub(super) fn get_state(
         start = end;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use rand::{RngCore, SeedableRng};
+    use sesame_crypto::Key;
+
+    use crate::state::StateCipher;
+
+    fn cipher() -> StateCipher {
+        StateCipher::new(&Key::from_bytes([7; 32]), "profile")
+    }
+
+    fn random(n: usize, seed: u64) -> Vec<u8> {
+        let mut data = vec![0u8; n];
+        rand::rngs::StdRng::seed_from_u64(seed).fill_bytes(&mut data);
+        data
+    }
+
+    /// The sealed segments of `sealed` (between the magic and the list's
+    /// seal), each with its length prefix.
+    fn segments(sealed: &[u8]) -> Vec<Vec<u8>> {
+        let mut rest = &sealed[8..sealed.len() - 60];
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+            out.push(rest[..4 + len].to_vec());
+            rest = &rest[4 + len..];
+        }
+        out
+    }
+
+    #[test]
+    fn a_state_appended_to_seals_to_the_same_segments_but_at_its_end() {
+        let c = cipher();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let plain = random(400_000, 2);
+        let mut longer = plain.clone();
+        longer.extend_from_slice(&random(30_000, 3));
+        let a = c.seal_segmented(&mut rng, b"i", b"i/v1", &plain).unwrap();
+        let b = c.seal_segmented(&mut rng, b"i", b"i/v2", &longer).unwrap();
+        assert_eq!(&*c.open_segmented(b"i", b"i/v1", &a).unwrap(), &plain);
+        assert_eq!(&*c.open_segmented(b"i", b"i/v2", &b).unwrap(), &longer);
+        let (sa, sb) = (segments(&a), segments(&b));
+        let same = sb.iter().filter(|s| sa.contains(s)).count();
+        // New: the last segment before and what the appended bytes fill.
+        assert!(
+            sb.len() - same <= 2 + 30_000 / crate::cdc::MIN_CHUNK,
+            "{same} of {} segments kept",
+            sb.len()
+        );
+        assert!(same >= sa.len() - 1, "{same} of {} kept", sa.len());
+        // Another index's segments are other bytes.
+        let other = c.seal_segmented(&mut rng, b"j", b"j/v1", &plain).unwrap();
+        assert!(segments(&other).iter().all(|s| !sa.contains(s)));
+    }
+
+    #[test]
+    fn a_segmented_state_altered_reordered_or_relabelled_does_not_open() {
+        let c = cipher();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+        let plain = random(100_000, 5);
+        let sealed = c.seal_segmented(&mut rng, b"i", b"i/v1", &plain).unwrap();
+        // Another version's label.
+        assert!(c.open_segmented(b"i", b"i/v2", &sealed).is_none());
+        // Another index.
+        assert!(c.open_segmented(b"j", b"i/v1", &sealed).is_none());
+        // A flipped byte anywhere.
+        for at in [10, sealed.len() / 2, sealed.len() - 1] {
+            let mut bad = sealed.clone();
+            bad[at] ^= 1;
+            assert!(c.open_segmented(b"i", b"i/v1", &bad).is_none(), "byte {at}");
+        }
+        // Two segments swapped.
+        let parts = segments(&sealed);
+        assert!(parts.len() >= 3);
+        let mut swapped = sealed[..8].to_vec();
+        swapped.extend_from_slice(&parts[1]);
+        swapped.extend_from_slice(&parts[0]);
+        for p in &parts[2..] {
+            swapped.extend_from_slice(p);
+        }
+        swapped.extend_from_slice(&sealed[sealed.len() - 60..]);
+        assert_eq!(swapped.len(), sealed.len());
+        assert!(c.open_segmented(b"i", b"i/v1", &swapped).is_none());
+        // A segment of another state under the same list seal.
+        let other = c
+            .seal_segmented(&mut rng, b"i", b"i/v1", &random(100_000, 6))
+            .unwrap();
+        let mut mixed = sealed[..8].to_vec();
+        mixed.extend_from_slice(&segments(&other)[0]);
+        for p in &parts[1..] {
+            mixed.extend_from_slice(p);
+        }
+        mixed.extend_from_slice(&sealed[sealed.len() - 60..]);
+        assert!(c.open_segmented(b"i", b"i/v1", &mixed).is_none());
+        // Truncated to nothing.
+        assert!(c.open_segmented(b"i", b"i/v1", &sealed[..20]).is_none());
+    }
 }
