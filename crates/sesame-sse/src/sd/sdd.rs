@@ -89,10 +89,12 @@ pub fn scheme() -> KeywordScheme {
     }
 }
 
-/// Prefix of a saved state (format 3: oblivious merges whose passes
-/// below the block size run on blocks); format 2 (every pass one
-/// compare-exchange at a time) starts `SDD2`; a state without either is
-/// format 1.
+/// Prefix of a saved state (format 4: a merge whose arrays fit in a block
+/// is one unit); format 3 (every merge a schedule of passes on blocks)
+/// starts `SDD3`, format 2 (every pass one compare-exchange at a time)
+/// `SDD2`; a state without either is format 1.
+const STATE_V4: &[u8; 4] = b"SDD4";
+/// Prefix of a format-3 state.
 const STATE_V3: &[u8; 4] = b"SDD3";
 /// Prefix of a format-2 state.
 const STATE_V2: &[u8; 4] = b"SDD2";
@@ -273,14 +275,15 @@ impl SddClient {
 
     /// A client from saved state.
     ///
-    /// A format-1 state (before merges were oblivious) or format-2 state
-    /// (before passes ran on blocks) is read too: a merge it had under way
+    /// A format-1 state (before merges were oblivious), format-2 state
+    /// (before passes ran on blocks) or format-3 state (before small merges
+    /// were one unit) is read too: a merge it had under way
     /// starts again into fresh buffers (the old partial ones are dropped
     /// when it ends); a merge has twice the updates it needs before its
     /// level fills, so it still ends in time.
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        if let Some(v3) = bytes.strip_prefix(STATE_V3.as_slice()) {
-            let s: SddState = sesame_core::wire::decode(v3)?;
+        if let Some(v4) = bytes.strip_prefix(STATE_V4.as_slice()) {
+            let s: SddState = sesame_core::wire::decode(v4)?;
             if s.levels.len() > MAX_LEVELS {
                 return Err(Error::Malformed("SDd state with too many levels".into()));
             }
@@ -290,6 +293,20 @@ impl SddClient {
                 s.next_buffer,
                 s.levels.clone(),
             ));
+        }
+        if let Some(v3) = bytes.strip_prefix(STATE_V3.as_slice()) {
+            // The same fields; a merge's units were counted in another
+            // schedule, so each merge under way starts again.
+            let s: SddState = sesame_core::wire::decode(v3)?;
+            let levels = s.levels.iter().map(|l| {
+                let merge = l.merge.as_ref().map(|m| {
+                    let mut stale = vec![m.target, m.scratch];
+                    stale.extend(&m.stale);
+                    (m.from, stale)
+                });
+                (l.slots, merge)
+            });
+            return Self::restarted(s.master, s.seq, s.next_buffer, levels);
         }
         if let Some(v2) = bytes.strip_prefix(STATE_V2.as_slice()) {
             let s: SddStateV2 = sesame_core::wire::decode(v2)?;
@@ -651,6 +668,36 @@ impl SddClient {
                         let sealed = seal_searchable(rng, target_keys, m.target, &e.update)?;
                         labelled.push((m.target, e.label, sealed));
                     }
+                    Op::Whole { .. } => {
+                        let inputs = op
+                            .reads()
+                            .into_iter()
+                            .map(|at| take(&mut work, at))
+                            .collect::<Result<Vec<Entry>>>()?;
+                        // One label key per keyword (the inputs' entries
+                        // of a keyword are consecutive once merged).
+                        let mut prf: Option<(Vec<u8>, Aes128Prf)> = None;
+                        let (array, published) = merge_whole(inputs, |e, count| {
+                            let prf = match &prf {
+                                Some((w, prf)) if *w == e.update.keyword => prf,
+                                _ => {
+                                    let key =
+                                        Key::from_bytes(target_keys.label_key(&e.update.keyword));
+                                    &prf.insert((e.update.keyword.clone(), Aes128Prf::new(&key)))
+                                        .1
+                                }
+                            };
+                            label(prf, count)
+                        });
+                        for (at, e) in op.writes().into_iter().zip(array) {
+                            work.insert(at, e);
+                            dirty.push(at);
+                        }
+                        for e in published {
+                            let sealed = seal_searchable(rng, target_keys, m.target, &e.update)?;
+                            labelled.push((m.target, e.label, sealed));
+                        }
+                    }
                 }
             }
             let schedule = Schedule::of(l);
@@ -785,6 +832,31 @@ fn sort_block(block: &mut [Entry], start: u64, k: (u64, u64), top: u64, by_label
     }
 }
 
+/// A whole merge in the client's hands ([`Op::Whole`]): the entries of
+/// both inputs in keyword order (NEW's array, labels zero as every array
+/// entry), and the same entries labelled (`label_of(entry, c)`, `c` its
+/// rank among its keyword's entries) in label order, to publish.
+fn merge_whole(
+    mut entries: Vec<Entry>,
+    mut label_of: impl FnMut(&Entry, u64) -> [u8; LABEL_LEN],
+) -> (Vec<Entry>, Vec<Entry>) {
+    entries.sort_by(|x, y| x.update.keyword.cmp(&y.update.keyword));
+    let mut published: Vec<Entry> = Vec::with_capacity(entries.len());
+    let mut count = 0;
+    for e in &mut entries {
+        e.label = [0; LABEL_LEN];
+        count = match published.last() {
+            Some(last) if last.update.keyword == e.update.keyword => count + 1,
+            _ => 0,
+        };
+        let mut p = e.clone();
+        p.label = label_of(e, count);
+        published.push(p);
+    }
+    published.sort_unstable_by_key(|e| e.label);
+    (entries, published)
+}
+
 /// The sealed update of a searchable entry of `buffer` (the buffer as
 /// associated data), what a search opens.
 fn seal_searchable(
@@ -831,6 +903,10 @@ enum Op {
     Count { from: (u64, u64), to: (u64, u64) },
     /// Reads `from` (scratch) and publishes it as a searchable entry.
     Publish { from: (u64, u64) },
+    /// A whole merge of two buffers of `n` entries whose arrays fit in a
+    /// block: reads both arrays, writes NEW's (`target`, in keyword order)
+    /// and publishes its labelled entries in label order.
+    Whole { from: [u64; 2], target: u64, n: u64 },
 }
 
 impl Op {
@@ -841,6 +917,10 @@ impl Op {
                 array, start, len, ..
             } => (start..start + len).map(|p| (array, p)).collect(),
             Op::Count { from, .. } | Op::Publish { from } => vec![from],
+            Op::Whole { from, n, .. } => from
+                .iter()
+                .flat_map(|&b| (0..n).map(move |p| (b, p)))
+                .collect(),
         }
     }
 
@@ -850,6 +930,7 @@ impl Op {
             Op::Block { .. } => self.reads(),
             Op::Count { from, to } => vec![from, to],
             Op::Publish { .. } => Vec::new(),
+            Op::Whole { target, n, .. } => (0..2 * n).map(|p| (target, p)).collect(),
         }
     }
 }
@@ -880,6 +961,9 @@ enum Pass {
     Count,
     /// The scratch array, in label order, published as NEW's entries.
     Publish,
+    /// The whole merge at once ([`Op::Whole`]), for arrays of at most a
+    /// block.
+    Whole,
 }
 
 /// The fixed schedule of a merge at level `l`: its passes, each of
@@ -897,6 +981,15 @@ impl Schedule {
         let n = 1u64 << l;
         let size = 2 * n;
         let block = size.min(1 << BLOCK_BITS);
+        if size <= block {
+            // Both inputs and NEW's array fit in the client's hands: the
+            // network's passes would each read and write all of them.
+            return Schedule {
+                n,
+                block,
+                passes: vec![Pass::Whole],
+            };
+        }
         let mut passes = vec![Pass::First];
         // The rest of the bitonic merge into NEW's array, ascending.
         let mut h = n / 2;
@@ -1012,6 +1105,11 @@ impl Schedule {
                     from: (m.scratch, p),
                 })
                 .collect(),
+            Pass::Whole => vec![Op::Whole {
+                from: m.from,
+                target: m.target,
+                n,
+            }],
         }
     }
 }
@@ -1090,8 +1188,8 @@ impl KeywordClient for SddClient {
             next_buffer: self.next_buffer,
             levels: self.levels.clone(),
         })?;
-        let mut out = Vec::with_capacity(STATE_V3.len() + state.len());
-        out.extend_from_slice(STATE_V3);
+        let mut out = Vec::with_capacity(STATE_V4.len() + state.len());
+        out.extend_from_slice(STATE_V4);
         out.extend_from_slice(&state);
         Ok(out)
     }
@@ -1284,12 +1382,12 @@ mod tests {
         let mut pear: Vec<u64> = (100..120).collect();
         pear.insert(0, 11);
         assert_eq!(c.search(&mut rng, &mut ch, b"pear").unwrap(), pear);
-        // The old partial target is gone, and the state is format 3 now.
+        // The old partial target is gone, and the state is format 4 now.
         assert!(store
             .get(&buffer_key(b'a', 2, &0u64.to_be_bytes()))
             .unwrap()
             .is_none());
-        assert!(c.save_state().unwrap().starts_with(STATE_V3));
+        assert!(c.save_state().unwrap().starts_with(STATE_V4));
     }
 
     /// Every level's schedule, run on plain entries: NEW's array ends in
@@ -1365,6 +1463,14 @@ mod tests {
                             work.insert(to, e);
                         }
                         Op::Publish { from } => published.push(take(from).label),
+                        Op::Whole { .. } => {
+                            let inputs = op.reads().into_iter().map(&mut take).collect();
+                            let (array, labelled) = merge_whole(inputs, |_, _| rng.gen());
+                            for (at, e) in op.writes().into_iter().zip(array) {
+                                work.insert(at, e);
+                            }
+                            published.extend(labelled.iter().map(|e| e.label));
+                        }
                     }
                 }
                 done = end;
@@ -1406,66 +1512,79 @@ mod tests {
         levels: Vec<LevelV2Out>,
     }
 
-    /// A format-2 state saved with merges under way: they start again into
-    /// fresh buffers, the partial ones are dropped when they end, and
-    /// every identifier stays found.
+    /// A format-2 or format-3 state saved with merges under way: they
+    /// start again into fresh buffers, the partial ones are dropped when
+    /// they end, and every identifier stays found.
     #[test]
-    fn a_format2_state_with_merges_under_way_is_carried_on() {
-        let mut rng = ChaCha20Rng::seed_from_u64(4);
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let mut ch = LocalChannel::new(Typed(SddServer::new(store.clone())));
-        let mut c = SddClient::new(&mut rng, &Params::new()).unwrap();
-        let word = |i: u64| format!("w{}", i % 7).into_bytes();
-        for i in 0..45u64 {
-            c.update(&mut rng, &mut ch, UpdateOp::Add, i, &[word(i)])
-                .unwrap();
-        }
-        let partial: Vec<u64> = c
-            .levels
-            .iter()
-            .filter_map(|l| l.merge.as_ref())
-            .filter(|m| m.step > 0)
-            .flat_map(|m| [m.target, m.scratch])
-            .collect();
-        assert!(!partial.is_empty(), "a merge is under way");
-        let v2 = sesame_core::wire::encode(&StateV2Out {
-            master: *c.master.as_bytes(),
-            seq: c.seq,
-            next_buffer: c.next_buffer,
-            levels: c
-                .levels
-                .iter()
-                .map(|l| LevelV2Out {
-                    slots: l.slots,
-                    merge: l.merge.as_ref().map(|m| MergeV2Out {
-                        target: m.target,
-                        scratch: m.scratch,
-                        from: m.from,
-                        step: m.step,
-                        last: m.last.clone(),
-                        stale: m.stale.clone(),
-                    }),
-                })
-                .collect(),
-        })
-        .unwrap();
-        let mut bytes = STATE_V2.to_vec();
-        bytes.extend_from_slice(&v2);
-        let mut c = SddClient::restore(&bytes).unwrap();
-        for i in 45..200u64 {
-            c.update(&mut rng, &mut ch, UpdateOp::Add, i, &[word(i)])
-                .unwrap();
-        }
-        for w in 0..7u64 {
-            let want: Vec<u64> = (0..200).filter(|i| i % 7 == w).collect();
-            assert_eq!(c.search(&mut rng, &mut ch, &word(w)).unwrap(), want, "w{w}");
-        }
-        for b in partial {
-            for kind in [b'a', b'd'] {
-                let left = store.scan_prefix(&buffer_key(kind, b, &[])).unwrap();
-                assert!(left.is_empty(), "buffer {b} of the old merge is left");
+    fn format2_and_format3_states_with_merges_under_way_are_carried_on() {
+        for format in [STATE_V2, STATE_V3] {
+            let mut rng = ChaCha20Rng::seed_from_u64(4);
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+            let mut ch = LocalChannel::new(Typed(SddServer::new(store.clone())));
+            let mut c = SddClient::new(&mut rng, &Params::new()).unwrap();
+            let word = |i: u64| format!("w{}", i % 7).into_bytes();
+            // Up to a merge with units done (one on blocks: a merge of
+            // arrays of one block is one unit, done at its last update).
+            let partial = |c: &SddClient| -> Vec<u64> {
+                c.levels
+                    .iter()
+                    .filter_map(|l| l.merge.as_ref())
+                    .filter(|m| m.step > 0)
+                    .flat_map(|m| [m.target, m.scratch])
+                    .collect()
+            };
+            let mut i = 0;
+            while partial(&c).is_empty() {
+                c.update(&mut rng, &mut ch, UpdateOp::Add, i, &[word(i)])
+                    .unwrap();
+                i += 1;
             }
+            let partial = partial(&c);
+            let bytes = if format == STATE_V2 {
+                let v2 = sesame_core::wire::encode(&StateV2Out {
+                    master: *c.master.as_bytes(),
+                    seq: c.seq,
+                    next_buffer: c.next_buffer,
+                    levels: c
+                        .levels
+                        .iter()
+                        .map(|l| LevelV2Out {
+                            slots: l.slots,
+                            merge: l.merge.as_ref().map(|m| MergeV2Out {
+                                target: m.target,
+                                scratch: m.scratch,
+                                from: m.from,
+                                step: m.step,
+                                last: m.last.clone(),
+                                stale: m.stale.clone(),
+                            }),
+                        })
+                        .collect(),
+                })
+                .unwrap();
+                [STATE_V2.as_slice(), &v2].concat()
+            } else {
+                // Format 3 has format 4's fields.
+                let v4 = c.save_state().unwrap();
+                [STATE_V3.as_slice(), &v4[STATE_V4.len()..]].concat()
+            };
+            let mut c = SddClient::restore(&bytes).unwrap();
+            let total = i + 300;
+            for i in i..total {
+                c.update(&mut rng, &mut ch, UpdateOp::Add, i, &[word(i)])
+                    .unwrap();
+            }
+            for w in 0..7u64 {
+                let want: Vec<u64> = (0..total).filter(|i| i % 7 == w).collect();
+                assert_eq!(c.search(&mut rng, &mut ch, &word(w)).unwrap(), want, "w{w}");
+            }
+            for b in partial {
+                for kind in [b'a', b'd'] {
+                    let left = store.scan_prefix(&buffer_key(kind, b, &[])).unwrap();
+                    assert!(left.is_empty(), "buffer {b} of the old merge is left");
+                }
+            }
+            assert!(c.save_state().unwrap().starts_with(STATE_V4));
         }
-        assert!(c.save_state().unwrap().starts_with(STATE_V3));
     }
 }
