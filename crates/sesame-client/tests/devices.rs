@@ -613,3 +613,62 @@ fn a_device_served_an_older_state_after_its_search_writes_nothing() {
         "no index entry, document or record written"
     );
 }
+
+/// A server that swaps two chunk records of a large state, serves one
+/// chunk's bytes altered, or drops one: a joining device refuses the
+/// state (`SharedStateCorrupt`); given the chunks back, it joins and
+/// finds every document.
+#[test]
+fn a_state_whose_chunks_are_swapped_altered_or_missing_is_refused() {
+    let s = serve(1 << 20);
+    let laptop = first_device(&s, "fast");
+    let big = s.tmp.path().join("big.txt");
+    let words: Vec<String> = (0..40_000).map(|i| format!("w{i}")).collect();
+    std::fs::write(&big, words.join(" ")).unwrap();
+    laptop
+        .session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&big], &mut |_| {})
+        .unwrap();
+    let prefix = format!("v/alice/{}{DEFAULT_INDEX}/c-", s.binding.index_prefix);
+    let chunks = s.store.scan_prefix(prefix.as_bytes()).unwrap();
+    assert!(chunks.len() >= 2, "{} chunks", chunks.len());
+    let (a, b) = (chunks[0].clone(), chunks[1].clone());
+    let mut altered = a.1.clone();
+    let last = altered.len() - 1;
+    altered[last] ^= 1;
+    let attacks: [(&str, Vec<(Vec<u8>, Option<Vec<u8>>)>); 3] = [
+        (
+            "swapped",
+            vec![
+                (a.0.clone(), Some(b.1.clone())),
+                (b.0.clone(), Some(a.1.clone())),
+            ],
+        ),
+        ("altered", vec![(a.0.clone(), Some(altered))]),
+        ("missing", vec![(a.0.clone(), None)]),
+    ];
+    for (what, writes) in attacks {
+        for (k, v) in &writes {
+            match v {
+                Some(v) => s.store.put(k, v).unwrap(),
+                None => s.store.delete(k).unwrap(),
+            }
+        }
+        let remote = format!("{}{DEFAULT_INDEX}", s.binding.index_prefix);
+        let mut binding = s.binding.clone();
+        binding.index_prefix = String::new();
+        let joined = Profile::join(s.tmp.path().join(what), "pw", None, &binding, &remote);
+        assert!(
+            matches!(joined, Err(ClientError::SharedStateCorrupt { .. })),
+            "{what}: {:?}",
+            joined.map(|_| ())
+        );
+        s.store.put(&a.0, &a.1).unwrap();
+        s.store.put(&b.0, &b.1).unwrap();
+    }
+    let phone = second_device(&s);
+    for w in ["w0", "w39999"] {
+        assert_eq!(found(&phone, w).len(), 1, "{w}");
+    }
+}
