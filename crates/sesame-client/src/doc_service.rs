@@ -31,6 +31,11 @@ pub enum DocRequest {
     ListDocIds,
     /// Removes several documents; missing ones are skipped.
     DeleteDocs(Vec<DocId>),
+    /// Returns several encrypted documents, in order, each paired with the
+    /// most bytes its blob may have (what the client recorded when it
+    /// stored it): a stored document claiming more is refused before its
+    /// pieces are read ([`documents::read_within`]).
+    GetDocsWithin(Vec<(DocId, u64)>),
 }
 
 /// A response of the document service.
@@ -119,6 +124,9 @@ impl Handler for DocServer {
             DocRequest::GetDocs(ids) => {
                 Ok(DocResponse::Docs(documents::read(store, prefix, &ids)?))
             }
+            DocRequest::GetDocsWithin(docs) => Ok(DocResponse::Docs(documents::read_within(
+                store, prefix, &docs,
+            )?)),
             DocRequest::DeleteDoc(id) => Ok(DocResponse::Deleted(self.delete(&[id])? > 0)),
             DocRequest::DeleteDocs(ids) => Ok(DocResponse::DeletedCount(self.delete(&ids)?)),
             DocRequest::ListDocIds => Ok(DocResponse::DocIds(documents::list(store, prefix)?)),
@@ -163,6 +171,38 @@ impl DocClient {
             ))),
             other => Err(Error::unexpected("document service", &other)),
         }
+    }
+
+    /// Several encrypted documents, in the order asked, each no larger
+    /// than the bytes paired with it: a document claiming or holding more
+    /// is refused ([`sesame_core::Error::StoreCorrupt`] from an embedded
+    /// store, before its pieces are read; [`Error::Protocol`] for an
+    /// answer that carries it).
+    pub fn get_within(
+        channel: &mut dyn Channel,
+        docs: &[(DocId, u64)],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let blobs = match channel::call(channel, &DocRequest::GetDocsWithin(docs.to_vec()))? {
+            DocResponse::Docs(d) if d.len() == docs.len() => d,
+            DocResponse::Docs(d) => {
+                return Err(Error::Protocol(format!(
+                    "asked for {} documents, got {}",
+                    docs.len(),
+                    d.len()
+                )))
+            }
+            other => return Err(Error::unexpected("document service", &other)),
+        };
+        for (&(id, max), blob) in docs.iter().zip(&blobs) {
+            if let Some(blob) = blob.as_ref().filter(|b| b.len() as u64 > max) {
+                return Err(Error::Protocol(format!(
+                    "document {id}: the answer holds {} bytes, more than the {max} bytes the \
+                     client's catalog recorded for it; nothing of it was used",
+                    blob.len()
+                )));
+            }
+        }
+        Ok(blobs)
     }
 
     /// Removes a document; whether it was there.
@@ -254,6 +294,49 @@ mod tests {
     }
 
     #[test]
+    fn a_read_within_refuses_documents_larger_than_their_bounds() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut ch = LocalChannel::new(Typed(DocServer::new(store, "d/x/")));
+        DocClient::put(&mut ch, vec![(1, vec![1; 100]), (2, vec![2; 9_000])]).unwrap();
+        assert_eq!(
+            DocClient::get_within(&mut ch, &[(2, 9_000), (1, 100), (3, 0)]).unwrap(),
+            vec![Some(vec![2; 9_000]), Some(vec![1; 100]), None]
+        );
+        for (id, max) in [(1, 99), (2, 8_999)] {
+            let err = DocClient::get_within(&mut ch, &[(id, max)])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("document {id}: its head")), "{err}");
+        }
+
+        // A service that answers more than asked for, whatever its store
+        // says (a server over the network): refused by the client half.
+        struct Larger;
+        impl Handler for Larger {
+            type Request = DocRequest;
+            type Response = DocResponse;
+            fn handle(&mut self, _: DocRequest) -> Result<DocResponse> {
+                Ok(DocResponse::Docs(vec![Some(vec![0; 101])]))
+            }
+            fn io_counts(&self) -> IoCounts {
+                IoCounts::default()
+            }
+        }
+        let mut ch = LocalChannel::new(Typed(Larger));
+        let err = DocClient::get_within(&mut ch, &[(7, 100)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("document 7: the answer holds 101 bytes"),
+            "{err}"
+        );
+        assert_eq!(
+            DocClient::get_within(&mut ch, &[(7, 101)]).unwrap(),
+            vec![Some(vec![0; 101])]
+        );
+    }
+
+    #[test]
     fn messages_round_trip_on_the_wire() {
         for m in [
             DocRequest::PutDocs(vec![(7, vec![1, 2, 3])]),
@@ -262,6 +345,7 @@ mod tests {
             DocRequest::DeleteDoc(0),
             DocRequest::ListDocIds,
             DocRequest::DeleteDocs(vec![3, 4]),
+            DocRequest::GetDocsWithin(vec![(5, 4_096), (u64::MAX, 0)]),
         ] {
             let bytes = wire::encode(&m).unwrap();
             assert_eq!(wire::decode::<DocRequest>(&bytes).unwrap(), m);

@@ -30,6 +30,17 @@ const DOC_OVERHEAD: u64 = 64 << 10;
 /// lengths, the AEAD's nonce and tag, and the message framing.
 const SEAL_OVERHEAD: u64 = 256;
 
+/// The most bytes the sealed blob of a catalogued document may have: its
+/// content and path as the catalog recorded them when it was added, and
+/// the sealing's overhead. Every read of a document is bounded by it, so
+/// a store (or server) that claims a larger document costs the client no
+/// more reads and memory than the document it stored.
+pub(crate) fn stored_bound(doc: &DocumentInfo) -> u64 {
+    doc.size
+        .saturating_add(doc.path.len() as u64)
+        .saturating_add(SEAL_OVERHEAD)
+}
+
 /// What an encrypted document holds.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct DocRecord {
@@ -227,6 +238,20 @@ impl Session {
         })
     }
 
+    /// The sealed blob of catalogued document `id`, read within the size
+    /// its catalog entry allows ([`stored_bound`]).
+    pub(crate) fn fetch_blob(&self, channel: &mut dyn Channel, id: DocId) -> Result<Vec<u8>> {
+        let doc = self
+            .state
+            .catalog
+            .get(&id)
+            .ok_or(ClientError::UnknownDocument(id))?;
+        DocClient::get_within(channel, &[(id, stored_bound(doc))])?
+            .pop()
+            .flatten()
+            .ok_or(ClientError::DocumentMissing(id))
+    }
+
     /// Fetches and decrypts stored documents in batches, handing each
     /// (document, record) to `each`; `phase` is reported as progress. A
     /// document whose content differs from the digest its catalog entry
@@ -244,8 +269,8 @@ impl Session {
         let mut done = 0u64;
         for chunk in chunk_by_size(docs, limit, self.max_documents) {
             progress(Progress { phase, done, total });
-            let ids: Vec<DocId> = chunk.iter().map(|d| d.id).collect();
-            let blobs = DocClient::get_many(channel.as_mut(), &ids)?;
+            let bounds: Vec<(DocId, u64)> = chunk.iter().map(|d| (d.id, stored_bound(d))).collect();
+            let blobs = DocClient::get_within(channel.as_mut(), &bounds)?;
             for (doc, blob) in chunk.iter().zip(blobs) {
                 let record = match blob {
                     Some(blob) => self

@@ -709,6 +709,13 @@ impl RemoteDocs {
                         .collect(),
                 )
             }
+            // The server bounds its reads of its own store; the client
+            // half checks the sizes of what it answers.
+            DocRequest::GetDocsWithin(docs) => {
+                return self.handle(DocRequest::GetDocs(
+                    docs.into_iter().map(|(id, _)| id).collect(),
+                ))
+            }
             DocRequest::DeleteDoc(id) => {
                 let request = proto::DeleteDocumentsRequest {
                     index: index.to_owned(),

@@ -165,7 +165,7 @@ impl Session {
             return Err(ClientError::UnknownDocument(id));
         };
         let mut channel = self.backend.document_channel(&self.index)?;
-        let blob = DocClient::get(channel.as_mut(), id)?.ok_or(ClientError::DocumentMissing(id))?;
+        let blob = self.fetch_blob(channel.as_mut(), id)?;
         let mut record = crate::documents::check_digest(&doc, self.open_document(id, &blob)?)?;
         Ok(std::mem::take(&mut record.content))
     }

@@ -1,0 +1,134 @@
+//! Documents read back from a store that lies about them. Embedded, the
+//! store is the server: whoever can write its file can forge the head of
+//! a stored document (the number of full pieces it is cut into). The
+//! client bounds every read by the size its catalog recorded when it
+//! added the document, and refuses a larger claim before reading a piece.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use sesame_client::{insecure, EmbeddedBackend, Profile, Session, DEFAULT_INDEX};
+use sesame_core::{Params, Store};
+use sesame_store::documents::head_key;
+use sesame_store::MemoryStore;
+
+fn session(p: &Profile, store: &Arc<MemoryStore>) -> Session {
+    let store: Arc<dyn Store> = store.clone();
+    p.session_with(DEFAULT_INDEX, Box::new(EmbeddedBackend::over(store)))
+        .unwrap()
+}
+
+/// Stored documents: identifier and content.
+type Docs = Vec<(u64, Vec<u8>)>;
+
+/// A profile and a store holding three small documents and one of
+/// several pieces; the documents by content.
+fn stored(dir: &Path) -> (Profile, Arc<MemoryStore>, Docs) {
+    let p = Profile::create_with_kdf(
+        dir.join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap();
+    let files = dir.join("files");
+    fs::create_dir_all(&files).unwrap();
+    for i in 0..3 {
+        fs::write(files.join(format!("f{i}.txt")), format!("word{i} small")).unwrap();
+    }
+    let big: String = (0..3_000).map(|i| format!("w{i} ")).collect();
+    fs::write(files.join("big.txt"), &big).unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let mut s = session(&p, &store);
+    s.add_documents(&[&files], &mut |_| {}).unwrap();
+    let docs = s
+        .documents()
+        .into_iter()
+        .map(|d| (d.id, fs::read(&d.path).unwrap()))
+        .collect();
+    (p, store, docs)
+}
+
+/// Rewrites the head of document `id` to name `pieces` full pieces,
+/// keeping its tail.
+fn forge_head(store: &MemoryStore, id: u64, pieces: u32) {
+    let key = head_key(format!("d/{DEFAULT_INDEX}/").as_bytes(), id);
+    let head = store.get(&key).unwrap().unwrap();
+    let mut forged = pieces.to_be_bytes().to_vec();
+    forged.extend_from_slice(&head[4..]);
+    store.put(&key, &forged).unwrap();
+}
+
+/// The most store reads a read of one document may take here: its head,
+/// its pieces (the largest document has 5) and the earlier layout's key.
+const READS_OF_ONE: u64 = 16;
+
+#[test]
+fn a_forged_piece_count_is_refused_before_its_pieces_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (p, store, docs) = stored(tmp.path());
+    let mut s = session(&p, &store);
+    // Honest store: every document reads back, each in a few reads.
+    for (id, content) in &docs {
+        let before = store.io_counts();
+        assert_eq!(&s.get(*id).unwrap(), content);
+        let reads = store.io_counts().since(&before).reads;
+        assert!(reads <= READS_OF_ONE, "document {id}: {reads} reads");
+    }
+
+    // The largest count a head may carry (16 GiB of pieces), on a small
+    // document and on the one of several pieces.
+    let small = docs.iter().find(|(_, c)| c.len() < 100).unwrap().0;
+    let big = docs.iter().find(|(_, c)| c.len() > 10_000).unwrap().0;
+    for id in [small, big] {
+        forge_head(&store, id, 1 << 22);
+        let before = store.io_counts();
+        let err = s.get(id).unwrap_err().to_string();
+        let reads = store.io_counts().since(&before).reads;
+        assert!(
+            reads <= READS_OF_ONE,
+            "document {id}: {reads} reads ({err})"
+        );
+        assert!(
+            err.contains(&format!("document {id}")) && err.contains("catalog"),
+            "document {id}: {err}"
+        );
+    }
+
+    // The other documents still read back.
+    for (id, content) in docs.iter().filter(|(id, _)| ![small, big].contains(id)) {
+        assert_eq!(&s.get(*id).unwrap(), content);
+    }
+
+    // A batch read (check fetches every document) is bounded the same way.
+    let before = store.io_counts();
+    let outcome = s.check(&mut |_| {});
+    let reads = store.io_counts().since(&before).reads;
+    let text = match outcome {
+        Ok(report) => report.problems.join("; "),
+        Err(e) => e.to_string(),
+    };
+    assert!(reads <= 1_000, "check: {reads} reads ({text})");
+    assert!(text.contains("catalog"), "check: {text}");
+}
+
+#[test]
+fn one_more_piece_than_recorded_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (p, store, docs) = stored(tmp.path());
+    let mut s = session(&p, &store);
+    let (id, _) = docs.iter().find(|(_, c)| c.len() > 10_000).unwrap();
+    let key = head_key(format!("d/{DEFAULT_INDEX}/").as_bytes(), *id);
+    let head = store.get(&key).unwrap().unwrap();
+    let pieces = u32::from_be_bytes(head[..4].try_into().unwrap());
+    // Two pieces more than the recorded size allows: refused for the
+    // count, not for a piece found missing.
+    forge_head(&store, *id, pieces + 2);
+    let err = s.get(*id).unwrap_err().to_string();
+    assert!(err.contains("catalog"), "{err}");
+}
