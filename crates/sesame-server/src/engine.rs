@@ -45,6 +45,7 @@ use sesame_store::overlay::Overlay;
 use sesame_store::packed::Packed;
 
 mod indexes;
+mod sweep;
 #[cfg(test)]
 use indexes::RESERVATION_TTL_SECS;
 
@@ -342,7 +343,7 @@ impl Engine {
                 store.put(keys::MARKER_KEY, keys::MARKER)?;
             }
         }
-        Ok(Engine {
+        let engine = Engine {
             store,
             limits,
             uploads: Arc::new(UploadBudget::default()),
@@ -352,7 +353,10 @@ impl Engine {
             started: Instant::now(),
             requests: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
-        })
+        };
+        // Sweeps left by a server that stopped or failed (`engine/sweep.rs`).
+        let _ = engine.sweep(None);
+        Ok(engine)
     }
 
     /// Bytes of uploads held before their commit.
@@ -466,9 +470,8 @@ impl Engine {
         rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut fresh);
         let base = batch.len();
         batch.put(key.clone(), fresh.to_vec());
-        let applied = self
-            .store
-            .write_if(&[(key.as_slice(), seen.as_deref())], batch)?;
+        let applied =
+            self.write_swept(&[(key.as_slice(), seen.as_deref())], batch, (tenant, index))?;
         if !applied {
             batch.truncate(base);
             self.conflicts.fetch_add(1, Ordering::Relaxed);
@@ -556,6 +559,10 @@ impl Engine {
             return Ok(None);
         };
         let record = ReplayRecord::decode(&bytes)?;
+        if &record.digest == digest {
+            // The first attempt's sweep may have failed after its commit.
+            let _ = self.sweep(Some((tenant, index)));
+        }
         Ok(Some(if &record.digest == digest {
             // The first attempt may have failed after its commit was
             // applied but before the store confirmed it (over Redis
@@ -818,6 +825,7 @@ impl Engine {
             keys::doc_prefix(tenant, index),
             keys::replay_prefix(tenant, index),
             keys::record_prefix(tenant, index),
+            keys::sweep_prefix(tenant, index),
         ] {
             for (k, _) in self.store.scan_prefix(&prefix)? {
                 batch.delete(k);
@@ -827,10 +835,11 @@ impl Engine {
         batch.delete(keys::meta_key(tenant, index));
         let token = keys::commit_key(tenant, index);
         batch.delete(token.clone());
-        if !self
-            .store
-            .write_if(&[(token.as_slice(), seen.as_deref())], &batch)?
-        {
+        if !self.write_swept(
+            &[(token.as_slice(), seen.as_deref())],
+            &batch,
+            (tenant, index),
+        )? {
             self.conflicts.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
@@ -1556,8 +1565,8 @@ fn overwrite_conflict(conflicts: usize) -> EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
     use sesame_store::MemoryStore;
+    use std::collections::BTreeMap;
 
     /// Creates index `index` of tenant `t` bound to `scheme`.
     fn create(engine: &Engine, index: &str, scheme: &str) -> Result<proto::IndexInfo, EngineError> {

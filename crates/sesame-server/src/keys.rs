@@ -134,6 +134,12 @@ pub fn replay_key(tenant: &str, index: &str, id: &[u8; 16]) -> Vec<u8> {
     k
 }
 
+/// `w/<tenant>/<index>/`: the sweeps of an index, the spread entries a
+/// commit removed and that are deleted after it (`engine/sweep.rs`).
+pub fn sweep_prefix(tenant: &str, index: &str) -> Vec<u8> {
+    join(&[b"w", tenant.as_bytes(), index.as_bytes(), b""])
+}
+
 /// `v/<tenant>/<index>/`: the records kept beside an index.
 pub fn record_prefix(tenant: &str, index: &str) -> Vec<u8> {
     join(&[b"v", tenant.as_bytes(), index.as_bytes(), b""])

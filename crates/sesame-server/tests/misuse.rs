@@ -264,3 +264,205 @@ fn connections_per_peer_address_are_limited() {
     let mut c = conn.client();
     conn.block_on(c.list_indexes()).unwrap();
 }
+
+/// A memory store that plays a Redis Cluster whose shard deletes fail:
+/// once armed, the first batch that deletes spread entries (`e/...`) has
+/// its other keys applied (under the batch's conditions) and its spread
+/// deletes lost, and is reported unavailable, as `RedisClusterStore` does
+/// when a shard's master cannot be reached after the commit.
+#[derive(Default)]
+struct ShardDeletesFail {
+    inner: sesame_store::MemoryStore,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl sesame_core::Store for ShardDeletesFail {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        self.inner.get_many(keys)
+    }
+    fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
+        self.write_if(&[], &batch).map(drop)
+    }
+    fn write_if(
+        &self,
+        expect: &[(&[u8], Option<&[u8]>)],
+        batch: &sesame_core::WriteBatch,
+    ) -> sesame_core::Result<bool> {
+        use sesame_core::WriteOp;
+        let spread_delete =
+            |op: &WriteOp| matches!(op, WriteOp::Delete { key } if key.starts_with(b"e/"));
+        if !batch.ops().iter().any(spread_delete)
+            || !self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return self.inner.write_if(expect, batch);
+        }
+        let mut rest = sesame_core::WriteBatch::new();
+        for op in batch.ops().iter().filter(|op| !spread_delete(op)) {
+            match op {
+                WriteOp::Put { key, value } => rest.put(key.clone(), value.clone()),
+                WriteOp::Delete { key } => rest.delete(key.clone()),
+            };
+        }
+        if !self.inner.write_if(expect, &rest)? {
+            return Ok(false);
+        }
+        Err(sesame_core::Error::StoreUnavailable(
+            "the master of a shard could not be reached; the batch's other groups were applied"
+                .into(),
+        ))
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> sesame_core::IoCounts {
+        self.inner.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        "shard-deletes-fail"
+    }
+}
+
+/// Issue 37.15: the deletes of an index's spread entries that fail after
+/// the commit (a Redis Cluster shard unreachable) are not lost: they are
+/// swept later, and no entry of a dropped index stays.
+#[test]
+fn spread_deletes_that_fail_after_the_commit_are_swept_later() {
+    use sesame_core::{Params, Store};
+    let store = Arc::new(ShardDeletesFail::default());
+    let f = start_with(store.clone(), |_| {});
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.create_index("f", "fast", "")).unwrap();
+    let mut client =
+        (sesame_sse::scheme("fast").unwrap().new_client)(&mut OsRng, &Params::new()).unwrap();
+    for doc in 1..=5u64 {
+        let words = vec![b"alpha".to_vec(), format!("w{doc}").into_bytes()];
+        let requests = client
+            .prepare_update(&mut OsRng, sesame_sse::UpdateOp::Add, doc, &words)
+            .unwrap()
+            .unwrap();
+        let id = sesame_net::blocking::new_request_id();
+        conn.call_batch("f", "fast", 0, id, requests).unwrap();
+    }
+    let entries = || store.inner.scan_prefix(b"e/alice/f/").unwrap().len();
+    assert!(entries() > 0, "FAST's entries are spread (e/...)");
+    // The drop's commit is applied; its shard deletes fail once.
+    store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    match conn.with_retries(|mut c| async move { c.drop_index("f").await }) {
+        Ok(_) => {}
+        Err(s) => assert_eq!(s.code(), Code::NotFound, "{s:?}"),
+    }
+    // A new index of that name: nothing of the old one is left.
+    conn.block_on(c.create_index("f", "fast", "")).unwrap();
+    assert_eq!(entries(), 0, "entries of the dropped index stayed");
+    assert!(store.inner.scan_prefix(b"w/").unwrap().is_empty());
+
+    // Again, and this time the server restarts before anything else: the
+    // new server sweeps at start.
+    let mut client =
+        (sesame_sse::scheme("fast").unwrap().new_client)(&mut OsRng, &Params::new()).unwrap();
+    let requests = client
+        .prepare_update(
+            &mut OsRng,
+            sesame_sse::UpdateOp::Add,
+            1,
+            &[b"beta".to_vec()],
+        )
+        .unwrap()
+        .unwrap();
+    let id = sesame_net::blocking::new_request_id();
+    conn.call_batch("f", "fast", 0, id, requests).unwrap();
+    assert!(entries() > 0);
+    store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    conn.block_on(c.drop_index("f")).unwrap();
+    assert!(entries() > 0, "the shard deletes failed");
+    assert_eq!(store.inner.scan_prefix(b"w/").unwrap().len(), 1);
+    drop((conn, f));
+    let _again = start_with(store.clone(), |_| {});
+    assert_eq!(entries(), 0, "the restarted server did not sweep");
+    assert!(store.inner.scan_prefix(b"w/").unwrap().is_empty());
+}
+
+/// Issue 43.7: while the store refuses every write (a full disk), reads
+/// work (listing, a search, documents, records, health) and writes get
+/// RESOURCE_EXHAUSTED. (A write applied before and sent again is refused
+/// too: its replay record cannot be confirmed by a write;
+/// `engine.rs` `an_answer_from_a_replay_record_waits_for_the_store_to_confirm_it`.)
+#[test]
+fn reads_work_while_the_store_refuses_writes() {
+    use sesame_core::Params;
+    use sesame_server::proto;
+    let store = Arc::new(FaultyStore::new());
+    let f = start_with(store.clone(), |_| {});
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.create_index("r", "fast", "")).unwrap();
+    let mut client =
+        (sesame_sse::scheme("fast").unwrap().new_client)(&mut OsRng, &Params::new()).unwrap();
+    let requests = client
+        .prepare_update(
+            &mut OsRng,
+            sesame_sse::UpdateOp::Add,
+            1,
+            &[b"alpha".to_vec()],
+        )
+        .unwrap()
+        .unwrap();
+    conn.call_batch(
+        "r",
+        "fast",
+        0,
+        sesame_net::blocking::new_request_id(),
+        requests,
+    )
+    .unwrap();
+    let put = |id: u8| proto::PutDocumentsRequest {
+        index: "r".into(),
+        request_id: vec![id; 16],
+        documents: vec![proto::Document {
+            id: u64::from(id),
+            blob: vec![id; 100],
+        }],
+    };
+    conn.block_on(c.put_documents(put(1))).unwrap();
+
+    store.fail(Fault::Refused, 0);
+    // Writes are refused.
+    let refused = conn.block_on(c.put_documents(put(2))).unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let more = client
+        .prepare_update(
+            &mut OsRng,
+            sesame_sse::UpdateOp::Add,
+            2,
+            &[b"beta".to_vec()],
+        )
+        .unwrap()
+        .unwrap();
+    let err = conn
+        .call_batch("r", "fast", 0, sesame_net::blocking::new_request_id(), more)
+        .unwrap_err();
+    assert!(err.to_string().contains("out of space"), "{err}");
+    // Reads work.
+    let listed = conn.block_on(c.list_indexes()).unwrap();
+    assert_eq!(listed.indexes.len(), 1);
+    let mut fresh =
+        (sesame_sse::scheme("fast").unwrap().restore_client)(&client.save_state().unwrap())
+            .unwrap();
+    let mut channel = conn.index_channel("r", "fast", 0, sesame_core::Meter::new());
+    let found = fresh.search(&mut OsRng, &mut channel, b"alpha").unwrap();
+    assert_eq!(found, vec![1]);
+    let docs = conn.block_on(c.get_documents("r", vec![1])).unwrap();
+    assert_eq!(docs.documents.len(), 1);
+    conn.block_on(c.list_documents("r")).unwrap();
+    conn.block_on(c.read_records(proto::ReadRecordsRequest {
+        index: "r".into(),
+        names: vec!["state".into()],
+        known: Vec::new(),
+    }))
+    .unwrap();
+    conn.block_on(c.health()).unwrap();
+}

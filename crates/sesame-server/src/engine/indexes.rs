@@ -62,6 +62,8 @@ impl Engine {
             d.finish()
         };
         let _create = self.create.lock().unwrap_or_else(PoisonError::into_inner);
+        // Sweeps left by a dropped index of this name (`engine/sweep.rs`).
+        let _ = self.sweep(Some((tenant, &req.index)));
         let key = keys::meta_key(tenant, &req.index);
         if self.store.get(&key)?.is_some() {
             return self.created_before(tenant, &req.index, id.as_ref(), &digest);
