@@ -637,7 +637,9 @@ fn a_state_whose_chunks_are_swapped_altered_or_missing_is_refused() {
     let mut altered = a.1.clone();
     let last = altered.len() - 1;
     altered[last] ^= 1;
-    let attacks: [(&str, Vec<(Vec<u8>, Option<Vec<u8>>)>); 3] = [
+    // Store keys and what the server puts there (`None`: deleted).
+    type Writes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+    let attacks: [(&str, Writes); 3] = [
         (
             "swapped",
             vec![

@@ -77,7 +77,7 @@ fn chunk_id(chunk: &[u8]) -> [u8; 12] {
 /// The chunk records a [`CONTENT`] value's list (after the tag) names,
 /// with their lengths; `None` if it does not parse.
 fn entries(list: &[u8]) -> Option<Vec<([u8; 12], usize)>> {
-    if list.len() % ENTRY != 0 {
+    if !list.len().is_multiple_of(ENTRY) {
         return None;
     }
     list.chunks(ENTRY)
