@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! DIR/
-//!   profile.json          header: format, profile id, where the index lives, Argon2id parameters and salt, wrapped master key
+//!   profile.json          header: format, version, profile id, where the index lives, Argon2id parameters and salt, wrapped master key
+//!   profile.next.json     a newer header seen on the server (or being put there), at times
+//!   profile.rotating.json a rotation of the master key in progress
 //!   indexes/NAME.state    encrypted client state of index NAME
 //!   indexes/NAME.intents/ operations saved but not completed (see `intents`)
 //!   store.redb            embedded profiles: index entries and encrypted documents
@@ -27,6 +29,18 @@
 //! constant); they open as before, and a passphrase change moves them to
 //! format 3 with that same master key, so their states and documents stay
 //! as they are.
+//!
+//! Header versions (format 3): every rewrite makes the version one more,
+//! and the version is sealed with the master key. A server profile's
+//! devices share the header through the server (the `profile` record
+//! beside each index): a passphrase change puts the new one there at once,
+//! and a device never puts back an older one than the server's; it keeps
+//! the newer one as `profile.next.json` and asks for the new passphrase
+//! ([`ClientError::PassphraseChanged`]), and the next open the passphrase
+//! opens it with takes it ([`sync_header`]; tests: `tests/passphrase.rs`).
+//! Argon2id costs in a header from the server are capped by a local
+//! [`KdfLimit`]. [`Profile::rotate_master`] replaces the master key itself
+//! (tests: `tests/master_key.rs`).
 
 use std::path::{Path, PathBuf};
 
