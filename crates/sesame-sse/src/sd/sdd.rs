@@ -245,6 +245,8 @@ pub struct SddClient {
     seq: u64,
     next_buffer: u64,
     levels: Vec<Level>,
+    /// The keys of live buffers derived so far (not saved).
+    key_cache: KeyCache,
 }
 
 impl std::fmt::Debug for SddClient {
@@ -270,6 +272,7 @@ impl SddClient {
             seq,
             next_buffer,
             levels,
+            key_cache: KeyCache::default(),
         }
     }
 
@@ -577,8 +580,9 @@ impl SddClient {
                 written.extend(op.writes());
             }
         }
-        // The keys of each buffer this update touches, derived once.
-        let mut cache = KeyCache::default();
+        // The keys of each buffer this update touches, derived once and
+        // kept while the buffer lives.
+        let mut cache = std::mem::take(&mut self.key_cache);
         let mut work: BTreeMap<(u64, u64), Entry> = BTreeMap::new();
         if !items.is_empty() {
             let got = match channel::call(
@@ -732,13 +736,13 @@ impl SddClient {
         // The new entry is a buffer of one at level 0, in both copies.
         let buffer = self.next_buffer;
         self.next_buffer += 1;
-        let keys = self.keys(buffer);
-        labelled.push(self.seal_labelled(rng, &keys, buffer, 0, &update)?);
+        let keys = cache.get(self, buffer);
+        labelled.push(self.seal_labelled(rng, keys, buffer, 0, &update)?);
         let entry = Entry {
             label: [0; LABEL_LEN],
             update,
         };
-        positional.push(self.seal_positional(rng, &keys, buffer, 0, &entry)?);
+        positional.push(self.seal_positional(rng, keys, buffer, 0, &entry)?);
         self.place(0, buffer)?;
         // Full OLDEST and OLDER start a merge into a fresh buffer.
         for l in 0..self.levels.len() {
@@ -758,6 +762,8 @@ impl SddClient {
                 });
             }
         }
+        cache.retain(&self.levels);
+        self.key_cache = cache;
         let put = SddRequest::Put {
             positional,
             labelled,
@@ -770,15 +776,32 @@ impl SddClient {
     }
 }
 
-/// The keys of the buffers one update touches, each derived once (a
-/// derivation is an HMAC, two key derivations and an AEAD key schedule,
-/// and an update reads and writes hundreds of entries of a few buffers).
+/// The keys of the buffers updates touch, each derived once while the
+/// buffer lives (a derivation is an HMAC, two key derivations and an AEAD
+/// key schedule, and an update reads and writes tens of entries of a few
+/// buffers, most of them the same as the update before). Held in memory
+/// only, wiped when dropped, never saved.
 #[derive(Default)]
 struct KeyCache(HashMap<u64, LevelKeys>);
 
 impl KeyCache {
     fn get(&mut self, client: &SddClient, buffer: u64) -> &LevelKeys {
         self.0.entry(buffer).or_insert_with(|| client.keys(buffer))
+    }
+
+    /// Drops the keys of every buffer that no level holds or merges.
+    fn retain(&mut self, levels: &[Level]) {
+        let live: HashSet<u64> = levels
+            .iter()
+            .flat_map(|l| {
+                let merge = l
+                    .merge
+                    .iter()
+                    .flat_map(|m| [m.target, m.scratch, m.from[0], m.from[1]]);
+                l.slots.iter().flatten().copied().chain(merge)
+            })
+            .collect();
+        self.0.retain(|b, _| live.contains(b));
     }
 }
 
@@ -1131,6 +1154,7 @@ impl KeywordClient for SddClient {
             other => return Err(Error::unexpected("SDd", &other)),
         }
         self.levels.clear();
+        self.key_cache = KeyCache::default();
         self.seq = 0;
         let all = shuffled_additions(rng, &mut self.seq, db);
         // One whole buffer per set bit of the count, no merge under way:
