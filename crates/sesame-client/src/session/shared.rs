@@ -25,12 +25,12 @@
 //!   progress; and a server that answers with an older version than one
 //!   the device saw is refused ([`ClientError::SharedStateRolledBack`]).
 //!
-//! A value larger than a quarter of what one message carries (a large
-//! catalog, an intent of many documents) is kept as *chunks*, records
-//! written before the commit that refers to them: a state's under names
-//! of the writing device that alternate with the version's parity (so a
-//! device never overwrites the chunks of the version in force), an
-//! intent's under its identifier (deleted with it).
+//! Large values are kept as *chunks*, records written before the commit
+//! that refers to them: a state over 64 KiB in content-named chunks,
+//! sealed in segments so that a commit sends only the chunks that
+//! changed and deletes those no longer used in its own compare-and-swap
+//! write (`chunks`); an intent larger than a quarter of what one message
+//! carries under its identifier (deleted with it).
 //!
 //! The server never sees a key, a keyword or a path: the record is
 //! AES-256-GCM-SIV with the profile id, index, scheme and version as
