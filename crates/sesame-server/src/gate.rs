@@ -331,7 +331,7 @@ mod tests {
             0,
             1,
         ];
-        f.extend(std::iter::repeat(0).take(len));
+        f.extend(std::iter::repeat_n(0, len));
         f
     }
 
