@@ -226,3 +226,75 @@ fn a_server_serving_an_older_table_record_is_refused() {
         "{err}"
     );
 }
+
+/// A table made with the names of builds before opaque names
+/// (`t-<table>`, `t-<table>-<n>`) keeps working: on an embedded profile
+/// it opens, answers, takes records and drops under its old names; on a
+/// server the second device finds it too, and a create of its name is
+/// refused.
+#[test]
+fn a_table_with_the_names_of_earlier_builds_keeps_working() {
+    // Embedded.
+    let tmp = tempfile::tempdir().unwrap();
+    let p = Profile::create_with_kdf(
+        tmp.path().join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap();
+    let mut t = Table::create_legacy_for_tests(&p, "t", schema(), None).unwrap();
+    t.insert(vec![record(1, "UA", 10)], &mut |_| {}).unwrap();
+    drop(t);
+    assert!(p.state_path("t-t").exists(), "the legacy keyword index");
+    insert(&p, &[(2, "AA", 20)]);
+    assert_eq!(keys(&p, "v > 0"), set(&["1", "2"]));
+    let explained = Table::open(&p, "t").unwrap().explain("v > 0").unwrap();
+    assert!(explained[0].index.contains("t-t-2"), "{explained:?}");
+    let (n, problems) = Table::open(&p, "t").unwrap().check().unwrap();
+    assert_eq!((n, problems), (2, Vec::<String>::new()));
+    assert!(matches!(
+        Table::create(&p, "t", schema()).unwrap_err(),
+        ClientError::TableExists(_)
+    ));
+    Table::open(&p, "t").unwrap().drop_table(&p).unwrap();
+    assert!(table::tables(&p).unwrap().is_empty());
+    assert!(!p.state_path("t-t").exists());
+
+    // On a server, with a second device.
+    let s = serve();
+    let (laptop, phone) = devices(&s);
+    let mut t = Table::create_legacy_for_tests(&laptop, "t", schema(), None).unwrap();
+    t.insert(vec![record(1, "UA", 10)], &mut |_| {}).unwrap();
+    drop(t);
+    let names = NetworkBackend::connect(&s.binding)
+        .unwrap()
+        .indexes()
+        .unwrap();
+    assert!(names.iter().any(|n| n == "t-t"), "{names:?}");
+    assert_eq!(table::tables(&phone).unwrap(), vec!["t".to_owned()]);
+    assert!(matches!(
+        Table::create(&phone, "t", schema()).unwrap_err(),
+        ClientError::TableExists(_)
+    ));
+    insert(&phone, &[(2, "AA", 20)]);
+    assert_eq!(keys(&laptop, "v > 0"), set(&["1", "2"]));
+    assert_eq!(keys(&phone, "carrier = \"UA\""), set(&["1"]));
+
+    // A table made before tables were shared (no record on the server, no
+    // note on the device) is shared when it is next opened.
+    let (record_key, _) = s
+        .store
+        .scan_prefix(b"v/alice/")
+        .unwrap()
+        .into_iter()
+        .find(|(k, _)| k.ends_with(b"t-t/table"))
+        .unwrap();
+    let mut batch = WriteBatch::new();
+    batch.delete(record_key);
+    s.store.write(batch).unwrap();
+    std::fs::remove_file(laptop.dir().join("tables/t.shared")).unwrap();
+    insert(&laptop, &[(3, "UA", 30)]);
+    assert_eq!(keys(&phone, "v > 0"), set(&["1", "2", "3"]));
+}

@@ -517,7 +517,21 @@ impl Table {
     /// index, its range indexes (fresh keys for each), and its state file.
     /// Every scheme's parameters are checked before anything is written.
     pub fn create(profile: &Profile, name: &str, schema: Schema) -> Result<Table> {
-        Self::create_in(profile, name, schema, None)
+        Self::create_in(profile, name, schema, None, false)
+    }
+
+    /// A table with the names builds before opaque names gave
+    /// (`t-<table>`, `t-<table>-<n>`, `t-<table>-v`), for the tests that
+    /// such tables keep working. Not for use: those names tell the server
+    /// the table's name.
+    #[doc(hidden)]
+    pub fn create_legacy_for_tests(
+        profile: &Profile,
+        name: &str,
+        schema: Schema,
+        backend: Option<Box<dyn Backend>>,
+    ) -> Result<Table> {
+        Self::create_in(profile, name, schema, backend, true)
     }
 
     /// As [`Table::create`], with the server halves reached through
@@ -528,7 +542,7 @@ impl Table {
         schema: Schema,
         backend: Box<dyn Backend>,
     ) -> Result<Table> {
-        Self::create_in(profile, name, schema, Some(backend))
+        Self::create_in(profile, name, schema, Some(backend), false)
     }
 
     fn create_in(
@@ -536,6 +550,7 @@ impl Table {
         name: &str,
         schema: Schema,
         backend: Option<Box<dyn Backend>>,
+        legacy: bool,
     ) -> Result<Table> {
         check_table_name(name)?;
         schema.check()?;
@@ -553,12 +568,19 @@ impl Table {
             return Err(ClientError::TableExists(name.to_owned()));
         }
         let key = profile.table_names_key();
-        let rows = names::rows(&key, name);
+        let rows = if legacy {
+            names::legacy_rows(name)
+        } else {
+            names::rows(&key, name)
+        };
         // A table of this name that another device made (or this one,
-        // whose files are gone) is refused: nothing of it is touched.
-        let found = shared::read(backend.as_mut(), &cipher, &rows, name)?;
-        if matches!(found, shared::Found::Table(..)) {
-            return Err(ClientError::TableExists(name.to_owned()));
+        // whose files are gone), under opaque or legacy names, is refused:
+        // nothing of it is touched.
+        for index in [rows.clone(), names::legacy_rows(name)] {
+            let found = shared::read(backend.as_mut(), &cipher, &index, name)?;
+            if matches!(found, shared::Found::Table(..)) {
+                return Err(ClientError::TableExists(name.to_owned()));
+            }
         }
         let mut rng = OsRng;
         let keyword_params = schema.equality.params()?;
@@ -570,7 +592,11 @@ impl Table {
                 let index = RangeIndex::fresh(position, field, &mut rng)?;
                 states.push(RangeState {
                     field: field.name.clone(),
-                    index: names::range(&key, name, position),
+                    index: if legacy {
+                        names::legacy_range(name, position)
+                    } else {
+                        names::range(&key, name, position)
+                    },
                     generation: 0,
                     client: index.client.save_state()?,
                     records: 0,
@@ -582,7 +608,11 @@ impl Table {
         let (group, group_state) = if schema.verified.is_some() {
             let g = GroupIndex::fresh(&schema, &mut rng)?;
             let state = GroupState {
-                index: names::group(&key, name),
+                index: if legacy {
+                    names::legacy_group(name)
+                } else {
+                    names::group(&key, name)
+                },
                 generation: 0,
                 client: g.client.save_state()?,
                 stale: 0,
@@ -600,11 +630,11 @@ impl Table {
         // first; the marker makes the next command undo this create if it
         // does not finish.
         let mut remnants = match backend.index_names()? {
-            Some(list) => names::every(&key, name)
+            Some(list) if !legacy => names::every(&key, name)
                 .into_iter()
                 .filter(|n| list.contains(n))
                 .collect(),
-            None => indexes.clone(),
+            _ => indexes.clone(),
         };
         let mut incarnation = [0u8; 16];
         rand_core::RngCore::fill_bytes(&mut rng, &mut incarnation);
@@ -739,7 +769,7 @@ impl Table {
         // A table made before names were opaque keeps its names.
         let opaque = names::rows(&profile.table_names_key(), name);
         let legacy = names::legacy_rows(name);
-        let rows_name = if path.exists()
+        let mut rows_name = if path.exists()
             && profile.state_path(&legacy).exists()
             && !profile.state_path(&opaque).exists()
         {
@@ -749,7 +779,17 @@ impl Table {
         };
         let noted = shared::read_note(&note)?;
         let mut upload = false;
-        let (shared, adopted) = match shared::read(backend.as_mut(), &cipher, &rows_name, name)? {
+        let mut found = shared::read(backend.as_mut(), &cipher, &rows_name, name)?;
+        if matches!(found, shared::Found::NoRecords) && noted.is_none() && !path.exists() {
+            // Another device's table made before names were opaque.
+            let legacy = names::legacy_rows(name);
+            let old = shared::read(backend.as_mut(), &cipher, &legacy, name)?;
+            if matches!(old, shared::Found::Table(..)) {
+                rows_name = legacy;
+                found = old;
+            }
+        }
+        let (shared, adopted) = match found {
             shared::Found::Table(seen, plain) => {
                 match noted {
                     Some((version, incarnation))

@@ -63,6 +63,16 @@ pub(crate) fn legacy_rows(table: &str) -> String {
     format!("t-{table}")
 }
 
+/// The legacy name of the range index of the field at `position`.
+pub(crate) fn legacy_range(table: &str, position: usize) -> String {
+    format!("t-{table}-{position}")
+}
+
+/// The legacy name of the verified group's index.
+pub(crate) fn legacy_group(table: &str) -> String {
+    format!("t-{table}-v")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
