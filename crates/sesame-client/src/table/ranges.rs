@@ -278,3 +278,66 @@ pub(crate) fn open_payload<'a>(
     };
     Ok((id, (!rest.is_empty()).then_some(rest)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::schema::Schema;
+
+    fn index() -> RangeIndex {
+        let schema = Schema::from_toml("[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let field = schema.fields.first().unwrap_or_else(|| unreachable!());
+        RangeIndex::fresh(0, field, &mut rand_core::OsRng).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn binder(incarnation: u8) -> PayloadBinder {
+        PayloadBinder::new(&Key::from_bytes([3; 32]), "profile", [incarnation; 16])
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_payload_opens_only_in_its_place() {
+        let index = index();
+        let b = binder(1);
+        let payload = index.payload(Some(&b), "v", 7, 40, b"record");
+        let open = |b: &PayloadBinder, field: &str, value: u64, range, p: &[u8]| {
+            open_payload(Some(b), "i", field, value, range, p)
+                .map(|(id, c)| (id, c.map(<[u8]>::to_vec)))
+        };
+        assert_eq!(
+            open(&b, "v", 40, (0, 100), &payload).ok(),
+            Some((7, Some(b"record".to_vec())))
+        );
+        // Another field, value, table incarnation; a value outside what
+        // the query asked; an altered byte anywhere: refused.
+        let refused = |r: Result<(DocId, Option<Vec<u8>>)>| matches!(r, Err(ClientError::AnswerNotVerified(ref i)) if i == "i");
+        assert!(refused(open(&b, "w", 40, (0, 100), &payload)));
+        assert!(refused(open(&b, "v", 41, (0, 100), &payload)));
+        assert!(refused(open(&binder(2), "v", 40, (0, 100), &payload)));
+        assert!(refused(open(&b, "v", 40, (41, 100), &payload)));
+        for i in 0..payload.len() {
+            let mut bad = payload.clone();
+            if let Some(x) = bad.get_mut(i) {
+                *x ^= 1;
+            }
+            assert!(refused(open(&b, "v", 40, (0, 100), &bad)), "byte {i}");
+        }
+        // Every truncation is refused, never a panic.
+        for n in 0..payload.len() {
+            assert!(refused(open(&b, "v", 40, (0, 100), &payload[..n])), "{n}");
+        }
+    }
+
+    #[test]
+    fn a_table_without_an_incarnation_keeps_the_earlier_layout() {
+        let index = index();
+        let payload = index.payload(None, "v", 7, 40, b"record");
+        assert_eq!(payload, [&7u64.to_be_bytes()[..], b"record"].concat());
+        let (id, content) =
+            open_payload(None, "i", "v", 40, (40, 40), &payload).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((id, content), (7, Some(&b"record"[..])));
+        // The value is still checked against what the query asked.
+        assert!(open_payload(None, "i", "v", 39, (40, 50), &payload).is_err());
+    }
+}
