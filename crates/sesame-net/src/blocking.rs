@@ -49,6 +49,9 @@ pub fn from_status(s: &Status) -> Error {
     let message: String = s.message().chars().take(512).collect();
     match s.code() {
         Code::Unavailable | Code::Cancelled | Code::Unknown => Error::Transport(message),
+        // tonic reports an HTTP/2 stream or connection broken under it
+        // (a server that died) as INTERNAL: not the server's answer.
+        Code::Internal if message.starts_with("h2 protocol error") => Error::Transport(message),
         Code::DeadlineExceeded => Error::Transport(format!("deadline exceeded: {message}")),
         code => Error::Server(format!("{message} ({})", code_name(code))),
     }
@@ -381,5 +384,14 @@ mod tests {
             Error::Transport(_)
         ));
         assert_eq!(code_name(Code::InvalidArgument), "INVALID_ARGUMENT");
+        // A connection the server's death broke (tonic reports an HTTP/2
+        // reset as INTERNAL): transport trouble, which running the
+        // command again gets past.
+        assert!(matches!(
+            from_status(&Status::internal(
+                "h2 protocol error: error reading a body from connection"
+            )),
+            Error::Transport(_)
+        ));
     }
 }
