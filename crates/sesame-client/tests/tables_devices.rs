@@ -298,3 +298,30 @@ fn a_table_with_the_names_of_earlier_builds_keeps_working() {
     insert(&laptop, &[(3, "UA", 30)]);
     assert_eq!(keys(&phone, "v > 0"), set(&["1", "2", "3"]));
 }
+
+/// Indexes left on the server by a create that did not finish, under the
+/// table's opaque names or the names of earlier builds (issue 43.3: 5
+/// indexes left by a refused create, `table drop` saying "no table"), are
+/// removed by `remove_remnants` (what `sesame table drop NAME` does when
+/// there is no table); a table that exists is not touched.
+#[test]
+fn remnants_of_a_table_that_does_not_exist_are_removed() {
+    let s = serve();
+    let (laptop, _phone) = devices(&s);
+    let backend = NetworkBackend::connect(&s.binding).unwrap();
+    for index in ["t-w", "t-w-1", "t-w-2", "t-w-v"] {
+        backend.create_index(index, "fast", &Params::new()).unwrap();
+    }
+    assert_eq!(table::remove_remnants(&laptop, "w").unwrap(), 4);
+    let names = backend.indexes().unwrap();
+    assert_eq!(names, vec![DEFAULT_INDEX.to_owned()], "{names:?}");
+    assert_eq!(table::remove_remnants(&laptop, "w").unwrap(), 0);
+    // A table is not remnants.
+    Table::create(&laptop, "t", schema()).unwrap();
+    assert!(matches!(
+        table::remove_remnants(&laptop, "t").unwrap_err(),
+        ClientError::TableExists(_)
+    ));
+    insert(&laptop, &[(1, "UA", 10)]);
+    assert_eq!(keys(&laptop, "v > 0"), set(&["1"]));
+}

@@ -469,9 +469,10 @@ fn finish_unfinished(
 /// Removes what a table of name `name` left where its indexes run with
 /// no table referring to it (a create or drop interrupted on another
 /// device, or by an earlier build): every index with one of the table's
-/// names, where the backend can list them, and this device's files of
-/// its keyword index. Returns how many indexes were removed. A table of
-/// that name that exists is not touched ([`ClientError::TableExists`]).
+/// names, opaque or of earlier builds (`t-<table>...`), where the backend
+/// can list them, and this device's files of its keyword index. Returns
+/// how many indexes were removed. A table of that name that exists is not
+/// touched ([`ClientError::TableExists`]).
 pub fn remove_remnants(profile: &Profile, name: &str) -> Result<usize> {
     check_table_name(name)?;
     let mut backend = profile.backend()?;
@@ -479,17 +480,24 @@ pub fn remove_remnants(profile: &Profile, name: &str) -> Result<usize> {
     finish_unfinished(profile, backend.as_mut(), &cipher, name)?;
     let key = profile.table_names_key();
     let rows = names::rows(&key, name);
-    if table_path(profile, name).exists()
-        || matches!(
-            shared::read(backend.as_mut(), &cipher, &rows, name)?,
-            shared::Found::Table(..)
-        )
-    {
+    let legacy = names::legacy_rows(name);
+    if table_path(profile, name).exists() {
         return Err(ClientError::TableExists(name.to_owned()));
+    }
+    for index in [&rows, &legacy] {
+        if matches!(
+            shared::read(backend.as_mut(), &cipher, index, name)?,
+            shared::Found::Table(..)
+        ) {
+            return Err(ClientError::TableExists(name.to_owned()));
+        }
     }
     let mut removed = 0;
     if let Some(list) = backend.index_names()? {
-        for index in names::every(&key, name) {
+        for index in names::every(&key, name)
+            .into_iter()
+            .chain(names::every_legacy(name))
+        {
             if list.contains(&index) {
                 backend.remove_index(&index)?;
                 removed += 1;
@@ -497,6 +505,7 @@ pub fn remove_remnants(profile: &Profile, name: &str) -> Result<usize> {
         }
     }
     remove_local_rows(profile, &rows)?;
+    remove_local_rows(profile, &legacy)?;
     Ok(removed)
 }
 

@@ -57,6 +57,14 @@ pub(crate) fn every(key: &Key<32>, table: &str) -> Vec<String> {
     out
 }
 
+/// Every legacy name an index of table `table` can have (what a create
+/// or drop of builds before opaque names may have left).
+pub(crate) fn every_legacy(table: &str) -> Vec<String> {
+    let mut out = vec![legacy_rows(table), legacy_group(table)];
+    out.extend((0..MAX_FIELDS).map(|p| legacy_range(table, p)));
+    out
+}
+
 /// The legacy name of table `table`'s keyword index (tables made before
 /// names were opaque).
 pub(crate) fn legacy_rows(table: &str) -> String {
