@@ -466,6 +466,90 @@ impl Store for DiesBeforeCommit {
     }
 }
 
+/// A Redis Cluster store whose first batch of spread deletes alone (a
+/// sweep) fails, applying nothing, as when a shard's master cannot be
+/// reached.
+struct SweepFails {
+    inner: RedisClusterStore,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl Store for SweepFails {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        self.inner.get_many(keys)
+    }
+    fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
+        self.write_if(&[], &batch).map(drop)
+    }
+    fn write_if(
+        &self,
+        expect: &[(&[u8], Option<&[u8]>)],
+        batch: &sesame_core::WriteBatch,
+    ) -> sesame_core::Result<bool> {
+        let sweep = !batch.is_empty()
+            && batch.ops().iter().all(
+                |op| matches!(op, sesame_core::WriteOp::Delete { key } if key.starts_with(b"e/")),
+            );
+        if sweep && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Err(sesame_core::Error::StoreUnavailable(
+                "a shard's master cannot be reached".into(),
+            ));
+        }
+        self.inner.write_if(expect, batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.scan_prefix(prefix)
+    }
+    fn io_counts(&self) -> sesame_core::IoCounts {
+        self.inner.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+}
+
+/// A dropped FAST index's spread entries are deleted after the drop's
+/// commit, by a sweep; a sweep that fails (a shard unreachable) is kept
+/// in the index's group and run by the next server to start, over the
+/// real cluster: no entry and no sweep record is left.
+#[test]
+fn a_failed_sweep_of_spread_entries_is_run_by_the_next_server() {
+    let Some(cluster) = own_cluster() else { return };
+    let spec = with_namespace(cluster.url(), &fresh_namespace("sw"), "");
+    let store = Arc::new(SweepFails {
+        inner: RedisClusterStore::open(&spec).unwrap(),
+        armed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let token = Tokens::generate(&mut OsRng);
+    let (server, config) = serve(store.clone(), &token);
+    let conn = Connection::connect(&config).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.create_index("sw", "fast", "")).unwrap();
+    let mut client = fast();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for doc in 1..=20u64 {
+        let words = [format!("w{}", doc % 7).into_bytes(), b"all".to_vec()];
+        add_until_acknowledged(&conn, "sw", &mut client, doc, &words, deadline);
+    }
+    let entries = || store.inner.scan_prefix(b"e/alice/sw/").unwrap().len();
+    assert_eq!(entries(), 40);
+    store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    conn.block_on(c.drop_index("sw")).unwrap();
+    assert_eq!(
+        entries(),
+        40,
+        "the sweep failed: the entries are still there"
+    );
+    assert_eq!(store.inner.scan_prefix(b"w/alice/sw/").unwrap().len(), 1);
+    drop((conn, server));
+    let (_next, _) = serve(Arc::new(RedisClusterStore::open(&spec).unwrap()), &token);
+    assert_eq!(entries(), 0, "the next server's sweep left entries");
+    assert!(store.inner.scan_prefix(b"w/").unwrap().is_empty());
+}
+
 /// A FAST index's entries are spread over its 32 shards, on every master,
 /// while its metadata, commit token and replay records stay in its group;
 /// a server that dies after writing an update's entries but before its
