@@ -647,3 +647,17 @@ fn a_dropped_tables_keyword_index_put_back_on_a_server_is_refused() {
         Err(e) => assert!(matches!(e, ClientError::DocumentCorrupt(_)), "{e}"),
     }
 }
+
+#[test]
+fn explain_states_the_keyword_padding() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store = Arc::new(MemoryStore::new());
+    let table = Table::create_with(&p, "people", people(), backend(&store)).unwrap();
+    let steps = table.explain("carrier = \"UA\"").unwrap();
+    assert!(
+        steps[0].leakage.contains("1 keyword entry, padded"),
+        "{}",
+        steps[0].leakage
+    );
+}

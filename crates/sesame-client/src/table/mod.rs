@@ -1612,7 +1612,7 @@ impl Table {
                     } else {
                         "a search token for the value's keyword".into()
                     },
-                    leakage: keyword.leakage.to_owned(),
+                    leakage: format!("{} {}", keyword.leakage, self.padding_note()),
                 },
                 Access::Range { lo, hi } => {
                     let (index, state) = self
@@ -2006,6 +2006,27 @@ impl Table {
             }
         }
         Ok((all.len(), problems))
+    }
+}
+
+impl Table {
+    /// What `--explain` says of the number of keyword entries each
+    /// record's update carries.
+    fn padding_note(&self) -> String {
+        let slots = self.state.schema.keyword_slots();
+        if self.pad.is_some() {
+            format!(
+                "Each record's update carries {slots} keyword entr{}, padded with dummies \
+                 whatever its nulls and string lengths (the schema's fixed count).",
+                if slots == 1 { "y" } else { "ies" }
+            )
+        } else {
+            format!(
+                "Each record's update carries one keyword entry per equality value and one per \
+                 prefix (up to {slots} in all): the count shows which fields are null and how \
+                 long prefixed strings are (a table of an earlier build: not padded)."
+            )
+        }
     }
 }
 
