@@ -325,3 +325,45 @@ fn remnants_of_a_table_that_does_not_exist_are_removed() {
     insert(&laptop, &[(1, "UA", 10)]);
     assert_eq!(keys(&laptop, "v > 0"), set(&["1"]));
 }
+
+/// A create or drop in progress in another process (its marker written,
+/// its table lock held) is left to it: the list of tables skips it and a
+/// create of the same name is refused as busy; once that process is gone,
+/// the next command undoes what it left.
+#[test]
+fn a_create_in_progress_in_another_process_is_left_to_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = Profile::create_with_kdf(
+        tmp.path().join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap();
+    let dir = p.dir().join("tables");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("w.unfinished"),
+        r#"{"op":"create","incarnation":"00000000000000000000000000000000","rows":"tbl-0","indexes":["tbl-0"]}"#,
+    )
+    .unwrap();
+    let held = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("w.lock"))
+        .unwrap();
+    held.try_lock().unwrap();
+    assert!(table::tables(&p).unwrap().is_empty());
+    assert!(dir.join("w.unfinished").exists(), "left to its process");
+    assert!(matches!(
+        Table::create(&p, "w", schema()).unwrap_err(),
+        ClientError::ProfileBusy(_)
+    ));
+    drop(held);
+    assert!(table::tables(&p).unwrap().is_empty());
+    assert!(!dir.join("w.unfinished").exists(), "undone");
+    Table::create(&p, "w", schema()).unwrap();
+    assert_eq!(table::tables(&p).unwrap(), vec!["w".to_owned()]);
+}

@@ -288,6 +288,16 @@ fn marker_path(profile: &Profile, name: &str) -> PathBuf {
         .join(format!("{name}.unfinished"))
 }
 
+/// The lock of table `name`'s create, drop and their completion
+/// (`tables/NAME.lock`): a second process is refused at once
+/// ([`ClientError::ProfileBusy`]), so it never takes a create in progress
+/// for one to undo.
+fn table_lock(profile: &Profile, name: &str) -> Result<crate::lock::ProfileLock> {
+    let dir = profile.dir().join(TABLE_DIR);
+    crate::fsutil::create_private_dir(&dir)?;
+    crate::lock::ProfileLock::acquire(&dir.join(format!("{name}.lock")), profile.dir())
+}
+
 /// Table names with a file of `suffix` in the profile's table directory.
 fn names_with(profile: &Profile, suffix: &str) -> Result<BTreeSet<String>> {
     let dir = profile.dir().join(TABLE_DIR);
@@ -326,6 +336,12 @@ pub fn tables(profile: &Profile) -> Result<Vec<String>> {
         let mut backend = profile.backend()?;
         let cipher = profile.state_cipher();
         for name in unfinished {
+            // One another process is working on is left to it.
+            let _lock = match table_lock(profile, &name) {
+                Ok(lock) => lock,
+                Err(ClientError::ProfileBusy(_)) => continue,
+                Err(e) => return Err(e),
+            };
             finish_unfinished(profile, backend.as_mut(), &cipher, &name)?;
         }
         shared::catalog(backend.as_mut(), &cipher, crate::DEFAULT_INDEX)?
@@ -476,6 +492,7 @@ fn finish_unfinished(
 pub fn remove_remnants(profile: &Profile, name: &str) -> Result<usize> {
     check_table_name(name)?;
     let mut backend = profile.backend()?;
+    let _lock = table_lock(profile, name)?;
     let cipher = profile.state_cipher();
     finish_unfinished(profile, backend.as_mut(), &cipher, name)?;
     let key = profile.table_names_key();
@@ -568,6 +585,7 @@ impl Table {
             return Err(ClientError::TableExists(name.to_owned()));
         }
         let cipher = profile.state_cipher();
+        let _lock = table_lock(profile, name)?;
         let mut backend = match backend {
             Some(b) => b,
             None => profile.backend()?,
@@ -773,7 +791,10 @@ impl Table {
             Some(b) => b,
             None => profile.backend()?,
         };
-        finish_unfinished(profile, backend.as_mut(), &cipher, name)?;
+        if marker_path(profile, name).exists() {
+            let _lock = table_lock(profile, name)?;
+            finish_unfinished(profile, backend.as_mut(), &cipher, name)?;
+        }
         let unknown = || ClientError::UnknownTable(name.to_owned());
         // A table made before names were opaque keeps its names.
         let opaque = names::rows(&profile.table_names_key(), name);
@@ -1925,6 +1946,7 @@ impl Table {
             indexes,
         };
         write_marker(profile, &self.name, &marker)?;
+        let _lock = table_lock(profile, &self.name)?;
         let name = self.name.clone();
         let cipher = profile.state_cipher();
         let mut backend = self.rows.into_backend();
