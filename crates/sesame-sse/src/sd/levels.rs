@@ -41,15 +41,22 @@ impl Update {
     /// zeros to a multiple of [`ENTRY_PAD`] bytes, so that sealed entries
     /// of keywords up to 43 bytes all have one length.
     pub(super) fn encode(&self) -> Vec<u8> {
+        let mut out =
+            Vec::with_capacity((ENTRY_HEAD + self.keyword.len()).next_multiple_of(ENTRY_PAD));
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// [`encode`](Self::encode), appended to `out`.
+    pub(super) fn encode_into(&self, out: &mut Vec<u8>) {
+        let start = out.len();
         let len = ENTRY_HEAD + self.keyword.len();
-        let mut out = Vec::with_capacity(len.next_multiple_of(ENTRY_PAD));
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(u8::from(self.add));
         out.extend_from_slice(&self.id.to_le_bytes());
         out.extend_from_slice(&(self.keyword.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.keyword);
-        out.resize(len.next_multiple_of(ENTRY_PAD), 0);
-        out
+        out.resize(start + len.next_multiple_of(ENTRY_PAD), 0);
     }
 
     pub(super) fn decode(bytes: &[u8]) -> Result<Self> {

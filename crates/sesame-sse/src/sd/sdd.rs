@@ -418,7 +418,7 @@ impl SddClient {
     ) -> Result<(u64, u64, Vec<u8>)> {
         let mut plain = Vec::with_capacity(LABEL_LEN + 64);
         plain.extend_from_slice(&entry.label);
-        plain.extend_from_slice(&entry.update.encode());
+        entry.update.encode_into(&mut plain);
         let sealed = keys
             .aead
             .seal(rng, &positional_ad(buffer, position), &plain)?;
@@ -892,12 +892,16 @@ fn seal_searchable(
 }
 
 /// The associated data of an array entry.
-fn positional_ad(buffer: u64, position: u64) -> Vec<u8> {
-    let mut ad = b"sesame-sse/sdd/array\0".to_vec();
-    ad.extend_from_slice(&buffer.to_le_bytes());
-    ad.extend_from_slice(&position.to_le_bytes());
+fn positional_ad(buffer: u64, position: u64) -> [u8; ARRAY_AD.len() + 16] {
+    let mut ad = [0u8; ARRAY_AD.len() + 16];
+    ad[..ARRAY_AD.len()].copy_from_slice(ARRAY_AD);
+    ad[ARRAY_AD.len()..ARRAY_AD.len() + 8].copy_from_slice(&buffer.to_le_bytes());
+    ad[ARRAY_AD.len() + 8..].copy_from_slice(&position.to_le_bytes());
     ad
 }
+
+/// The prefix of an array entry's associated data.
+const ARRAY_AD: &[u8] = b"sesame-sse/sdd/array\0";
 
 /// One step of a merge, as positions (buffer, index): which it reads and
 /// writes follows from the level and the step number alone.
