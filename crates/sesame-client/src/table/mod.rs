@@ -404,7 +404,8 @@ fn remove_local_rows(profile: &Profile, rows: &str) -> Result<()> {
 }
 
 /// Finishes or undoes what a create or drop of table `name` on this
-/// device left unfinished (`tables/NAME.unfinished`):
+/// device left unfinished (`tables/NAME.unfinished`); the caller holds the
+/// table's lock:
 ///
 /// - a create whose table record was written (or, without records, whose
 ///   state file was) is complete: it is put on the profile's list;
