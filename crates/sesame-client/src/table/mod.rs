@@ -492,8 +492,8 @@ fn finish_unfinished(
 /// touched ([`ClientError::TableExists`]).
 pub fn remove_remnants(profile: &Profile, name: &str) -> Result<usize> {
     check_table_name(name)?;
-    let mut backend = profile.backend()?;
     let _lock = table_lock(profile, name)?;
+    let mut backend = profile.backend()?;
     let cipher = profile.state_cipher();
     finish_unfinished(profile, backend.as_mut(), &cipher, name)?;
     let key = profile.table_names_key();
@@ -585,8 +585,8 @@ impl Table {
         if path.exists() && !marker_path(profile, name).exists() {
             return Err(ClientError::TableExists(name.to_owned()));
         }
-        let cipher = profile.state_cipher();
         let _lock = table_lock(profile, name)?;
+        let cipher = profile.state_cipher();
         let mut backend = match backend {
             Some(b) => b,
             None => profile.backend()?,
@@ -1946,8 +1946,8 @@ impl Table {
             rows: self.rows_name.clone(),
             indexes,
         };
-        write_marker(profile, &self.name, &marker)?;
         let _lock = table_lock(profile, &self.name)?;
+        write_marker(profile, &self.name, &marker)?;
         let name = self.name.clone();
         let cipher = profile.state_cipher();
         let mut backend = self.rows.into_backend();
