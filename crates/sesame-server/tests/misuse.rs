@@ -466,3 +466,25 @@ fn reads_work_while_the_store_refuses_writes() {
     .unwrap();
     conn.block_on(c.health()).unwrap();
 }
+
+/// A client that connects and sends its first request with a token only
+/// after the authentication deadline finds its connection closed; the
+/// SDK's retry reconnects and the request is served.
+#[test]
+fn a_client_slower_than_the_auth_deadline_reconnects() {
+    let f = start_with(Arc::new(sesame_store::MemoryStore::new()), |c| {
+        c.connections.auth_timeout = Duration::from_secs(1);
+    });
+    let conn = Connection::connect(&f.alice).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    conn.with_retries(|mut c| async move { c.list_indexes().await })
+        .unwrap();
+    // The same through a scheme channel, on a fresh connection.
+    let conn = Connection::connect(&f.alice).unwrap();
+    let mut channel = conn.index_channel("none", "fast", 0, sesame_core::Meter::new());
+    std::thread::sleep(Duration::from_millis(1500));
+    // Any answer from the server (here: no such index) shows the
+    // connection was made again.
+    let err = sesame_core::Channel::call(&mut channel, b"x").unwrap_err();
+    assert!(err.to_string().contains("no index"), "{err}");
+}
