@@ -1002,11 +1002,14 @@ impl Profile {
         let next = self.dir.join(NEXT_HEADER_FILE);
         fsutil::write_atomic(&next, &json)?;
         let pushed = self.push_header(&binding, current, &json);
-        if !matches!(pushed, Ok(None)) {
-            // Ours only: another device's newer header may be there now.
-            if std::fs::read(&next).is_ok_and(|b| b == json) {
-                let _ = std::fs::remove_file(&next);
-            }
+        // Refused for certain (another device's header is ahead, or
+        // changed meanwhile): ours goes, if it is still ours. Any other
+        // failure may have reached the server: ours stays, and the next
+        // open with the new passphrase completes the change.
+        if matches!(pushed, Ok(Some(_)) | Err(ClientError::InvalidArgument(_)))
+            && std::fs::read(&next).is_ok_and(|b| b == json)
+        {
+            let _ = std::fs::remove_file(&next);
         }
         match pushed? {
             None => {}
@@ -1063,7 +1066,10 @@ impl Profile {
                 value: Some(json.to_vec()),
             };
             let conflict = backend.write_records(index, vec![write])?;
-            if conflict.is_some() && n == 0 {
+            // A retried write whose first try was applied finds ours.
+            let ours =
+                |c: &Vec<crate::backend::IndexRecord>| c.first().is_some_and(|r| r.value == json);
+            if conflict.as_ref().is_some_and(|c| !ours(c)) && n == 0 {
                 return Err(ClientError::InvalidArgument(
                     "the profile header on the server changed while it was being replaced \
                      (another device changed the passphrase at the same time): nothing was \

@@ -367,3 +367,45 @@ fn a_key_file_profile_on_a_server_leaves_nothing_a_passphrase_guess_opens() {
         .unwrap();
     assert_eq!(hits.len(), 1);
 }
+
+/// `passwd` on a server profile whose header write fails, refused by the
+/// server or applied with its answer lost: never neither passphrase. The
+/// new one opens the device (its next open takes the header `passwd` kept
+/// aside, and puts it on the server if the server lacks it); until then
+/// the old one opens it too, and a refused write left the server's header
+/// as it was.
+#[test]
+fn a_passphrase_change_whose_server_write_fails_leaves_one_passphrase_working() {
+    for fault in [
+        sesame_store::faulty::Fault::Refused,
+        sesame_store::faulty::Fault::AnswerLost,
+    ] {
+        let s = serve();
+        let laptop = first_device(&s);
+        s.store.fail(fault, 0);
+        let changed = laptop.change_passphrase("pw2", insecure::fast_kdf());
+        s.store.heal();
+        assert!(changed.is_err(), "{fault:?}");
+        drop(laptop);
+        let dir = s.tmp.path().join("laptop");
+        let server_new = join(&s, &format!("joined-{fault:?}"), "pw2").is_ok();
+        let works = |pass: &str| {
+            Profile::open(&dir, pass)
+                .and_then(|p| p.session(DEFAULT_INDEX).map(drop))
+                .is_ok()
+        };
+        match fault {
+            sesame_store::faulty::Fault::Refused => {
+                assert!(!server_new, "the server keeps the old header");
+                assert!(works("pw"), "the old passphrase works");
+            }
+            _ => assert!(server_new, "the server took the new header"),
+        }
+        assert!(works("pw2"), "{fault:?}: the new passphrase works");
+        assert!(
+            join(&s, &format!("again-{fault:?}"), "pw2").is_ok(),
+            "{fault:?}: and the server has the new header now"
+        );
+        assert!(!works("pw"), "{fault:?}: the change is complete");
+    }
+}
