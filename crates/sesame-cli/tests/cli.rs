@@ -919,3 +919,41 @@ fn compact_store_rewrites_a_server_store_and_refuses_what_is_not_one() {
     one_error(&env.run(&["compact", "--store", "docs/a.txt"]), "a.txt");
     assert!(fs::read(&text).unwrap() == original);
 }
+
+/// A table without a key: `jan/export.csv` and `feb/export.csv` both
+/// stay; `jan/export.csv` imported again after a line was deleted says
+/// what it removed; a CSV quote left open is refused by file and line.
+#[test]
+fn keyless_imports_of_files_with_the_same_name() {
+    let env = Env::new();
+    env.init("fast");
+    fs::write(
+        env.path("s.toml"),
+        "[fields.name]\ntype = \"string\"\nindex = [\"equality\"]\n[fields.n]\ntype = \"integer\"\n",
+    )
+    .unwrap();
+    env.ok(&["table", "create", "t", "--schema", "s.toml"]);
+    fs::create_dir_all(env.path("jan")).unwrap();
+    fs::create_dir_all(env.path("feb")).unwrap();
+    fs::write(env.path("jan/export.csv"), "name,n\na,1\nb,2\nc,3\n").unwrap();
+    fs::write(env.path("feb/export.csv"), "name,n\nd,4\ne,5\n").unwrap();
+    let out = env.ok(&["import", "t", "jan/export.csv"]);
+    assert!(out.contains("inserted 3"), "{out}");
+    let out = env.ok(&["import", "t", "feb/export.csv"]);
+    assert!(
+        out.contains("inserted 2, replaced 0") && out.contains("5 records in table t"),
+        "{out}"
+    );
+    fs::write(env.path("jan/export.csv"), "name,n\na,1\nc,3\n").unwrap();
+    let out = env.ok(&["import", "t", "jan/export.csv"]);
+    assert!(
+        out.contains("inserted 0") && out.contains("removed 1 record") && out.contains("4 records"),
+        "{out}"
+    );
+    fs::write(env.path("q.csv"), "name,n\nf,6\n\"g,7\n").unwrap();
+    let out = env.run(&["import", "t", "q.csv"]);
+    one_error(
+        &out,
+        "q.csv:3: a quoted cell starting in this record is never closed",
+    );
+}

@@ -481,11 +481,14 @@ impl Table {
         let ignored_columns: Vec<String> = columns.difference(&known).cloned().collect();
 
         // Records of this source (a table without a key) the file may no
-        // longer hold, and those an earlier build named by line.
+        // longer hold, and those an earlier build named by line, once an
+        // interrupted operation's records are in the catalog.
         let mut naming = naming;
         let mut earlier: HashMap<String, DocumentInfo> = HashMap::new();
         let mut legacy: HashMap<String, DocumentInfo> = HashMap::new();
+        let mut resumed = 0;
         if let Some(n) = &naming {
+            resumed = self.recover()?.len();
             for d in self.rows.state.catalog.values() {
                 if n.owns(&d.path) {
                     earlier.insert(d.path.clone(), d.clone());
@@ -515,6 +518,7 @@ impl Table {
             ignored_columns,
             removed: 0,
         };
+        report.insert.resumed = resumed;
         let mut batch = Vec::new();
         let mut flush = |table: &mut Table, batch: &mut Vec<Record>, done: usize| -> Result<()> {
             let r = table.insert(std::mem::take(batch), &mut *progress)?;
