@@ -357,3 +357,67 @@ fn rekey_master_keeps_the_answers_and_retires_the_old_header() {
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("corrupt"), "{stderr}");
 }
+
+/// `rekey --master` killed (SIGKILL) at points spread over its run: the
+/// profile then either works as before or says to run the rotation again,
+/// never anything else, and running it again completes it with every
+/// document as it was.
+#[test]
+fn rekey_master_killed_at_any_point_completes_when_run_again() {
+    use rand::{Rng, SeedableRng};
+    let site = Site::new();
+    std::fs::create_dir_all(site.path("notes")).unwrap();
+    for i in 0..200 {
+        let text = format!("budget note{i} {}", "filler ".repeat(100));
+        std::fs::write(site.path(&format!("notes/{i}.txt")), text).unwrap();
+    }
+    site.ok_env(&["--dir", "p", "init", "--scheme", "fast"], &[]);
+    site.ok_env(&["--dir", "p", "add", "notes"], &[]);
+    let (listed, _) = site.ok_env(&["--dir", "p", "list"], &[]);
+    let paths = |s: &str| -> std::collections::BTreeSet<String> {
+        s.lines()
+            .map(|l| l.rsplit('\t').next().unwrap().to_owned())
+            .collect()
+    };
+    let before = paths(&listed);
+    assert_eq!(before.len(), 200);
+    let start = std::time::Instant::now();
+    site.ok_env(&["--dir", "p", "rekey", "--master"], &[]);
+    let span = start.elapsed().as_micros().max(1000) as u64;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+    let (mut interrupted, mut untouched) = (0, 0);
+    for round in 0..12 {
+        let mut child = sesame()
+            .current_dir(site.path(""))
+            .args(["--dir", "p", "rekey", "--master"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..span)));
+        let _ = child.kill();
+        let _ = child.wait();
+        let out = site.run_env(&["--dir", "p", "list"], &[]);
+        if out.status.success() {
+            untouched += 1;
+            assert_eq!(
+                paths(&String::from_utf8_lossy(&out.stdout)),
+                before,
+                "round {round}"
+            );
+        } else {
+            interrupted += 1;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("rekey --master` again"),
+                "round {round}: {stderr}"
+            );
+            site.ok_env(&["--dir", "p", "rekey", "--master"], &[]);
+        }
+        let (listed, _) = site.ok_env(&["--dir", "p", "list"], &[]);
+        assert_eq!(paths(&listed), before, "round {round}");
+        let (found, _) = site.ok_env(&["--dir", "p", "search", "budget"], &[]);
+        assert_eq!(found.lines().count(), 200, "round {round}");
+    }
+    eprintln!("rekey --master kills: {interrupted} left it to complete, {untouched} did not");
+}
