@@ -27,16 +27,23 @@
 //! run together on each aligned block of `B` entries in the client's
 //! hands, which reads and writes each entry once for up to `BLOCK_BITS`
 //! passes. Every entry written is re-encrypted. The units of a merge at
-//! level `l` are spread evenly over its `2^l` updates.
+//! level `l` are spread evenly over its `2^l` updates. A merge whose
+//! arrays fit in one block (`2n <= B`) is a single unit (`Op::Whole`):
+//! both inputs read, steps 1 to 4 done in the client's hands, NEW's array
+//! written and its labelled entries published in label order, at the
+//! merge's last update; the scratch array is not written.
 //!
 //! So the server sees which positions each update touches (fixed by the
 //! update count) and the labels in label order, but neither the outcome of
 //! any comparison nor where a label's entry sat in keyword order. For a
-//! merge at level `l` (`L = l + 1`, `b = BLOCK_BITS`), an update reads and
-//! writes on average `2P` entries, `P = 5 + max(0, L - 1 - b) + Σ_{k=b+1..L}
-//! (k - b + 1)` passes (4 at level 0), where one compare-exchange at a
-//! time needs `L + 4 + L(L+1)/2` steps of two entries; and at most one
-//! unit more.
+//! merge at level `l >= b` (`L = l + 1`, `b = BLOCK_BITS`), an update reads
+//! and writes on average `2P` entries, `P = 5 + max(0, L - 1 - b) +
+//! Σ_{k=b+1..L} (k - b + 1)` passes, where one compare-exchange at a time
+//! needs `L + 4 + L(L+1)/2` steps of two entries; and at most one unit
+//! more. A whole small merge reads 2 and writes 4 per update on average.
+//!
+//! The client keeps the keys of live buffers between updates
+//! (`KeyCache`), in memory only.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
