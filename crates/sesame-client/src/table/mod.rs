@@ -949,6 +949,12 @@ impl Table {
         };
         table.prepare_rows();
         if upload {
+            // The record's incarnation is the table's, where it has one.
+            if let (Some(seen), Some(incarnation)) =
+                (table.shared.as_mut(), table.state.incarnation)
+            {
+                seen.incarnation = incarnation;
+            }
             table.save()?;
             shared::change_catalog(
                 table.rows.backend.as_mut(),

@@ -380,3 +380,190 @@ pub(crate) fn change_catalog(
         attempts: ATTEMPTS,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use rand_core::OsRng;
+    use sesame_core::{Channel, Meter, Service, Store};
+    use sesame_crypto::Key;
+    use sesame_sse::KeywordScheme;
+
+    use super::*;
+    use crate::backend::{IndexRecord, SetupChannel};
+
+    /// Records beside indexes, in memory, with compare-and-swap, behind a
+    /// server whose messages are small (chunks of 4 KiB).
+    #[derive(Default)]
+    struct Records {
+        map: BTreeMap<(String, String), (u64, Vec<u8>)>,
+        meter: Meter,
+    }
+
+    fn none<T>() -> Result<T> {
+        Err(ClientError::InvalidArgument("records only".into()))
+    }
+
+    impl Backend for Records {
+        fn index_channel(
+            &mut self,
+            _: &str,
+            _: u64,
+            _: &KeywordScheme,
+        ) -> Result<Box<dyn Channel>> {
+            none()
+        }
+        fn document_channel(&mut self, _: &str) -> Result<Box<dyn Channel + Send>> {
+            none()
+        }
+        fn drop_other_generations(&mut self, _: &str, _: u64) -> Result<()> {
+            Ok(())
+        }
+        fn meter(&self) -> &Meter {
+            &self.meter
+        }
+        fn hosted_channel(
+            &mut self,
+            _: &str,
+            _: u64,
+            _: &str,
+            _: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+        ) -> Result<Box<dyn Channel>> {
+            none()
+        }
+        fn hosted_transaction(
+            &mut self,
+            _: &str,
+            _: u64,
+            _: &str,
+            _: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+        ) -> Result<Box<dyn SetupChannel>> {
+            none()
+        }
+        fn remove_index(&mut self, _: &str) -> Result<()> {
+            Ok(())
+        }
+        fn max_message(&mut self) -> Result<Option<usize>> {
+            Ok(Some(8192))
+        }
+        fn read_records(
+            &mut self,
+            index: &str,
+            names: &[String],
+            _: &[u64],
+        ) -> Result<Option<Vec<IndexRecord>>> {
+            Ok(Some(
+                names
+                    .iter()
+                    .map(|n| {
+                        let (version, value) = self
+                            .map
+                            .get(&(index.to_owned(), n.clone()))
+                            .cloned()
+                            .unwrap_or_default();
+                        IndexRecord {
+                            name: n.clone(),
+                            version,
+                            value,
+                        }
+                    })
+                    .collect(),
+            ))
+        }
+        fn write_records(
+            &mut self,
+            index: &str,
+            writes: Vec<IndexRecordWrite>,
+        ) -> Result<Option<Vec<IndexRecord>>> {
+            let names: Vec<String> = writes.iter().map(|w| w.name.clone()).collect();
+            let current = self.read_records(index, &names, &[])?.unwrap_or_default();
+            if writes
+                .iter()
+                .zip(&current)
+                .any(|(w, c)| w.expected != ANY_VERSION && w.expected != c.version)
+            {
+                return Ok(Some(current));
+            }
+            for (w, c) in writes.into_iter().zip(current) {
+                let key = (index.to_owned(), w.name);
+                match w.value {
+                    Some(v) => {
+                        self.map.insert(key, (c.version + 1, v));
+                    }
+                    None => {
+                        self.map.remove(&key);
+                    }
+                }
+            }
+            Ok(None)
+        }
+    }
+
+    fn chunk_records(b: &Records) -> usize {
+        b.map.keys().filter(|(_, n)| n.starts_with("tc-")).count()
+    }
+
+    #[test]
+    fn a_large_state_is_chunked_read_whole_and_its_old_chunks_go() {
+        let mut b = Records::default();
+        let cipher = StateCipher::new(&Key::from_bytes([7; 32]), "profile");
+        let mut rng = OsRng;
+        let mut seen = Seen {
+            version: 0,
+            incarnation: [1; 16],
+            chunks: None,
+        };
+        let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        assert!(write(&mut b, &cipher, &mut rng, "ix", &mut seen, &big).unwrap());
+        let first = chunk_records(&b);
+        assert!(first >= 5, "{first} chunks");
+        let Found::Table(got, plain) = read(&mut b, &cipher, "ix", "t").unwrap() else {
+            panic!("no table")
+        };
+        assert_eq!((got.version, &plain[..]), (1, &big[..]));
+        assert_eq!(got.chunks, seen.chunks);
+
+        // A writer that read an older version is refused and leaves no chunk.
+        let mut stale = Seen {
+            version: 0,
+            incarnation: [1; 16],
+            chunks: None,
+        };
+        assert!(!write(&mut b, &cipher, &mut rng, "ix", &mut stale, &big).unwrap());
+        assert_eq!(chunk_records(&b), first);
+
+        // The next version's chunks replace the old ones; a small state is
+        // held inline, with no chunk left.
+        assert!(write(&mut b, &cipher, &mut rng, "ix", &mut seen, &big[..9_000]).unwrap());
+        assert!(chunk_records(&b) < first);
+        let Found::Table(got, plain) = read(&mut b, &cipher, "ix", "t").unwrap() else {
+            panic!("no table")
+        };
+        assert_eq!((got.version, &plain[..]), (2, &big[..9_000]));
+        assert!(write(&mut b, &cipher, &mut rng, "ix", &mut seen, b"small").unwrap());
+        assert_eq!(chunk_records(&b), 0);
+
+        // A chunk altered on the server does not open.
+        assert!(write(&mut b, &cipher, &mut rng, "ix", &mut seen, &big).unwrap());
+        if let Some((_, (_, v))) = b.map.iter_mut().find(|((_, n), _)| n.starts_with("tc-")) {
+            v[10] ^= 1;
+        }
+        assert!(matches!(
+            read(&mut b, &cipher, "ix", "t"),
+            Err(ClientError::SharedStateCorrupt { .. })
+        ));
+        // Nor does the record of another index.
+        let record = b
+            .map
+            .get(&("ix".into(), TABLE_RECORD.into()))
+            .cloned()
+            .unwrap();
+        b.map.insert(("other".into(), TABLE_RECORD.into()), record);
+        assert!(matches!(
+            read(&mut b, &cipher, "other", "t"),
+            Err(ClientError::SharedStateCorrupt { .. })
+        ));
+    }
+}
