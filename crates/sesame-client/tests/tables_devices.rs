@@ -283,7 +283,8 @@ fn a_table_with_the_names_of_earlier_builds_keeps_working() {
     assert_eq!(keys(&phone, "carrier = \"UA\""), set(&["1"]));
 
     // A table made before tables were shared (no record on the server, no
-    // note on the device) is shared when it is next opened.
+    // note on the device, no copy on the other) is shared when it is next
+    // opened, and the other device takes it.
     let (record_key, _) = s
         .store
         .scan_prefix(b"v/alice/")
@@ -295,8 +296,27 @@ fn a_table_with_the_names_of_earlier_builds_keeps_working() {
     batch.delete(record_key);
     s.store.write(batch).unwrap();
     std::fs::remove_file(laptop.dir().join("tables/t.shared")).unwrap();
+    for file in ["tables/t.shared", "tables/t.table"] {
+        std::fs::remove_file(phone.dir().join(file)).unwrap();
+    }
     insert(&laptop, &[(3, "UA", 30)]);
     assert_eq!(keys(&phone, "v > 0"), set(&["1", "2", "3"]));
+    // The record lost again: the device that saw it says the server
+    // rolled it back.
+    let (record_key, _) = s
+        .store
+        .scan_prefix(b"v/alice/")
+        .unwrap()
+        .into_iter()
+        .find(|(k, _)| k.ends_with(b"t-t/table"))
+        .unwrap();
+    let mut batch = WriteBatch::new();
+    batch.delete(record_key);
+    s.store.write(batch).unwrap();
+    assert!(matches!(
+        Table::open(&phone, "t").unwrap_err(),
+        ClientError::SharedStateRolledBack { .. }
+    ));
 }
 
 /// Indexes left on the server by a create that did not finish, under the
@@ -366,4 +386,49 @@ fn a_create_in_progress_in_another_process_is_left_to_it() {
     assert!(!dir.join("w.unfinished").exists(), "undone");
     Table::create(&p, "w", schema()).unwrap();
     assert_eq!(table::tables(&p).unwrap(), vec!["w".to_owned()]);
+}
+
+/// `check` looks at tables: a range index that lost its entries (the
+/// store's copy damaged) is a problem, marked for a rebuild from the
+/// records; the next open rebuilds it and the table checks clean.
+#[test]
+fn check_finds_a_range_index_that_lost_its_records_and_it_is_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = Profile::create_with_kdf(
+        tmp.path().join("p"),
+        "pw",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let backend = || {
+        Box::new(sesame_client::EmbeddedBackend::over(
+            store.clone() as Arc<dyn Store>
+        ))
+    };
+    let mut t = Table::create_with(&p, "t", schema(), backend()).unwrap();
+    let records = (1..=5).map(|i| record(i, "UA", i * 10)).collect();
+    t.insert(records, &mut |_| {}).unwrap();
+    assert_eq!(t.check().unwrap(), (5, Vec::<String>::new()));
+    let step = t.explain("v > 0").unwrap().remove(0);
+    let index = step.index.strip_prefix("range index ").unwrap().to_owned();
+    drop(t);
+    let mut batch = WriteBatch::new();
+    for (k, _) in store.scan_prefix(format!("i/{index}/").as_bytes()).unwrap() {
+        batch.delete(k);
+    }
+    assert!(!batch.is_empty(), "the range index has entries");
+    store.write(batch).unwrap();
+    let mut t = Table::open_with(&p, "t", backend()).unwrap();
+    let (n, problems) = t.check().unwrap();
+    assert_eq!(n, 5);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("field v"), "{problems:?}");
+    drop(t);
+    let mut t = Table::open_with(&p, "t", backend()).unwrap();
+    assert_eq!(t.repaired(), ["v".to_owned()]);
+    assert_eq!(t.check().unwrap(), (5, Vec::<String>::new()));
+    assert_eq!(t.query("v >= 30", None).unwrap().total, 3);
 }

@@ -2028,10 +2028,17 @@ impl Table {
                     }
                     self.save()?;
                 }
-                Err(e) => problems.push(format!(
-                    "table {}: the range index of field {label}: {e}",
-                    self.name
-                )),
+                Err(e) => {
+                    problems.push(format!(
+                        "table {}: the range index of field {label}: {e}; it is marked for a \
+                         rebuild from the records, which the next command on the table makes",
+                        self.name
+                    ));
+                    if let Some(s) = self.state.ranges.get_mut(i) {
+                        s.dirty = true;
+                    }
+                    self.save()?;
+                }
             }
         }
         Ok((all.len(), problems))
