@@ -94,8 +94,6 @@ pub(crate) enum Command {
     },
     /// List the documents of the index.
     List,
-    /// Back the profile up into DIR (a new directory): a consistent copy of
-    /// its files (already encrypted) with a manifest authenticated under
     /// For a profile on a server: the devices sharing the index, and the
     /// shared state each last wrote (version and digest), as the newest
     /// state this device saw lists them. Run it on two devices and compare:
@@ -104,6 +102,8 @@ pub(crate) enum Command {
     /// server's state is checked first; a refused one is reported after
     /// the list (exit status 1).
     Devices,
+    /// Back the profile up into DIR (a new directory): a consistent copy of
+    /// its files (already encrypted) with a manifest authenticated under
     /// the profile's key. Refused while another command uses the profile.
     Backup {
         /// Where the backup goes (new or empty).

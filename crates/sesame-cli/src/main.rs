@@ -835,19 +835,6 @@ fn list(dir: &std::path::Path) -> Result<(), CliError> {
     write_stdout(out.as_bytes())
 }
 
-/// Writes to standard output; a closed pipe (`sesame get 1 | head`) is not
-/// an error.
-pub(crate) fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::Other(format!(
-            "cannot write to standard output: {}",
-            one_line(&e.to_string())
-        ))),
-    }
-}
 /// `sesame devices`: refreshes from the server (which checks that its
 /// state continues what this device saw), then lists what this device saw;
 /// a refused state is the error, after the list.
@@ -891,3 +878,16 @@ fn devices(dir: &std::path::Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Writes to standard output; a closed pipe (`sesame get 1 | head`) is not
+/// an error.
+pub(crate) fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::Other(format!(
+            "cannot write to standard output: {}",
+            one_line(&e.to_string())
+        ))),
+    }
+}

@@ -181,6 +181,12 @@ pub(crate) fn import(
         report.insert.unchanged,
         count(t.len(), "record"),
     ));
+    if report.removed > 0 {
+        out.push_str(&format!(
+            "removed {}: the file no longer holds them (an earlier import of the same file)\n",
+            count(report.removed, "record")
+        ));
+    }
     if report.insert.rebuilt {
         out.push_str("static keyword scheme: its index was rebuilt\n");
     }
@@ -203,12 +209,6 @@ pub(crate) fn query(
     explain: bool,
 ) -> Result<(), CliError> {
     if !["table", "json", "csv"].contains(&format) {
-    if report.removed > 0 {
-        out.push_str(&format!(
-            "removed {}: the file no longer holds them (an earlier import of the same file)\n",
-            count(report.removed, "record")
-        ));
-    }
         return Err(CliError::Usage(format!(
             "--format {format:?} is not table, json or csv"
         )));
