@@ -34,7 +34,7 @@ use std::sync::Arc;
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
-    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
 use sesame_crypto::ggm::{GgmNode, GgmTree};
@@ -45,6 +45,7 @@ use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
 use crate::query::{Query, QueryResult};
+use crate::renewal::RenewedSearch;
 
 /// Descriptor of Aura.
 pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
@@ -896,7 +897,15 @@ impl AuraClient {
     }
 }
 
-impl AuraClient {
+impl RenewedSearch for AuraClient {
+    type Request = Request;
+    type Response = Response;
+    const NAME: &'static str = "Aura";
+
+    fn descriptor() -> &'static SchemeDescriptor {
+        &DESCRIPTOR
+    }
+
     /// The search request for `keyword`, or `None` for a keyword never
     /// updated.
     fn search_request(&self, keyword: &[u8]) -> Result<Option<Request>> {
@@ -925,6 +934,13 @@ impl AuraClient {
         }
         // The finished epoch's nodes are not needed again.
         self.kept.trees.retain(|t| t.keyword != keyword);
+    }
+
+    fn ids(response: Response) -> std::result::Result<Vec<DocId>, Response> {
+        match response {
+            Response::Ids(ids) => Ok(ids),
+            other => Err(other),
+        }
     }
 }
 
@@ -997,19 +1013,11 @@ impl KeywordClient for AuraClient {
 
     fn search(
         &mut self,
-        _rng: &mut dyn CryptoRngCore,
+        rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
-        let Some(request) = self.search_request(keyword)? else {
-            return Ok(Vec::new());
-        };
-        let ids = match channel::call(channel, &request)? {
-            Response::Ids(ids) => common::normalise(ids),
-            other => return Err(Error::unexpected("Aura", &other)),
-        };
-        self.renew(keyword);
-        Ok(ids)
+        crate::renewal::search(self, rng, channel, keyword)
     }
 
     fn search_writes(&self) -> bool {
@@ -1024,12 +1032,7 @@ impl KeywordClient for AuraClient {
         _channel: &mut dyn Channel,
         query: &Query,
     ) -> Result<Prepared> {
-        let keyword = crate::query::exact_keyword(&DESCRIPTOR, query)?;
-        let Some(request) = self.search_request(keyword)? else {
-            return Ok(Prepared::default());
-        };
-        self.renew(keyword);
-        common::prepared_one(&request)
+        crate::renewal::prepare_query(self, query)
     }
 
     fn resolve_query(
@@ -1038,10 +1041,7 @@ impl KeywordClient for AuraClient {
         _context: &[u8],
         responses: &[Vec<u8>],
     ) -> Result<QueryResult> {
-        common::resolve_ids("Aura", responses, |r| match r {
-            Response::Ids(ids) => Ok(ids),
-            other => Err(other),
-        })
+        crate::renewal::resolve_query::<Self>(responses)
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
-    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
 use sesame_crypto::ggm::{GgmTree, PuncturedKey};
@@ -36,6 +36,7 @@ use zeroize::Zeroize;
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
 use crate::query::{Query, QueryResult};
+use crate::renewal::RenewedSearch;
 
 /// Entries per worker thread below which a document's additions are
 /// computed on the calling thread alone.
@@ -432,7 +433,15 @@ impl JanusClient {
     }
 }
 
-impl JanusClient {
+impl RenewedSearch for JanusClient {
+    type Request = Request;
+    type Response = Response;
+    const NAME: &'static str = "Janus++";
+
+    fn descriptor() -> &'static SchemeDescriptor {
+        &DESCRIPTOR
+    }
+
     /// The search request for `keyword`, or `None` for a keyword never
     /// updated.
     fn search_request(&self, keyword: &[u8]) -> Result<Option<Request>> {
@@ -457,6 +466,13 @@ impl JanusClient {
             st.epoch += 1;
             st.count = 0;
             st.deleted = 0;
+        }
+    }
+
+    fn ids(response: Response) -> std::result::Result<Vec<DocId>, Response> {
+        match response {
+            Response::Ids(ids) => Ok(ids),
+            other => Err(other),
         }
     }
 }
@@ -557,19 +573,11 @@ impl KeywordClient for JanusClient {
 
     fn search(
         &mut self,
-        _rng: &mut dyn CryptoRngCore,
+        rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
-        let Some(request) = self.search_request(keyword)? else {
-            return Ok(Vec::new());
-        };
-        let ids = match channel::call(channel, &request)? {
-            Response::Ids(ids) => common::normalise(ids),
-            other => return Err(Error::unexpected("Janus++", &other)),
-        };
-        self.renew(keyword);
-        Ok(ids)
+        crate::renewal::search(self, rng, channel, keyword)
     }
 
     fn search_writes(&self) -> bool {
@@ -584,12 +592,7 @@ impl KeywordClient for JanusClient {
         _channel: &mut dyn Channel,
         query: &Query,
     ) -> Result<Prepared> {
-        let keyword = crate::query::exact_keyword(&DESCRIPTOR, query)?;
-        let Some(request) = self.search_request(keyword)? else {
-            return Ok(Prepared::default());
-        };
-        self.renew(keyword);
-        common::prepared_one(&request)
+        crate::renewal::prepare_query(self, query)
     }
 
     fn resolve_query(
@@ -598,10 +601,7 @@ impl KeywordClient for JanusClient {
         _context: &[u8],
         responses: &[Vec<u8>],
     ) -> Result<QueryResult> {
-        common::resolve_ids("Janus++", responses, |r| match r {
-            Response::Ids(ids) => Ok(ids),
-            other => Err(other),
-        })
+        crate::renewal::resolve_query::<Self>(responses)
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {

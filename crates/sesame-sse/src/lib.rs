@@ -13,6 +13,7 @@ pub mod janus_pp;
 pub mod kpr12;
 pub mod pibas;
 pub mod query;
+mod renewal;
 pub mod sd;
 pub mod simple;
 pub mod suise;
