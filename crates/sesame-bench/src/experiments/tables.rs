@@ -145,7 +145,10 @@ fn flights(ctx: &Ctx, rs: &mut ResultSet) -> Result<Vec<Flight>, BenchError> {
 fn schema(protocol: &str) -> Result<Schema, BenchError> {
     Schema::from_toml(&format!(
         r#"
+key = "id"
 nulls = ["", "NA"]
+[fields.id]
+type = "integer"
 [fields.carrier]
 type = "string"
 index = ["equality"]
@@ -165,11 +168,11 @@ bits = 16
 }
 
 fn write_csv(path: &Path, rows: &[Flight]) -> Result<(), BenchError> {
-    let mut text = String::from("carrier,dep_time,distance\n");
+    let mut text = String::from("id,carrier,dep_time,distance\n");
     let cell = |v: Option<i64>| v.map_or_else(|| "NA".to_owned(), |v| v.to_string());
-    for r in rows {
+    for (i, r) in rows.iter().enumerate() {
         text.push_str(&format!(
-            "{},{},{}\n",
+            "{i},{},{},{}\n",
             r.carrier,
             cell(r.dep_time),
             cell(r.distance)
@@ -178,7 +181,7 @@ fn write_csv(path: &Path, rows: &[Flight]) -> Result<(), BenchError> {
     std::fs::write(path, text).map_err(|e| BenchError::io("write", path, e))
 }
 
-/// A query and the line numbers (keys) of the rows it matches.
+/// A query and the row numbers (the records' keys) of the rows it matches.
 struct Query {
     kind: &'static str,
     text: String,
@@ -273,12 +276,7 @@ fn push(lat: &mut Latencies, kind: &'static str, d: Duration) {
 }
 
 /// Runs the queries on a table and checks every answer.
-fn run_queries(
-    table: &mut Table,
-    base: &str,
-    qs: &[Query],
-    what: &str,
-) -> Result<Latencies, BenchError> {
+fn run_queries(table: &mut Table, qs: &[Query], what: &str) -> Result<Latencies, BenchError> {
     let mut lat = Latencies::new();
     for q in qs {
         let start = Instant::now();
@@ -289,13 +287,7 @@ fn run_queries(
         let got: BTreeSet<usize> = answer
             .records
             .iter()
-            .filter_map(|r| {
-                r.key
-                    .strip_prefix(base)
-                    .and_then(|l| l.strip_prefix(':'))
-                    .and_then(|l| l.parse::<usize>().ok())
-                    .map(|line| line - 2)
-            })
+            .filter_map(|r| r.key.parse::<usize>().ok())
             .collect();
         if got != q.want || answer.records.len() != q.want.len() {
             return Err(BenchError::WrongResult(format!(
@@ -444,13 +436,7 @@ fn run_one(
     let dir = ctx.work_dir.join(format!("tables-{protocol}-{mode}"));
     let _ = std::fs::remove_dir_all(&dir);
     let csv = ctx.work_dir.join(format!("flights-{}.csv", rows.len()));
-    if !csv.exists() {
-        write_csv(&csv, rows)?;
-    }
-    let base = csv
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    write_csv(&csv, rows)?;
     let tls = if mode == "tls" {
         Some(start_server(ctx, protocol)?)
     } else {
@@ -476,7 +462,7 @@ fn run_one(
             rows.len()
         )));
     }
-    let lat = run_queries(&mut table, &base, qs, &what)?;
+    let lat = run_queries(&mut table, qs, &what)?;
     // A sanity check that the records decrypt to what was imported.
     if let Some(first) = table
         .query("carrier = \"UA\"", Some(1))
@@ -484,28 +470,27 @@ fn run_one(
         .records
         .first()
     {
-        if first.values.first() != Some(&Some(Cell::Text("UA".into()))) {
+        if first.values.get(1) != Some(&Some(Cell::Text("UA".into()))) {
             return Err(BenchError::WrongResult(format!(
                 "{what}: a record read back wrong"
             )));
         }
     }
+    let (rows_index, range_indexes, _) = table.index_names();
     drop(table);
 
-    // Bytes stored, per part.
-    let prefixes: Vec<Vec<u8>> = match &tls {
-        Some(_) => vec![
-            b"b-t-flights-1/".to_vec(),
-            b"b-t-flights-2/".to_vec(),
-            b"b-t-flights/".to_vec(),
-        ],
-        None => vec![
-            b"i/t-flights-1/".to_vec(),
-            b"i/t-flights-2/".to_vec(),
-            b"i/t-flights/".to_vec(),
-            b"d/t-flights/".to_vec(),
-        ],
-    };
+    // Bytes stored, per part: each range field's index, the keyword
+    // index, and (embedded) the records stored beside it.
+    let prefix = |space: &str, index: &str| format!("{space}{index}/").into_bytes();
+    let mut prefixes: Vec<Vec<u8>> = Vec::new();
+    let space = if tls.is_some() { "b-" } else { "i/" };
+    for (_, index) in &range_indexes {
+        prefixes.push(prefix(space, index));
+    }
+    prefixes.push(prefix(space, &rows_index));
+    if tls.is_none() {
+        prefixes.push(prefix("d/", &rows_index));
+    }
     let sizes = match &tls {
         Some(t) => bytes_under(t.store.as_ref(), &prefixes)?,
         None => {

@@ -1065,6 +1065,22 @@ impl Table {
         &self.name
     }
 
+    /// The names the server (or the embedded store) knows this table's
+    /// indexes by: the keyword index holding the records, each range
+    /// field's index (field name, index name), and the verified group's.
+    /// They are keyed and opaque, except for a table of earlier builds.
+    pub fn index_names(&self) -> (String, Vec<(String, String)>, Option<String>) {
+        (
+            self.rows_name.clone(),
+            self.state
+                .ranges
+                .iter()
+                .map(|r| (r.field.clone(), r.index.clone()))
+                .collect(),
+            self.state.group.as_ref().map(|g| g.index.clone()),
+        )
+    }
+
     /// Its schema.
     pub fn schema(&self) -> &Schema {
         &self.state.schema
