@@ -209,3 +209,58 @@ pub(super) fn live_ids(
 pub(super) fn label(prf: &Aes128Prf, c: u64) -> [u8; LABEL_LEN] {
     prf.eval_block(&common::block(Tag::Label, c, 0))
 }
+
+/// A search over the client's live containers (SDa's full levels, SDd's
+/// live buffers): the label key of `keyword` in each (`token`), one
+/// request (`call`, which answers the sealed entries found per container,
+/// in order), each entry opened (`open`) and the live identifiers kept.
+pub(super) fn search_containers<I: Copy>(
+    scheme: &str,
+    keyword: &[u8],
+    containers: &[I],
+    token: impl Fn(I) -> [u8; 16],
+    call: impl FnOnce(Vec<(I, [u8; 16])>) -> Result<Vec<Vec<Vec<u8>>>>,
+    open: impl Fn(I, &[u8]) -> Result<Update>,
+) -> Result<Vec<DocId>> {
+    if containers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tokens = containers.iter().map(|&c| (c, token(c))).collect();
+    let found = call(tokens)?;
+    if found.len() != containers.len() {
+        return Err(Error::Protocol(format!(
+            "{scheme} search answered {} containers for {}",
+            found.len(),
+            containers.len()
+        )));
+    }
+    let opened = containers
+        .iter()
+        .zip(&found)
+        .flat_map(|(&c, items)| items.iter().map(move |sealed| (c, sealed)))
+        .map(|(c, sealed)| open(c, sealed));
+    live_ids(scheme, keyword, opened)
+}
+
+/// The server's side of a search: for each container and label key, the
+/// sealed entries under the labels `0, 1, …` up to the first missing one
+/// (`key`: the store key of a container's label).
+pub(super) fn found_by_label<I: Copy>(
+    store: &dyn sesame_core::Store,
+    tokens: Vec<(I, [u8; 16])>,
+    key: impl Fn(I, &[u8; LABEL_LEN]) -> Vec<u8>,
+) -> Result<Vec<Vec<Vec<u8>>>> {
+    let mut out = Vec::with_capacity(tokens.len());
+    for (container, k1) in tokens {
+        let prf = Aes128Prf::new(&sesame_crypto::key::Key::from_bytes(k1));
+        let mut items = Vec::new();
+        for c in 0.. {
+            match store.get(&key(container, &label(&prf, c)))? {
+                Some(v) => items.push(v),
+                None => break,
+            }
+        }
+        out.push(items);
+    }
+    Ok(out)
+}

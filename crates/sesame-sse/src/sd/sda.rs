@@ -367,27 +367,20 @@ impl KeywordClient for SdaClient {
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
         let full = self.full_levels();
-        if full.is_empty() {
-            return Ok(Vec::new());
-        }
-        let tokens: Vec<(u8, [u8; 16])> = full
-            .iter()
-            .map(|&l| {
+        search_containers(
+            "SDa",
+            keyword,
+            &full,
+            |l| {
                 let v = self.levels[usize::from(l)].unwrap_or_default();
-                (l, self.keys(usize::from(l), v).label_key(keyword))
-            })
-            .collect();
-        let found = match channel::call(channel, &Request::Search { tokens })? {
-            Response::Found(f) if f.len() == full.len() => f,
-            other => return Err(Error::unexpected("SDa", &other)),
-        };
-        let this = &*self;
-        let opened = full.iter().zip(&found).flat_map(|(&l, items)| {
-            items
-                .iter()
-                .map(move |sealed| this.open(usize::from(l), sealed))
-        });
-        live_ids("SDa", keyword, opened)
+                self.keys(usize::from(l), v).label_key(keyword)
+            },
+            |tokens| match channel::call(channel, &Request::Search { tokens })? {
+                Response::Found(f) if f.len() == full.len() => Ok(f),
+                other => Err(Error::unexpected("SDa", &other)),
+            },
+            |l, sealed| self.open(usize::from(l), sealed),
+        )
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {
@@ -481,21 +474,11 @@ impl Handler for SdServer {
                 self.store.write(batch)?;
                 Ok(Response::Done)
             }
-            Request::Search { tokens } => {
-                let mut out = Vec::with_capacity(tokens.len());
-                for (level, k1) in tokens {
-                    let prf = Aes128Prf::new(&Key::from_bytes(k1));
-                    let mut items = Vec::new();
-                    for c in 0.. {
-                        match self.store.get(&entry_key(level, &label(&prf, c)))? {
-                            Some(v) => items.push(v),
-                            None => break,
-                        }
-                    }
-                    out.push(items);
-                }
-                Ok(Response::Found(out))
-            }
+            Request::Search { tokens } => Ok(Response::Found(found_by_label(
+                self.store.as_ref(),
+                tokens,
+                entry_key,
+            )?)),
         }
     }
 

@@ -1196,24 +1196,18 @@ impl KeywordClient for SddClient {
         channel: &mut dyn Channel,
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
-        let buffers = self.buffers();
-        if buffers.is_empty() {
-            return Ok(Vec::new());
-        }
-        let tokens: Vec<(u64, [u8; 16])> = buffers
-            .iter()
-            .map(|&(_, b)| (b, self.keys(b).label_key(keyword)))
-            .collect();
-        let found = match channel::call(channel, &SddRequest::Search { tokens })? {
-            SddResponse::Found(f) if f.len() == buffers.len() => f,
-            other => return Err(Error::unexpected("SDd", &other)),
-        };
-        let this = &*self;
-        let opened = buffers
-            .iter()
-            .zip(&found)
-            .flat_map(|(&(_, b), items)| items.iter().map(move |sealed| this.open(b, sealed)));
-        live_ids("SDd", keyword, opened)
+        let buffers: Vec<u64> = self.buffers().into_iter().map(|(_, b)| b).collect();
+        search_containers(
+            "SDd",
+            keyword,
+            &buffers,
+            |b| self.keys(b).label_key(keyword),
+            |tokens| match channel::call(channel, &SddRequest::Search { tokens })? {
+                SddResponse::Found(f) if f.len() == buffers.len() => Ok(f),
+                other => Err(Error::unexpected("SDd", &other)),
+            },
+            |b, sealed| self.open(b, sealed),
+        )
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {
@@ -1300,21 +1294,11 @@ impl Handler for SddServer {
                 self.store.write(batch)?;
                 Ok(SddResponse::Done)
             }
-            SddRequest::Search { tokens } => {
-                let mut out = Vec::with_capacity(tokens.len());
-                for (b, k1) in tokens {
-                    let prf = Aes128Prf::new(&Key::from_bytes(k1));
-                    let mut items = Vec::new();
-                    for c in 0.. {
-                        match self.store.get(&buffer_key(b'd', b, &label(&prf, c)))? {
-                            Some(v) => items.push(v),
-                            None => break,
-                        }
-                    }
-                    out.push(items);
-                }
-                Ok(SddResponse::Found(out))
-            }
+            SddRequest::Search { tokens } => Ok(SddResponse::Found(found_by_label(
+                self.store.as_ref(),
+                tokens,
+                |b, label| buffer_key(b'd', b, label),
+            )?)),
         }
     }
 
