@@ -309,24 +309,22 @@ impl SddClient {
             // schedule, so each merge under way starts again.
             let s: SddState = sesame_core::wire::decode(v3)?;
             let levels = s.levels.iter().map(|l| {
-                let merge = l.merge.as_ref().map(|m| {
-                    let mut stale = vec![m.target, m.scratch];
-                    stale.extend(&m.stale);
-                    (m.from, stale)
-                });
-                (l.slots, merge)
+                let merge = l.merge.as_ref();
+                (
+                    l.slots,
+                    merge.map(|m| partial(m.target, m.scratch, m.from, &m.stale)),
+                )
             });
             return Self::restarted(s.master, s.seq, s.next_buffer, levels);
         }
         if let Some(v2) = bytes.strip_prefix(STATE_V2.as_slice()) {
             let s: SddStateV2 = sesame_core::wire::decode(v2)?;
             let levels = s.levels.iter().map(|l| {
-                let merge = l.merge.as_ref().map(|m| {
-                    let mut stale = vec![m.target, m.scratch];
-                    stale.extend(&m.stale);
-                    (m.from, stale)
-                });
-                (l.slots, merge)
+                let merge = l.merge.as_ref();
+                (
+                    l.slots,
+                    merge.map(|m| partial(m.target, m.scratch, m.from, &m.stale)),
+                )
             });
             return Self::restarted(s.master, s.seq, s.next_buffer, levels);
         }
@@ -909,6 +907,16 @@ fn positional_ad(buffer: u64, position: u64) -> [u8; ARRAY_AD.len() + 16] {
 
 /// The prefix of an array entry's associated data.
 const ARRAY_AD: &[u8] = b"sesame-sse/sdd/array\0";
+
+/// A merge of `from` under way in an older format, as
+/// [`SddClient::restarted`] takes it: its inputs, and the buffers to drop
+/// when the merge begun again ends (its partial target and scratch, and
+/// what it was to drop already).
+fn partial(target: u64, scratch: u64, from: [u64; 2], stale: &[u64]) -> ([u64; 2], Vec<u64>) {
+    let mut drop = vec![target, scratch];
+    drop.extend(stale);
+    (from, drop)
+}
 
 /// One step of a merge, as positions (buffer, index): which it reads and
 /// writes follows from the level and the step number alone.
