@@ -38,14 +38,13 @@ use sesame_core::{
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
 use sesame_crypto::ggm::{GgmNode, GgmTree};
-use sesame_crypto::hash::sha256;
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
 use crate::query::{Query, QueryResult};
-use crate::renewal::RenewedSearch;
+use crate::renewal::{label, RenewedSearch};
 
 /// Descriptor of Aura.
 pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
@@ -274,15 +273,6 @@ fn pad(leaf: &Key<16>, tag: &Tag) -> [u8; ID_LEN] {
     let mut out = [0u8; ID_LEN];
     out.copy_from_slice(&block[..ID_LEN]);
     out
-}
-
-/// The label of the `c`-th addition under `tkn`.
-fn label(tkn: &[u8; LABEL_LEN], c: u64) -> [u8; LABEL_LEN] {
-    let mut input = [0u8; 1 + LABEL_LEN + 8];
-    input[0] = b'l';
-    input[1..=LABEL_LEN].copy_from_slice(tkn);
-    input[LABEL_LEN + 1..].copy_from_slice(&c.to_le_bytes());
-    sha256(&input)
 }
 
 /// The cover node holding `leaf`, if any (nodes sorted left to right, as
@@ -845,35 +835,22 @@ impl AuraClient {
         self.keywords.clear();
         self.kept = KeptNodes::default();
         let mut planned = Vec::with_capacity(db.len());
-        let mut total = 0;
         for (w, ids) in db {
             let adds = common::normalise(ids.clone())
                 .into_iter()
                 .map(|id| Ok((id, self.plan_add(id, w)?)))
                 .collect::<Result<Vec<_>>>()?;
-            total += adds.len();
             planned.push((w.as_slice(), adds));
         }
-        let workers = if total < 2 * PARALLEL_ENTRIES {
-            1
-        } else {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-        };
-        let size = total
-            .div_ceil(workers)
-            .clamp(PARALLEL_ENTRIES, SHARED_ENTRIES);
-        let mut groups = Vec::new();
-        for (w, adds) in planned {
-            let mut adds = adds.into_iter().peekable();
-            while adds.peek().is_some() {
-                let part: Vec<_> = adds.by_ref().take(size).collect();
-                groups.push(AddGroup {
-                    keyword: w,
+        let groups: Vec<AddGroup<'_>> =
+            crate::renewal::setup_groups(planned, PARALLEL_ENTRIES, SHARED_ENTRIES)
+                .into_iter()
+                .map(|(keyword, adds)| AddGroup {
+                    keyword,
                     epoch: 0,
-                    adds: part,
-                });
-            }
-        }
+                    adds,
+                })
+                .collect();
         Ok(self.compute(&groups, None)?.into_iter().flatten().collect())
     }
 

@@ -36,7 +36,7 @@ use zeroize::Zeroize;
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
 use crate::common;
 use crate::query::{Query, QueryResult};
-use crate::renewal::RenewedSearch;
+use crate::renewal::{label, RenewedSearch};
 
 /// Entries per worker thread below which a document's additions are
 /// computed on the calling thread alone.
@@ -160,14 +160,6 @@ fn xor_into(acc: &mut [u8; 16], k: &Key<16>) {
     for (a, b) in acc.iter_mut().zip(k.as_bytes()) {
         *a ^= b;
     }
-}
-
-fn label(tkn: &[u8; LABEL_LEN], c: u64) -> [u8; LABEL_LEN] {
-    let mut input = [0u8; 1 + LABEL_LEN + 8];
-    input[0] = b'l';
-    input[1..=LABEL_LEN].copy_from_slice(tkn);
-    input[LABEL_LEN + 1..].copy_from_slice(&c.to_le_bytes());
-    sha256(&input)
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -383,30 +375,18 @@ impl JanusClient {
     fn setup_entries(&mut self, db: &Multimap) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
         self.keywords.clear();
         let mut planned = Vec::with_capacity(db.len());
-        let mut total = 0;
         for (w, ids) in db {
             let adds: Vec<(DocId, AddPlan)> = common::normalise(ids.clone())
                 .into_iter()
                 .map(|id| (id, self.plan_add(id, w)))
                 .collect();
-            total += adds.len();
             planned.push((w.as_slice(), adds));
         }
-        let workers = if total < 2 * PARALLEL_ENTRIES {
-            1
-        } else {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-        };
-        let size = total
-            .div_ceil(workers)
-            .clamp(PARALLEL_ENTRIES, SHARED_ENTRIES);
-        let mut groups = Vec::new();
-        for (w, adds) in planned {
-            let mut adds = adds.into_iter().peekable();
-            while adds.peek().is_some() {
-                groups.push((w, 0, adds.by_ref().take(size).collect()));
-            }
-        }
+        let groups: Vec<_> =
+            crate::renewal::setup_groups(planned, PARALLEL_ENTRIES, SHARED_ENTRIES)
+                .into_iter()
+                .map(|(w, adds)| (w, 0, adds))
+                .collect();
         self.compute(&groups)
     }
 

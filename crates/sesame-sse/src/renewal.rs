@@ -1,9 +1,13 @@
-//! What Aura and Janus++ share: a search is one request that the server
-//! answers with the live identifiers, after which the client moves the
-//! keyword to a fresh epoch (new token and keys: forward privacy for later
-//! additions). [`RenewedSearch`] names the scheme's two steps; the
-//! functions below are its [`KeywordClient`](crate::api::KeywordClient)
-//! search methods, run or prepared.
+//! What Aura and Janus++ share. Both keep, per keyword, an epoch whose
+//! token labels its additions ([`label`]) and whose keys encrypt them; a
+//! search is one request that the server answers with the live
+//! identifiers, after which the client moves the keyword to a fresh epoch
+//! (new token and keys: forward privacy for later additions).
+//! [`RenewedSearch`] names the scheme's two steps; [`search`],
+//! [`prepare_query`] and [`resolve_query`] are its
+//! [`KeywordClient`](crate::api::KeywordClient) search methods, run or
+//! prepared. A setup cuts each keyword's additions into groups computed
+//! together ([`setup_groups`]).
 
 use rand_core::CryptoRngCore;
 use serde::de::DeserializeOwned;
@@ -75,4 +79,41 @@ pub(crate) fn prepare_query<S: RenewedSearch>(client: &mut S, query: &Query) -> 
 /// the identifiers of the answers.
 pub(crate) fn resolve_query<S: RenewedSearch>(responses: &[Vec<u8>]) -> Result<QueryResult> {
     common::resolve_ids(S::NAME, responses, S::ids)
+}
+
+/// The label of the `c`-th addition of an epoch under its token `tkn`:
+/// `SHA-256('l' ‖ tkn ‖ c)`.
+pub(crate) fn label(tkn: &[u8; 32], c: u64) -> [u8; 32] {
+    let mut input = [0u8; 1 + 32 + 8];
+    input[0] = b'l';
+    input[1..=32].copy_from_slice(tkn);
+    input[33..].copy_from_slice(&c.to_le_bytes());
+    sesame_crypto::hash::sha256(&input)
+}
+
+/// A setup's planned additions, per keyword, cut into the groups whose
+/// entries are computed together: at most `shared` additions of a keyword
+/// (they share the upper levels of its trees), and about an equal share
+/// of the `total` per core (at least `per_thread`; one group per keyword
+/// for fewer than `2 * per_thread` in all), so that every core gets work.
+pub(crate) fn setup_groups<'a, P>(
+    planned: Vec<(&'a [u8], Vec<(DocId, P)>)>,
+    per_thread: usize,
+    shared: usize,
+) -> Vec<(&'a [u8], Vec<(DocId, P)>)> {
+    let total: usize = planned.iter().map(|(_, adds)| adds.len()).sum();
+    let workers = if total < 2 * per_thread {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    };
+    let size = total.div_ceil(workers).clamp(per_thread, shared);
+    let mut groups = Vec::new();
+    for (w, adds) in planned {
+        let mut adds = adds.into_iter().peekable();
+        while adds.peek().is_some() {
+            groups.push((w, adds.by_ref().take(size).collect()));
+        }
+    }
+    groups
 }
