@@ -91,16 +91,19 @@ pub(crate) fn label(tkn: &[u8; 32], c: u64) -> [u8; 32] {
     sesame_crypto::hash::sha256(&input)
 }
 
+/// A keyword and planned additions of it (the plans are the scheme's).
+pub(crate) type Planned<'a, P> = (&'a [u8], Vec<(DocId, P)>);
+
 /// A setup's planned additions, per keyword, cut into the groups whose
 /// entries are computed together: at most `shared` additions of a keyword
 /// (they share the upper levels of its trees), and about an equal share
 /// of the `total` per core (at least `per_thread`; one group per keyword
 /// for fewer than `2 * per_thread` in all), so that every core gets work.
-pub(crate) fn setup_groups<'a, P>(
-    planned: Vec<(&'a [u8], Vec<(DocId, P)>)>,
+pub(crate) fn setup_groups<P>(
+    planned: Vec<Planned<'_, P>>,
     per_thread: usize,
     shared: usize,
-) -> Vec<(&'a [u8], Vec<(DocId, P)>)> {
+) -> Vec<Planned<'_, P>> {
     let total: usize = planned.iter().map(|(_, adds)| adds.len()).sum();
     let workers = if total < 2 * per_thread {
         1
