@@ -14,7 +14,7 @@ mod probe;
 mod redb_error;
 mod redb_store;
 #[cfg(feature = "redis")]
-mod redis_cluster_store;
+mod redis_cluster;
 #[cfg(any(feature = "postgres", feature = "redis"))]
 mod remote;
 mod spec;
@@ -28,7 +28,7 @@ pub use memory::MemoryStore;
 pub use postgres_store::{PostgresStore, DEFAULT_NAMESPACE, META_TABLE};
 pub use redb_store::{RedbStore, Space, FORMAT_KEY, FORMAT_VERSION, VACUUM_BATCH_BYTES};
 #[cfg(feature = "redis")]
-pub use redis_cluster_store::{
+pub use redis_cluster::{
     RedisClusterStore, DEFAULT_FAILOVER_MS, DEFAULT_REDIS_NAMESPACE, DEFAULT_WAIT_MS,
     DEFAULT_WAIT_REPLICAS, SPREAD_SHARDS,
 };
