@@ -33,9 +33,8 @@ use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 use zeroize::Zeroize;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
+use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
 use crate::common;
-use crate::query::{Query, QueryResult};
 use crate::renewal::{label, RenewedSearch};
 
 /// Entries per worker thread below which a document's additions are
@@ -551,38 +550,7 @@ impl KeywordClient for JanusClient {
         }
     }
 
-    fn search(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        keyword: &[u8],
-    ) -> Result<Vec<DocId>> {
-        crate::renewal::search(self, rng, channel, keyword)
-    }
-
-    fn search_writes(&self) -> bool {
-        true
-    }
-
-    /// The search request, with the key renewal applied to the client
-    /// state at once; the SDK has the server apply it once.
-    fn prepare_query(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        _channel: &mut dyn Channel,
-        query: &Query,
-    ) -> Result<Prepared> {
-        crate::renewal::prepare_query(self, query)
-    }
-
-    fn resolve_query(
-        &mut self,
-        _query: &Query,
-        _context: &[u8],
-        responses: &[Vec<u8>],
-    ) -> Result<QueryResult> {
-        crate::renewal::resolve_query::<Self>(responses)
-    }
+    crate::renewal::renewed_search_methods!();
 
     fn save_state(&self) -> Result<Vec<u8>> {
         sesame_core::wire::encode(&State {

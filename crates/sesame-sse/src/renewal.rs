@@ -120,3 +120,45 @@ pub(crate) fn setup_groups<P>(
     }
     groups
 }
+
+/// The [`KeywordClient`](crate::api::KeywordClient) search methods of a
+/// [`RenewedSearch`] scheme (inside its `impl KeywordClient`): `search`,
+/// `search_writes` (a search renews keys, so the SDK saves the state
+/// after it), `prepare_query` and `resolve_query`.
+macro_rules! renewed_search_methods {
+    () => {
+        fn search(
+            &mut self,
+            rng: &mut dyn rand_core::CryptoRngCore,
+            channel: &mut dyn sesame_core::Channel,
+            keyword: &[u8],
+        ) -> sesame_core::Result<Vec<crate::api::DocId>> {
+            crate::renewal::search(self, rng, channel, keyword)
+        }
+
+        fn search_writes(&self) -> bool {
+            true
+        }
+
+        /// The search request, with the key renewal applied to the client
+        /// state at once; the SDK has the server apply it once.
+        fn prepare_query(
+            &mut self,
+            _rng: &mut dyn rand_core::CryptoRngCore,
+            _channel: &mut dyn sesame_core::Channel,
+            query: &crate::query::Query,
+        ) -> sesame_core::Result<crate::api::Prepared> {
+            crate::renewal::prepare_query(self, query)
+        }
+
+        fn resolve_query(
+            &mut self,
+            _query: &crate::query::Query,
+            _context: &[u8],
+            responses: &[Vec<u8>],
+        ) -> sesame_core::Result<crate::query::QueryResult> {
+            crate::renewal::resolve_query::<Self>(responses)
+        }
+    };
+}
+pub(crate) use renewed_search_methods;
