@@ -1,4 +1,7 @@
-//! Creating indexes: the name, the scheme and its parameters checked,
+//! Index operations: creating, dropping and listing indexes, the
+//! server's statistics, and dropping an index's old generations.
+//!
+//! Creating an index: the name, the scheme and its parameters checked,
 //! a place reserved under the tenant's limit, then the index's metadata
 //! written on the condition that the name is free. A creation that
 //! carries a request id writes its replay record in the same batch, so
@@ -234,5 +237,132 @@ impl Engine {
         let mut batch = WriteBatch::with_capacity(1);
         batch.put(key.clone(), wire::encode(names)?);
         Ok(self.store.write_if(&[(key.as_slice(), held)], &batch)?)
+    }
+}
+
+impl Engine {
+    /// Removes an index with its entries, documents and replay records, in
+    /// one transaction, then gives back its place under the tenant's limit.
+    pub fn drop_index(
+        &self,
+        tenant: &str,
+        req: proto::DropIndexRequest,
+    ) -> Result<proto::DropIndexResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.write();
+        let dropped = self.until_committed(|| self.drop_index_once(tenant, &req.index))?;
+        self.release_place(tenant, &req.index)?;
+        Ok(dropped)
+    }
+
+    fn drop_index_once(
+        &self,
+        tenant: &str,
+        index: &str,
+    ) -> Result<Option<proto::DropIndexResponse>, EngineError> {
+        let (seen, meta) = self.token_and_meta(tenant, index)?;
+        let mut batch = WriteBatch::new();
+        for prefix in [
+            meta.entries_prefix(tenant, index),
+            keys::doc_prefix(tenant, index),
+            keys::replay_prefix(tenant, index),
+            keys::record_prefix(tenant, index),
+            keys::sweep_prefix(tenant, index),
+        ] {
+            for (k, _) in self.store.scan_prefix(&prefix)? {
+                batch.delete(k);
+            }
+        }
+        let removed = batch.len() as u64;
+        batch.delete(keys::meta_key(tenant, index));
+        let token = keys::commit_key(tenant, index);
+        batch.delete(token.clone());
+        if !self.write_swept(
+            &[(token.as_slice(), seen.as_deref())],
+            &batch,
+            (tenant, index),
+        )? {
+            self.conflicts.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Ok(Some(proto::DropIndexResponse { removed }))
+    }
+
+    /// The tenant's indexes, by name.
+    pub fn list_indexes(
+        &self,
+        tenant: &str,
+        _req: proto::ListIndexesRequest,
+    ) -> Result<proto::ListIndexesResponse, EngineError> {
+        let prefix = keys::meta_prefix(tenant);
+        let mut indexes = Vec::new();
+        for (k, v) in self.store.scan_prefix(&prefix)? {
+            let name = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+            indexes.push(info(&name, &IndexMeta::decode(&v)?));
+        }
+        Ok(proto::ListIndexesResponse { indexes })
+    }
+
+    /// The tenant's indexes and the server's counters.
+    pub fn stats(
+        &self,
+        tenant: &str,
+        _req: proto::StatsRequest,
+    ) -> Result<proto::StatsResponse, EngineError> {
+        let indexes = self
+            .list_indexes(tenant, proto::ListIndexesRequest {})?
+            .indexes;
+        Ok(proto::StatsResponse {
+            indexes,
+            uptime_seconds: self.started.elapsed().as_secs(),
+            requests: self.requests.load(Ordering::Relaxed),
+            store: self.store.backend().to_owned(),
+        })
+    }
+
+    /// Removes every generation of an index but `keep` (with
+    /// `only_older`, only those older than `keep`).
+    pub fn drop_generations(
+        &self,
+        tenant: &str,
+        req: proto::DropGenerationsRequest,
+    ) -> Result<proto::DropGenerationsResponse, EngineError> {
+        keys::check_name("index", &req.index)?;
+        let lock = self.lock_of(tenant, &req.index);
+        let _g = lock.write();
+        self.until_committed(|| self.drop_generations_once(tenant, &req))
+    }
+
+    fn drop_generations_once(
+        &self,
+        tenant: &str,
+        req: &proto::DropGenerationsRequest,
+    ) -> Result<Option<proto::DropGenerationsResponse>, EngineError> {
+        let (seen, meta) = self.token_and_meta(tenant, &req.index)?;
+        let keep = meta.generation_prefix(tenant, &req.index, req.keep);
+        let prefix = meta.entries_prefix(tenant, &req.index);
+        let mut batch = WriteBatch::new();
+        for (k, _) in self.store.scan_prefix(&prefix)? {
+            if k.starts_with(&keep) {
+                continue;
+            }
+            if req.only_older {
+                // The generation is the decimal number after the prefix.
+                let number = k[prefix.len()..]
+                    .split(|&b| b == b'/')
+                    .next()
+                    .and_then(|g| std::str::from_utf8(g).ok())
+                    .and_then(|g| g.parse::<u64>().ok());
+                if number.is_none_or(|g| g > req.keep) {
+                    continue;
+                }
+            }
+            batch.delete(k);
+        }
+        let removed = batch.len() as u64;
+        Ok(self
+            .commit_if(&mut batch, (tenant, &req.index), &seen)?
+            .then_some(proto::DropGenerationsResponse { removed }))
     }
 }

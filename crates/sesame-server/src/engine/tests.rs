@@ -1,0 +1,526 @@
+//! The engine's unit tests: two engines over one store (two servers on
+//! one database), replay records, compare-and-swap records, generations,
+//! write-once batches.
+
+use super::indexes::RESERVATION_TTL_SECS;
+use super::*;
+use crate::records::now_unix;
+use sesame_core::wire;
+use sesame_store::documents;
+use sesame_store::MemoryStore;
+use std::collections::BTreeMap;
+
+/// Creates index `index` of tenant `t` bound to `scheme`.
+fn create(engine: &Engine, index: &str, scheme: &str) -> Result<proto::IndexInfo, EngineError> {
+    engine.create_index(
+        "t",
+        proto::CreateIndexRequest {
+            index: index.into(),
+            scheme: scheme.into(),
+            params: String::new(),
+            request_id: Vec::new(),
+        },
+    )
+}
+
+fn write(name: &str, expected: u64, value: Option<&[u8]>) -> proto::RecordWrite {
+    proto::RecordWrite {
+        name: name.into(),
+        expected,
+        delete: value.is_none(),
+        value: value.unwrap_or_default().to_vec(),
+    }
+}
+
+/// A memory store whose reads take a while, so that requests of two
+/// engines overlap between their reads and their commits.
+struct Unhurried(MemoryStore);
+
+impl Store for Unhurried {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+        self.0.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+        self.0.get_many(keys)
+    }
+    fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
+        self.0.write(batch)
+    }
+    fn write_if(
+        &self,
+        expect: &[(&[u8], Option<&[u8]>)],
+        batch: &WriteBatch,
+    ) -> sesame_core::Result<bool> {
+        self.0.write_if(expect, batch)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.0.scan_prefix(prefix)
+    }
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+        self.0.scan_from(prefix, from, descending, limit)
+    }
+    fn io_counts(&self) -> sesame_core::IoCounts {
+        self.0.io_counts()
+    }
+    fn ordered_probes(&self) -> bool {
+        true
+    }
+    fn backend(&self) -> &'static str {
+        "unhurried-memory"
+    }
+}
+
+/// Two engines over one store are two servers on one database: each
+/// has its own in-memory locks, so only the store's conditional
+/// commits keep their read-modify-writes of one index apart. Threads
+/// of both add documents (each add rewrites the index's document
+/// count) and move one record version by version; no add and no
+/// version is lost, and the name of a new index is taken once.
+impl Engine {
+    fn tenant_indexes(&self, tenant: &str) -> Result<BTreeMap<String, u64>, EngineError> {
+        Ok(self.read_places(tenant)?.1)
+    }
+
+    fn put_tenant_indexes(&self, tenant: &str, names: &BTreeMap<String, u64>) {
+        self.store
+            .put(
+                &keys::tenant_key(tenant),
+                &wire::encode(names).expect("encoded"),
+            )
+            .expect("a put");
+    }
+}
+
+/// A request whose commit was applied but whose confirmation failed
+/// (the store's answer lost, as when a Redis master has no replica to
+/// confirm to) is answered from its replay record only once the store
+/// confirms the record: while writes fail, the retry fails too; once
+/// they work, it gets the first answer, applied once.
+#[test]
+fn an_answer_from_a_replay_record_waits_for_the_store_to_confirm_it() {
+    use sesame_store::faulty::{Fault, FaultyStore};
+    let store = Arc::new(FaultyStore::new());
+    let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+    create(&engine, "a", "fast").expect("created");
+    let put = || {
+        engine.put_documents(
+            "t",
+            proto::PutDocumentsRequest {
+                index: "a".into(),
+                request_id: vec![7; 16],
+                documents: vec![proto::Document {
+                    id: 1,
+                    blob: vec![1; 8],
+                }],
+            },
+        )
+    };
+    store.fail(Fault::AnswerLost, 0);
+    assert!(put().is_err(), "the commit's answer is lost");
+    store.fail(Fault::Refused, 0);
+    let retry = put().unwrap_err();
+    assert!(
+        !matches!(retry, EngineError::Replayed { .. }),
+        "answered from an unconfirmed record: {retry:?}"
+    );
+    store.heal();
+    let retry = put().unwrap_err();
+    assert!(matches!(retry, EngineError::Replayed { .. }), "{retry:?}");
+    let docs = documents::list(store.inner(), &keys::doc_prefix("t", "a")).expect("a scan");
+    assert_eq!(docs.len(), 1, "applied once");
+}
+
+/// Two engines on one store (two servers) creating indexes of one
+/// tenant at once never pass its limit; a dropped index frees its
+/// place; a place reserved by a creation that never finished (a server
+/// that died between reserving and creating) is taken back once it is
+/// old, not while it is fresh.
+#[test]
+fn two_engines_keep_to_the_index_limit_together() {
+    const LIMIT: usize = 3;
+    const THREADS: usize = 8;
+    let store = Arc::new(Unhurried(MemoryStore::new()));
+    let limits = Limits {
+        max_indexes_per_tenant: LIMIT,
+        ..Limits::default()
+    };
+    let engines = [
+        Engine::new(store.clone(), limits).expect("a fresh engine"),
+        Engine::new(store.clone(), limits).expect("a second engine"),
+    ];
+    let create = |engine: &Engine, name: &str| create(engine, name, "fast");
+    for round in 0..4 {
+        let start = std::sync::Barrier::new(THREADS);
+        let made = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let (engine, start, made) = (&engines[t % 2], &start, &made);
+                scope.spawn(move || {
+                    start.wait();
+                    match create(engine, &format!("r{round}-{t}")) {
+                        Ok(_) => {
+                            made.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(EngineError::ResourceExhausted(_)) => {}
+                        Err(e) => panic!("{e:?}"),
+                    }
+                });
+            }
+        });
+        let listed = engines[0]
+            .list_indexes("t", proto::ListIndexesRequest {})
+            .expect("a list")
+            .indexes;
+        assert_eq!(listed.len(), LIMIT, "round {round}: {listed:?}");
+        assert_eq!(made.load(Ordering::SeqCst), LIMIT, "round {round}");
+        for i in listed {
+            engines[1]
+                .drop_index("t", proto::DropIndexRequest { index: i.index })
+                .expect("dropped");
+        }
+    }
+    // A reservation that never became an index: it holds its place
+    // while fresh, and is taken back once old.
+    for name in ["a", "b"] {
+        create(&engines[0], name).expect("created");
+    }
+    let mut names = engines[0].tenant_indexes("t").expect("the record");
+    names.insert("ghost".into(), now_unix());
+    engines[0].put_tenant_indexes("t", &names);
+    assert!(matches!(
+        create(&engines[1], "c"),
+        Err(EngineError::ResourceExhausted(_))
+    ));
+    names.insert("ghost".into(), now_unix() - RESERVATION_TTL_SECS - 1);
+    engines[0].put_tenant_indexes("t", &names);
+    create(&engines[1], "c").expect("the old reservation was taken back");
+    let names = engines[0].tenant_indexes("t").expect("the record");
+    assert_eq!(
+        names.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["a", "b", "c"]
+    );
+}
+
+#[test]
+fn two_engines_on_one_store_lose_no_commit() {
+    const THREADS: u64 = 4;
+    const ADDS: u64 = 60;
+    let store = Arc::new(Unhurried(MemoryStore::new()));
+    let engines = [
+        Engine::new(store.clone(), Limits::default()).expect("a fresh engine"),
+        Engine::new(store.clone(), Limits::default()).expect("a second engine"),
+    ];
+    let create = proto::CreateIndexRequest {
+        index: "a".into(),
+        scheme: "fast".into(),
+        params: String::new(),
+        request_id: Vec::new(),
+    };
+    engines[0]
+        .create_index("t", create.clone())
+        .expect("created");
+    let again = engines[1].create_index("t", create).unwrap_err();
+    assert!(matches!(again, EngineError::AlreadyExists(_)), "{again:?}");
+    let start = std::sync::Barrier::new(THREADS as usize);
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let engine = &engines[(t % 2) as usize];
+            let start = &start;
+            scope.spawn(move || {
+                start.wait();
+                for i in 0..ADDS {
+                    let added = engine
+                        .put_documents(
+                            "t",
+                            proto::PutDocumentsRequest {
+                                index: "a".into(),
+                                request_id: Vec::new(),
+                                documents: vec![proto::Document {
+                                    id: t * 1000 + i,
+                                    blob: vec![t as u8; 8],
+                                }],
+                            },
+                        )
+                        .expect("an add")
+                        .added;
+                    assert_eq!(added, 1);
+                    loop {
+                        let held = engine
+                            .read_records(
+                                "t",
+                                proto::ReadRecordsRequest {
+                                    index: "a".into(),
+                                    names: vec!["n".into()],
+                                    known: Vec::new(),
+                                },
+                            )
+                            .expect("a read")
+                            .records[0]
+                            .version;
+                        let moved = engine
+                            .write_records(
+                                "t",
+                                proto::WriteRecordsRequest {
+                                    index: "a".into(),
+                                    writes: vec![write("n", held, Some(&held.to_be_bytes()))],
+                                },
+                            )
+                            .expect("a record write");
+                        if moved.committed {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let info = engines[1]
+        .list_indexes("t", proto::ListIndexesRequest {})
+        .expect("a listing")
+        .indexes;
+    assert_eq!(info.len(), 1);
+    assert_eq!(
+        info[0].documents,
+        THREADS * ADDS,
+        "a document count was lost"
+    );
+    let n = engines[0]
+        .read_records(
+            "t",
+            proto::ReadRecordsRequest {
+                index: "a".into(),
+                names: vec!["n".into()],
+                known: Vec::new(),
+            },
+        )
+        .expect("a read")
+        .records;
+    assert_eq!(n[0].version, THREADS * ADDS, "a record version was lost");
+    eprintln!(
+        "two engines: {} and {} commits ran again",
+        engines[0].commit_conflicts(),
+        engines[1].commit_conflicts()
+    );
+}
+
+#[test]
+fn records_are_compare_and_swap_all_or_nothing() {
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+    let create = |index: &str| proto::CreateIndexRequest {
+        index: index.into(),
+        scheme: "fast".into(),
+        params: String::new(),
+        request_id: Vec::new(),
+    };
+    engine.create_index("t", create("a")).expect("created");
+    let put = |writes: Vec<proto::RecordWrite>| {
+        engine
+            .write_records(
+                "t",
+                proto::WriteRecordsRequest {
+                    index: "a".into(),
+                    writes,
+                },
+            )
+            .expect("a write")
+    };
+    let read = |names: &[&str], known: Vec<u64>| {
+        engine
+            .read_records(
+                "t",
+                proto::ReadRecordsRequest {
+                    index: "a".into(),
+                    names: names.iter().map(|n| (*n).to_owned()).collect(),
+                    known,
+                },
+            )
+            .expect("a read")
+            .records
+    };
+    assert!(put(vec![write("state", 0, Some(b"one"))]).committed);
+    // A stale version changes nothing, and says what is there.
+    let r = put(vec![
+        write("intent-x", 0, Some(b"i")),
+        write("state", 0, Some(b"two")),
+    ]);
+    assert!(!r.committed);
+    assert_eq!(
+        r.current.iter().map(|c| c.version).collect::<Vec<_>>(),
+        [0, 1]
+    );
+    assert_eq!(r.current[1].value, b"one");
+    assert_eq!(read(&["intent-x"], vec![])[0].version, 0, "nothing applied");
+    assert!(
+        put(vec![
+            write("intent-x", 0, Some(b"i")),
+            write("state", 1, Some(b"two")),
+        ])
+        .committed
+    );
+    let got = read(&["state", "intent-x", "none"], vec![]);
+    assert_eq!((got[0].version, got[0].value.as_slice()), (2, &b"two"[..]));
+    assert_eq!((got[1].version, got[2].version), (1, 0));
+    // A reader that knows the version gets no value.
+    assert!(read(&["state"], vec![2])[0].value.is_empty());
+    // Any version, and deletion.
+    assert!(put(vec![write("state", ANY_VERSION, Some(b"three"))]).committed);
+    assert_eq!(read(&["state"], vec![])[0].version, 3);
+    assert!(put(vec![write("intent-x", 1, None)]).committed);
+    assert_eq!(read(&["intent-x"], vec![])[0].version, 0);
+    // Bad names and repeats are refused.
+    for bad in [
+        vec![write("a/b", 0, Some(b"x"))],
+        vec![write("s", 0, Some(b"x")), write("s", 0, Some(b"y"))],
+    ] {
+        assert!(engine
+            .write_records(
+                "t",
+                proto::WriteRecordsRequest {
+                    index: "a".into(),
+                    writes: bad
+                }
+            )
+            .is_err());
+    }
+    // Dropping the index drops its records.
+    engine
+        .drop_index("t", proto::DropIndexRequest { index: "a".into() })
+        .expect("dropped");
+    assert!(store.scan_prefix(b"v/").expect("a scan").is_empty());
+}
+
+#[test]
+fn only_older_generations_are_dropped_when_asked() {
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+    create(&engine, "a", "pibas").expect("created");
+    for g in [1u64, 2, 3, 10] {
+        let mut k = keys::generation_prefix("t", "a", g);
+        k.push(b'k');
+        store.put(&k, b"v").expect("a put");
+    }
+    engine
+        .drop_generations(
+            "t",
+            proto::DropGenerationsRequest {
+                index: "a".into(),
+                keep: 3,
+                only_older: true,
+            },
+        )
+        .expect("dropped");
+    let left: Vec<Vec<u8>> = store
+        .scan_prefix(&keys::index_prefix("t", "a"))
+        .expect("a scan")
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(left, [b"i/t/a/10/k".to_vec(), b"i/t/a/3/k".to_vec()]);
+}
+
+#[test]
+fn a_write_once_batch_that_changes_a_stored_value_is_a_conflict() {
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+    store.put(b"k", b"first").expect("a memory write");
+    let mut same = WriteBatch::new();
+    same.put(b"k".to_vec(), b"first".to_vec())
+        .put(b"new".to_vec(), b"x".to_vec())
+        .delete(b"gone".to_vec());
+    assert!(engine.check_write_once(&same).is_ok());
+    let mut other = WriteBatch::new();
+    other
+        .put(b"new".to_vec(), b"x".to_vec())
+        .put(b"k".to_vec(), b"second".to_vec());
+    let err = engine.check_write_once(&other).unwrap_err();
+    assert!(matches!(err, EngineError::Conflict(_)), "{err}");
+}
+
+/// FAST's entries as two engines on one store write them at once into
+/// one packed index: each commit rewrites the chunks its entries fall
+/// into, planned from the chunks as read after the commit token, so a
+/// plan made stale by the other engine's commit fails and is made
+/// again. Every entry of every call must be found at the end; an
+/// update that would change an entry is a conflict.
+#[test]
+fn two_engines_writing_one_packed_index_lose_no_entry() {
+    use sesame_sse::fast::Request;
+    const THREADS: u32 = 4;
+    const CALLS: u32 = 25;
+    const ENTRIES: u32 = 40;
+    let store = Arc::new(Unhurried(MemoryStore::new()));
+    let engines = [
+        Engine::new(store.clone(), Limits::default()).expect("a fresh engine"),
+        Engine::new(store.clone(), Limits::default()).expect("a second engine"),
+    ];
+    create(&engines[0], "a", "fast").expect("created");
+    let meta = engines[1].meta("t", "a").expect("its record");
+    assert!(meta.packed && meta.spread, "{meta:?}");
+    let label = |t: u32, c: u32, e: u32| {
+        let mut l = [0u8; 32];
+        l[..12]
+            .copy_from_slice(&sha2::Sha256::digest([t, c, e].map(u32::to_be_bytes).concat())[..12]);
+        l
+    };
+    let call = |engine: &Engine, entries: Vec<([u8; 32], [u8; 25])>| {
+        let request = Request::Put {
+            reset: false,
+            entries,
+        };
+        engine.call(
+            "t",
+            proto::CallRequest {
+                index: "a".into(),
+                scheme: "fast".into(),
+                generation: 0,
+                request_id: Vec::new(),
+                messages: vec![wire::encode(&request).expect("encoded")],
+            },
+        )
+    };
+    let start = std::sync::Barrier::new(THREADS as usize);
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let engine = &engines[(t % 2) as usize];
+            let (start, call) = (&start, &call);
+            scope.spawn(move || {
+                start.wait();
+                for c in 0..CALLS {
+                    let entries = (0..ENTRIES)
+                        .map(|e| (label(t, c, e), [t as u8; 25]))
+                        .collect();
+                    call(engine, entries).expect("a call");
+                }
+            });
+        }
+    });
+    let chunks = meta.chunks_prefix("t", "a", 0);
+    let stored = sesame_store::packed::pairs_under(store.as_ref(), &chunks[..chunks.len() - 1])
+        .expect("the entries");
+    assert_eq!(stored.len() as u32, THREADS * CALLS * ENTRIES);
+    let view = sesame_store::packed::Packed::new(store.clone(), chunks.clone());
+    for t in 0..THREADS {
+        for c in 0..CALLS {
+            for e in 0..ENTRIES {
+                let mut key = vec![b'e'];
+                key.extend_from_slice(&label(t, c, e));
+                let value = view.get(&key).expect("a read");
+                assert_eq!(value, Some(vec![t as u8; 25]), "entry {t}/{c}/{e}");
+            }
+        }
+    }
+    let before = store.scan_prefix(&chunks).expect("a scan");
+    let err = call(&engines[0], vec![(label(1, 1, 1), [9; 25])]).unwrap_err();
+    assert!(matches!(err, EngineError::Conflict(_)), "{err:?}");
+    assert_eq!(store.scan_prefix(&chunks).expect("a scan"), before);
+}
