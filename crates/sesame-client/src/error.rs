@@ -306,6 +306,24 @@ pub enum ClientError {
         /// Why the update did not go through.
         cause: Box<ClientError>,
     },
+    /// A read cannot answer while an update is pending that the server
+    /// does not accept now: the scheme must apply it first. The update is
+    /// kept and sent by the next command that can.
+    #[error(
+        "{documents} document(s) are pending: not yet on the server ({cause}); the index's \
+         scheme {scheme} cannot answer without them: {reason}. Run the command again once the \
+         server accepts writes (the pending update is sent first)"
+    )]
+    PendingFirst {
+        /// The index's scheme.
+        scheme: String,
+        /// Documents waiting in pending updates.
+        documents: usize,
+        /// Why the scheme cannot answer from the state the server has.
+        reason: String,
+        /// Why the pending update could not be sent.
+        cause: Box<ClientError>,
+    },
     /// An import stopped part way because the server (or the connection
     /// to it) failed. Its records are saved or sent, each operation is
     /// applied once, and a range index it could not finish is rebuilt:

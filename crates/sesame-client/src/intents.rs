@@ -23,6 +23,14 @@
 //! so an intent file cannot be moved to another index, profile or
 //! identifier. Intent files the state does not refer to (left by a crash
 //! between the two writes) are removed when the next intent is saved.
+//!
+//! Beside each intent of a scheme whose search writes nothing, the
+//! scheme's client state *before* it: `HEX-ID.before`, `MAGIC_BEFORE ||
+//! AES-256-GCM-SIV(state key, aad, state)` with the aad above under the
+//! label `sesame-client/intent-before/v1\0`. While the oldest pending
+//! intent cannot be sent (a full disk on the server, a store or server
+//! that cannot be reached), a search answers from that state: the one
+//! the server's index has ([`IntentFiles::load_before`]).
 
 use std::path::PathBuf;
 
@@ -39,6 +47,10 @@ use crate::state::DocumentInfo;
 
 /// First bytes of an intent file.
 const MAGIC: &[u8; 8] = b"SSMINT01";
+/// First bytes of the file of the client state before an intent.
+const MAGIC_BEFORE: &[u8; 8] = b"SSMPRE01";
+/// Name ending of the file of the client state before an intent.
+const BEFORE: &str = ".before";
 
 /// What completing an intent does on the client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -135,6 +147,9 @@ impl Drop for Intent {
     }
 }
 
+/// The aad label of the client state before an intent.
+const BEFORE_LABEL: &[u8] = b"sesame-client/intent-before/v1\0";
+
 /// The intent files of one index.
 pub(crate) struct IntentFiles {
     dir: PathBuf,
@@ -159,8 +174,16 @@ impl IntentFiles {
         self.dir.join(hex::encode(id))
     }
 
+    fn before_path(&self, id: &[u8; 16]) -> PathBuf {
+        self.dir.join(format!("{}{BEFORE}", hex::encode(id)))
+    }
+
     fn aad(&self, id: &[u8; 16]) -> Vec<u8> {
-        let mut aad = b"sesame-client/intent/v1\0".to_vec();
+        self.aad_as(b"sesame-client/intent/v1\0", id)
+    }
+
+    fn aad_as(&self, label: &[u8], id: &[u8; 16]) -> Vec<u8> {
+        let mut aad = label.to_vec();
         for part in [self.profile_id.as_str(), self.index.as_str()] {
             aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
             aad.extend_from_slice(part.as_bytes());
@@ -182,6 +205,42 @@ impl IntentFiles {
         file.extend_from_slice(&sealed);
         self.write(&intent.id, &file)?;
         Ok(file)
+    }
+
+    /// Writes `state`, the scheme's client state before intent `id`, to
+    /// the file beside the intent's, durably.
+    pub(crate) fn save_before(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        id: &[u8; 16],
+        state: &[u8],
+    ) -> Result<()> {
+        let sealed = self
+            .aead
+            .seal(rng, &self.aad_as(BEFORE_LABEL, id), state)
+            .map_err(|_| {
+                ClientError::InvalidArgument("a client state is too large to save".into())
+            })?;
+        let mut file = Vec::with_capacity(MAGIC_BEFORE.len() + sealed.len());
+        file.extend_from_slice(MAGIC_BEFORE);
+        file.extend_from_slice(&sealed);
+        if !self.dir.is_dir() {
+            fsutil::create_private_dir(&self.dir)?;
+        }
+        fsutil::write_atomic(&self.before_path(id), &file)
+    }
+
+    /// The scheme's client state before intent `id`
+    /// ([`IntentFiles::save_before`]), or `None` where this device has
+    /// none (an intent of a scheme whose search writes, one saved by
+    /// another device or by an older version) or it does not open.
+    pub(crate) fn load_before(&self, id: &[u8; 16]) -> Option<Zeroizing<Vec<u8>>> {
+        let file = std::fs::read(self.before_path(id)).ok()?;
+        let sealed = file.strip_prefix(MAGIC_BEFORE.as_slice())?;
+        self.aead
+            .open(&self.aad_as(BEFORE_LABEL, id), sealed)
+            .ok()
+            .map(Zeroizing::new)
     }
 
     /// Writes the sealed bytes of intent `id` to its file, durably.
@@ -245,9 +304,11 @@ impl IntentFiles {
         std::fs::read(&path).map_err(|e| ClientError::io("read", &path, &e))
     }
 
-    /// Removes the file of `id` (done with); a missing file is fine.
+    /// Removes the file of `id` (done with), and the state before it; a
+    /// missing file is fine.
     pub(crate) fn remove(&self, id: &[u8; 16]) {
         let _ = std::fs::remove_file(self.path(id));
+        let _ = std::fs::remove_file(self.before_path(id));
     }
 
     /// Removes every intent file but those of `keep` (left by a crash
@@ -260,7 +321,8 @@ impl IntentFiles {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.len() == 32 && !keep.iter().any(|k| *k == name) {
+            let id = name.strip_suffix(BEFORE).unwrap_or(&name);
+            if id.len() == 32 && !keep.iter().any(|k| k == id) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }

@@ -53,6 +53,68 @@ impl Session {
         Ok(done)
     }
 
+    /// As [`Session::recover`], for a read: when the oldest pending
+    /// intent cannot be sent because the server refuses writes or cannot
+    /// be reached ([`unsendable`]), the read goes on from the state the
+    /// server has. Returns the documents completed, and the scheme client
+    /// restored to the state before the oldest pending intent when that
+    /// is what the read must use (the intents are kept for the next
+    /// command). A scheme whose search writes, or an intent whose earlier
+    /// state this device does not hold, cannot be read around:
+    /// [`ClientError::PendingFirst`].
+    pub(super) fn recover_for_read(&mut self) -> Result<(usize, Option<Committed>)> {
+        let err = match self.recover() {
+            Ok(done) => return Ok((done, None)),
+            Err(e) => e,
+        };
+        let ClientError::Unacknowledged { documents, cause } = err else {
+            return Err(err);
+        };
+        if !unsendable(&cause) {
+            return Err(ClientError::Unacknowledged { documents, cause });
+        }
+        let refuse = |reason: &str, cause: Box<ClientError>| ClientError::PendingFirst {
+            scheme: self.scheme.descriptor.name.to_owned(),
+            documents,
+            reason: reason.to_owned(),
+            cause,
+        };
+        if self.client.search_writes() {
+            return Err(refuse(
+                "its search writes on the server (the searched keyword is re-keyed or its \
+                 entries refreshed), after the pending update, so it cannot search without \
+                 applying that update first",
+                cause,
+            ));
+        }
+        let Some(first) = self.state.pending.first().copied() else {
+            return Err(ClientError::Unacknowledged { documents, cause });
+        };
+        let Some(before) = self.intents.load_before(&first.id) else {
+            return Err(refuse(
+                "this device does not hold the client state from before the pending update \
+                 (it was saved by another device or by an older version), and the current \
+                 state would search for entries the server does not have yet",
+                cause,
+            ));
+        };
+        let client =
+            (self.scheme.restore_client)(&before).map_err(|_| ClientError::StateCorrupt {
+                index: self.index.clone(),
+                path: self.state_path.clone(),
+            })?;
+        // The completion of the intents before it, if any, is in memory
+        // only: a read writes nothing while the server refuses writes.
+        Ok((
+            0,
+            Some(Committed {
+                client,
+                state: before,
+                pending: self.pending_documents(),
+            }),
+        ))
+    }
+
     /// Writes format-2 intents (kept inside the state) as intent files.
     pub(super) fn adopt_legacy_intents(&mut self) -> Result<()> {
         if self.state.legacy.is_empty() {
@@ -84,6 +146,12 @@ impl Session {
         let mark = self.staged_len();
         let saved = (|| {
             let sealed = self.intents.save(&mut self.rng, intent)?;
+            if !self.client.search_writes() {
+                // What a search answers from while this intent cannot be
+                // sent (`committed_read`).
+                self.intents
+                    .save_before(&mut self.rng, &intent.id, &self.state.client)?;
+            }
             self.stage_intent(&intent.id, sealed)?;
             let after = self.client.save_state()?;
             let before = std::mem::replace(&mut self.state.client, after);
@@ -278,6 +346,34 @@ impl Session {
             }),
             None => Ok(()),
         }
+    }
+}
+
+/// The scheme client as the server's index has it, while pending
+/// intents cannot be sent ([`Session::recover_for_read`]).
+pub(super) struct Committed {
+    /// Restored from the state before the oldest pending intent.
+    pub client: Box<dyn sesame_sse::KeywordClient>,
+    /// That state, to check that a search left it as it was.
+    pub state: zeroize::Zeroizing<Vec<u8>>,
+    /// Documents of the pending intents.
+    pub pending: usize,
+}
+
+/// Whether `cause`, the failure to send an intent, says that the server
+/// did not apply it for want of room or of a reachable store or server
+/// (so that reading the state it has is what the user gets until it
+/// can): a full store, a store or server unavailable, a transport error.
+pub(super) fn unsendable(cause: &ClientError) -> bool {
+    use sesame_core::Error as E;
+    match cause {
+        ClientError::Core(E::StoreFull(_) | E::StoreUnavailable(_) | E::StoreIo(_)) => true,
+        ClientError::Core(E::Transport(_)) => true,
+        ClientError::Core(E::Server(m)) => {
+            m.ends_with("(RESOURCE_EXHAUSTED)") || m.ends_with("(UNAVAILABLE)")
+        }
+        ClientError::Unacknowledged { cause, .. } => unsendable(cause),
+        _ => false,
     }
 }
 

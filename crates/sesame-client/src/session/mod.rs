@@ -106,6 +106,11 @@ pub struct QueryHits {
     /// Documents of interrupted operations completed before the query ran
     /// ([`Session::resume_pending`]).
     pub resumed: usize,
+    /// Documents of saved operations that could not be sent (the server
+    /// refuses writes or cannot be reached): the answer is the state the
+    /// server has, without them; the next command that can sends them.
+    /// 0 when everything saved is on the server.
+    pub pending: usize,
 }
 
 /// What [`Session::add_documents`] did. `add` is a sync: a file whose path

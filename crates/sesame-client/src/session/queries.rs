@@ -68,7 +68,8 @@ impl Session {
                     .join(", "),
             });
         }
-        let resumed = self.recover()?;
+        let (resumed, committed) = self.recover_for_read()?;
+        let pending = committed.as_ref().map_or(0, |c| c.pending);
         if self.state.catalog.is_empty() {
             return Ok(QueryHits {
                 kind,
@@ -76,9 +77,13 @@ impl Session {
                 scores: Vec::new(),
                 false_positives_removed: 0,
                 resumed,
+                pending,
             });
         }
-        let result = self.run_query(query)?;
+        let result = match committed {
+            Some(committed) => self.run_committed_query(committed, query)?,
+            None => self.run_query(query)?,
+        };
         let mut documents = Vec::with_capacity(result.ids.len());
         let mut scores = Vec::new();
         for (i, id) in result.ids.iter().enumerate() {
@@ -97,7 +102,34 @@ impl Session {
             scores,
             false_positives_removed: result.false_positives_removed,
             resumed,
+            pending,
         })
+    }
+
+    /// Runs `query` with the scheme client as the server's index has it
+    /// (pending intents not sent: [`Session::recover_for_read`]). Only
+    /// schemes whose search writes nothing get here; the state is not
+    /// saved, and one that changed anyway is refused rather than lost.
+    fn run_committed_query(
+        &mut self,
+        mut committed: super::intents::Committed,
+        query: &Query,
+    ) -> Result<QueryResult> {
+        let mut channel =
+            self.backend
+                .index_channel(&self.index, self.state.generation, &self.scheme)?;
+        let result = committed
+            .client
+            .query(&mut self.rng, channel.as_mut(), query)?;
+        let after = Zeroizing::new(committed.client.save_state()?);
+        if *after != *committed.state {
+            return Err(ClientError::Core(sesame_core::Error::Protocol(format!(
+                "a search of scheme {} changed its client state, which it says it never does; \
+                 its answer is not used while updates are pending",
+                self.scheme.descriptor.name
+            ))));
+        }
+        Ok(result)
     }
 
     fn run_query(&mut self, query: &Query) -> Result<QueryResult> {

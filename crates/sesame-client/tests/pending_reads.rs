@@ -1,0 +1,217 @@
+//! Reads never wait on writes that cannot be sent: while the server's
+//! store refuses writes (a full disk), an add's index update stays a
+//! pending intent, and search, list and get answer from the state the
+//! server has (the committed documents), saying how many documents are
+//! pending; once writes work again the next command sends the intent, and
+//! its documents are found, indexed once. Embedded and served.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rand_core::OsRng;
+use sesame_client::{
+    insecure, ClientError, EmbeddedBackend, NetworkBackend, Profile, ServerBinding, Session,
+    DEFAULT_INDEX,
+};
+use sesame_core::{Params, Store};
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_store::faulty::{Fault, FaultyStore};
+
+/// Writes `n` files `f{i}.txt` under `dir/sub`, each holding `all`,
+/// `mod{i % 3}` and `doc{i}`.
+fn corpus(dir: &Path, sub: &str, first: usize, n: usize) -> PathBuf {
+    let root = dir.join(sub);
+    std::fs::create_dir_all(&root).unwrap();
+    for i in first..first + n {
+        let text = format!("all mod{} doc{i}", i % 3);
+        std::fs::write(root.join(format!("f{i}.txt")), text).unwrap();
+    }
+    root
+}
+
+/// Where a profile's sessions reach the store: embedded over the store,
+/// or through a real server over it.
+enum Place {
+    Embedded,
+    /// The server runs until the setup is dropped.
+    Served {
+        _server: RunningServer,
+        binding: ServerBinding,
+    },
+}
+
+struct Setup {
+    place: Place,
+    store: Arc<FaultyStore>,
+    profile: Profile,
+    tmp: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(served: bool, scheme: &str) -> Setup {
+        let store = Arc::new(FaultyStore::new());
+        let tmp = tempfile::tempdir().unwrap();
+        let place = if served {
+            let certs = sesame_server::certs::localhost().unwrap();
+            let token = Tokens::generate(&mut OsRng);
+            let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+            config.tls = Some(TlsFiles {
+                cert_pem: certs.cert_pem.into_bytes(),
+                key_pem: certs.key_pem.into_bytes(),
+            });
+            config.tokens = Tokens::new().with("alice", &token).unwrap();
+            let server = RunningServer::start(config, store.clone() as Arc<dyn Store>).unwrap();
+            let binding = ServerBinding {
+                url: server.url(),
+                token,
+                ca_pem: Some(certs.ca_pem.into_bytes()),
+                index_prefix: String::new(),
+            };
+            NetworkBackend::connect(&binding)
+                .unwrap()
+                .create_index(DEFAULT_INDEX, scheme, &Params::new())
+                .unwrap();
+            Place::Served {
+                _server: server,
+                binding,
+            }
+        } else {
+            Place::Embedded
+        };
+        let profile = Profile::create_with_kdf(
+            tmp.path().join("profile"),
+            "pw",
+            scheme,
+            &Params::new(),
+            insecure::fast_kdf(),
+        )
+        .unwrap();
+        if let Place::Served { binding, .. } = &place {
+            profile.bind_server(binding).unwrap();
+        }
+        Setup {
+            place,
+            store,
+            profile,
+            tmp,
+        }
+    }
+
+    fn session(&self) -> Session {
+        match &self.place {
+            Place::Embedded => self
+                .profile
+                .session_with(
+                    DEFAULT_INDEX,
+                    Box::new(EmbeddedBackend::over(self.store.clone() as Arc<dyn Store>)),
+                )
+                .unwrap(),
+            Place::Served { .. } => self.profile.session(DEFAULT_INDEX).unwrap(),
+        }
+    }
+
+    /// Paths found by `word`, and the documents the answer says are
+    /// pending.
+    fn found(&self, word: &str) -> (BTreeSet<String>, usize) {
+        let hits = self
+            .session()
+            .query(word)
+            .unwrap_or_else(|e| panic!("search {word}: {e}"));
+        let paths = hits.documents.into_iter().map(|d| d.path).collect();
+        (paths, hits.pending)
+    }
+
+    /// The index entries of generation 0 on the server.
+    fn entries(&self) -> usize {
+        let tenant = match self.place {
+            Place::Embedded => "",
+            Place::Served { .. } => "alice/",
+        };
+        ["i/", "e/"]
+            .iter()
+            .map(|letter| {
+                let prefix = format!("{letter}{tenant}{DEFAULT_INDEX}/0/");
+                sesame_store::packed::pairs_under(self.store.inner(), prefix.as_bytes())
+                    .unwrap()
+                    .len()
+            })
+            .sum()
+    }
+}
+
+/// Adds 10 documents, then 6 whose index update the full store refuses;
+/// reads answer the 10 with 6 pending; once the store has room the next
+/// search sends the update and finds all 16, each entry written once.
+fn reads_answer_the_committed_documents(served: bool) {
+    let s = Setup::new(served, "fast");
+    let first = corpus(s.tmp.path(), "a", 0, 10);
+    s.session().add_documents(&[&first], &mut |_| {}).unwrap();
+    let entries = s.entries();
+    assert_eq!(entries, 10 * 3);
+
+    // The documents are stored and the pending update saved; the update
+    // itself is refused (the disk is full). Count the writes an add makes
+    // before its update by refusing later and later writes.
+    let second = corpus(s.tmp.path(), "b", 10, 6);
+    let mut refused = None;
+    for after in 0..8 {
+        s.store.fail(Fault::Refused, after);
+        let err = s.session().add_documents(&[&second], &mut |_| {});
+        s.store.heal();
+        match err {
+            Err(ClientError::Unacknowledged { documents: 6, .. }) => {
+                refused = Some(after);
+                break;
+            }
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains("out of space") || e.contains("store is full"),
+                    "{e}"
+                );
+            }
+            Ok(r) => panic!("the add went through: {r:?}"),
+        }
+    }
+    // The last attempt's update is pending; from now on every write is
+    // refused.
+    assert!(refused.is_some(), "no add left its update pending");
+    s.store.fail(Fault::Refused, 0);
+    let before = s.store.inner().scan_prefix(b"").unwrap();
+
+    let (found, pending) = s.found("all");
+    assert_eq!(found.len(), 10, "{found:?}");
+    assert_eq!(pending, 6);
+    assert_eq!(s.found("doc12"), (BTreeSet::new(), 6));
+    assert_eq!(s.found("doc3").0.len(), 1);
+    let mut session = s.session();
+    assert_eq!(session.pending_documents(), 6);
+    let listed = session.documents();
+    assert_eq!(listed.len(), 10);
+    let doc = listed.iter().find(|d| d.path.ends_with("f3.txt")).unwrap();
+    assert_eq!(session.get(doc.id).unwrap(), b"all mod0 doc3");
+    drop(session);
+    // Reading wrote nothing.
+    assert!(s.store.inner().scan_prefix(b"").unwrap() == before);
+
+    // Room again: the next search sends the pending update first.
+    s.store.heal();
+    let (found, pending) = s.found("all");
+    assert_eq!((found.len(), pending), (16, 0), "{found:?}");
+    assert_eq!(s.found("doc12").0.len(), 1);
+    assert_eq!(s.session().pending_documents(), 0);
+    assert_eq!(s.entries(), 16 * 3);
+}
+
+#[test]
+fn embedded_reads_answer_the_committed_documents_while_writes_are_refused() {
+    reads_answer_the_committed_documents(false);
+}
+
+#[test]
+fn served_reads_answer_the_committed_documents_while_writes_are_refused() {
+    reads_answer_the_committed_documents(true);
+}
