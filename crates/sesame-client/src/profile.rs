@@ -317,6 +317,11 @@ pub struct Profile {
     state_key: Key<32>,
     doc_key: Key<32>,
     server_key: Key<32>,
+    /// `Some(dir)` while this value serves a rotation of the master key:
+    /// its sessions are not refused for the rotation in progress, and its
+    /// tables' files are in `dir` (of the profile directory) rather than
+    /// in [`crate::table::TABLE_DIR`].
+    rotation: Option<&'static str>,
 }
 
 /// What a new profile is made with besides its passphrase, scheme and
@@ -1123,11 +1128,12 @@ impl Profile {
         };
         let Some((master, header, resumed)) = self.rotation_key(&current, &kek)? else {
             // A rotation whose header was already switched: done.
+            crate::table::rotate::forget(&self.dir)?;
             report.resumed = true;
             return Ok(report);
         };
         report.resumed = resumed;
-        let new = Profile::from_master(&self.dir, &current, master.clone_secret(), None);
+        let mut new = Profile::from_master(&self.dir, &current, master.clone_secret(), None);
         let mut indexes = self.indexes()?;
         // Under the new key already when an interrupted run got that far.
         let (server, sealed_new) = match self.server() {
@@ -1144,20 +1150,29 @@ impl Profile {
                 }
             }
         }
-        if !crate::table::tables(self)?.is_empty()
-            || indexes
-                .iter()
-                .any(|i| i.starts_with("t-") || i.starts_with("tbl-"))
-        {
+        if indexes.iter().any(|i| i.starts_with("t-")) {
             if !resumed {
                 let _ = std::fs::remove_file(self.dir.join(ROTATION_FILE));
             }
             return Err(ClientError::InvalidArgument(
-                "this profile has tables, whose indexes are keyed from the document key and \
-                 are not moved by a rotation of the master key: nothing was changed"
+                "this profile has tables made by an earlier build under names that are not \
+                 keyed (t-<table>), which a rotation of the master key does not move: export, \
+                 drop and create them again first; nothing was changed"
                     .into(),
             ));
         }
+        // The tables first (each made again under the new key, its
+        // records inserted, then the old one removed), then the document
+        // indexes; a table's indexes (tbl-...) are the tables' part.
+        let mut old = Profile::from_master(&self.dir, &current, self.master.clone_secret(), None);
+        old.rotation = Some(crate::table::TABLE_DIR);
+        new.rotation = Some(crate::table::rotate::NEXT_DIR);
+        let moved = crate::table::rotate::move_tables(&old, &new, current.version, progress)?;
+        drop(old);
+        new.rotation = None;
+        report.tables = moved.tables;
+        report.records = moved.records;
+        indexes.retain(|i| !i.starts_with("tbl-"));
         for index in &indexes {
             if self.state_path(index).exists() && new.load_state(index).is_ok() {
                 continue; // switched by an interrupted run
@@ -1186,6 +1201,7 @@ impl Profile {
         }
         self.install_header(&current, &header, server)?;
         report.header_version = header.version;
+        crate::table::rotate::forget(&self.dir)?;
         let _ = std::fs::remove_file(self.dir.join(ROTATION_FILE));
         fsutil::sync_dir(&self.dir)?;
         Ok(report)
@@ -1252,8 +1268,8 @@ impl Profile {
     }
 
     /// Refuses a session while a rotation of the master key is half done.
-    fn check_not_rotating(&self) -> Result<()> {
-        if self.dir.join(ROTATION_FILE).exists() {
+    pub(crate) fn check_not_rotating(&self) -> Result<()> {
+        if self.rotation.is_none() && self.dir.join(ROTATION_FILE).exists() {
             return Err(ClientError::InvalidArgument(format!(
                 "a rotation of the master key of the profile in {} was interrupted: run `sesame \
                  rekey --master` again to complete it",
@@ -1305,7 +1321,15 @@ impl Profile {
             master,
             kek: std::sync::Mutex::new(kek),
             key_file: std::sync::Mutex::new(None),
+            rotation: None,
         }
+    }
+
+    /// The directory of this profile's table files
+    /// ([`crate::table::TABLE_DIR`], or a rotation's own).
+    pub(crate) fn table_dir(&self) -> PathBuf {
+        self.dir
+            .join(self.rotation.unwrap_or(crate::table::TABLE_DIR))
     }
 
     /// The header's format tag (`sesame-profile/3` for profiles this build
@@ -1787,6 +1811,10 @@ pub struct MasterRotation {
     pub indexes: usize,
     /// Documents re-sealed by this run.
     pub documents: usize,
+    /// Tables moved to the new master key by this run.
+    pub tables: usize,
+    /// Table records moved by this run.
+    pub records: usize,
     /// Whether it completed an interrupted rotation.
     pub resumed: bool,
     /// The header version now in force.

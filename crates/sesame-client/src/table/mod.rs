@@ -62,6 +62,7 @@ mod padding;
 mod plan;
 pub mod query;
 mod ranges;
+pub(crate) mod rotate;
 pub mod schema;
 mod shared;
 mod verified;
@@ -271,21 +272,18 @@ fn check_table_name(name: &str) -> Result<()> {
 }
 
 fn table_path(profile: &Profile, name: &str) -> PathBuf {
-    profile.dir().join(TABLE_DIR).join(format!("{name}.table"))
+    profile.table_dir().join(format!("{name}.table"))
 }
 
 /// `tables/NAME.shared`: the shared record's version and incarnation
 /// this device saw last.
 fn note_path(profile: &Profile, name: &str) -> PathBuf {
-    profile.dir().join(TABLE_DIR).join(format!("{name}.shared"))
+    profile.table_dir().join(format!("{name}.shared"))
 }
 
 /// `tables/NAME.unfinished`: a create or drop in progress.
 fn marker_path(profile: &Profile, name: &str) -> PathBuf {
-    profile
-        .dir()
-        .join(TABLE_DIR)
-        .join(format!("{name}.unfinished"))
+    profile.table_dir().join(format!("{name}.unfinished"))
 }
 
 /// The lock of table `name`'s create, drop and their completion
@@ -293,14 +291,14 @@ fn marker_path(profile: &Profile, name: &str) -> PathBuf {
 /// ([`ClientError::ProfileBusy`]), so it never takes a create in progress
 /// for one to undo.
 fn table_lock(profile: &Profile, name: &str) -> Result<crate::lock::ProfileLock> {
-    let dir = profile.dir().join(TABLE_DIR);
+    let dir = profile.table_dir();
     crate::fsutil::create_private_dir(&dir)?;
     crate::lock::ProfileLock::acquire(&dir.join(format!("{name}.lock")), profile.dir())
 }
 
 /// Table names with a file of `suffix` in the profile's table directory.
 fn names_with(profile: &Profile, suffix: &str) -> Result<BTreeSet<String>> {
-    let dir = profile.dir().join(TABLE_DIR);
+    let dir = profile.table_dir();
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
@@ -327,6 +325,7 @@ fn names_with(profile: &Profile, suffix: &str) -> Result<BTreeSet<String>> {
 /// that are not shared. A create or drop that did not finish is finished
 /// or undone first.
 pub fn tables(profile: &Profile) -> Result<Vec<String>> {
+    profile.check_not_rotating()?;
     let unfinished = names_with(profile, ".unfinished")?;
     // The embedded store is opened only when there is something to finish
     // (a process holds it while a table of it is open).
@@ -373,7 +372,7 @@ struct Marker {
 }
 
 fn write_marker(profile: &Profile, name: &str, marker: &Marker) -> Result<()> {
-    crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
+    crate::fsutil::create_private_dir(&profile.table_dir())?;
     let json = serde_json::to_vec(marker)
         .map_err(|e| ClientError::InvalidArgument(format!("table marker: {e}")))?;
     crate::fsutil::write_atomic(&marker_path(profile, name), &json)
@@ -580,6 +579,7 @@ impl Table {
         legacy: bool,
     ) -> Result<Table> {
         check_table_name(name)?;
+        profile.check_not_rotating()?;
         schema.check()?;
         let path = table_path(profile, name);
         if path.exists() && !marker_path(profile, name).exists() {
@@ -706,7 +706,7 @@ impl Table {
         // The keyword index is new where it runs: its session shares its
         // fresh state there.
         let session = profile.session_with(&rows, backend)?;
-        crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
+        crate::fsutil::create_private_dir(&profile.table_dir())?;
         let shared = session.is_shared().then_some(shared::Seen {
             version: 0,
             incarnation,
@@ -785,6 +785,7 @@ impl Table {
 
     fn open_in(profile: &Profile, name: &str, backend: Option<Box<dyn Backend>>) -> Result<Table> {
         check_table_name(name)?;
+        profile.check_not_rotating()?;
         let path = table_path(profile, name);
         let note = note_path(profile, name);
         let cipher = profile.state_cipher();
@@ -930,7 +931,7 @@ impl Table {
             Some(g) => Some(GroupIndex::restore(&state.schema, g)?),
             None => None,
         };
-        crate::fsutil::create_private_dir(&profile.dir().join(TABLE_DIR))?;
+        crate::fsutil::create_private_dir(&profile.table_dir())?;
         let mut table = Table {
             name: name.to_owned(),
             rows_name,

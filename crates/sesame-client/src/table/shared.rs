@@ -381,6 +381,45 @@ pub(crate) fn change_catalog(
     })
 }
 
+/// Seals the profile's list of tables beside `index` under `new` (a new
+/// master key's state cipher), listing `names`, unless it opens under
+/// `new` already (an interrupted rotation got that far) or the backend
+/// keeps no records; compare-and-swap on the version read under `old`.
+pub(crate) fn reseal_catalog(
+    backend: &mut dyn Backend,
+    old: &StateCipher,
+    new: &StateCipher,
+    rng: &mut dyn CryptoRngCore,
+    index: &str,
+    names: &BTreeSet<String>,
+) -> Result<()> {
+    match read_catalog(backend, new, index) {
+        // No records, or sealed under the new key already.
+        Ok(None) => return Ok(()),
+        Ok(Some((version, _))) if version > 0 => return Ok(()),
+        _ => {}
+    }
+    let (version, _) = match read_catalog(backend, old, index)? {
+        Some(found) => found,
+        None => return Ok(()),
+    };
+    let plain = Zeroizing::new(wire::encode(names)?);
+    let next = version + 1;
+    let value = new.seal_bound(rng, CATALOG_LABEL, &context(index, next, &[]), &plain)?;
+    let write = IndexRecordWrite {
+        name: CATALOG_RECORD.into(),
+        expected: version,
+        value: Some(value),
+    };
+    match backend.write_records(index, vec![write])? {
+        None => Ok(()),
+        Some(_) => Err(ClientError::StateContended {
+            index: "the profile's list of tables".into(),
+            attempts: 1,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
