@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use postgres::error::SqlState;
 use postgres::{Client, NoTls, Statement};
-use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch};
 
 use crate::prefix_end;
+use crate::remote::collapse;
 use crate::FORMAT_VERSION;
 
 /// The table that holds one format marker per namespace.
@@ -577,18 +578,6 @@ impl PostgresStore {
     }
 }
 
-/// The batch reduced to its last operation per key, in key order.
-fn collapse(batch: &WriteBatch) -> BTreeMap<&[u8], Option<&[u8]>> {
-    let mut last = BTreeMap::new();
-    for op in batch.ops() {
-        match op {
-            WriteOp::Put { key, value } => last.insert(key.as_slice(), Some(value.as_slice())),
-            WriteOp::Delete { key } => last.insert(key.as_slice(), None),
-        };
-    }
-    last
-}
-
 /// The advisory lock that serialises conditional writes expecting `key`
 /// of the namespace `namespace`: a stable 64-bit FNV-1a hash of both (a
 /// collision only makes two unrelated writes wait for each other).
@@ -910,25 +899,6 @@ mod tests {
         let label = describe(&config, "ns");
         assert!(!label.contains("secret"), "{label}");
         assert!(label.contains("me@db.example:5433/idx"), "{label}");
-    }
-
-    #[test]
-    fn collapse_keeps_the_last_operation_per_key() {
-        let mut b = WriteBatch::new();
-        b.put(b"a".as_slice(), b"1".as_slice())
-            .delete(b"a".as_slice())
-            .put(b"b".as_slice(), b"2".as_slice())
-            .put(b"b".as_slice(), b"3".as_slice())
-            .delete(b"c".as_slice());
-        let last = collapse(&b);
-        let want: BTreeMap<&[u8], Option<&[u8]>> = [
-            (b"a".as_slice(), None),
-            (b"b".as_slice(), Some(b"3".as_slice())),
-            (b"c".as_slice(), None),
-        ]
-        .into_iter()
-        .collect();
-        assert_eq!(last, want);
     }
 
     #[test]

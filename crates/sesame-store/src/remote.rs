@@ -1,7 +1,10 @@
-//! What the network stores (PostgreSQL, Redis Cluster) check alike in
-//! their specs: whether a host is this machine, and namespace names.
+//! What the network stores (PostgreSQL, Redis Cluster) do alike: check
+//! their specs (whether a host is this machine, namespace names) and
+//! reduce a batch to its last operation per key.
 
-use sesame_core::{Error, Result};
+use std::collections::BTreeMap;
+
+use sesame_core::{Error, Result, WriteBatch, WriteOp};
 
 /// Whether a TCP host name or address is this machine.
 pub(crate) fn is_local(host: &str) -> bool {
@@ -29,6 +32,18 @@ pub(crate) fn check_namespace(engine: &str, ns: &str) -> Result<()> {
     }
 }
 
+/// The batch reduced to its last operation per key, in key order.
+pub(crate) fn collapse(batch: &WriteBatch) -> BTreeMap<&[u8], Option<&[u8]>> {
+    let mut last = BTreeMap::new();
+    for op in batch.ops() {
+        match op {
+            WriteOp::Put { key, value } => last.insert(key.as_slice(), Some(value.as_slice())),
+            WriteOp::Delete { key } => last.insert(key.as_slice(), None),
+        };
+    }
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +57,24 @@ mod tests {
             let e = check_namespace("X", bad).unwrap_err().to_string();
             assert!(e.contains("X store namespace"), "{e}");
         }
+    }
+
+    #[test]
+    fn collapse_keeps_the_last_operation_per_key() {
+        let mut b = WriteBatch::new();
+        b.put(b"a".as_slice(), b"1".as_slice())
+            .delete(b"a".as_slice())
+            .put(b"b".as_slice(), b"2".as_slice())
+            .put(b"b".as_slice(), b"3".as_slice())
+            .delete(b"c".as_slice());
+        let last = collapse(&b);
+        let want: BTreeMap<&[u8], Option<&[u8]>> = [
+            (b"a".as_slice(), None),
+            (b"b".as_slice(), Some(b"3".as_slice())),
+            (b"c".as_slice(), None),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(last, want);
     }
 }

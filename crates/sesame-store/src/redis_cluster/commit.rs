@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use redis::cluster::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{RedisError, Value};
-use sesame_core::{Error, Result, WriteBatch, WriteOp};
+use sesame_core::{Error, Result};
 
 use super::layout::{Group, GroupKeys};
 use super::{RedisClusterStore, MAX_EXTRA_WAIT_MS};
@@ -24,18 +24,6 @@ pub(super) struct WritePlan<'k> {
 
 /// A shard's keys and the operations of a batch on it.
 pub(super) type ShardOps<'a, 'k> = (GroupKeys, Vec<(&'a &'k [u8], &'a Option<&'k [u8]>)>);
-
-/// The batch reduced to its last operation per key, in key order.
-pub(super) fn collapse(batch: &WriteBatch) -> BTreeMap<&[u8], Option<&[u8]>> {
-    let mut last = BTreeMap::new();
-    for op in batch.ops() {
-        match op {
-            WriteOp::Put { key, value } => last.insert(key.as_slice(), Some(value.as_slice())),
-            WriteOp::Delete { key } => last.insert(key.as_slice(), None),
-        };
-    }
-    last
-}
 
 impl RedisClusterStore {
     /// `WAIT` for the configured replicas on the master of `slot`, or with

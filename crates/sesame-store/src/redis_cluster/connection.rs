@@ -23,10 +23,19 @@ impl RedisClusterStore {
     /// A namespace whose marker is of another format, or whose keys exist
     /// without a marker, gives [`Error::StoreForeign`] and is left
     /// untouched; a cluster that cannot be reached gives
-    /// [`Error::StoreIo`]; a malformed spec gives
-    /// [`Error::InvalidArgument`].
+    /// [`Error::StoreUnavailable`] (tested by
+    /// `an_unreachable_cluster_is_unavailable_and_named`); a malformed spec
+    /// gives [`Error::InvalidArgument`].
     pub fn open(spec: &str) -> Result<Self> {
         let parsed = parse_spec(spec)?;
+        // An IPv6 address in brackets, as in a URL.
+        let host_port = |h: &str, p: u16| {
+            if h.contains(':') {
+                format!("[{h}]:{p}")
+            } else {
+                format!("{h}:{p}")
+            }
+        };
         let label = format!(
             "Redis Cluster store {}{}{} namespace {}",
             if parsed.tls { "(TLS) " } else { "" },
@@ -38,11 +47,7 @@ impl RedisClusterStore {
             parsed
                 .nodes
                 .iter()
-                .map(|(h, p)| if h.contains(':') {
-                    format!("[{h}]:{p}")
-                } else {
-                    format!("{h}:{p}")
-                })
+                .map(|(h, p)| host_port(h, *p))
                 .collect::<Vec<_>>()
                 .join(","),
             parsed.namespace
@@ -51,13 +56,7 @@ impl RedisClusterStore {
         let urls: Vec<String> = parsed
             .nodes
             .iter()
-            .map(|(h, p)| {
-                if h.contains(':') {
-                    format!("{scheme}://[{h}]:{p}")
-                } else {
-                    format!("{scheme}://{h}:{p}")
-                }
-            })
+            .map(|(h, p)| format!("{scheme}://{}", host_port(h, *p)))
             .collect();
         let mut builder = ClusterClient::builder(urls)
             .connection_timeout(Duration::from_secs(5))

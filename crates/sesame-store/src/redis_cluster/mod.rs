@@ -24,8 +24,9 @@ use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::Script;
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch};
 
+use crate::remote::collapse;
 use crate::FORMAT_VERSION;
-use commit::{collapse, ShardOps};
+use commit::ShardOps;
 pub use layout::SPREAD_SHARDS;
 use layout::{group_in, scan_plan_in, shard_names, Group, GroupKeys, ScanPlan};
 
