@@ -687,10 +687,20 @@ fn rekey_master(dir: &std::path::Path) -> Result<(), CliError> {
     } else {
         ""
     };
+    let tables = if done.tables > 0 {
+        format!(
+            ", {} made again with {} under fresh names and keys",
+            count(done.tables, "table"),
+            count(done.records, "record")
+        )
+    } else {
+        String::new()
+    };
     write_stdout(
         format!(
-            "{}: moved to a new master key{resumed}: {} sealed again in {} under fresh keys \
-             (header version {}); an older header opens nothing the profile now holds\n",
+            "{}: moved to a new master key{resumed}: {} sealed again in {} under fresh keys\
+             {tables} (header version {}); an older header opens nothing the profile now \
+             holds\n",
             dir.display(),
             count(done.documents, "document"),
             match done.indexes {

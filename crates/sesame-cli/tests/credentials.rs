@@ -421,3 +421,84 @@ fn rekey_master_killed_at_any_point_completes_when_run_again() {
     }
     eprintln!("rekey --master kills: {interrupted} left it to complete, {untouched} did not");
 }
+
+/// `rekey --master` on a profile with a table, killed (SIGKILL) at points
+/// spread over its run: the table then either answers as before or says
+/// to run the rotation again, and running it again completes it with
+/// every record once.
+#[test]
+fn rekey_master_with_a_table_killed_at_any_point_completes_when_run_again() {
+    use rand::{Rng, SeedableRng};
+    let site = Site::new();
+    std::fs::write(
+        site.path("s.toml"),
+        "key = \"id\"\n[fields.id]\ntype = \"integer\"\n[fields.s]\ntype = \"string\"\n\
+         index = [\"equality\"]\n[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n\
+         bits = 12\n",
+    )
+    .unwrap();
+    let mut csv = String::from("id,s,v\n");
+    for i in 0..400 {
+        csv.push_str(&format!(
+            "{i},{},{}\n",
+            ["x", "y", "z"][i % 3],
+            i * 7 % 2000
+        ));
+    }
+    std::fs::write(site.path("rows.csv"), csv).unwrap();
+    site.ok_env(&["--dir", "p", "init", "--scheme", "fast"], &[]);
+    site.ok_env(
+        &["--dir", "p", "table", "create", "t", "--schema", "s.toml"],
+        &[],
+    );
+    site.ok_env(&["--dir", "p", "import", "t", "rows.csv"], &[]);
+    let queries = ["v between 100 and 1500", "s = \"y\" or v < 50"];
+    let answer = |q: &str| {
+        let (out, _) = site.ok_env(&["--dir", "p", "query", "t", q, "--format", "csv"], &[]);
+        let mut lines: Vec<String> = out.lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    let before: Vec<_> = queries.iter().map(|q| answer(q)).collect();
+    assert!(before[0].len() > 100, "{:?}", before[0]);
+    let start = std::time::Instant::now();
+    let (out, _) = site.ok_env(&["--dir", "p", "rekey", "--master"], &[]);
+    let span = start.elapsed().as_micros().max(1000) as u64;
+    assert!(out.contains("1 table made again with 400 records"), "{out}");
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(12);
+    let (mut interrupted, mut untouched) = (0, 0);
+    for round in 0..16 {
+        let mut child = sesame()
+            .current_dir(site.path(""))
+            .args(["--dir", "p", "rekey", "--master"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..span)));
+        let _ = child.kill();
+        let _ = child.wait();
+        let out = site.run_env(
+            &["--dir", "p", "query", "t", queries[0], "--format", "csv"],
+            &[],
+        );
+        if out.status.success() {
+            untouched += 1;
+        } else {
+            interrupted += 1;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("rekey --master` again"),
+                "round {round}: {stderr}"
+            );
+            site.ok_env(&["--dir", "p", "rekey", "--master"], &[]);
+        }
+        let after: Vec<_> = queries.iter().map(|q| answer(q)).collect();
+        assert_eq!(after, before, "round {round}");
+        let (listed, _) = site.ok_env(&["--dir", "p", "table", "list"], &[]);
+        assert!(listed.contains('t'), "round {round}: {listed}");
+    }
+    eprintln!(
+        "rekey --master (table) kills: {interrupted} left it to complete, {untouched} did not"
+    );
+}
