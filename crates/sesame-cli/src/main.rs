@@ -793,6 +793,7 @@ fn search(dir: &std::path::Path, text: &str) -> Result<(), CliError> {
             plural(resumed)
         );
     }
+    warn_pending(hits.pending);
     let removed = hits.false_positives_removed;
     if removed > 0 {
         eprintln!(
@@ -833,11 +834,29 @@ fn get(dir: &std::path::Path, id: &str) -> Result<(), CliError> {
     })?;
     let mut session = open(dir)?;
     let content = session.get(id)?;
+    warn_pending(session.pending_documents());
     write_stdout(&content)
+}
+
+/// The one-line warning of a read answered from the state the server has
+/// while `n` documents wait in saved updates not yet sent.
+fn warn_pending(n: usize) {
+    if n > 0 {
+        eprintln!(
+            "warning: {} pending: not yet on the server; they will be sent by the next command \
+             that can",
+            if n == 1 {
+                "1 document is".to_owned()
+            } else {
+                format!("{n} documents are")
+            }
+        );
+    }
 }
 
 fn list(dir: &std::path::Path) -> Result<(), CliError> {
     let session = open(dir)?;
+    warn_pending(session.pending_documents());
     let mut out = String::new();
     for d in session.documents() {
         out.push_str(&format!("{}\t{}\t{}\n", d.id, d.size, d.path));

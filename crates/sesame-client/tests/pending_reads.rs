@@ -215,3 +215,42 @@ fn embedded_reads_answer_the_committed_documents_while_writes_are_refused() {
 fn served_reads_answer_the_committed_documents_while_writes_are_refused() {
     reads_answer_the_committed_documents(true);
 }
+
+/// A scheme whose search writes (re-keys or refreshes what it searched)
+/// cannot search around a pending update: the search says so, naming the
+/// scheme, and the documents are listed as before; once the store has
+/// room the search sends the update and finds everything.
+#[test]
+fn a_scheme_whose_search_writes_says_it_must_send_the_pending_update_first() {
+    for scheme in ["simple", "suise"] {
+        let s = Setup::new(false, scheme);
+        let first = corpus(s.tmp.path(), "a", 0, 4);
+        s.session().add_documents(&[&first], &mut |_| {}).unwrap();
+        let second = corpus(s.tmp.path(), "b", 4, 3);
+        let mut pending = false;
+        for after in 0..8 {
+            s.store.fail(Fault::Refused, after);
+            let err = s.session().add_documents(&[&second], &mut |_| {});
+            s.store.heal();
+            if let Err(ClientError::Unacknowledged { documents: 3, .. }) = err {
+                pending = true;
+                break;
+            }
+        }
+        assert!(pending, "{scheme}: no add left its update pending");
+        s.store.fail(Fault::Refused, 0);
+        let err = s.session().query("all").unwrap_err();
+        assert!(
+            matches!(err, ClientError::PendingFirst { documents: 3, .. }),
+            "{scheme}: {err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(&format!("scheme {scheme}")), "{text}");
+        assert!(text.contains("search writes"), "{text}");
+        assert_eq!(s.session().documents().len(), 4, "{scheme}");
+
+        s.store.heal();
+        let (found, pending) = s.found("all");
+        assert_eq!((found.len(), pending), (7, 0), "{scheme}: {found:?}");
+    }
+}
