@@ -7,27 +7,23 @@ pub(super) fn charts() -> Vec<Chart> {
         label: label.to_owned(),
         log,
     };
+    // Queries recovered by the attack `op` as more documents are known.
+    let vs_known = |op: &str, title: &str| Chart {
+        file: format!("{op}-vs-known"),
+        title: title.to_owned(),
+        x: "known".to_owned(),
+        y: vec!["recovery".to_owned()],
+        series: vec!["scheme".to_owned()],
+        filter: vec![("op".to_owned(), Value::from(op))],
+        x_axis: axis("fraction of documents known", false),
+        y_axis: axis("% of queries recovered", false),
+    };
     vec![
-        Chart {
-            file: "count-vs-known".to_owned(),
-            title: "Count attack: queries recovered versus documents known".to_owned(),
-            x: "known".to_owned(),
-            y: vec!["recovery".to_owned()],
-            series: vec!["scheme".to_owned()],
-            filter: vec![("op".to_owned(), Value::from("count"))],
-            x_axis: axis("fraction of documents known", false),
-            y_axis: axis("% of queries recovered", false),
-        },
-        Chart {
-            file: "ikk-vs-known".to_owned(),
-            title: "IKK: queries recovered versus documents known".to_owned(),
-            x: "known".to_owned(),
-            y: vec!["recovery".to_owned()],
-            series: vec!["scheme".to_owned()],
-            filter: vec![("op".to_owned(), Value::from("ikk"))],
-            x_axis: axis("fraction of documents known", false),
-            y_axis: axis("% of queries recovered", false),
-        },
+        vs_known(
+            "count",
+            "Count attack: queries recovered versus documents known",
+        ),
+        vs_known("ikk", "IKK: queries recovered versus documents known"),
         Chart {
             file: "map".to_owned(),
             title: "Cost versus leakage: search time and what attacks recover, per scheme"

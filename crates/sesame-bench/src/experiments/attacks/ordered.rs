@@ -135,33 +135,30 @@ impl PublicCompare {
     }
 
     fn compare(&self, ore: &dyn sesame_ore::DynOre, a: &[u8], b: &[u8]) -> Option<Ordering> {
-        use sesame_core::wire::decode;
         use sesame_ore::Comparator;
         match self {
             PublicCompare::Bclo => {
-                let (a, b): (
-                    sesame_ore::bclo::BcloCiphertext,
-                    sesame_ore::bclo::BcloCiphertext,
-                ) = (decode(a).ok()?, decode(b).ok()?);
+                let (a, b) = decode_pair::<sesame_ore::bclo::BcloCiphertext>(a, b)?;
                 sesame_ore::bclo::BcloComparator.compare(&a, &b).ok()
             }
             PublicCompare::FhOpe => {
-                let (a, b): (
-                    sesame_ore::fh_ope::FhOpeCiphertext,
-                    sesame_ore::fh_ope::FhOpeCiphertext,
-                ) = (decode(a).ok()?, decode(b).ok()?);
+                let (a, b) = decode_pair::<sesame_ore::fh_ope::FhOpeCiphertext>(a, b)?;
                 sesame_ore::fh_ope::FhOpeComparator.compare(&a, &b).ok()
             }
             PublicCompare::Clww(c) => {
-                let (a, b): (
-                    sesame_ore::clww::ClwwCiphertext,
-                    sesame_ore::clww::ClwwCiphertext,
-                ) = (decode(a).ok()?, decode(b).ok()?);
+                let (a, b) = decode_pair::<sesame_ore::clww::ClwwCiphertext>(a, b)?;
                 Some(c.compare_ct(&a, &b))
             }
             PublicCompare::Cloz => ore.compare(a, b).ok(),
         }
     }
+}
+
+/// Two ciphertexts in a scheme's public format, or `None` where either
+/// does not decode.
+fn decode_pair<T: serde::de::DeserializeOwned>(a: &[u8], b: &[u8]) -> Option<(T, T)> {
+    use sesame_core::wire::decode;
+    Some((decode(a).ok()?, decode(b).ok()?))
 }
 
 /// The order-revealing rows.
