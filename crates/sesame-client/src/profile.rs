@@ -1102,9 +1102,11 @@ impl Profile {
     /// [`ROTATION_FILE`], sealed under the current key), a rerun goes on
     /// with it, and until it completes every other session of the profile
     /// is refused ("run `sesame rekey --master` again"). Interrupted
-    /// operations are completed first. A profile with tables is refused:
-    /// their indexes are keyed from the document key, and are not moved.
-    /// The `Profile` must be opened again afterwards.
+    /// operations are completed first. Tables are moved before the
+    /// indexes: each made again under the new key, its records inserted,
+    /// then the old one removed (`table::rotate`); tables under the names
+    /// of earlier builds (`t-<table>`) are refused. The `Profile` must be
+    /// opened again afterwards.
     pub fn rotate_master(&self, progress: &mut dyn FnMut(Progress)) -> Result<MasterRotation> {
         let kek = self
             .kek

@@ -18,7 +18,7 @@
 //! `tests/master_key.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rand_core::OsRng;
 use serde::{Deserialize, Serialize};
@@ -211,7 +211,7 @@ fn remove_old(old: &Profile, name: &str, indexes: &[String]) -> Result<()> {
 }
 
 /// Moves every file of `from` into `to` (replacing), then removes `from`.
-fn put_in_place(from: &Path, to: &PathBuf) -> Result<()> {
+fn put_in_place(from: &Path, to: &Path) -> Result<()> {
     let entries = match std::fs::read_dir(from) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
