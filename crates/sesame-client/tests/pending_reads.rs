@@ -38,7 +38,7 @@ enum Place {
     Embedded,
     /// The server runs until the setup is dropped.
     Served {
-        _server: RunningServer,
+        _server: Box<RunningServer>,
         binding: ServerBinding,
     },
 }
@@ -75,7 +75,7 @@ impl Setup {
                 .create_index(DEFAULT_INDEX, scheme, &Params::new())
                 .unwrap();
             Place::Served {
-                _server: server,
+                _server: Box::new(server),
                 binding,
             }
         } else {

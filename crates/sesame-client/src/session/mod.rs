@@ -7,7 +7,14 @@
 //! requests once whatever number of times they arrive, and the operation
 //! is completed by whichever command runs next if this one is interrupted.
 //! Every command starts by completing what an interrupted one left
-//! ([`Session::resume_pending`]).
+//! ([`Session::resume_pending`]). Reads never wait on writes that cannot
+//! be sent: a search whose pending intents the server refuses for want of
+//! room or of a reachable store answers from the state the server has
+//! (the client state saved before the oldest pending intent, the catalog
+//! without it), says how many documents are pending
+//! ([`QueryHits::pending`]) and keeps the intents for the next command;
+//! a scheme whose search writes refuses instead
+//! ([`ClientError::PendingFirst`]). Tested by `tests/pending_reads.rs`.
 //!
 //! The session's parts: `sync` (adding and removing documents: dynamic
 //! updates and static rebuilds), `intents` (saving, sending and

@@ -48,7 +48,11 @@ impl Session {
     /// opening the profile parses it once. The whole search is one pass:
     /// the kind is checked against the scheme, interrupted operations are
     /// completed ([`QueryHits::resumed`] says how many documents), and the
-    /// query runs.
+    /// query runs. Interrupted operations that cannot be sent because the
+    /// server refuses writes or cannot be reached are kept, and the query
+    /// answers from the state the server has ([`QueryHits::pending`] says
+    /// how many documents wait), or, for a scheme whose search writes, is
+    /// [`ClientError::PendingFirst`].
     pub fn answer(&mut self, query: &Query) -> Result<QueryHits> {
         self.shared_op(|s| s.answer_once(query))
     }
@@ -190,7 +194,9 @@ impl Session {
 
     // ---- reading and checking -----------------------------------------
 
-    /// The decrypted content of document `id`.
+    /// The decrypted content of document `id`. It sends no pending
+    /// intent: a document of a pending add is not in the catalog yet
+    /// ([`Session::pending_documents`]).
     pub fn get(&mut self, id: DocId) -> Result<Vec<u8>> {
         self.refresh()?;
         let Some(doc) = self.state.catalog.get(&id).cloned() else {
