@@ -450,3 +450,73 @@ fn an_interrupted_rotation_of_a_profile_with_a_table_completes_when_run_again() 
         eprintln!("{fault:?}: cut off at {cut} points, completed after {after} writes");
     }
 }
+
+/// Two more tables beside `flights`, one with a verified group and one
+/// empty: all three are moved, and each answers as before.
+#[test]
+fn every_table_is_moved_an_empty_one_and_one_with_a_verified_group_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let p =
+        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    flights(&p, 50);
+    let group = r#"
+key = "id"
+[fields.id]
+type = "integer"
+[fields.carrier]
+type = "string"
+[fields.origin]
+type = "string"
+index = ["equality"]
+[verified]
+fields = ["carrier", "origin"]
+"#;
+    let mut t = Table::create(&p, "verified", Schema::from_toml(group).unwrap()).unwrap();
+    let mut records = Vec::new();
+    for id in 0..60 {
+        let cells = [
+            ("id", id.to_string()),
+            ("carrier", ["UA", "B6", "AA"][id % 3].to_owned()),
+            ("origin", ["JFK", "EWR"][id % 2].to_owned()),
+        ];
+        records.push(
+            t.record_from_cells(cells.iter().map(|(k, v)| (*k, v.as_str())), None)
+                .unwrap(),
+        );
+    }
+    t.insert(records, &mut |_| {}).unwrap();
+    drop(t);
+    drop(Table::create(&p, "empty", Schema::from_toml(group).unwrap()).unwrap());
+    let verified = |p: &Profile| {
+        let mut t = Table::open(p, "verified").unwrap();
+        let mut out = Vec::new();
+        for q in [
+            "carrier = \"UA\" and origin = \"JFK\"",
+            "origin = \"EWR\"",
+            "carrier = \"AA\"",
+        ] {
+            let mut records = t.query(q, None).unwrap().records;
+            records.sort_by(|a, b| a.key.cmp(&b.key));
+            out.push(records);
+        }
+        out
+    };
+    let before = (answers(&p), verified(&p));
+    assert_eq!(before.1[0].len(), 10);
+    let report = p.rotate_master(&mut |_| {}).unwrap();
+    assert_eq!((report.tables, report.records), (3, 110), "{report:?}");
+    drop(p);
+    let p = Profile::open(&dir, "pw").unwrap();
+    assert_eq!(
+        sesame_client::table::tables(&p).unwrap(),
+        ["empty", "flights", "verified"]
+    );
+    assert_eq!((answers(&p), verified(&p)), before);
+    let mut empty = Table::open(&p, "empty").unwrap();
+    assert!(empty.records().unwrap().is_empty());
+    assert!(
+        !dir.join("tables.next").exists() && !dir.join("tables.rotating.json").exists(),
+        "the rotation's files are gone"
+    );
+}
