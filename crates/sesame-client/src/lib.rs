@@ -10,6 +10,7 @@ mod error;
 mod fsutil;
 pub mod hostile;
 pub mod insecure;
+pub mod intercept;
 mod intents;
 mod kdf;
 mod lock;

@@ -12,10 +12,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use sesame_client::intercept::{Hook, Intercepted};
 use sesame_client::table::import::Format;
 use sesame_client::table::{Schema, Table, Value};
-use sesame_client::{insecure, Backend, ClientError, EmbeddedBackend, Profile, SetupChannel};
-use sesame_core::{Channel, Meter, Params, Service, Store};
+use sesame_client::{insecure, Backend, ClientError, EmbeddedBackend, Profile};
+use sesame_core::{Params, Store};
 use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
 
@@ -269,7 +270,6 @@ fn a_byte_order_mark_is_accepted_in_json_lines_as_in_csv() {
 /// `updates` have gone through, and says the server takes messages of
 /// `max_message` bytes.
 struct Dying {
-    inner: EmbeddedBackend,
     updates: Arc<AtomicUsize>,
     max_message: Option<usize>,
 }
@@ -280,34 +280,14 @@ fn dead() -> ClientError {
     ))
 }
 
-impl Backend for Dying {
-    fn index_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.index_channel(index, generation, scheme)
+impl Hook for Dying {
+    fn max_message(&mut self, _: &mut dyn Backend) -> sesame_client::Result<Option<usize>> {
+        Ok(self.max_message)
     }
-    fn document_channel(&mut self, index: &str) -> sesame_client::Result<Box<dyn Channel + Send>> {
-        self.inner.document_channel(index)
-    }
-    fn drop_other_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {
-        self.inner.drop_other_generations(index, keep)
-    }
-    fn meter(&self) -> &Meter {
-        self.inner.meter()
-    }
-    fn read_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.read_channel(index, generation, scheme)
-    }
+
     fn update_job(
         &mut self,
+        inner: &mut dyn Backend,
         index: &str,
         generation: u64,
         scheme: &KeywordScheme,
@@ -319,36 +299,7 @@ impl Backend for Dying {
             return Ok(Box::new(|| Err(dead())));
         }
         self.updates.store(left - 1, Ordering::SeqCst);
-        self.inner
-            .update_job(index, generation, scheme, id, requests)
-    }
-    fn forget(&mut self, index: &str, id: [u8; 16]) -> sesame_client::Result<()> {
-        self.inner.forget(index, id)
-    }
-    fn max_message(&mut self) -> sesame_client::Result<Option<usize>> {
-        Ok(self.max_message)
-    }
-    fn hosted_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.hosted_channel(index, generation, scheme, server)
-    }
-    fn hosted_transaction(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
-    ) -> sesame_client::Result<Box<dyn SetupChannel>> {
-        self.inner
-            .hosted_transaction(index, generation, scheme, server)
-    }
-    fn remove_index(&mut self, index: &str) -> sesame_client::Result<()> {
-        self.inner.remove_index(index)
+        inner.update_job(index, generation, scheme, id, requests)
     }
 }
 
@@ -359,11 +310,13 @@ fn an_import_cut_off_by_the_server_says_to_run_it_again() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let updates = Arc::new(AtomicUsize::new(usize::MAX));
     let backend = || {
-        Box::new(Dying {
-            inner: EmbeddedBackend::over(store.clone()),
-            updates: updates.clone(),
-            max_message: None,
-        })
+        Box::new(Intercepted::new(
+            Box::new(EmbeddedBackend::over(store.clone())),
+            Dying {
+                updates: updates.clone(),
+                max_message: None,
+            },
+        ))
     };
     let table = Table::create_with(&p, "t", keyless(), backend()).unwrap();
     drop(table);
@@ -399,11 +352,13 @@ fn a_cell_too_large_is_named_by_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let p = profile(dir.path());
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let backend = Box::new(Dying {
-        inner: EmbeddedBackend::over(store),
-        updates: Arc::new(AtomicUsize::new(usize::MAX)),
-        max_message: Some(256 << 10),
-    });
+    let backend = Box::new(Intercepted::new(
+        Box::new(EmbeddedBackend::over(store)),
+        Dying {
+            updates: Arc::new(AtomicUsize::new(usize::MAX)),
+            max_message: Some(256 << 10),
+        },
+    ));
     // Keyed by `n`: the error names the file's line, not the key.
     let schema = Schema::from_toml(
         "key = \"n\"\n[fields.name]\ntype = \"string\"\n[fields.n]\ntype = \"integer\"\n",

@@ -12,114 +12,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rand_core::OsRng;
+use sesame_client::intercept::{Hook, Intercepted};
 use sesame_client::table::import::Format;
 use sesame_client::table::{Schema, Table};
 use sesame_client::{
     insecure, Backend, IndexRecord, IndexRecordWrite, NetworkBackend, Profile, ServerBinding,
-    SetupChannel,
 };
-use sesame_core::{Channel, Meter, Params, Service, Store};
+use sesame_core::{Params, Store};
 use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
-use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
 
-/// A network backend that counts the bytes of the shared state's records
-/// it writes (the state record and its chunks, in the format before
-/// content-named chunks (`s-`) and since (`c-`); not the intents).
+/// Counts the bytes of the shared state's records a backend writes (the
+/// state record and its chunks, in the format before content-named chunks
+/// (`s-`) and since (`c-`); not the intents).
 struct Counting {
-    inner: NetworkBackend,
     state_bytes: Arc<AtomicU64>,
 }
 
-impl Backend for Counting {
-    fn index_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.index_channel(index, generation, scheme)
-    }
-    fn document_channel(&mut self, index: &str) -> sesame_client::Result<Box<dyn Channel + Send>> {
-        self.inner.document_channel(index)
-    }
-    fn drop_other_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {
-        self.inner.drop_other_generations(index, keep)
-    }
-    fn drop_older_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {
-        self.inner.drop_older_generations(index, keep)
-    }
-    fn meter(&self) -> &Meter {
-        self.inner.meter()
-    }
-    fn read_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.read_channel(index, generation, scheme)
-    }
-    fn update_job(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-        id: [u8; 16],
-        requests: Vec<Vec<u8>>,
-    ) -> sesame_client::Result<sesame_client::UpdateJob> {
-        self.inner
-            .update_job(index, generation, scheme, id, requests)
-    }
-    fn forget(&mut self, index: &str, id: [u8; 16]) -> sesame_client::Result<()> {
-        self.inner.forget(index, id)
-    }
-    fn max_message(&mut self) -> sesame_client::Result<Option<usize>> {
-        self.inner.max_message()
-    }
-    fn max_documents(&mut self) -> sesame_client::Result<Option<usize>> {
-        self.inner.max_documents()
-    }
-    fn hosted_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.hosted_channel(index, generation, scheme, server)
-    }
-    fn hosted_transaction(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
-    ) -> sesame_client::Result<Box<dyn SetupChannel>> {
-        self.inner
-            .hosted_transaction(index, generation, scheme, server)
-    }
-    fn ensure_index(
-        &mut self,
-        index: &str,
-        scheme: &str,
-        params: &Params,
-    ) -> sesame_client::Result<()> {
-        self.inner.ensure_index(index, scheme, params)
-    }
-    fn remove_index(&mut self, index: &str) -> sesame_client::Result<()> {
-        self.inner.remove_index(index)
-    }
-    fn read_records(
-        &mut self,
-        index: &str,
-        names: &[String],
-        known: &[u64],
-    ) -> sesame_client::Result<Option<Vec<IndexRecord>>> {
-        self.inner.read_records(index, names, known)
-    }
+impl Hook for Counting {
     fn write_records(
         &mut self,
+        inner: &mut dyn Backend,
         index: &str,
         writes: Vec<IndexRecordWrite>,
     ) -> sesame_client::Result<Option<Vec<IndexRecord>>> {
@@ -129,15 +42,7 @@ impl Backend for Counting {
             .filter_map(|w| w.value.as_ref().map(Vec::len))
             .sum();
         self.state_bytes.fetch_add(bytes as u64, Ordering::SeqCst);
-        self.inner.write_records(index, writes)
-    }
-    fn setup_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn SetupChannel>> {
-        self.inner.setup_channel(index, generation, scheme)
+        inner.write_records(index, writes)
     }
 }
 
@@ -174,10 +79,12 @@ fn state_bytes_of_import(binding: &ServerBinding, n: usize) -> u64 {
     binding.index_prefix = format!("n{n}-");
     p.bind_server(&binding).unwrap();
     let counted = Arc::new(AtomicU64::new(0));
-    let backend = Box::new(Counting {
-        inner: NetworkBackend::connect(&binding).unwrap(),
-        state_bytes: counted.clone(),
-    });
+    let backend = Box::new(Intercepted::new(
+        Box::new(NetworkBackend::connect(&binding).unwrap()),
+        Counting {
+            state_bytes: counted.clone(),
+        },
+    ));
     let mut table = Table::create_with(&p, "t", schema(), backend).unwrap();
     let file = tmp.path().join("rows.csv");
     let mut text = String::from("id,carrier,origin\n");

@@ -21,11 +21,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::sync::{Arc, Mutex};
 
+use sesame_client::intercept::{Hook, Intercepted};
 use sesame_client::table::{Record, Schema, Table, Value};
-use sesame_client::{
-    insecure, Backend, ClientError, EmbeddedBackend, Profile, SetupChannel, DEFAULT_INDEX,
-};
-use sesame_core::{Channel, Meter, Params, Service, Store, WriteBatch};
+use sesame_client::{insecure, Backend, ClientError, EmbeddedBackend, Profile, DEFAULT_INDEX};
+use sesame_core::{Params, Store, WriteBatch};
 use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
 
@@ -293,41 +292,16 @@ bits = 8
     }
 }
 
-/// The embedded backend, recording the bytes of every update the keyword
-/// index is sent (what the server sees of each record's keywords).
+/// Records the bytes of every update the keyword index is sent (what the
+/// server sees of each record's keywords).
 struct Watching {
-    inner: EmbeddedBackend,
     updates: Arc<Mutex<Vec<usize>>>,
 }
 
-impl Backend for Watching {
-    fn index_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.index_channel(index, generation, scheme)
-    }
-    fn document_channel(&mut self, index: &str) -> sesame_client::Result<Box<dyn Channel + Send>> {
-        self.inner.document_channel(index)
-    }
-    fn drop_other_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {
-        self.inner.drop_other_generations(index, keep)
-    }
-    fn meter(&self) -> &Meter {
-        self.inner.meter()
-    }
-    fn read_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.read_channel(index, generation, scheme)
-    }
+impl Hook for Watching {
     fn update_job(
         &mut self,
+        inner: &mut dyn Backend,
         index: &str,
         generation: u64,
         scheme: &KeywordScheme,
@@ -338,33 +312,7 @@ impl Backend for Watching {
             .lock()
             .unwrap()
             .push(requests.iter().map(Vec::len).sum());
-        self.inner
-            .update_job(index, generation, scheme, id, requests)
-    }
-    fn forget(&mut self, index: &str, id: [u8; 16]) -> sesame_client::Result<()> {
-        self.inner.forget(index, id)
-    }
-    fn hosted_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.hosted_channel(index, generation, scheme, server)
-    }
-    fn hosted_transaction(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
-    ) -> sesame_client::Result<Box<dyn SetupChannel>> {
-        self.inner
-            .hosted_transaction(index, generation, scheme, server)
-    }
-    fn remove_index(&mut self, index: &str) -> sesame_client::Result<()> {
-        self.inner.remove_index(index)
+        inner.update_job(index, generation, scheme, id, requests)
     }
 }
 
@@ -391,10 +339,12 @@ type = "string"
 "#,
     )
     .unwrap();
-    let watching = Box::new(Watching {
-        inner: EmbeddedBackend::over(store),
-        updates: updates.clone(),
-    });
+    let watching = Box::new(Intercepted::new(
+        Box::new(EmbeddedBackend::over(store)),
+        Watching {
+            updates: updates.clone(),
+        },
+    ));
     let mut table = Table::create_with(&p, "t", schema, watching).unwrap();
     let mut sizes = Vec::new();
     for cells in [

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use sesame_client::intercept::{Hook, Intercepted, ServerHalf};
 use sesame_client::table::{Schema, Table, Value};
-use sesame_client::{insecure, Backend, ClientError, EmbeddedBackend, Profile, SetupChannel};
-use sesame_core::{wire, Channel, Meter, Params, Service, Store};
+use sesame_client::{insecure, Backend, ClientError, EmbeddedBackend, Profile};
+use sesame_core::{wire, Channel, Meter, Params, Store};
 use sesame_sse::conjunctive::protocol::{Hit, Response};
-use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
 
 fn profile(dir: &std::path::Path) -> Profile {
@@ -237,80 +237,25 @@ impl Channel for Lying {
     }
 }
 
-/// The embedded backend, with the verified group's answers passed through
-/// a [`Lying`] channel.
+/// Passes the verified group's answers through a [`Lying`] channel.
 struct LyingBackend {
-    inner: EmbeddedBackend,
     tamper: Arc<Mutex<Tamper>>,
 }
 
-impl Backend for LyingBackend {
-    fn index_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.index_channel(index, generation, scheme)
-    }
-    fn document_channel(&mut self, index: &str) -> sesame_client::Result<Box<dyn Channel + Send>> {
-        self.inner.document_channel(index)
-    }
-    fn drop_other_generations(&mut self, index: &str, keep: u64) -> sesame_client::Result<()> {
-        self.inner.drop_other_generations(index, keep)
-    }
-    fn meter(&self) -> &Meter {
-        self.inner.meter()
-    }
-    fn read_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> sesame_client::Result<Box<dyn Channel>> {
-        self.inner.read_channel(index, generation, scheme)
-    }
-    fn update_job(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-        id: [u8; 16],
-        requests: Vec<Vec<u8>>,
-    ) -> sesame_client::Result<sesame_client::UpdateJob> {
-        self.inner
-            .update_job(index, generation, scheme, id, requests)
-    }
-    fn forget(&mut self, index: &str, id: [u8; 16]) -> sesame_client::Result<()> {
-        self.inner.forget(index, id)
-    }
+impl Hook for LyingBackend {
     fn hosted_channel(
         &mut self,
+        inner: &mut dyn Backend,
         index: &str,
         generation: u64,
         scheme: &str,
-        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
+        server: ServerHalf<'_>,
     ) -> sesame_client::Result<Box<dyn Channel>> {
-        let inner = self
-            .inner
-            .hosted_channel(index, generation, scheme, server)?;
+        let inner = inner.hosted_channel(index, generation, scheme, server)?;
         Ok(Box::new(Lying {
             inner,
             tamper: self.tamper.clone(),
         }))
-    }
-    fn hosted_transaction(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
-    ) -> sesame_client::Result<Box<dyn SetupChannel>> {
-        self.inner
-            .hosted_transaction(index, generation, scheme, server)
-    }
-    fn remove_index(&mut self, index: &str) -> sesame_client::Result<()> {
-        self.inner.remove_index(index)
     }
 }
 
@@ -322,10 +267,12 @@ fn a_server_that_drops_adds_alters_or_replays_a_result_is_caught() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let tamper = Arc::new(Mutex::new(Tamper::default()));
         let backend = || {
-            Box::new(LyingBackend {
-                inner: EmbeddedBackend::over(store.clone()),
-                tamper: tamper.clone(),
-            })
+            Box::new(Intercepted::new(
+                Box::new(EmbeddedBackend::over(store.clone())),
+                LyingBackend {
+                    tamper: tamper.clone(),
+                },
+            ))
         };
         let mut table = Table::create_with(&p, "t", schema(), backend()).unwrap();
         let mut oracle = Oracle::new();
