@@ -1165,7 +1165,7 @@ impl Profile {
         }
         // The tables first (each made again under the new key, its
         // records inserted, then the old one removed), then the document
-        // indexes; a table's indexes (tbl-...) are the tables' part.
+        // indexes; the tables' indexes are the tables' part.
         let mut old = Profile::from_master(&self.dir, &current, self.master.clone_secret(), None);
         old.rotation = Some(crate::table::TABLE_DIR);
         new.rotation = Some(crate::table::rotate::NEXT_DIR);
@@ -1174,7 +1174,7 @@ impl Profile {
         new.rotation = None;
         report.tables = moved.tables;
         report.records = moved.records;
-        indexes.retain(|i| !i.starts_with("tbl-"));
+        indexes.retain(|i| !moved.indexes.contains(i) && !crate::table::rotate::is_table_index(i));
         for index in &indexes {
             if self.state_path(index).exists() && new.load_state(index).is_ok() {
                 continue; // switched by an interrupted run

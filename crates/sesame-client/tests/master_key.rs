@@ -397,6 +397,21 @@ fn a_rotated_server_profile_with_a_table_answers_as_before_and_keeps_no_old_inde
     )
     .unwrap();
     assert_eq!(answers(&tablet), before, "a device joining now");
+    // The device that followed rotates in turn (it holds a copy of the
+    // old keyword index's state): everyone answers the same after.
+    let report = phone.rotate_master(&mut |_| {}).unwrap();
+    assert_eq!((report.tables, report.records), (1, 300), "{report:?}");
+    let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
+    assert_eq!(answers(&phone), before, "the device that rotated next");
+    drop(p);
+    let p = Profile::open(s.tmp.path().join("laptop"), "pw");
+    let err = p.as_ref().map(|p| p.session(DEFAULT_INDEX).map(drop));
+    assert!(
+        matches!(err, Ok(Err(ClientError::PassphraseChanged { .. }))),
+        "{err:?}"
+    );
+    let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+    assert_eq!(answers(&p), before, "the first device, following");
 }
 
 /// A rotation of a profile with a table, cut off by the server at write

@@ -48,6 +48,17 @@ pub(crate) fn group(key: &Key<32>, table: &str) -> String {
     name(key, table, "group")
 }
 
+/// Whether `index` has the form of an opaque name (`tbl-` and 32
+/// lowercase hex digits).
+pub(crate) fn looks_opaque(index: &str) -> bool {
+    index.strip_prefix(PREFIX).is_some_and(|tag| {
+        tag.len() == 32
+            && tag
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 /// Every name an index of table `table` can have, the keyword index's
 /// first: what is removed of a table whose schema is not known (the
 /// remnants of a create that did not finish).
@@ -99,6 +110,16 @@ mod tests {
             assert!(!n.contains("flights"), "{n}");
             assert_eq!(n.len(), PREFIX.len() + 32);
             assert!(crate::profile::check_index_name(n).is_ok(), "{n}");
+            assert!(looks_opaque(n), "{n}");
+        }
+        for other in [
+            "default",
+            "tbl-",
+            "tbl-notes",
+            &format!("{}0", a[0]),
+            "t-flights",
+        ] {
+            assert!(!looks_opaque(other), "{other}");
         }
     }
 }

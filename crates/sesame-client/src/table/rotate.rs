@@ -51,11 +51,15 @@ struct Note {
     moved: BTreeSet<String>,
 }
 
-/// What [`move_tables`] did: tables and records moved by this run.
+/// What [`move_tables`] did: tables and records moved by this run, and
+/// every name the moved tables' indexes may have under the old or the
+/// new key (not document indexes: the rotation leaves them to the
+/// tables' part).
 #[derive(Default)]
 pub(crate) struct Moved {
     pub(crate) tables: usize,
     pub(crate) records: usize,
+    pub(crate) indexes: BTreeSet<String>,
 }
 
 fn write_note(path: &Path, note: &Note) -> Result<()> {
@@ -109,6 +113,11 @@ pub(crate) fn move_tables(
         }
     };
     let mut moved = Moved::default();
+    let (old_key, new_key) = (old.table_names_key(), new.table_names_key());
+    for name in &note.tables {
+        moved.indexes.extend(names::every(&old_key, name));
+        moved.indexes.extend(names::every(&new_key, name));
+    }
     if note.tables.iter().all(|t| note.moved.contains(t)) {
         return put_in_place(&new.table_dir(), &old.table_dir()).map(|()| moved);
     }
@@ -194,12 +203,21 @@ fn copy_table(
     Ok((indexes, count))
 }
 
-/// Removes the old table's indexes where they run and this device's
-/// files of it (its keyword index's state, its table files).
+/// Removes the old table's indexes where they run (and, where the
+/// backend lists its indexes, any other under one of the table's old
+/// names: remnants of an interrupted create) and this device's files of
+/// it (its keyword index's state, its table files).
 fn remove_old(old: &Profile, name: &str, indexes: &[String]) -> Result<()> {
     let mut backend = old.backend()?;
     for index in indexes {
         backend.remove_index(index)?;
+    }
+    if let Some(listed) = backend.index_names()? {
+        for index in names::every(&old.table_names_key(), name) {
+            if listed.contains(&index) {
+                backend.remove_index(&index)?;
+            }
+        }
     }
     drop(backend);
     if let Some(rows) = indexes.first() {
@@ -226,6 +244,15 @@ fn put_in_place(from: &Path, to: &Path) -> Result<()> {
     }
     crate::fsutil::sync_dir(to)?;
     std::fs::remove_dir(from).map_err(|e| ClientError::io("remove", from, &e))
+}
+
+/// Whether `index` is left to the tables' part of a rotation: a name of
+/// the form tables' indexes have (`tbl-` and 32 hex digits: a table's
+/// index, the remnant of a create interrupted on another device, or
+/// this device's copy of the keyword index of a table that another
+/// device moved), taken for no document index's.
+pub(crate) fn is_table_index(index: &str) -> bool {
+    names::looks_opaque(index)
 }
 
 /// Removes the note of a rotation that completed.
