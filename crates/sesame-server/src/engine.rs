@@ -46,8 +46,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
+use sesame_core::view::{RecordingService, RecordingStore, View};
 use sesame_core::{Params, Service, Store, WriteBatch};
 use sesame_schemes::Scheme;
+use sesame_store::overlay::Overlay;
 use sha2::{Digest, Sha256};
 
 use crate::error::EngineError;
@@ -125,6 +127,22 @@ impl Hosted {
         self.scheme
             .server(store, &self.params)
             .map_err(EngineError::from_core)
+    }
+
+    /// The scheme's server half over a transaction `overlay`, recording
+    /// what it sees into `view` when given (`--record-view`).
+    fn server_over(
+        &self,
+        overlay: &Arc<Overlay>,
+        view: Option<&View>,
+    ) -> Result<Box<dyn Service>, EngineError> {
+        match view {
+            Some(v) => Ok(Box::new(RecordingService::new(
+                self.server(Arc::new(RecordingStore::new(overlay.clone(), v.clone())))?,
+                v.clone(),
+            ))),
+            None => self.server(overlay.clone()),
+        }
     }
 }
 
@@ -243,6 +261,16 @@ impl Engine {
             })
             .collect();
         log.operation(tenant, index, method, &events)
+    }
+
+    /// With `--record-view`, a started view for a scheme server to record
+    /// into (its events written to the log as one operation).
+    fn new_view(&self) -> Option<View> {
+        self.view_log.as_ref().map(|_| {
+            let v = View::new();
+            v.start();
+            v
+        })
     }
 
     /// Writes the server's view of every scheme call, upload message and

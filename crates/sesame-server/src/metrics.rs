@@ -14,6 +14,11 @@
 //! | `sesame_uptime_seconds` | gauge | |
 //!
 //! Bytes are those of the protobuf messages (not of HTTP/2 or TLS framing).
+//!
+//! The gauges are read through [`Gauge`], which their owners implement
+//! (the service's requests in flight, the engine's upload budget) and
+//! `serve.rs` hands over: this module imports neither the engine nor the
+//! service, so the counters sit below both.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -24,10 +29,14 @@ use std::time::{Duration, Instant};
 use sesame_core::Store;
 use tonic::Code;
 
-use crate::engine::UploadBudget;
 use crate::proto::path;
-use crate::service::InFlight;
 use crate::watched::Watched;
+
+/// A level the admin port reports as a gauge, read when it is scraped.
+pub trait Gauge: Send + Sync {
+    /// The level now.
+    fn level(&self) -> usize;
+}
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -48,10 +57,10 @@ struct Method {
 pub struct Metrics {
     methods: Vec<(&'static str, Method)>,
     store: Arc<dyn Store>,
-    in_flight: Arc<InFlight>,
+    in_flight: Arc<dyn Gauge>,
     upload_messages: AtomicU64,
     started: Instant,
-    uploads: Option<Arc<UploadBudget>>,
+    uploads: Option<Arc<dyn Gauge>>,
     watched: Option<Arc<Watched<Arc<dyn Store>>>>,
 }
 
@@ -90,8 +99,9 @@ fn code_name(code: Code) -> &'static str {
 }
 
 impl Metrics {
-    /// Counters for the server over `store`.
-    pub fn new(store: Arc<dyn Store>, in_flight: Arc<InFlight>) -> Self {
+    /// Counters for the server over `store`, with `in_flight` the
+    /// requests being handled.
+    pub fn new(store: Arc<dyn Store>, in_flight: Arc<dyn Gauge>) -> Self {
         Metrics {
             methods: path::ALL
                 .iter()
@@ -108,8 +118,9 @@ impl Metrics {
         }
     }
 
-    /// Reports the bytes of uploads held before their commit.
-    pub fn with_uploads(mut self, uploads: Arc<UploadBudget>) -> Self {
+    /// Reports the bytes of uploads held before their commit (the
+    /// engine's upload budget).
+    pub fn with_uploads(mut self, uploads: Arc<dyn Gauge>) -> Self {
         self.uploads = Some(uploads);
         self
     }
@@ -225,14 +236,14 @@ impl Metrics {
             "# HELP sesame_requests_in_flight Requests being handled."
         );
         let _ = writeln!(o, "# TYPE sesame_requests_in_flight gauge");
-        let _ = writeln!(o, "sesame_requests_in_flight {}", self.in_flight.count());
+        let _ = writeln!(o, "sesame_requests_in_flight {}", self.in_flight.level());
         if let Some(uploads) = &self.uploads {
             let _ = writeln!(
                 o,
                 "# HELP sesame_uncommitted_bytes Bytes of uploads held in memory before their commit."
             );
             let _ = writeln!(o, "# TYPE sesame_uncommitted_bytes gauge");
-            let _ = writeln!(o, "sesame_uncommitted_bytes {}", uploads.total());
+            let _ = writeln!(o, "sesame_uncommitted_bytes {}", uploads.level());
         }
         let _ = writeln!(
             o,

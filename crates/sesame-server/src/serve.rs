@@ -14,9 +14,9 @@ use tonic::transport::Server;
 
 use crate::accept::{spawn_accept_loop, tls_acceptor, ConnectionLimits};
 
-use crate::engine::{Engine, Limits};
+use crate::engine::{Engine, Limits, UploadBudget};
 use crate::error::ServerError;
-use crate::metrics::{serve_admin, AdminToken, Metrics};
+use crate::metrics::{serve_admin, AdminToken, Gauge, Metrics};
 use crate::service::{InFlight, SesameService, Shared};
 use crate::tokens::Tokens;
 use crate::watched::{shutdown_line, Watched};
@@ -451,5 +451,13 @@ impl RunningServer {
 impl Drop for RunningServer {
     fn drop(&mut self) {
         let _ = self.stop_and_join();
+    }
+}
+
+/// The admin port's `sesame_uncommitted_bytes`: the metrics read the
+/// engine's budget without depending on the engine.
+impl Gauge for UploadBudget {
+    fn level(&self) -> usize {
+        self.total()
     }
 }

@@ -82,6 +82,12 @@ impl InFlight {
     }
 }
 
+impl metrics::Gauge for InFlight {
+    fn level(&self) -> usize {
+        self.count()
+    }
+}
+
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
         if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {

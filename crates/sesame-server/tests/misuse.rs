@@ -390,7 +390,7 @@ fn spread_deletes_that_fail_after_the_commit_are_swept_later() {
 /// work (listing, a search, documents, records, health) and writes get
 /// RESOURCE_EXHAUSTED. (A write applied before and sent again is refused
 /// too: its replay record cannot be confirmed by a write;
-/// `engine.rs` `an_answer_from_a_replay_record_waits_for_the_store_to_confirm_it`.)
+/// `src/engine/tests.rs` `an_answer_from_a_replay_record_waits_for_the_store_to_confirm_it`.)
 #[test]
 fn reads_work_while_the_store_refuses_writes() {
     use sesame_core::Params;

@@ -12,7 +12,7 @@ use sesame_core::{wire, ServerReport, Store, WriteBatch};
 use sesame_store::overlay::Overlay;
 use sesame_store::packed::Packed;
 
-use super::{request_id, Engine, Hosted, RequestDigest};
+use super::{request_id, Engine, Hosted, RequestDigest, Token};
 use crate::error::EngineError;
 use crate::keys;
 use crate::proto;
@@ -63,21 +63,10 @@ impl Engine {
             d.finish()
         });
         let lock = self.lock_of(tenant, &req.index);
+        let replay = id.as_ref().zip(digest.as_ref());
         let first = {
             let _g = lock.read();
-            let (seen, meta) = self.token_and_meta(tenant, &req.index)?;
-            let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
-            if let (Some(id), Some(digest)) = (&id, &digest) {
-                if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
-                    return Err(e);
-                }
-            }
-            let run = self.run(
-                (tenant, &req.index),
-                &scheme,
-                (&meta, req.generation),
-                &req.messages,
-            )?;
+            let (run, seen, meta) = self.read_and_run(tenant, &req, replay)?;
             if !run.overlay.has_writes() {
                 return Ok(proto::CallResponse {
                     messages: run.responses,
@@ -99,19 +88,7 @@ impl Engine {
             let (seen, mut meta, run) = match first.take() {
                 Some((run, seen, meta)) => (seen, meta, run),
                 None => {
-                    let (seen, meta) = self.token_and_meta(tenant, &req.index)?;
-                    let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
-                    if let (Some(id), Some(digest)) = (&id, &digest) {
-                        if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
-                            return Err(e);
-                        }
-                    }
-                    let run = self.run(
-                        (tenant, &req.index),
-                        &scheme,
-                        (&meta, req.generation),
-                        &req.messages,
-                    )?;
+                    let (run, seen, meta) = self.read_and_run(tenant, &req, replay)?;
                     (seen, meta, run)
                 }
             };
@@ -142,6 +119,32 @@ impl Engine {
         })
     }
 
+    /// Reads the index's commit token and metadata, checks the scheme the
+    /// client speaks and (`replay`: the request id and digest) refuses or
+    /// answers a repeated request id, then runs the call's messages: the
+    /// run, with the token and metadata it was made from.
+    fn read_and_run(
+        &self,
+        tenant: &str,
+        req: &proto::CallRequest,
+        replay: Option<(&[u8; 16], &[u8; 32])>,
+    ) -> Result<(Run, Token, IndexMeta), EngineError> {
+        let (seen, meta) = self.token_and_meta(tenant, &req.index)?;
+        let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
+        if let Some((id, digest)) = replay {
+            if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
+                return Err(e);
+            }
+        }
+        let run = self.run(
+            (tenant, &req.index),
+            &scheme,
+            (&meta, req.generation),
+            &req.messages,
+        )?;
+        Ok((run, seen, meta))
+    }
+
     /// Runs scheme messages against a fresh server over a transaction.
     fn run(
         &self,
@@ -151,24 +154,11 @@ impl Engine {
         messages: &[Vec<u8>],
     ) -> Result<Run, EngineError> {
         let (overlay, packed) = self.transaction(meta, what, generation);
-        let view = self.view_log.as_ref().map(|_| {
-            let v = sesame_core::view::View::new();
-            v.start();
-            v
-        });
+        let view = self.new_view();
         let (answered, report) = ServerReport::measure(
             || overlay.io_counts(),
             || {
-                let mut server = match &view {
-                    Some(v) => Box::new(sesame_core::view::RecordingService::new(
-                        scheme.server(Arc::new(sesame_core::view::RecordingStore::new(
-                            overlay.clone(),
-                            v.clone(),
-                        )))?,
-                        v.clone(),
-                    )),
-                    None => scheme.server(overlay.clone())?,
-                };
+                let mut server = scheme.server_over(&overlay, view.as_ref())?;
                 let responses = messages
                     .iter()
                     .map(|m| server.handle(m))

@@ -6,7 +6,8 @@
 //!
 //! Every request that writes one index goes through
 //! [`Engine::commit_locked`] (or [`Engine::until_committed`] under a lock
-//! it holds), so the retry loop exists once.
+//! it holds), so the retry loop exists once. (Creating an index and
+//! reserving its place are conditional on other keys: `indexes.rs`.)
 
 use std::sync::atomic::Ordering;
 
@@ -81,6 +82,21 @@ impl Engine {
             "the index was changed by other requests first on each of {MAX_COMMIT_ATTEMPTS} \
              attempts; nothing was applied: send the request again"
         )))
+    }
+
+    /// Runs `attempt` under the exclusive lock of index `index` of
+    /// `tenant` until its conditional commit lands
+    /// ([`Engine::until_committed`]): the one loop of every request that
+    /// writes an index.
+    pub(super) fn commit_locked<T>(
+        &self,
+        tenant: &str,
+        index: &str,
+        attempt: impl FnMut() -> Result<Option<T>, EngineError>,
+    ) -> Result<T, EngineError> {
+        let lock = self.lock_of(tenant, index);
+        let _g = lock.write();
+        self.until_committed(attempt)
     }
 
     /// The index's commit token and metadata for a request that writes,

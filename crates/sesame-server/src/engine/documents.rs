@@ -9,6 +9,7 @@ use super::{request_id, Engine, RequestDigest};
 use crate::error::EngineError;
 use crate::keys;
 use crate::proto;
+use crate::records::IndexMeta;
 
 impl Engine {
     /// Stores encrypted documents, with the index's document count (and
@@ -29,19 +30,20 @@ impl Engine {
             }
             d.finish()
         });
-        let lock = self.lock_of(tenant, &req.index);
-        let _g = lock.write();
-        self.until_committed(|| self.put_documents_once(tenant, &req, id.as_ref(), digest))
+        let replay = id.as_ref().zip(digest.as_ref());
+        self.write_documents(tenant, &req.index, "PutDocuments", replay, |meta, batch| {
+            self.put_documents_once(tenant, &req, meta, batch)
+        })
     }
 
+    /// One try of [`Engine::put_documents`]: its writes into `batch`.
     fn put_documents_once(
         &self,
         tenant: &str,
         req: &proto::PutDocumentsRequest,
-        id: Option<&[u8; 16]>,
-        digest: Option<[u8; 32]>,
-    ) -> Result<Option<proto::PutDocumentsResponse>, EngineError> {
-        let (seen, mut meta) = self.meta_for_write(tenant, &req.index, id.zip(digest.as_ref()))?;
+        meta: &mut IndexMeta,
+        batch: &mut WriteBatch,
+    ) -> Result<proto::PutDocumentsResponse, EngineError> {
         let prefix = keys::doc_prefix(tenant, &req.index);
         // A stored document is never replaced by other content: two
         // clients sharing one profile's ids would otherwise lose one's
@@ -60,8 +62,7 @@ impl Engine {
             },
         )?;
         let added = new.len() as u64;
-        let mut batch = WriteBatch::with_capacity(docs.len() * 2 + 3);
-        documents::put(&mut batch, &prefix, new);
+        documents::put(batch, &prefix, new);
         let bytes: usize = batch
             .ops()
             .iter()
@@ -77,16 +78,7 @@ impl Engine {
             )));
         }
         meta.documents += added;
-        self.log_batch(tenant, &req.index, "PutDocuments", &batch)?;
-        let response = proto::PutDocumentsResponse { added };
-        self.commit_answer(
-            &mut batch,
-            &mut meta,
-            (tenant, &req.index),
-            id.zip(digest),
-            response,
-            &seen,
-        )
+        Ok(proto::PutDocumentsResponse { added })
     }
 
     /// Encrypted documents, in the order asked.
@@ -141,34 +133,50 @@ impl Engine {
             }
             d.finish()
         });
-        let lock = self.lock_of(tenant, &req.index);
-        let _g = lock.write();
-        self.until_committed(|| self.delete_documents_once(tenant, &req, id.as_ref(), digest))
+        let replay = id.as_ref().zip(digest.as_ref());
+        self.write_documents(
+            tenant,
+            &req.index,
+            "DeleteDocuments",
+            replay,
+            |meta, batch| {
+                let prefix = keys::doc_prefix(tenant, &req.index);
+                let deleted = documents::delete(self.store.as_ref(), &prefix, &req.ids, batch)?;
+                let gone = deleted.iter().filter(|&&d| d).count();
+                meta.documents = meta.documents.saturating_sub(gone as u64);
+                Ok(proto::DeleteDocumentsResponse { deleted })
+            },
+        )
     }
 
-    fn delete_documents_once(
+    /// A write of documents (`method`, as the view log names it) under the
+    /// index's exclusive lock until its commit lands: each try reads the
+    /// token and metadata (refusing or answering a repeated request id,
+    /// `replay`), lets `change` add its writes to a batch and update the
+    /// metadata, and commits both with the answer `change` gave.
+    fn write_documents<M: prost::Message>(
         &self,
         tenant: &str,
-        req: &proto::DeleteDocumentsRequest,
-        id: Option<&[u8; 16]>,
-        digest: Option<[u8; 32]>,
-    ) -> Result<Option<proto::DeleteDocumentsResponse>, EngineError> {
-        let (seen, mut meta) = self.meta_for_write(tenant, &req.index, id.zip(digest.as_ref()))?;
-        let prefix = keys::doc_prefix(tenant, &req.index);
-        let mut batch = WriteBatch::new();
-        let deleted = documents::delete(self.store.as_ref(), &prefix, &req.ids, &mut batch)?;
-        let gone = deleted.iter().filter(|&&d| d).count();
-        meta.documents = meta.documents.saturating_sub(gone as u64);
-        let response = proto::DeleteDocumentsResponse { deleted };
-        self.log_batch(tenant, &req.index, "DeleteDocuments", &batch)?;
-        self.commit_answer(
-            &mut batch,
-            &mut meta,
-            (tenant, &req.index),
-            id.zip(digest),
-            response,
-            &seen,
-        )
+        index: &str,
+        method: &str,
+        replay: Option<(&[u8; 16], &[u8; 32])>,
+        change: impl Fn(&mut IndexMeta, &mut WriteBatch) -> Result<M, EngineError>,
+    ) -> Result<M, EngineError> {
+        self.commit_locked(tenant, index, || {
+            let (seen, mut meta) = self.meta_for_write(tenant, index, replay)?;
+            let mut batch = WriteBatch::new();
+            let response = change(&mut meta, &mut batch)?;
+            self.log_batch(tenant, index, method, &batch)?;
+            let replay = replay.map(|(id, digest)| (id, *digest));
+            self.commit_answer(
+                &mut batch,
+                &mut meta,
+                (tenant, index),
+                replay,
+                response,
+                &seen,
+            )
+        })
     }
 
     /// Identifiers of every stored document, ascending.

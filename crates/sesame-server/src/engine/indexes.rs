@@ -329,9 +329,9 @@ impl Engine {
         req: proto::DropGenerationsRequest,
     ) -> Result<proto::DropGenerationsResponse, EngineError> {
         keys::check_name("index", &req.index)?;
-        let lock = self.lock_of(tenant, &req.index);
-        let _g = lock.write();
-        self.until_committed(|| self.drop_generations_once(tenant, &req))
+        self.commit_locked(tenant, &req.index, || {
+            self.drop_generations_once(tenant, &req)
+        })
     }
 
     fn drop_generations_once(

@@ -82,9 +82,7 @@ impl Engine {
                 )));
             }
         }
-        let lock = self.lock_of(tenant, &req.index);
-        let _g = lock.write();
-        self.until_committed(|| self.write_records_once(tenant, &req))
+        self.commit_locked(tenant, &req.index, || self.write_records_once(tenant, &req))
     }
 
     /// One try of [`Engine::write_records`]: its write is conditional on

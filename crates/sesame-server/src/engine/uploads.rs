@@ -64,21 +64,8 @@ impl Engine {
         let scheme = Self::scheme_of(&meta, &start.index, &start.scheme)?;
         let (overlay, packed) = self.transaction(&meta, (tenant, &start.index), start.generation);
         // With `--record-view`, each message's view is its own operation.
-        let view = self.view_log.as_ref().map(|_| {
-            let v = sesame_core::view::View::new();
-            v.start();
-            v
-        });
-        let server: Box<dyn Service> = match &view {
-            Some(v) => Box::new(sesame_core::view::RecordingService::new(
-                scheme.server(Arc::new(sesame_core::view::RecordingStore::new(
-                    overlay.clone(),
-                    v.clone(),
-                )))?,
-                v.clone(),
-            )),
-            None => scheme.server(overlay.clone())?,
-        };
+        let view = self.new_view();
+        let server = scheme.server_over(&overlay, view.as_ref())?;
         let mut digest = RequestDigest::new("upload");
         digest
             .part(start.index.as_bytes())
@@ -156,8 +143,6 @@ impl Engine {
             ..
         } = upload;
         let digest = digest.finish();
-        let lock = self.lock_of(&tenant, &index);
-        let _g = lock.write();
         // Plain writes are the batch itself (a failed commit takes back
         // what it added); packed ones are planned into it on every try.
         let (mut batch, mut writes) = (WriteBatch::new(), WriteBatch::new());
@@ -166,7 +151,7 @@ impl Engine {
         } else {
             &mut batch
         });
-        self.until_committed(|| {
+        self.commit_locked(&tenant, &index, || {
             // The index may have been dropped meanwhile.
             let (seen, mut meta) =
                 self.meta_for_write(&tenant, &index, request_id.as_ref().zip(Some(&digest)))?;
