@@ -8,6 +8,10 @@
 //! and index are in force (the new identifiers are reserved and cleaned up
 //! like an interrupted add's); after it, a rerun finds the catalog under
 //! the new document key and only writes the state under the new key.
+//!
+//! A table's keyword index is not re-sealed here: tables are moved
+//! before the indexes, each made again under the new key
+//! (`crate::table::rotate`).
 
 use std::sync::Arc;
 
