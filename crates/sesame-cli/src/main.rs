@@ -793,7 +793,7 @@ fn search(dir: &std::path::Path, text: &str) -> Result<(), CliError> {
             plural(resumed)
         );
     }
-    warn_pending(hits.pending);
+    warn_pending(hits.pending, "document");
     let removed = hits.false_positives_removed;
     if removed > 0 {
         eprintln!(
@@ -834,29 +834,27 @@ fn get(dir: &std::path::Path, id: &str) -> Result<(), CliError> {
     })?;
     let mut session = open(dir)?;
     let content = session.get(id)?;
-    warn_pending(session.pending_documents());
+    warn_pending(session.pending_documents(), "document");
     write_stdout(&content)
 }
 
 /// The one-line warning of a read answered from the state the server has
-/// while `n` documents wait in saved updates not yet sent.
-fn warn_pending(n: usize) {
+/// while `n` documents (or records: `what`) wait in saved updates not yet
+/// sent.
+pub(crate) fn warn_pending(n: usize, what: &str) {
     if n > 0 {
         eprintln!(
-            "warning: {} pending: not yet on the server; they will be sent by the next command \
-             that can",
-            if n == 1 {
-                "1 document is".to_owned()
-            } else {
-                format!("{n} documents are")
-            }
+            "warning: {} {} pending: not yet on the server; they will be sent by the next \
+             command that can",
+            count(n, what),
+            if n == 1 { "is" } else { "are" }
         );
     }
 }
 
 fn list(dir: &std::path::Path) -> Result<(), CliError> {
     let session = open(dir)?;
-    warn_pending(session.pending_documents());
+    warn_pending(session.pending_documents(), "document");
     let mut out = String::new();
     for d in session.documents() {
         out.push_str(&format!("{}\t{}\t{}\n", d.id, d.size, d.path));

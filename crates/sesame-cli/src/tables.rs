@@ -6,7 +6,7 @@ use sesame_client::table::{self, import::Format, Answer, Schema, Table};
 
 use crate::args::TableCommand;
 use crate::error::CliError;
-use crate::{count, open_profile, progress, write_stdout};
+use crate::{count, open_profile, progress, warn_pending, write_stdout};
 
 /// `sesame table ...`
 pub(crate) fn table(dir: &Path, cmd: TableCommand) -> Result<(), CliError> {
@@ -34,6 +34,7 @@ pub(crate) fn table(dir: &Path, cmd: TableCommand) -> Result<(), CliError> {
         TableCommand::Show { table } => {
             let profile = open_profile(dir)?;
             let t = Table::open(&profile, &table)?;
+            warn_pending(t.pending_records(), "record");
             write_stdout(describe(&t).as_bytes())
         }
         TableCommand::Delete { table, query } => {
@@ -240,6 +241,7 @@ pub(crate) fn query(
         return write_stdout(out.as_bytes());
     }
     let answer = t.query(text, limit)?;
+    warn_pending(t.pending_records(), "record");
     let out = match format {
         "json" => as_json(&t, &answer)?,
         "csv" => as_csv(&t, &answer)?,

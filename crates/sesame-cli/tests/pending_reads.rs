@@ -1,7 +1,8 @@
 //! `sesame search`, `list` and `get` while the server's store refuses
 //! writes (a full disk) and an add's update is pending: they answer from
 //! what the server has, with a one-line warning of the pending documents;
-//! once the store has room the next search sends the update first.
+//! once the store has room the next search sends the update first. The
+//! same for a table's `query` and `table show`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -188,5 +189,66 @@ fn reads_on_a_full_server_answer_what_it_has_and_warn_of_pending_documents() {
         "{}",
         text(&out.stderr)
     );
+
+    // A table whose insertion is pending: `query` and `table show` answer
+    // with the committed records and the warning.
+    std::fs::write(
+        dir.join("s.toml"),
+        "key = \"id\"\n[fields.id]\ntype = \"integer\"\n[fields.s]\ntype = \"string\"\n\
+         index = [\"equality\"]\n",
+    )
+    .unwrap();
+    ok(
+        dir,
+        &["--dir", "p", "table", "create", "t", "--schema", "s.toml"],
+    );
+    let rows = |ids: std::ops::Range<usize>| -> String {
+        ids.map(|i| format!("{{\"id\": {i}, \"s\": \"x\"}}\n"))
+            .collect()
+    };
+    std::fs::write(dir.join("a.jsonl"), rows(0..4)).unwrap();
+    ok(dir, &["--dir", "p", "import", "t", "a.jsonl"]);
+    std::fs::write(dir.join("b.jsonl"), rows(4..7)).unwrap();
+    let warning =
+        "warning: 3 records are pending: not yet on the server; they will be sent by the next \
+         command that can\n";
+    let mut pending = false;
+    for after in 0..12 {
+        store.fill(after);
+        let out = sesame(dir, &["--dir", "p", "import", "t", "b.jsonl"]);
+        assert!(!out.status.success(), "the import went through");
+        store.fill(0);
+        let out = sesame(dir, &["--dir", "p", "table", "show", "t"]);
+        store.heal();
+        if out.status.success() && text(&out.stderr) == warning {
+            pending = true;
+            break;
+        }
+    }
+    assert!(pending, "no import left its insertion pending");
+    store.fill(0);
+    let out = ok(
+        dir,
+        &["--dir", "p", "query", "t", "s = \"x\"", "--format", "csv"],
+    );
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        1 + 4,
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(text(&out.stderr), warning);
+    store.heal();
+    let out = ok(
+        dir,
+        &["--dir", "p", "query", "t", "s = \"x\"", "--format", "csv"],
+    );
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        1 + 7,
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(text(&out.stderr), "");
     drop(server);
 }

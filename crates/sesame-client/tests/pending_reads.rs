@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use rand_core::OsRng;
 use sesame_client::{
-    insecure, ClientError, EmbeddedBackend, NetworkBackend, Profile, ServerBinding, Session,
-    DEFAULT_INDEX,
+    insecure, ClientError, EmbeddedBackend, NetworkBackend, Profile, Schema, ServerBinding,
+    Session, Table, DEFAULT_INDEX,
 };
 use sesame_core::{Params, Store};
 use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
@@ -253,4 +253,98 @@ fn a_scheme_whose_search_writes_says_it_must_send_the_pending_update_first() {
         let (found, pending) = s.found("all");
         assert_eq!((found.len(), pending), (7, 0), "{scheme}: {found:?}");
     }
+}
+
+/// A table of keyword fields only: its insertion the full store refuses
+/// stays pending; opening the table and `query` answer the committed
+/// records, saying how many are pending; then the next query sends it.
+fn a_table_answers_its_committed_records(served: bool) {
+    let s = Setup::new(served, "fast");
+    let schema = Schema::from_toml(
+        r#"
+key = "id"
+equality = "fast"
+[fields.id]
+type = "integer"
+[fields.s]
+type = "string"
+index = ["equality"]
+"#,
+    )
+    .unwrap();
+    let open = |create: bool| -> Result<Table, ClientError> {
+        match (&s.place, create) {
+            (Place::Embedded, true) => Table::create_with(
+                &s.profile,
+                "t",
+                schema.clone(),
+                Box::new(EmbeddedBackend::over(s.store.clone() as Arc<dyn Store>)),
+            ),
+            (Place::Embedded, false) => Table::open_with(
+                &s.profile,
+                "t",
+                Box::new(EmbeddedBackend::over(s.store.clone() as Arc<dyn Store>)),
+            ),
+            (Place::Served { .. }, true) => Table::create(&s.profile, "t", schema.clone()),
+            (Place::Served { .. }, false) => Table::open(&s.profile, "t"),
+        }
+    };
+    let records = |t: &mut Table, ids: std::ops::Range<i64>| -> Vec<_> {
+        ids.map(|i| {
+            let id = i.to_string();
+            t.record_from_cells([("id", id.as_str()), ("s", "x")], None)
+                .unwrap()
+        })
+        .collect()
+    };
+    let mut t = open(true).unwrap();
+    let first = records(&mut t, 0..5);
+    t.insert(first, &mut |_| {}).unwrap();
+    drop(t);
+
+    let mut pending = false;
+    for after in 0..10 {
+        let mut t = open(false).unwrap();
+        let more = records(&mut t, 5..8);
+        s.store.fail(Fault::Refused, after);
+        let err = t.insert(more, &mut |_| {});
+        s.store.heal();
+        match err {
+            Err(ClientError::Unacknowledged { documents: 3, .. }) => {
+                pending = true;
+                break;
+            }
+            Err(_) => {}
+            Ok(r) => panic!("the insertion went through: {r:?}"),
+        }
+    }
+    assert!(pending, "no insertion left its update pending");
+
+    s.store.fail(Fault::Refused, 0);
+    let mut t = open(false).unwrap_or_else(|e| panic!("open: {e}"));
+    assert_eq!(t.pending_records(), 3);
+    assert_eq!(t.len(), 5);
+    let answer = t
+        .query("s = \"x\"", None)
+        .unwrap_or_else(|e| panic!("query: {e}"));
+    assert_eq!(answer.total, 5);
+    // Writes are refused as before, with the pending update kept.
+    let more = records(&mut t, 8..9);
+    assert!(t.insert(more, &mut |_| {}).is_err());
+    drop(t);
+
+    s.store.heal();
+    let mut t = open(false).unwrap();
+    assert_eq!(t.pending_records(), 0);
+    assert_eq!(t.query("s = \"x\"", None).unwrap().total, 8);
+}
+
+#[test]
+fn an_embedded_table_answers_its_committed_records_while_writes_are_refused() {
+    a_table_answers_its_committed_records(false);
+}
+
+#[test]
+fn a_served_table_answers_its_committed_records_while_writes_are_refused() {
+    a_table_answers_its_committed_records(true);
 }

@@ -25,6 +25,17 @@ impl Session {
         self.shared_op(Self::recover)
     }
 
+    /// As [`Session::resume_pending`], for a read
+    /// ([`Session::recover_for_read`]): returns the documents still
+    /// pending because they cannot be sent, which the read answers
+    /// without.
+    pub(crate) fn resume_pending_for_read(&mut self) -> Result<usize> {
+        self.shared_op(|s| {
+            s.recover_for_read()
+                .map(|(_, committed)| committed.map_or(0, |c| c.pending))
+        })
+    }
+
     pub(super) fn recover(&mut self) -> Result<usize> {
         let mut done = 0;
         while let Some(pending) = self.state.pending.first().copied() {

@@ -968,7 +968,7 @@ impl Table {
         } else if table.shared.is_some() {
             table.cache()?;
         }
-        table.repaired = table.recover()?;
+        table.repaired = table.recover_as(true)?;
         Ok(table)
     }
 
@@ -985,11 +985,29 @@ impl Table {
     /// updates, then dirty range indexes. Returns the range indexes
     /// rebuilt.
     fn recover(&mut self) -> Result<Vec<String>> {
-        self.rows.resume_pending()?;
+        self.recover_as(false)
+    }
+
+    /// As [`Table::recover`]; for a `read`, pending keyword updates that
+    /// cannot be sent (the server refuses writes or cannot be reached)
+    /// are kept and the read answers from the records the server has
+    /// ([`Table::pending_records`]), unless a side index must be rebuilt
+    /// from the records: not without the pending ones.
+    fn recover_as(&mut self, read: bool) -> Result<Vec<String>> {
+        let pending = if read {
+            self.rows.resume_pending_for_read()?
+        } else {
+            self.rows.resume_pending()?;
+            0
+        };
         let dirty: Vec<usize> = (0..self.ranges.len())
             .filter(|&i| self.state.ranges.get(i).is_some_and(|r| r.dirty))
             .collect();
         let group_dirty = self.state.group.as_ref().is_some_and(|g| g.dirty);
+        if pending > 0 && (!dirty.is_empty() || group_dirty) {
+            // The unsendable update's error.
+            self.rows.resume_pending()?;
+        }
         let mut repaired = Vec::new();
         if !dirty.is_empty() {
             repaired = self.rebuild_ranges(&dirty, &mut |_| {})?;
@@ -1053,6 +1071,13 @@ impl Table {
             .backend
             .drop_other_generations(&old.index, generation);
         Ok(())
+    }
+
+    /// Records of saved insertions and deletions not yet on the server
+    /// (it refused writes or could not be reached): reads answer without
+    /// them, and the next command that can sends them.
+    pub fn pending_records(&self) -> usize {
+        self.rows.pending_documents()
     }
 
     /// The range fields whose index was rebuilt from the records when the
@@ -1737,7 +1762,7 @@ impl Table {
     /// (all when `None`), and how many matched in all.
     pub fn query(&mut self, text: &str, limit: Option<usize>) -> Result<Answer> {
         let plan = self.plan(text)?;
-        self.recover()?;
+        self.recover_as(true)?;
         let writes = plan.leaves().iter().any(|(_, field, access)| {
             matches!(access, Access::Range { .. })
                 && self
