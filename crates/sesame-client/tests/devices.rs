@@ -5,15 +5,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use rand_core::OsRng;
 use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
 use sesame_core::{Params, Store, WriteOp};
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::RunningServer;
 use sesame_store::faulty::FaultyStore;
 
 type Oracle = BTreeMap<String, BTreeSet<String>>;
@@ -28,22 +29,7 @@ struct Setup {
 
 fn serve(max_message: usize) -> Setup {
     let store = Arc::new(FaultyStore::new());
-    let certs = sesame_server::certs::localhost().unwrap();
-    let token = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.max_message_bytes = max_message;
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &token).unwrap();
-    let server = RunningServer::start(config, store.clone()).unwrap();
-    let binding = ServerBinding {
-        url: server.url(),
-        token,
-        ca_pem: Some(certs.ca_pem.into_bytes()),
-        index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
-    };
+    let (server, binding) = support::serve(store.clone(), |c| c.max_message_bytes = max_message);
     Setup {
         _server: server,
         binding,

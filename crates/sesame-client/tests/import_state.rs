@@ -8,10 +8,11 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rand_core::OsRng;
 use sesame_client::intercept::{Hook, Intercepted};
 use sesame_client::table::import::Format;
 use sesame_client::table::{Schema, Table};
@@ -19,7 +20,6 @@ use sesame_client::{
     insecure, Backend, IndexRecord, IndexRecordWrite, NetworkBackend, Profile, ServerBinding,
 };
 use sesame_core::{Params, Store};
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
 use sesame_store::MemoryStore;
 
 /// Counts the bytes of the shared state's records a backend writes (the
@@ -100,22 +100,8 @@ fn state_bytes_of_import(binding: &ServerBinding, n: usize) -> u64 {
 
 #[test]
 fn twice_the_records_upload_less_than_three_times_the_state() {
-    let certs = sesame_server::certs::localhost().unwrap();
-    let token = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.clone().into_bytes(),
-        key_pem: certs.key_pem.clone().into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &token).unwrap();
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let server = RunningServer::start(config, store).unwrap();
-    let binding = ServerBinding {
-        url: server.url(),
-        token,
-        ca_pem: Some(certs.ca_pem.clone().into_bytes()),
-        index_prefix: String::new(),
-    };
+    let (server, binding) = support::serve(store, |_| {});
     let sizes: Vec<usize> = std::env::var("SESAME_IMPORT_SIZES")
         .ok()
         .map(|s| s.split(',').map(|n| n.trim().parse().unwrap()).collect())

@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use rand_core::OsRng;
 use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
 use sesame_core::{Params, Store};
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::RunningServer;
 use sesame_store::faulty::{Fault, FaultyStore};
 use sesame_store::MemoryStore;
 
@@ -26,22 +28,8 @@ fn serve(store: Arc<dyn Store>) -> Setup {
 }
 
 fn serve_with(store: Arc<dyn Store>, max_message: usize) -> Setup {
-    let certs = sesame_server::certs::localhost().unwrap();
-    let token = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.max_message_bytes = max_message;
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &token).unwrap();
-    let server = RunningServer::start(config, store).unwrap();
-    let binding = ServerBinding {
-        url: server.url(),
-        token,
-        ca_pem: Some(certs.ca_pem.into_bytes()),
-        index_prefix: String::new(),
-    };
+    let (server, mut binding) = support::serve(store, |c| c.max_message_bytes = max_message);
+    binding.index_prefix = String::new();
     Setup {
         _server: server,
         binding,

@@ -7,14 +7,15 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use rand_core::OsRng;
 use sesame_client::table::{self, Record, Schema, Table, Value};
 use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
 use sesame_core::{Params, Store, WriteBatch};
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::RunningServer;
 use sesame_store::MemoryStore;
 
 struct Setup {
@@ -26,21 +27,7 @@ struct Setup {
 
 fn serve() -> Setup {
     let store = Arc::new(MemoryStore::new());
-    let certs = sesame_server::certs::localhost().unwrap();
-    let token = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &token).unwrap();
-    let server = RunningServer::start(config, store.clone()).unwrap();
-    let binding = ServerBinding {
-        url: server.url(),
-        token,
-        ca_pem: Some(certs.ca_pem.into_bytes()),
-        index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
-    };
+    let (server, binding) = support::serve(store.clone(), |_| {});
     Setup {
         _server: server,
         binding,

@@ -1,0 +1,39 @@
+//! What the SDK's integration tests share: a Sesame server in process,
+//! over TLS on loopback, with one tenant. Each test binary uses a part
+//! of it (`mod support;`).
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use rand_core::OsRng;
+use sesame_client::ServerBinding;
+use sesame_core::Store;
+use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+
+/// A server over `store` on a free loopback port, TLS with a throwaway
+/// CA, one tenant with a fresh token, after `configure` has set what the
+/// test needs; the binding a client of that tenant uses, with a fresh
+/// index prefix (so that profiles of one test never share names).
+pub(crate) fn serve(
+    store: Arc<dyn Store>,
+    configure: impl FnOnce(&mut ServerConfig),
+) -> (RunningServer, ServerBinding) {
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    configure(&mut config);
+    config.tls = Some(TlsFiles {
+        cert_pem: certs.cert_pem.into_bytes(),
+        key_pem: certs.key_pem.into_bytes(),
+    });
+    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let server = RunningServer::start(config, store).unwrap();
+    let binding = ServerBinding {
+        url: server.url(),
+        token,
+        ca_pem: Some(certs.ca_pem.into_bytes()),
+        index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
+    };
+    (server, binding)
+}
