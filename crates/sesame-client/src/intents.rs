@@ -208,7 +208,10 @@ impl IntentFiles {
     }
 
     /// Writes `state`, the scheme's client state before intent `id`, to
-    /// the file beside the intent's, durably.
+    /// the file beside the intent's. Not synced: the file only lets a
+    /// read answer around an intent that cannot be sent, and after a
+    /// crash that lost or tore it the read is refused instead
+    /// ([`IntentFiles::load_before`] opens only a whole, authentic file).
     pub(crate) fn save_before(
         &self,
         rng: &mut dyn CryptoRngCore,
@@ -227,7 +230,18 @@ impl IntentFiles {
         if !self.dir.is_dir() {
             fsutil::create_private_dir(&self.dir)?;
         }
-        fsutil::write_atomic(&self.before_path(id), &file)
+        let path = self.before_path(id);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        options
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &file))
+            .map_err(|e| ClientError::io("write", &path, &e))
     }
 
     /// The scheme's client state before intent `id`
