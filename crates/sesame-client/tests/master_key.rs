@@ -535,3 +535,40 @@ fields = ["carrier", "origin"]
         "the rotation's files are gone"
     );
 }
+
+/// Another device, still on the old key, inserts a record into the table
+/// while the rotation copies it: the rotation makes the new table again
+/// from the old one, so the record is kept.
+#[test]
+fn a_record_another_device_inserts_during_the_rotation_is_kept() {
+    let s = serve();
+    let p = laptop(&s, 1);
+    flights(&p, 100);
+    let (phone, _) = Profile::join(
+        s.tmp.path().join("phone"),
+        "pw",
+        None,
+        &s.binding,
+        &remote(&s),
+    )
+    .unwrap();
+    let mut wrote = None;
+    let report = p
+        .rotate_master(&mut |_| {
+            if wrote.is_none() {
+                // The first progress is the new table's insert: the old
+                // table has been read.
+                let mut t = Table::open(&phone, "flights").unwrap();
+                let cells = [("id", "1000"), ("v", "7"), ("s", "y")];
+                let r = t.record_from_cells(cells, None).unwrap();
+                wrote = Some(t.insert(vec![r], &mut |_| {}).map(|r| r.inserted));
+            }
+        })
+        .unwrap();
+    assert_eq!(wrote.unwrap().unwrap(), 1);
+    assert_eq!(report.tables, 1, "{report:?}");
+    let p = Profile::open(p.dir(), "pw").unwrap();
+    let all = answers(&p).pop().unwrap();
+    assert_eq!(all.len(), 101);
+    assert!(all.iter().any(|r| r.key == "1000"), "the phone's record");
+}

@@ -47,6 +47,13 @@ struct Note {
     /// Tables whose new table holds every record: the old one's index
     /// names, to remove.
     copied: BTreeMap<String, Vec<String>>,
+    /// The versions of the old table's shared records (table record,
+    /// keyword index state) when its records were read; none on the
+    /// embedded store.
+    versions: BTreeMap<String, Vec<u64>>,
+    /// Tables whose old indexes are being removed (checked unchanged
+    /// before).
+    removing: BTreeSet<String>,
     /// Tables whose old indexes and files are gone.
     moved: BTreeSet<String>,
 }
@@ -106,6 +113,8 @@ pub(crate) fn move_tables(
                 from_version,
                 tables,
                 copied: BTreeMap::new(),
+                versions: BTreeMap::new(),
+                removing: BTreeSet::new(),
                 moved: BTreeSet::new(),
             };
             write_note(&path, &note)?;
@@ -137,10 +146,37 @@ pub(crate) fn move_tables(
         if note.moved.contains(&name) {
             continue;
         }
-        if !note.copied.contains_key(&name) {
-            let (indexes, records) = copy_table(old, new, &name, progress)?;
-            moved.records += records;
-            note.copied.insert(name.clone(), indexes);
+        let mut attempts = 0;
+        while !note.removing.contains(&name) {
+            if !note.copied.contains_key(&name) {
+                let copy = copy_table(old, new, &name, progress)?;
+                moved.records += copy.records;
+                note.copied.insert(name.clone(), copy.indexes);
+                note.versions.insert(name.clone(), copy.versions);
+                write_note(&path, &note)?;
+            }
+            // Another device that changed the old table since its records
+            // were read: the new table is made again from it.
+            let rows = note.copied.get(&name).and_then(|i| i.first()).cloned();
+            let now = match &rows {
+                Some(rows) => record_versions(old.backend()?.as_mut(), rows)?,
+                None => Vec::new(),
+            };
+            if note.versions.get(&name).is_some_and(|seen| *seen != now) {
+                attempts += 1;
+                if attempts > ATTEMPTS {
+                    return Err(ClientError::StateContended {
+                        index: format!("table {name}"),
+                        attempts: ATTEMPTS,
+                    });
+                }
+                Table::open_with(new, &name, old.backend()?)?.drop_table(new)?;
+                note.copied.remove(&name);
+                note.versions.remove(&name);
+                write_note(&path, &note)?;
+                continue;
+            }
+            note.removing.insert(name.clone());
             write_note(&path, &note)?;
         }
         let indexes = note.copied.get(&name).cloned().unwrap_or_default();
@@ -162,26 +198,54 @@ fn legacy(name: &str) -> ClientError {
     ))
 }
 
+/// Times a table changed by another device during the rotation is made
+/// again before the rotation gives up (and is to be run again).
+const ATTEMPTS: usize = 3;
+
+/// The versions of the shared records beside a table's keyword index
+/// `rows` (its table record, its keyword index's state); empty where the
+/// backend keeps no records.
+fn record_versions(backend: &mut dyn crate::backend::Backend, rows: &str) -> Result<Vec<u64>> {
+    let names = [
+        shared::TABLE_RECORD.to_owned(),
+        crate::session::shared::STATE_RECORD.to_owned(),
+    ];
+    Ok(backend
+        .read_records(rows, &names, &[])?
+        .map(|records| records.iter().map(|r| r.version).collect())
+        .unwrap_or_default())
+}
+
+/// What [`copy_table`] did.
+struct Copy {
+    /// The old table's index names, its keyword index first.
+    indexes: Vec<String>,
+    /// Its records.
+    records: usize,
+    /// [`record_versions`] of the old table before its records were read.
+    versions: Vec<u64>,
+}
+
 /// Reads every record of the old table and inserts them into its new
-/// table (made now, or made by an interrupted run); returns the old
-/// table's index names and how many records it holds.
+/// table (made now, or made by an interrupted run).
 fn copy_table(
     old: &Profile,
     new: &Profile,
     name: &str,
     progress: &mut dyn FnMut(Progress),
-) -> Result<(Vec<String>, usize)> {
-    let (schema, records, indexes) = {
+) -> Result<Copy> {
+    let (schema, records, indexes, versions) = {
         let mut table = Table::open(old, name)?;
         if table.rows_name.starts_with("t-") {
             return Err(legacy(name));
         }
+        let versions = record_versions(table.rows.backend.as_mut(), &table.rows_name)?;
         let records = table.records()?;
         let (rows, ranges, group) = table.index_names();
         let mut indexes = vec![rows];
         indexes.extend(ranges.into_iter().map(|(_, index)| index));
         indexes.extend(group);
-        (table.schema().clone(), records, indexes)
+        (table.schema().clone(), records, indexes, versions)
         // The old table (and its store) is closed here.
     };
     let count = records.len();
@@ -200,7 +264,11 @@ fn copy_table(
             table.len()
         )));
     }
-    Ok((indexes, count))
+    Ok(Copy {
+        indexes,
+        records: count,
+        versions,
+    })
 }
 
 /// Removes the old table's indexes where they run (and, where the
