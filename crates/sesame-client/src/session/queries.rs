@@ -37,7 +37,9 @@ impl Session {
     /// The documents containing `keyword`, by identifier.
     ///
     /// The query goes through the document tokenizer: it must hold exactly
-    /// one keyword (`"Größe"` finds documents holding "größe").
+    /// one keyword (`"Größe"` finds documents holding "größe"). While
+    /// updates are pending that cannot be sent, the answer is the state
+    /// the server has; [`Session::answer`] says how many documents wait.
     pub fn search(&mut self, keyword: &str) -> Result<Vec<DocumentInfo>> {
         let word = query_keyword(keyword)?;
         Ok(self.answer(&Query::Exact(word.into_bytes()))?.documents)
