@@ -14,7 +14,9 @@
 //! rerun goes on from the note: a new table half filled is filled again
 //! (an insert of a record it holds changes nothing), an old table half
 //! removed is removed again; the new table must hold exactly the old
-//! one's records before the old one goes. Tested in
+//! one's records before the old one goes. An old table another device
+//! changed since its records were read (the versions of its shared
+//! records moved) is copied again before it goes. Tested in
 //! `tests/master_key.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
