@@ -143,9 +143,11 @@ impl Setup {
 }
 
 /// Adds 10 documents, then 6 whose index update the full store refuses;
-/// reads answer the 10 with 6 pending; once the store has room the next
-/// search sends the update and finds all 16, each entry written once.
-fn reads_answer_the_committed_documents(served: bool) {
+/// while writes fail with `fault` (refused, or applied but reported
+/// unavailable as by a Redis Cluster whose replica is down), reads answer
+/// the 10 with 6 pending; once the store works the next search sends the
+/// update and finds all 16, each entry written once.
+fn reads_answer_the_committed_documents(served: bool, fault: Fault) {
     let s = Setup::new(served, "fast");
     let first = corpus(s.tmp.path(), "a", 0, 10);
     s.session().add_documents(&[&first], &mut |_| {}).unwrap();
@@ -179,12 +181,21 @@ fn reads_answer_the_committed_documents(served: bool) {
     // The last attempt's update is pending; from now on every write is
     // refused.
     assert!(refused.is_some(), "no add left its update pending");
-    s.store.fail(Fault::Refused, 0);
+    s.store.fail(fault, 0);
     let before = s.store.inner().scan_prefix(b"").unwrap();
 
     let (found, pending) = s.found("all");
     assert_eq!(found.len(), 10, "{found:?}");
     assert_eq!(pending, 6);
+    if fault == Fault::Unconfirmed {
+        // The resend was applied: once the store confirms again, the
+        // update is completed from the server's record, not applied twice.
+        s.store.heal();
+        let (found, pending) = s.found("all");
+        assert_eq!((found.len(), pending), (16, 0), "{found:?}");
+        assert_eq!(s.entries(), 16 * 3);
+        return;
+    }
     assert_eq!(s.found("doc12"), (BTreeSet::new(), 6));
     assert_eq!(s.found("doc3").0.len(), 1);
     let mut session = s.session();
@@ -194,8 +205,10 @@ fn reads_answer_the_committed_documents(served: bool) {
     let doc = listed.iter().find(|d| d.path.ends_with("f3.txt")).unwrap();
     assert_eq!(session.get(doc.id).unwrap(), b"all mod0 doc3");
     drop(session);
-    // Reading wrote nothing.
-    assert!(s.store.inner().scan_prefix(b"").unwrap() == before);
+    if fault == Fault::Refused {
+        // Reading wrote nothing.
+        assert!(s.store.inner().scan_prefix(b"").unwrap() == before);
+    }
 
     // Room again: the next search sends the pending update first.
     s.store.heal();
@@ -208,12 +221,25 @@ fn reads_answer_the_committed_documents(served: bool) {
 
 #[test]
 fn embedded_reads_answer_the_committed_documents_while_writes_are_refused() {
-    reads_answer_the_committed_documents(false);
+    reads_answer_the_committed_documents(false, Fault::Refused);
 }
 
 #[test]
 fn served_reads_answer_the_committed_documents_while_writes_are_refused() {
-    reads_answer_the_committed_documents(true);
+    reads_answer_the_committed_documents(true, Fault::Refused);
+}
+
+/// The resent update is applied each time but reported unavailable: reads
+/// still answer the committed state, and the update, applied already, is
+/// completed once from the server's record.
+#[test]
+fn embedded_reads_answer_the_committed_documents_while_writes_are_unconfirmed() {
+    reads_answer_the_committed_documents(false, Fault::Unconfirmed);
+}
+
+#[test]
+fn served_reads_answer_the_committed_documents_while_writes_are_unconfirmed() {
+    reads_answer_the_committed_documents(true, Fault::Unconfirmed);
 }
 
 /// A scheme whose search writes (re-keys or refreshes what it searched)
