@@ -521,6 +521,7 @@ fields = ["carrier", "origin"]
     assert_eq!(before.1[0].len(), 10);
     let report = p.rotate_master(&mut |_| {}).unwrap();
     assert_eq!((report.tables, report.records), (3, 110), "{report:?}");
+    assert!(report.keyless_tables.is_empty(), "{report:?}");
     drop(p);
     let p = Profile::open(&dir, "pw").unwrap();
     assert_eq!(

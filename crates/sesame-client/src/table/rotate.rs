@@ -69,6 +69,9 @@ pub(crate) struct Moved {
     pub(crate) tables: usize,
     pub(crate) records: usize,
     pub(crate) indexes: BTreeSet<String>,
+    /// Moved tables without a key (their imported records keep names
+    /// digested under the old key).
+    pub(crate) keyless: Vec<String>,
 }
 
 fn write_note(path: &Path, note: &Note) -> Result<()> {
@@ -153,6 +156,9 @@ pub(crate) fn move_tables(
             if !note.copied.contains_key(&name) {
                 let copy = copy_table(old, new, &name, progress)?;
                 moved.records += copy.records;
+                if copy.keyless {
+                    moved.keyless.push(name.clone());
+                }
                 note.copied.insert(name.clone(), copy.indexes);
                 note.versions.insert(name.clone(), copy.versions);
                 write_note(&path, &note)?;
@@ -226,6 +232,8 @@ struct Copy {
     records: usize,
     /// [`record_versions`] of the old table before its records were read.
     versions: Vec<u64>,
+    /// Whether the table has no key.
+    keyless: bool,
 }
 
 /// Reads every record of the old table and inserts them into its new
@@ -270,6 +278,7 @@ fn copy_table(
         indexes,
         records: count,
         versions,
+        keyless: table.schema().key.is_none(),
     })
 }
 
