@@ -573,3 +573,29 @@ fn a_record_another_device_inserts_during_the_rotation_is_kept() {
     assert_eq!(all.len(), 101);
     assert!(all.iter().any(|r| r.key == "1000"), "the phone's record");
 }
+
+/// The profile's list names a table whose indexes are gone (a drop on
+/// another device that stopped before the list): the rotation moves the
+/// others and takes it off the list.
+#[test]
+fn a_listed_table_that_is_gone_does_not_stop_the_rotation() {
+    let s = serve();
+    let p = laptop(&s, 1);
+    let gone = flights(&p, 10);
+    let schema = Table::open(&p, "flights").unwrap().schema().clone();
+    let mut kept = Table::create(&p, "kept", schema).unwrap();
+    let cells = [("id", "1"), ("v", "2"), ("s", "x")];
+    let r = kept.record_from_cells(cells, None).unwrap();
+    kept.insert(vec![r], &mut |_| {}).unwrap();
+    drop(kept);
+    let server = NetworkBackend::connect(&s.binding).unwrap();
+    for index in &gone {
+        server.drop_index(index).unwrap();
+    }
+    let report = p.rotate_master(&mut |_| {}).unwrap();
+    assert_eq!((report.tables, report.records), (1, 1), "{report:?}");
+    let p = Profile::open(p.dir(), "pw").unwrap();
+    assert_eq!(sesame_client::table::tables(&p).unwrap(), ["kept"]);
+    let mut kept = Table::open(&p, "kept").unwrap();
+    assert_eq!(kept.records().unwrap().len(), 1);
+}

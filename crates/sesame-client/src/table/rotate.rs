@@ -154,7 +154,22 @@ pub(crate) fn move_tables(
         let mut attempts = 0;
         while !note.removing.contains(&name) {
             if !note.copied.contains_key(&name) {
-                let copy = copy_table(old, new, &name, progress)?;
+                let Some(copy) = copy_table(old, new, &name, progress)? else {
+                    // Listed, but gone (a drop on another device that did
+                    // not finish): nothing to move, and off the list.
+                    let mut backend = old.backend()?;
+                    shared::change_catalog(
+                        backend.as_mut(),
+                        &new.state_cipher(),
+                        &mut OsRng,
+                        crate::DEFAULT_INDEX,
+                        &name,
+                        false,
+                    )?;
+                    note.removing.insert(name.clone());
+                    write_note(&path, &note)?;
+                    break;
+                };
                 moved.records += copy.records;
                 if copy.keyless {
                     moved.keyless.push(name.clone());
@@ -191,7 +206,9 @@ pub(crate) fn move_tables(
         remove_old(old, &name, &indexes)?;
         note.moved.insert(name.clone());
         write_note(&path, &note)?;
-        moved.tables += 1;
+        if !indexes.is_empty() {
+            moved.tables += 1;
+        }
     }
     put_in_place(&new.table_dir(), &old.table_dir())?;
     Ok(moved)
@@ -237,15 +254,21 @@ struct Copy {
 }
 
 /// Reads every record of the old table and inserts them into its new
-/// table (made now, or made by an interrupted run).
+/// table (made now, or made by an interrupted run); `None` when the old
+/// table is not there (it is removed only after it was copied: a table
+/// the list names that was dropped).
 fn copy_table(
     old: &Profile,
     new: &Profile,
     name: &str,
     progress: &mut dyn FnMut(Progress),
-) -> Result<Copy> {
+) -> Result<Option<Copy>> {
     let (schema, records, indexes, versions) = {
-        let mut table = Table::open(old, name)?;
+        let mut table = match Table::open(old, name) {
+            Ok(table) => table,
+            Err(ClientError::UnknownTable(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         if table.rows_name.starts_with("t-") {
             return Err(legacy(name));
         }
@@ -274,12 +297,12 @@ fn copy_table(
             table.len()
         )));
     }
-    Ok(Copy {
+    Ok(Some(Copy {
         indexes,
         records: count,
         versions,
         keyless: table.schema().key.is_none(),
-    })
+    }))
 }
 
 /// Removes the old table's indexes where they run (and, where the
