@@ -599,3 +599,32 @@ fn a_listed_table_that_is_gone_does_not_stop_the_rotation() {
     let mut kept = Table::open(&p, "kept").unwrap();
     assert_eq!(kept.records().unwrap().len(), 1);
 }
+
+/// A table made under the names of earlier builds (not keyed) is refused
+/// before anything changes, with what to do; the profile works as before.
+#[test]
+fn a_table_under_the_names_of_earlier_builds_is_refused_and_nothing_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let p =
+        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    let schema = Schema::from_toml(
+        "key = \"id\"\n[fields.id]\ntype = \"integer\"\n[fields.s]\ntype = \"string\"\n\
+         index = [\"equality\"]\n",
+    )
+    .unwrap();
+    let mut t = Table::create_legacy_for_tests(&p, "old", schema, None).unwrap();
+    let r = t
+        .record_from_cells([("id", "1"), ("s", "x")], None)
+        .unwrap();
+    t.insert(vec![r], &mut |_| {}).unwrap();
+    drop(t);
+    let header = std::fs::read(dir.join("profile.json")).unwrap();
+    let err = p.rotate_master(&mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("earlier build"), "{err}");
+    assert!(err.to_string().contains("nothing was changed"), "{err}");
+    assert_eq!(std::fs::read(dir.join("profile.json")).unwrap(), header);
+    assert!(!dir.join("profile.rotating.json").exists());
+    let mut t = Table::open(&p, "old").unwrap();
+    assert_eq!(t.query("s = \"x\"", None).unwrap().total, 1);
+}
