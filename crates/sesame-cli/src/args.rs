@@ -128,7 +128,9 @@ pub(crate) enum Command {
         /// with fresh scheme keys too), the header switched last. An old
         /// header then opens nothing with its passphrase. Safe to
         /// interrupt: run it again to complete it (other commands are
-        /// refused until then). Not for profiles with tables.
+        /// refused until then). Tables are made again under the new key
+        /// with their records (not those made by earlier builds under
+        /// `t-<table>` names, which are refused).
         #[arg(long)]
         master: bool,
     },
