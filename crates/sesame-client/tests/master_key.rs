@@ -628,3 +628,59 @@ fn a_table_under_the_names_of_earlier_builds_is_refused_and_nothing_changes() {
     let mut t = Table::open(&p, "old").unwrap();
     assert_eq!(t.query("s = \"x\"", None).unwrap().total, 1);
 }
+
+/// As above, with the server cutting the rotation off at writes spread
+/// over its run after the other device's insert (every one of the first
+/// eight, then sparser: the new table dropped and made again is
+/// interrupted too): run again, the rotation completes and the record is
+/// kept, each record once.
+#[test]
+fn a_rotation_redoing_a_table_another_device_changed_completes_when_cut_off() {
+    for fault in [Fault::Refused, Fault::AnswerLost] {
+        let mut after = 0;
+        loop {
+            assert!(after < 10_000, "{fault:?}: the rotation never completes");
+            let s = serve();
+            let p = laptop(&s, 1);
+            flights(&p, 30);
+            let (phone, _) = Profile::join(
+                s.tmp.path().join("phone"),
+                "pw",
+                None,
+                &s.binding,
+                &remote(&s),
+            )
+            .unwrap();
+            let mut wrote = false;
+            let first = p.rotate_master(&mut |_| {
+                if !wrote {
+                    wrote = true;
+                    let mut t = Table::open(&phone, "flights").unwrap();
+                    let r = t
+                        .record_from_cells([("id", "1000"), ("v", "7"), ("s", "y")], None)
+                        .unwrap();
+                    t.insert(vec![r], &mut |_| {}).unwrap();
+                    s.store.fail(fault, after);
+                }
+            });
+            s.store.heal();
+            let what = format!("{fault:?} after {after} writes");
+            let done = first.is_ok();
+            drop(p);
+            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+            if let Err(e) = first {
+                p.rotate_master(&mut |_| {})
+                    .unwrap_or_else(|e2| panic!("{what}: {e}, then {e2}"));
+            }
+            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+            let all = answers(&p).pop().unwrap();
+            assert_eq!(all.len(), 31, "{what}");
+            assert!(all.iter().any(|r| r.key == "1000"), "{what}");
+            if done {
+                break;
+            }
+            after += 1 + after / 3;
+        }
+        eprintln!("{fault:?}: completed when cut off after {after} writes");
+    }
+}

@@ -193,7 +193,13 @@ pub(crate) fn move_tables(
                         attempts: ATTEMPTS,
                     });
                 }
-                Table::open_with(new, &name, old.backend()?)?.drop_table(new)?;
+                match Table::open_with(new, &name, old.backend()?) {
+                    Ok(table) => table.drop_table(new)?,
+                    // Dropped by an interrupted run (its marker finished
+                    // by the open).
+                    Err(ClientError::UnknownTable(_)) => {}
+                    Err(e) => return Err(e),
+                }
                 note.copied.remove(&name);
                 note.versions.remove(&name);
                 write_note(&path, &note)?;
