@@ -711,14 +711,6 @@ fn rekey_master(dir: &std::path::Path) -> Result<(), CliError> {
         )
         .as_bytes(),
     )?;
-    for table in &done.keyless_tables {
-        eprintln!(
-            "note: table {table} has no key: the records imported into it keep the names their \
-             import gave them under the old key, so importing one of those files again adds its \
-             rows again; delete them first (`sesame table delete {table} QUERY`) or drop and \
-             import the table again"
-        );
-    }
     Ok(())
 }
 

@@ -1174,7 +1174,6 @@ impl Profile {
         new.rotation = None;
         report.tables = moved.tables;
         report.records = moved.records;
-        report.keyless_tables = moved.keyless;
         indexes.retain(|i| !moved.indexes.contains(i) && !crate::table::rotate::is_table_index(i));
         for index in &indexes {
             if self.state_path(index).exists() && new.load_state(index).is_ok() {
@@ -1818,11 +1817,6 @@ pub struct MasterRotation {
     pub tables: usize,
     /// Table records moved by this run.
     pub records: usize,
-    /// Tables without a key moved by this run: the records imported into
-    /// them keep the names their import gave (digests under the old key),
-    /// so importing the same file again adds its rows again instead of
-    /// converging.
-    pub keyless_tables: Vec<String>,
     /// Whether it completed an interrupted rotation.
     pub resumed: bool,
     /// The header version now in force.

@@ -306,24 +306,30 @@ fn split_scheme(bytes: &[u8]) -> Option<(&str, &[u8])> {
 pub(crate) struct StateCipher {
     aead: Aes256GcmSiv,
     profile_id: String,
-    /// Names the client makes up (an imported file's records), under a
-    /// key derived from the state key.
+    /// Digests under a key derived from the state key (the nonces of
+    /// shared state segments), [`StateCipher::derived_names_key`].
     names: sesame_crypto::hash::KeyedHash,
+    /// The key that names the records imported into a table without a
+    /// key when the table's state holds none (a table made by a build
+    /// before tables had their own naming key): the same derived key.
+    names_key: Key<32>,
 }
 
 impl StateCipher {
     pub(crate) fn new(key: &Key<32>, profile_id: &str) -> Self {
+        let names_key = key.derive("sesame-client/names");
         StateCipher {
             aead: Aes256GcmSiv::new(key),
             profile_id: profile_id.to_owned(),
-            names: sesame_crypto::hash::KeyedHash::new(&key.derive("sesame-client/names")),
+            names: sesame_crypto::hash::KeyedHash::new(&names_key),
+            names_key,
         }
     }
 
-    /// The keyed digest of `parts` in `domain` (a name only this
-    /// profile's devices can compute).
-    pub(crate) fn name_digest(&self, domain: &str, parts: &[&[u8]]) -> [u8; 32] {
-        self.names.hash(domain, parts)
+    /// The naming key of a table whose state holds none (see
+    /// `TableState::naming` in module `table`).
+    pub(crate) fn derived_names_key(&self) -> Key<32> {
+        self.names_key.clone_secret()
     }
 
     fn aad(&self, version: u8, index: &str, scheme: &str) -> Vec<u8> {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rand_core::OsRng;
+use sesame_client::table::import::Format;
 use sesame_client::table::{Record, Schema, Table};
 use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
 use sesame_core::{Params, Store};
@@ -521,7 +522,6 @@ fields = ["carrier", "origin"]
     assert_eq!(before.1[0].len(), 10);
     let report = p.rotate_master(&mut |_| {}).unwrap();
     assert_eq!((report.tables, report.records), (3, 110), "{report:?}");
-    assert!(report.keyless_tables.is_empty(), "{report:?}");
     drop(p);
     let p = Profile::open(&dir, "pw").unwrap();
     assert_eq!(
@@ -683,4 +683,132 @@ fn a_rotation_redoing_a_table_another_device_changed_completes_when_cut_off() {
         }
         eprintln!("{fault:?}: completed when cut off after {after} writes");
     }
+}
+
+/// A table without a key: its records are named by the import.
+fn keyless_schema() -> Schema {
+    Schema::from_toml(
+        r#"
+equality = "fast"
+[fields.name]
+type = "string"
+index = ["equality"]
+[fields.n]
+type = "integer"
+index = ["range"]
+range = "bplus-clww"
+bits = 16
+"#,
+    )
+    .unwrap()
+}
+
+/// A CSV file of the rows `name{i},i` for each `i` of `rows`.
+fn write_rows(path: &std::path::Path, rows: impl IntoIterator<Item = i64>) {
+    let mut text = String::from("name,n\n");
+    for i in rows {
+        text.push_str(&format!("name{i},{i}\n"));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The `n` values of a keyless table's records, sorted (repeats kept).
+fn keyless_values(p: &Profile) -> Vec<i64> {
+    let mut t = Table::open(p, "keyless").unwrap();
+    let mut out: Vec<i64> = t
+        .records()
+        .unwrap()
+        .into_iter()
+        .map(|r| match &r.values[1] {
+            Some(sesame_client::table::Value::Int(n)) => *n,
+            other => panic!("n {other:?}"),
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// A file imported into a table without a key before a rotation and
+/// again after it (one row removed, one added) converges to the file:
+/// its records keep their names, instead of the file's rows being added
+/// a second time under names digested from the new key.
+#[test]
+fn a_keyless_table_imported_again_after_a_rotation_converges_to_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let p =
+        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    let file = tmp.path().join("rows.csv");
+    write_rows(&file, 0..100);
+    let mut t = Table::create(&p, "keyless", keyless_schema()).unwrap();
+    t.import(&file, Format::Csv, &mut |_| {}).unwrap();
+    drop(t);
+    let report = p.rotate_master(&mut |_| {}).unwrap();
+    assert_eq!((report.tables, report.records), (1, 100), "{report:?}");
+    drop(p);
+    let p = Profile::open(&dir, "pw").unwrap();
+    write_rows(&file, 1..101);
+    let r = Table::open(&p, "keyless")
+        .unwrap()
+        .import(&file, Format::Csv, &mut |_| {})
+        .unwrap();
+    assert_eq!(
+        keyless_values(&p),
+        (1..101).collect::<Vec<_>>(),
+        "the table does not hold exactly the file's rows after the rotation: {r:?}"
+    );
+    assert_eq!(
+        (r.insert.inserted, r.insert.unchanged, r.removed),
+        (1, 99, 1),
+        "{r:?}"
+    );
+}
+
+/// On a server, the key that names a keyless table's imported records is
+/// the table's, shared with the table: a device that joins converges
+/// with the first device's import of the same file, before and after a
+/// rotation (the device following it with its passphrase).
+#[test]
+fn every_device_names_a_keyless_import_alike_before_and_after_a_rotation() {
+    let s = serve();
+    let p = laptop(&s, 1);
+    let file = s.tmp.path().join("rows.csv");
+    write_rows(&file, 0..40);
+    let mut t = Table::create(&p, "keyless", keyless_schema()).unwrap();
+    t.import(&file, Format::Csv, &mut |_| {}).unwrap();
+    drop(t);
+    let (phone, _) = Profile::join(
+        s.tmp.path().join("phone"),
+        "pw",
+        None,
+        &s.binding,
+        &remote(&s),
+    )
+    .unwrap();
+    let r = Table::open(&phone, "keyless")
+        .unwrap()
+        .import(&file, Format::Csv, &mut |_| {})
+        .unwrap();
+    assert_eq!((r.insert.inserted, r.insert.unchanged), (0, 40), "{r:?}");
+    let report = p.rotate_master(&mut |_| {}).unwrap();
+    assert_eq!((report.tables, report.records), (1, 40), "{report:?}");
+    let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "{err}"
+    );
+    drop(phone);
+    let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
+    write_rows(&file, 1..41);
+    let r = Table::open(&phone, "keyless")
+        .unwrap()
+        .import(&file, Format::Csv, &mut |_| {})
+        .unwrap();
+    assert_eq!(
+        (r.insert.inserted, r.insert.unchanged, r.removed),
+        (1, 39, 1),
+        "{r:?}"
+    );
+    let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+    assert_eq!(keyless_values(&p), (1..41).collect::<Vec<_>>());
 }

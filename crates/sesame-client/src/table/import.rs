@@ -13,9 +13,16 @@
 //! A record is named by its key field. In a table without one, the
 //! records of a file are named after the file and their content:
 //! `NAME#SOURCE:ROW`, where `NAME` is the file's name, `SOURCE` a keyed
-//! digest (under a key derived from the profile's state key) of the
-//! file's canonical path, and `ROW` a keyed digest of the record's values,
-//! with `.k` added for the k-th repeat of the same values in the file.
+//! digest of the file's canonical path, and `ROW` a keyed digest of the
+//! record's values, with `.k` added for the k-th repeat of the same
+//! values in the file. Both digests are HMAC-SHA256 under the table's
+//! naming key: random 32 bytes drawn when the table is created, kept in
+//! its sealed state (shared by the profile's devices) and carried over by
+//! a rotation of the master key, so that the same file names the same
+//! records on every device and under every master key (a table made by
+//! a build before naming keys uses the key its profile's state key
+//! derives, which a rotation then carries over in the same way; tested
+//! in `tests/master_key.rs`).
 //! Files of the same name in other folders are other sources and never
 //! replace each other's records; the same file imported again converges
 //! to it: rows it still holds are unchanged, new or edited rows are
@@ -40,7 +47,7 @@ use sesame_core::wire;
 
 use crate::error::{ClientError, Result};
 use crate::session::{Phase, Progress};
-use crate::state::{DocumentInfo, StateCipher};
+use crate::state::DocumentInfo;
 use crate::table::{InsertReport, RangeRow, Record, Table, Value};
 
 /// Records per insertion of an import (a static keyword scheme, and a
@@ -311,10 +318,10 @@ struct Naming {
 }
 
 impl Naming {
-    fn new(cipher: &StateCipher, path: &Path, base: &str) -> Result<Naming> {
+    fn new(table: &Table, path: &Path, base: &str) -> Result<Naming> {
         let canonical: PathBuf =
             std::fs::canonicalize(path).map_err(|e| ClientError::io("read", path, &e))?;
-        let source = cipher.name_digest(
+        let source = table.name_digest(
             "sesame-client/import-source/v1",
             &[canonical.as_os_str().as_encoded_bytes()],
         );
@@ -329,8 +336,8 @@ impl Naming {
     }
 
     /// The name of the next row, of values `values`.
-    fn name(&mut self, cipher: &StateCipher, values: &[Option<Value>]) -> Result<String> {
-        let digest = cipher.name_digest("sesame-client/import-row/v1", &[&wire::encode(values)?]);
+    fn name(&mut self, table: &Table, values: &[Option<Value>]) -> Result<String> {
+        let digest = table.name_digest("sesame-client/import-row/v1", &[&wire::encode(values)?]);
         let mut short = [0u8; 8];
         short.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
         let repeat = self.seen.entry(short).or_insert(0);
@@ -410,7 +417,7 @@ impl Table {
         let naming = if has_key {
             None
         } else {
-            Some(Naming::new(&self.cipher, path, &base)?)
+            Some(Naming::new(self, path, &base)?)
         };
         let at = |line: u64, e: &dyn std::fmt::Display| {
             ClientError::InvalidArgument(format!("{}:{line}: {e}", path.display()))
@@ -426,7 +433,7 @@ impl Table {
                     .record_from_cells(cells, Some(String::new()))
                     .map_err(|e| at(row.line, &e))?;
                 if let Some(naming) = naming.as_mut() {
-                    record.key = naming.name(&table.cipher, &record.values)?;
+                    record.key = naming.name(table, &record.values)?;
                 }
                 Ok(record)
             };

@@ -53,6 +53,8 @@ use crate::error::{ClientError, Result};
 use crate::profile::Profile;
 use crate::session::{Item, Phase, Progress, Session};
 use crate::state::{DocumentInfo, StateCipher};
+use sesame_crypto::hash::KeyedHash;
+use sesame_crypto::Key;
 
 pub mod import;
 #[cfg(test)]
@@ -78,8 +80,11 @@ use verified::{GroupIndex, GroupState};
 pub const TABLE_DIR: &str = "tables";
 /// Records per pending intent of a table's keyword index.
 const INTENT_RECORDS: usize = 2048;
-/// The format of a table's state this build writes (the first field).
-const TABLE_FORMAT: u8 = 2;
+/// The format of a table's state this build writes (the first field):
+/// 3 holds the table's naming key, 2 does not.
+const TABLE_FORMAT: u8 = 3;
+/// The format of a table's state written by builds before naming keys.
+const TABLE_FORMAT_V2: u8 = 2;
 /// The longest table name.
 const MAX_TABLE_NAME: usize = 32;
 
@@ -155,6 +160,36 @@ struct TableState {
     /// records and payloads stay bound as they were (profile, index,
     /// identifier; the range protocol's key) until it is created again.
     incarnation: Option<[u8; 16]>,
+    /// The key that names the records imported into the table when it
+    /// has no key field (module `import`): random 32 bytes drawn when
+    /// the table is created, carried over when a rotation of the master
+    /// key makes the table again, so that a file names the same records
+    /// under every master key. `None`: a table of a build before naming
+    /// keys, whose records are named under the key the profile's state
+    /// key derives ([`StateCipher::derived_names_key`]).
+    naming: Option<NamingKey>,
+}
+
+/// A table's naming key as its state holds it (wiped on drop).
+#[derive(Serialize, Deserialize)]
+struct NamingKey([u8; 32]);
+
+impl Drop for NamingKey {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+/// [`TableState`] as builds before naming keys wrote it (format 2; read,
+/// then written in the current form with no naming key).
+#[derive(Deserialize)]
+struct TableStateV2 {
+    format: u8,
+    schema: Schema,
+    ranges: Vec<RangeState>,
+    group: Option<GroupState>,
+    next_row: u64,
+    incarnation: Option<[u8; 16]>,
 }
 
 /// [`TableState`] as builds before incarnations wrote it (read, then
@@ -178,14 +213,27 @@ struct SchemaV1 {
 }
 
 impl TableState {
-    /// Reads a table's state in the current form or the one before it. A
-    /// table of an earlier build that uses an insecure scheme (which
-    /// schemas now refuse without `insecure = true`) opens as insecure,
-    /// and says so.
+    /// Reads a table's state in the current form or one of the two
+    /// before it. A table of an earlier build that uses an insecure
+    /// scheme (which schemas now refuse without `insecure = true`) opens
+    /// as insecure, and says so.
     fn decode(plain: &[u8]) -> Option<TableState> {
         if let Ok(state) = wire::decode::<TableState>(plain) {
             if state.format == TABLE_FORMAT {
                 return Some(state);
+            }
+        }
+        if let Ok(old) = wire::decode::<TableStateV2>(plain) {
+            if old.format == TABLE_FORMAT_V2 {
+                return Some(TableState {
+                    format: TABLE_FORMAT,
+                    schema: old.schema,
+                    ranges: old.ranges,
+                    group: old.group,
+                    next_row: old.next_row,
+                    incarnation: old.incarnation,
+                    naming: None,
+                });
             }
         }
         let old: TableStateV1 = wire::decode(plain).ok()?;
@@ -205,6 +253,7 @@ impl TableState {
             group: old.group,
             next_row: old.next_row,
             incarnation: None,
+            naming: None,
         })
     }
 }
@@ -236,6 +285,9 @@ pub struct Table {
     /// Pads each record's keywords to the schema's fixed count (none for
     /// a table created before incarnations).
     pad: Option<Arc<KeywordPad>>,
+    /// Digests the names of imported records under the table's naming
+    /// key ([`TableState::naming`]).
+    names: KeyedHash,
 }
 
 /// A record as the range indexes see it: its identifier, its encoded
@@ -666,6 +718,7 @@ impl Table {
         };
         let mut incarnation = [0u8; 16];
         rand_core::RngCore::fill_bytes(&mut rng, &mut incarnation);
+        let naming = Key::<32>::generate(&mut rng);
         let mut undo = indexes.clone();
         undo.extend(remnants.iter().filter(|r| !indexes.contains(r)).cloned());
         write_marker(
@@ -725,6 +778,7 @@ impl Table {
                 group: group_state,
                 next_row: 0,
                 incarnation: Some(incarnation),
+                naming: Some(NamingKey(*naming.as_bytes())),
             },
             rows: session,
             ranges,
@@ -742,6 +796,7 @@ impl Table {
                 profile.id(),
                 incarnation,
             )?)),
+            names: KeyedHash::new(&naming),
         };
         table.prepare_rows();
         match table.save() {
@@ -932,6 +987,7 @@ impl Table {
             None => None,
         };
         crate::fsutil::create_private_dir(&profile.table_dir())?;
+        let names = KeyedHash::new(&naming_key(&state, &cipher));
         let mut table = Table {
             name: name.to_owned(),
             rows_name,
@@ -947,6 +1003,7 @@ impl Table {
             covered: HashMap::new(),
             binder,
             pad,
+            names,
         };
         table.prepare_rows();
         if upload {
@@ -1138,6 +1195,35 @@ impl Table {
         &self.rows
     }
 
+    /// The keyed digest of `parts` in `domain` under the table's naming
+    /// key: names of imported records that only the profile's devices
+    /// can compute, the same under every master key.
+    pub(crate) fn name_digest(&self, domain: &str, parts: &[&[u8]]) -> [u8; 32] {
+        self.names.hash(domain, parts)
+    }
+
+    /// The table's naming key (its own, or the one the state key derives
+    /// for a table of an earlier build), for a rotation to carry over.
+    pub(crate) fn naming_key(&self) -> Key<32> {
+        naming_key(&self.state, &self.cipher)
+    }
+
+    /// Makes `key` the table's naming key (a rotation carrying the old
+    /// table's over), saving the state if it changes.
+    pub(crate) fn set_naming_key(&mut self, key: &Key<32>) -> Result<()> {
+        if self
+            .state
+            .naming
+            .as_ref()
+            .is_some_and(|NamingKey(bytes)| Key::from_bytes(*bytes) == *key)
+        {
+            return Ok(());
+        }
+        self.state.naming = Some(NamingKey(*key.as_bytes()));
+        self.names = KeyedHash::new(key);
+        self.save()
+    }
+
     /// Saves the state: first as the next version of the shared record
     /// (compare-and-swap; [`ClientError::TableChanged`] when another
     /// device wrote it since this one read it), then this device's copy.
@@ -1205,7 +1291,7 @@ impl Table {
             if seen.incarnation != mine {
                 return;
             }
-            let Ok(mut state) = wire::decode::<TableState>(&plain) else {
+            let Some(mut state) = TableState::decode(&plain) else {
                 return;
             };
             for r in &mut state.ranges {
@@ -2121,6 +2207,15 @@ fn verified_request(terms: usize) -> String {
          the query's other predicates",
         if terms == 1 { "y" } else { "ies" }
     )
+}
+
+/// The key that names a table's imported records: its own, or for a
+/// table of a build before naming keys the one the state key derives.
+fn naming_key(state: &TableState, cipher: &StateCipher) -> Key<32> {
+    match &state.naming {
+        Some(NamingKey(bytes)) => Key::from_bytes(*bytes),
+        None => cipher.derived_names_key(),
+    }
 }
 
 fn state_index(state: &TableState, i: usize) -> String {

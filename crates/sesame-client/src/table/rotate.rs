@@ -5,7 +5,12 @@
 //! list of tables), so each table is made again under the new key (new
 //! opaque names, a fresh incarnation and scheme keys, the same schema)
 //! and its records inserted there, and only then are the old table's
-//! indexes and this device's files of it removed.
+//! indexes and this device's files of it removed. The new table takes
+//! the old one's naming key (the key that names the records imported
+//! into a table without a key field: random, or for a table of an
+//! earlier build derived from the old state key), sealed under the new
+//! state key with the rest of its state: a file imported again after the
+//! rotation names the same records and converges to the file.
 //!
 //! Progress is noted in [`PROGRESS_FILE`] (the tables to move, those
 //! whose new table holds every record, those whose old table is gone),
@@ -69,9 +74,6 @@ pub(crate) struct Moved {
     pub(crate) tables: usize,
     pub(crate) records: usize,
     pub(crate) indexes: BTreeSet<String>,
-    /// Moved tables without a key (their imported records keep names
-    /// digested under the old key).
-    pub(crate) keyless: Vec<String>,
 }
 
 fn write_note(path: &Path, note: &Note) -> Result<()> {
@@ -171,9 +173,6 @@ pub(crate) fn move_tables(
                     break;
                 };
                 moved.records += copy.records;
-                if copy.keyless {
-                    moved.keyless.push(name.clone());
-                }
                 note.copied.insert(name.clone(), copy.indexes);
                 note.versions.insert(name.clone(), copy.versions);
                 write_note(&path, &note)?;
@@ -255,21 +254,21 @@ struct Copy {
     records: usize,
     /// [`record_versions`] of the old table before its records were read.
     versions: Vec<u64>,
-    /// Whether the table has no key.
-    keyless: bool,
 }
 
 /// Reads every record of the old table and inserts them into its new
-/// table (made now, or made by an interrupted run); `None` when the old
-/// table is not there (it is removed only after it was copied: a table
-/// the list names that was dropped).
+/// table (made now, or made by an interrupted run), whose naming key is
+/// made the old table's first (so that a file imported again names the
+/// records its import named before); `None` when the old table is not
+/// there (it is removed only after it was copied: a table the list names
+/// that was dropped).
 fn copy_table(
     old: &Profile,
     new: &Profile,
     name: &str,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Option<Copy>> {
-    let (schema, records, indexes, versions) = {
+    let (schema, records, indexes, versions, naming) = {
         let mut table = match Table::open(old, name) {
             Ok(table) => table,
             Err(ClientError::UnknownTable(_)) => return Ok(None),
@@ -284,7 +283,8 @@ fn copy_table(
         let mut indexes = vec![rows];
         indexes.extend(ranges.into_iter().map(|(_, index)| index));
         indexes.extend(group);
-        (table.schema().clone(), records, indexes, versions)
+        let naming = table.naming_key();
+        (table.schema().clone(), records, indexes, versions, naming)
         // The old table (and its store) is closed here.
     };
     let count = records.len();
@@ -295,6 +295,7 @@ fn copy_table(
         Err(ClientError::UnknownTable(_)) => Table::create_with(new, name, schema, old.backend()?)?,
         Err(e) => return Err(e),
     };
+    table.set_naming_key(&naming)?;
     table.insert(records, progress)?;
     if table.len() != count {
         return Err(ClientError::InvalidArgument(format!(
@@ -307,7 +308,6 @@ fn copy_table(
         indexes,
         records: count,
         versions,
-        keyless: table.schema().key.is_none(),
     }))
 }
 
