@@ -1,7 +1,10 @@
 //! Table states written by earlier builds open in this one: a state
 //! without a format and an incarnation is read as format 1 (no
 //! incarnation: records and payloads bound as before, no keyword
-//! padding), and a table of an insecure baseline opens as insecure.
+//! padding), and a table of an insecure baseline opens as insecure; a
+//! state of format 2 (no naming key) names its imported records under
+//! the key the state key derives, as those builds did, and a rotation
+//! of the master key carries that key over.
 
 use serde::Serialize;
 
@@ -80,11 +83,121 @@ fn a_current_state_keeps_its_incarnation() {
         group: None,
         next_row: 7,
         incarnation: Some([9; 16]),
+        naming: Some(super::NamingKey([5; 32])),
     };
     let bytes = sesame_core::wire::encode(&state).unwrap_or_else(|e| panic!("{e}"));
     let back = TableState::decode(&bytes).unwrap_or_else(|| panic!("no decode"));
     assert_eq!(back.incarnation, Some([9; 16]));
     assert_eq!(back.next_row, 7);
+    assert_eq!(back.naming.as_ref().map(|k| k.0), Some([5; 32]));
     // Neither form decodes from damaged bytes.
     assert!(TableState::decode(&bytes[..bytes.len() - 3]).is_none());
+}
+
+/// [`TableState`] as format 2 wrote it (no naming key).
+#[derive(Serialize)]
+struct StateV2<'a> {
+    format: u8,
+    schema: &'a Schema,
+    ranges: &'a Vec<RangeState>,
+    group: &'a Option<GroupState>,
+    next_row: u64,
+    incarnation: Option<[u8; 16]>,
+}
+
+#[test]
+fn a_format_2_state_opens_without_a_naming_key() {
+    let state = TableState {
+        format: TABLE_FORMAT,
+        schema: schema("[fields.a]\ntype = \"integer\"\nindex = [\"range\"]\n"),
+        ranges: Vec::new(),
+        group: None,
+        next_row: 3,
+        incarnation: Some([4; 16]),
+        naming: Some(super::NamingKey([5; 32])),
+    };
+    let bytes = sesame_core::wire::encode(&v2(&state)).unwrap_or_else(|e| panic!("{e}"));
+    let back = TableState::decode(&bytes).unwrap_or_else(|| panic!("no decode"));
+    assert_eq!(back.format, TABLE_FORMAT);
+    assert_eq!(back.incarnation, Some([4; 16]));
+    assert_eq!(back.next_row, 3);
+    assert!(back.naming.is_none());
+}
+
+fn v2(state: &TableState) -> StateV2<'_> {
+    StateV2 {
+        format: super::TABLE_FORMAT_V2,
+        schema: &state.schema,
+        ranges: &state.ranges,
+        group: &state.group,
+        next_row: state.next_row,
+        incarnation: state.incarnation,
+    }
+}
+
+/// A keyless table whose state an earlier build wrote (format 2: no
+/// naming key): its imports are named under the key the state key
+/// derives, as before; a rotation of the master key carries that key
+/// over, so the same file imported again after it converges.
+#[test]
+fn a_keyless_table_of_an_earlier_build_converges_after_a_rotation() {
+    use super::import::Format;
+    use super::Table;
+    use crate::Profile;
+
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("p");
+    let p = Profile::create_with_kdf(
+        &dir,
+        "pw",
+        "fast",
+        &sesame_core::Params::new(),
+        crate::insecure::fast_kdf(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let keyless = schema(
+        "equality = \"fast\"\n[fields.name]\ntype = \"string\"\nindex = [\"equality\"]\n\
+         [fields.n]\ntype = \"integer\"\nindex = [\"range\"]\nrange = \"bplus-clww\"\nbits = 16\n",
+    );
+    let table = Table::create(&p, "old", keyless).unwrap_or_else(|e| panic!("{e}"));
+    // Its state as format 2 wrote it.
+    let plain = sesame_core::wire::encode(&v2(&table.state)).unwrap_or_else(|e| panic!("{e}"));
+    let path = table.path.clone();
+    drop(table);
+    p.state_cipher()
+        .seal_table(&mut rand_core::OsRng, &path, "old", &plain)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let write = |rows: std::ops::Range<i64>| {
+        let mut text = String::from("name,n\n");
+        for i in rows {
+            text.push_str(&format!("name{i},{i}\n"));
+        }
+        let file = tmp.path().join("rows.csv");
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+        file
+    };
+    let file = write(0..30);
+    let mut table = Table::open(&p, "old").unwrap_or_else(|e| panic!("{e}"));
+    assert!(table.state.naming.is_none());
+    assert!(table.naming_key() == p.state_cipher().derived_names_key());
+    table
+        .import(&file, Format::Csv, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(table);
+    p.rotate_master(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(p);
+    let p = Profile::open(&dir, "pw").unwrap_or_else(|e| panic!("{e}"));
+    let mut table = Table::open(&p, "old").unwrap_or_else(|e| panic!("{e}"));
+    assert!(table.state.naming.is_some(), "the rotation carries the key");
+    let file = write(1..31);
+    let r = table
+        .import(&file, Format::Csv, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (r.insert.inserted, r.insert.unchanged, r.removed),
+        (1, 29, 1),
+        "{r:?}"
+    );
+    assert_eq!(table.len(), 30);
 }
