@@ -23,8 +23,9 @@
 //!
 //! The indexes' names where they run are opaque (module `names`: keyed
 //! HMAC of the table's name and the index's role), so the server learns
-//! neither the table's name nor its fields'. The schema and the range
-//! clients' states (the table's state) are kept in `tables/<table>.table`,
+//! neither the table's name nor its fields'. The schema, the range
+//! clients' states and the key that names imported records (module
+//! `import`; the table's state) are kept in `tables/<table>.table`,
 //! encrypted under the profile's state key; on a server that keeps
 //! records, that file is this device's copy of a sealed, versioned record
 //! beside the rows index that every device of the profile shares
