@@ -1425,6 +1425,20 @@ impl Profile {
         })
     }
 
+    /// `e`, or [`ClientError::PassphraseChanged`] where the server holds
+    /// a newer header than this device: after another device rotated the
+    /// master key, a table's records and the list of tables are sealed
+    /// under a key this device does not hold yet, so a table command
+    /// would otherwise say the table is unknown or its list damaged.
+    pub(crate) fn explain_after_rotation(&self, e: ClientError) -> ClientError {
+        match e {
+            ClientError::UnknownTable(_) | ClientError::SharedStateCorrupt { .. } => {
+                self.header_behind(DEFAULT_INDEX).unwrap_or(e)
+            }
+            e => e,
+        }
+    }
+
     /// [`ClientError::PassphraseChanged`] when the server holds a newer
     /// header than this device (kept as [`NEXT_HEADER_FILE`]).
     fn header_behind(&self, index: &str) -> Option<ClientError> {

@@ -380,6 +380,19 @@ fn a_rotated_server_profile_with_a_table_answers_as_before_and_keeps_no_old_inde
     }
     let p = Profile::open(p.dir(), "pw").unwrap();
     assert_eq!(answers(&p), before);
+    // The phone's first commands after the rotation are table commands:
+    // each says the passphrase changed, not that the table is gone or
+    // its list damaged.
+    let err = sesame_client::table::tables(&phone).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "table list: {err:?}"
+    );
+    let err = Table::open(&phone, "flights").map(drop).unwrap_err();
+    assert!(
+        matches!(err, ClientError::PassphraseChanged { .. }),
+        "table open: {err:?}"
+    );
     let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
     assert!(
         matches!(err, ClientError::PassphraseChanged { .. }),

@@ -378,6 +378,12 @@ fn names_with(profile: &Profile, suffix: &str) -> Result<BTreeSet<String>> {
 /// that are not shared. A create or drop that did not finish is finished
 /// or undone first.
 pub fn tables(profile: &Profile) -> Result<Vec<String>> {
+    listed_tables(profile).map_err(|e| profile.explain_after_rotation(e))
+}
+
+/// [`tables`], before an error is told apart from a rotation made on
+/// another device.
+fn listed_tables(profile: &Profile) -> Result<Vec<String>> {
     profile.check_not_rotating()?;
     let unfinished = names_with(profile, ".unfinished")?;
     // The embedded store is opened only when there is something to finish
@@ -830,7 +836,7 @@ impl Table {
     /// are sent, and a range index marked dirty is rebuilt from the
     /// records.
     pub fn open(profile: &Profile, name: &str) -> Result<Table> {
-        Self::open_in(profile, name, None)
+        Self::open_in(profile, name, None).map_err(|e| profile.explain_after_rotation(e))
     }
 
     /// As [`Table::open`], with the server halves reached through
