@@ -6,15 +6,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rand_core::OsRng;
 use sesame_client::table::import::Format;
 use sesame_client::table::{Record, Schema, Table};
 use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
 use sesame_core::{Params, Store};
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::RunningServer;
 use sesame_store::faulty::{Fault, FaultyStore};
 
 struct Setup {
@@ -26,21 +27,7 @@ struct Setup {
 
 fn serve() -> Setup {
     let store = Arc::new(FaultyStore::new());
-    let certs = sesame_server::certs::localhost().unwrap();
-    let token = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &token).unwrap();
-    let server = RunningServer::start(config, store.clone()).unwrap();
-    let binding = ServerBinding {
-        url: server.url(),
-        token,
-        ca_pem: Some(certs.ca_pem.into_bytes()),
-        index_prefix: ServerBinding::fresh_prefix(&mut OsRng),
-    };
+    let (server, binding) = support::serve(store.clone(), |_| {});
     Setup {
         _server: server,
         binding,
@@ -126,6 +113,12 @@ fn remote(s: &Setup) -> String {
     format!("{}{DEFAULT_INDEX}", s.binding.index_prefix)
 }
 
+/// Device `name` joined to the laptop's default index (with the
+/// passphrase "pw"), and the index name the join reported.
+fn join(s: &Setup, name: &str) -> (Profile, String) {
+    Profile::join(s.tmp.path().join(name), "pw", None, &s.binding, &remote(s)).unwrap()
+}
+
 #[test]
 fn on_a_server_the_old_header_opens_nothing_after_a_rotation() {
     let s = serve();
@@ -137,14 +130,7 @@ fn on_a_server_the_old_header_opens_nothing_after_a_rotation() {
     let p = Profile::open(p.dir(), "pw").unwrap();
     assert_eq!(contents(&p), before);
     // A device joining now gets the new header and reads everything.
-    let (phone, _) = Profile::join(
-        s.tmp.path().join("phone"),
-        "pw",
-        None,
-        &s.binding,
-        &remote(&s),
-    )
-    .unwrap();
+    let (phone, _) = join(&s, "phone");
     assert_eq!(contents(&phone), before);
     // The server puts the old header back: it opens with the passphrase,
     // but the shared state on the server does not open under its key.
@@ -196,14 +182,7 @@ fn an_interrupted_rotation_completes_when_run_again() {
             }
             let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
             assert_eq!(contents(&p), before, "{what}");
-            let (phone, _) = Profile::join(
-                s.tmp.path().join("phone"),
-                "pw",
-                None,
-                &s.binding,
-                &remote(&s),
-            )
-            .unwrap();
+            let (phone, _) = join(&s, "phone");
             assert_eq!(contents(&phone), before, "{what}: a new device");
         }
     }
@@ -217,14 +196,7 @@ fn an_interrupted_rotation_completes_when_run_again() {
 fn another_device_follows_a_rotation_with_its_passphrase() {
     let s = serve();
     let p = laptop(&s, 4);
-    let (phone, _) = Profile::join(
-        s.tmp.path().join("phone"),
-        "pw",
-        None,
-        &s.binding,
-        &remote(&s),
-    )
-    .unwrap();
+    let (phone, _) = join(&s, "phone");
     let before = contents(&phone);
     p.rotate_master(&mut |_| {}).unwrap();
     let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
@@ -355,14 +327,7 @@ fn a_rotated_server_profile_with_a_table_answers_as_before_and_keeps_no_old_inde
     let p = laptop(&s, 3);
     let old_names = flights(&p, 300);
     let before = answers(&p);
-    let (phone, _) = Profile::join(
-        s.tmp.path().join("phone"),
-        "pw",
-        None,
-        &s.binding,
-        &remote(&s),
-    )
-    .unwrap();
+    let (phone, _) = join(&s, "phone");
     assert_eq!(answers(&phone), before);
     let started = std::time::Instant::now();
     let report = p.rotate_master(&mut |_| {}).unwrap();
@@ -402,14 +367,7 @@ fn a_rotated_server_profile_with_a_table_answers_as_before_and_keeps_no_old_inde
     let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
     assert_eq!(sesame_client::table::tables(&phone).unwrap(), ["flights"]);
     assert_eq!(answers(&phone), before, "the other device");
-    let (tablet, _) = Profile::join(
-        s.tmp.path().join("tablet"),
-        "pw",
-        None,
-        &s.binding,
-        &remote(&s),
-    )
-    .unwrap();
+    let (tablet, _) = join(&s, "tablet");
     assert_eq!(answers(&tablet), before, "a device joining now");
     // The device that followed rotates in turn (it holds a copy of the
     // old keyword index's state): everyone answers the same after.
@@ -558,14 +516,7 @@ fn a_record_another_device_inserts_during_the_rotation_is_kept() {
     let s = serve();
     let p = laptop(&s, 1);
     flights(&p, 100);
-    let (phone, _) = Profile::join(
-        s.tmp.path().join("phone"),
-        "pw",
-        None,
-        &s.binding,
-        &remote(&s),
-    )
-    .unwrap();
+    let (phone, _) = join(&s, "phone");
     let mut wrote = None;
     let report = p
         .rotate_master(&mut |_| {
@@ -656,14 +607,7 @@ fn a_rotation_redoing_a_table_another_device_changed_completes_when_cut_off() {
             let s = serve();
             let p = laptop(&s, 1);
             flights(&p, 30);
-            let (phone, _) = Profile::join(
-                s.tmp.path().join("phone"),
-                "pw",
-                None,
-                &s.binding,
-                &remote(&s),
-            )
-            .unwrap();
+            let (phone, _) = join(&s, "phone");
             let mut wrote = false;
             let first = p.rotate_master(&mut |_| {
                 if !wrote {
@@ -790,14 +734,7 @@ fn every_device_names_a_keyless_import_alike_before_and_after_a_rotation() {
     let mut t = Table::create(&p, "keyless", keyless_schema()).unwrap();
     t.import(&file, Format::Csv, &mut |_| {}).unwrap();
     drop(t);
-    let (phone, _) = Profile::join(
-        s.tmp.path().join("phone"),
-        "pw",
-        None,
-        &s.binding,
-        &remote(&s),
-    )
-    .unwrap();
+    let (phone, _) = join(&s, "phone");
     let r = Table::open(&phone, "keyless")
         .unwrap()
         .import(&file, Format::Csv, &mut |_| {})
