@@ -9,95 +9,41 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
-const PASS: &str = "test passphrase";
+use support::sesame;
 
-fn sesame() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sesame"));
-    c.env_remove("SESAME_HOME")
-        .env_remove("SESAME_TOKEN")
-        .env_remove("SESAME_KEY_FILE")
-        .env_remove("SESAME_KDF_MAX_MIB")
-        .env_remove("SESAME_KDF_MAX_PASSES")
-        .env("SESAME_PASSPHRASE", PASS)
-        .env("SESAME_KDF", "fast")
-        .stdin(Stdio::null());
-    c
-}
-
-/// A scratch directory with certificates, a tokens file for tenant `t`,
-/// and a running server.
+/// A scratch site (certificates, a tokens file for tenant `t`) and a
+/// running server.
 struct Site {
-    tmp: tempfile::TempDir,
+    site: support::Site,
+    _server: support::Server,
     token: String,
-    server: Child,
     url: String,
 }
 
 impl Site {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let run = |args: &[&str]| {
-            let out = sesame()
-                .current_dir(tmp.path())
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
-        };
-        run(&["cert", "certs"]);
-        let token = run(&["token", "new", "t", "--tokens", "tokens.txt"])
-            .trim()
-            .to_owned();
-        let mut server = sesame()
-            .current_dir(tmp.path())
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--store",
-                "server.redb",
-                "--tls-cert",
-                "certs/server.pem",
-                "--tls-key",
-                "certs/server.key",
-                "--tokens",
-                "tokens.txt",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let first = BufReader::new(server.stdout.take().unwrap())
-            .lines()
-            .next()
-            .unwrap()
-            .unwrap();
-        let rest = &first[first.find("127.0.0.1:").unwrap() + 10..];
-        let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let site = support::Site::new();
+        let server = support::Server::start(&site, 0);
         Site {
-            tmp,
-            token,
-            server,
-            url: format!("https://localhost:{port}"),
+            token: site.token.clone(),
+            url: server.url(),
+            site,
+            _server: server,
         }
     }
 
     fn path(&self, p: &str) -> PathBuf {
-        self.tmp.path().join(p)
+        self.site.path(p)
     }
 
     fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut c = sesame();
-        c.current_dir(self.tmp.path()).args(args);
+        c.current_dir(self.site.tmp.path()).args(args);
         for (k, v) in env {
             c.env(k, v);
         }
@@ -157,13 +103,6 @@ impl Site {
             ],
             env,
         )
-    }
-}
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
     }
 }
 

@@ -8,145 +8,11 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+mod support;
+
 use std::time::Duration;
 
-const PASS: &str = "table devices passphrase";
-
-fn sesame() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sesame"));
-    c.env_remove("SESAME_HOME")
-        .env_remove("SESAME_TOKEN")
-        .env("SESAME_PASSPHRASE", PASS)
-        .env("SESAME_KDF", "fast")
-        .stdin(Stdio::null());
-    c
-}
-
-/// A scratch directory with certificates and a tokens file for tenant `t`.
-struct Site {
-    tmp: tempfile::TempDir,
-    token: String,
-}
-
-impl Site {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let site = Site {
-            tmp,
-            token: String::new(),
-        };
-        site.ok(&["cert", "certs"]);
-        let token = site
-            .ok(&["token", "new", "t", "--tokens", "tokens.txt"])
-            .trim()
-            .to_owned();
-        assert!(token.starts_with("sst1_"), "{token}");
-        Site { token, ..site }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.tmp.path().join(p)
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let out = sesame()
-            .current_dir(self.tmp.path())
-            .args(args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!err.contains("panicked"), "sesame {args:?}: {err}");
-        out
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "sesame {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// The command failed; its standard error.
-    fn fails(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        let err = String::from_utf8(out.stderr).unwrap();
-        assert!(
-            !out.status.success(),
-            "sesame {args:?} succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        err
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        sesame()
-            .current_dir(self.tmp.path())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    }
-}
-
-/// A running `sesame serve` (killed when dropped).
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(site: &Site, more: &[&str]) -> Server {
-        let mut child = sesame()
-            .current_dir(site.tmp.path())
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--store",
-                "server.redb",
-                "--tls-cert",
-                "certs/server.pem",
-                "--tls-key",
-                "certs/server.key",
-                "--tokens",
-                "tokens.txt",
-            ])
-            .args(more)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        assert!(first.starts_with("listening on https://"), "{first}");
-        let rest = &first[first.find("127.0.0.1:").unwrap() + 10..];
-        let port = rest
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .unwrap();
-        Server { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("https://localhost:{}", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::{Server, Site};
 
 /// `sesame --dir DIR init` on the server (fast).
 fn init(site: &Site, dir: &str, server: &Server) {
@@ -221,7 +87,7 @@ fn keys(site: &Site, dir: &str, table: &str, query: &str) -> Vec<i64> {
 #[test]
 fn a_second_device_shares_the_table_and_cannot_destroy_it() {
     let site = Site::new();
-    let server = Server::start(&site, &[]);
+    let server = Server::start(&site, 0);
     init(&site, "a", &server);
     join(&site, "a", "b", &server);
     std::fs::write(site.path("s.toml"), SCHEMA).unwrap();
@@ -273,7 +139,7 @@ fn a_second_device_shares_the_table_and_cannot_destroy_it() {
 #[test]
 fn refused_and_killed_creates_leave_no_index_behind() {
     let site = Site::new();
-    let server = Server::start(&site, &["--max-indexes", "6"]);
+    let server = Server::start_with(&site, 0, &["--max-indexes", "6"]);
     init(&site, "a", &server);
     std::fs::write(site.path("w.toml"), wide_schema(6)).unwrap();
     let err = site.fails(&["--dir", "a", "table", "create", "w", "--schema", "w.toml"]);
@@ -328,7 +194,7 @@ fn refused_and_killed_creates_leave_no_index_behind() {
 #[test]
 fn the_store_holds_neither_table_nor_field_names() {
     let site = Site::new();
-    let server = Server::start(&site, &[]);
+    let server = Server::start(&site, 0);
     init(&site, "a", &server);
     site.ok(&["--dir", "e", "init", "--scheme", "fast"]);
     let schema = "key = \"id\"\n[fields.id]\ntype = \"integer\"\n\
