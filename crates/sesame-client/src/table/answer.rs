@@ -1,0 +1,320 @@
+//! Planning, explaining and answering queries, and fetching records.
+
+use super::*;
+
+impl Table {
+    /// Parses and plans a query without running it.
+    pub fn plan(&self, text: &str) -> Result<Plan> {
+        let expr =
+            query::parse(text).map_err(|e| ClientError::InvalidQuery(format!("query: {e}")))?;
+        plan::plan(&self.state.schema, &expr)
+    }
+
+    /// Describes how a query would be answered: for each predicate, the
+    /// index and scheme that answer it and what the scheme lets the
+    /// server learn. Nothing is sent.
+    pub fn explain(&self, text: &str) -> Result<Vec<Step>> {
+        let plan = self.plan(text)?;
+        let keyword = self.rows.scheme();
+        let mut out = Vec::new();
+        for (predicate, position, access) in plan.leaves() {
+            let field = self
+                .state
+                .schema
+                .fields
+                .get(position)
+                .ok_or_else(|| ClientError::InvalidArgument("a field vanished".into()))?;
+            let step = match access {
+                Access::Keyword(k) => Step {
+                    predicate: predicate.to_owned(),
+                    field: field.name.clone(),
+                    index: format!("keyword index {}", self.rows_name),
+                    scheme: keyword.name.to_owned(),
+                    request: if k.contains('^') {
+                        "a search token for the prefix keyword".into()
+                    } else {
+                        "a search token for the value's keyword".into()
+                    },
+                    leakage: format!("{} {}", keyword.leakage, self.padding_note()),
+                },
+                Access::Range { lo, hi } => {
+                    let (index, state) = self
+                        .ranges
+                        .iter()
+                        .zip(&self.state.ranges)
+                        .find(|(r, _)| r.field == position)
+                        .ok_or_else(|| {
+                            ClientError::InvalidArgument("a range index vanished".into())
+                        })?;
+                    Step {
+                        predicate: predicate.to_owned(),
+                        field: field.name.clone(),
+                        index: format!("range index {}", state.index),
+                        scheme: index.protocol.descriptor.name.to_owned(),
+                        request: format!(
+                            "a range query for encoded values [{lo}, {hi}] of 0..2^{}",
+                            field.bits
+                        ),
+                        leakage: index.protocol.descriptor.leakage.to_owned(),
+                    }
+                }
+                Access::Verified(terms) => {
+                    let (g, state) = self
+                        .group
+                        .as_ref()
+                        .zip(self.state.group.as_ref())
+                        .ok_or_else(|| {
+                            ClientError::InvalidArgument("the verified group vanished".into())
+                        })?;
+                    let d = g.entry.descriptor;
+                    Step {
+                        predicate: predicate.to_owned(),
+                        field: field.name.clone(),
+                        index: format!("verified group {}", state.index),
+                        scheme: d.name.to_owned(),
+                        request: verified_request(terms.len()),
+                        leakage: d.leakage.to_owned(),
+                    }
+                }
+                Access::Nothing => Step {
+                    predicate: predicate.to_owned(),
+                    field: field.name.clone(),
+                    index: "none".into(),
+                    scheme: "-".into(),
+                    request: "nothing: no value can match".into(),
+                    leakage: "nothing".into(),
+                },
+            };
+            out.push(step);
+        }
+        Ok(out)
+    }
+
+    /// For a table whose schema opted in to insecure schemes
+    /// (`insecure = true`), what `table show` and `--explain` print:
+    /// which schemes hand the server what in the clear.
+    pub fn insecure_warning(&self) -> Option<String> {
+        let schema = &self.state.schema;
+        if !schema.insecure {
+            return None;
+        }
+        let names = schema.insecure_schemes();
+        Some(if names.is_empty() {
+            "INSECURE: the schema says `insecure = true` (it uses no insecure scheme now)".into()
+        } else {
+            format!(
+                "INSECURE: this table uses {} (benchmark baselines): the server sees the values \
+                 and records these indexes hold IN THE CLEAR",
+                names.join(", ")
+            )
+        })
+    }
+
+    /// Answers a query ([`query`] for the language): the matching
+    /// records, decrypted, the first `limit` of them in insertion order
+    /// (all when `None`), and how many matched in all.
+    pub fn query(&mut self, text: &str, limit: Option<usize>) -> Result<Answer> {
+        let plan = self.plan(text)?;
+        self.recover_as(true)?;
+        let writes = plan.leaves().iter().any(|(_, field, access)| {
+            matches!(access, Access::Range { .. })
+                && self
+                    .ranges
+                    .iter()
+                    .any(|r| r.field == *field && r.query_writes())
+        });
+        if writes {
+            self.save_ranges(true)?;
+        }
+        let ids = self.matching_ids(&plan);
+        if writes {
+            // Saved whatever happened: a failed query leaves the mark,
+            // and the next open rebuilds.
+            if ids.is_ok() {
+                self.save_ranges(false)?;
+            }
+        }
+        // An identifier the catalog lacks belongs to a record deleted or
+        // replaced (an index without deletion still holds it).
+        let matching: Vec<DocumentInfo> = ids?
+            .iter()
+            .filter_map(|id| self.rows.state.catalog.get(id).cloned())
+            .collect();
+        let total = matching.len();
+        let docs: Vec<DocumentInfo> = matching
+            .into_iter()
+            .take(limit.unwrap_or(usize::MAX))
+            .collect();
+        let records = self.fetch_records(&docs)?;
+        Ok(Answer {
+            total,
+            records,
+            plan,
+        })
+    }
+
+    pub(super) fn matching_ids(&mut self, plan: &Plan) -> Result<BTreeSet<DocId>> {
+        let mut covered = HashMap::new();
+        let ids = self.matching_ids_into(plan, &mut covered)?;
+        self.covered = covered;
+        Ok(ids)
+    }
+
+    /// As `matching_ids`, keeping the records that range indexes returned
+    /// with their identifiers in `covered`.
+    fn matching_ids_into(
+        &mut self,
+        plan: &Plan,
+        covered: &mut HashMap<DocId, (Record, [u8; 32])>,
+    ) -> Result<BTreeSet<DocId>> {
+        let binder = self.binder.as_ref();
+        let ranges = &mut self.ranges;
+        let states = &self.state.ranges;
+        let group = &mut self.group;
+        let group_state = &self.state.group;
+        let rows = &mut self.rows;
+        let rng = &mut self.rng;
+        let rows_name = self.rows_name.clone();
+        plan.evaluate(&mut |field, access| match access {
+            Access::Keyword(k) => {
+                let hits = match rows.answer(&Query::Exact(k.clone().into_bytes())) {
+                    Ok(h) => h,
+                    // A verifying keyword scheme (KPR12) says so when the
+                    // server's answer does not match its root.
+                    Err(ClientError::Core(sesame_core::Error::Crypto)) => {
+                        return Err(ClientError::AnswerNotVerified(rows_name.clone()))
+                    }
+                    Err(e) => return Err(e),
+                };
+                Ok(hits.documents.iter().map(|d| d.id).collect())
+            }
+            Access::Verified(terms) => {
+                let (Some(g), Some(state)) = (group.as_mut(), group_state.as_ref()) else {
+                    return Err(ClientError::InvalidArgument(
+                        "the verified group's index vanished".into(),
+                    ));
+                };
+                let mut channel = g.channel(rows.backend.as_mut(), state)?;
+                Ok(g.search(rng, channel.as_mut(), terms, &state.index)?
+                    .into_iter()
+                    .collect())
+            }
+            Access::Range { lo, hi } => {
+                let Some(i) = ranges.iter().position(|r| r.field == field) else {
+                    return Err(ClientError::InvalidArgument(
+                        "a range index vanished".into(),
+                    ));
+                };
+                let (Some(index), Some(state)) = (ranges.get_mut(i), states.get(i)) else {
+                    return Ok(BTreeSet::new());
+                };
+                let mut channel = index.channel(rows.backend.as_mut(), state)?;
+                let answer = index.client.query(rng, channel.as_mut(), *lo, *hi)?;
+                let mut ids = BTreeSet::new();
+                for (v, p) in &answer.records {
+                    // Each record is checked against what the query asked
+                    // and, by its tag, against its field, identifier and
+                    // value in this table's incarnation.
+                    let (id, content) = ranges::open_payload(
+                        binder,
+                        &state.index,
+                        &state.field,
+                        *v,
+                        (*lo, *hi),
+                        p,
+                    )?;
+                    if let Some(c) = content {
+                        if let Ok(record) = wire::decode::<Record>(c) {
+                            covered.insert(id, (record, sesame_crypto::hash::sha256(c)));
+                        }
+                    }
+                    ids.insert(id);
+                }
+                Ok(ids)
+            }
+            Access::Nothing => Ok(BTreeSet::new()),
+        })
+    }
+
+    /// Fetches and decrypts records.
+    pub(super) fn fetch_records(&mut self, docs: &[DocumentInfo]) -> Result<Vec<Record>> {
+        // Records a range index returned with their identifiers need no
+        // second fetch.
+        let covered = std::mem::take(&mut self.covered);
+        if !covered.is_empty() {
+            let missing: Vec<DocumentInfo> = docs
+                .iter()
+                .filter(|d| !covered.contains_key(&d.id))
+                .cloned()
+                .collect();
+            let mut fetched: HashMap<DocId, Record> = HashMap::new();
+            if !missing.is_empty() {
+                for (d, r) in missing.iter().zip(self.fetch_records(&missing)?) {
+                    fetched.insert(d.id, r);
+                }
+            }
+            let mut covered = covered;
+            return docs
+                .iter()
+                .map(|d| match covered.remove(&d.id) {
+                    // A record carried by a range payload is the one the
+                    // catalog recorded, or nothing of it is used.
+                    Some((_, digest)) if d.digest.is_some_and(|want| want != digest) => {
+                        Err(ClientError::DocumentNotAsAdded(d.id))
+                    }
+                    Some((record, _)) => Ok(record),
+                    None => fetched
+                        .remove(&d.id)
+                        .ok_or(ClientError::DocumentMissing(d.id)),
+                })
+                .collect();
+        }
+        let mut out = Vec::with_capacity(docs.len());
+        self.rows
+            .fetch_documents(docs, Phase::Fetching, &mut |_| {}, &mut |doc, r| {
+                let record = r.and_then(|r| {
+                    wire::decode::<Record>(&r.content)
+                        .map_err(|_| ClientError::DocumentCorrupt(doc.id))
+                })?;
+                out.push(record);
+                Ok(())
+            })?;
+        Ok(out)
+    }
+}
+
+impl Table {
+    /// What `--explain` says of the number of keyword entries each
+    /// record's update carries.
+    fn padding_note(&self) -> String {
+        let slots = self.state.schema.keyword_slots();
+        if self.pad.is_some() {
+            format!(
+                "Each record's update carries {slots} keyword entr{}, padded with dummies \
+                 whatever its nulls and string lengths (the schema's fixed count).",
+                if slots == 1 { "y" } else { "ies" }
+            )
+        } else {
+            format!(
+                "Each record's update carries one keyword entry per equality value and one per \
+                 prefix (up to {slots} in all): the count shows which fields are null and how \
+                 long prefixed strings are (a table of an earlier build: not padded)."
+            )
+        }
+    }
+}
+
+/// What `--explain` says a verified group's search sends and what the
+/// client checks of its answer.
+fn verified_request(terms: usize) -> String {
+    format!(
+        "one token for the conjunction of {terms} equalit{}; the server tests every record of \
+         the group's index and returns a verdict and a proof for each; the client checks every \
+         proof against its keys and the version of each record's last upload (an answer that \
+         drops, adds, alters or replays a verdict is refused), then checks each record it \
+         fetches against the SHA-256 digest it recorded when the record was inserted. \
+         Verified: which records match these equalities, and their contents; not verified: \
+         the query's other predicates",
+        if terms == 1 { "y" } else { "ies" }
+    )
+}

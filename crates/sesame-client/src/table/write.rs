@@ -1,0 +1,459 @@
+//! Insertions and deletions of records, and the upkeep of the range
+//! indexes and the verified group they write to.
+
+use super::*;
+
+impl Table {
+    /// Reads the cells of one record (`(field, text)` pairs; a field
+    /// missing or with a null text has no value) into a [`Record`]. The
+    /// key is the key field's value, else `default_key`, else the next
+    /// free position.
+    pub fn record_from_cells<'a>(
+        &mut self,
+        cells: impl IntoIterator<Item = (&'a str, &'a str)>,
+        default_key: Option<String>,
+    ) -> Result<Record> {
+        let schema = &self.state.schema;
+        let mut values: Vec<Option<Value>> = vec![None; schema.fields.len()];
+        for (name, text) in cells {
+            let Some(position) = schema.fields.iter().position(|f| f.name == name) else {
+                return Err(ClientError::InvalidArgument(format!(
+                    "the table has no field {name:?} (fields: {})",
+                    schema
+                        .fields
+                        .iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            };
+            let field = schema
+                .fields
+                .get(position)
+                .ok_or_else(|| ClientError::InvalidArgument(format!("field {name:?} vanished")))?;
+            if let Some(slot) = values.get_mut(position) {
+                *slot = field.parse(text, &schema.nulls)?;
+            }
+        }
+        let key = match &schema.key {
+            Some(k) => {
+                let position = schema
+                    .fields
+                    .iter()
+                    .position(|f| &f.name == k)
+                    .ok_or_else(|| ClientError::InvalidArgument(format!("key {k:?} vanished")))?;
+                match (values.get(position), schema.fields.get(position)) {
+                    (Some(Some(v)), Some(f)) => f.display(v),
+                    _ => {
+                        return Err(ClientError::InvalidArgument(format!(
+                            "a record has no value for the key field {k:?}"
+                        )))
+                    }
+                }
+            }
+            None => match default_key {
+                Some(k) => k,
+                None => {
+                    let k = format!("#{}", self.state.next_row);
+                    self.state.next_row += 1;
+                    k
+                }
+            },
+        };
+        Ok(Record { key, values })
+    }
+
+    /// Inserts records: a key the table does not hold is inserted, a key
+    /// it holds with other values is replaced (delete and insert through
+    /// each index's own operations), a key it holds with the same values
+    /// is skipped. Every value is checked (types, range domains) before
+    /// anything is saved or sent. Interrupted at any point, the next
+    /// operation on the table completes or repairs the work, and inserting
+    /// the same records again changes nothing more: each is held once.
+    pub fn insert(
+        &mut self,
+        records: Vec<Record>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<InsertReport> {
+        let mut report = InsertReport::default();
+        let rebuilt = self.recover()?;
+        report.resumed = rebuilt.len();
+        // The last record of a key wins.
+        let mut by_key: BTreeMap<String, Record> = BTreeMap::new();
+        let mut order = Vec::new();
+        for r in records {
+            if r.values.len() != self.state.schema.fields.len() {
+                return Err(ClientError::InvalidArgument(format!(
+                    "record {:?} has {} values; the table has {} fields",
+                    r.key,
+                    r.values.len(),
+                    self.state.schema.fields.len()
+                )));
+            }
+            if !by_key.contains_key(&r.key) {
+                order.push(r.key.clone());
+            }
+            by_key.insert(r.key.clone(), r);
+        }
+        // Encoded range values, checked before anything changes.
+        let mut encoded: HashMap<String, Vec<Option<u64>>> = HashMap::new();
+        for (key, r) in &by_key {
+            encoded.insert(key.clone(), self.range_values(r)?);
+        }
+        // What the replaced records held, for their range deletions.
+        let old = if self.ranges.is_empty() {
+            HashMap::new()
+        } else {
+            let names: BTreeSet<&str> = by_key.keys().map(String::as_str).collect();
+            let docs: Vec<DocumentInfo> = self
+                .rows
+                .state
+                .catalog
+                .values()
+                .filter(|d| names.contains(d.path.as_str()))
+                .cloned()
+                .collect();
+            self.fetch_range_values(&docs)?
+        };
+        let mut items = Vec::with_capacity(by_key.len());
+        for key in &order {
+            if let Some(r) = by_key.get(key) {
+                let content = wire::encode(r)?;
+                let keywords =
+                    padding::keywords(&self.state.schema, self.pad.as_deref(), &r.values, &content);
+                items.push(Item {
+                    name: key.clone(),
+                    content,
+                    keywords,
+                });
+            }
+        }
+        if self.has_side_indexes() {
+            self.save_ranges(true)?;
+        }
+        let added = self.rows.put_items(items, progress)?;
+        report.inserted = added.added.len();
+        report.replaced = added.replaced.len();
+        report.unchanged = added.unchanged;
+        report.rebuilt = added.rebuilt;
+        report.resumed += added.resumed;
+        if !self.has_side_indexes() {
+            return Ok(report);
+        }
+        if self.group.is_some() {
+            let fresh: Vec<(DocId, &Record)> = added
+                .added
+                .iter()
+                .chain(&added.replaced)
+                .filter_map(|d| by_key.get(&d.path).map(|r| (d.id, r)))
+                .collect();
+            self.apply_group(&fresh, added.removed.len() as u64)?;
+        }
+        let deletes: Vec<RangeRow> = added
+            .removed
+            .iter()
+            .filter_map(|doc| old.get(&doc.id).cloned())
+            .collect();
+        let mut inserts: Vec<RangeRow> = Vec::new();
+        for doc in added.added.iter().chain(&added.replaced) {
+            if let (Some(values), Some(r)) = (encoded.get(&doc.path), by_key.get(&doc.path)) {
+                inserts.push(RangeRow {
+                    id: doc.id,
+                    values: values.clone(),
+                    content: wire::encode(r)?,
+                });
+            }
+        }
+        self.apply_ranges(&deletes, &inserts, progress)?;
+        self.compact_group()?;
+        Ok(report)
+    }
+
+    /// Uploads new records to the verified group's index (one
+    /// transaction), and counts `stale` entries of records gone. The
+    /// caller saves the state.
+    pub(super) fn apply_group(&mut self, fresh: &[(DocId, &Record)], stale: u64) -> Result<()> {
+        let (Some(group), Some(state)) = (self.group.as_mut(), self.state.group.as_mut()) else {
+            return Ok(());
+        };
+        state.stale += stale;
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let docs: Vec<_> = fresh
+            .iter()
+            .map(|(id, r)| group.document(&self.state.schema, *id, &r.values))
+            .collect();
+        let mut channel = group.transaction(self.rows.backend.as_mut(), state)?;
+        group.upload(&mut self.rng, channel.as_mut(), &docs, false)?;
+        channel.commit()?;
+        Ok(())
+    }
+
+    /// Rebuilds the verified group's index when more than half of its
+    /// entries belong to records no longer in the table (the protocol
+    /// has no deletion).
+    pub(super) fn compact_group(&mut self) -> Result<()> {
+        let stale = self.state.group.as_ref().map_or(0, |g| g.stale);
+        if stale > 0 && stale as usize > self.len() {
+            self.rebuild_group()?;
+        }
+        Ok(())
+    }
+
+    /// The encoded values of a record's range fields, in range index
+    /// order.
+    pub(super) fn range_values(&self, r: &Record) -> Result<Vec<Option<u64>>> {
+        self.ranges
+            .iter()
+            .map(|index| {
+                let field =
+                    self.state.schema.fields.get(index.field).ok_or_else(|| {
+                        ClientError::InvalidArgument("a range field vanished".into())
+                    })?;
+                match r.values.get(index.field) {
+                    Some(Some(v)) => field.encode(v).map(Some),
+                    _ => Ok(None),
+                }
+            })
+            .collect()
+    }
+
+    /// Fetches stored records and gives their encoded range values, by
+    /// identifier. A record that cannot be read is left out (it cannot
+    /// be deleted from a range index it is not known to be in).
+    pub(super) fn fetch_range_values(
+        &mut self,
+        docs: &[DocumentInfo],
+    ) -> Result<HashMap<DocId, RangeRow>> {
+        let mut records = Vec::new();
+        self.rows
+            .fetch_documents(docs, Phase::Fetching, &mut |_| {}, &mut |doc, r| {
+                if let Ok(r) = r {
+                    if let Ok(record) = wire::decode::<Record>(&r.content) {
+                        records.push((doc.id, record));
+                    }
+                }
+                Ok(())
+            })?;
+        let mut out = HashMap::new();
+        for (id, record) in records {
+            if let (Ok(values), Ok(content)) = (self.range_values(&record), wire::encode(&record)) {
+                out.insert(
+                    id,
+                    RangeRow {
+                        id,
+                        values,
+                        content,
+                    },
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies deletions then insertions to every range index, the
+    /// indexes marked dirty until it ends. An empty index is built in one
+    /// batch (the protocol's `build`).
+    pub(super) fn apply_ranges(
+        &mut self,
+        deletes: &[RangeRow],
+        inserts: &[RangeRow],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        let total = (deletes.len() + inserts.len()) as u64 * self.ranges.len() as u64;
+        let mut done = 0u64;
+        let binder = self.binder.as_ref();
+        for (i, (index, state)) in self
+            .ranges
+            .iter_mut()
+            .zip(self.state.ranges.iter_mut())
+            .enumerate()
+        {
+            let mut channel = index.transaction(self.rows.backend.as_mut(), state)?;
+            for row in deletes {
+                if let Some(Some(v)) = row.values.get(i) {
+                    if index.client.delete(
+                        &mut self.rng,
+                        channel.as_mut(),
+                        *v,
+                        &index.payload(binder, &state.field, row.id, *v, &row.content),
+                    )? {
+                        state.records = state.records.saturating_sub(1);
+                    }
+                }
+                done += 1;
+            }
+            let records: Vec<(u64, Vec<u8>)> = inserts
+                .iter()
+                .filter_map(|row| match row.values.get(i) {
+                    Some(Some(v)) => Some((
+                        *v,
+                        index.payload(binder, &state.field, row.id, *v, &row.content),
+                    )),
+                    _ => None,
+                })
+                .collect();
+            if state.records == 0 && !records.is_empty() {
+                index
+                    .client
+                    .build(&mut self.rng, channel.as_mut(), &records)?;
+                done += inserts.len() as u64;
+            } else {
+                for (v, payload) in &records {
+                    index
+                        .client
+                        .insert(&mut self.rng, channel.as_mut(), *v, payload)?;
+                    done += 1;
+                    if done.is_multiple_of(1024) {
+                        progress(Progress {
+                            phase: Phase::Indexing,
+                            done,
+                            total,
+                        });
+                    }
+                }
+                done += (inserts.len() - records.len()) as u64;
+            }
+            channel.commit()?;
+            state.records += records.len() as u64;
+        }
+        self.save_ranges(false)
+    }
+
+    /// Rebuilds range indexes (by position in the table's range list)
+    /// from the records: a fresh client (fresh keys) builds a new
+    /// generation, the state switches to it in one write, the old
+    /// generations are dropped. Returns the fields rebuilt.
+    pub(super) fn rebuild_ranges(
+        &mut self,
+        which: &[usize],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<String>> {
+        let all = self.fetch_all(progress)?;
+        let mut rebuilt = Vec::new();
+        for &i in which {
+            let (Some(index), Some(state)) = (self.ranges.get(i), self.state.ranges.get(i)) else {
+                continue;
+            };
+            let field = self
+                .state
+                .schema
+                .fields
+                .get(index.field)
+                .ok_or_else(|| ClientError::InvalidArgument("a range field vanished".into()))?
+                .clone();
+            let mut records = Vec::new();
+            let mut fresh = RangeIndex::fresh(index.field, &field, &mut self.rng)?;
+            for (id, record) in &all {
+                if let Some(Some(v)) = record.values.get(index.field) {
+                    let v = field.encode(v)?;
+                    let payload = fresh.payload(
+                        self.binder.as_ref(),
+                        &field.name,
+                        *id,
+                        v,
+                        &wire::encode(record)?,
+                    );
+                    records.push((v, payload));
+                }
+            }
+            let generation = state.generation + 1;
+            let target = RangeState {
+                field: state.field.clone(),
+                index: state.index.clone(),
+                generation,
+                client: Vec::new(),
+                records: records.len() as u64,
+                dirty: false,
+            };
+            self.rows
+                .backend
+                .drop_other_generations(&state.index, state.generation)?;
+            let mut channel = fresh.transaction(self.rows.backend.as_mut(), &target)?;
+            if !records.is_empty() {
+                fresh
+                    .client
+                    .build(&mut self.rng, channel.as_mut(), &records)?;
+            }
+            channel.commit()?;
+            let mut target = target;
+            target.client = fresh.client.save_state()?;
+            if let (Some(slot), Some(state_slot)) =
+                (self.ranges.get_mut(i), self.state.ranges.get_mut(i))
+            {
+                *slot = fresh;
+                *state_slot = target;
+            }
+            self.save()?;
+            let _ = self
+                .rows
+                .backend
+                .drop_other_generations(&state_index(&self.state, i), generation);
+            rebuilt.push(field.name.clone());
+        }
+        Ok(rebuilt)
+    }
+
+    /// Rebuilds every range index from the records with fresh keys (what
+    /// opening a table does for an index an interrupted operation left
+    /// dirty). Returns the fields rebuilt.
+    pub fn rebuild_range_indexes(
+        &mut self,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<String>> {
+        self.rows.resume_pending()?;
+        let all: Vec<usize> = (0..self.ranges.len()).collect();
+        self.rebuild_ranges(&all, progress)
+    }
+
+    /// Deletes the records matching a query; returns how many. Each
+    /// index deletes through its scheme's own deletion (a static keyword
+    /// scheme rebuilds).
+    pub fn delete(&mut self, text: &str) -> Result<usize> {
+        let answer_ids = {
+            let plan = self.plan(text)?;
+            self.recover()?;
+            if self.has_side_indexes() {
+                self.save_ranges(true)?;
+            }
+            let ids = self.matching_ids(&plan)?;
+            self.covered.clear();
+            ids
+        };
+        let docs: Vec<DocumentInfo> = answer_ids
+            .iter()
+            .filter_map(|id| self.rows.state.catalog.get(id).cloned())
+            .collect();
+        if docs.is_empty() {
+            if self.has_side_indexes() {
+                self.save_ranges(false)?;
+            }
+            return Ok(0);
+        }
+        let old = if self.ranges.is_empty() {
+            HashMap::new()
+        } else {
+            self.fetch_range_values(&docs)?
+        };
+        let names: Vec<String> = docs.iter().map(|d| d.id.to_string()).collect();
+        self.rows.remove_documents(&names)?;
+        if self.has_side_indexes() {
+            self.apply_group(&[], docs.len() as u64)?;
+            let deletes: Vec<RangeRow> = docs
+                .iter()
+                .filter_map(|d| old.get(&d.id).cloned())
+                .collect();
+            self.apply_ranges(&deletes, &[], &mut |_| {})?;
+            self.compact_group()?;
+        }
+        Ok(docs.len())
+    }
+
+    /// Every record, in insertion order (for export and checks).
+    pub fn records(&mut self) -> Result<Vec<Record>> {
+        self.rows.resume_pending()?;
+        let docs: Vec<DocumentInfo> = self.rows.state.catalog.values().cloned().collect();
+        self.fetch_records(&docs)
+    }
+}
