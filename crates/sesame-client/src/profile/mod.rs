@@ -45,15 +45,15 @@
 //! Layout: this module holds the `Profile` type, opening, paths, indexes
 //! and sessions; `create` makes a profile, `header` holds the header and
 //! its versions (passphrase change, [`sync_header`], KDF limits),
-//! `rotate_master` the master-key rotation and its note, `server` the
-//! server binding and [`Profile::join`].
+//! `rotate_master` the master-key rotation and its note, `scheme` index
+//! names and keyword schemes, `server` the server binding and
+//! [`Profile::join`].
 
 use std::path::{Path, PathBuf};
 
 use rand_core::{CryptoRngCore, OsRng};
 use sesame_core::Params;
 use sesame_crypto::{Aes256GcmSiv, Key};
-use sesame_sse::KeywordScheme;
 
 use crate::backend::{Backend, EmbeddedBackend};
 use crate::error::{ClientError, Result};
@@ -68,11 +68,14 @@ use crate::state::{IndexState, StateCipher};
 mod create;
 mod header;
 mod rotate_master;
+mod scheme;
 mod server;
 
 use header::Header;
 pub(crate) use header::{parse_header, sync_header};
 pub use rotate_master::MasterRotation;
+pub use scheme::check_scheme;
+pub(crate) use scheme::{check_index_name, find_scheme, new_client};
 
 /// Where a profile's indexes live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -697,54 +700,4 @@ fn check_parts_private(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Index names are 1 to 64 characters of `a-z`, `0-9`, `-` and `_`: they
-/// name a file and a store key prefix.
-pub(crate) fn check_index_name(index: &str) -> Result<()> {
-    let ok = !index.is_empty()
-        && index.len() <= 64
-        && index
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(ClientError::InvalidArgument(format!(
-            "index name {index:?} must be 1 to 64 characters of a-z, 0-9, - and _"
-        )))
-    }
-}
-
-/// Checks that `scheme` names a registered keyword scheme and that it
-/// accepts `params`, without writing anything: lets a caller refuse a bad
-/// name before it asks for a passphrase.
-pub fn check_scheme(scheme: &str, params: &Params) -> Result<()> {
-    let found = find_scheme(scheme)?;
-    new_client(&found, &mut OsRng, params).map(drop)
-}
-
-/// The registered keyword scheme called `name`.
-pub(crate) fn find_scheme(name: &str) -> Result<KeywordScheme> {
-    sesame_sse::scheme(name).ok_or_else(|| ClientError::UnknownScheme {
-        name: name.to_owned(),
-        known: sesame_sse::schemes()
-            .iter()
-            .map(|s| s.descriptor.name.to_owned())
-            .collect(),
-    })
-}
-
-/// A fresh scheme client; bad parameters are the caller's mistake.
-pub(crate) fn new_client(
-    scheme: &KeywordScheme,
-    rng: &mut dyn CryptoRngCore,
-    params: &Params,
-) -> Result<Box<dyn sesame_sse::KeywordClient>> {
-    (scheme.new_client)(rng, params).map_err(|e| match e {
-        sesame_core::Error::InvalidArgument(m) => {
-            ClientError::InvalidArgument(format!("scheme parameters: {m}"))
-        }
-        other => ClientError::Core(other),
-    })
 }
