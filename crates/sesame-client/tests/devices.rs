@@ -12,30 +12,18 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_client::{insecure, ClientError, NetworkBackend, Profile, DEFAULT_INDEX};
 use sesame_core::{Params, Store, WriteOp};
-use sesame_server::RunningServer;
 use sesame_store::faulty::FaultyStore;
 
 type Oracle = BTreeMap<String, BTreeSet<String>>;
 
-struct Setup {
-    _server: RunningServer,
-    binding: ServerBinding,
-    /// The server's store; its writes can be refused (`on_write`).
-    store: Arc<FaultyStore>,
-    tmp: tempfile::TempDir,
-}
+type Setup = support::Setup<FaultyStore>;
 
 fn serve(max_message: usize) -> Setup {
-    let store = Arc::new(FaultyStore::new());
-    let (server, binding) = support::serve(store.clone(), |c| c.max_message_bytes = max_message);
-    Setup {
-        _server: server,
-        binding,
-        store,
-        tmp: tempfile::tempdir().unwrap(),
-    }
+    support::setup(Arc::new(FaultyStore::new()), |c| {
+        c.max_message_bytes = max_message;
+    })
 }
 
 /// The first device: a profile bound to the server, its default index

@@ -13,27 +13,14 @@ use std::sync::Arc;
 
 use sesame_client::table::import::Format;
 use sesame_client::table::{Record, Schema, Table};
-use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_client::{insecure, ClientError, NetworkBackend, Profile, DEFAULT_INDEX};
 use sesame_core::{Params, Store};
-use sesame_server::RunningServer;
 use sesame_store::faulty::{Fault, FaultyStore};
 
-struct Setup {
-    _server: RunningServer,
-    binding: ServerBinding,
-    store: Arc<FaultyStore>,
-    tmp: tempfile::TempDir,
-}
+type Setup = support::Setup<FaultyStore>;
 
 fn serve() -> Setup {
-    let store = Arc::new(FaultyStore::new());
-    let (server, binding) = support::serve(store.clone(), |_| {});
-    Setup {
-        _server: server,
-        binding,
-        store,
-        tmp: tempfile::tempdir().unwrap(),
-    }
+    support::setup(Arc::new(FaultyStore::new()), |_| {})
 }
 
 /// `n` files in `tmp/docs`, each with its own word and `all`.

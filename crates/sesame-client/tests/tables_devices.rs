@@ -13,27 +13,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use sesame_client::table::{self, Record, Schema, Table, Value};
-use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_client::{insecure, ClientError, NetworkBackend, Profile, DEFAULT_INDEX};
 use sesame_core::{Params, Store, WriteBatch};
-use sesame_server::RunningServer;
 use sesame_store::MemoryStore;
 
-struct Setup {
-    _server: RunningServer,
-    binding: ServerBinding,
-    store: Arc<MemoryStore>,
-    tmp: tempfile::TempDir,
-}
+type Setup = support::Setup<MemoryStore>;
 
 fn serve() -> Setup {
-    let store = Arc::new(MemoryStore::new());
-    let (server, binding) = support::serve(store.clone(), |_| {});
-    Setup {
-        _server: server,
-        binding,
-        store,
-        tmp: tempfile::tempdir().unwrap(),
-    }
+    support::setup(Arc::new(MemoryStore::new()), |_| {})
 }
 
 /// The first device, and a second joined to it.

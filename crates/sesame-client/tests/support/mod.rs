@@ -37,3 +37,27 @@ pub(crate) fn serve(
     };
     (server, binding)
 }
+
+/// A test's server over `store` (as [`serve`]), its binding, and a
+/// scratch directory for the devices' profiles.
+pub(crate) struct Setup<S> {
+    pub(crate) _server: RunningServer,
+    pub(crate) binding: ServerBinding,
+    /// The server's store, for the test to fail or inspect.
+    pub(crate) store: Arc<S>,
+    pub(crate) tmp: tempfile::TempDir,
+}
+
+/// [`serve`] over `store`, with a scratch directory.
+pub(crate) fn setup<S: Store + 'static>(
+    store: Arc<S>,
+    configure: impl FnOnce(&mut ServerConfig),
+) -> Setup<S> {
+    let (server, binding) = serve(store.clone(), configure);
+    Setup {
+        _server: server,
+        binding,
+        store,
+        tmp: tempfile::tempdir().unwrap(),
+    }
+}
