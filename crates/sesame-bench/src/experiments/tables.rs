@@ -5,7 +5,7 @@
 //!
 //! Each run imports the flights' `carrier` (an equality field, FAST),
 //! `dep_time` and `distance` (range fields, the protocol measured, 16
-//! bits) from a CSV file through [`sesame_client::Table::import`], then
+//! bits), keyed by the row's number (`id`), from a CSV file through [`sesame_client::Table::import`], then
 //! asks random queries of 0.5 % of each range field's value span
 //! (`dep_time between a and b`) and random equality queries (`carrier =
 //! "UA"`). Every answer is checked against the plaintext data: the
