@@ -16,8 +16,11 @@ mod kdf;
 mod lock;
 mod network;
 mod profile;
+mod progress;
+mod scheme;
 mod session;
 mod state;
+mod stored;
 pub mod table;
 pub mod tokenize;
 

@@ -26,6 +26,9 @@ use zeroize::{Zeroize, Zeroizing};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 
+/// Name of the directory of index states (in a profile directory).
+pub const INDEX_DIR: &str = "indexes";
+
 /// First bytes of every state file this build writes (name and format
 /// version).
 const MAGIC: &[u8; 8] = b"SSMIDX03";

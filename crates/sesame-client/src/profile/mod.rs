@@ -63,19 +63,20 @@ use crate::kdf::{KdfLimit, KdfParams};
 use crate::lock::ProfileLock;
 use crate::network::{save_binding, NetworkBackend, ServerBinding, SERVER_FILE};
 use crate::session::Session;
+use crate::session::{SessionBase, SharedHeader};
+pub use crate::state::INDEX_DIR;
 use crate::state::{IndexState, StateCipher};
 
 mod create;
 mod header;
 mod rotate_master;
-mod scheme;
 mod server;
 
+pub use crate::scheme::check_scheme;
+pub(crate) use crate::scheme::{check_index_name, find_scheme, new_client};
 use header::Header;
 pub(crate) use header::{parse_header, sync_header};
 pub use rotate_master::MasterRotation;
-pub use scheme::check_scheme;
-pub(crate) use scheme::{check_index_name, find_scheme, new_client};
 
 /// Where a profile's indexes live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,8 +91,6 @@ enum StoreKind {
 pub const HEADER_FILE: &str = "profile.json";
 /// Name of the embedded store file in a profile directory.
 pub const STORE_FILE: &str = "store.redb";
-/// Name of the directory of index states.
-pub const INDEX_DIR: &str = "indexes";
 /// The index [`Profile::create`] makes and the CLI uses.
 pub const DEFAULT_INDEX: &str = "default";
 
@@ -361,7 +360,7 @@ impl Profile {
         let lock = self.lock(index)?;
         let state = self.load_state(index)?;
         let backend = self.backend()?;
-        Session::new(self, index, state, backend, lock).map_err(|e| match e {
+        Session::new(self.session_base(index), index, state, backend, lock).map_err(|e| match e {
             // Under a newer master key, maybe: then that is what to say.
             ClientError::SharedStateCorrupt { .. } => self.header_behind(index).unwrap_or(e),
             e => e,
@@ -633,6 +632,24 @@ impl Profile {
 
     pub(crate) fn state_cipher(&self) -> StateCipher {
         StateCipher::new(&self.state_key, &self.id)
+    }
+
+    /// What a session on `index` takes from the profile: its files, its
+    /// keys, and the header it shares with the profile's other devices.
+    pub(crate) fn session_base(&self, index: &str) -> SessionBase {
+        SessionBase {
+            profile_id: self.id.clone(),
+            profile_dir: self.dir.clone(),
+            state_path: self.state_path(index),
+            sidecar: self.shared_sidecar(index),
+            cipher: self.state_cipher(),
+            docs: std::sync::Arc::new(Aes256GcmSiv::new(&self.doc_key)),
+            intents: self.intent_files(index),
+            header: self.shareable_header().map(|bytes| SharedHeader {
+                bytes,
+                sync: sync_header,
+            }),
+        }
     }
 
     pub(crate) fn doc_key(&self) -> &Key<32> {

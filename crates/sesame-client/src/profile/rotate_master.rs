@@ -11,7 +11,7 @@ use super::{check_index_name, Profile, HEADER_FILE};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 use crate::network::{save_binding, NetworkBackend};
-use crate::session::Progress;
+use crate::progress::Progress;
 
 /// Name of the note of a master-key rotation in progress
 /// ([`Profile::rotate_master`]): the new master key sealed under the

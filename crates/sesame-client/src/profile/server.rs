@@ -182,6 +182,6 @@ impl Profile {
         check_index_name(index)?;
         let lock = self.lock(index)?;
         let state = self.load_state(index)?;
-        Session::new(self, index, state, backend, lock)
+        Session::new(self.session_base(index), index, state, backend, lock)
     }
 }

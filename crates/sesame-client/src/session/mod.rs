@@ -36,8 +36,10 @@ use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
 use crate::intents::IntentFiles;
 use crate::lock::ProfileLock;
-use crate::profile::{find_scheme, Profile};
+use crate::scheme::find_scheme;
 use crate::state::{DocumentInfo, IndexState, StateCipher};
+
+pub use crate::progress::{Phase, Progress};
 
 mod chunks;
 mod intents;
@@ -56,46 +58,6 @@ const INTENT_BYTES: usize = 8 << 20;
 const BATCH_KEYWORDS: usize = 128 << 10;
 /// Documents whose keywords `check` searches for.
 const CHECK_PROBES: usize = 32;
-
-/// What a long operation is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Phase {
-    /// Reading and tokenizing the new files.
-    Reading,
-    /// Encrypting and storing the new documents.
-    Storing,
-    /// Fetching and decrypting stored documents (a static index's rebuild,
-    /// the keywords of documents to delete, a check).
-    Fetching,
-    /// Building or updating the encrypted index.
-    Indexing,
-    /// Records of an import inserted into a table, all indexes included.
-    Imported,
-}
-
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Phase::Reading => "reading",
-            Phase::Storing => "storing",
-            Phase::Fetching => "fetching",
-            Phase::Indexing => "indexing",
-            Phase::Imported => "imported",
-        })
-    }
-}
-
-/// Progress of a long operation: `done` of `total` steps of `phase`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Progress {
-    /// The phase.
-    pub phase: Phase,
-    /// Steps done.
-    pub done: u64,
-    /// Steps in the phase.
-    pub total: u64,
-}
 
 /// The answer to [`Session::query`].
 #[derive(Clone, Debug, PartialEq)]
@@ -253,7 +215,7 @@ pub struct Session {
     pub(crate) max_documents: usize,
     /// While an add stores its documents on another thread: how far it
     /// got (an intent waits for its documents before it is saved).
-    pub(crate) stored_gate: Option<std::sync::Arc<crate::documents::StoredGate>>,
+    pub(crate) stored_gate: Option<std::sync::Arc<crate::stored::StoredGate>>,
     /// An update sent on another thread while the next one is prepared
     /// ([`Session::send_behind`]).
     sending: Option<intents::Sending>,
@@ -271,13 +233,52 @@ pub struct Session {
     pub(crate) doc_context: Vec<u8>,
     /// The state shared with the profile's other devices through the
     /// server, when the server keeps it ([`shared`]).
-    shared: Option<shared::Shared>,
+    shared: Option<shared::side::Shared>,
+    /// `indexes/NAME.shared`: what this device saw of the shared state.
+    sidecar: PathBuf,
     /// The profile's header as another device joining needs it.
-    header: Option<Vec<u8>>,
+    header: Option<SharedHeader>,
     _lock: ProfileLock,
 }
 
 /// Gives the keywords of a document's content.
+/// What a session takes from its profile (built by the profile, so that
+/// the session needs nothing of the profile's own).
+pub(crate) struct SessionBase {
+    /// The profile's identifier (bound into sealed documents and state).
+    pub profile_id: String,
+    /// The profile directory.
+    pub profile_dir: PathBuf,
+    /// `indexes/NAME.state`.
+    pub state_path: PathBuf,
+    /// `indexes/NAME.shared`.
+    pub sidecar: PathBuf,
+    /// Seals the index's client state.
+    pub cipher: StateCipher,
+    /// Seals the documents.
+    pub docs: std::sync::Arc<Aes256GcmSiv>,
+    /// The index's pending intent files.
+    pub intents: IntentFiles,
+    /// The profile's header as another device joining needs it (`None`
+    /// for header formats that cannot be shared).
+    pub header: Option<SharedHeader>,
+}
+
+/// The profile's header and what to do with the server's copy of it.
+#[derive(Clone)]
+pub(crate) struct SharedHeader {
+    /// The header, as written.
+    pub bytes: Vec<u8>,
+    /// Compares it with the server's copy (`profile_dir`, ours, theirs):
+    /// the write that puts ours there, if one should
+    /// (`crate::profile::sync_header`).
+    pub sync: fn(
+        &std::path::Path,
+        &[u8],
+        &crate::backend::IndexRecord,
+    ) -> Result<Option<crate::backend::IndexRecordWrite>>,
+}
+
 pub(crate) type Extractor = std::sync::Arc<dyn Fn(&[u8]) -> Vec<String> + Send + Sync>;
 
 /// An item for [`Session::put_items`]: a name, its content, its keywords.
@@ -302,26 +303,26 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     pub(crate) fn new(
-        profile: &Profile,
+        base: SessionBase,
         index: &str,
         state: IndexState,
         backend: Box<dyn Backend>,
         lock: ProfileLock,
     ) -> Result<Session> {
         let scheme = find_scheme(&state.scheme)?;
-        Self::with_scheme(profile, index, state, backend, scheme, lock)
+        Self::with_scheme(base, index, state, backend, scheme, lock)
     }
 
     /// As [`Session::new`], with the scheme given rather than looked up.
     fn with_scheme(
-        profile: &Profile,
+        base: SessionBase,
         index: &str,
         state: IndexState,
         mut backend: Box<dyn Backend>,
         scheme: KeywordScheme,
         lock: ProfileLock,
     ) -> Result<Session> {
-        let state_path = profile.state_path(index);
+        let state_path = base.state_path;
         let client =
             (scheme.restore_client)(&state.client).map_err(|_| ClientError::StateCorrupt {
                 index: index.to_owned(),
@@ -330,15 +331,15 @@ impl Session {
         let max_message = backend.max_message()?;
         let max_documents = backend
             .max_documents()?
-            .unwrap_or(crate::documents::DOCS_PER_REQUEST)
-            .clamp(1, crate::documents::DOCS_PER_REQUEST);
+            .unwrap_or(crate::stored::DOCS_PER_REQUEST)
+            .clamp(1, crate::stored::DOCS_PER_REQUEST);
         let mut session = Session {
             index: index.to_owned(),
-            profile_id: profile.id().to_owned(),
-            profile_dir: profile.dir().to_path_buf(),
+            profile_id: base.profile_id,
+            profile_dir: base.profile_dir,
             state_path,
-            cipher: profile.state_cipher(),
-            docs: std::sync::Arc::new(Aes256GcmSiv::new(profile.doc_key())),
+            cipher: base.cipher,
+            docs: base.docs,
             scheme,
             state,
             client,
@@ -346,7 +347,7 @@ impl Session {
             rng: ChaCha20Rng::from_rng(OsRng).map_err(|e| {
                 ClientError::InvalidArgument(format!("the system's random source failed: {e}"))
             })?,
-            intents: profile.intent_files(index),
+            intents: base.intents,
             max_message,
             max_documents,
             stored_gate: None,
@@ -356,7 +357,8 @@ impl Session {
             intent_docs: INTENT_DOCS,
             doc_context: Vec::new(),
             shared: None,
-            header: profile.shareable_header(),
+            sidecar: base.sidecar,
+            header: base.header,
             _lock: lock,
         };
         session.adopt_legacy_intents()?;
@@ -494,6 +496,7 @@ mod tests {
     use super::*;
     use crate::backend::EmbeddedBackend;
     use crate::insecure;
+    use crate::Profile;
     use sesame_sse::{Multimap, UpdateOp};
 
     static TOY: SchemeDescriptor = SchemeDescriptor {
@@ -635,7 +638,15 @@ mod tests {
         let backend = Box::new(EmbeddedBackend::over(store.clone()));
         profile.save_state(&mut OsRng, "toy", &state).unwrap();
         let lock = profile.lock("toy").unwrap();
-        let mut s = Session::with_scheme(&profile, "toy", state, backend, toy(), lock).unwrap();
+        let mut s = Session::with_scheme(
+            profile.session_base("toy"),
+            "toy",
+            state,
+            backend,
+            toy(),
+            lock,
+        )
+        .unwrap();
         assert!(!s.is_static());
         s.save().unwrap();
 
@@ -660,7 +671,15 @@ mod tests {
         assert_eq!(state.generation, 0);
         let backend = Box::new(EmbeddedBackend::over(store));
         let lock = profile.lock("toy").unwrap();
-        let mut s = Session::with_scheme(&profile, "toy", state, backend, toy(), lock).unwrap();
+        let mut s = Session::with_scheme(
+            profile.session_base("toy"),
+            "toy",
+            state,
+            backend,
+            toy(),
+            lock,
+        )
+        .unwrap();
         assert_eq!(ids(s.search("fox").unwrap()), [1]);
     }
 }

@@ -206,7 +206,7 @@ impl Session {
         };
         let mut channel = self.backend.document_channel(&self.index)?;
         let blob = self.fetch_blob(channel.as_mut(), id)?;
-        let mut record = crate::documents::check_digest(&doc, self.open_document(id, &blob)?)?;
+        let mut record = crate::stored::check_digest(&doc, self.open_document(id, &blob)?)?;
         Ok(std::mem::take(&mut record.content))
     }
 

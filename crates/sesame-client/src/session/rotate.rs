@@ -20,10 +20,10 @@ use sesame_crypto::aead::Aes256GcmSiv;
 use super::{Phase, Progress, Session};
 use crate::collect::NewFile;
 use crate::doc_service::DocClient;
-use crate::documents::{check_digest, stored_bound, BATCH_BYTES};
 use crate::error::{ClientError, Result};
 use crate::intents::IntentFiles;
 use crate::state::{DocumentInfo, StateCipher};
+use crate::stored::{check_digest, stored_bound, BATCH_BYTES};
 
 /// Documents read per request while re-sealing, at most.
 const RESEAL_BATCH: usize = 256;

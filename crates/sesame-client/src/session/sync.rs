@@ -11,11 +11,11 @@ use zeroize::Zeroize;
 
 use crate::collect::{self, NewFile};
 use crate::doc_service::DocId;
-use crate::documents::StoredGate;
 use crate::error::{ClientError, Result};
 use crate::intents::{Intent, IntentOp};
-use crate::profile::new_client;
+use crate::scheme::new_client;
 use crate::state::DocumentInfo;
+use crate::stored::StoredGate;
 use crate::tokenize::tokenize_bytes;
 
 /// Documents whose keywords `check` searches for.

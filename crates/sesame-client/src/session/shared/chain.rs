@@ -8,7 +8,7 @@ use std::path::Path;
 use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
 
-use super::Seen;
+use super::side::Seen;
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 use crate::state::{Chain, Head};

@@ -43,19 +43,20 @@
 //! reads and writes the records (state, head, intents; chunks in
 //! `session::chunks`) and commits this device's writes.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use rand_core::RngCore;
 
 use super::Session;
-use crate::backend::IndexRecordWrite;
 use crate::error::{ClientError, Result};
-use crate::state::{shared_digest, Head, IndexState, SharedExtras};
+use crate::state::{shared_digest, IndexState, SharedExtras};
 
 mod chain;
 mod records;
+pub(crate) mod side;
+
+pub(crate) use side::{Seen, Shared};
 
 use chain::{accept, read_sidecar, write_sidecar};
 pub(crate) use chain::{parse_sidecar, renew_device};
@@ -101,46 +102,6 @@ pub(crate) fn intent_record(id: &[u8; 16]) -> String {
     format!("intent-{}", hex::encode(id))
 }
 
-/// This device's side of an index's shared state.
-pub(crate) struct Shared {
-    /// The state this device's is (its version and digest) and what it
-    /// knows of the history of states.
-    pub seen: Seen,
-    /// This device's identifier (its reservations are marked with it).
-    pub device: [u8; 16],
-    /// What the devices share beyond the state; this device's own
-    /// reservations are in the state's `reserved`, not here.
-    pub extras: SharedExtras,
-    /// Records to write with the next commit of the state (a pending
-    /// intent's bytes, or its deletion once completed).
-    pub staged: Vec<IndexRecordWrite>,
-    /// `indexes/NAME.shared`.
-    sidecar: PathBuf,
-    /// The largest chunk (what one message carries, less framing).
-    chunk_max: usize,
-}
-
-/// What a device knows of the history of an index's shared states:
-/// kept in `indexes/NAME.shared`, checked against every state the server
-/// answers ([`accept`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Seen {
-    /// The version of the newest state this device saw.
-    pub version: u64,
-    /// Its digest; `None` when the note was written without it (by a
-    /// build before the chain, or by a join): the next state read is
-    /// adopted as it is.
-    pub digest: Option<[u8; 32]>,
-    /// Whether that state had a place in the chain ([`Chain`]): once one
-    /// had, a state without is refused.
-    pub chained: bool,
-    /// The last state each device wrote, as that state said (its own
-    /// writer's entry included).
-    pub heads: BTreeMap<[u8; 16], Head>,
-    /// This device's own last write.
-    pub own: Option<Head>,
-}
-
 impl Session {
     /// Shares the index's state through the backend's records, if it
     /// keeps them: adopts the server's copy, or uploads this device's when
@@ -153,10 +114,7 @@ impl Session {
         if self.shared.is_some() {
             return Ok(());
         }
-        let sidecar = self
-            .profile_dir
-            .join(crate::profile::INDEX_DIR)
-            .join(format!("{}.shared", self.index));
+        let sidecar = self.sidecar.clone();
         let header = self.header.clone();
         let Some(fetched) = fetch(self.backend.as_mut(), &self.cipher, &self.index)? else {
             return Ok(());
@@ -173,7 +131,7 @@ impl Session {
         if let Some(header) = header {
             // Only forward: an older header than the server's is not put
             // back (the passphrase changed on another device).
-            let write = crate::profile::sync_header(&self.profile_dir, &header, &fetched.profile)?;
+            let write = (header.sync)(&self.profile_dir, &header.bytes, &fetched.profile)?;
             shared.staged.extend(write);
         }
         match fetched.opened {
@@ -441,7 +399,7 @@ pub struct SharedView {
 /// (an embedded profile, or one not yet shared).
 pub fn shared_view(profile_dir: &Path, index: &str) -> Result<Option<SharedView>> {
     let path = profile_dir
-        .join(crate::profile::INDEX_DIR)
+        .join(crate::state::INDEX_DIR)
         .join(format!("{index}.shared"));
     let (device, seen, known) = read_sidecar(&path)?;
     if !known {
