@@ -203,6 +203,23 @@ pub(crate) enum Command {
     /// Run the Sesame server: many tenants' encrypted indexes and
     /// documents, over gRPC and TLS.
     Serve(ServeArgs),
+    /// Serve the profile's tables to PostgreSQL clients (psql, psycopg,
+    /// JDBC, node-postgres): SCRAM-SHA-256 with one password; every
+    /// predicate goes to the encrypted index that answers it.
+    Sql {
+        /// The address to listen on (off loopback only with TLS).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:5433")]
+        listen: std::net::SocketAddr,
+        /// A file holding the password (mode 600); else SESAME_SQL_PASSWORD.
+        #[arg(long, value_name = "FILE")]
+        password_file: Option<PathBuf>,
+        /// PEM certificate chain: TLS (with --tls-key).
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// PEM private key of --tls-cert.
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+    },
     /// Manage tenants' tokens for `sesame serve --tokens`.
     #[command(subcommand)]
     Token(TokenCommand),

@@ -28,6 +28,7 @@ mod passphrase;
 mod progress;
 mod schemes;
 mod serve;
+mod sql;
 mod tables;
 
 use std::io::Write;
@@ -194,8 +195,24 @@ fn run(cli: Cli) -> Result<(), CliError> {
             format,
             explain,
         } => tables::query(&dir, &table, &query, limit, &format, explain),
+        // `bench sql` runs this binary's `sesame sql` beside PostgreSQL
+        // (crates/sesame-bench/src/sql.rs); not one of `bench all`'s.
+        Command::Bench(args) if args.experiment == "sql" => {
+            let exe = std::env::current_exe().map_err(|e| sesame_bench::BenchError::Io {
+                action: "find",
+                path: PathBuf::from("the sesame binary"),
+                source: e,
+            })?;
+            Ok(sesame_bench::sql::run(&args, &exe)?)
+        }
         Command::Bench(args) => Ok(sesame_bench::run(&args)?),
         Command::Serve(args) => serve::serve(args),
+        Command::Sql {
+            listen,
+            password_file,
+            tls_cert,
+            tls_key,
+        } => sql::sql(&dir, listen, password_file, tls_cert.zip(tls_key)),
         Command::Token(cmd) => serve::token(cmd),
         Command::Cert(args) => serve::cert(args),
     }

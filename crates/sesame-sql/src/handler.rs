@@ -1,0 +1,515 @@
+//! One connection's handlers: the simple query protocol, the extended
+//! protocol (Parse/Bind/Describe/Execute, with `$n` parameters bound into
+//! the parsed statement, never pasted into text), and the statements a
+//! connection answers itself (`SET`, `SHOW`, transaction statements).
+//! Everything else runs on the engine.
+
+use std::fmt::Debug;
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::{stream, Sink};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{
+    DataRowEncoder, DescribePortalResponse, DescribeResponse, DescribeStatementResponse,
+    FieldFormat, FieldInfo, QueryResponse, Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use sqlparser::ast::{self, Statement};
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::{Parser, ParserError};
+
+use crate::engine::{Engine, Outcome, Settings};
+use crate::error::{SqlError, SYNTAX};
+use crate::exec::Rows;
+use crate::types::{ColType, Datum};
+
+/// The longest statement accepted, in bytes.
+pub(crate) const MAX_STATEMENT: usize = 1 << 20;
+
+/// A statement as parsed for the extended protocol.
+#[derive(Clone, Debug)]
+pub(crate) struct Parsed {
+    pub(crate) sql: String,
+    pub(crate) stmt: Option<Statement>,
+    pub(crate) params: usize,
+}
+
+/// Parses `sql` into statements; a syntax error carries its position.
+pub(crate) fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
+    if sql.len() > MAX_STATEMENT {
+        return Err(SqlError::new(
+            "54000",
+            format!(
+                "statement of {} bytes: the most is {MAX_STATEMENT}",
+                sql.len()
+            ),
+        ));
+    }
+    Parser::parse_sql(&PostgreSqlDialect {}, sql).map_err(|e| {
+        let message = match &e {
+            ParserError::TokenizerError(m) | ParserError::ParserError(m) => m.clone(),
+            ParserError::RecursionLimitExceeded => "statement nested too deeply".into(),
+        };
+        let position = locate(&message).and_then(|(l, c)| crate::error::position(sql, l, c));
+        SqlError::new(SYNTAX, format!("syntax error: {message}")).at(position)
+    })
+}
+
+/// The `Line: L, Column: C` sqlparser writes into its messages.
+fn locate(message: &str) -> Option<(u64, u64)> {
+    let after = |key: &str| -> Option<u64> {
+        let at = message.rfind(key)? + key.len();
+        let digits: String = message[at..]
+            .chars()
+            .skip_while(|c| c.is_whitespace())
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    Some((after("Line:")?, after("Column:")?))
+}
+
+/// The highest `$n` in a statement.
+fn param_count(stmt: &Statement) -> usize {
+    let mut max = 0;
+    let mut stmt = stmt.clone();
+    let _ = ast::visit_expressions_mut(&mut stmt, |e| {
+        if let ast::Expr::Value(v) = e {
+            if let ast::Value::Placeholder(p) = &v.value {
+                if let Some(n) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                    max = max.max(n);
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    max
+}
+
+/// `stmt` with each `$n` replaced by the n-th value.
+pub(crate) fn bind(stmt: &Statement, values: &[Datum]) -> Statement {
+    let mut stmt = stmt.clone();
+    let _ = ast::visit_expressions_mut(&mut stmt, |e| {
+        if let ast::Expr::Value(v) = e {
+            if let ast::Value::Placeholder(p) = &v.value {
+                if let Some(n) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                    let d = n
+                        .checked_sub(1)
+                        .and_then(|i| values.get(i))
+                        .cloned()
+                        .unwrap_or(Datum::Null);
+                    v.value = match d {
+                        Datum::Null => ast::Value::Null,
+                        Datum::Bool(b) => ast::Value::Boolean(b),
+                        Datum::Text(s) => ast::Value::SingleQuotedString(s),
+                        Datum::Timestamp(t) => ast::Value::Number(t.to_string(), false),
+                        other => {
+                            ast::Value::Number(other.literal_text().unwrap_or_default(), false)
+                        }
+                    };
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    stmt
+}
+
+/// One connection's state and handlers.
+pub(crate) struct Conn {
+    pub(crate) engine: Engine,
+    pub(crate) settings: Mutex<Settings>,
+    pub(crate) parser: Arc<SqlParser>,
+    pub(crate) copy: crate::copy::CopyIn,
+}
+
+impl Conn {
+    pub(crate) fn new(engine: Engine, copy_dir: std::path::PathBuf) -> Self {
+        Conn {
+            engine,
+            settings: Mutex::new(Settings::default()),
+            parser: Arc::new(SqlParser),
+            copy: crate::copy::CopyIn::new(copy_dir),
+        }
+    }
+
+    fn settings(&self) -> Settings {
+        self.settings.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Runs one statement.
+    pub(crate) async fn run(&self, sql: &str, stmt: Statement) -> Result<Outcome, SqlError> {
+        match &stmt {
+            Statement::Set(set) => return self.set(&set.to_string()),
+            Statement::ShowVariable { variable } => {
+                let name = variable
+                    .iter()
+                    .map(crate::plan::ident)
+                    .collect::<Vec<_>>()
+                    .join(".");
+                let allow = self.settings().allow_scan;
+                let value = crate::catalog::setting(&name, allow).ok_or_else(|| {
+                    SqlError::new(
+                        "42704",
+                        format!("unrecognized configuration parameter {name:?}"),
+                    )
+                })?;
+                return Ok(Outcome::Rows(Rows {
+                    columns: vec![(name, ColType::Text)],
+                    rows: vec![vec![Datum::Text(value)]],
+                }));
+            }
+            Statement::StartTransaction { .. } => return Ok(Outcome::Command("BEGIN", None)),
+            Statement::Commit { .. } => return Ok(Outcome::Command("COMMIT", None)),
+            Statement::Rollback { .. } => return Ok(Outcome::Command("ROLLBACK", None)),
+            Statement::Discard { .. } => return Ok(Outcome::Command("DISCARD ALL", None)),
+            Statement::Deallocate { .. } => return Ok(Outcome::Command("DEALLOCATE", None)),
+            Statement::Copy { .. } => {
+                return Err(SqlError::new(
+                    crate::error::PROTOCOL,
+                    "COPY FROM STDIN runs through the simple query protocol",
+                ))
+            }
+            _ => {}
+        }
+        let settings = self.settings();
+        let sql = sql.to_owned();
+        self.engine
+            .call(move |db| {
+                if let Some(rows) = crate::catalog::psql_list_tables(db, &sql)? {
+                    return Ok(Outcome::Rows(rows));
+                }
+                db.execute(&sql, &stmt, &settings)
+            })
+            .await?
+    }
+
+    /// The columns a statement answers, without running it.
+    async fn describe(&self, parsed: &Parsed) -> Result<Vec<(String, ColType)>, SqlError> {
+        let Some(stmt) = &parsed.stmt else {
+            return Ok(Vec::new());
+        };
+        match stmt {
+            Statement::Query(_) | Statement::Explain { .. } | Statement::ShowVariable { .. } => {}
+            _ => return Ok(Vec::new()),
+        }
+        if let Statement::ShowVariable { .. } | Statement::Explain { .. } = stmt {
+            let name = match stmt {
+                Statement::Explain { .. } => "QUERY PLAN".to_owned(),
+                _ => stmt.to_string().trim_start_matches("SHOW ").to_lowercase(),
+            };
+            return Ok(vec![(name, ColType::Text)]);
+        }
+        let bound = bind(stmt, &vec![Datum::Null; parsed.params]);
+        let sql = parsed.sql.clone();
+        let settings = self.settings();
+        self.engine
+            .call(move |db| db.describe(&sql, &bound, &settings))
+            .await?
+    }
+
+    fn set(&self, text: &str) -> Result<Outcome, SqlError> {
+        let body = text.trim_start_matches("SET ").trim();
+        let body = body
+            .strip_prefix("SESSION ")
+            .or_else(|| body.strip_prefix("LOCAL "))
+            .unwrap_or(body);
+        let (name, value) = body
+            .split_once(" = ")
+            .or_else(|| body.split_once(" TO "))
+            .unwrap_or((body, ""));
+        let name = name.trim().to_lowercase();
+        let value = value.trim().trim_matches('\'').to_lowercase();
+        if name == "sesame.allow_scan" {
+            let on = match value.as_str() {
+                "on" | "true" | "1" | "yes" => true,
+                "off" | "false" | "0" | "no" | "default" => false,
+                other => {
+                    return Err(SqlError::new(
+                        "22023",
+                        format!("sesame.allow_scan is on or off, not {other:?}"),
+                    ))
+                }
+            };
+            if let Ok(mut s) = self.settings.lock() {
+                s.allow_scan = on;
+            }
+        }
+        // Other settings (client_encoding, DateStyle, extra_float_digits,
+        // application_name, ...) are accepted and do not change answers.
+        Ok(Outcome::Command("SET", None))
+    }
+}
+
+/// Writes an outcome as a response.
+pub(crate) fn respond(outcome: Outcome, format: &Format) -> Response {
+    match outcome {
+        Outcome::Command(tag, rows) => {
+            let t = Tag::new(tag);
+            Response::Execution(match rows {
+                Some(n) => t.with_rows(n),
+                None => t,
+            })
+        }
+        Outcome::Rows(rows) => {
+            let fields = Arc::new(fields(&rows.columns, format));
+            let types: Vec<(ColType, FieldFormat)> = rows
+                .columns
+                .iter()
+                .zip(fields.iter())
+                .map(|((_, t), f)| (*t, f.format()))
+                .collect();
+            let schema = fields.clone();
+            let data = stream::iter(rows.rows.into_iter().map(move |row| {
+                let mut enc = DataRowEncoder::new(schema.clone());
+                for (d, (ty, format)) in row.iter().zip(&types) {
+                    d.encode(*ty, *format, &mut enc)?;
+                }
+                Ok(enc.take_row())
+            }));
+            Response::Query(QueryResponse::new(fields, data))
+        }
+    }
+}
+
+fn fields(columns: &[(String, ColType)], format: &Format) -> Vec<FieldInfo> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, (name, ty))| {
+            FieldInfo::new(name.clone(), None, None, ty.pg(), format.format_for(i))
+        })
+        .collect()
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Conn {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let stmts = match parse(query) {
+            Ok(s) => s,
+            Err(e) => return Ok(vec![Response::Error(Box::new(error_info(e)))]),
+        };
+        let single = stmts.len() == 1;
+        let mut out = Vec::new();
+        for stmt in stmts {
+            // The text of one statement (positions refer to the whole
+            // query when it holds one statement).
+            let sql = if single {
+                query.to_owned()
+            } else {
+                stmt.to_string()
+            };
+            if let Statement::Copy { .. } = &stmt {
+                match self.copy.start(&stmt, &self.engine).await {
+                    Ok(r) => {
+                        out.push(r);
+                        break;
+                    }
+                    Err(e) => {
+                        out.push(Response::Error(Box::new(error_info(e))));
+                        break;
+                    }
+                }
+            }
+            match self.run(&sql, stmt).await {
+                Ok(o) => out.push(respond(o, &Format::UnifiedText)),
+                Err(e) => {
+                    out.push(Response::Error(Box::new(error_info(e))));
+                    break;
+                }
+            }
+            let _ = client.socket_addr();
+        }
+        Ok(out)
+    }
+}
+
+pub(crate) fn error_info(e: SqlError) -> pgwire::error::ErrorInfo {
+    let mut info = pgwire::error::ErrorInfo::new("ERROR".to_owned(), e.code.to_owned(), e.message);
+    info.position = e.position.map(|p| p.to_string());
+    info
+}
+
+/// Parses statements for the extended protocol.
+#[derive(Debug)]
+pub(crate) struct SqlParser;
+
+#[async_trait]
+impl QueryParser for SqlParser {
+    type Statement = Parsed;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<Parsed>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut stmts = parse(sql).map_err(PgWireError::from)?;
+        if stmts.len() > 1 {
+            return Err(SqlError::new(
+                SYNTAX,
+                "cannot insert multiple commands into a prepared statement",
+            )
+            .into());
+        }
+        let stmt = stmts.pop();
+        let params = stmt.as_ref().map_or(0, param_count);
+        Ok(Some(Parsed {
+            sql: sql.to_owned(),
+            stmt,
+            params,
+        }))
+    }
+
+    fn get_parameter_types(&self, stmt: &Parsed) -> PgWireResult<Vec<Type>> {
+        Ok(vec![Type::TEXT; stmt.params])
+    }
+
+    fn get_result_schema(
+        &self,
+        _stmt: &Parsed,
+        _column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        Ok(Vec::new())
+    }
+}
+
+/// A bound parameter's value, read as its type says.
+fn parameter(portal: &Portal<Parsed>, i: usize) -> PgWireResult<Datum> {
+    let ty = portal
+        .statement
+        .parameter_types
+        .get(i)
+        .cloned()
+        .flatten()
+        .unwrap_or(Type::TEXT);
+    Ok(match ty {
+        Type::INT2 => portal
+            .parameter::<i16>(i, &ty)?
+            .map_or(Datum::Null, |v| Datum::Int(v.into())),
+        Type::INT4 => portal
+            .parameter::<i32>(i, &ty)?
+            .map_or(Datum::Null, |v| Datum::Int(v.into())),
+        Type::INT8 => portal
+            .parameter::<i64>(i, &ty)?
+            .map_or(Datum::Null, Datum::Int),
+        Type::FLOAT4 => portal
+            .parameter::<f32>(i, &ty)?
+            .map_or(Datum::Null, |v| Datum::Float(v.into())),
+        Type::FLOAT8 => portal
+            .parameter::<f64>(i, &ty)?
+            .map_or(Datum::Null, Datum::Float),
+        Type::NUMERIC => portal
+            .parameter::<rust_decimal::Decimal>(i, &ty)?
+            .map_or(Datum::Null, Datum::Numeric),
+        Type::BOOL => portal
+            .parameter::<bool>(i, &ty)?
+            .map_or(Datum::Null, Datum::Bool),
+        _ => portal
+            .parameter::<String>(i, &Type::TEXT)?
+            .map_or(Datum::Null, Datum::Text),
+    })
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Conn {
+    type Statement = Parsed;
+    type QueryParser = SqlParser;
+
+    fn query_parser(&self) -> Arc<SqlParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Parsed>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Parsed>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let parsed = &portal.statement.statement;
+        let Some(stmt) = &parsed.stmt else {
+            return Ok(Response::EmptyQuery);
+        };
+        let mut values = Vec::with_capacity(portal.parameter_len());
+        for i in 0..portal.parameter_len() {
+            values.push(parameter(portal, i)?);
+        }
+        let bound = bind(stmt, &values);
+        match self.run(&parsed.sql, bound).await {
+            Ok(o) => Ok(respond(o, &portal.result_column_format)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        _client: &mut C,
+        target: &StoredStatement<Parsed>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Parsed>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let columns = self.describe(&target.statement).await?;
+        let params = (0..target.statement.params)
+            .map(|i| {
+                target
+                    .parameter_types
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or(Type::TEXT)
+            })
+            .collect();
+        let d = DescribeStatementResponse::new(params, fields(&columns, &Format::UnifiedBinary));
+        if d.is_no_data() {
+            return Ok(DescribeStatementResponse::no_data());
+        }
+        Ok(d)
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Parsed>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Parsed>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let columns = self.describe(&portal.statement.statement).await?;
+        if columns.is_empty() {
+            return Ok(DescribePortalResponse::no_data());
+        }
+        Ok(DescribePortalResponse::new(fields(
+            &columns,
+            &portal.result_column_format,
+        )))
+    }
+}
