@@ -222,6 +222,39 @@ pub trait Store: Send + Sync {
         )))
     }
 
+    /// Applies several conditional batches, each as [`Store::write_if`]
+    /// would, in one commit of the backend: in order, each batch is
+    /// written if its `expect` holds against the store as the batches
+    /// before it in `group` left it; the answer says, per batch, whether it
+    /// was written. When this returns `Ok`, every batch it says was written
+    /// is as durable as a `write_if` that returned `Ok(true)`; an `Err`
+    /// means none was written as far as the backend can tell (an error of
+    /// the commit itself may be ambiguous, as for `write_if`).
+    ///
+    /// Group commit: a server whose requests to different indexes arrive
+    /// together pays one durable commit (one `fsync`) for all of them.
+    /// The default writes each batch with its own `write_if`, in order;
+    /// backends that gain from one commit override it and say so in
+    /// [`Store::commit_groups`].
+    fn write_if_group(
+        &self,
+        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
+    ) -> Result<Vec<bool>> {
+        group
+            .iter()
+            .map(|(expect, batch)| self.write_if(expect, batch))
+            .collect()
+    }
+
+    /// How many [`Store::write_if_group`] commits a caller should run at
+    /// once: 0 (the default) when grouping gains nothing (the default
+    /// `write_if_group`, or a backend whose commits are cheap or spread
+    /// over nodes); 1 for a backend with one writer at a time (redb); more
+    /// for a database that commits several transactions at once.
+    fn commit_groups(&self) -> usize {
+        0
+    }
+
     /// Inserts or overwrites one pair.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::with_capacity(1);

@@ -33,6 +33,7 @@
 //! | file | what |
 //! | --- | --- |
 //! | `commit.rs` | conditional commits, their retries, replay records |
+//! | `group.rs` | group commit: concurrent requests' commits in one store commit |
 //! | `indexes.rs` | creating, dropping and listing indexes; generations |
 //! | `calls.rs` | scheme calls: messages run over a transaction |
 //! | `uploads.rs` | bulk uploads, buffered until their commit |
@@ -60,6 +61,7 @@ use crate::records::IndexMeta;
 mod calls;
 mod commit;
 mod documents;
+mod group;
 mod indexes;
 mod limits;
 mod shared_records;
@@ -85,6 +87,8 @@ pub struct Engine {
     requests: AtomicU64,
     /// Conditional commits that found their index's token moved.
     conflicts: AtomicU64,
+    /// Commits of different indexes' requests shared (`engine/group.rs`).
+    group: group::GroupCommit,
     /// `--record-view`: the server's view, written down (research only).
     view_log: Option<Arc<crate::view_log::ViewLog>>,
 }
@@ -229,6 +233,7 @@ impl Engine {
             started: Instant::now(),
             requests: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
+            group: group::GroupCommit::default(),
         };
         // Sweeps left by a server that stopped or failed (`engine/sweep.rs`).
         let _ = engine.sweep(None);

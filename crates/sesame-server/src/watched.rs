@@ -123,6 +123,15 @@ impl<S: Store> Store for Watched<S> {
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         self.seen_write(self.inner.write_if(expect, batch))
     }
+    fn write_if_group(
+        &self,
+        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
+    ) -> Result<Vec<bool>> {
+        self.seen_write(self.inner.write_if_group(group))
+    }
+    fn commit_groups(&self) -> usize {
+        self.inner.commit_groups()
+    }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.seen(self.inner.scan_prefix(prefix))
     }

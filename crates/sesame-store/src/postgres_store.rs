@@ -590,15 +590,83 @@ fn condition_lock(namespace: &str, key: &[u8]) -> i64 {
     i64::from_ne_bytes(h.to_ne_bytes())
 }
 
-/// Applies `last` in one transaction if every key of `expect` holds its
-/// value (`None`: absent); `Ok(false)` and nothing written otherwise.
+/// One conditional batch of a group, its writes collapsed ([`collapse`]).
+type Collapsed<'a> = (
+    &'a [(&'a [u8], Option<&'a [u8]>)],
+    BTreeMap<&'a [u8], Option<&'a [u8]>>,
+);
+
+/// Applies each batch of `group` in one transaction if every key of its
+/// `expect` holds its value (`None`: absent), after the batches before it;
+/// one commit for all. A batch of several whose condition fails is rolled
+/// back to a savepoint taken before it; a single batch rolls back the
+/// transaction. An SQL error anywhere rolls everything back.
 fn write_collapsed(
     conn: &mut Conn,
+    namespace: &str,
+    group: &[Collapsed<'_>],
+) -> std::result::Result<Vec<bool>, postgres::Error> {
+    let Conn {
+        client,
+        upsert,
+        delete,
+        get_for_update,
+        swap,
+        insert_new,
+        lock_keys,
+        ..
+    } = conn;
+    let stmts = Stmts {
+        upsert,
+        delete,
+        get_for_update,
+        swap,
+        insert_new,
+        lock_keys,
+    };
+    let mut txn = client.transaction()?;
+    if let [(expect, last)] = group {
+        if !apply_collapsed(&mut txn, &stmts, namespace, expect, last)? {
+            txn.rollback()?;
+            return Ok(vec![false]);
+        }
+        txn.commit()?;
+        return Ok(vec![true]);
+    }
+    let mut applied = Vec::with_capacity(group.len());
+    for (expect, last) in group {
+        let mut savepoint = txn.transaction()?;
+        let holds = apply_collapsed(&mut savepoint, &stmts, namespace, expect, last)?;
+        if holds {
+            savepoint.commit()?;
+        } else {
+            savepoint.rollback()?;
+        }
+        applied.push(holds);
+    }
+    txn.commit()?;
+    Ok(applied)
+}
+
+/// The prepared statements a conditional write runs.
+struct Stmts<'a> {
+    upsert: &'a Statement,
+    delete: &'a Statement,
+    get_for_update: &'a Statement,
+    swap: &'a Statement,
+    insert_new: &'a Statement,
+    lock_keys: &'a Statement,
+}
+
+/// Writes `last` inside `txn` if every key of `expect` holds its value;
+/// `Ok(false)` when one does not (the caller rolls back what was written).
+fn apply_collapsed(
+    txn: &mut postgres::Transaction<'_>,
+    conn: &Stmts<'_>,
     namespace: &str,
     expect: &[(&[u8], Option<&[u8]>)],
     last: &BTreeMap<&[u8], Option<&[u8]>>,
 ) -> std::result::Result<bool, postgres::Error> {
-    let mut txn = conn.client.transaction()?;
     // A condition on a key the batch puts is the put itself, in one
     // statement that checks and writes: an `UPDATE ... WHERE value = old`
     // (which, under READ COMMITTED, waits for a writer of the row and
@@ -613,11 +681,10 @@ fn write_collapsed(
             continue;
         };
         let rows = match want {
-            Some(old) => txn.execute(&conn.swap, &[&key, new, &old])?,
-            None => txn.execute(&conn.insert_new, &[&key, new])?,
+            Some(old) => txn.execute(conn.swap, &[&key, new, &old])?,
+            None => txn.execute(conn.insert_new, &[&key, new])?,
         };
         if rows != 1 {
-            txn.rollback()?;
             return Ok(false);
         }
         done.push(key);
@@ -638,10 +705,10 @@ fn write_collapsed(
         if !locks.is_empty() {
             locks.sort_unstable();
             locks.dedup();
-            txn.execute(&conn.lock_keys, &[&locks])?;
+            txn.execute(conn.lock_keys, &[&locks])?;
         }
         let keys: Vec<&[u8]> = expect.iter().map(|(k, _)| *k).collect();
-        let rows = txn.query(&conn.get_for_update, &[&keys])?;
+        let rows = txn.query(conn.get_for_update, &[&keys])?;
         let mut held: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
         for row in rows {
             held.insert(row.get(0), row.get(1));
@@ -650,7 +717,6 @@ fn write_collapsed(
             .iter()
             .any(|(k, want)| held.get(*k).map(Vec::as_slice) != *want)
         {
-            txn.rollback()?;
             return Ok(false);
         }
     }
@@ -660,7 +726,7 @@ fn write_collapsed(
         .map(|(k, _)| *k)
         .collect();
     for chunk in deletes.chunks(CHUNK_ROWS) {
-        txn.execute(&conn.delete, &[&chunk])?;
+        txn.execute(conn.delete, &[&chunk])?;
     }
     let mut keys: Vec<&[u8]> = Vec::new();
     let mut values: Vec<&[u8]> = Vec::new();
@@ -674,16 +740,15 @@ fn write_collapsed(
         values.push(v);
         bytes += k.len() + v.len();
         if keys.len() >= CHUNK_ROWS || bytes >= CHUNK_BYTES {
-            txn.execute(&conn.upsert, &[&keys, &values])?;
+            txn.execute(conn.upsert, &[&keys, &values])?;
             keys.clear();
             values.clear();
             bytes = 0;
         }
     }
     if !keys.is_empty() {
-        txn.execute(&conn.upsert, &[&keys, &values])?;
+        txn.execute(conn.upsert, &[&keys, &values])?;
     }
-    txn.commit()?;
     Ok(true)
 }
 
@@ -750,19 +815,28 @@ impl Store for PostgresStore {
         if batch.is_empty() && expect.is_empty() {
             return Ok(true);
         }
-        let last = collapse(batch);
+        let applied = self.write_if_group(&[(expect, batch)])?;
+        Ok(applied.first().copied().unwrap_or(false))
+    }
+
+    /// One transaction and one commit for the whole group, each batch
+    /// between savepoints ([`write_collapsed`]).
+    fn write_if_group(
+        &self,
+        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
+    ) -> Result<Vec<bool>> {
+        let collapsed: Vec<Collapsed<'_>> = group
+            .iter()
+            .map(|(expect, batch)| (*expect, collapse(batch)))
+            .collect();
         let mut attempt = 0;
-        loop {
+        let applied = loop {
             let mut conn = self.take()?;
-            let outcome = write_collapsed(&mut conn, &self.namespace, expect, &last);
+            let outcome = write_collapsed(&mut conn, &self.namespace, &collapsed);
             match outcome {
-                Ok(false) => {
+                Ok(applied) => {
                     self.give_back(conn);
-                    return Ok(false);
-                }
-                Ok(true) => {
-                    self.give_back(conn);
-                    break;
+                    break applied;
                 }
                 Err(e) if retryable(&e) && attempt < RETRIES => {
                     self.give_back(conn);
@@ -780,9 +854,19 @@ impl Store for PostgresStore {
                     return Err(from_pg(&self.label, &e));
                 }
             }
+        };
+        for ((_, batch), written) in group.iter().zip(&applied) {
+            if *written {
+                self.io.batch(batch);
+            }
         }
-        self.io.batch(batch);
-        Ok(true)
+        Ok(applied)
+    }
+
+    /// PostgreSQL commits several transactions at once (and groups their
+    /// WAL flushes itself): a few groups in flight keep it busy.
+    fn commit_groups(&self) -> usize {
+        4
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

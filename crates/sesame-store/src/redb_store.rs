@@ -696,48 +696,72 @@ impl Store for RedbStore {
     }
 
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
+        let applied = self.write_if_group(&[(expect, batch)])?;
+        Ok(applied.first().copied().unwrap_or(false))
+    }
+
+    /// One write transaction, one commit (one `fsync`) for the whole
+    /// group: each batch's condition is checked inside it, after the
+    /// batches before it were applied. An error anywhere aborts the
+    /// transaction: nothing of the group is written.
+    fn write_if_group(
+        &self,
+        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
+    ) -> Result<Vec<bool>> {
         let map = |e: redb::Error| from_redb(&self.label, e);
         let applied = self.run(|db| {
-            // redb has one write transaction at a time: the check below and
-            // the writes cannot interleave with another batch.
+            // redb has one write transaction at a time: the checks below
+            // and the writes cannot interleave with another batch.
             let txn = self.begin_write(db)?;
+            let mut applied = Vec::with_capacity(group.len());
             {
                 let mut table = txn.open_table(DATA).map_err(|e| map(e.into()))?;
-                let mut holds = true;
-                for (key, want) in expect {
-                    let held = table.get(*key).map_err(|e| map(e.into()))?;
-                    let held = held.as_ref().map(|v| v.value());
-                    self.io.read(held.map_or(0, <[u8]>::len));
-                    if held != *want {
-                        holds = false;
-                        break;
-                    }
-                }
-                if !holds {
-                    drop(table);
-                    txn.abort().map_err(|e| map(e.into()))?;
-                    return Ok(false);
-                }
-                for op in batch.ops() {
-                    match op {
-                        WriteOp::Put { key, value } => {
-                            table
-                                .insert(key.as_slice(), value.as_slice())
-                                .map_err(|e| map(e.into()))?;
+                for (expect, batch) in group {
+                    let mut holds = true;
+                    for (key, want) in *expect {
+                        let held = table.get(*key).map_err(|e| map(e.into()))?;
+                        let held = held.as_ref().map(|v| v.value());
+                        self.io.read(held.map_or(0, <[u8]>::len));
+                        if held != *want {
+                            holds = false;
+                            break;
                         }
-                        WriteOp::Delete { key } => {
-                            table.remove(key.as_slice()).map_err(|e| map(e.into()))?;
+                    }
+                    applied.push(holds);
+                    if !holds {
+                        continue;
+                    }
+                    for op in batch.ops() {
+                        match op {
+                            WriteOp::Put { key, value } => {
+                                table
+                                    .insert(key.as_slice(), value.as_slice())
+                                    .map_err(|e| map(e.into()))?;
+                            }
+                            WriteOp::Delete { key } => {
+                                table.remove(key.as_slice()).map_err(|e| map(e.into()))?;
+                            }
                         }
                     }
                 }
             }
-            txn.commit().map_err(|e| map(e.into()))?;
-            Ok(true)
+            if applied.iter().any(|a| *a) {
+                txn.commit().map_err(|e| map(e.into()))?;
+            } else {
+                txn.abort().map_err(|e| map(e.into()))?;
+            }
+            Ok(applied)
         })?;
-        if applied {
-            self.io.batch(batch);
+        for ((_, batch), written) in group.iter().zip(&applied) {
+            if *written {
+                self.io.batch(batch);
+            }
         }
         Ok(applied)
+    }
+
+    fn commit_groups(&self) -> usize {
+        1
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {

@@ -38,6 +38,13 @@ impl Engine {
         self.conflicts.load(Ordering::Relaxed)
     }
 
+    /// Store commits of index requests so far, and the requests' batches
+    /// they carried: fewer commits than batches when requests to
+    /// different indexes shared commits (group commit, `engine/group.rs`).
+    pub fn group_commits(&self) -> (u64, u64) {
+        self.group.counts()
+    }
+
     /// Writes `batch` with a fresh commit token if the index's token is
     /// still `seen`: `Ok(false)`, nothing written and `batch` as it was,
     /// when another commit came first.

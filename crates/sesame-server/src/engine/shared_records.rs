@@ -152,7 +152,7 @@ impl Engine {
             .zip(&stored)
             .map(|(k, v)| (*k, v.as_deref()))
             .collect();
-        if !self.store.write_if(&expect, &batch)? {
+        if !self.group.write_if(&*self.store, &expect, &batch)? {
             self.conflicts.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }

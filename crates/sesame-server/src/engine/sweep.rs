@@ -91,9 +91,9 @@ impl Engine {
         (tenant, index): (&str, &str),
     ) -> Result<bool, EngineError> {
         let Some(deferred) = defer(batch, tenant, index) else {
-            return Ok(self.store.write_if(expect, batch)?);
+            return self.group.write_if(&*self.store, expect, batch);
         };
-        if !self.store.write_if(expect, &deferred.batch)? {
+        if !self.group.write_if(&*self.store, expect, &deferred.batch)? {
             return Ok(false);
         }
         let (record, entries) = &deferred.sweep;

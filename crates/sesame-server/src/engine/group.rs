@@ -1,0 +1,249 @@
+//! Group commit: the conditional commits of requests to different indexes
+//! that arrive while the store is busy with a commit share the next one
+//! ([`sesame_core::Store::write_if_group`]), so many clients updating
+//! their own indexes pay one durable commit (one `fsync` on redb, one WAL
+//! flush on PostgreSQL) between them instead of one each.
+//!
+//! Leader and followers, without a timer: a request queues its batch; if
+//! fewer than the store's [`sesame_core::Store::commit_groups`] groups are
+//! being committed, it takes everything queued (itself included) and
+//! commits it as one group, else it waits. No request waits for a group
+//! to fill: one alone is committed at once, as before; the group grows
+//! only with what arrives while a commit is running.
+//!
+//! What each request is promised is what its own `write_if` promised:
+//!
+//! - **exactly once, all or nothing**: each batch is written whole, or not
+//!   at all, under its own condition (its index's commit token), checked
+//!   inside the group's transaction after the batches before it;
+//! - **no answer before durability**: a request learns its batch was
+//!   written only when the group's commit has returned;
+//! - **one failure fails only itself**: when the group's commit fails
+//!   with an error that says nothing was written (a refused batch, a full
+//!   store), each batch is committed again alone, so only the one at fault
+//!   fails; an error whose outcome is unknown (an I/O error of the commit
+//!   itself, a store that did not confirm it) is every member's answer, as
+//!   it was each one's when they committed alone: the client sends the
+//!   request again under the same id, which is idempotent.
+//!
+//! Tests: `crates/sesame-server/tests/group_commit.rs`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+
+use sesame_core::{Error, Store, WriteBatch};
+
+use crate::error::EngineError;
+
+/// The most batches one group commits.
+const MAX_GROUP: usize = 64;
+
+/// The most bytes of writes one group commits (a batch bigger than this
+/// is committed alone).
+const MAX_GROUP_BYTES: usize = 32 << 20;
+
+/// One queued conditional batch.
+struct Entry {
+    id: u64,
+    expect: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    batch: WriteBatch,
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct Queue {
+    next: u64,
+    waiting: Vec<Entry>,
+    /// Groups being committed now.
+    committing: usize,
+    /// Answers not yet taken by their request.
+    settled: HashMap<u64, Result<bool, Error>>,
+}
+
+/// The group committer of one engine.
+#[derive(Default)]
+pub(super) struct GroupCommit {
+    queue: Mutex<Queue>,
+    settled: Condvar,
+    /// Store commits made (each group or lone batch is one).
+    commits: AtomicU64,
+    /// Batches committed through groups.
+    batches: AtomicU64,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit").finish_non_exhaustive()
+    }
+}
+
+impl GroupCommit {
+    /// Store commits and batches so far.
+    pub(super) fn counts(&self) -> (u64, u64) {
+        (
+            self.commits.load(Ordering::Relaxed),
+            self.batches.load(Ordering::Relaxed),
+        )
+    }
+
+    /// [`Store::write_if`] of `batch` on `expect`, committed with the
+    /// batches of other requests queued at the same time when `store`
+    /// gains from it ([`Store::commit_groups`]).
+    pub(super) fn write_if(
+        &self,
+        store: &dyn Store,
+        expect: &[(&[u8], Option<&[u8]>)],
+        batch: &WriteBatch,
+    ) -> Result<bool, EngineError> {
+        let lanes = store.commit_groups();
+        let bytes = batch_bytes(batch);
+        if lanes == 0 || bytes > MAX_GROUP_BYTES {
+            self.commits.fetch_add(1, Ordering::Relaxed);
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            return Ok(store.write_if(expect, batch)?);
+        }
+        let mut queue = self.lock();
+        let id = queue.next;
+        queue.next += 1;
+        queue.waiting.push(Entry {
+            id,
+            expect: expect
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                .collect(),
+            batch: batch.clone(),
+            bytes,
+        });
+        loop {
+            if let Some(answer) = queue.settled.remove(&id) {
+                return Ok(answer?);
+            }
+            if queue.committing < lanes && !queue.waiting.is_empty() {
+                let group = take_group(&mut queue.waiting);
+                queue.committing += 1;
+                drop(queue);
+                let answers = self.commit(store, &group);
+                queue = self.lock();
+                queue.committing -= 1;
+                for (entry, answer) in group.iter().zip(answers) {
+                    queue.settled.insert(entry.id, answer);
+                }
+                self.settled.notify_all();
+                continue;
+            }
+            queue = self
+                .settled
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Commits `group` in one store commit; each entry's answer, in order.
+    fn commit(&self, store: &dyn Store, group: &[Entry]) -> Vec<Result<bool, Error>> {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.batches
+            .fetch_add(group.len() as u64, Ordering::Relaxed);
+        let expects: Vec<Vec<(&[u8], Option<&[u8]>)>> = group.iter().map(Entry::expect).collect();
+        let items: Vec<(&[(&[u8], Option<&[u8]>)], &WriteBatch)> = expects
+            .iter()
+            .zip(group)
+            .map(|(e, entry)| (e.as_slice(), &entry.batch))
+            .collect();
+        let outcome = if let [(expect, batch)] = items.as_slice() {
+            store.write_if(expect, batch).map(|a| vec![a])
+        } else {
+            store.write_if_group(&items)
+        };
+        match outcome {
+            Ok(answers) if answers.len() == group.len() => answers.into_iter().map(Ok).collect(),
+            Ok(answers) => {
+                let message = format!(
+                    "the store answered a group of {} commits with {} answers",
+                    group.len(),
+                    answers.len()
+                );
+                group
+                    .iter()
+                    .map(|_| Err(Error::StoreIo(message.clone())))
+                    .collect()
+            }
+            // Nothing was written: each batch alone, so that only the one
+            // at fault fails.
+            Err(e) if group.len() > 1 && nothing_written(&e) => items
+                .iter()
+                .map(|(expect, batch)| {
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                    store.write_if(expect, batch)
+                })
+                .collect(),
+            Err(e) => {
+                let mut answers: Vec<_> =
+                    group.iter().skip(1).map(|_| Err(duplicate(&e))).collect();
+                answers.insert(0, Err(e));
+                answers
+            }
+        }
+    }
+}
+
+impl Entry {
+    fn expect(&self) -> Vec<(&[u8], Option<&[u8]>)> {
+        self.expect
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .collect()
+    }
+}
+
+/// The oldest queued entries, up to [`MAX_GROUP`] and [`MAX_GROUP_BYTES`]
+/// (at least one).
+fn take_group(waiting: &mut Vec<Entry>) -> Vec<Entry> {
+    let mut bytes = 0;
+    let mut n = 0;
+    for entry in waiting.iter() {
+        if n > 0 && (n == MAX_GROUP || bytes + entry.bytes > MAX_GROUP_BYTES) {
+            break;
+        }
+        bytes += entry.bytes;
+        n += 1;
+    }
+    waiting.drain(..n).collect()
+}
+
+fn batch_bytes(batch: &WriteBatch) -> usize {
+    batch
+        .ops()
+        .iter()
+        .map(|op| match op {
+            sesame_core::WriteOp::Put { key, value } => key.len() + value.len(),
+            sesame_core::WriteOp::Delete { key } => key.len(),
+        })
+        .sum()
+}
+
+/// Whether a store error says that nothing was written (so each batch may
+/// be committed again alone); an error whose outcome is unknown is not.
+fn nothing_written(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::StoreFull(_) | Error::InvalidArgument(_) | Error::Unsupported(_)
+    )
+}
+
+/// The same error for another member of a failed group.
+fn duplicate(e: &Error) -> Error {
+    match e {
+        Error::StoreIo(m) => Error::StoreIo(m.clone()),
+        Error::StoreUnavailable(m) => Error::StoreUnavailable(m.clone()),
+        Error::StoreCorrupt(m) => Error::StoreCorrupt(m.clone()),
+        Error::StoreBusy(m) => Error::StoreBusy(m.clone()),
+        Error::StoreForeign(m) => Error::StoreForeign(m.clone()),
+        Error::Transport(m) => Error::Transport(m.clone()),
+        other => Error::StoreIo(format!("the group's commit failed: {other}")),
+    }
+}
