@@ -11,6 +11,7 @@ pub mod measure;
 pub mod plot;
 pub mod report;
 pub mod result;
+pub mod sql;
 
 use std::io::{IsTerminal, Write};
 

