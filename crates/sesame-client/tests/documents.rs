@@ -7,12 +7,14 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use sesame_client::{insecure, EmbeddedBackend, Profile, Session, DEFAULT_INDEX};
-use sesame_core::{Params, Store};
+use sesame_client::{EmbeddedBackend, Profile, Session, DEFAULT_INDEX};
+use sesame_core::Store;
 use sesame_store::documents::head_key;
 use sesame_store::MemoryStore;
 
@@ -28,14 +30,7 @@ type Docs = Vec<(u64, Vec<u8>)>;
 /// A profile and a store holding three small documents and one of
 /// several pieces; the documents by content.
 fn stored(dir: &Path) -> (Profile, Arc<MemoryStore>, Docs) {
-    let p = Profile::create_with_kdf(
-        dir.join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap();
+    let p = support::profile_at(&dir.join("p"), "fast");
     let files = dir.join("files");
     fs::create_dir_all(&files).unwrap();
     for i in 0..3 {

@@ -7,11 +7,13 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::path::PathBuf;
 
 use sesame_client::doc_service::{DocRequest, DocResponse};
-use sesame_client::{hostile, insecure, Profile, ServerBinding};
-use sesame_core::{wire, Params};
+use sesame_client::{hostile, ServerBinding};
+use sesame_core::wire;
 
 fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -113,14 +115,7 @@ fn write_seed_corpus() {
         );
     }
     let tmp = tempfile::tempdir().unwrap();
-    let p = Profile::create_with_kdf(
-        tmp.path().join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap();
+    let p = support::profile_at(&tmp.path().join("p"), "fast");
     write(
         "client_files",
         "profile-json",

@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,20 +17,13 @@ use std::sync::Arc;
 use sesame_client::intercept::{Hook, Intercepted};
 use sesame_client::table::import::Format;
 use sesame_client::table::{Schema, Table, Value};
-use sesame_client::{insecure, Backend, ClientError, EmbeddedBackend, Profile};
-use sesame_core::{Params, Store};
+use sesame_client::{Backend, ClientError, EmbeddedBackend, Profile};
+use sesame_core::Store;
 use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
 
 fn profile(dir: &Path) -> Profile {
-    Profile::create_with_kdf(
-        dir.join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap()
+    support::profile_at(&dir.join("p"), "fast")
 }
 
 /// No key: records are named by the import. A range field, so that the

@@ -16,10 +16,8 @@ use std::sync::Arc;
 use sesame_client::intercept::{Hook, Intercepted};
 use sesame_client::table::import::Format;
 use sesame_client::table::{Schema, Table};
-use sesame_client::{
-    insecure, Backend, IndexRecord, IndexRecordWrite, NetworkBackend, Profile, ServerBinding,
-};
-use sesame_core::{Params, Store};
+use sesame_client::{Backend, IndexRecord, IndexRecordWrite, NetworkBackend, ServerBinding};
+use sesame_core::Store;
 use sesame_store::MemoryStore;
 
 /// Counts the bytes of the shared state's records a backend writes (the
@@ -67,14 +65,7 @@ index = ["equality"]
 /// The state bytes a fresh table's import of `n` records uploads.
 fn state_bytes_of_import(binding: &ServerBinding, n: usize) -> u64 {
     let tmp = tempfile::tempdir().unwrap();
-    let p = Profile::create_with_kdf(
-        tmp.path().join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap();
+    let p = support::profile_at(&tmp.path().join("p"), "fast");
     let mut binding = binding.clone();
     binding.index_prefix = format!("n{n}-");
     p.bind_server(&binding).unwrap();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rand_core::OsRng;
-use sesame_client::{insecure, ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
+use sesame_client::{ClientError, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
 use sesame_core::{Params, Store};
 use sesame_server::RunningServer;
 use sesame_store::faulty::{Fault, FaultyStore};
@@ -43,14 +43,7 @@ fn profile(s: &Setup, scheme: &str) -> Profile {
     backend
         .create_index(DEFAULT_INDEX, scheme, &Params::new())
         .unwrap();
-    let p = Profile::create_with_kdf(
-        s.tmp.path().join("profile"),
-        "pw",
-        scheme,
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap();
+    let p = support::profile_at(&s.tmp.path().join("profile"), scheme);
     p.bind_server(&s.binding).unwrap();
     p
 }
@@ -324,14 +317,7 @@ fn two_profiles_share_a_tenant_under_their_prefixes() {
         backend
             .create_index(DEFAULT_INDEX, "fast", &Params::new())
             .unwrap();
-        let p = Profile::create_with_kdf(
-            s.tmp.path().join(name),
-            "pw",
-            "fast",
-            &Params::new(),
-            insecure::fast_kdf(),
-        )
-        .unwrap();
+        let p = support::profile_at(&s.tmp.path().join(name), "fast");
         p.bind_server(&binding).unwrap();
         let file = s.tmp.path().join(format!("{name}.txt"));
         std::fs::write(&file, text).unwrap();

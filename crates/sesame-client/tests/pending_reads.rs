@@ -7,14 +7,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rand_core::OsRng;
 use sesame_client::{
-    insecure, ClientError, EmbeddedBackend, NetworkBackend, Profile, Schema, ServerBinding,
-    Session, Table, DEFAULT_INDEX,
+    ClientError, EmbeddedBackend, NetworkBackend, Profile, Schema, ServerBinding, Session, Table,
+    DEFAULT_INDEX,
 };
 use sesame_core::{Params, Store};
 use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
@@ -81,14 +83,7 @@ impl Setup {
         } else {
             Place::Embedded
         };
-        let profile = Profile::create_with_kdf(
-            tmp.path().join("profile"),
-            "pw",
-            scheme,
-            &Params::new(),
-            insecure::fast_kdf(),
-        )
-        .unwrap();
+        let profile = support::profile_at(&tmp.path().join("profile"), scheme);
         if let Place::Served { binding, .. } = &place {
             profile.bind_server(binding).unwrap();
         }

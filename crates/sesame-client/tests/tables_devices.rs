@@ -210,14 +210,7 @@ fn a_server_serving_an_older_table_record_is_refused() {
 fn a_table_with_the_names_of_earlier_builds_keeps_working() {
     // Embedded.
     let tmp = tempfile::tempdir().unwrap();
-    let p = Profile::create_with_kdf(
-        tmp.path().join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap();
+    let p = support::profile_at(&tmp.path().join("p"), "fast");
     let mut t = Table::create_legacy_for_tests(&p, "t", schema(), None).unwrap();
     t.insert(vec![record(1, "UA", 10)], &mut |_| {}).unwrap();
     drop(t);
@@ -327,14 +320,7 @@ fn remnants_of_a_table_that_does_not_exist_are_removed() {
 #[test]
 fn a_create_in_progress_in_another_process_is_left_to_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let p = Profile::create_with_kdf(
-        tmp.path().join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap();
+    let p = support::profile_at(&tmp.path().join("p"), "fast");
     let dir = p.dir().join("tables");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -368,14 +354,7 @@ fn a_create_in_progress_in_another_process_is_left_to_it() {
 #[test]
 fn check_finds_a_range_index_that_lost_its_records_and_it_is_rebuilt() {
     let tmp = tempfile::tempdir().unwrap();
-    let p = Profile::create_with_kdf(
-        tmp.path().join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap();
+    let p = support::profile_at(&tmp.path().join("p"), "fast");
     let store = Arc::new(MemoryStore::new());
     let backend = || {
         Box::new(sesame_client::EmbeddedBackend::over(

@@ -17,6 +17,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::sync::{Arc, Mutex};
@@ -29,24 +31,16 @@ use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
 
 fn profile(dir: &std::path::Path) -> Profile {
-    Profile::create_with_kdf(
-        dir.join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap()
+    support::profile_at(&dir.join("p"), "fast")
 }
 
 fn backend(store: &Arc<MemoryStore>) -> Box<dyn Backend> {
-    let store: Arc<dyn Store> = store.clone();
-    Box::new(EmbeddedBackend::over(store))
+    support::memory_backend(store)
 }
 
 /// Every key and value of the store under `prefix`.
 fn snapshot(store: &MemoryStore, prefix: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    store.scan_prefix(prefix).unwrap().into_iter().collect()
+    support::snapshot(store, prefix)
 }
 
 /// Puts back what `snapshot` took (the server restores an old copy).

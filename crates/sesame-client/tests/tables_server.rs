@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -256,14 +258,7 @@ fn an_import_larger_than_the_servers_documents_per_request_is_split() {
     backend
         .create_index(DEFAULT_INDEX, "fast", &Params::new())
         .unwrap();
-    let p = Profile::create_with_kdf(
-        tmp.path().join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap();
+    let p = support::profile_at(&tmp.path().join("p"), "fast");
     p.bind_server(&server.binding()).unwrap();
     let mut table = Table::create(&p, "t", schema("bplus-clww", "fast")).unwrap();
     let mut oracle = Oracle::new();

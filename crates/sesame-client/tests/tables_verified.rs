@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -14,20 +16,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sesame_client::intercept::{Hook, Intercepted, ServerHalf};
 use sesame_client::table::{Schema, Table, Value};
-use sesame_client::{insecure, Backend, ClientError, EmbeddedBackend, Profile};
-use sesame_core::{wire, Channel, Meter, Params, Store};
+use sesame_client::{Backend, ClientError, EmbeddedBackend, Profile};
+use sesame_core::{wire, Channel, Meter, Store};
 use sesame_sse::conjunctive::protocol::{Hit, Response};
 use sesame_store::MemoryStore;
 
 fn profile(dir: &std::path::Path) -> Profile {
-    Profile::create_with_kdf(
-        dir.join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-    )
-    .unwrap()
+    support::profile_at(&dir.join("p"), "fast")
 }
 
 fn schema() -> Schema {

@@ -61,3 +61,33 @@ pub(crate) fn setup<S: Store + 'static>(
         tmp: tempfile::tempdir().unwrap(),
     }
 }
+
+/// A new profile at `dir` on keyword scheme `scheme` (default
+/// parameters), passphrase `pw`, with the fast test KDF.
+pub(crate) fn profile_at(dir: &std::path::Path, scheme: &str) -> sesame_client::Profile {
+    sesame_client::Profile::create_with_kdf(
+        dir,
+        "pw",
+        scheme,
+        &sesame_core::Params::new(),
+        sesame_client::insecure::fast_kdf(),
+    )
+    .unwrap()
+}
+
+/// An embedded backend over `store` (which the test keeps, to tamper
+/// with or inspect).
+pub(crate) fn memory_backend<S: Store + 'static>(
+    store: &Arc<S>,
+) -> Box<dyn sesame_client::Backend> {
+    let store: Arc<dyn Store> = store.clone();
+    Box::new(sesame_client::EmbeddedBackend::over(store))
+}
+
+/// Every key and value of `store` under `prefix`.
+pub(crate) fn snapshot(
+    store: &dyn Store,
+    prefix: &[u8],
+) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    store.scan_prefix(prefix).unwrap().into_iter().collect()
+}
