@@ -176,6 +176,32 @@ pub fn decode_ids(bytes: &[u8], out: &mut Vec<DocId>) -> Result<()> {
     Ok(())
 }
 
+/// The store key `prefix ‖ label`; `M` must be `N + 1` (checked at
+/// compile time).
+pub fn prefixed<const N: usize, const M: usize>(prefix: u8, label: &[u8; N]) -> [u8; M] {
+    const {
+        assert!(
+            M == N + 1,
+            "a prefixed key is one byte longer than its label"
+        )
+    };
+    let mut k = [0u8; M];
+    k[0] = prefix;
+    k[1..].copy_from_slice(label);
+    k
+}
+
+/// Refuses a document identifier that collides with the padding marker
+/// (the check of one update; [`check_ids`] checks a whole index).
+pub fn check_doc(doc: DocId) -> Result<()> {
+    if doc == PAD {
+        return Err(Error::InvalidArgument(format!(
+            "document identifier {PAD} is reserved"
+        )));
+    }
+    Ok(())
+}
+
 /// Refuses identifiers that collide with the padding marker.
 pub fn check_ids(db: &crate::api::Multimap) -> Result<()> {
     if db.values().flatten().any(|&id| id == PAD) {

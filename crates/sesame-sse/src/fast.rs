@@ -310,12 +310,7 @@ impl FastClient {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<Vec<Entry>> {
-        if doc == common::PAD {
-            return Err(Error::InvalidArgument(format!(
-                "document identifier {} is reserved",
-                common::PAD
-            )));
-        }
+        common::check_doc(doc)?;
         let mut out: Vec<Entry> = keywords
             .iter()
             .map(|w| self.entry(rng, op, doc, w))
@@ -430,10 +425,7 @@ fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
 
 /// Store key of a label.
 fn entry_key(label: &[u8; LABEL_LEN]) -> [u8; LABEL_LEN + 1] {
-    let mut k = [0u8; LABEL_LEN + 1];
-    k[0] = b'e';
-    k[1..].copy_from_slice(label);
-    k
+    common::prefixed(b'e', label)
 }
 
 /// The server half of FAST.

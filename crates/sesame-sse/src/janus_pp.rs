@@ -498,12 +498,7 @@ impl KeywordClient for JanusClient {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<Option<Vec<Vec<u8>>>> {
-        if doc == common::PAD {
-            return Err(Error::InvalidArgument(format!(
-                "document identifier {} is reserved",
-                common::PAD
-            )));
-        }
+        common::check_doc(doc)?;
         match op {
             UpdateOp::Add => {
                 // Planned in order, computed on every core (d GGM

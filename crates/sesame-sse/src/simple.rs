@@ -165,6 +165,48 @@ impl SimpleClient {
         entries.sort_unstable_by_key(|e| e.0);
         Ok((entries, prev))
     }
+
+    /// A search up to its write: round 1 (the fetch) and the request of
+    /// round 2. Returns the live identifiers, the refresh (the chain
+    /// rebuilt under a fresh key), and the keyword's state once the
+    /// refresh is stored (`None`: no live identifier, the keyword is
+    /// forgotten); `None` for a keyword never updated. Changes nothing.
+    fn fetch_and_rebuild(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        keyword: &[u8],
+    ) -> Result<Option<(Vec<DocId>, Request, Option<KeywordState>)>> {
+        let Some(ks) = self.core.keywords.get(keyword) else {
+            return Ok(None);
+        };
+        let tw = self.core.token(keyword);
+        let st = ks.st;
+        let eids = match channel::call(channel, &Request::Fetch { tw, st })? {
+            Response::Eids(eids) => eids,
+            other => return Err(Error::unexpected("SIMPLE", &other)),
+        };
+        let ids = self.core.open_all(&ks.key, keyword, &eids)?;
+        let next = UeKey::generate(rng);
+        let (entries, head) = self.rebuild(rng, keyword, &ids, &next)?;
+        let state = (!ids.is_empty()).then_some(KeywordState {
+            st: head,
+            key: next,
+        });
+        Ok(Some((ids, Request::Refresh { tw, st, entries }, state)))
+    }
+
+    /// Moves `keyword` to its refreshed chain, or forgets it.
+    fn move_to(&mut self, keyword: &[u8], state: Option<KeywordState>) {
+        match state {
+            Some(state) => {
+                self.core.keywords.insert(keyword.to_vec(), state);
+            }
+            None => {
+                self.core.keywords.remove(keyword);
+            }
+        }
+    }
 }
 
 impl KeywordClient for SimpleClient {
@@ -179,24 +221,13 @@ impl KeywordClient for SimpleClient {
         db: &Multimap,
     ) -> Result<()> {
         let entries = self.core.setup_entries(rng, db)?;
-        let mut reset = true;
-        let mut rest = entries.into_iter().peekable();
-        loop {
-            let chunk = crate::common::take_chunk(&mut rest, |_| {
-                uedsse::LABEL_LEN + uedsse::U_LEN + EID_LEN
-            });
-            expect_stored(channel::call(
-                channel,
-                &Request::Put {
-                    reset,
-                    entries: chunk,
-                },
-            )?)?;
-            reset = false;
-            if rest.peek().is_none() {
-                return Ok(());
-            }
-        }
+        common::upload(
+            channel,
+            entries,
+            |_| uedsse::ENTRY_SIZE,
+            |reset, entries| Request::Put { reset, entries },
+            expect_stored,
+        )
     }
 
     fn prepares_updates(&self) -> bool {
@@ -216,15 +247,10 @@ impl KeywordClient for SimpleClient {
         keywords: &[Vec<u8>],
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.core.update_entries(rng, op, doc, keywords)?;
-        common::chunked_requests(
+        uedsse::update_requests(entries, |entries| Request::Put {
+            reset: false,
             entries,
-            |_| uedsse::LABEL_LEN + uedsse::U_LEN + EID_LEN,
-            |entries| Request::Put {
-                reset: false,
-                entries,
-            },
-        )
-        .map(Some)
+        })
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
@@ -237,37 +263,11 @@ impl KeywordClient for SimpleClient {
         channel: &mut dyn Channel,
         keyword: &[u8],
     ) -> Result<Vec<DocId>> {
-        let Some(ks) = self.core.keywords.get(keyword) else {
+        let Some((ids, refresh, state)) = self.fetch_and_rebuild(rng, channel, keyword)? else {
             return Ok(Vec::new());
         };
-        let tw = self.core.token(keyword);
-        let st = ks.st;
-        let eids = match channel::call(channel, &Request::Fetch { tw, st })? {
-            Response::Eids(eids) => eids,
-            other => return Err(Error::unexpected("SIMPLE", &other)),
-        };
-        let ids = eids
-            .iter()
-            .map(|eid| self.core.open(&ks.key, keyword, eid))
-            .collect::<Result<Vec<_>>>()?;
-        let ids = common::normalise(ids);
-        let next = UeKey::generate(rng);
-        let (entries, head) = self.rebuild(rng, keyword, &ids, &next)?;
-        expect_stored(channel::call(
-            channel,
-            &Request::Refresh { tw, st, entries },
-        )?)?;
-        if ids.is_empty() {
-            self.core.keywords.remove(keyword);
-        } else {
-            self.core.keywords.insert(
-                keyword.to_vec(),
-                KeywordState {
-                    st: head,
-                    key: next,
-                },
-            );
-        }
+        expect_stored(channel::call(channel, &refresh)?)?;
+        self.move_to(keyword, state);
         Ok(ids)
     }
 
@@ -287,34 +287,11 @@ impl KeywordClient for SimpleClient {
         query: &Query,
     ) -> Result<Prepared> {
         let keyword = uedsse::exact_keyword(query)?;
-        let Some(ks) = self.core.keywords.get(keyword) else {
+        let Some((ids, refresh, state)) = self.fetch_and_rebuild(rng, channel, keyword)? else {
             return Ok(Prepared::default());
         };
-        let tw = self.core.token(keyword);
-        let st = ks.st;
-        let eids = match channel::call(channel, &Request::Fetch { tw, st })? {
-            Response::Eids(eids) => eids,
-            other => return Err(Error::unexpected("SIMPLE", &other)),
-        };
-        let ids = eids
-            .iter()
-            .map(|eid| self.core.open(&ks.key, keyword, eid))
-            .collect::<Result<Vec<_>>>()?;
-        let ids = common::normalise(ids);
-        let next = UeKey::generate(rng);
-        let (entries, head) = self.rebuild(rng, keyword, &ids, &next)?;
-        let request = sesame_core::wire::encode(&Request::Refresh { tw, st, entries })?;
-        if ids.is_empty() {
-            self.core.keywords.remove(keyword);
-        } else {
-            self.core.keywords.insert(
-                keyword.to_vec(),
-                KeywordState {
-                    st: head,
-                    key: next,
-                },
-            );
-        }
+        let request = sesame_core::wire::encode(&refresh)?;
+        self.move_to(keyword, state);
         Ok(Prepared {
             requests: vec![request],
             context: sesame_core::wire::encode(&ids)?,

@@ -329,16 +329,6 @@ fn tagged(tag: u8, w: &[u8]) -> Vec<u8> {
     t
 }
 
-fn check_doc(doc: DocId) -> Result<()> {
-    if doc == common::PAD {
-        return Err(Error::InvalidArgument(format!(
-            "document identifier {} is reserved",
-            common::PAD
-        )));
-    }
-    Ok(())
-}
-
 impl KeywordClient for SuiseClient {
     fn descriptor(&self) -> &'static SchemeDescriptor {
         if self.prefixes {
@@ -417,7 +407,7 @@ impl KeywordClient for SuiseClient {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<Option<Vec<Vec<u8>>>> {
-        check_doc(doc)?;
+        common::check_doc(doc)?;
         if keywords.is_empty() {
             return Ok(Some(Vec::new()));
         }

@@ -336,6 +336,22 @@ impl ChainClient {
         Ok(id)
     }
 
+    /// The identifiers of the encrypted identifiers `eids` of `keyword`'s
+    /// chain under `key`, each checked as [`open`](Self::open) checks it,
+    /// sorted and without duplicates.
+    pub(crate) fn open_all(
+        &self,
+        key: &UeKey,
+        keyword: &[u8],
+        eids: &[[u8; EID_LEN]],
+    ) -> Result<Vec<DocId>> {
+        let ids = eids
+            .iter()
+            .map(|eid| self.open(key, keyword, eid))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(common::normalise(ids))
+    }
+
     /// A fresh non-zero chain state.
     pub(crate) fn fresh_state(rng: &mut dyn CryptoRngCore) -> [u8; LAMBDA] {
         loop {
@@ -400,12 +416,7 @@ impl ChainClient {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<Vec<Entry>> {
-        if doc == common::PAD {
-            return Err(Error::InvalidArgument(format!(
-                "document identifier {} is reserved",
-                common::PAD
-            )));
-        }
+        common::check_doc(doc)?;
         let distinct = keywords
             .iter()
             .collect::<std::collections::BTreeSet<_>>()
@@ -485,12 +496,21 @@ impl ChainClient {
     }
 }
 
+/// The payload an entry adds to a request (label, `u` and `eid`).
+pub(crate) const ENTRY_SIZE: usize = LABEL_LEN + U_LEN + EID_LEN;
+
+/// The requests of a prepared update of UEDSSE or SIMPLE (one index and
+/// update format): `entries` in chunks, each the request `put` makes.
+pub(crate) fn update_requests<R: Serialize>(
+    entries: Vec<Entry>,
+    put: impl Fn(Vec<Entry>) -> R,
+) -> Result<Option<Vec<Vec<u8>>>> {
+    common::chunked_requests(entries, |_| ENTRY_SIZE, put).map(Some)
+}
+
 /// Store key of a label.
 pub(crate) fn entry_key(label: &[u8; LABEL_LEN]) -> [u8; LABEL_LEN + 1] {
-    let mut k = [0u8; LABEL_LEN + 1];
-    k[0] = b'e';
-    k[1..].copy_from_slice(label);
-    k
+    common::prefixed(b'e', label)
 }
 
 /// The stored value of an entry: `u ‖ eid`.
@@ -708,15 +728,10 @@ impl KeywordClient for UedsseClient {
         keywords: &[Vec<u8>],
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.core.update_entries(rng, op, doc, keywords)?;
-        common::chunked_requests(
+        update_requests(entries, |entries| Request::Put {
+            reset: false,
             entries,
-            |_| LABEL_LEN + U_LEN + EID_LEN,
-            |entries| Request::Put {
-                reset: false,
-                entries,
-            },
-        )
-        .map(Some)
+        })
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
@@ -760,11 +775,7 @@ impl KeywordClient for UedsseClient {
             .get(keyword)
             .map(|ks| &ks.key)
             .ok_or_else(|| Error::InvalidArgument("UEDSSE keyword vanished".into()))?;
-        let ids = eids
-            .iter()
-            .map(|eid| core.open(key, keyword, eid))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(common::normalise(ids))
+        core.open_all(key, keyword, &eids)
     }
 
     fn search_writes(&self) -> bool {
@@ -820,12 +831,8 @@ impl KeywordClient for UedsseClient {
             Response::Eids(eids) => eids,
             other => return Err(Error::unexpected("UEDSSE", &other)),
         };
-        let ids = eids
-            .iter()
-            .map(|eid| self.core.open(&ks.key, keyword, eid))
-            .collect::<Result<Vec<_>>>()?;
         Ok(QueryResult {
-            ids: common::normalise(ids),
+            ids: self.core.open_all(&ks.key, keyword, &eids)?,
             ..QueryResult::default()
         })
     }
@@ -849,7 +856,7 @@ fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
     crate::common::upload(
         channel,
         entries,
-        |_| LABEL_LEN + U_LEN + EID_LEN,
+        |_| ENTRY_SIZE,
         |reset, entries| Request::Put { reset, entries },
         |r: Response| match r {
             Response::Stored => Ok(()),

@@ -334,10 +334,7 @@ impl KeywordClient for VasstClient {
 }
 
 fn entry_key(label: &[u8; 16]) -> [u8; 17] {
-    let mut k = [0u8; 17];
-    k[0] = b'e';
-    k[1..].copy_from_slice(label);
-    k
+    common::prefixed(b'e', label)
 }
 
 /// Store key of the document count.

@@ -388,7 +388,7 @@ impl AuraClient {
         let mut owners: Vec<Vec<usize>> = Vec::new();
         let mut seen: HashMap<(&[u8], u64), usize> = HashMap::new();
         for (i, &(op, doc, keywords)) in updates.iter().enumerate() {
-            Self::check_doc(doc)?;
+            common::check_doc(doc)?;
             match op {
                 UpdateOp::Delete => {
                     for w in keywords {
@@ -500,16 +500,6 @@ impl AuraClient {
         let (h, depth) = (self.h, self.depth);
         let st = self.keywords.entry(keyword.to_vec()).or_default();
         st.revoked.extend(positions(&tag, h, depth));
-        Ok(())
-    }
-
-    pub(super) fn check_doc(doc: DocId) -> Result<()> {
-        if doc == common::PAD {
-            return Err(Error::InvalidArgument(format!(
-                "document identifier {} is reserved",
-                common::PAD
-            )));
-        }
         Ok(())
     }
 }

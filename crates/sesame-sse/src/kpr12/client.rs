@@ -211,7 +211,7 @@ impl Kpr12Client {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<AddToken> {
-        check_doc(doc)?;
+        common::check_doc(doc)?;
         let kf = self.file_key(doc);
         let words: BTreeSet<&Vec<u8>> = keywords.iter().collect();
         let mut items: Vec<AddItem> = words
@@ -245,7 +245,7 @@ impl Kpr12Client {
 
     /// DelTok: the delete token of (`doc`, `keywords`).
     pub fn del_token(&self, doc: DocId, keywords: &[Vec<u8>]) -> Result<DelToken> {
-        check_doc(doc)?;
+        common::check_doc(doc)?;
         let words: BTreeSet<&Vec<u8>> = keywords.iter().collect();
         let mut pairs: Vec<[u8; 32]> = words.into_iter().map(|w| self.pair_tag(doc, w)).collect();
         pairs.sort_unstable();
@@ -347,16 +347,6 @@ impl Kpr12Client {
         self.root = root;
         Ok((cells.into_iter().collect(), root))
     }
-}
-
-pub(super) fn check_doc(doc: DocId) -> Result<()> {
-    if doc == common::PAD {
-        return Err(Error::InvalidArgument(format!(
-            "document identifier {} is reserved",
-            common::PAD
-        )));
-    }
-    Ok(())
 }
 
 /// The root of the empty index.

@@ -116,12 +116,7 @@ pub(super) fn sequenced(
     doc: DocId,
     keywords: &[Vec<u8>],
 ) -> Result<Vec<Update>> {
-    if doc == common::PAD {
-        return Err(Error::InvalidArgument(format!(
-            "document identifier {} is reserved",
-            common::PAD
-        )));
-    }
+    common::check_doc(doc)?;
     let mut out = Vec::with_capacity(keywords.len());
     for w in keywords {
         if w.len() > MAX_KEYWORD {
