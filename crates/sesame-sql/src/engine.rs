@@ -106,6 +106,14 @@ impl Db {
     /// An open table (opened on first use and kept: it holds its lock).
     pub(crate) fn table(&mut self, name: &str) -> Result<&mut Table, SqlError> {
         if !self.tables.contains_key(name) {
+            if !table::tables(&self.profile)?.iter().any(|t| t == name) {
+                return Err(SqlError::new(
+                    NO_TABLE,
+                    format!(
+                        "relation {name:?} does not exist (sesame table list shows the tables)"
+                    ),
+                ));
+            }
             let t = Table::open(&self.profile, name).map_err(|e| match e {
                 ClientError::UnknownTable(_) | ClientError::InvalidArgument(_) => {
                     SqlError::new(NO_TABLE, format!("relation {name:?} does not exist"))

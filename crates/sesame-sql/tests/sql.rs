@@ -1,0 +1,367 @@
+//! `sesame sql` against a real PostgreSQL client (the `postgres` crate):
+//! an in-process server on 127.0.0.1 port 0 over a fresh profile, the
+//! table of `tests/sql/schema.toml`, rows loaded through INSERT, and each
+//! answer compared with one computed from the loaded rows.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::mpsc;
+
+use postgres::{Client, NoTls, SimpleQueryMessage};
+use sesame_client::table::{Schema, Table};
+use sesame_client::{insecure, Profile};
+use sesame_core::Params;
+
+const PASSWORD: &str = "correct horse";
+
+const SCHEMA: &str = r#"
+key = "id"
+nulls = [""]
+[fields.id]
+type = "integer"
+index = ["equality"]
+[fields.name]
+type = "string"
+index = ["equality", "prefix"]
+prefix_max = 4
+[fields.city]
+type = "string"
+index = ["equality"]
+[fields.qty]
+type = "integer"
+index = ["range"]
+bits = 16
+[fields.note]
+type = "string"
+"#;
+
+/// (id, name, city, qty, note)
+fn rows() -> Vec<(i64, String, Option<&'static str>, i64, String)> {
+    let cities = [Some("sf"), Some("la"), None, Some("ny")];
+    (1..=40)
+        .map(|i| {
+            (
+                i,
+                format!("{}{i}", if i % 3 == 0 { "ann" } else { "bob" }),
+                cities[(i % 4) as usize],
+                (i * 7) % 23,
+                format!("n{i}"),
+            )
+        })
+        .collect()
+}
+
+/// Starts a server over a fresh profile holding table `t` with [`rows`].
+fn server() -> (SocketAddr, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let profile = Profile::create_with_kdf(
+        dir.path().join("p"),
+        "pass",
+        "fast",
+        &Params::new(),
+        insecure::fast_kdf(),
+    )
+    .expect("profile");
+    Table::create(&profile, "t", Schema::from_toml(SCHEMA).expect("schema")).expect("table");
+    let (tx, rx) = mpsc::channel();
+    let config = sesame_sql::Config {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        password: PASSWORD.into(),
+        tls: None,
+        max_connections: 128,
+    };
+    std::thread::spawn(move || {
+        let _ = sesame_sql::run(profile, config, |addr| {
+            let _ = tx.send(addr);
+        });
+    });
+    let addr = rx.recv().expect("the server starts");
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    let values: Vec<String> = rows()
+        .iter()
+        .map(|(id, name, city, qty, note)| {
+            format!(
+                "({id}, '{name}', {}, {qty}, '{note}')",
+                city.map_or("NULL".into(), |c| format!("'{c}'"))
+            )
+        })
+        .collect();
+    let n = c
+        .execute(
+            &format!(
+                "INSERT INTO t (id, name, city, qty, note) VALUES {}",
+                values.join(", ")
+            ),
+            &[],
+        )
+        .expect("insert");
+    assert_eq!(n, 40);
+    (addr, dir)
+}
+
+fn connect(addr: SocketAddr, password: &str) -> Result<Client, postgres::Error> {
+    Client::connect(
+        &format!(
+            "host={} port={} user=app dbname=sesame password='{password}'",
+            addr.ip(),
+            addr.port()
+        ),
+        NoTls,
+    )
+}
+
+/// The text cells of a simple query's rows.
+fn cells(c: &mut Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    c.simple_query(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn code(e: &postgres::Error) -> String {
+    e.code().map(|c| c.code().to_owned()).unwrap_or_default()
+}
+
+#[test]
+fn answers_equal_those_computed_from_the_rows() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    let all = rows();
+
+    // Equality through the keyword index, range through the range index.
+    let got: Vec<i64> = c
+        .query("SELECT id FROM t WHERE city = 'sf' ORDER BY id", &[])
+        .expect("select")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let want: Vec<i64> = all
+        .iter()
+        .filter(|r| r.2 == Some("sf"))
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(got, want);
+
+    let got = cells(
+        &mut c,
+        "SELECT id, qty FROM t WHERE qty BETWEEN 5 AND 12 AND (name LIKE 'ann%' OR id IN (1, 2, 4)) \
+         ORDER BY qty DESC, id LIMIT 5 OFFSET 1",
+    );
+    let mut want: Vec<(i64, i64)> = all
+        .iter()
+        .filter(|r| (5..=12).contains(&r.3) && (r.1.starts_with("ann") || [1, 2, 4].contains(&r.0)))
+        .map(|r| (r.0, r.3))
+        .collect();
+    want.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let want: Vec<Vec<Option<String>>> = want
+        .into_iter()
+        .skip(1)
+        .take(5)
+        .map(|(i, q)| vec![Some(i.to_string()), Some(q.to_string())])
+        .collect();
+    assert_eq!(got, want);
+
+    // Aggregates and GROUP BY.
+    let got = cells(
+        &mut c,
+        "SELECT count(*), count(city), min(qty), max(qty), sum(qty) FROM t WHERE qty >= 10",
+    );
+    let m: Vec<_> = all.iter().filter(|r| r.3 >= 10).collect();
+    let want = vec![vec![
+        Some(m.len().to_string()),
+        Some(m.iter().filter(|r| r.2.is_some()).count().to_string()),
+        m.iter().map(|r| r.3).min().map(|v| v.to_string()),
+        m.iter().map(|r| r.3).max().map(|v| v.to_string()),
+        Some(m.iter().map(|r| r.3).sum::<i64>().to_string()),
+    ]];
+    assert_eq!(got, want);
+    let got = cells(
+        &mut c,
+        "SELECT city, count(*) FROM t WHERE qty < 100 GROUP BY city ORDER BY city",
+    );
+    let mut groups = std::collections::BTreeMap::new();
+    for r in &all {
+        *groups.entry(r.2).or_insert(0) += 1;
+    }
+    let mut want: Vec<Vec<Option<String>>> = groups
+        .iter()
+        .filter(|(k, _)| k.is_some())
+        .map(|(k, n)| vec![k.map(str::to_owned), Some(n.to_string())])
+        .collect();
+    want.push(vec![None, Some(groups[&None].to_string())]);
+    assert_eq!(got, want);
+
+    // Parameters through the extended protocol.
+    let got: Vec<i64> = c
+        .query("SELECT qty FROM t WHERE id = $1", &[&"7"])
+        .expect("bound select")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(got, vec![(7 * 7) % 23]);
+
+    // UPDATE of a non-key field, DELETE, then the count.
+    assert_eq!(
+        c.execute("UPDATE t SET note = 'changed' WHERE city = 'la'", &[])
+            .expect("update"),
+        all.iter().filter(|r| r.2 == Some("la")).count() as u64
+    );
+    let notes = cells(&mut c, "SELECT DISTINCT note FROM t WHERE city = 'la'");
+    assert_eq!(notes, vec![vec![Some("changed".to_owned())]]);
+    let gone = c
+        .execute("DELETE FROM t WHERE qty < 5", &[])
+        .expect("delete");
+    assert_eq!(gone, all.iter().filter(|r| r.3 < 5).count() as u64);
+    assert_eq!(
+        cells(&mut c, "SELECT count(*) FROM t"),
+        vec![vec![Some((40 - gone).to_string())]]
+    );
+}
+
+#[test]
+fn a_predicate_no_index_answers_is_refused_until_the_session_allows_a_scan() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    let e = c
+        .simple_query("SELECT id FROM t WHERE note = 'n3'")
+        .map(drop)
+        .expect_err("no index answers note");
+    assert_eq!(code(&e), "0A000", "{e}");
+    let message = e
+        .as_db_error()
+        .map(|d| d.message().to_owned())
+        .unwrap_or_default();
+    assert!(message.contains("note"), "{message}");
+    assert!(message.contains("equality index"), "{message}");
+    let e = c
+        .simple_query("SELECT id FROM t WHERE city IS NULL")
+        .map(drop)
+        .expect_err("IS NULL");
+    assert_eq!(code(&e), "0A000", "{e}");
+
+    c.batch_execute("SET sesame.allow_scan = on").expect("set");
+    assert_eq!(
+        cells(&mut c, "SELECT id FROM t WHERE note = 'n3'"),
+        vec![vec![Some("3".to_owned())]]
+    );
+    let nulls = rows().iter().filter(|r| r.2.is_none()).count();
+    assert_eq!(
+        cells(&mut c, "SELECT count(*) FROM t WHERE city IS NULL"),
+        vec![vec![Some(nulls.to_string())]]
+    );
+    let plan: Vec<String> = cells(&mut c, "EXPLAIN SELECT * FROM t WHERE note = 'n3'")
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect();
+    assert!(
+        plan.iter().any(|l| l.contains("SCAN")),
+        "{}",
+        plan.join("\n")
+    );
+}
+
+#[test]
+fn explain_names_the_index_and_what_the_server_learns() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    let plan: Vec<String> = cells(
+        &mut c,
+        "EXPLAIN SELECT * FROM t WHERE qty > 3 AND city = 'sf'",
+    )
+    .into_iter()
+    .filter_map(|r| r.into_iter().next().flatten())
+    .collect();
+    let text = plan.join("\n");
+    assert!(text.contains("answered by: range index"), "{text}");
+    assert!(text.contains("answered by: keyword index"), "{text}");
+    assert!(text.contains("the server learns:"), "{text}");
+    assert!(!text.contains("SCAN"), "{text}");
+}
+
+#[test]
+fn a_wrong_password_is_refused_and_bad_input_keeps_the_connection() {
+    let (addr, _dir) = server();
+    let e = connect(addr, "wrong")
+        .map(drop)
+        .expect_err("wrong password");
+    assert_eq!(code(&e), "28P01", "{e}");
+
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    for (sql, want) in [
+        ("SELEC id FROM t", "42601"),
+        ("SELECT id FROM t WHERE", "42601"),
+        ("SELECT nope FROM t", "42703"),
+        ("SELECT id FROM nowhere", "42P01"),
+        ("CREATE INDEX i ON t (id)", "0A000"),
+        ("SELECT id FROM t WHERE id = 'x'", "22P02"),
+    ] {
+        let e = c.simple_query(sql).map(drop).expect_err(sql);
+        assert_eq!(code(&e), want, "{sql}: {e}");
+        // Still usable.
+        assert_eq!(cells(&mut c, "SELECT 1"), vec![vec![Some("1".to_owned())]]);
+    }
+    let e = c
+        .simple_query("SELECT id FROM t WHERE id = 1 ORDER")
+        .map(drop)
+        .expect_err("syntax");
+    let position = e.as_db_error().and_then(|d| d.position().cloned());
+    assert!(position.is_some(), "a syntax error has a position: {e}");
+}
+
+#[test]
+fn a_garbage_start_up_packet_closes_only_its_connection() {
+    let (addr, _dir) = server();
+    let mut good = connect(addr, PASSWORD).expect("connect");
+    let mut raw = std::net::TcpStream::connect(addr).expect("tcp");
+    raw.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .expect("timeout");
+    // A length of 2 GiB and a protocol no server speaks.
+    raw.write_all(&[0x7f, 0xff, 0xff, 0xff, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3])
+        .expect("write");
+    let mut buf = [0u8; 64];
+    // The server closes it (end of stream or a reset), never answers rows.
+    match raw.read(&mut buf) {
+        Ok(n) => assert!(
+            n == 0 || buf[0] == b'E',
+            "unexpected answer {:?}",
+            &buf[..n]
+        ),
+        Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "not closed: {e}"),
+    }
+    assert_eq!(
+        cells(&mut good, "SELECT count(*) FROM t"),
+        vec![vec![Some("40".to_owned())]]
+    );
+}
+
+#[test]
+fn sixty_four_connections_at_once() {
+    let (addr, _dir) = server();
+    let threads: Vec<_> = (0..64)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = connect(addr, PASSWORD).expect("connect");
+                let id = i % 40 + 1;
+                let got: Vec<i64> = c
+                    .query(&format!("SELECT id FROM t WHERE id = {id}"), &[])
+                    .expect("select")
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                assert_eq!(got, vec![id]);
+                c
+            })
+        })
+        .collect();
+    let clients: Vec<Client> = threads
+        .into_iter()
+        .map(|t| t.join().expect("a connection's thread"))
+        .collect();
+    assert_eq!(clients.len(), 64);
+}
