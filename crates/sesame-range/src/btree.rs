@@ -386,6 +386,212 @@ impl<K: Clone, V, S: NodeStore<K, V>> BTree<K, V, S> {
         self.store.free(id)
     }
 
+    /// The largest key (the last entry of the last leaf), `None` for an
+    /// empty tree.
+    pub fn last_key(&mut self) -> Result<Option<K>> {
+        let Some(mut id) = self.store.root() else {
+            return Ok(None);
+        };
+        for _ in 0..=64 {
+            match self.load(id)? {
+                Node::Leaf(l) => return Ok(l.entries.last().map(|e| e.0.clone())),
+                Node::Internal(n) => {
+                    id = *n
+                        .children
+                        .last()
+                        .ok_or_else(|| corrupt("internal node without children"))?;
+                }
+            }
+        }
+        Err(corrupt("deeper than 64 levels"))
+    }
+
+    /// Appends `entries`, sorted by key and none below a key the tree
+    /// holds, along the right edge of the tree: each node is filled to
+    /// its capacity before the next is opened, and written once per call
+    /// (a bulk load, where insertions one by one would write each leaf
+    /// about `leaf / 2` times and leave it half full). The tree is valid
+    /// after every call: the last node of each level, if underfull, takes
+    /// entries from its left sibling. The caller guarantees the order
+    /// (the tree cannot compare two stored keys of an ORE scheme).
+    pub fn append(&mut self, entries: Vec<(K, V)>) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        // The right edge, leaf first.
+        let mut edge: Vec<(NodeId, Node<K, V>)> = Vec::new();
+        match self.store.root() {
+            Some(root) => {
+                let mut id = root;
+                loop {
+                    if edge.len() > 64 {
+                        return Err(corrupt("deeper than 64 levels"));
+                    }
+                    let node = self.load(id)?;
+                    let next = match &node {
+                        Node::Internal(n) => Some(
+                            *n.children
+                                .last()
+                                .ok_or_else(|| corrupt("internal node without children"))?,
+                        ),
+                        Node::Leaf(_) => None,
+                    };
+                    edge.push((id, node));
+                    match next {
+                        Some(child) => id = child,
+                        None => break,
+                    }
+                }
+                edge.reverse();
+            }
+            None => {
+                let id = self.alloc()?;
+                edge.push((
+                    id,
+                    Node::Leaf(Leaf {
+                        entries: Vec::new(),
+                        next: None,
+                    }),
+                ));
+            }
+        }
+        for (key, value) in entries {
+            let Some((leaf_id, Node::Leaf(leaf))) = edge.first_mut() else {
+                return Err(corrupt("the right edge does not end in a leaf"));
+            };
+            if leaf.entries.len() < self.capacity.leaf {
+                leaf.entries.push((key, value));
+                continue;
+            }
+            let (old_id, new_id) = (*leaf_id, self.alloc()?);
+            leaf.next = Some(new_id);
+            let fresh = Node::Leaf(Leaf {
+                entries: vec![(key.clone(), value)],
+                next: None,
+            });
+            let full = std::mem::replace(&mut edge[0], (new_id, fresh));
+            self.put(old_id, &full.1)?;
+            self.append_child(&mut edge, 1, key, new_id, old_id)?;
+        }
+        // The last node of each level, top down (a sibling that lends
+        // must first be under the same parent).
+        for level in (0..edge.len().saturating_sub(1)).rev() {
+            self.fill_last(&mut edge, level)?;
+        }
+        for (id, node) in &edge {
+            self.put(*id, node)?;
+        }
+        let root = edge.last().map(|(id, _)| *id);
+        self.store.set_root(root)
+    }
+
+    /// Adds `child` (first key `separator`, right of `left`) as the last
+    /// child at `level` of the right edge, opening a node there (or a new
+    /// root) when the last one is full.
+    fn append_child(
+        &mut self,
+        edge: &mut Vec<(NodeId, Node<K, V>)>,
+        level: usize,
+        separator: K,
+        child: NodeId,
+        left: NodeId,
+    ) -> Result<()> {
+        if level > 64 {
+            return Err(corrupt("deeper than 64 levels"));
+        }
+        let Some((node_id, node)) = edge.get_mut(level) else {
+            let id = self.alloc()?;
+            edge.push((
+                id,
+                Node::Internal(Internal {
+                    keys: vec![separator],
+                    children: vec![left, child],
+                }),
+            ));
+            return Ok(());
+        };
+        let Node::Internal(n) = node else {
+            return Err(corrupt("a leaf above the leaves"));
+        };
+        if n.keys.len() < self.capacity.internal {
+            n.keys.push(separator);
+            n.children.push(child);
+            return Ok(());
+        }
+        let (old_id, new_id) = (*node_id, self.alloc()?);
+        let fresh = Node::Internal(Internal {
+            keys: Vec::new(),
+            children: vec![child],
+        });
+        let full = std::mem::replace(&mut edge[level], (new_id, fresh));
+        self.put(old_id, &full.1)?;
+        self.append_child(edge, level + 1, separator, new_id, old_id)
+    }
+
+    /// Makes the last node at `level` of the right edge at least half
+    /// full by taking entries from its left sibling (full when the last
+    /// node was opened), through their parent (`level + 1`).
+    fn fill_last(&mut self, edge: &mut [(NodeId, Node<K, V>)], level: usize) -> Result<()> {
+        let underfull = match edge.get(level) {
+            Some((_, node)) => self.capacity.underfull(node),
+            None => false,
+        };
+        if !underfull {
+            return Ok(());
+        }
+        let (below, above) = edge.split_at_mut(level + 1);
+        let (Some((_, node)), Some((_, Node::Internal(parent)))) =
+            (below.last_mut(), above.first_mut())
+        else {
+            return Err(corrupt("the right edge has no parent"));
+        };
+        let at = parent
+            .children
+            .len()
+            .checked_sub(2)
+            .ok_or_else(|| corrupt("a last node without a left sibling"))?;
+        let left_id = *parent
+            .children
+            .get(at)
+            .ok_or_else(|| corrupt("no sibling"))?;
+        let mut left = self.load(left_id)?;
+        let separator = parent
+            .keys
+            .last_mut()
+            .ok_or_else(|| corrupt("internal node without separators"))?;
+        match (&mut left, node) {
+            (Node::Leaf(l), Node::Leaf(r)) => {
+                let total = l.entries.len() + r.entries.len();
+                let mut moved = l.entries.split_off(total / 2);
+                moved.append(&mut r.entries);
+                r.entries = moved;
+                *separator = r
+                    .entries
+                    .first()
+                    .map(|e| e.0.clone())
+                    .ok_or_else(|| corrupt("empty leaf"))?;
+            }
+            (Node::Internal(l), Node::Internal(r)) => {
+                let mut keys = std::mem::take(&mut l.keys);
+                keys.push(separator.clone());
+                keys.append(&mut r.keys);
+                let mut children = std::mem::take(&mut l.children);
+                children.append(&mut r.children);
+                let keep = (keys.len() - 1) / 2;
+                r.keys = keys.split_off(keep + 1);
+                *separator = keys.pop().ok_or_else(|| corrupt("empty split"))?;
+                l.keys = keys;
+                r.children = children.split_off(keep + 1);
+                l.children = children;
+            }
+            _ => return Err(corrupt("siblings of different kinds")),
+        }
+        if self.capacity.underfull(&left) {
+            return Err(corrupt("a left sibling too small to lend"));
+        }
+        self.put(left_id, &left)
+    }
+
     /// Inserts (`key`, `value`) after every entry with an equal key.
     /// `probe` orders `key` against stored keys (for a plain key:
     /// `|k| Ok(key.cmp(k))`).
@@ -1032,6 +1238,82 @@ mod tests {
                 proptest::prop_assert_eq!(tree.check().unwrap(), oracle.values().sum::<usize>());
             }
         }
+    }
+
+    /// Appends in batches of any size, after insertions or on an empty
+    /// tree, keep every invariant (nodes at least half full but the root
+    /// included) and the entries of an oracle; insertions and deletions
+    /// then work on the appended tree as on any other.
+    #[test]
+    fn appended_batches_keep_the_invariants() {
+        for (leaf, internal) in [(2, 2), (3, 3), (4, 2), (5, 4), (47, 107)] {
+            for seed in 0..6u64 {
+                let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+                let mut tree: Tree =
+                    BTree::new(MemNodeStore::new(), Capacity::new(leaf, internal).unwrap());
+                let mut oracle: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+                for k in 0..rng.gen_range(0..30u64) {
+                    tree.insert_ord(k, 0).unwrap();
+                    *oracle.entry((k, 0)).or_default() += 1;
+                }
+                let mut next = 30u64;
+                for _ in 0..rng.gen_range(1..12) {
+                    let n = rng.gen_range(0..400usize);
+                    let mut batch = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        next += rng.gen_range(0..3u64);
+                        let v = rng.gen_range(0..3u64);
+                        batch.push((next, v));
+                        *oracle.entry((next, v)).or_default() += 1;
+                    }
+                    tree.append(batch).unwrap();
+                    assert_eq!(
+                        tree.check().unwrap(),
+                        oracle.values().sum::<usize>(),
+                        "{leaf}/{internal} seed {seed}"
+                    );
+                }
+                assert_eq!(
+                    sorted(tree.range_ord(&0, &u64::MAX).unwrap()),
+                    oracle_range(&oracle, 0, u64::MAX)
+                );
+                for _ in 0..300 {
+                    let k = rng.gen_range(0..=next);
+                    if rng.gen_bool(0.5) {
+                        tree.insert_ord(k, 9).unwrap();
+                        *oracle.entry((k, 9)).or_default() += 1;
+                    } else if let Some((&(k, v), _)) = oracle.range((k, 0)..).next() {
+                        assert!(tree.delete_ord(&k, |x| Ok(*x == v)).unwrap().is_some());
+                        let had = oracle.remove(&(k, v)).unwrap_or(0);
+                        if had > 1 {
+                            oracle.insert((k, v), had - 1);
+                        }
+                    }
+                    assert_eq!(tree.check().unwrap(), oracle.values().sum::<usize>());
+                }
+                assert_eq!(
+                    sorted(tree.range_ord(&0, &u64::MAX).unwrap()),
+                    oracle_range(&oracle, 0, u64::MAX)
+                );
+            }
+        }
+    }
+
+    /// An appended tree's leaves are full but for the last two: a bulk
+    /// load writes about half the leaves of insertions one by one.
+    #[test]
+    fn an_appended_tree_fills_its_leaves() {
+        let mut appended: Tree = BTree::new(MemNodeStore::new(), Capacity::new(10, 10).unwrap());
+        appended
+            .append((0..10_000u64).map(|k| (k, k)).collect())
+            .unwrap();
+        let mut inserted: Tree = BTree::new(MemNodeStore::new(), Capacity::new(10, 10).unwrap());
+        for k in 0..10_000u64 {
+            inserted.insert_ord(k, k).unwrap();
+        }
+        assert_eq!(appended.check().unwrap(), 10_000);
+        let (a, b) = (appended.store().node_count(), inserted.store().node_count());
+        assert!(a * 10 < b * 6, "{a} nodes appended, {b} inserted");
     }
 
     #[test]

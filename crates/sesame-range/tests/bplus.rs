@@ -529,3 +529,122 @@ fn timing_plain_against_clww_at_full_size() {
         );
     }
 }
+
+/// A build (an empty tree given every record at once) sends the records
+/// sorted by value and the server fills the tree bottom up: the answers
+/// equal the oracle's, and insertions, deletions and a restart work on
+/// the built tree as on any other; for every protocol, FH-OPE included
+/// (which inserts one by one).
+#[test]
+fn a_bulk_build_equals_an_oracle_and_then_takes_updates() {
+    let page = PageConfig {
+        page_size: 256,
+        cache_blocks: 0,
+        policy: CachePolicy::Lru,
+    };
+    for (i, p) in fast().into_iter().enumerate() {
+        let name = p.descriptor.name;
+        let mut rng = ChaCha20Rng::seed_from_u64(40 + i as u64);
+        let mut s = Setup::new(p, &params(8), page, &mut rng);
+        let mut pairs: Vec<(u64, Vec<u8>)> = (0..400)
+            .map(|j| (rng.gen_range(0..256u64), vec![b'b', (j % 7) as u8]))
+            .collect();
+        s.0.client
+            .build(&mut rng, &mut s.0.channel, &pairs)
+            .expect("build");
+        assert_eq!(
+            s.query(&mut rng, 0, 255),
+            oracle_query(&pairs, 0, 255),
+            "{name}"
+        );
+        for step in 0..200 {
+            if step == 100 {
+                s.restart();
+            }
+            let v = rng.gen_range(0..256u64);
+            match rng.gen_range(0..3) {
+                0 => {
+                    let d = vec![b'i', rng.gen_range(0..3u8)];
+                    s.insert(&mut rng, v, &d);
+                    pairs.push((v, d));
+                }
+                1 => {
+                    let (v, d) = pairs[rng.gen_range(0..pairs.len())].clone();
+                    assert!(
+                        s.0.client
+                            .delete(&mut rng, &mut s.0.channel, v, &d)
+                            .expect("delete"),
+                        "{name}: step {step}: delete {v}"
+                    );
+                    let at = pairs.iter().position(|p| p.0 == v && p.1 == d).unwrap();
+                    pairs.swap_remove(at);
+                }
+                _ => {
+                    let hi = (v + rng.gen_range(0..40)).min(255);
+                    assert_eq!(
+                        s.query(&mut rng, v, hi),
+                        oracle_query(&pairs, v, hi),
+                        "{name}: step {step}: [{v}, {hi}]"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            s.query(&mut rng, 0, 255),
+            oracle_query(&pairs, 0, 255),
+            "{name}"
+        );
+    }
+}
+
+/// Entries appended out of order, or below what the tree holds, are
+/// refused: the server checks the order with the scheme's comparison.
+#[test]
+fn an_append_out_of_order_is_refused() {
+    use sesame_ore::clww::Clww;
+    let page = PageConfig::default();
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut server = Setup::server(bplus("bplus-clww"), &inner, page);
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let clww = Clww::generate(&mut rng, 16).unwrap();
+    let ct = |v: u64| clww.encrypt_u64(v).unwrap();
+    type ClwwReq = Request<sesame_ore::clww::ClwwCiphertext, sesame_ore::clww::ClwwCiphertext>;
+    let append = |values: &[u64]| -> ClwwReq {
+        Request::Append {
+            layout: layout(16),
+            entries: values.iter().map(|&v| (ct(v), vec![v as u8; 40])).collect(),
+        }
+    };
+    assert!(server
+        .handle(&wire::encode(&append(&[5, 3])).unwrap())
+        .is_err());
+    let resp: Response = wire::decode(
+        &server
+            .handle(&wire::encode(&append(&[1, 4, 4, 9])).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(resp, Response::Done);
+    // Below the largest stored value: refused; at or above it: appended.
+    assert!(server
+        .handle(&wire::encode(&append(&[8])).unwrap())
+        .is_err());
+    let resp: Response = wire::decode(
+        &server
+            .handle(&wire::encode(&append(&[9, 12])).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(resp, Response::Done);
+    let q: ClwwReq = Request::Query {
+        layout: layout(16),
+        lo: ct(0),
+        hi: ct(100),
+    };
+    let resp: Response = wire::decode(&server.handle(&wire::encode(&q).unwrap()).unwrap()).unwrap();
+    let Response::Records(records) = resp else {
+        panic!("{resp:?}")
+    };
+    let firsts: Vec<u8> = records.iter().map(|r| r[0]).collect();
+    assert_eq!(firsts, vec![1, 4, 4, 9, 9, 12]);
+}

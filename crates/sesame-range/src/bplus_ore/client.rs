@@ -82,7 +82,18 @@ pub trait ClientOrder: Send + Sized + 'static {
     fn take_reencoding(&mut self) -> Option<Vec<(u64, u64)>> {
         None
     }
+
+    /// Whether a build may send its ciphertexts sorted by value in one go
+    /// (not FH-OPE, whose encryption of a value depends on the values
+    /// encrypted before it and may re-encode the stored ones).
+    fn bulk() -> bool {
+        true
+    }
 }
+
+/// Bytes of sealed records per `Append` round of a build (well under a
+/// network message's limit).
+pub const BULK_BYTES: usize = 4 << 20;
 
 /// The baseline: values in the clear.
 #[derive(Debug)]
@@ -363,6 +374,9 @@ impl ClientOrder for FhOpe {
     fn take_reencoding(&mut self) -> Option<Vec<(u64, u64)>> {
         FhOpe::take_reencoding(self).map(|r| r.changes)
     }
+    fn bulk() -> bool {
+        false
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -536,6 +550,52 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
 
     fn bits(&self) -> u32 {
         self.layout.bits
+    }
+
+    /// Sorts the records by value and sends them in rounds of about
+    /// [`BULK_BYTES`] (`Append`): the server fills the tree bottom up,
+    /// each page written once. The server sees the same ciphertexts as
+    /// insertions one by one would send it (so the same order of the
+    /// values), in value order instead of the caller's, and a tree whose
+    /// shape depends on the number of records only.
+    fn build(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        channel: &mut dyn Channel,
+        records: &[crate::api::Record],
+    ) -> Result<()> {
+        if !C::bulk() {
+            for (value, data) in records {
+                self.insert(rng, channel, *value, data)?;
+            }
+            return Ok(());
+        }
+        for (value, _) in records {
+            check_value(*value, self.layout.bits)?;
+        }
+        let mut order: Vec<&crate::api::Record> = records.iter().collect();
+        order.sort_by_key(|r| r.0);
+        let mut entries = Vec::new();
+        let mut bytes = 0usize;
+        let mut rest = order.into_iter().peekable();
+        while let Some((value, data)) = rest.next() {
+            let ciphertext = self.scheme.encrypt(rng, *value)?;
+            let record = self.seal(rng, *value, data)?;
+            bytes += record.len() + 64;
+            entries.push((ciphertext, record));
+            if bytes >= BULK_BYTES || rest.peek().is_none() {
+                let request = Request::Append {
+                    layout: self.layout,
+                    entries: std::mem::take(&mut entries),
+                };
+                bytes = 0;
+                match self.send(channel, &request)? {
+                    Response::Done => {}
+                    other => return Err(Error::unexpected("B+ tree", &other)),
+                }
+            }
+        }
+        Ok(())
     }
 
     fn insert(

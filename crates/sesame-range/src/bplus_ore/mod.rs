@@ -19,6 +19,9 @@
 //!   the re-encodings of its rebalances.
 //!
 //! Messages: an insertion is one round (ciphertext and sealed record); a
+//! build (an empty tree given many records at once) sends them sorted by
+//! value in rounds of a few megabytes (`Append`), and the server fills
+//! the tree bottom up along its right edge, each page written once; a
 //! query is one round (two query ciphertexts; the sealed records come
 //! back); a deletion is two rounds (a query for `[v, v]`, then a delete
 //! naming the sealed record that opens to the pair), one for the baseline.
@@ -184,6 +187,16 @@ pub enum Request<F, P> {
         layout: Layout,
         /// `(old, new)` ciphertexts, sorted by `old`.
         changes: Vec<(u64, u64)>,
+    },
+    /// Appends ciphertexts with their sealed records, sorted by value and
+    /// none below a stored one, along the tree's right edge (a bulk
+    /// build: each page written once). The server checks the order with
+    /// the scheme's comparison and refuses entries out of order.
+    Append {
+        /// Scheme parameters.
+        layout: Layout,
+        /// `(ciphertext, sealed record)` pairs, in value order.
+        entries: Vec<(F, Vec<u8>)>,
     },
 }
 

@@ -114,6 +114,48 @@ impl<O: ServerOrder> BplusServer<O> {
         Ok(Response::Done)
     }
 
+    /// Appends entries sorted by value along the tree's right edge,
+    /// after checking with the scheme's comparison that each is not below
+    /// the one before it (the first: not below the largest stored key).
+    fn append(
+        &mut self,
+        layout: Layout,
+        entries: Vec<(O::Ciphertext, Vec<u8>)>,
+    ) -> Result<Response> {
+        self.prepare(layout)?;
+        let Some(ready) = &self.ready else {
+            return Err(Error::Protocol("B+ tree server not ready".into()));
+        };
+        let order = &ready.order;
+        let mut tree = BTree::new(&mut self.nodes, ready.capacity);
+        let mut previous = tree.last_key()?;
+        let mut stored = Vec::with_capacity(entries.len());
+        for (full, record) in entries {
+            if record.len() > MAX_RECORD {
+                return Err(Error::Protocol("record too large".into()));
+            }
+            let right = O::right(&full);
+            if wire::encode(&right)?.len() > ready.key_bytes + 1 {
+                return Err(Error::Protocol(
+                    "ciphertext larger than the scheme's parameters allow".into(),
+                ));
+            }
+            if let Some(p) = &previous {
+                if order.compare(O::left(&full), p)? == std::cmp::Ordering::Less {
+                    return Err(Error::Protocol(
+                        "appended entries are not in order (each must be at least the one \
+                         before it)"
+                            .into(),
+                    ));
+                }
+            }
+            previous = Some(right.clone());
+            stored.push((right, record));
+        }
+        tree.append(stored)?;
+        Ok(Response::Done)
+    }
+
     fn query(&mut self, layout: Layout, lo: O::Left, hi: O::Left) -> Result<Response> {
         self.prepare(layout)?;
         let Some(ready) = &self.ready else {
@@ -207,6 +249,7 @@ impl<O: ServerOrder> Handler for BplusServer<O> {
                 record,
             } => self.delete(layout, lo, hi, record),
             Request::Reencode { layout, changes } => self.reencode(layout, changes),
+            Request::Append { layout, entries } => self.append(layout, entries),
         };
         // Persist the root and id counter even when the operation failed
         // half way: the nodes it wrote are then reachable and consistent.
