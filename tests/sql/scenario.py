@@ -257,7 +257,8 @@ def normalize_rows(rows, ordered):
 
 def compare(s, got, want):
     """Raises AssertionError naming the statement when `got` differs."""
-    where = f"{s['kind']}: {s['sql']} {s['params'] if s['params'] and s['kind'] != 'insert' else ''}"
+    sql = s["sql"] if len(s["sql"]) <= 160 else s["sql"][:150] + " ..."
+    where = f"{s['kind']}: {sql} {s['params'] if s['params'] and s['kind'] != 'insert' else ''}"
     if "error" in want:
         assert "error" in got, f"{where}: expected SQLSTATE {want['error']}, got {got}"
         assert got["error"] == want["error"], f"{where}: SQLSTATE {got['error']} ({got.get('message')}), expected {want['error']}"
