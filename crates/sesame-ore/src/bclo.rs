@@ -108,14 +108,7 @@ pub struct Bclo {
     prf: Aes128Prf,
 }
 
-impl core::fmt::Debug for Bclo {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Bclo")
-            .field("params", &self.params)
-            .field("key", &"[redacted]")
-            .finish()
-    }
-}
+redacted_key_debug!(Bclo { params });
 
 /// Tags of the PRF inputs: interior nodes and leaves.
 const TAG_NODE: u8 = 0x01;
@@ -195,6 +188,23 @@ struct Node {
     r_size: u128,
 }
 
+impl Node {
+    /// One step down the tree, split at `x` plaintexts and `half`
+    /// ciphertexts ([`Bclo::split`]): to the lower part (`low`) or the
+    /// upper one. Encryption and decryption take the same steps.
+    fn descend(&mut self, half: u128, x: u128, low: bool) {
+        if low {
+            self.d_size = x;
+            self.r_size = half;
+        } else {
+            self.d_lo += x;
+            self.d_size -= x;
+            self.r_lo += half;
+            self.r_size -= half;
+        }
+    }
+}
+
 impl Bclo {
     /// BCLO keyed by `master` (a 256-bit key; the AES key is derived from it).
     pub fn new(master: Key<32>, params: BcloParams) -> Result<Self> {
@@ -250,15 +260,7 @@ impl Bclo {
         let mut node = self.root();
         while node.d_size > 1 {
             let (half, x) = self.split(&node)?;
-            if m < node.d_lo + x {
-                node.d_size = x;
-                node.r_size = half;
-            } else {
-                node.d_lo += x;
-                node.d_size -= x;
-                node.r_lo += half;
-                node.r_size -= half;
-            }
+            node.descend(half, x, m < node.d_lo + x);
         }
         Ok(BcloCiphertext(self.leaf(&node)))
     }
@@ -283,15 +285,7 @@ impl Bclo {
                 _ => {}
             }
             let (half, x) = self.split(&node)?;
-            if c < node.r_lo + half {
-                node.d_size = x;
-                node.r_size = half;
-            } else {
-                node.d_lo += x;
-                node.d_size -= x;
-                node.r_lo += half;
-                node.r_size -= half;
-            }
+            node.descend(half, x, c < node.r_lo + half);
         }
     }
 }

@@ -46,14 +46,7 @@ pub struct Clww {
     prf: Aes128Prf,
 }
 
-impl core::fmt::Debug for Clww {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Clww")
-            .field("bits", &self.bits)
-            .field("key", &"[redacted]")
-            .finish()
-    }
-}
+redacted_key_debug!(Clww { bits });
 
 /// The PRF input for position `i` (0-based) and the `i` bits above it.
 #[inline]

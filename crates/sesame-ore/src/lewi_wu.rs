@@ -150,14 +150,7 @@ pub struct LewiWu {
     k2: Aes128Enc,
 }
 
-impl core::fmt::Debug for LewiWu {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("LewiWu")
-            .field("params", &self.params)
-            .field("key", &"[redacted]")
-            .finish()
-    }
-}
+redacted_key_debug!(LewiWu { params });
 
 /// Buffers reused across calls on one thread, so that encryption does not
 /// allocate per block. They hold key-dependent values (permutations, slot

@@ -1,5 +1,20 @@
 #![doc = include_str!("../README.md")]
 
+/// `Debug` for a keyed scheme: its type name and the listed fields, the
+/// key printed as `[redacted]`.
+macro_rules! redacted_key_debug {
+    ($t:ident { $($field:ident),* }) => {
+        impl core::fmt::Debug for $t {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($t))
+                    $(.field(stringify!($field), &self.$field))*
+                    .field("key", &"[redacted]")
+                    .finish()
+            }
+        }
+    };
+}
+
 pub mod api;
 pub mod bclo;
 pub mod cloz;

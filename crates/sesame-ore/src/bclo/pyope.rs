@@ -139,7 +139,7 @@ impl PyopeOpe {
         let (mut inr, mut outr) = (self.in_range, self.out_range);
         loop {
             let (in_size, out_size) = (inr.size(), outr.size());
-            let (in_edge, out_edge) = (inr.start - 1, outr.start - 1);
+            let out_edge = outr.start - 1;
             let mid = out_edge + (out_size + 1) / 2;
             if in_size == 1 {
                 return Ok(sample_uniform(
@@ -148,25 +148,7 @@ impl PyopeOpe {
                 ));
             }
             let x = sample_hgd(inr, outr, mid, &mut PyTape::new(&self.hmac, mid));
-            if plaintext <= x {
-                inr = ValueRange {
-                    start: in_edge + 1,
-                    end: x,
-                };
-                outr = ValueRange {
-                    start: out_edge + 1,
-                    end: mid,
-                };
-            } else {
-                inr = ValueRange {
-                    start: x + 1,
-                    end: in_edge + in_size,
-                };
-                outr = ValueRange {
-                    start: mid + 1,
-                    end: out_edge + out_size,
-                };
-            }
+            (inr, outr) = descend(inr, outr, x, mid, plaintext <= x);
         }
     }
 
@@ -179,7 +161,7 @@ impl PyopeOpe {
         let (mut inr, mut outr) = (self.in_range, self.out_range);
         loop {
             let (in_size, out_size) = (inr.size(), outr.size());
-            let (in_edge, out_edge) = (inr.start - 1, outr.start - 1);
+            let out_edge = outr.start - 1;
             let mid = out_edge + (out_size + 1) / 2;
             if in_size == 1 {
                 let c = sample_uniform(outr, &mut PyTape::new(&self.hmac, inr.start));
@@ -193,26 +175,43 @@ impl PyopeOpe {
                 return Err(Error::Crypto);
             }
             let x = sample_hgd(inr, outr, mid, &mut PyTape::new(&self.hmac, mid));
-            if ciphertext <= mid {
-                inr = ValueRange {
-                    start: in_edge + 1,
-                    end: x,
-                };
-                outr = ValueRange {
-                    start: out_edge + 1,
-                    end: mid,
-                };
-            } else {
-                inr = ValueRange {
-                    start: x + 1,
-                    end: in_edge + in_size,
-                };
-                outr = ValueRange {
-                    start: mid + 1,
-                    end: out_edge + out_size,
-                };
-            }
+            (inr, outr) = descend(inr, outr, x, mid, ciphertext <= mid);
         }
+    }
+}
+
+/// One step down the recursion: the input range split after `x` and the
+/// output range after `mid`, keeping the lower parts (`low`) or the upper
+/// ones (`pyope`'s two branches, shared by encryption and decryption).
+fn descend(
+    inr: ValueRange,
+    outr: ValueRange,
+    x: i128,
+    mid: i128,
+    low: bool,
+) -> (ValueRange, ValueRange) {
+    if low {
+        (
+            ValueRange {
+                start: inr.start,
+                end: x,
+            },
+            ValueRange {
+                start: outr.start,
+                end: mid,
+            },
+        )
+    } else {
+        (
+            ValueRange {
+                start: x + 1,
+                end: inr.end,
+            },
+            ValueRange {
+                start: mid + 1,
+                end: outr.end,
+            },
+        )
     }
 }
 
