@@ -112,7 +112,16 @@ impl<S: Store> Store for Dropping<S> {
 #[macro_export]
 macro_rules! store_suite {
     (optional $make:expr, $oracle_cases:expr) => {
-        $crate::store_suite!(@optional_cases $make;
+        $crate::store_suite!(@every optional_cases $make);
+        #[test]
+        fn random_ops_match_oracle() {
+            let Some(store) = ($make)() else { return };
+            $crate::suite::random_ops_match_oracle(&store, $oracle_cases);
+        }
+    };
+    // The cases, listed once: `@every optional_cases` or `@every cases`.
+    (@every $kind:ident $make:expr) => {
+        $crate::store_suite!(@$kind $make;
             get_missing,
             put_get,
             overwrite,
@@ -126,13 +135,9 @@ macro_rules! store_suite {
             concurrent_writers,
             batches_are_isolated,
             conditional_writes,
-            conditional_writes_race
+            conditional_writes_race,
+            conditional_write_groups
         );
-        #[test]
-        fn random_ops_match_oracle() {
-            let Some(store) = ($make)() else { return };
-            $crate::suite::random_ops_match_oracle(&store, $oracle_cases);
-        }
     };
     (@optional_cases $make:expr; $($case:ident),* $(,)?) => {
         $(
@@ -147,22 +152,7 @@ macro_rules! store_suite {
         $crate::store_suite!($make, $crate::suite::ORACLE_CASES);
     };
     ($make:expr, $oracle_cases:expr) => {
-        $crate::store_suite!(@cases $make;
-            get_missing,
-            put_get,
-            overwrite,
-            delete,
-            batch_applies_in_order,
-            empty_batch,
-            scan_prefix_order_and_bounds,
-            empty_key_and_value,
-            large_value,
-            io_counts,
-            concurrent_writers,
-            batches_are_isolated,
-            conditional_writes,
-            conditional_writes_race
-        );
+        $crate::store_suite!(@every cases $make);
         #[test]
         fn random_ops_match_oracle() {
             let store = ($make)();
@@ -600,6 +590,59 @@ pub fn conditional_writes<S: Store + ?Sized>(store: &S) {
     // No condition: a plain write.
     assert!(cas(&[], one("cas/f", "f")));
     assert_eq!(get(store, b"cas/f").as_deref(), Some(&b"f"[..]));
+}
+
+/// A group of conditional batches ([`Store::write_if_group`]): each is
+/// checked after the ones before it, one whose condition fails is not
+/// written and does not stop the others, and the answers say which were.
+pub fn conditional_write_groups<S: Store + ?Sized>(store: &S) {
+    let one = |k: &str, v: &str| {
+        let mut b = WriteBatch::new();
+        b.put(k.as_bytes(), v.as_bytes());
+        b
+    };
+    put(store, b"grp/a", b"1");
+    let mut two = one("grp/b", "2");
+    two.delete(b"grp/a".to_vec());
+    let batches = [
+        one("grp/a", "2"),
+        one("grp/a", "3"),
+        one("grp/c", "x"),
+        two,
+        one("grp/d", "d"),
+    ];
+    let expects: [&[(&[u8], Option<&[u8]>)]; 5] = [
+        // Holds: a is 1.
+        &[(b"grp/a", Some(b"1"))],
+        // Fails: the batch before moved a to 2.
+        &[(b"grp/a", Some(b"1"))],
+        // Holds: c is absent.
+        &[(b"grp/c", None)],
+        // Holds against the group's own writes: a is 2, c is x.
+        &[(b"grp/a", Some(b"2")), (b"grp/c", Some(b"x"))],
+        // Fails: c is present.
+        &[(b"grp/c", None)],
+    ];
+    let group: Vec<(&[(&[u8], Option<&[u8]>)], &WriteBatch)> =
+        expects.iter().copied().zip(batches.iter()).collect();
+    let applied = store.write_if_group(&group).expect("write_if_group");
+    assert_eq!(applied, vec![true, false, true, true, false]);
+    assert_eq!(get(store, b"grp/a"), None);
+    assert_eq!(get(store, b"grp/b").as_deref(), Some(&b"2"[..]));
+    assert_eq!(get(store, b"grp/c").as_deref(), Some(&b"x"[..]));
+    assert_eq!(get(store, b"grp/d"), None);
+    // A group whose conditions all fail writes nothing.
+    let group: Vec<(&[(&[u8], Option<&[u8]>)], &WriteBatch)> =
+        vec![(&[(b"grp/c", None)], &batches[4])];
+    assert_eq!(
+        store.write_if_group(&group).expect("write_if_group"),
+        vec![false]
+    );
+    assert_eq!(get(store, b"grp/d"), None);
+    assert_eq!(
+        store.write_if_group(&[]).expect("an empty group"),
+        Vec::<bool>::new()
+    );
 }
 
 /// Threads that each add one to a counter by reading it and writing it
