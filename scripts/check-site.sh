@@ -12,9 +12,10 @@
 # build of the CLI.
 #
 # Every page is opened with the fragment #selfcheck: its inlined check
-# reads the charts as drawn (both axes with tick labels and names, at least
-# one data series, the paper's series wherever the rows carry the paper's
-# values) and, on explore.html, drives the page (experiment picker,
+# reads the charts as drawn, panel by panel (both axes with tick labels and
+# names, at least one data series, no colour used by two series of a
+# panel, every category of a bar chart named under its x axis, the paper's
+# series wherever the rows carry the paper's values) and, on explore.html, drives the page (experiment picker,
 # filters, paper overlay, log axis, sorting) and writes its verdict into
 # the page. The verdict is read from the DOM (--dump-dom); console
 # messages, which the pages make none of, are read from Chromium's log and

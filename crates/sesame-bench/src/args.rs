@@ -2,13 +2,27 @@
 
 use std::path::PathBuf;
 
-/// `sesame bench EXPERIMENT [--full | --quick] [--out DIR] [--data DIR]
-/// [--seed N]`: without `--full` or `--quick`, the standard scale.
+/// `sesame bench EXPERIMENT [--full | --quick] [--resume] [--out DIR]
+/// [--data DIR] [--seed N]`: without `--full` or `--quick`, the standard
+/// scale.
 #[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct BenchArgs {
-    /// The experiment to run, `all` for every one, or `list` to list them.
+    /// The experiment to run, several separated by commas, `all` for every
+    /// one, or `list` to list them.
     #[arg(value_name = "EXPERIMENT")]
     pub experiment: String,
+
+    /// Skip the experiments that an earlier run into the same --out folder
+    /// finished at the same scale, seed and options (each finished
+    /// experiment leaves `finished.json` in its folder): an interrupted
+    /// `bench all --full` picks up where it stopped.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Stop after this many experiments have run, as if the run had been
+    /// interrupted there (the harness's tests of --resume).
+    #[arg(long, hide = true, value_name = "N")]
+    pub stop_after: Option<usize>,
 
     /// The papers' sizes (`bench all` takes hours). Without `--full` or
     /// `--quick`, every experiment runs at the standard scale: all of them
@@ -72,6 +86,8 @@ impl BenchArgs {
     pub fn new(experiment: &str) -> Self {
         BenchArgs {
             experiment: experiment.to_owned(),
+            resume: false,
+            stop_after: None,
             full: false,
             quick: false,
             tiny: false,

@@ -40,9 +40,41 @@ fn inline_json(sets: &[ResultSet]) -> Result<String, BenchError> {
     Ok(json.replace('<', "\\u003c"))
 }
 
+/// The palette and every chart key's site-wide colour index (see
+/// [`crate::plot::colour_index`]), for the page's script.
+fn colours_json(sets: &[ResultSet]) -> String {
+    let mut keys = serde_json::Map::new();
+    for rs in sets {
+        for chart in &rs.charts {
+            for row in &rs.rows {
+                let key = chart
+                    .series
+                    .first()
+                    .and_then(|p| row.params.get(p))
+                    .map(ToString::to_string);
+                let names: Vec<String> = match key {
+                    Some(k) => vec![k],
+                    None => chart.y.clone(),
+                };
+                for k in names {
+                    let c = crate::plot::colour_index(&k);
+                    keys.insert(k, c.into());
+                }
+            }
+        }
+    }
+    let palette: Vec<String> = (0..crate::plot::PALETTE.len())
+        .map(crate::plot::hex)
+        .collect();
+    serde_json::json!({ "palette": palette, "keys": keys })
+        .to_string()
+        .replace('<', "\\u003c")
+}
+
 /// The explore page over `sets`.
 pub fn page(sets: &[ResultSet]) -> Result<String, BenchError> {
     let data = inline_json(sets)?;
+    let colours = colours_json(sets);
     Ok(format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>Sesame benchmark results: explore</title>\n{errors}<style>\n\
@@ -66,7 +98,8 @@ pub fn page(sets: &[ResultSet]) -> Result<String, BenchError> {
          filter its rows by a parameter, show or hide the paper's values (dashed, hollow \
          markers), change the axes, click a column header to sort the table.</p>\n\
          <div id=\"controls\"></div>\n<div id=\"main\"></div>\n\
-         <script type=\"application/json\" id=\"sesame-data\">{data}</script>\n{explore}\
+         <script type=\"application/json\" id=\"sesame-data\">{data}</script>\n\
+         <script type=\"application/json\" id=\"sesame-colours\">{colours}</script>\n{explore}\
          </body>\n</html>\n",
         errors = script(ERRORS_JS),
         explore = script(EXPLORE_JS),

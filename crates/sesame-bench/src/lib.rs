@@ -11,6 +11,7 @@ pub mod measure;
 pub mod plot;
 pub mod report;
 pub mod result;
+pub mod resume;
 pub mod sql;
 
 use std::io::{IsTerminal, Write};
@@ -158,16 +159,19 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
             return Ok(Vec::new());
         }
         "all" => experiments(),
-        name => vec![
-            experiment(name).ok_or_else(|| BenchError::UnknownExperiment {
-                name: name.to_owned(),
-                known: experiments()
-                    .iter()
-                    .map(|e| e.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?,
-        ],
+        names => names
+            .split(',')
+            .map(|name| {
+                experiment(name.trim()).ok_or_else(|| BenchError::UnknownExperiment {
+                    name: name.trim().to_owned(),
+                    known: experiments()
+                        .iter()
+                        .map(|e| e.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+            })
+            .collect::<Result<_, _>>()?,
     };
     let range_only = args.options();
     if !range_only.is_empty() && !chosen.iter().any(|e| e.name() == "range") {
@@ -201,28 +205,52 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
         // experiments go elsewhere: on one terminal, they stay in view.
         terminal: std::io::stderr().is_terminal() && !std::io::stdout().is_terminal(),
     };
+    let mut ran = 0usize;
     for (k, e) in chosen.into_iter().enumerate() {
+        let dir = args.out.join(e.name());
+        if args.resume {
+            if let Some((rs, secs)) = resume::finished(&dir, e.name(), scale, args) {
+                writeln!(
+                    out,
+                    "== {}: finished by an earlier run ({}), skipped (--resume)\n",
+                    e.name(),
+                    dir.display()
+                )
+                .map_err(stdout_err)?;
+                seconds.push((rs.experiment.clone(), secs));
+                results.push(rs);
+                continue;
+            }
+        }
+        if args.stop_after.is_some_and(|n| ran >= n) {
+            writeln!(
+                out,
+                "== stopped after {ran} experiment(s) (--stop-after); `--resume` finishes the run\n"
+            )
+            .map_err(stdout_err)?;
+            break;
+        }
+        ran += 1;
+        // A folder without its record is unfinished: this run redoes it.
+        resume::forget(&dir)?;
         if total > 1 {
             progress.start(k);
         }
         let started = std::time::Instant::now();
         let outcome = e
             .run(&ctx)
-            .and_then(|rs| report::write_all(&rs, &args.out.join(e.name())).map(|w| (rs, w)));
+            .and_then(|rs| report::write_all(&rs, &dir).map(|w| (rs, w)));
         if total > 1 {
             progress.clear();
         }
         match outcome {
             Ok((rs, written)) => {
+                let secs = started.elapsed().as_secs_f64();
+                resume::record(&dir, e.name(), scale, args, secs)?;
                 write!(out, "{}", rs.to_text()).map_err(stdout_err)?;
-                writeln!(
-                    out,
-                    "({:.1} s; report: {})\n",
-                    started.elapsed().as_secs_f64(),
-                    written.html.display()
-                )
-                .map_err(stdout_err)?;
-                seconds.push((rs.experiment.clone(), started.elapsed().as_secs_f64()));
+                writeln!(out, "({secs:.1} s; report: {})\n", written.html.display())
+                    .map_err(stdout_err)?;
+                seconds.push((rs.experiment.clone(), secs));
                 results.push(rs);
             }
             Err(err) => {

@@ -20,6 +20,15 @@ pub struct Series {
     /// The paper's reported values for the line of the same label without
     /// " (paper)": drawn dashed with hollow markers, in that line's colour.
     pub paper: bool,
+    /// What the colour follows, the same on every chart of the site: the
+    /// value of the chart's first series parameter (the scheme or
+    /// protocol), or the figure's name when the chart has no series
+    /// parameter.
+    pub key: String,
+    /// The small multiple it is drawn in: the label's other parts (the
+    /// other series parameters, the figure when the chart plots several);
+    /// empty when the chart is one panel.
+    pub panel: String,
 }
 
 /// Suffix of the label of a paper series.
@@ -32,16 +41,21 @@ const PAPER: &str = " (paper)";
 /// positive on a log axis.
 pub fn series(rs: &ResultSet, chart: &Chart) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
-    let mut add = |label: String, point: (f64, f64), paper: bool| match out
-        .iter_mut()
-        .find(|s| s.label == label)
-    {
-        Some(s) => s.points.push(point),
-        None => out.push(Series {
-            label,
-            points: vec![point],
-            paper,
-        }),
+    let mut add = |id: Ident, point: (f64, f64), paper: bool| {
+        let mut label = id.label;
+        if paper {
+            label.push_str(PAPER);
+        }
+        match out.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push(point),
+            None => out.push(Series {
+                label,
+                points: vec![point],
+                paper,
+                key: id.key,
+                panel: id.panel,
+            }),
+        }
     };
     for row in rs.rows.iter().filter(|r| chart.selects(r)) {
         let Some(x) = row.number(&chart.x) else {
@@ -62,11 +76,7 @@ pub fn series(rs: &ResultSet, chart: &Chart) -> Vec<Series> {
                 else {
                     continue;
                 };
-                let mut label = label(row, chart, y_name);
-                if paper {
-                    label.push_str(PAPER);
-                }
-                add(label, (x, y), paper);
+                add(ident(row, chart, y_name), (x, y), paper);
             }
         }
     }
@@ -76,16 +86,207 @@ pub fn series(rs: &ResultSet, chart: &Chart) -> Vec<Series> {
     out
 }
 
-fn label(row: &Row, chart: &Chart, y_name: &str) -> String {
-    let mut parts: Vec<String> = chart
+/// A series' label, colour key and panel (see [`Series`]).
+struct Ident {
+    label: String,
+    key: String,
+    panel: String,
+}
+
+fn ident(row: &Row, chart: &Chart, y_name: &str) -> Ident {
+    let named: Vec<(String, String)> = chart
         .series
         .iter()
-        .filter_map(|p| row.params.get(p).map(|v| format!("{p}={v}")))
+        .filter_map(|p| row.params.get(p).map(|v| (p.clone(), v.to_string())))
         .collect();
+    let mut parts: Vec<String> = named.iter().map(|(p, v)| format!("{p}={v}")).collect();
     if chart.y.len() > 1 || parts.is_empty() {
         parts.push(y_name.to_owned());
     }
-    parts.join(" ")
+    let (key, panel) = match named.first() {
+        Some((_, v)) => (v.clone(), parts[1..].join(" ")),
+        None => (y_name.to_owned(), String::new()),
+    };
+    Ident {
+        label: parts.join(" "),
+        key,
+        panel,
+    }
+}
+
+/// Fifteen colours that colour-blind readers tell apart, none of them
+/// yellow (unreadable on white): Okabe and Ito's palette without its
+/// yellow, then Paul Tol's muted palette without its sand, and a grey.
+pub const PALETTE: [(u8, u8, u8); 15] = [
+    (0x00, 0x72, 0xB2), // blue
+    (0xE6, 0x9F, 0x00), // orange
+    (0x00, 0x9E, 0x73), // bluish green
+    (0xD5, 0x5E, 0x00), // vermilion
+    (0xCC, 0x79, 0xA7), // reddish purple
+    (0x56, 0xB4, 0xE9), // sky blue
+    (0x00, 0x00, 0x00), // black
+    (0x33, 0x22, 0x88), // indigo
+    (0x88, 0x22, 0x55), // wine
+    (0x11, 0x77, 0x33), // green
+    (0x99, 0x99, 0x33), // olive
+    (0xAA, 0x44, 0x99), // purple
+    (0x44, 0xAA, 0x99), // teal
+    (0xCC, 0x66, 0x77), // rose
+    (0x88, 0x88, 0x88), // grey
+];
+
+/// At most this many of our series in one panel; more are drawn as small
+/// multiples.
+pub const MAX_SERIES: usize = 8;
+
+/// The schemes and protocols of the site in a fixed order: each keeps its
+/// colour (its index modulo 15) on every chart. Other keys take one from
+/// a hash of their name.
+const KNOWN: [&str; 30] = [
+    "pibas",
+    "2lev",
+    "fast",
+    "uedsse",
+    "simple",
+    "aura",
+    "sda",
+    "sdd",
+    "janus-pp",
+    "suise",
+    "suise2",
+    "chlh15",
+    "vasst16",
+    "vasst16-2",
+    "kpr12",
+    "bclo",
+    "clww",
+    "lewi-wu",
+    "cloz",
+    "fh-ope",
+    "cloz-insecure",
+    "pope",
+    "kerschbaum-tueno",
+    "log-brc-pibas",
+    "log-brc-2lev",
+    "path-oram",
+    "plain",
+    "si-sse-rv",
+    "memory",
+    "redb",
+];
+
+/// The site-wide colour of `key`: an index into [`PALETTE`].
+pub fn colour_index(key: &str) -> usize {
+    match KNOWN.iter().position(|k| *k == key) {
+        Some(i) => i % PALETTE.len(),
+        None => {
+            // FNV-1a: the same on every run and machine.
+            let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            (h % PALETTE.len() as u64) as usize
+        }
+    }
+}
+
+/// The colour of each series of one panel: its key's site-wide colour,
+/// or, when another key of the panel already has it, the next colour no
+/// series of the panel uses (no colour repeats within a panel while it has
+/// at most 15 keys); a paper series takes the colour of ours of the same
+/// label.
+fn panel_colours(lines: &[Series]) -> Vec<usize> {
+    let mut by_key: Vec<(&str, usize)> = Vec::new();
+    let mut out = Vec::with_capacity(lines.len());
+    for s in lines {
+        let c = match by_key.iter().find(|(k, _)| *k == s.key) {
+            Some((_, c)) => *c,
+            None => {
+                let mut c = colour_index(&s.key);
+                for step in 0..PALETTE.len() {
+                    let t = (c + step) % PALETTE.len();
+                    if !by_key.iter().any(|(_, u)| *u == t) {
+                        c = t;
+                        break;
+                    }
+                }
+                by_key.push((s.key.as_str(), c));
+                c
+            }
+        };
+        out.push(c);
+    }
+    out
+}
+
+fn rgb(i: usize) -> RGBColor {
+    let (r, g, b) = PALETTE[i % PALETTE.len()];
+    RGBColor(r, g, b)
+}
+
+/// `#rrggbb` of palette colour `i`, as the SVG writes it.
+pub fn hex(i: usize) -> String {
+    let (r, g, b) = PALETTE[i % PALETTE.len()];
+    format!("#{r:02X}{g:02X}{b:02X}")
+}
+
+/// Splits a chart's series into panels: one per distinct
+/// [`Series::panel`], in order of first appearance, each cut into parts of
+/// at most [`MAX_SERIES`] of our series (a paper series goes with ours).
+/// Returns each panel's name and the indices of its series.
+fn panels(lines: &[Series]) -> Vec<(String, Vec<usize>)> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, s) in lines.iter().enumerate() {
+        match groups.iter_mut().find(|(p, _)| *p == s.panel) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((s.panel.clone(), vec![i])),
+        }
+    }
+    let mut out = Vec::new();
+    for (name, members) in groups {
+        let ours: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| !lines[i].paper)
+            .collect();
+        if ours.len() <= MAX_SERIES {
+            out.push((name, members));
+            continue;
+        }
+        let parts = ours.len().div_ceil(MAX_SERIES);
+        for (k, chunk) in ours.chunks(MAX_SERIES).enumerate() {
+            let mut part: Vec<usize> = Vec::new();
+            for &i in chunk {
+                part.push(i);
+                let theirs = format!("{}{PAPER}", lines[i].label);
+                part.extend(
+                    members
+                        .iter()
+                        .copied()
+                        .filter(|&j| lines[j].label == theirs),
+                );
+            }
+            let label = if name.is_empty() {
+                format!("{} of {parts}", k + 1)
+            } else {
+                format!("{name}, {} of {parts}", k + 1)
+            };
+            out.push((label, part));
+        }
+        // Paper series whose line of ours is absent: the last part.
+        let placed: Vec<usize> = out.iter().flat_map(|(_, v)| v.clone()).collect();
+        let rest: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|i| !placed.contains(i))
+            .collect();
+        if let Some(last) = out.last_mut() {
+            last.1.extend(rest);
+        }
+    }
+    if out.is_empty() {
+        out.push((String::new(), Vec::new()));
+    }
+    out
 }
 
 fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
@@ -160,10 +361,12 @@ fn tick(v: f64) -> String {
 }
 
 macro_rules! draw {
-    ($root:expr, $chart:expr, $lines:expr, $xr:expr, $yr:expr) => {{
+    ($root:expr, $chart:expr, $title:expr, $lines:expr, $colours:expr, $xr:expr, $yr:expr) => {{
         let chart = $chart;
+        let lines: &[Series] = $lines;
+        let colours: &[usize] = $colours;
         let mut cc = ChartBuilder::on($root)
-            .caption(&chart.title, ("sans-serif", 20))
+            .caption($title, ("sans-serif", 20))
             .margin(15)
             .x_label_area_size(45)
             .y_label_area_size(70)
@@ -178,8 +381,12 @@ macro_rules! draw {
             .y_label_formatter(&|v: &f64| tick(*v))
             .draw()
             .map_err(|e| plot_err(chart, e))?;
-        for (i, s) in $lines.iter().enumerate() {
-            let color = Palette99::pick(colour_of(&$lines, i)).to_rgba();
+        // A map (one point per series, e.g. cost versus leakage): each
+        // point carries its scheme's name, which a legend of lookalike
+        // markers could not tell apart.
+        let map = lines.len() > 1 && lines.iter().all(|s| s.paper || s.points.len() == 1);
+        for (i, s) in lines.iter().enumerate() {
+            let color = rgb(colours[i]);
             if s.paper {
                 cc.draw_series(DashedLineSeries::new(
                     s.points.iter().copied(),
@@ -202,25 +409,16 @@ macro_rules! draw {
                 .map_err(|e| plot_err(chart, e))?;
                 cc.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
                     .map_err(|e| plot_err(chart, e))?;
+                if map {
+                    let style = ("sans-serif", 11).into_font().color(&color);
+                    cc.draw_series(s.points.iter().map(|&p| {
+                        EmptyElement::at(p) + Text::new(s.key.clone(), (5, -12), style.clone())
+                    }))
+                    .map_err(|e| plot_err(chart, e))?;
+                }
             }
         }
     }};
-}
-
-/// The palette index of line `i`: a paper series takes the colour of our
-/// line of the same label, so that the two read as a pair.
-fn colour_of(lines: &[Series], i: usize) -> usize {
-    let Some(s) = lines.get(i) else {
-        return i;
-    };
-    if !s.paper {
-        return lines[..i].iter().filter(|l| !l.paper).count();
-    }
-    let ours = s.label.trim_end_matches(PAPER);
-    match lines.iter().position(|l| !l.paper && l.label == ours) {
-        Some(j) => colour_of(lines, j),
-        None => lines.iter().filter(|l| !l.paper).count() + i,
-    }
 }
 
 /// Width of the chart, and of the legend beside it, in pixels.
@@ -241,10 +439,11 @@ fn legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     chart: &Chart,
     lines: &[Series],
+    colours: &[usize],
 ) -> Result<(), BenchError> {
     let style = ("sans-serif", 13).into_font().color(&BLACK);
     for (i, s) in lines.iter().enumerate() {
-        let color = Palette99::pick(colour_of(lines, i)).to_rgba();
+        let color = rgb(colours[i]);
         let y = 50 + 20 * i as i32;
         if s.paper {
             for x in [5, 17, 29] {
@@ -311,7 +510,8 @@ fn bar_series(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Vec<(Series, Ve
                 else {
                     continue;
                 };
-                let mut label = label(row, chart, y_name);
+                let id = ident(row, chart, y_name);
+                let mut label = id.label;
                 if paper {
                     label.push_str(PAPER);
                 }
@@ -323,6 +523,8 @@ fn bar_series(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Vec<(Series, Ve
                                 label,
                                 points: Vec::new(),
                                 paper,
+                                key: id.key,
+                                panel: id.panel,
                             },
                             vec![None; cats.len()],
                         ));
@@ -354,14 +556,15 @@ fn bar_series(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Vec<(Series, Ve
 }
 
 macro_rules! draw_bars {
-    ($root:expr, $chart:expr, $cats:expr, $bars:expr, $yr:expr, $base:expr) => {{
+    ($root:expr, $chart:expr, $title:expr, $cats:expr, $bars:expr, $colours:expr, $yr:expr, $base:expr) => {{
         let chart = $chart;
+        let colours: &[usize] = $colours;
         let cats: &[String] = $cats;
         // Each category is a group of one segment per series and a gap.
         let group = $bars.len() as i32 + 1;
         let segments = cats.len() as i32 * group;
         let mut cc = ChartBuilder::on($root)
-            .caption(&chart.title, ("sans-serif", 20))
+            .caption($title, ("sans-serif", 20))
             .margin(15)
             .x_label_area_size(45)
             .y_label_area_size(70)
@@ -383,9 +586,8 @@ macro_rules! draw_bars {
             .disable_x_mesh()
             .draw()
             .map_err(|e| plot_err(chart, e))?;
-        let lines: Vec<Series> = $bars.iter().map(|(s, _)| s.clone()).collect();
         for (j, (s, values)) in $bars.iter().enumerate() {
-            let color = Palette99::pick(colour_of(&lines, j)).to_rgba();
+            let color = rgb(colours[j]);
             // Ours filled; the paper's outlined in the same colour.
             let style = if s.paper {
                 color.stroke_width(2)
@@ -418,96 +620,184 @@ pub fn has_paper(rs: &ResultSet, chart: &Chart) -> bool {
     }
 }
 
-/// Draws a categorical chart as grouped bars.
-fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String, BenchError> {
-    let bars = bar_series(rs, chart, cats);
-    let (y0, y1) = range(
-        bars.iter().flat_map(|(_, v)| v.iter().flatten().copied()),
-        chart.y_axis.log,
-    );
-    let lines: Vec<Series> = bars.iter().map(|(s, _)| s.clone()).collect();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(
-            &mut svg,
-            (PLOT_WIDTH + LEGEND_WIDTH, height_for(lines.len())),
-        )
-        .into_drawing_area();
-        root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
-        let (left, side) = root.split_horizontally(PLOT_WIDTH);
-        // The chart keeps its size when a long legend makes the image taller.
-        let (plot, _) = left.split_vertically(HEIGHT);
-        if chart.y_axis.log {
-            draw_bars!(
-                &plot,
-                chart,
-                cats,
-                bars,
-                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
-                y0
-            );
-        } else {
-            draw_bars!(&plot, chart, cats, bars, y0..y1, y0);
-        }
-        legend(&side, chart, &lines)?;
-        root.present().map_err(|e| plot_err(chart, e))?;
+/// The caption of a panel: the chart's title, and the panel's name when
+/// the chart has several.
+fn caption(chart: &Chart, panel: &str) -> String {
+    if panel.is_empty() {
+        chart.title.clone()
+    } else {
+        format!("{} ({panel})", chart.title)
     }
-    Ok(svg)
 }
 
-/// Draws `chart` over the rows of `rs` as SVG text.
+/// One panel as an SVG document, tagged for the site's check: the colours
+/// of our series in order (`data-colours`) and, on a bar chart, the
+/// categories (`data-categories`, separated by `|`).
+fn tag(svg: String, colours: &[usize], lines: &[Series], cats: Option<&[String]>) -> String {
+    let ours: Vec<String> = colours
+        .iter()
+        .zip(lines)
+        .filter(|(_, s)| !s.paper)
+        .map(|(&c, _)| hex(c))
+        .collect();
+    let mut attrs = format!(" class=\"panel\" data-colours=\"{}\"", ours.join(" "));
+    if let Some(cats) = cats {
+        let names: Vec<String> = cats.iter().map(|c| crate::report::escape(c)).collect();
+        attrs.push_str(&format!(" data-categories=\"{}\"", names.join("|")));
+    }
+    svg.replacen("<svg ", &format!("<svg{attrs} "), 1)
+}
+
+/// Panels stacked into one SVG document (the `*.svg` file); one panel is
+/// returned as it is.
+fn stack(panels: Vec<(u32, String)>) -> String {
+    if panels.len() == 1 {
+        return panels
+            .into_iter()
+            .next()
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+    }
+    let width = PLOT_WIDTH + LEGEND_WIDTH;
+    let height: u32 = panels.iter().map(|(h, _)| h).sum();
+    let mut out = format!(
+        "<svg width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" \
+         xmlns=\"http://www.w3.org/2000/svg\">\n"
+    );
+    let mut y = 0;
+    for (h, svg) in panels {
+        // A nested document, moved down to its place.
+        let svg = svg.trim_start_matches(|c| c != '<').replacen(
+            "<svg ",
+            &format!("<svg x=\"0\" y=\"{y}\" "),
+            1,
+        );
+        out.push_str(svg.trim_start_matches("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"));
+        out.push('\n');
+        y += h;
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Draws a categorical chart as grouped bars, one panel per
+/// [`Series::panel`] (see [`panels`]).
+fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String, BenchError> {
+    let all = bar_series(rs, chart, cats);
+    let lines: Vec<Series> = all.iter().map(|(s, _)| s.clone()).collect();
+    let mut out = Vec::new();
+    for (name, members) in panels(&lines) {
+        let bars: Vec<(Series, Vec<Option<f64>>)> =
+            members.iter().map(|&i| all[i].clone()).collect();
+        let lines: Vec<Series> = bars.iter().map(|(s, _)| s.clone()).collect();
+        let colours = panel_colours(&lines);
+        let (y0, y1) = range(
+            bars.iter().flat_map(|(_, v)| v.iter().flatten().copied()),
+            chart.y_axis.log,
+        );
+        let height = height_for(lines.len());
+        let title = caption(chart, &name);
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, height))
+                .into_drawing_area();
+            root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
+            let (left, side) = root.split_horizontally(PLOT_WIDTH);
+            // The chart keeps its size when a long legend makes the image
+            // taller.
+            let (plot, _) = left.split_vertically(HEIGHT);
+            if chart.y_axis.log {
+                draw_bars!(
+                    &plot,
+                    chart,
+                    &title,
+                    cats,
+                    bars,
+                    &colours,
+                    (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
+                    y0
+                );
+            } else {
+                draw_bars!(&plot, chart, &title, cats, bars, &colours, y0..y1, y0);
+            }
+            legend(&side, chart, &lines, &colours)?;
+            root.present().map_err(|e| plot_err(chart, e))?;
+        }
+        out.push((height, tag(svg, &colours, &lines, Some(cats))));
+    }
+    Ok(stack(out))
+}
+
+/// Draws `chart` over the rows of `rs` as SVG text: grouped bars when its
+/// x parameter is a word, lines otherwise; in small multiples when its
+/// series differ in more than the scheme or are more than
+/// [`MAX_SERIES`] (see [`panels`]), each scheme in its site-wide colour.
 pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
     if let Some(cats) = categories(rs, chart) {
         return render_bars(rs, chart, &cats);
     }
-    let lines = series(rs, chart);
-    let (x0, x1) = range(
-        lines.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
-        chart.x_axis.log,
-    );
-    let (y0, y1) = range(
-        lines.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
-        chart.y_axis.log,
-    );
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(
-            &mut svg,
-            (PLOT_WIDTH + LEGEND_WIDTH, height_for(lines.len())),
-        )
-        .into_drawing_area();
-        root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
-        let (left, side) = root.split_horizontally(PLOT_WIDTH);
-        // The chart keeps its size when a long legend makes the image taller.
-        let (plot, _) = left.split_vertically(HEIGHT);
-        match (chart.x_axis.log, chart.y_axis.log) {
-            (true, true) => draw!(
-                &plot,
-                chart,
-                lines,
-                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
-                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
-            ),
-            (true, false) => draw!(
-                &plot,
-                chart,
-                lines,
-                (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
-                y0..y1
-            ),
-            (false, true) => draw!(
-                &plot,
-                chart,
-                lines,
-                x0..x1,
-                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
-            ),
-            (false, false) => draw!(&plot, chart, lines, x0..x1, y0..y1),
+    let all = series(rs, chart);
+    let mut out = Vec::new();
+    for (name, members) in panels(&all) {
+        let lines: Vec<Series> = members.iter().map(|&i| all[i].clone()).collect();
+        let colours = panel_colours(&lines);
+        let (x0, x1) = range(
+            lines.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+            chart.x_axis.log,
+        );
+        let (y0, y1) = range(
+            lines.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+            chart.y_axis.log,
+        );
+        let height = height_for(lines.len());
+        let title = caption(chart, &name);
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, height))
+                .into_drawing_area();
+            root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
+            let (left, side) = root.split_horizontally(PLOT_WIDTH);
+            // The chart keeps its size when a long legend makes the image
+            // taller.
+            let (plot, _) = left.split_vertically(HEIGHT);
+            match (chart.x_axis.log, chart.y_axis.log) {
+                (true, true) => draw!(
+                    &plot,
+                    chart,
+                    &title,
+                    &lines,
+                    &colours,
+                    (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                    (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
+                ),
+                (true, false) => draw!(
+                    &plot,
+                    chart,
+                    &title,
+                    &lines,
+                    &colours,
+                    (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+                    y0..y1
+                ),
+                (false, true) => draw!(
+                    &plot,
+                    chart,
+                    &title,
+                    &lines,
+                    &colours,
+                    x0..x1,
+                    (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
+                ),
+                (false, false) => {
+                    draw!(&plot, chart, &title, &lines, &colours, x0..x1, y0..y1)
+                }
+            }
+            legend(&side, chart, &lines, &colours)?;
+            root.present().map_err(|e| plot_err(chart, e))?;
         }
-        legend(&side, chart, &lines)?;
-        root.present().map_err(|e| plot_err(chart, e))?;
+        out.push((height, tag(svg, &colours, &lines, None)));
     }
-    Ok(svg)
+    Ok(stack(out))
 }
 
 #[cfg(test)]
@@ -602,8 +892,9 @@ mod tests {
             lines[1].points,
             [(10.0, 15.0), (100.0, 150.0), (1000.0, 1500.0)]
         );
-        assert_eq!(colour_of(&lines, 1), colour_of(&lines, 0));
-        assert_ne!(colour_of(&lines, 2), colour_of(&lines, 0));
+        let colours = panel_colours(&lines);
+        assert_eq!(colours[1], colours[0]);
+        assert_ne!(colours[2], colours[0]);
         assert!(render(&with_paper, &chart)
             .unwrap()
             .contains("scheme=a (paper)"));
@@ -697,8 +988,9 @@ mod tests {
         assert_eq!(tick(0.0125), "0.0125");
         assert_eq!(tick(100.0), "100");
         assert_eq!(tick(2.5), "2.5");
-        // A legend longer than the chart makes the image taller, so that
-        // every entry is drawn inside it.
+        // More than eight schemes: small multiples of at most eight, each
+        // with its own legend; one point per scheme (a map) labels every
+        // point with its scheme; no colour repeats within a panel.
         let many = ResultSet {
             rows: (0..30usize)
                 .map(|i| {
@@ -713,12 +1005,60 @@ mod tests {
             ..rs.clone()
         };
         let svg = render(&many, &chart).unwrap();
-        assert!(svg.contains("scheme=s29"));
-        assert!(svg.starts_with(&format!(
-            "<svg width=\"1020\" height=\"{}\"",
-            height_for(30)
-        )));
+        // The legend's "scheme=s29" and the point's "s29".
+        assert!(svg.contains("scheme=s29") && svg.matches("s29").count() >= 2);
+        assert!(svg.starts_with(&format!("<svg width=\"1020\" height=\"{}\"", 4 * HEIGHT)));
+        assert_eq!(svg.matches("class=\"panel\"").count(), 4);
+        assert!(svg.contains("Setup time (4 of 4)"));
+        for panel in svg.split("data-colours=\"").skip(1) {
+            let colours: Vec<&str> = panel[..panel.find('"').unwrap()].split(' ').collect();
+            assert!(colours.len() <= MAX_SERIES);
+            let mut unique = colours.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), colours.len(), "{colours:?}");
+        }
         assert!(height_for(30) > HEIGHT && height_for(3) == HEIGHT);
+        // A scheme has the same colour on every chart, whatever else the
+        // chart shows; series that differ in more than the scheme (here
+        // the store) go to one panel per store.
+        assert_eq!(colour_index("pibas"), colour_index("pibas"));
+        assert_ne!(colour_index("pibas"), colour_index("2lev"));
+        let stores = ResultSet {
+            rows: ["memory", "redb"]
+                .iter()
+                .flat_map(|store| {
+                    ["pibas", "2lev"].iter().map(move |scheme| {
+                        let mut r = Row::new()
+                            .param("scheme", *scheme)
+                            .param("store", *store)
+                            .param("n", 10usize)
+                            .param("op", "setup");
+                        r.set("ms", 2.0);
+                        r
+                    })
+                })
+                .collect(),
+            ..rs.clone()
+        };
+        let by_store = Chart {
+            series: vec!["scheme".into(), "store".into()],
+            ..chart.clone()
+        };
+        let svg = render(&stores, &by_store).unwrap();
+        assert!(
+            svg.contains("Setup time (store=memory)") && svg.contains("Setup time (store=redb)")
+        );
+        let expect = format!(
+            "data-colours=\"{} {}\"",
+            hex(colour_index("pibas")),
+            hex(colour_index("2lev"))
+        );
+        assert_eq!(svg.matches(&expect).count(), 2, "{svg}");
+        // No yellow: every colour is dark enough to read on white.
+        for (r, g, b) in PALETTE {
+            assert!(!(r > 0xC0 && g > 0xC0 && b < 0x80), "{r:x}{g:x}{b:x}");
+        }
         // An empty chart still renders.
         let mut empty = chart;
         empty.filter = vec![("op".into(), Value::from("none"))];

@@ -201,6 +201,11 @@ pub struct PaperFigure {
     /// the run's data size. Such figures are compared below full scale too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub any_scale: bool,
+    /// Why ours departs from the paper's, or why the two cannot be
+    /// compared: the fidelity table's `why` column for a row that differs
+    /// or is not comparable (see [`Row::why`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// One measured configuration.
@@ -244,7 +249,17 @@ impl Row {
             unit: unit.to_owned(),
             source: source.to_owned(),
             any_scale: false,
+            why: None,
         });
+        self
+    }
+
+    /// Says why ours departs from the paper's figure `name` (or cannot be
+    /// compared with it), for every paper figure of that name in the row.
+    pub fn why(&mut self, name: &str, why: &str) -> &mut Self {
+        for p in self.paper.iter_mut().filter(|p| p.name == name) {
+            p.why = Some(why.to_owned());
+        }
         self
     }
 
@@ -385,7 +400,9 @@ impl ResultSet {
     /// The full table: parameters, figures, then for each paper figure
     /// `paper.NAME`, `paper.NAME.unit` and `paper.NAME.source`, and
     /// `paper.NAME.any_scale` (`yes` or empty) where a row marks it so
-    /// (see [`PaperFigure::any_scale`]). Missing values are empty cells.
+    /// (see [`PaperFigure::any_scale`]), and `paper.NAME.why` where a row
+    /// gives a reason ([`PaperFigure::why`]). Missing values are empty
+    /// cells.
     pub fn to_table(&self) -> Table {
         let params = self.param_names();
         let figures = self.figure_names();
@@ -398,13 +415,24 @@ impl ResultSet {
                     .any(|r| r.paper.iter().any(|x| &x.name == p && x.any_scale))
             })
             .collect();
+        let why: Vec<bool> = papers
+            .iter()
+            .map(|p| {
+                self.rows
+                    .iter()
+                    .any(|r| r.paper.iter().any(|x| &x.name == p && x.why.is_some()))
+            })
+            .collect();
         let mut header: Vec<String> = params.iter().chain(&figures).cloned().collect();
-        for (p, &any) in papers.iter().zip(&any_scale) {
+        for ((p, &any), &why) in papers.iter().zip(&any_scale).zip(&why) {
             header.push(format!("{PAPER}{p}"));
             header.push(format!("{PAPER}{p}.unit"));
             header.push(format!("{PAPER}{p}.source"));
             if any {
                 header.push(format!("{PAPER}{p}.any_scale"));
+            }
+            if why {
+                header.push(format!("{PAPER}{p}.why"));
             }
         }
         let rows = self
@@ -420,7 +448,7 @@ impl ResultSet {
                         .iter()
                         .map(|f| row.figures.get(f).map(f64::to_string).unwrap_or_default()),
                 );
-                for (p, &any) in papers.iter().zip(&any_scale) {
+                for ((p, &any), &why) in papers.iter().zip(&any_scale).zip(&why) {
                     match row.paper.iter().find(|x| &x.name == p) {
                         Some(x) => {
                             cells.push(x.value.to_string());
@@ -429,10 +457,16 @@ impl ResultSet {
                             if any {
                                 cells.push(if x.any_scale { "yes" } else { "" }.to_owned());
                             }
+                            if why {
+                                cells.push(x.why.clone().unwrap_or_default());
+                            }
                         }
                         None => {
                             cells.extend([String::new(), String::new(), String::new()]);
                             if any {
+                                cells.push(String::new());
+                            }
+                            if why {
                                 cells.push(String::new());
                             }
                         }
@@ -468,6 +502,7 @@ impl ResultSet {
                         if rest.ends_with(".unit")
                             || rest.ends_with(".source")
                             || rest.ends_with(".any_scale")
+                            || rest.ends_with(".why")
                         {
                             continue;
                         }
@@ -487,6 +522,7 @@ impl ResultSet {
                             unit: find(".unit"),
                             source: find(".source"),
                             any_scale: find(".any_scale") == "yes",
+                            why: Some(find(".why")).filter(|w| !w.is_empty()),
                         });
                     } else {
                         row.figures.insert(name.clone(), parse_number(name, cell)?);

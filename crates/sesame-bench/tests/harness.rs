@@ -103,6 +103,72 @@ fn tiny_datasets_run_writes_parseable_reports() {
     assert!(err.to_string().contains("sse-static"));
 }
 
+/// `--resume`: a run of two experiments stopped after the first (and the
+/// second left half written, as by a killed process) is finished by a
+/// resumed run that does not rerun the first and leaves every report and
+/// the front page complete; a resumed run with another seed reruns it.
+#[test]
+fn an_interrupted_run_resumes_where_it_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let data = tmp.path().join("data");
+    fixture(&data);
+    let mut args = tiny("datasets,ore", &out, &data);
+    args.stop_after = Some(1);
+    let mut printed = Vec::new();
+    let first = sesame_bench::run_to(&args, &mut printed).unwrap();
+    assert_eq!(first.len(), 1);
+    assert!(out.join("datasets").join("finished.json").is_file());
+    assert!(String::from_utf8(printed)
+        .unwrap()
+        .contains("stopped after 1 experiment"));
+    // The process "killed" while ore was being written: a report without
+    // its record.
+    std::fs::create_dir_all(out.join("ore")).unwrap();
+    std::fs::write(out.join("ore").join("results.json"), "{\"half\": ").unwrap();
+    // A mark in the finished report that a rerun would overwrite.
+    let done = out.join("datasets").join("results.json");
+    let mut marked = ResultSet::from_json(&std::fs::read_to_string(&done).unwrap()).unwrap();
+    marked.notes.push("mark of the first run".into());
+    std::fs::write(&done, marked.to_json().unwrap()).unwrap();
+
+    args.stop_after = None;
+    args.resume = true;
+    let mut printed = Vec::new();
+    let sets = sesame_bench::run_to(&args, &mut printed).unwrap();
+    let text = String::from_utf8(printed).unwrap();
+    assert!(
+        text.contains("== datasets: finished by an earlier run"),
+        "{text}"
+    );
+    assert!(text.contains("== ore:"), "{text}");
+    let names: Vec<&str> = sets.iter().map(|s| s.experiment.as_str()).collect();
+    assert_eq!(names, ["datasets", "ore"]);
+    assert!(std::fs::read_to_string(&done)
+        .unwrap()
+        .contains("mark of the first run"));
+    let ore = std::fs::read_to_string(out.join("ore").join("results.json")).unwrap();
+    assert_eq!(ResultSet::from_json(&ore).unwrap(), sets[1]);
+    assert!(out.join("ore").join("index.html").is_file());
+    assert!(out.join("ore").join("finished.json").is_file());
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(index.contains("datasets/index.html") && index.contains("ore/index.html"));
+    let fidelity = std::fs::read_to_string(out.join("fidelity.csv")).unwrap();
+    assert!(fidelity.lines().any(|l| l.starts_with("ore,")));
+    assert!(fidelity.lines().any(|l| l.starts_with("datasets,")));
+
+    // Another seed is another run: nothing of the first is reused.
+    args.seed = 2;
+    let mut printed = Vec::new();
+    sesame_bench::run_to(&args, &mut printed).unwrap();
+    assert!(!String::from_utf8(printed)
+        .unwrap()
+        .contains("finished by an earlier run"));
+    assert!(!std::fs::read_to_string(&done)
+        .unwrap()
+        .contains("mark of the first run"));
+}
+
 #[test]
 fn sse_static_measures_every_registered_static_scheme() {
     let tmp = tempfile::tempdir().unwrap();

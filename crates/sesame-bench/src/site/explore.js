@@ -7,8 +7,10 @@
 (function () {
   'use strict';
   var SVG = 'http://www.w3.org/2000/svg';
-  var COLOURS = ['#e6194b', '#3cb44b', '#4363d8', '#f58231', '#911eb4', '#42d4f4',
-    '#f032e6', '#9a6324', '#800000', '#469990', '#000075', '#808000', '#bfef45', '#fabed4'];
+  // The report pages' palette (plot.rs PALETTE: colour-blind safe, no
+  // yellow) and each scheme's site-wide colour, inlined by explore.rs.
+  var SITE = JSON.parse(document.getElementById('sesame-colours').textContent);
+  var COLOURS = SITE.palette;
   var W = 640;
   var H = 380;
   var LEGEND = 280;
@@ -118,12 +120,12 @@
       }
     });
     var out = [];
-    function add(lab, paper, point) {
+    function add(lab, paper, point, key) {
       var found = out.filter(function (x) {
         return x.label === lab;
       })[0];
       if (!found) {
-        found = { label: lab, paper: paper, points: [] };
+        found = { label: lab, paper: paper, points: [], key: key };
         out.push(found);
       }
       found.points.push(point);
@@ -143,7 +145,9 @@
           if (typeof v !== 'number' || !isFinite(v) || (log.y && v <= 0)) {
             return;
           }
-          add(label(r, chart, y) + (p[1] ? ' (paper)' : ''), p[1], [x, v]);
+          var first = (chart.series || [])[0];
+          var key = first !== undefined && r.params[first] !== undefined ? String(r.params[first]) : y;
+          add(label(r, chart, y) + (p[1] ? ' (paper)' : ''), p[1], [x, v], key);
         });
       });
     });
@@ -152,10 +156,18 @@
         return a[0] - b[0];
       });
     });
-    // Each paper series right after ours, in ours' colour.
+    // Each paper series right after ours, in ours' colour; each scheme in
+    // its site-wide colour, or the next one this chart does not use yet.
     var ordered = [];
+    var used = [];
     out.filter(function (x) { return !x.paper; }).forEach(function (x, i) {
-      x.colour = COLOURS[i % COLOURS.length];
+      var c = SITE.keys[x.key];
+      c = c === undefined ? i % COLOURS.length : c;
+      for (var step = 0; step < COLOURS.length && used.indexOf(c) >= 0; step++) {
+        c = (c + 1) % COLOURS.length;
+      }
+      used.push(c);
+      x.colour = COLOURS[c];
       ordered.push(x);
       out.forEach(function (p) {
         if (p.paper && p.label === x.label + ' (paper)') {

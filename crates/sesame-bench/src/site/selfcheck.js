@@ -47,20 +47,14 @@
     return out;
   }
 
-  // One chart of a report page: its axes, their tick labels and names, a
-  // data series, and the paper's series where the figure says the rows
-  // carry the paper's values (data-paper="1").
-  function checkChart(figure, problems) {
-    var name = figure.id || '(unnamed chart)';
-    var svg = figure.querySelector('svg');
-    if (!svg) {
-      problems.push(name + ': no SVG');
-      return { paper: false };
-    }
+  // One panel of a chart: its axes, their tick labels and names, a data
+  // series; returns what it draws of ours and of the paper's.
+  function checkPanel(svg, name, bars, problems) {
+    var none = { ours: 0, theirs: 0, legendPaper: false };
     var ax = axes(svg);
     if (!ax.x || !ax.y) {
       problems.push(name + ': ' + (!ax.x ? 'no x axis' : 'no y axis'));
-      return { paper: false };
+      return none;
     }
     var texts = Array.prototype.slice.call(svg.querySelectorAll('text'));
     var yTicks = texts.filter(function (t) {
@@ -77,7 +71,6 @@
     var xName = texts.filter(function (t) {
       return !attr(t, 'transform') && num(t, 'y') > ax.x.y + 30 && num(t, 'x') < ax.x.right && text(t) !== '';
     });
-    var bars = figure.getAttribute('data-kind') === 'bars';
     if (yTicks.length < 2) {
       problems.push(name + ': ' + yTicks.length + ' y tick labels');
     }
@@ -123,6 +116,62 @@
     if (ours < 1) {
       problems.push(name + ': no data series drawn');
     }
+    // One colour per series of ours in a panel, each drawn.
+    var colours = attr(svg, 'data-colours').split(' ').filter(function (c) {
+      return c !== '';
+    });
+    var seen = {};
+    colours.forEach(function (c) {
+      var key = c.toUpperCase();
+      if (seen[key]) {
+        problems.push(name + ': colour ' + c + ' is used by two series');
+      }
+      seen[key] = true;
+      var drawn = Array.prototype.some.call(svg.querySelectorAll('[stroke],[fill]'), function (e) {
+        return attr(e, 'stroke').toUpperCase() === key || attr(e, 'fill').toUpperCase() === key;
+      });
+      if (!drawn) {
+        problems.push(name + ': colour ' + c + ' of a series is not drawn');
+      }
+    });
+    // A categorical x axis names its categories under the bars.
+    if (bars) {
+      var cats = attr(svg, 'data-categories').split('|').filter(function (c) {
+        return c !== '';
+      });
+      if (cats.length < 1) {
+        problems.push(name + ': a bar chart without categories');
+      }
+      var labels = xTicks.map(text);
+      cats.forEach(function (c) {
+        if (labels.indexOf(c) < 0) {
+          problems.push(name + ': category ' + c + ' has no label on the x axis');
+        }
+      });
+    }
+    return { ours: ours, theirs: theirs, legendPaper: legendPaper };
+  }
+
+  // One chart of a report page: each of its panels (small multiples are
+  // nested SVG documents of class panel) with its axes, tick labels and
+  // names, a data series, one colour per series and, on bars, the
+  // categories' names; the paper's series where the figure says the rows
+  // carry the paper's values (data-paper="1").
+  function checkChart(figure, problems) {
+    var name = figure.id || '(unnamed chart)';
+    var panels = figure.querySelectorAll('svg.panel');
+    if (panels.length < 1) {
+      problems.push(name + ': no SVG panel');
+      return { paper: false };
+    }
+    var bars = figure.getAttribute('data-kind') === 'bars';
+    var theirs = 0;
+    var legendPaper = false;
+    panels.forEach(function (svg, k) {
+      var r = checkPanel(svg, panels.length > 1 ? name + ' panel ' + (k + 1) : name, bars, problems);
+      theirs += r.theirs;
+      legendPaper = legendPaper || r.legendPaper;
+    });
     var paper = figure.getAttribute('data-paper') === '1';
     if (paper && (theirs < 1 || !legendPaper)) {
       problems.push(name + ': the rows carry paper values but no paper series is drawn');

@@ -259,6 +259,16 @@ pub(super) fn ordered_rows(ctx: &Ctx, plan: &Plan, rs: &mut ResultSet) -> Result
             row.set("rows", values.len() as f64);
             if col.dense && name != "fh-ope" {
                 row.paper_any_scale("recovery", 100.0, "% of rows", NKW15);
+                if sorted.is_none() {
+                    row.why(
+                        "recovery",
+                        "the scheme encrypts equal values to different ciphertexts, so the \
+                         column has more distinct ciphertexts than domain values: the sorting \
+                         attack (NKW15, against deterministic OPE on a dense column) maps the \
+                         i-th distinct ciphertext to the i-th value and has nothing to map; \
+                         NKW15's 100 % is for deterministic OPE, which this scheme is not",
+                    );
+                }
             }
             rs.rows.push(row);
             let got = ordered::cumulative(&column, &col.auxiliary, &cmp);
