@@ -886,3 +886,132 @@ fn measure_bytes_per_entry_and_shard_rates() {
         }
     }
 }
+
+/// A fault the harness below drives on a whole cluster.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// SIGKILL of the master that holds the index's group; nobody starts
+    /// it again until the fault is over.
+    KillMaster,
+    /// SIGKILL of that master's replica.
+    KillReplica,
+    /// SIGKILL of that master and of another shard's replica.
+    KillTwoShards,
+    /// SIGSTOP of that master for longer than the node timeout (its
+    /// replica takes over), then SIGCONT: it comes back as a replica.
+    StopMaster,
+}
+
+/// The fault harness: one cluster, one server, a FAST index with a
+/// stream of adds (its entries spread over every master). For each fault
+/// in turn: the fault, then adds, each sent again with its request id
+/// until acknowledged; writes must resume within 10 s of the fault with
+/// nobody acting (no node restarted), and after the adds every search
+/// equals the oracle of acknowledged adds (nothing lost, nothing extra,
+/// none twice). Between faults the harness repairs the cluster (restarts
+/// killed nodes) and waits until every master has a replica in sync.
+#[test]
+fn writes_resume_after_each_fault_and_lose_no_acknowledged_update() {
+    let Some(cluster) = own_cluster() else { return };
+    let spec = with_namespace(cluster.url(), &fresh_namespace("fh"), "wait=1&wait_ms=500");
+    let store = Arc::new(RedisClusterStore::open(&spec).unwrap());
+    let slot = store.slot_of(b"x/alice/fh");
+    let token = Tokens::generate(&mut OsRng);
+    let (_server, config) = serve(store, &token);
+    let conn = Connection::connect(&config).unwrap();
+    let mut c = conn.client();
+    conn.block_on(c.create_index("fh", "fast", "")).unwrap();
+    let mut client = fast();
+    let mut oracle: BTreeMap<Vec<u8>, BTreeSet<u64>> = BTreeMap::new();
+    let mut doc = 0;
+    let mut add = |client: &mut Box<dyn KeywordClient>,
+                   oracle: &mut BTreeMap<Vec<u8>, BTreeSet<u64>>,
+                   deadline: Instant| {
+        doc += 1;
+        let words = vec![b"all".to_vec(), format!("m{}", doc % 5).into_bytes()];
+        add_until_acknowledged(&conn, "fh", client, doc, &words, deadline);
+        for w in words {
+            oracle.entry(w).or_default().insert(doc);
+        }
+    };
+    let long = Instant::now() + Duration::from_secs(60);
+    for _ in 0..20 {
+        add(&mut client, &mut oracle, long);
+    }
+    const RESUME: Duration = Duration::from_secs(10);
+    let mut report = Vec::new();
+    for fault in [
+        Fault::KillMaster,
+        Fault::KillReplica,
+        Fault::KillTwoShards,
+        Fault::StopMaster,
+    ] {
+        let master = cluster
+            .master_of_slot(slot)
+            .expect("a master serves the index");
+        let replica = cluster.replicas_of_slot(slot)[0];
+        let other_slot = (0..16384u16)
+            .step_by(1000)
+            .find(|&s| cluster.master_of_slot(s).is_some_and(|m| m != master))
+            .unwrap();
+        let other_replica = cluster.replicas_of_slot(other_slot)[0];
+        let mut down = Vec::new();
+        let at = Instant::now();
+        match fault {
+            Fault::KillMaster => down.push(master),
+            Fault::KillReplica => down.push(replica),
+            Fault::KillTwoShards => down.extend([master, other_replica]),
+            Fault::StopMaster => {}
+        }
+        for &port in &down {
+            cluster.kill_node(port).unwrap();
+        }
+        let first_ack = std::thread::scope(|scope| {
+            if let Fault::StopMaster = fault {
+                cluster.signal_node(master, "STOP").unwrap();
+                let cluster = &cluster;
+                scope.spawn(move || {
+                    // Stopped until its replica has taken over, and 1 s
+                    // more (the node timeout is 2 s).
+                    while cluster.master_of_slot(slot).is_none_or(|m| m == master) {
+                        assert!(Instant::now() < long, "no replica took over");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                    cluster.signal_node(master, "CONT").unwrap();
+                });
+            }
+            add(&mut client, &mut oracle, at + RESUME);
+            let first_ack = at.elapsed();
+            for _ in 0..4 {
+                add(
+                    &mut client,
+                    &mut oracle,
+                    at + RESUME + Duration::from_secs(20),
+                );
+            }
+            first_ack
+        });
+        for (word, want) in &oracle {
+            let got = search_until_answered(&conn, "fh", &mut client, word, long);
+            let distinct: BTreeSet<u64> = got.iter().copied().collect();
+            assert_eq!(
+                got.len(),
+                distinct.len(),
+                "{fault:?}: no duplicate for {word:?}"
+            );
+            assert_eq!(&distinct, want, "{fault:?}: {word:?}");
+        }
+        report.push(format!(
+            "{fault:?}: first write acknowledged {first_ack:?} after"
+        ));
+        // Repair, so that the next fault meets a whole cluster.
+        for &port in &down {
+            cluster.restart_node(port).unwrap();
+        }
+        cluster
+            .wait_whole(Instant::now() + Duration::from_secs(60))
+            .unwrap();
+    }
+    eprintln!("fault harness: {}", report.join("; "));
+}

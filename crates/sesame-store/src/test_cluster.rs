@@ -43,16 +43,105 @@ impl OwnCluster {
 
     /// Ends the node on `port` with SIGKILL (no shutdown, no last write).
     pub fn kill_node(&self, port: u16) -> std::io::Result<()> {
+        self.signal_node(port, "KILL")
+    }
+
+    /// Sends the signal `signal` (`KILL`, `STOP`, `CONT`) to the node on
+    /// `port`.
+    pub fn signal_node(&self, port: u16, signal: &str) -> std::io::Result<()> {
         let pid = std::fs::read_to_string(self.node_dir(port).join("redis.pid"))?;
-        let status = Command::new("kill").arg("-9").arg(pid.trim()).status()?;
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.trim())
+            .status()?;
         if status.success() {
             Ok(())
         } else {
             Err(std::io::Error::other(format!(
-                "kill -9 {} failed",
+                "kill -{signal} {} failed",
                 pid.trim()
             )))
         }
+    }
+
+    /// The ports of the replicas of the live master that serves `slot`
+    /// (those not marked as failing), as the first node that answers
+    /// `CLUSTER NODES` sees them.
+    pub fn replicas_of_slot(&self, slot: u16) -> Vec<u16> {
+        let Some(master) = self.master_of_slot(slot) else {
+            return Vec::new();
+        };
+        let Some(text) = self.cluster_nodes() else {
+            return Vec::new();
+        };
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|f| f.len() >= 8)
+            .collect();
+        let Some(id) = lines
+            .iter()
+            .find(|f| port_of(f[1]) == Some(master))
+            .map(|f| f[0])
+        else {
+            return Vec::new();
+        };
+        lines
+            .iter()
+            .filter(|f| f[3] == id && !f[2].contains("fail"))
+            .filter_map(|f| port_of(f[1]))
+            .collect()
+    }
+
+    /// Waits until every node answers and every master that serves slots
+    /// has a replica in sync (`state=online`), or fails at `deadline`: the
+    /// cluster is whole again after a fault was repaired.
+    pub fn wait_whole(&self, deadline: std::time::Instant) -> std::io::Result<()> {
+        loop {
+            if self.is_whole() {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(std::io::Error::other(format!(
+                    "the cluster is not whole again: {}",
+                    self.cluster_nodes().unwrap_or_default()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    fn is_whole(&self) -> bool {
+        let Some(text) = self.cluster_nodes() else {
+            return false;
+        };
+        let mut masters = 0;
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 8 {
+                continue;
+            }
+            if f[2].contains("fail") {
+                return false;
+            }
+            if f[2].contains("master") && f.len() > 8 {
+                masters += 1;
+                let online = port_of(f[1])
+                    .and_then(|port| cli(port, &["info", "replication"]))
+                    .is_some_and(|info| info.contains("state=online"));
+                if !online {
+                    return false;
+                }
+            }
+        }
+        masters == 3
+    }
+
+    /// `CLUSTER NODES` as the first node that answers it sees the cluster.
+    fn cluster_nodes(&self) -> Option<String> {
+        self.ports()
+            .into_iter()
+            .find_map(|port| cli(port, &["cluster", "nodes"]))
     }
 
     /// Starts the node on `port` again (it rejoins as a replica where
@@ -95,23 +184,9 @@ impl OwnCluster {
     /// that answers `CLUSTER NODES` sees it.
     pub fn master_of_slot(&self, slot: u16) -> Option<u16> {
         for port in self.ports() {
-            let Ok(out) = Command::new("redis-cli")
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &port.to_string(),
-                    "cluster",
-                    "nodes",
-                ])
-                .output()
-            else {
+            let Some(text) = cli(port, &["cluster", "nodes"]) else {
                 continue;
             };
-            if !out.status.success() || out.stdout.is_empty() {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&out.stdout);
             for line in text.lines() {
                 let fields: Vec<&str> = line.split_whitespace().collect();
                 if fields.len() < 9 {
@@ -126,13 +201,34 @@ impl OwnCluster {
                     matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
                 });
                 if serves {
-                    let addr = fields[1].split('@').next().unwrap_or("");
-                    return addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok());
+                    return port_of(fields[1]);
                 }
             }
         }
         None
     }
+}
+
+/// The port of a `CLUSTER NODES` address (`host:port@bus`).
+fn port_of(addr: &str) -> Option<u16> {
+    let addr = addr.split('@').next().unwrap_or("");
+    addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok())
+}
+
+/// `redis-cli` on the node on `port` (loopback, plaintext, answered
+/// within 1 s): its output, or `None` when it failed or said nothing.
+fn cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("timeout")
+        .arg("1")
+        .arg("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .ok()?;
+    if !out.status.success() || out.stdout.is_empty() {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 impl Drop for OwnCluster {

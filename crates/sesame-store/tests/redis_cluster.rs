@@ -528,12 +528,14 @@ fn spread_off_keeps_an_index_on_one_master_for_good() {
     assert!(fresh.inner().spreads());
 }
 
-/// `WAIT` for more replicas than there are: the batch is on the master,
-/// but `write` says it is not yet safe.
-/// A read sent while the master that holds its key is dead waits until a
-/// replica has taken over, then answers; a store told not to wait
-/// (`failover_ms=0`) fails with `StoreUnavailable`, the error its callers
-/// answer with "send it again", never with another kind.
+/// A live replica that does not confirm in time (paused) makes a write
+/// fail with `StoreUnavailable`, saying so. A read sent while the master
+/// that holds its key is dead waits until a replica has taken over, then
+/// answers; a store told not to wait (`failover_ms=0`) fails with
+/// `StoreUnavailable`, the error its callers answer with "send it again",
+/// never with another kind. Writes with `wait=1` go on once the promoted
+/// replica's master sees it has no live replica, with nobody restarting
+/// the killed node.
 #[test]
 fn a_read_during_a_failover_waits_it_out() {
     let Some(cluster) = own_cluster() else { return };
@@ -547,6 +549,18 @@ fn a_read_during_a_failover_waits_it_out() {
         .master_of_slot(store.slot_of(key))
         .expect("a master serves the slot");
     let unwaiting = RedisClusterStore::open(&format!("{spec}&wait=0")).unwrap();
+    // A live replica that does not confirm (paused for less than the node
+    // timeout) fails the write, and says so.
+    let replica = cluster.replicas_of_slot(store.slot_of(key))[0];
+    let hasty = RedisClusterStore::open(&format!("{spec}&wait_ms=50")).unwrap();
+    cluster.signal_node(replica, "STOP").unwrap();
+    let unconfirmed = hasty.put(key, b"kept");
+    cluster.signal_node(replica, "CONT").unwrap();
+    let err = unconfirmed.unwrap_err();
+    assert!(
+        matches!(&err, Error::StoreUnavailable(m) if m.contains("only 0 of its 1 live replicas")),
+        "{err:?}"
+    );
     let killed = std::time::Instant::now();
     cluster.kill_node(port).unwrap();
     match impatient.get(key) {
@@ -557,7 +571,8 @@ fn a_read_during_a_failover_waits_it_out() {
     let read_after = killed.elapsed();
     assert_ne!(cluster.master_of_slot(store.slot_of(key)), Some(port));
     // How long writes wait: with `wait=0` until the replica is master;
-    // with `wait=1` until the killed node is back as its replica.
+    // with `wait=1` also until the master sees it has no live replica (its
+    // killed master is not one), then with the copies it has.
     let write_until_ok = |s: &RedisClusterStore, value: &[u8]| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
@@ -573,6 +588,9 @@ fn a_read_during_a_failover_waits_it_out() {
     };
     write_until_ok(&unwaiting, b"after");
     let write_after = killed.elapsed();
+    write_until_ok(&store, b"promoted");
+    let waited_write_after = killed.elapsed();
+    assert_eq!(store.get(key).unwrap().as_deref(), Some(&b"promoted"[..]));
     let restarted = std::time::Instant::now();
     cluster.restart_node(port).unwrap();
     write_until_ok(&store, b"replicated");
@@ -580,9 +598,11 @@ fn a_read_during_a_failover_waits_it_out() {
     assert_eq!(store.get(key).unwrap().as_deref(), Some(&b"replicated"[..]));
     eprintln!(
         "failover: a read answered {} ms after the master's SIGKILL, a write with wait=0 \
-         {} ms after it; a write with wait=1 {} ms after the node's restart",
+         {} ms after it, with wait=1 {} ms after it; a write with wait=1 {} ms after the \
+         node's restart",
         read_after.as_millis(),
         write_after.as_millis(),
+        waited_write_after.as_millis(),
         replicated_after.as_millis()
     );
 }
@@ -669,8 +689,11 @@ fn a_tls_cluster_is_reached_over_tls_and_its_certificate_checked() {
     }
 }
 
+/// `wait=N` asks for at most the live replicas a master has (see
+/// `a_read_during_a_failover_waits_it_out` for a live replica that does
+/// not confirm).
 #[test]
-fn too_few_replicas_is_an_error_that_says_so() {
+fn more_replicas_than_a_shard_has_is_every_live_one() {
     let Some(url) = shared_url() else { return };
     let ns = fresh_namespace("w");
     let s = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=0")).unwrap();
@@ -678,12 +701,11 @@ fn too_few_replicas_is_an_error_that_says_so() {
     drop(s);
     let s = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=1")).unwrap();
     s.put(b"a", b"1").unwrap();
-    let strict = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=3&wait_ms=50"));
-    let err = strict.unwrap_err();
-    assert!(
-        matches!(&err, Error::StoreUnavailable(m) if m.contains("only 1 of 3 replicas")),
-        "{err:?}"
-    );
+    // Each master has one replica: `wait=3` asks for more than the shard
+    // has, and a batch is acknowledged once every live replica has it.
+    let strict = RedisClusterStore::open(&with_namespace(&url, &ns, "wait=3&wait_ms=50")).unwrap();
+    strict.put(b"b", b"2").unwrap();
+    assert_eq!(s.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
     s.destroy().unwrap();
 }
 

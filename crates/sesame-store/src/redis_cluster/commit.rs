@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use redis::cluster::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
 use redis::{RedisError, Value};
 use sesame_core::{Error, Result};
 
 use super::layout::{Group, GroupKeys};
-use super::{RedisClusterStore, MAX_EXTRA_WAIT_MS};
+use super::{RedisClusterStore, DEGRADED_FOR, DEGRADED_WAIT_MS, MAX_EXTRA_WAIT_MS};
 
 /// A batch split by [`RedisClusterStore::plan_write`].
 pub(super) struct WritePlan<'k> {
@@ -27,11 +29,27 @@ pub(super) type ShardOps<'a, 'k> = (GroupKeys, Vec<(&'a &'k [u8], &'a Option<&'k
 
 impl RedisClusterStore {
     /// `WAIT` for the configured replicas on the master of `slot`, or with
-    /// `None` on every master (the least of their answers counts): each
-    /// covers this connection's writes to that master. It waits for
-    /// `wait_ms`, plus twice `applied` (how long the master took to apply
-    /// the batch: a replica applies it too before it confirms), at most
+    /// `None` on every master (each answers for itself): each covers this
+    /// connection's writes to that master. It waits for `wait_ms`, plus
+    /// twice `applied` (how long the master took to apply the batch: a
+    /// replica applies it too before it confirms), at most
     /// [`MAX_EXTRA_WAIT_MS`] more.
+    ///
+    /// **The durability rule.** A master's batch is acknowledged once
+    /// `min(wait, live)` replicas confirmed it, where `live` is the number
+    /// of that master's replicas that the master itself, asked right after
+    /// a `WAIT` fell short, does not see as failing (`CLUSTER NODES`: not
+    /// `fail`, not `fail?`, which it sets after the node timeout). So a
+    /// shard whose replica died, or whose master died and whose replica took
+    /// over, goes on taking writes once the cluster has noticed (the node
+    /// timeout) with every copy it still has; a replica that is alive but
+    /// has not confirmed in time makes the write fail, as before. A node
+    /// that has stopped being the master (it was paused and replaced)
+    /// acknowledges nothing. After a master was seen short of replicas,
+    /// for [`DEGRADED_FOR`] every `WAIT` first waits only
+    /// [`DEGRADED_WAIT_MS`] and then the full time for what the master's
+    /// live replicas can give, so that writes to a shard without a replica
+    /// do not each wait `wait_ms`.
     pub(super) fn wait_on(
         &self,
         c: &mut ClusterConnection,
@@ -45,40 +63,145 @@ impl RedisClusterStore {
             .unwrap_or(u64::MAX)
             .min(MAX_EXTRA_WAIT_MS);
         let timeout_ms = self.wait_ms + extra;
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(self.wait_replicas).arg(timeout_ms);
-        let reply = match slot {
-            Some(slot) => c.route_command(
-                &wait,
-                RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
-                    slot,
-                    SlotAddr::Master,
-                ))),
-            )?,
-            // Redis's own routing of WAIT: every master, the minimum.
-            None => wait.query(c)?,
+        let degraded = self.degraded();
+        let first_ms = if degraded {
+            DEGRADED_WAIT_MS.min(timeout_ms)
+        } else {
+            timeout_ms
         };
-        let got = match reply {
-            Value::Int(n) => n,
-            other => {
-                return Ok(Err(Error::StoreIo(format!(
-                    "{}: WAIT answered {other:?}",
-                    self.label
-                ))))
+        let wait = |n: u32, ms: u64| {
+            let mut cmd = redis::cmd("WAIT");
+            cmd.arg(n).arg(ms);
+            cmd
+        };
+        let answers: Vec<(SingleNodeRoutingInfo, Value)> = match slot {
+            Some(slot) => {
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                let reply = c.route_command(
+                    &wait(self.wait_replicas, first_ms),
+                    RoutingInfo::SingleNode(route.clone()),
+                )?;
+                vec![(route, reply)]
+            }
+            None => {
+                let reply = c.route_command(
+                    &wait(self.wait_replicas, first_ms),
+                    RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
+                )?;
+                match reply {
+                    Value::Map(pairs) => {
+                        let mut answers = Vec::with_capacity(pairs.len());
+                        for (addr, reply) in pairs {
+                            match by_address(&addr) {
+                                Some(route) => answers.push((route, reply)),
+                                None => {
+                                    return Ok(Err(Error::StoreIo(format!(
+                                        "{}: WAIT on every master named a node {addr:?}",
+                                        self.label
+                                    ))))
+                                }
+                            }
+                        }
+                        answers
+                    }
+                    other => {
+                        return Ok(Err(Error::StoreIo(format!(
+                            "{}: WAIT on every master answered {other:?}",
+                            self.label
+                        ))))
+                    }
+                }
             }
         };
-        if got < i64::from(self.wait_replicas) {
-            let whom = slot.map_or_else(
-                || "the masters of an index's shards".to_owned(),
-                |s| format!("the master of slot {s}"),
-            );
-            return Ok(Err(Error::StoreUnavailable(format!(
-                "{}: the write reached {whom} but only {got} of {} replicas within {} ms; it \
-                 may be lost if that master fails now (retry the request, or lower wait=)",
-                self.label, self.wait_replicas, timeout_ms
-            ))));
+        for (route, reply) in answers {
+            let got = match self.replicas_in(reply) {
+                Ok(n) => n,
+                Err(e) => return Ok(Err(e)),
+            };
+            if got >= i64::from(self.wait_replicas) {
+                continue;
+            }
+            let whom = match (&route, slot) {
+                (_, Some(s)) => format!("the master of slot {s}"),
+                (SingleNodeRoutingInfo::ByAddress { host, port }, None) => {
+                    format!("the master {host}:{port} of some of an index's shards")
+                }
+                _ => "a master of an index's shards".to_owned(),
+            };
+            let live = match self.live_replicas(c, &route)? {
+                Ok(n) => n,
+                Err(e) => return Ok(Err(e)),
+            };
+            let need = self.wait_replicas.min(live);
+            let mut got = got;
+            if got < i64::from(need) && first_ms < timeout_ms {
+                let reply = c.route_command(
+                    &wait(need, timeout_ms),
+                    RoutingInfo::SingleNode(route.clone()),
+                )?;
+                got = match self.replicas_in(reply) {
+                    Ok(n) => n,
+                    Err(e) => return Ok(Err(e)),
+                };
+            }
+            if got < i64::from(need) {
+                return Ok(Err(Error::StoreUnavailable(format!(
+                    "{}: the write reached {whom} but only {got} of its {live} live replicas \
+                     (wait={}) confirmed it within {timeout_ms} ms; it may be lost if that \
+                     master fails now (retry the request)",
+                    self.label, self.wait_replicas
+                ))));
+            }
+            // Fewer live replicas than asked for: the shard is short of
+            // copies until its failed node comes back.
+            self.mark_degraded();
         }
         Ok(Ok(()))
+    }
+
+    /// A `WAIT`'s answer: the replicas that confirmed.
+    fn replicas_in(&self, reply: Value) -> Result<i64> {
+        match reply {
+            Value::Int(n) => Ok(n),
+            other => Err(Error::StoreIo(format!(
+                "{}: WAIT answered {other:?}",
+                self.label
+            ))),
+        }
+    }
+
+    /// The replicas of the master that `route` names that this master
+    /// does not see as failing (`CLUSTER NODES`, its own view). A node
+    /// that is no longer a master gives [`Error::StoreUnavailable`]: it was
+    /// replaced while it could not answer, and what it applied is lost when
+    /// it follows its successor.
+    fn live_replicas(
+        &self,
+        c: &mut ClusterConnection,
+        route: &SingleNodeRoutingInfo,
+    ) -> std::result::Result<std::result::Result<u32, Error>, RedisError> {
+        let reply = c.route_command(
+            &redis::cmd("CLUSTER").arg("NODES").clone(),
+            RoutingInfo::SingleNode(route.clone()),
+        )?;
+        let text: String = redis::from_redis_value(reply)?;
+        Ok(live_replicas_in(&text).ok_or_else(|| {
+            Error::StoreUnavailable(format!(
+                "{}: a node that took a write is no longer a master (it was replaced by \
+                 its replica); retry the request",
+                self.label
+            ))
+        }))
+    }
+
+    /// Whether a master was seen short of replicas within [`DEGRADED_FOR`].
+    fn degraded(&self) -> bool {
+        self.lock_degraded()
+            .is_some_and(|at| at.elapsed() < DEGRADED_FOR)
+    }
+
+    fn mark_degraded(&self) {
+        *self.lock_degraded() = Some(Instant::now());
     }
 
     /// Splits a collapsed batch by group: at most one group (the home
@@ -235,5 +358,68 @@ impl RedisClusterStore {
         })??;
         self.lock_registered().insert(group.to_vec());
         Ok(())
+    }
+}
+
+/// The route to the node `addr` (`host:port`, as a multi-node answer
+/// names it).
+fn by_address(addr: &Value) -> Option<SingleNodeRoutingInfo> {
+    let addr = match addr {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        _ => return None,
+    };
+    let (host, port) = addr.rsplit_once(':')?;
+    Some(SingleNodeRoutingInfo::ByAddress {
+        host: host.to_owned(),
+        port: port.parse().ok()?,
+    })
+}
+
+/// From `CLUSTER NODES` as a node sees it: how many replicas of that node
+/// it does not see as failing (flags without `fail`, `fail?`, `noaddr`,
+/// `handshake`), or `None` when the node is not a master.
+pub(super) fn live_replicas_in(nodes: &str) -> Option<u32> {
+    let lines: Vec<Vec<&str>> = nodes
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() >= 8)
+        .collect();
+    let me = lines
+        .iter()
+        .find(|f| f[2].split(',').any(|x| x == "myself"))?;
+    if !me[2].split(',').any(|x| x == "master") {
+        return None;
+    }
+    let live = lines
+        .iter()
+        .filter(|f| f[3] == me[0])
+        .filter(|f| {
+            f[2].split(',')
+                .all(|x| !matches!(x, "fail" | "fail?" | "noaddr" | "handshake"))
+        })
+        .count();
+    Some(u32::try_from(live).unwrap_or(u32::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::live_replicas_in;
+
+    const NODES: &str = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b1 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-10922
+a2 127.0.0.1:7003@17003 slave a1 0 0 1 connected
+b2 127.0.0.1:7004@17004 slave b1 0 0 2 connected
+a3 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 connected
+a4 127.0.0.1:7007@17007 slave,fail a1 0 0 1 disconnected
+";
+
+    #[test]
+    fn live_replicas_are_the_masters_replicas_not_seen_failing() {
+        assert_eq!(live_replicas_in(NODES), Some(1));
+        let replaced = NODES.replace("myself,master", "myself,slave");
+        assert_eq!(live_replicas_in(&replaced), None);
+        assert_eq!(live_replicas_in(""), None);
     }
 }

@@ -118,6 +118,7 @@ impl RedisClusterStore {
             write_script: Script::new(WRITE_SCRIPT),
             scan_script: Script::new(SCAN_SCRIPT),
             io: IoCounter::default(),
+            degraded: Mutex::new(None),
         };
         let mut store = store;
         store.spread = store.init(parsed.spread)?;
@@ -216,6 +217,10 @@ impl RedisClusterStore {
     // memory; a poisoned lock is safe to take over.
     pub(super) fn lock_pool(&self) -> MutexGuard<'_, Vec<ClusterConnection>> {
         self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn lock_degraded(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.degraded.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(super) fn lock_registered(&self) -> MutexGuard<'_, HashSet<Vec<u8>>> {

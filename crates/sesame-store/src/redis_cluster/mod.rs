@@ -54,6 +54,13 @@ pub const DEFAULT_FAILOVER_MS: u64 = 10_000;
 /// The most a `WAIT` waits beyond `wait_ms` for a large batch.
 const MAX_EXTRA_WAIT_MS: u64 = 30_000;
 
+/// How long after a master was seen with fewer live replicas than `wait`
+/// asks for every `WAIT` is first sent with [`DEGRADED_WAIT_MS`].
+const DEGRADED_FOR: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The first `WAIT`'s timeout while a master is short of replicas.
+const DEGRADED_WAIT_MS: u64 = 20;
+
 /// Group keys a store keeps cached (the cache is emptied when full).
 const MAX_CACHED_TAGS: usize = 65_536;
 
@@ -142,6 +149,8 @@ pub struct RedisClusterStore {
     write_script: Script,
     scan_script: Script,
     io: IoCounter,
+    /// When a master was last seen with fewer live replicas than `wait`.
+    degraded: Mutex<Option<Instant>>,
 }
 
 impl fmt::Debug for RedisClusterStore {
