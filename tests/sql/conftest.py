@@ -57,8 +57,9 @@ class SesameSql:
 
     kind = "sesame"
 
-    def __init__(self, binary, scratch):
+    def __init__(self, binary, scratch, tables=TABLES, extra_args=()):
         self.binary = binary
+        self.extra_args = list(extra_args)
         self.scratch = Path(scratch)
         self.profile = self.scratch / "profile"
         self.env = dict(os.environ, SESAME_PASSPHRASE="sql suite passphrase", SESAME_KDF="fast")
@@ -74,7 +75,7 @@ class SesameSql:
         self.dbname = "sesame"
         self.password = PASSWORD
         self.sesame("init")
-        for t in TABLES:
+        for t in tables:
             self.sesame("table", "create", t, "--schema", str(HERE / "schema.toml"))
 
     def sesame(self, *args):
@@ -89,7 +90,8 @@ class SesameSql:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [self.binary, "--dir", str(self.profile), "sql",
-             "--listen", f"{self.host}:{self.port}", "--password-file", str(self.password_file)],
+             "--listen", f"{self.host}:{self.port}", "--password-file", str(self.password_file),
+             *self.extra_args],
             env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
         )
         log.close()
@@ -169,16 +171,22 @@ class Postgres:
         return ""
 
 
+def sesame_binary():
+    """The `sesame` under test, with its `sql` command (else skip or fail)."""
+    binary = os.environ.get("SESAME_BIN") or str(ROOT / "target" / "debug" / "sesame")
+    require(Path(binary).is_file(), f"no sesame binary at {binary} (set SESAME_BIN or build sesame-cli)")
+    has_sql = subprocess.run([binary, "sql", "--help"], capture_output=True, timeout=30).returncode == 0
+    require(has_sql, f"{binary} has no `sql` command")
+    return binary
+
+
 @pytest.fixture(scope="session")
 def server():
     target = os.environ.get("SESAME_SQL_TARGET")
     if target:
         yield Postgres(target)
         return
-    binary = os.environ.get("SESAME_BIN") or str(ROOT / "target" / "debug" / "sesame")
-    require(Path(binary).is_file(), f"no sesame binary at {binary} (set SESAME_BIN or build sesame-cli)")
-    has_sql = subprocess.run([binary, "sql", "--help"], capture_output=True, timeout=30).returncode == 0
-    require(has_sql, f"{binary} has no `sql` command")
+    binary = sesame_binary()
     scratch = tempfile.mkdtemp(prefix="sesame-sql-suite.")
     s = SesameSql(binary, scratch)
     try:
