@@ -15,6 +15,9 @@
 // inside #[test] functions, not in their helpers).
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/seeded.rs"]
+mod seeded;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -162,27 +165,14 @@ fn vector_path() -> PathBuf {
 #[test]
 #[ignore = "writes the vector file; run by name after a deliberate change"]
 fn write_seeded_vectors() {
-    let text = serde_json::to_string_pretty(&vectors()).unwrap();
-    std::fs::write(vector_path(), text + "\n").unwrap();
+    seeded::write(&vector_path(), &vectors());
 }
 
 #[test]
 fn seeded_vectors_are_stable() {
-    let path = vector_path();
-    let now = vectors();
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; regenerate with `cargo test -p sesame-crypto --test seeded -- --ignored write_seeded_vectors`",
-            path.display()
-        )
-    });
-    let stored: BTreeMap<String, Value> = serde_json::from_str(&text).unwrap();
-    for (name, value) in &now {
-        assert_eq!(
-            stored.get(*name),
-            Some(value),
-            "seeded vector `{name}` changed; if deliberate, regenerate with `cargo test -p sesame-crypto --test seeded -- --ignored write_seeded_vectors`"
-        );
-    }
-    assert_eq!(stored.len(), now.len(), "stored vectors have extra entries");
+    seeded::check(
+        &vector_path(),
+        &vectors(),
+        "cargo test -p sesame-crypto --test seeded -- --ignored write_seeded_vectors",
+    );
 }
