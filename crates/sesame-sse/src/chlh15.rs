@@ -558,7 +558,7 @@ impl Handler for ChlhServer {
         match request {
             Request::Put { reset, docs } => {
                 if reset {
-                    crate::pibas::clear(self.store.as_ref())?;
+                    crate::common::clear(self.store.as_ref(), b"")?;
                 }
                 let mut batch = WriteBatch::with_capacity(2 * docs.len());
                 for (doc, filter, list) in docs {

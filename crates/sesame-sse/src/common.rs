@@ -3,7 +3,7 @@
 
 use rand_core::CryptoRngCore;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use sesame_core::{channel, Channel, Error, Result};
+use sesame_core::{channel, Channel, Error, Result, Store, WriteBatch};
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 use zeroize::Zeroize;
@@ -189,6 +189,27 @@ pub fn prefixed<const N: usize, const M: usize>(prefix: u8, label: &[u8; N]) -> 
     k[0] = prefix;
     k[1..].copy_from_slice(label);
     k
+}
+
+/// Adds to `batch` the deletion of every key of `store` that starts with
+/// `prefix` (`b""`: the whole index, as a fresh setup's first request
+/// does, in the batch that stores its first entries).
+pub(crate) fn delete_prefix(
+    store: &dyn Store,
+    prefix: &[u8],
+    batch: &mut WriteBatch,
+) -> Result<()> {
+    for (k, _) in store.scan_prefix(prefix)? {
+        batch.delete(k);
+    }
+    Ok(())
+}
+
+/// Removes every key of `store` that starts with `prefix`, in one batch.
+pub(crate) fn clear(store: &dyn Store, prefix: &[u8]) -> Result<()> {
+    let mut batch = WriteBatch::new();
+    delete_prefix(store, prefix, &mut batch)?;
+    store.write(batch)
 }
 
 /// Refuses a document identifier that collides with the padding marker

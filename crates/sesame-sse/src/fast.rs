@@ -512,7 +512,7 @@ impl Handler for FastServer {
         match request {
             Request::Put { reset, entries } => {
                 if reset {
-                    crate::pibas::clear(self.store.as_ref())?;
+                    crate::common::clear(self.store.as_ref(), b"")?;
                 }
                 let mut batch = WriteBatch::with_capacity(entries.len());
                 for (label, value) in entries {

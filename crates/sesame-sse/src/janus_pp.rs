@@ -35,7 +35,7 @@ use zeroize::Zeroize;
 
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
 use crate::common;
-use crate::renewal::{label, RenewedSearch};
+use crate::renewal::{label, setup_plan, RenewedSearch};
 
 /// Entries per worker thread below which a document's additions are
 /// computed on the calling thread alone.
@@ -373,19 +373,12 @@ impl JanusClient {
     /// [`SHARED_ENTRIES`], split further so that every core gets work.
     fn setup_entries(&mut self, db: &Multimap) -> Result<Vec<([u8; LABEL_LEN], [u8; 16])>> {
         self.keywords.clear();
-        let mut planned = Vec::with_capacity(db.len());
-        for (w, ids) in db {
-            let adds: Vec<(DocId, AddPlan)> = common::normalise(ids.clone())
-                .into_iter()
-                .map(|id| (id, self.plan_add(id, w)))
-                .collect();
-            planned.push((w.as_slice(), adds));
-        }
-        let groups: Vec<_> =
-            crate::renewal::setup_groups(planned, PARALLEL_ENTRIES, SHARED_ENTRIES)
-                .into_iter()
-                .map(|(w, adds)| (w, 0, adds))
-                .collect();
+        let groups: Vec<_> = setup_plan(db, PARALLEL_ENTRIES, SHARED_ENTRIES, |id, w| {
+            Ok(self.plan_add(id, w))
+        })?
+        .into_iter()
+        .map(|(w, adds)| (w, 0, adds))
+        .collect();
         self.compute(&groups)
     }
 
@@ -733,9 +726,7 @@ impl Handler for JanusServer {
             Request::Put { reset, entries } => {
                 let mut batch = WriteBatch::with_capacity(entries.len());
                 if reset {
-                    for (k, _) in self.store.scan_prefix(b"")? {
-                        batch.delete(k);
-                    }
+                    common::delete_prefix(self.store.as_ref(), b"", &mut batch)?;
                 }
                 for (l, e) in entries {
                     batch.put(key(b'e', &l, &[]), e.to_vec());

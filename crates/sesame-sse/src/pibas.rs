@@ -220,15 +220,6 @@ fn dict_key(label: &[u8; 16]) -> [u8; 17] {
     k
 }
 
-/// Removes every key of the index.
-pub(crate) fn clear(store: &dyn Store) -> Result<()> {
-    let mut batch = WriteBatch::new();
-    for (k, _) in store.scan_prefix(b"")? {
-        batch.delete(k);
-    }
-    store.write(batch)
-}
-
 /// The server half of PiBas.
 pub struct PiBasServer {
     store: Arc<dyn Store>,
@@ -283,7 +274,7 @@ impl Handler for PiBasServer {
         match request {
             Request::Put { reset, entries } => {
                 if reset {
-                    clear(self.store.as_ref())?;
+                    common::clear(self.store.as_ref(), b"")?;
                 }
                 let mut batch = WriteBatch::with_capacity(entries.len());
                 for (label, value) in entries {

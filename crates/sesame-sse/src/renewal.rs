@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sesame_core::{channel, Channel, Error, Result, SchemeDescriptor};
 
-use crate::api::{DocId, Prepared};
+use crate::api::{DocId, Multimap, Prepared};
 use crate::common;
 use crate::query::{Query, QueryResult};
 
@@ -119,6 +119,27 @@ pub(crate) fn setup_groups<P>(
         }
     }
     groups
+}
+
+/// The groups of a fresh index of `db`: every pair planned in order by
+/// `plan` (keywords in order, each keyword's identifiers sorted and each
+/// once: as many additions in turn would plan them), then cut by
+/// [`setup_groups`].
+pub(crate) fn setup_plan<'a, P>(
+    db: &'a Multimap,
+    per_thread: usize,
+    shared: usize,
+    mut plan: impl FnMut(DocId, &[u8]) -> Result<P>,
+) -> Result<Vec<Planned<'a, P>>> {
+    let mut planned = Vec::with_capacity(db.len());
+    for (w, ids) in db {
+        let adds = common::normalise(ids.clone())
+            .into_iter()
+            .map(|id| Ok((id, plan(id, w)?)))
+            .collect::<Result<Vec<_>>>()?;
+        planned.push((w.as_slice(), adds));
+    }
+    Ok(setup_groups(planned, per_thread, shared))
 }
 
 /// The [`KeywordClient`](crate::api::KeywordClient) search methods of a

@@ -738,7 +738,7 @@ impl Handler for SuiseServer {
         match request {
             Request::Put { reset, docs } => {
                 if reset {
-                    crate::pibas::clear(self.store.as_ref())?;
+                    crate::common::clear(self.store.as_ref(), b"")?;
                 }
                 let mut batch = WriteBatch::with_capacity(docs.len());
                 for (doc, list_id, pairs) in docs {

@@ -396,7 +396,7 @@ impl Handler for TwoLevServer {
         match request {
             Request::Put { reset, dict, array } => {
                 if reset {
-                    crate::pibas::clear(self.store.as_ref())?;
+                    crate::common::clear(self.store.as_ref(), b"")?;
                 }
                 let mut batch = WriteBatch::with_capacity(dict.len() + array.len());
                 for (label, value) in dict {

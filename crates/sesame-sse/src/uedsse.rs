@@ -524,11 +524,7 @@ pub(crate) fn entry_value(u: &[u8; U_LEN], eid: &[u8; EID_LEN]) -> Vec<u8> {
 /// Removes every index entry (keys starting with `e`), keeping other
 /// server state.
 pub(crate) fn clear_entries(store: &dyn Store) -> Result<()> {
-    let mut batch = WriteBatch::new();
-    for (k, _) in store.scan_prefix(b"e")? {
-        batch.delete(k);
-    }
-    store.write(batch)
+    common::clear(store, b"e")
 }
 
 /// Puts entries (after clearing the index when `reset`), in one batch.

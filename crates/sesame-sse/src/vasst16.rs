@@ -439,7 +439,7 @@ impl Handler for VasstServer {
                 entries,
             } => {
                 if reset {
-                    crate::pibas::clear(self.store.as_ref())?;
+                    crate::common::clear(self.store.as_ref(), b"")?;
                 }
                 let mut batch = WriteBatch::with_capacity(entries.len() + 1);
                 batch.put(COUNT_KEY.to_vec(), documents.to_le_bytes().to_vec());

@@ -12,7 +12,7 @@ use sesame_crypto::prf::HmacPrf;
 use super::*;
 use crate::api::{DocId, KeywordClient, Multimap, UpdateOp};
 use crate::common;
-use crate::renewal::{label, RenewedSearch};
+use crate::renewal::{label, setup_plan, RenewedSearch};
 
 impl AuraClient {
     /// A client with a fresh key; parameters `h`, `b`, `fp`, `dmax`.
@@ -474,23 +474,17 @@ impl AuraClient {
     pub(super) fn setup_entries(&mut self, db: &Multimap) -> Result<Vec<Entry>> {
         self.keywords.clear();
         self.kept = KeptNodes::default();
-        let mut planned = Vec::with_capacity(db.len());
-        for (w, ids) in db {
-            let adds = common::normalise(ids.clone())
-                .into_iter()
-                .map(|id| Ok((id, self.plan_add(id, w)?)))
-                .collect::<Result<Vec<_>>>()?;
-            planned.push((w.as_slice(), adds));
-        }
         let groups: Vec<AddGroup<'_>> =
-            crate::renewal::setup_groups(planned, PARALLEL_ENTRIES, SHARED_ENTRIES)
-                .into_iter()
-                .map(|(keyword, adds)| AddGroup {
-                    keyword,
-                    epoch: 0,
-                    adds,
-                })
-                .collect();
+            setup_plan(db, PARALLEL_ENTRIES, SHARED_ENTRIES, |id, w| {
+                self.plan_add(id, w)
+            })?
+            .into_iter()
+            .map(|(keyword, adds)| AddGroup {
+                keyword,
+                epoch: 0,
+                adds,
+            })
+            .collect();
         Ok(self.compute(&groups, None)?.into_iter().flatten().collect())
     }
 

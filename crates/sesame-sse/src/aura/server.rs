@@ -154,9 +154,7 @@ impl Handler for AuraServer {
             Request::Put { reset, entries } => {
                 let mut batch = WriteBatch::with_capacity(entries.len());
                 if reset {
-                    for (k, _) in self.store.scan_prefix(b"")? {
-                        batch.delete(k);
-                    }
+                    common::delete_prefix(self.store.as_ref(), b"", &mut batch)?;
                 }
                 for (label, value) in entries {
                     batch.put(entry_key(&label), value);

@@ -174,9 +174,7 @@ impl Handler for SiServer {
             Request::Put { reset, docs } => {
                 let mut batch = WriteBatch::with_capacity(2 * docs.len());
                 if reset {
-                    for (k, _) in self.store.scan_prefix(b"")? {
-                        batch.delete(k);
-                    }
+                    crate::common::delete_prefix(self.store.as_ref(), b"", &mut batch)?;
                 }
                 for d in docs {
                     (self.scheme.validate)(&d.index)?;

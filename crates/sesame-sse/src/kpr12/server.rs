@@ -176,7 +176,7 @@ impl Kpr12Server {
     /// Stores IndexGen's cells and the tree nodes above them.
     pub fn put(&self, reset: bool, cells: Vec<Cell>) -> Result<()> {
         if reset {
-            crate::pibas::clear(self.store.as_ref())?;
+            crate::common::clear(self.store.as_ref(), b"")?;
         }
         let mut leaves = BTreeMap::new();
         let mut batch = WriteBatch::with_capacity(cells.len());

@@ -436,11 +436,7 @@ impl Handler for SdServer {
     fn handle(&mut self, request: Request) -> Result<Response> {
         match request {
             Request::Reset => {
-                let mut batch = WriteBatch::new();
-                for (k, _) in self.store.scan_prefix(b"")? {
-                    batch.delete(k);
-                }
-                self.store.write(batch)?;
+                common::clear(self.store.as_ref(), b"")?;
                 Ok(Response::Done)
             }
             Request::Fetch { levels } => {

@@ -1032,11 +1032,7 @@ impl Handler for SddServer {
     fn handle(&mut self, request: SddRequest) -> Result<SddResponse> {
         match request {
             SddRequest::Reset => {
-                let mut batch = WriteBatch::new();
-                for (k, _) in self.store.scan_prefix(b"")? {
-                    batch.delete(k);
-                }
-                self.store.write(batch)?;
+                common::clear(self.store.as_ref(), b"")?;
                 Ok(SddResponse::Done)
             }
             SddRequest::Fetch { items } => {
