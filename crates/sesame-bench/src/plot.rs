@@ -65,17 +65,7 @@ pub fn series(rs: &ResultSet, chart: &Chart) -> Vec<Series> {
             continue;
         }
         for y_name in &chart.y {
-            let ours = row.figures.get(y_name).copied();
-            let theirs = row
-                .paper
-                .iter()
-                .find(|p| p.name == *y_name)
-                .map(|p| p.value);
-            for (y, paper) in [(ours, false), (theirs, true)] {
-                let Some(y) = y.filter(|y| y.is_finite() && !(chart.y_axis.log && *y <= 0.0))
-                else {
-                    continue;
-                };
+            for (y, paper) in y_values(row, chart, y_name) {
                 add(ident(row, chart, y_name), (x, y), paper);
             }
         }
@@ -84,6 +74,24 @@ pub fn series(rs: &ResultSet, chart: &Chart) -> Vec<Series> {
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     out
+}
+
+/// Ours and the paper's value of `y_name` in `row` (flag: the paper's),
+/// those the chart's y axis can show.
+fn y_values(row: &Row, chart: &Chart, y_name: &str) -> Vec<(f64, bool)> {
+    let ours = row.figures.get(y_name).copied();
+    let theirs = row
+        .paper
+        .iter()
+        .find(|p| p.name == *y_name)
+        .map(|p| p.value);
+    [(ours, false), (theirs, true)]
+        .into_iter()
+        .filter_map(|(y, paper)| {
+            y.filter(|y| y.is_finite() && !(chart.y_axis.log && *y <= 0.0))
+                .map(|y| (y, paper))
+        })
+        .collect()
 }
 
 /// A series' label, colour key and panel (see [`Series`]).
@@ -499,17 +507,7 @@ fn bar_series(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Vec<(Series, Ve
             continue;
         };
         for y_name in &chart.y {
-            let ours = row.figures.get(y_name).copied();
-            let theirs = row
-                .paper
-                .iter()
-                .find(|p| p.name == *y_name)
-                .map(|p| p.value);
-            for (y, paper) in [(ours, false), (theirs, true)] {
-                let Some(y) = y.filter(|y| y.is_finite() && !(chart.y_axis.log && *y <= 0.0))
-                else {
-                    continue;
-                };
+            for (y, paper) in y_values(row, chart, y_name) {
                 let id = ident(row, chart, y_name);
                 let mut label = id.label;
                 if paper {

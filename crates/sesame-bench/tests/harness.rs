@@ -228,6 +228,42 @@ fn sse_static_measures_every_registered_static_scheme() {
         let wan = row.figures.get("wan103_ms").unwrap();
         assert!(wan - lan > 200.0, "one round at 103 ms each way");
     }
+    // Where PiBas's reads go: those that return an entry are one per block
+    // of ids (the paper's count) and match; the rest are labels read past
+    // the list's end, and the fidelity table says so where the total
+    // differs from the bound.
+    let fidelity = sesame_bench::fidelity::comparisons(&sets);
+    for row in rs.rows.iter().filter(|r| {
+        r.params.get("op") == Some(&"search".into())
+            && r.params.get("scheme") == Some(&"pibas".into())
+    }) {
+        let n = row.number("result_size").unwrap();
+        let block = row.number("block").unwrap();
+        let found = row.figures.get("store_entries_read").copied().unwrap();
+        let absent = row.figures.get("store_reads_absent").copied().unwrap();
+        assert_eq!(found, (n / block).ceil(), "{row:?}");
+        assert_eq!(
+            found + absent,
+            row.figures.get("store_reads").copied().unwrap()
+        );
+    }
+    let pibas: Vec<_> = fidelity
+        .iter()
+        .filter(|c| c.configuration.contains("scheme=pibas"))
+        .collect();
+    assert!(pibas
+        .iter()
+        .filter(|c| c.figure == "store_entries_read")
+        .all(|c| c.verdict == "matches"));
+    let differs: Vec<_> = pibas.iter().filter(|c| c.verdict == "differs").collect();
+    assert!(
+        !differs.is_empty(),
+        "a single block is read with 3 absent labels"
+    );
+    for c in differs {
+        assert_eq!(c.figure, "store_reads");
+        assert!(c.why.contains("find nothing"), "{}", c.why);
+    }
     // The corpus fixture gives one setup row per scheme variant and store.
     if !statics.is_empty() {
         assert!(rs

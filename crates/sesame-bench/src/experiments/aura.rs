@@ -134,7 +134,25 @@ fn scheme(name: &str) -> Result<KeywordScheme, BenchError> {
     })
 }
 
-/// Runs the workload for one (h, d) and returns the insert, delete and
+/// Inserts documents `0..n` under the keywords `w`: the snapshot of the
+/// insertions.
+fn insert_all(
+    client: &mut dyn KeywordClient,
+    ch: &mut dyn Channel,
+    rng: &mut rand_chacha::ChaCha20Rng,
+    w: &[Vec<u8>],
+    n: usize,
+    what: &str,
+) -> Result<sesame_core::Snapshot, BenchError> {
+    let span = ch.meter().span();
+    for doc in 0..n {
+        client
+            .update(rng, ch, UpdateOp::Add, doc as u64, w)
+            .map_err(|e| BenchError::scheme(format!("{what}: insertion"), e))?;
+    }
+    Ok(span.finish())
+}
+
 /// Deletes `docs` from keyword `w`, one update each, and returns what the
 /// meter saw over them with the per-deletion time in µs.
 fn measure_deletions(
@@ -183,13 +201,7 @@ fn aura_rows(ctx: &Ctx, h: u8, n: usize, d: usize) -> Result<Vec<Row>, BenchErro
     };
     let mut rows = Vec::new();
 
-    let span = ch.meter().span();
-    for doc in 0..n {
-        client
-            .update(&mut rng, &mut ch, UpdateOp::Add, doc as u64, &w)
-            .map_err(|e| BenchError::scheme("aura: insertion", e))?;
-    }
-    let snap = span.finish();
+    let snap = insert_all(client.as_mut(), &mut ch, &mut rng, &w, n, "aura")?;
     let mut row = label("insert");
     add_snapshot(&mut row, &snap, n as u64);
     if let Some(&(_, _, lan, w103, w197)) = TABLE3.iter().find(|t| t.0 == h && t.1 == d) {
@@ -294,13 +306,7 @@ fn sd_rows(ctx: &Ctx, name: &str, n: usize, deletions: &[usize]) -> Result<Vec<R
             .param("insertions", n)
     };
     let mut rows = Vec::new();
-    let span = ch.meter().span();
-    for doc in 0..n {
-        client
-            .update(&mut rng, &mut ch, UpdateOp::Add, doc as u64, &w)
-            .map_err(|e| BenchError::scheme("sd: insertion", e))?;
-    }
-    let snap = span.finish();
+    let snap = insert_all(client.as_mut(), &mut ch, &mut rng, &w, n, "sd")?;
     let mut row = label("insert", 0);
     add_snapshot(&mut row, &snap, n as u64);
     if let Some(&(_, lan, w103, w197)) = TABLE3_SDD.first() {
@@ -399,13 +405,7 @@ fn janus_rows(ctx: &Ctx, n: usize, d: usize) -> Result<Vec<Row>, BenchError> {
             .param("insertions", n)
     };
     let mut rows = Vec::new();
-    let span = ch.meter().span();
-    for doc in 0..n {
-        client
-            .update(&mut rng, &mut ch, UpdateOp::Add, doc as u64, &w)
-            .map_err(|e| BenchError::scheme("janus-pp: insertion", e))?;
-    }
-    let snap = span.finish();
+    let snap = insert_all(client.as_mut(), &mut ch, &mut rng, &w, n, "janus-pp")?;
     let mut row = label("insert");
     add_snapshot(&mut row, &snap, n as u64);
     if let Some(&(_, ms)) = TABLE7_JANUS.iter().find(|t| t.0 == d) {

@@ -45,43 +45,37 @@ pub(super) fn charts() -> Vec<Chart> {
             y_axis: axis("% of queries recovered", false),
         });
     }
-    charts.extend([
-        Chart {
-            file: "ordered-map".to_owned(),
-            title: "Cost versus leakage, order-revealing schemes: comparison time and rows \
+    charts.extend([Chart {
+        file: "ordered-map".to_owned(),
+        title: "Cost versus leakage, order-revealing schemes: comparison time and rows \
                     recovered (cumulative attack)"
-                .to_owned(),
-            x: "compare_us".to_owned(),
-            y: vec!["recovery".to_owned()],
-            series: vec!["scheme".to_owned(), "column".to_owned()],
-            filter: vec![("op".to_owned(), Value::from("cumulative"))],
-            x_axis: axis("µs per comparison", true),
-            y_axis: axis("% of rows recovered", false),
-        },
-        Chart {
-            file: "range-map".to_owned(),
-            title: "Cost versus leakage, range protocols: query time and records' values \
-                    recovered from the access pattern"
-                .to_owned(),
+            .to_owned(),
+        x: "compare_us".to_owned(),
+        y: vec!["recovery".to_owned()],
+        series: vec!["scheme".to_owned(), "column".to_owned()],
+        filter: vec![("op".to_owned(), Value::from("cumulative"))],
+        x_axis: axis("µs per comparison", true),
+        y_axis: axis("% of rows recovered", false),
+    }]);
+    // The range protocols: values, then order, recovered from the access
+    // pattern, one chart each.
+    for (figure, file, what) in [
+        ("recovery", "range-map", "values"),
+        ("order", "range-order-map", "order"),
+    ] {
+        charts.push(Chart {
+            file: file.to_owned(),
+            title: format!(
+                "Cost versus leakage, range protocols: query time and records' {what} \
+                 recovered from the access pattern"
+            ),
             x: "query_ms".to_owned(),
-            y: vec!["recovery".to_owned()],
+            y: vec![figure.to_owned()],
             series: vec!["scheme".to_owned()],
             filter: vec![("op".to_owned(), Value::from("range"))],
             x_axis: axis("ms per range query", true),
-            y_axis: axis("% of values recovered", false),
-        },
-        Chart {
-            file: "range-order-map".to_owned(),
-            title: "Cost versus leakage, range protocols: query time and records' order \
-                    recovered from the access pattern"
-                .to_owned(),
-            x: "query_ms".to_owned(),
-            y: vec!["order".to_owned()],
-            series: vec!["scheme".to_owned()],
-            filter: vec![("op".to_owned(), Value::from("range"))],
-            x_axis: axis("ms per range query", true),
-            y_axis: axis("% of order recovered", false),
-        },
-    ]);
+            y_axis: axis(&format!("% of {what} recovered"), false),
+        });
+    }
     charts
 }
