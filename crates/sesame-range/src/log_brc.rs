@@ -100,20 +100,9 @@ pub fn protocols() -> Vec<RangeProtocol> {
                     "1 (identifiers per PiBas entry: plain Π_bas; >1 is Π_pack)",
                 ),
             ],
-            new_client: |rng, params| {
-                let (params, page) = split_page(params)?;
-                Ok(Box::new(LogBrcClient::new(
-                    rng,
-                    Base::PiBas,
-                    &params,
-                    &page,
-                )?))
-            },
+            new_client: |rng, params| new_client(rng, Base::PiBas, params),
             restore_client: |bytes| Ok(Box::new(LogBrcClient::restore(bytes)?)),
-            new_server: Some(|store, params| {
-                split_page(params)?;
-                Ok(Box::new(LogBrcServer::service(Base::PiBas, store)))
-            }),
+            new_server: Some(|store, params| new_server(Base::PiBas, store, params)),
         },
         RangeProtocol {
             descriptor: &DESCRIPTOR_2LEV,
@@ -128,22 +117,31 @@ pub fn protocols() -> Vec<RangeProtocol> {
                     "(page_size - 1) / 8 (dictionary slots: an entry fits a page)",
                 ),
             ],
-            new_client: |rng, params| {
-                let (params, page) = split_page(params)?;
-                Ok(Box::new(LogBrcClient::new(
-                    rng,
-                    Base::TwoLev,
-                    &params,
-                    &page,
-                )?))
-            },
+            new_client: |rng, params| new_client(rng, Base::TwoLev, params),
             restore_client: |bytes| Ok(Box::new(LogBrcClient::restore(bytes)?)),
-            new_server: Some(|store, params| {
-                split_page(params)?;
-                Ok(Box::new(LogBrcServer::service(Base::TwoLev, store)))
-            }),
+            new_server: Some(|store, params| new_server(Base::TwoLev, store, params)),
         },
     ]
+}
+
+/// A client of the protocol over `base` (what both registry entries make).
+fn new_client(
+    rng: &mut dyn CryptoRngCore,
+    base: Base,
+    params: &Params,
+) -> Result<Box<dyn RangeClient>> {
+    let (params, page) = split_page(params)?;
+    Ok(Box::new(LogBrcClient::new(rng, base, &params, &page)?))
+}
+
+/// A server of the protocol over `base`; checks the page parameters.
+fn new_server(
+    base: Base,
+    store: Arc<dyn Store>,
+    params: &Params,
+) -> Result<Box<dyn sesame_core::Service>> {
+    split_page(params)?;
+    Ok(Box::new(LogBrcServer::service(base, store)))
 }
 
 /// The SSE scheme under the range protocol.
