@@ -37,7 +37,9 @@ pub(crate) fn setting(name: &str, allow_scan: bool) -> Option<String> {
             "datestyle" => "ISO, MDY",
             "timezone" => "UTC",
             "integer_datetimes" => "on",
-            "transaction_isolation" | "default_transaction_isolation" => "read committed",
+            "transaction_isolation"
+            | "default_transaction_isolation"
+            | "transaction isolation level" => "read committed",
             "transaction_read_only" | "default_transaction_read_only" => "off",
             "search_path" => "\"$user\", public",
             "max_identifier_length" => "63",
@@ -344,4 +346,165 @@ pub(crate) fn psql_list_tables(db: &mut Db, sql: &str) -> Result<Option<Rows>, S
             .map(|n| vec![t(SCHEMA), t(n), t("table"), t("sesame")])
             .collect(),
     }))
+}
+
+/// The oid a table is shown under.
+fn oid_of(tables: &[String], name: &str) -> Option<i64> {
+    tables
+        .iter()
+        .position(|t| t == name)
+        .map(|i| TABLE_OID + i as i64)
+}
+
+/// The quoted number after `marker` (`c.oid = '16384'`).
+fn quoted_after(sql: &str, marker: &str) -> Option<String> {
+    let at = sql.find(marker)? + marker.len();
+    let rest = sql.get(at..)?.trim_start().strip_prefix('\'')?;
+    Some(rest.get(..rest.find('\'')?)?.to_owned())
+}
+
+/// The select items of a catalog query, split at top-level commas
+/// between `SELECT` and `FROM` (for queries sqlparser need not read).
+fn items(sql: &str) -> Vec<String> {
+    let lower = sql.to_ascii_lowercase();
+    let Some(start) = lower.find("select") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut current = String::new();
+    let body = &sql[start + 6..];
+    let lower_body = &lower[start + 6..];
+    let mut i = 0;
+    let bytes = body.as_bytes();
+    while i < bytes.len() {
+        if depth == 0 && lower_body[i..].starts_with(" from ")
+            || depth == 0 && lower_body[i..].starts_with("\nfrom ")
+        {
+            break;
+        }
+        let c = bytes[i] as char;
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        if c == ',' && depth == 0 {
+            out.push(current.trim().to_owned());
+            current.clear();
+        } else {
+            current.push(c);
+        }
+        i += 1;
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_owned());
+    }
+    out
+}
+
+/// The introspection queries psql's `\d NAME` sends: the relation's oid,
+/// its kind and options, and its columns with their types. Other
+/// catalog queries psql sends for `\d` (indexes, policies, triggers,
+/// ...) read as empty elsewhere.
+pub(crate) fn psql_describe(db: &mut Db, sql: &str) -> Result<Option<Rows>, SqlError> {
+    let tables = db.table_names()?;
+    if sql.contains("OPERATOR(pg_catalog.~)") && sql.contains("pg_catalog.pg_class c") {
+        let Some(at) = sql.find("'^(") else {
+            return Ok(None);
+        };
+        let rest = &sql[at + 3..];
+        let Some(end) = rest.find(")$'") else {
+            return Ok(None);
+        };
+        let name = rest[..end].replace("\\", "");
+        let rows = match oid_of(&tables, &name) {
+            Some(oid) => vec![vec![Datum::Int(oid), t(SCHEMA), t(&name)]],
+            None => Vec::new(),
+        };
+        return Ok(Some(Rows {
+            columns: cols(&[
+                ("oid", ColType::Oid),
+                ("nspname", ColType::Text),
+                ("relname", ColType::Text),
+            ]),
+            rows,
+        }));
+    }
+    if sql.contains("c.relchecks") && sql.contains("c.oid =") {
+        let Some(oid) = quoted_after(sql, "c.oid =").and_then(|o| o.parse::<i64>().ok()) else {
+            return Ok(None);
+        };
+        let known = oid >= TABLE_OID && ((oid - TABLE_OID) as usize) < tables.len();
+        let mut columns = Vec::new();
+        let mut row = Vec::new();
+        for (i, item) in items(sql).iter().enumerate() {
+            let v = if item.contains("relchecks") || item.contains("reltablespace") {
+                "0"
+            } else if item.contains("relkind") {
+                "r"
+            } else if item.contains("relpersistence") {
+                "p"
+            } else if item.contains("relreplident") {
+                "d"
+            } else if item.contains("amname") {
+                "heap"
+            } else if item.contains("reloptions") || item.contains("reloftype") {
+                ""
+            } else {
+                "f"
+            };
+            columns.push((format!("c{i}"), ColType::Text));
+            row.push(t(v));
+        }
+        return Ok(Some(Rows {
+            columns,
+            rows: if known { vec![row] } else { Vec::new() },
+        }));
+    }
+    if sql.contains("a.attname") && sql.contains("a.attrelid =") {
+        let Some(oid) = quoted_after(sql, "a.attrelid =").and_then(|o| o.parse::<i64>().ok())
+        else {
+            return Ok(None);
+        };
+        let Some(name) = usize::try_from(oid - TABLE_OID)
+            .ok()
+            .and_then(|i| tables.get(i))
+            .cloned()
+        else {
+            return Ok(Some(Rows::default()));
+        };
+        let schema = db.schema(&name)?;
+        let list = items(sql);
+        let columns = (0..list.len())
+            .map(|i| (format!("c{i}"), ColType::Text))
+            .collect();
+        let rows = schema
+            .fields
+            .iter()
+            .map(|f| {
+                list.iter()
+                    .map(|item| {
+                        if item.contains("format_type") {
+                            t(ColType::of(f).sql_name())
+                        } else if item.contains("attname") && !item.contains("(") {
+                            t(&f.name)
+                        } else if item.contains("attnotnull") {
+                            t(if schema.key.as_deref() == Some(&f.name) {
+                                "t"
+                            } else {
+                                "f"
+                            })
+                        } else if item.contains("attidentity") || item.contains("attgenerated") {
+                            t("")
+                        } else {
+                            Datum::Null
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        return Ok(Some(Rows { columns, rows }));
+    }
+    Ok(None)
 }

@@ -149,13 +149,19 @@ impl Conn {
         match &stmt {
             Statement::Set(set) => return self.set(&set.to_string()),
             Statement::ShowVariable { variable } => {
-                let name = variable
-                    .iter()
-                    .map(crate::plan::ident)
-                    .collect::<Vec<_>>()
-                    .join(".");
+                let parts: Vec<String> = variable.iter().map(crate::plan::ident).collect();
                 let allow = self.settings().allow_scan;
-                let value = crate::catalog::setting(&name, allow).ok_or_else(|| {
+                // `SHOW sesame.allow_scan`, `SHOW TRANSACTION ISOLATION LEVEL`.
+                let dotted = parts.join(".");
+                let spaced = parts.join(" ");
+                let (name, value) = match crate::catalog::setting(&dotted, allow) {
+                    Some(v) => (dotted, Some(v)),
+                    None => {
+                        let v = crate::catalog::setting(&spaced, allow);
+                        (spaced, v)
+                    }
+                };
+                let value = value.ok_or_else(|| {
                     SqlError::new(
                         "42704",
                         format!("unrecognized configuration parameter {name:?}"),
@@ -298,8 +304,31 @@ impl SimpleQueryHandler for Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        // psql's and drivers' introspection: answered from the catalog
+        // before parsing (it uses syntax outside the supported subset).
+        if query.contains("pg_catalog.") {
+            let sql = query.to_owned();
+            let found = self
+                .engine
+                .call(move |db| crate::catalog::psql_describe(db, &sql))
+                .await;
+            match found {
+                Ok(Ok(Some(rows))) => {
+                    return Ok(vec![respond(Outcome::Rows(rows), &Format::UnifiedText)])
+                }
+                Ok(Err(e)) | Err(e) => return Ok(vec![Response::Error(Box::new(error_info(e)))]),
+                Ok(Ok(None)) => {}
+            }
+        }
         let stmts = match parse(query) {
             Ok(s) => s,
+            // A catalog query outside what sqlparser reads: no rows.
+            Err(_) if query.contains("pg_catalog.") => {
+                return Ok(vec![respond(
+                    Outcome::Rows(Rows::default()),
+                    &Format::UnifiedText,
+                )])
+            }
             Err(e) => return Ok(vec![Response::Error(Box::new(error_info(e)))]),
         };
         let single = stmts.len() == 1;
@@ -326,6 +355,12 @@ impl SimpleQueryHandler for Conn {
             }
             match self.run(&sql, stmt).await {
                 Ok(o) => out.push(respond(o, &Format::UnifiedText)),
+                // Introspection outside the catalog's subset (psql's
+                // footers of `\d`: indexes, policies, publications): no rows.
+                Err(_) if sql.contains("pg_catalog.") => out.push(respond(
+                    Outcome::Rows(Rows::default()),
+                    &Format::UnifiedText,
+                )),
                 Err(e) => {
                     out.push(Response::Error(Box::new(error_info(e))));
                     break;
@@ -390,6 +425,10 @@ impl QueryParser for SqlParser {
     }
 }
 
+/// 2000-01-01T00:00:00Z in seconds since 1970 (the epoch of PostgreSQL's
+/// binary timestamps).
+const PG_EPOCH: i64 = 946_684_800;
+
 /// A bound parameter's value, read as its type says.
 fn parameter(portal: &Portal<Parsed>, i: usize) -> PgWireResult<Datum> {
     let ty = portal
@@ -418,6 +457,31 @@ fn parameter(portal: &Portal<Parsed>, i: usize) -> PgWireResult<Datum> {
         Type::NUMERIC => portal
             .parameter::<rust_decimal::Decimal>(i, &ty)?
             .map_or(Datum::Null, Datum::Numeric),
+        Type::TIMESTAMPTZ | Type::TIMESTAMP | Type::DATE => {
+            let Some(Some(raw)) = portal.parameters.get(i) else {
+                return Ok(Datum::Null);
+            };
+            let bad = || {
+                SqlError::new(
+                    crate::error::BAD_VALUE,
+                    format!("parameter ${}: not a timestamp", i + 1),
+                )
+            };
+            match portal.parameter_format.format_for(i) {
+                FieldFormat::Binary if ty == Type::DATE => {
+                    let days = i32::from_be_bytes(raw.as_ref().try_into().map_err(|_| bad())?);
+                    Datum::Timestamp(PG_EPOCH + i64::from(days) * 86_400)
+                }
+                FieldFormat::Binary => {
+                    let micros = i64::from_be_bytes(raw.as_ref().try_into().map_err(|_| bad())?);
+                    Datum::Timestamp(PG_EPOCH + micros.div_euclid(1_000_000))
+                }
+                FieldFormat::Text => {
+                    let text = std::str::from_utf8(raw).map_err(|_| bad())?;
+                    Datum::Timestamp(crate::plan::parse_timestamp(text).ok_or_else(bad)?)
+                }
+            }
+        }
         Type::BOOL => portal
             .parameter::<bool>(i, &ty)?
             .map_or(Datum::Null, Datum::Bool),

@@ -703,6 +703,10 @@ pub(crate) fn cond(sql: &str, e: &Expr, columns: &Columns) -> Result<Cond, SqlEr
             any: false,
         } if escape_char.is_none() => {
             let col = column_of(sql, expr, columns)?;
+            // `LIKE NULL` matches nothing.
+            if literal(pattern) == Some(Datum::Null) {
+                return Ok(Cond::Const(false));
+            }
             let Some(Datum::Text(p)) = literal(pattern) else {
                 return Err(SqlError::unsupported("LIKE takes a quoted pattern")
                     .at(pos_of(sql, pattern.as_ref())));
