@@ -48,6 +48,15 @@ fn refused(path: &Path) -> Vec<Error> {
     errs
 }
 
+/// `err` says the file is damaged or not a Sesame store (`what` names
+/// the case).
+fn assert_damaged(err: &Error, what: &str) {
+    assert!(
+        matches!(err, Error::StoreCorrupt(_) | Error::StoreForeign(_)),
+        "{what}: {err:?}"
+    );
+}
+
 fn assert_foreign(path: &Path, needle: &str) {
     for err in refused(path) {
         assert!(matches!(err, Error::StoreForeign(_)), "{err:?}");
@@ -91,10 +100,7 @@ fn garbage_after_the_redb_magic_is_an_error() {
         bytes[..9].copy_from_slice(&magic);
         let path = write_file(dir.path(), &format!("garbage{i}.redb"), &bytes);
         for err in refused(&path) {
-            assert!(
-                matches!(err, Error::StoreCorrupt(_) | Error::StoreForeign(_)),
-                "{len} bytes: {err:?}"
-            );
+            assert_damaged(&err, &format!("{len} bytes"));
         }
     }
 }
@@ -196,6 +202,15 @@ fn markers_are_checked() {
 
 type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Writes `pairs` to `store` in one batch.
+fn write_pairs(store: &RedbStore, pairs: &[(Vec<u8>, Vec<u8>)]) {
+    let mut batch = WriteBatch::new();
+    for (k, v) in pairs {
+        batch.put(k.clone(), v.clone());
+    }
+    store.write(batch).unwrap();
+}
+
 /// A store with a few thousand pairs, closed; returns its bytes and pairs.
 fn sample_store(path: &Path) -> (Vec<u8>, Pairs) {
     let store = RedbStore::open(path).unwrap();
@@ -219,10 +234,7 @@ fn a_truncated_store_is_an_error() {
     for len in [9, 100, 4096, bytes.len() / 2, bytes.len() - 1] {
         let path = write_file(dir.path(), &format!("cut{len}.redb"), &bytes[..len]);
         for err in refused(&path) {
-            assert!(
-                matches!(err, Error::StoreCorrupt(_) | Error::StoreForeign(_)),
-                "{len}: {err:?}"
-            );
+            assert_damaged(&err, &len.to_string());
         }
     }
 }
@@ -253,10 +265,7 @@ fn flipped_bytes_give_an_error_or_the_right_data() {
 
         let checked = match RedbStore::open_checked(&path) {
             Err(err) => {
-                assert!(
-                    matches!(err, Error::StoreCorrupt(_) | Error::StoreForeign(_)),
-                    "flip at {at}: {err:?}"
-                );
+                assert_damaged(&err, &format!("flip at {at}"));
                 assert_eq!(std::fs::read(&path).unwrap(), damaged, "flip at {at}");
                 checked_refused += 1;
                 format!("refused: {err}")
@@ -271,10 +280,7 @@ fn flipped_bytes_give_an_error_or_the_right_data() {
         let path = write_file(dir.path(), &format!("flip{i}.redb"), &damaged);
         let plain = match RedbStore::open(&path) {
             Err(err) => {
-                assert!(
-                    matches!(err, Error::StoreCorrupt(_) | Error::StoreForeign(_)),
-                    "flip at {at}: {err:?}"
-                );
+                assert_damaged(&err, &format!("flip at {at}"));
                 plain_refused += 1;
                 format!("refused: {err}")
             }
@@ -310,14 +316,7 @@ fn verify_reports_every_flip_that_reads_wrong() {
     let expected: Vec<(Vec<u8>, Vec<u8>)> = (0..300u64)
         .map(|i| (format!("key{i:04}").into_bytes(), noise(40, i + 1)))
         .collect();
-    {
-        let store = RedbStore::open(&path).unwrap();
-        let mut batch = WriteBatch::new();
-        for (k, v) in &expected {
-            batch.put(k.clone(), v.clone());
-        }
-        store.write(batch).unwrap();
-    }
+    write_pairs(&RedbStore::open(&path).unwrap(), &expected);
     let clean = std::fs::read(&path).unwrap();
     // Where the pairs live: the pages holding the first values (the file
     // is mostly unused space), flipped all over, plus the file's header.
