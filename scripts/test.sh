@@ -64,7 +64,8 @@ if [ -n "$NPM" ] && ! wait "$NPM"; then
     cat "$NPM_LOG" >&2
     echo "scripts/test.sh: npm install in tests/sql failed (the node-postgres test will say so)" >&2
 fi
-SESAME_BIN="$PWD/target/debug/sesame" "$VENV/bin/pytest" -q -p no:cacheprovider tests/sql
+# Bounded: a server that stops answering fails the step, not CI's clock.
+SESAME_BIN="$PWD/target/debug/sesame" timeout 600 "$VENV/bin/pytest" -q -p no:cacheprovider tests/sql
 
 site=0
 wait "$SITE" || site=$?
