@@ -118,6 +118,33 @@ pub fn labels(prf: &Aes128Prf, from: u64, n: usize) -> Vec<[u8; 16]> {
     out
 }
 
+/// Reads the values stored under the labels `0, 1, 2, …` of `prf` (each
+/// label's store key is `key(label)`), in order, up to the first label
+/// with no value: `value(c, bytes)` takes each. The labels are derived
+/// and read in batches of 4, doubling up to 4096 ([`Store::get_many`]),
+/// so a short list costs one read and a long one a logarithmic number.
+pub(crate) fn read_labels(
+    store: &dyn Store,
+    prf: &Aes128Prf,
+    key: impl Fn(&[u8; 16]) -> [u8; 17],
+    mut value: impl FnMut(u64, Vec<u8>) -> Result<()>,
+) -> Result<()> {
+    let mut c = 0u64;
+    let mut step = 4usize;
+    loop {
+        let keys: Vec<[u8; 17]> = labels(prf, c, step).iter().map(&key).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        for v in store.get_many(&refs)? {
+            let Some(v) = v else {
+                return Ok(());
+            };
+            value(c, v)?;
+            c += 1;
+        }
+        step = (step * 2).min(4096);
+    }
+}
+
 /// XORs the keystream of (`tag`, `c`) into `data` (encryption and
 /// decryption are the same).
 pub fn xor_keystream(prf: &Aes128Prf, tag: Tag, c: u64, data: &mut [u8]) {
@@ -174,6 +201,15 @@ pub fn decode_ids(bytes: &[u8], out: &mut Vec<DocId>) -> Result<()> {
             .filter(|&id| id != PAD),
     );
     Ok(())
+}
+
+/// `tag ‖ bytes`: a tagged token (exact keyword or prefix) or a store key
+/// of variable length.
+pub(crate) fn tagged(tag: u8, w: &[u8]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(1 + w.len());
+    t.push(tag);
+    t.extend_from_slice(w);
+    t
 }
 
 /// The store key `prefix ‖ label`; `M` must be `N + 1` (checked at

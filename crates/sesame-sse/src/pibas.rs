@@ -242,22 +242,11 @@ impl PiBasServer {
         let keys = KeywordKeys { k1, k2 };
         let (lp, vp) = (keys.label_prf(), keys.value_prf());
         let mut out = Vec::new();
-        let mut c = 0u64;
-        let mut step = 4usize;
-        loop {
-            let labels = common::labels(&lp, c, step);
-            let keys: Vec<[u8; 17]> = labels.iter().map(dict_key).collect();
-            let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-            for value in self.store.get_many(&refs)? {
-                let Some(mut value) = value else {
-                    return Ok(out);
-                };
-                common::xor_keystream(&vp, Tag::Entry, c, &mut value);
-                common::decode_ids(&value, &mut out)?;
-                c += 1;
-            }
-            step = (step * 2).min(4096);
-        }
+        common::read_labels(self.store.as_ref(), &lp, dict_key, |c, mut value| {
+            common::xor_keystream(&vp, Tag::Entry, c, &mut value);
+            common::decode_ids(&value, &mut out)
+        })?;
+        Ok(out)
     }
 }
 

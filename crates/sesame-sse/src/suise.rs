@@ -29,7 +29,7 @@ use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
-use crate::common;
+use crate::common::{self, tagged};
 use crate::query::{self, Query, QueryResult};
 
 const LEAKAGE: &str = "Setup and update: the document identifier and the number of \
@@ -320,13 +320,6 @@ impl SuiseClient {
             _ => Err(query::unsupported(self.descriptor().name, q)),
         }
     }
-}
-
-fn tagged(tag: u8, w: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(1 + w.len());
-    t.push(tag);
-    t.extend_from_slice(w);
-    t
 }
 
 impl KeywordClient for SuiseClient {

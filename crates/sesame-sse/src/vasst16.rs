@@ -30,7 +30,7 @@ use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap};
-use crate::common::{self, KeywordKeys, Tag};
+use crate::common::{self, tagged, KeywordKeys, Tag};
 use crate::query::{Query, QueryResult};
 
 const LEAKAGE: &str = "Setup: the number of documents N and of (keyword, document) entries. \
@@ -160,13 +160,6 @@ impl std::fmt::Debug for VasstClient {
             .field("prefixes", &self.prefixes)
             .finish_non_exhaustive()
     }
-}
-
-fn tagged(tag: u8, w: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(1 + w.len());
-    t.push(tag);
-    t.extend_from_slice(w);
-    t
 }
 
 impl VasstClient {
@@ -362,32 +355,22 @@ impl VasstServer {
         let keys = KeywordKeys { k1, k2 };
         let (lp, vp) = (keys.label_prf(), keys.value_prf());
         let mut out = Vec::new();
-        let mut c = 0u64;
-        let mut step = 4usize;
-        loop {
-            let labels = common::labels(&lp, c, step);
-            let keys: Vec<[u8; 17]> = labels.iter().map(entry_key).collect();
-            let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-            for value in self.store.get_many(&refs)? {
-                let Some(mut value) = value else {
-                    return Ok(out);
-                };
-                if value.len() != VALUE_LEN {
-                    return Err(Error::StoreCorrupt(format!(
-                        "VASST16 entry of {} bytes",
-                        value.len()
-                    )));
-                }
-                common::xor_keystream(&vp, Tag::Entry, c, &mut value);
-                let mut d = [0u8; 8];
-                let mut t = [0u8; 4];
-                d.copy_from_slice(&value[..8]);
-                t.copy_from_slice(&value[8..]);
-                out.push((DocId::from_le_bytes(d), u32::from_le_bytes(t)));
-                c += 1;
+        common::read_labels(self.store.as_ref(), &lp, entry_key, |c, mut value| {
+            if value.len() != VALUE_LEN {
+                return Err(Error::StoreCorrupt(format!(
+                    "VASST16 entry of {} bytes",
+                    value.len()
+                )));
             }
-            step = (step * 2).min(4096);
-        }
+            common::xor_keystream(&vp, Tag::Entry, c, &mut value);
+            let mut d = [0u8; 8];
+            let mut t = [0u8; 4];
+            d.copy_from_slice(&value[..8]);
+            t.copy_from_slice(&value[8..]);
+            out.push((DocId::from_le_bytes(d), u32::from_le_bytes(t)));
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// The documents of the keywords, scored `Σ tf · ln(1 + N / df)`, best

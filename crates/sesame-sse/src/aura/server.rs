@@ -10,17 +10,11 @@ use crate::api::DocId;
 use crate::renewal::label;
 
 fn entry_key(label: &[u8; LABEL_LEN]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + LABEL_LEN);
-    k.push(b'e');
-    k.extend_from_slice(label);
-    k
+    common::tagged(b'e', label)
 }
 
 fn cache_key(tkn: &[u8; LABEL_LEN]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + LABEL_LEN);
-    k.push(b'g');
-    k.extend_from_slice(tkn);
-    k
+    common::tagged(b'g', tkn)
 }
 
 /// The server half of Aura.
