@@ -93,6 +93,122 @@ fn param_count(stmt: &Statement) -> usize {
     max
 }
 
+/// The `$n` of a placeholder expression.
+fn placeholder(e: &ast::Expr) -> Option<usize> {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Placeholder(p) => p.strip_prefix('$')?.parse().ok(),
+            _ => None,
+        },
+        ast::Expr::Cast { expr, .. } | ast::Expr::Nested(expr) => placeholder(expr),
+        _ => None,
+    }
+}
+
+fn column_name(e: &ast::Expr) -> Option<String> {
+    match e {
+        ast::Expr::Identifier(i) => Some(crate::plan::ident(i)),
+        ast::Expr::CompoundIdentifier(p) => p.last().map(crate::plan::ident),
+        ast::Expr::Nested(inner) => column_name(inner),
+        _ => None,
+    }
+}
+
+/// The table a statement reads or writes, and the column each `$n` is
+/// compared with or written to (for describing parameter types).
+pub(crate) fn param_columns(stmt: &Statement) -> (Option<String>, Vec<(usize, String)>) {
+    let mut out = Vec::new();
+    let mut stmt = stmt.clone();
+    let table = match &stmt {
+        Statement::Query(q) => match q.body.as_ref() {
+            ast::SetExpr::Select(s) => crate::plan::relation_name(s).ok().flatten(),
+            _ => None,
+        },
+        Statement::Insert(ins) => match &ins.table {
+            ast::TableObject::TableName(n) => {
+                let cols: Vec<String> = ins.columns.iter().map(crate::plan::object_name).collect();
+                if let Some(src) = &ins.source {
+                    if let ast::SetExpr::Values(v) = src.body.as_ref() {
+                        for row in &v.rows {
+                            for (c, e) in cols.iter().zip(&row.content) {
+                                if let Some(n) = placeholder(e) {
+                                    out.push((n, c.clone()));
+                                }
+                            }
+                        }
+                    }
+                }
+                Some(crate::engine::table_name(n))
+            }
+            _ => None,
+        },
+        Statement::Update(u) => {
+            for a in &u.assignments {
+                if let (ast::AssignmentTarget::ColumnName(c), Some(n)) =
+                    (&a.target, placeholder(&a.value))
+                {
+                    out.push((n, crate::plan::object_name(c)));
+                }
+            }
+            match &u.table.relation {
+                ast::TableFactor::Table { name, .. } => Some(crate::engine::table_name(name)),
+                _ => None,
+            }
+        }
+        Statement::Delete(d) => {
+            let (ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f)) = &d.from;
+            f.first().and_then(|t| match &t.relation {
+                ast::TableFactor::Table { name, .. } => Some(crate::engine::table_name(name)),
+                _ => None,
+            })
+        }
+        _ => None,
+    };
+    let _ = ast::visit_expressions_mut(&mut stmt, |e| {
+        match e {
+            ast::Expr::BinaryOp { left, right, .. } => {
+                if let (Some(c), Some(n)) = (column_name(left), placeholder(right)) {
+                    out.push((n, c));
+                } else if let (Some(n), Some(c)) = (placeholder(left), column_name(right)) {
+                    out.push((n, c));
+                }
+            }
+            ast::Expr::Between {
+                expr, low, high, ..
+            } => {
+                if let Some(c) = column_name(expr) {
+                    for x in [low, high] {
+                        if let Some(n) = placeholder(x) {
+                            out.push((n, c.clone()));
+                        }
+                    }
+                }
+            }
+            ast::Expr::In {
+                expr,
+                target: ast::InTarget::List(list),
+                ..
+            } => {
+                if let Some(c) = column_name(expr) {
+                    for x in list.iter() {
+                        if let Some(n) = placeholder(x) {
+                            out.push((n, c.clone()));
+                        }
+                    }
+                }
+            }
+            ast::Expr::Like { expr, pattern, .. } => {
+                if let (Some(c), Some(n)) = (column_name(expr), placeholder(pattern)) {
+                    out.push((n, c));
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    (table, out)
+}
+
 /// `stmt` with each `$n` replaced by the n-th value.
 pub(crate) fn bind(stmt: &Statement, values: &[Datum]) -> Statement {
     let mut stmt = stmt.clone();
@@ -219,6 +335,30 @@ impl Conn {
         self.engine
             .call(move |db| db.describe(&sql, &bound, &settings))
             .await?
+    }
+
+    /// The types of a statement's parameters: the type of the column
+    /// each is compared with or written to, else text.
+    async fn parameter_types(&self, parsed: &Parsed) -> Vec<Type> {
+        let mut types = vec![Type::TEXT; parsed.params];
+        let Some(stmt) = &parsed.stmt else {
+            return types;
+        };
+        let (Some(table), uses) = param_columns(stmt) else {
+            return types;
+        };
+        let Ok(Ok(schema)) = self.engine.call(move |db| db.schema(&table)).await else {
+            return types;
+        };
+        for (n, column) in uses {
+            if let (Some(slot), Some(f)) = (
+                n.checked_sub(1).and_then(|i| types.get_mut(i)),
+                schema.field(&column),
+            ) {
+                *slot = ColType::of(f).pg();
+            }
+        }
+        types
     }
 
     fn set(&self, text: &str) -> Result<Outcome, SqlError> {
@@ -430,13 +570,14 @@ impl QueryParser for SqlParser {
 const PG_EPOCH: i64 = 946_684_800;
 
 /// A bound parameter's value, read as its type says.
-fn parameter(portal: &Portal<Parsed>, i: usize) -> PgWireResult<Datum> {
+fn parameter(portal: &Portal<Parsed>, i: usize, described: &[Type]) -> PgWireResult<Datum> {
     let ty = portal
         .statement
         .parameter_types
         .get(i)
         .cloned()
         .flatten()
+        .or_else(|| described.get(i).cloned())
         .unwrap_or(Type::TEXT);
     Ok(match ty {
         Type::INT2 => portal
@@ -516,9 +657,32 @@ impl ExtendedQueryHandler for Conn {
         let Some(stmt) = &parsed.stmt else {
             return Ok(Response::EmptyQuery);
         };
+        // A parameter the client left untyped has the type this server
+        // described (and the client encoded it as such).
+        let described = if portal.parameter_len() > 0
+            && (0..portal.parameter_len()).any(|i| {
+                portal
+                    .statement
+                    .parameter_types
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .is_none()
+            }) {
+            self.parameter_types(parsed).await
+        } else {
+            Vec::new()
+        };
         let mut values = Vec::with_capacity(portal.parameter_len());
         for i in 0..portal.parameter_len() {
-            values.push(parameter(portal, i)?);
+            values.push(parameter(portal, i, &described)?);
+        }
+        if let Statement::Copy { .. } = stmt {
+            return self
+                .copy
+                .start(stmt, &self.engine)
+                .await
+                .map_err(|e| -> PgWireError { e.into() });
         }
         let bound = bind(stmt, &values);
         match self.run(&parsed.sql, bound).await {
@@ -539,6 +703,7 @@ impl ExtendedQueryHandler for Conn {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let columns = self.describe(&target.statement).await?;
+        let inferred = self.parameter_types(&target.statement).await;
         let params = (0..target.statement.params)
             .map(|i| {
                 target
@@ -546,6 +711,7 @@ impl ExtendedQueryHandler for Conn {
                     .get(i)
                     .cloned()
                     .flatten()
+                    .or_else(|| inferred.get(i).cloned())
                     .unwrap_or(Type::TEXT)
             })
             .collect();

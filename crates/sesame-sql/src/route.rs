@@ -298,13 +298,27 @@ fn leaf_expr(schema: &Schema, leaf: &Cond, exact: &mut bool) -> Result<Expr, Sql
             }
             Ok(pred(f, Op::Like(kept)))
         }
+        // A range index holds every value of its field: IS NOT NULL is
+        // its whole domain.
+        Cond::IsNull { col, negated: true } if field(schema, *col)?.range.is_some() => {
+            let f = field(schema, *col)?;
+            let (lo, hi) = f.limits();
+            let end = |v: i64| match f.ty {
+                FieldType::Decimal { .. } => {
+                    Literal::Number(f.display(&sesame_client::table::Value::Int(v)))
+                }
+                _ => Literal::Number(v.to_string()),
+            };
+            Ok(pred(f, Op::Between(end(lo), end(hi))))
+        }
         Cond::IsNull { col, .. } => {
             let f = field(schema, *col)?;
             Err(refuse(
                 schema,
                 leaf,
                 Some(f),
-                "no index kind answers IS [NOT] NULL (a null value is in no index)",
+                "no index answers IS NULL (a null value is in no index); IS NOT NULL is answered \
+                 on a field with a range index",
             ))
         }
         Cond::Not(_) | Cond::Between { .. } | Cond::In { .. } | Cond::Like { .. } => Err(refuse(

@@ -31,6 +31,9 @@ index = ["equality"]
 type = "integer"
 index = ["range"]
 bits = 16
+[fields.ts]
+type = "timestamp"
+index = ["range"]
 [fields.note]
 type = "string"
 "#;
@@ -63,6 +66,7 @@ fn server() -> (SocketAddr, tempfile::TempDir) {
     )
     .expect("profile");
     Table::create(&profile, "t", Schema::from_toml(SCHEMA).expect("schema")).expect("table");
+    Table::create(&profile, "u", Schema::from_toml(SCHEMA).expect("schema")).expect("table");
     let (tx, rx) = mpsc::channel();
     let config = sesame_sql::Config {
         listen: "127.0.0.1:0".parse().expect("addr"),
@@ -199,7 +203,7 @@ fn answers_equal_those_computed_from_the_rows() {
 
     // Parameters through the extended protocol.
     let got: Vec<i64> = c
-        .query("SELECT qty FROM t WHERE id = $1", &[&"7"])
+        .query("SELECT qty FROM t WHERE id = $1", &[&7i64])
         .expect("bound select")
         .iter()
         .map(|r| r.get(0))
@@ -364,4 +368,97 @@ fn sixty_four_connections_at_once() {
         .map(|t| t.join().expect("a connection's thread"))
         .collect();
     assert_eq!(clients.len(), 64);
+}
+
+#[test]
+fn two_tables_answer_in_turn() {
+    // The embedded store admits one open handle per process: the second
+    // table's statements once failed with "the profile store ... is in
+    // use by another Sesame process".
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    for round in 0..2 {
+        c.batch_execute(&format!(
+            "INSERT INTO u (id, name, qty) VALUES ({}, 'x', 1)",
+            round + 1
+        ))
+        .expect("insert into u");
+        assert_eq!(
+            cells(&mut c, "SELECT count(*) FROM t WHERE qty >= 0"),
+            vec![vec![Some("40".to_owned())]]
+        );
+        assert_eq!(
+            cells(&mut c, "SELECT count(*) FROM u"),
+            vec![vec![Some((round + 1).to_string())]]
+        );
+    }
+}
+
+#[test]
+fn copy_run_again_holds_each_row_once() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    let data = "id,name,city,qty,note\n101,zed,sf,3,a\n102,zoe,,4,b\n103,zed,la,5,\"c, d\"\n";
+    for _ in 0..2 {
+        let mut w = c
+            .copy_in("COPY u (id, name, city, qty, note) FROM STDIN (FORMAT csv, HEADER)")
+            .expect("copy");
+        w.write_all(data.as_bytes()).expect("write");
+        assert_eq!(w.finish().expect("finish"), 3);
+        assert_eq!(
+            cells(&mut c, "SELECT count(*) FROM u"),
+            vec![vec![Some("3".to_owned())]]
+        );
+    }
+    assert_eq!(
+        cells(&mut c, "SELECT note FROM u WHERE id = 103"),
+        vec![vec![Some("c, d".to_owned())]]
+    );
+    assert_eq!(
+        cells(
+            &mut c,
+            "SELECT id FROM u WHERE qty IS NOT NULL AND name = 'zed' ORDER BY id"
+        ),
+        vec![vec![Some("101".to_owned())], vec![Some("103".to_owned())]]
+    );
+}
+
+#[test]
+fn timestamp_and_integer_parameters_are_read_as_typed() {
+    // Binary timestamptz parameters once failed with "Failed to parse
+    // parameter: invalid utf-8 sequence".
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    let at = |s: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s);
+    let ins = c
+        .prepare_typed(
+            "INSERT INTO u (id, name, ts) VALUES ($1, $2, $3)",
+            &[
+                postgres::types::Type::INT8,
+                postgres::types::Type::TEXT,
+                postgres::types::Type::TIMESTAMPTZ,
+            ],
+        )
+        .expect("prepare insert");
+    for (id, secs) in [
+        (1i64, 1_700_000_000u64),
+        (2, 1_700_000_100),
+        (3, 1_800_000_000),
+    ] {
+        c.execute(&ins, &[&id, &"x", &at(secs)]).expect("insert");
+    }
+    let got: Vec<(i64, std::time::SystemTime)> = c
+        .query(
+            "SELECT id, ts FROM u WHERE ts BETWEEN $1 AND $2 ORDER BY id",
+            &[&at(1_700_000_000), &at(1_700_000_100)],
+        )
+        .expect("query")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(got, vec![(1, at(1_700_000_000)), (2, at(1_700_000_100))]);
+    assert_eq!(
+        cells(&mut c, "SELECT ts FROM u WHERE id = 3"),
+        vec![vec![Some("2027-01-15 08:00:00+00".to_owned())]]
+    );
 }
