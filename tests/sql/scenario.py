@@ -83,8 +83,8 @@ def step(kind, sql, params=(), **kw):
 def queries(t):
     """The SELECTs: each filter the issue names, ORDER BY with ties broken
     by the query, LIMIT/OFFSET, aggregates, GROUP BY, parameters."""
-    q = lambda sql, params=(), ordered=True, prepare=False: step(  # noqa: E731
-        "query", sql.format(t=t), params, ordered=ordered, prepare=prepare
+    q = lambda sql, params=(), ordered=True, prepare=False, **kw: step(  # noqa: E731
+        "query", sql.format(t=t), params, ordered=ordered, prepare=prepare, **kw
     )
     day = lambda d: EPOCH0 + dt.timedelta(days=d)  # noqa: E731
     return [
@@ -97,7 +97,10 @@ def queries(t):
         q("SELECT id, price FROM {t} WHERE price BETWEEN 100 AND 150.5 ORDER BY price, id"),
         q("SELECT id FROM {t} WHERE city IN ('Oslo', 'Lima') ORDER BY id"),
         q("SELECT id, name FROM {t} WHERE name LIKE 'pe%' ORDER BY name, id"),
-        q("SELECT id, city FROM {t} WHERE city IS NULL ORDER BY id"),
+        # No index answers IS NULL (docs/sql.md, "Known gaps"): the
+        # refusal naming the column is accepted, a wrong answer is not;
+        # test_scan.py checks the answer with sesame.allow_scan.
+        q("SELECT id, city FROM {t} WHERE city IS NULL ORDER BY id", refusal=("0A000", "city")),
         q("SELECT id FROM {t} WHERE city = 'Rome' AND qty >= 50 ORDER BY id"),
         q("SELECT id FROM {t} WHERE city = 'Kyiv' OR qty < 5 ORDER BY id"),
         q(
@@ -262,6 +265,9 @@ def compare(s, got, want):
     if "error" in want:
         assert "error" in got, f"{where}: expected SQLSTATE {want['error']}, got {got}"
         assert got["error"] == want["error"], f"{where}: SQLSTATE {got['error']} ({got.get('message')}), expected {want['error']}"
+        return
+    if "error" in got and s.get("refusal") and got["error"] == s["refusal"][0] \
+            and s["refusal"][1] in (got.get("message") or ""):
         return
     assert "error" not in got, f"{where}: failed with SQLSTATE {got['error']}: {got.get('message')}"
     if "rows" in want:

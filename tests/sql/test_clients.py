@@ -113,8 +113,12 @@ def test_sqlalchemy_pandas(server):
                     else:
                         r = conn.execute(sa.text(sql), params)
                         results.append({"rowcount": r.rowcount})
-            except sa.exc.DBAPIError as e:
-                results.append({"error": getattr(e.orig, "sqlstate", None), "message": str(e.orig).strip()})
+            except (sa.exc.DBAPIError, pd.errors.DatabaseError) as e:
+                # pandas wraps the driver's error in its own.
+                while not isinstance(e, sa.exc.DBAPIError) and e.__cause__ is not None:
+                    e = e.__cause__
+                orig = getattr(e, "orig", e)
+                results.append({"error": getattr(orig, "sqlstate", None), "message": str(orig).strip()})
     finally:
         engine.dispose()
     check(t, steps, results)

@@ -1,6 +1,7 @@
 """Never a silent fallback: a predicate no index answers is refused with
 SQLSTATE 0A000 naming the column; after `SET sesame.allow_scan = on` the
-same statement answers (as SQLite does) and EXPLAIN says it scans."""
+same statement answers (as SQLite does) and EXPLAIN says it scans; so
+does IS NULL, which no index answers."""
 
 import pytest
 
@@ -35,6 +36,10 @@ def test_unindexed_predicate_is_refused_until_scan_is_allowed(server):
             cur.execute(f"EXPLAIN {unindexed}")
             plan = "\n".join(str(r[0]) for r in cur.fetchall())
             assert "scan" in plan.lower(), f"EXPLAIN does not say the statement scans:\n{plan}"
-        steps = [step("query", unindexed, ordered=True)]
+        steps = [
+            step("query", unindexed, ordered=True),
+            step("query", f"SELECT id, city FROM {t} WHERE city IS NULL ORDER BY id", ordered=True),
+            step("query", f"SELECT count(*) FROM {t} WHERE note IS NULL AND qty < 50", ordered=True),
+        ]
         results = run_psycopg(conn, steps)
     check(t, [step("copy", "", rows=rows)] + steps, [{"rowcount": len(rows)}] + results)
