@@ -8,6 +8,7 @@ use rand_core::CryptoRngCore;
 
 use sesame_core::{Error, Result};
 use sesame_crypto::aead::Aes256GcmSiv;
+use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
 use crate::api::{DocId, Multimap, UpdateOp};
@@ -99,6 +100,16 @@ pub(super) struct LevelKeys {
 }
 
 impl LevelKeys {
+    /// The keys derived from a level version's 32-byte PRF output (SDa: a
+    /// level and its version; SDd: a buffer).
+    pub(super) fn derive(k: [u8; 32]) -> Self {
+        let key: Key<32> = Key::from_bytes(k);
+        LevelKeys {
+            aead: Aes256GcmSiv::new(&key.derive("aead")),
+            labels: HmacPrf::new(&key.derive("labels")),
+        }
+    }
+
     pub(super) fn label_key(&self, keyword: &[u8]) -> [u8; 16] {
         let full = self.labels.eval_bytes(keyword);
         let mut k = [0u8; 16];

@@ -32,7 +32,6 @@ use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
-use sesame_crypto::aead::Aes256GcmSiv;
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
@@ -193,11 +192,7 @@ impl SdaClient {
         let k = self
             .prf
             .eval_concat(&[&(level as u64).to_le_bytes(), &version.to_le_bytes()]);
-        let key: Key<32> = Key::from_bytes(k);
-        LevelKeys {
-            aead: Aes256GcmSiv::new(&key.derive("aead")),
-            labels: HmacPrf::new(&key.derive("labels")),
-        }
+        LevelKeys::derive(k)
     }
 
     /// Encrypts `updates` as level `level` under a fresh key version.

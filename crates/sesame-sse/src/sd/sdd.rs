@@ -58,7 +58,6 @@ use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
 };
-use sesame_crypto::aead::Aes256GcmSiv;
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
@@ -391,12 +390,7 @@ impl SddClient {
     }
 
     fn keys(&self, buffer: u64) -> LevelKeys {
-        let k = self.prf.eval_bytes(&buffer.to_le_bytes());
-        let key: Key<32> = Key::from_bytes(k);
-        LevelKeys {
-            aead: Aes256GcmSiv::new(&key.derive("aead")),
-            labels: HmacPrf::new(&key.derive("labels")),
-        }
+        LevelKeys::derive(self.prf.eval_bytes(&buffer.to_le_bytes()))
     }
 
     /// A searchable entry of `buffer`: its label (the `count`-th of its
