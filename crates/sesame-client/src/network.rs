@@ -35,7 +35,11 @@ const FORMAT: &str = "sesame-server-binding/1";
 #[derive(Clone)]
 pub struct ServerBinding {
     /// `https://host:port` (or `http://127.0.0.1:port` for a loopback
-    /// server in plaintext).
+    /// server in plaintext); or several such URLs separated by commas:
+    /// servers that share one store (several `sesame serve` on one
+    /// PostgreSQL database or one Redis Cluster), tried in order
+    /// ([`sesame_net::client::server_urls`]; failover:
+    /// [`sesame_net::blocking::Connection::with_retries`]).
     pub url: String,
     /// The tenant's bearer token.
     pub token: String,
@@ -119,6 +123,8 @@ pub(crate) fn save_binding(
     path: &Path,
     binding: &ServerBinding,
 ) -> Result<()> {
+    // A mistyped list is refused before anything is written.
+    sesame_net::client::server_urls(&binding.url).map_err(ClientError::Core)?;
     let ca = match &binding.ca_pem {
         Some(pem) => Some(String::from_utf8(pem.clone()).map_err(|_| {
             ClientError::InvalidArgument("the CA certificate is not PEM text".into())

@@ -65,14 +65,7 @@ fn corpus(
             format!("mod{}", i % 3),
             format!("doc{i}"),
         ];
-        let path = root.join(format!("f{i}.txt"));
-        std::fs::write(&path, words.join(" ")).unwrap();
-        for w in words {
-            oracle
-                .entry(w)
-                .or_default()
-                .insert(path.to_string_lossy().into_owned());
-        }
+        support::write_indexed_file(&root, i, words.into(), &mut oracle);
     }
     (root, oracle)
 }
@@ -403,4 +396,187 @@ fn rekey_moves_a_server_index_to_fresh_keys() {
             "{scheme}: values repeat after the rekey"
         );
     }
+}
+
+/// A server's view of a store it shares with another server: once the
+/// `dies_at`-th conditional write through it is applied, the server is
+/// cut off (its store answers every call unavailable, as a server that
+/// died would answer none): that write is applied but never acknowledged.
+struct Dying {
+    inner: Arc<MemoryStore>,
+    writes: std::sync::atomic::AtomicU64,
+    dies_at: u64,
+}
+
+impl Dying {
+    fn dead(&self) -> sesame_core::Result<()> {
+        if self.writes.load(std::sync::atomic::Ordering::SeqCst) >= self.dies_at {
+            return Err(sesame_core::Error::StoreUnavailable(
+                "this server is cut off".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Store for Dying {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        self.dead()?;
+        self.inner.get(key)
+    }
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        self.dead()?;
+        self.inner.get_many(keys)
+    }
+    fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
+        self.dead()?;
+        self.inner.write(batch)
+    }
+    fn write_if(
+        &self,
+        expect: &[(&[u8], Option<&[u8]>)],
+        batch: &sesame_core::WriteBatch,
+    ) -> sesame_core::Result<bool> {
+        self.dead()?;
+        let applied = self.inner.write_if(expect, batch)?;
+        let n = self
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        if n >= self.dies_at {
+            // Applied, and the answer never leaves.
+            self.dead()?;
+        }
+        Ok(applied)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.dead()?;
+        self.inner.scan_prefix(prefix)
+    }
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.dead()?;
+        self.inner.scan_from(prefix, from, descending, limit)
+    }
+    fn ordered_probes(&self) -> bool {
+        self.inner.ordered_probes()
+    }
+    fn io_counts(&self) -> sesame_core::IoCounts {
+        self.inner.io_counts()
+    }
+    fn backend(&self) -> &'static str {
+        "dying"
+    }
+}
+
+/// Two servers on one store, with one certificate and one token; the
+/// binding names both, the first first.
+fn two_servers(
+    first: Arc<dyn Store>,
+    second: Arc<dyn Store>,
+) -> (RunningServer, RunningServer, ServerBinding) {
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = sesame_server::Tokens::generate(&mut OsRng);
+    let start = |store: Arc<dyn Store>| {
+        let mut config = sesame_server::ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        config.tls = Some(sesame_server::TlsFiles {
+            cert_pem: certs.cert_pem.clone().into_bytes(),
+            key_pem: certs.key_pem.clone().into_bytes(),
+        });
+        config.tokens = sesame_server::Tokens::new().with("alice", &token).unwrap();
+        RunningServer::start(config, store).unwrap()
+    };
+    let (a, b) = (start(first), start(second));
+    let binding = ServerBinding {
+        url: format!("{},{}", a.url(), b.url()),
+        token: token.clone(),
+        ca_pem: Some(certs.ca_pem.clone().into_bytes()),
+        index_prefix: String::new(),
+    };
+    (a, b, binding)
+}
+
+/// Failover: the first of two servers on one store dies in the middle of
+/// an add (its update applied, its answer lost); the add completes through
+/// the second, each update applied once; searches go on; with the first
+/// gone altogether (connections refused), the next command connects to
+/// the second.
+#[test]
+fn an_add_goes_on_through_the_second_server_when_the_first_dies() {
+    let store = Arc::new(MemoryStore::new());
+    let dying = Arc::new(Dying {
+        inner: store.clone(),
+        writes: std::sync::atomic::AtomicU64::new(0),
+        // The index's creation and the profile's first writes, then
+        // the add's documents and updates: it dies among them.
+        dies_at: 9,
+    });
+    let (first, second, binding) = two_servers(dying.clone(), store.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Setup {
+        _server: second,
+        binding,
+        tmp,
+    };
+    let p = profile(&s, "fast");
+    let mut oracle = BTreeMap::new();
+    for part in 0..4 {
+        let (dir, o) = corpus(s.tmp.path(), &format!("d{part}"), part * 20, 20);
+        merge(&mut oracle, o);
+        p.session(DEFAULT_INDEX)
+            .unwrap()
+            .add_documents(&[&dir], &mut |_| {})
+            .unwrap();
+    }
+    assert!(
+        dying.writes.load(std::sync::atomic::Ordering::SeqCst) >= 9,
+        "the first server did not die during the adds"
+    );
+    check_oracle(&p, &oracle);
+    // Each keyword-document pair once: no update applied twice.
+    let pairs: usize = oracle.values().map(BTreeSet::len).sum();
+    assert_eq!(entries(store.as_ref() as &dyn Store, 0), pairs);
+    // The first server gone: refused connections, the second answers.
+    first.shutdown().unwrap();
+    let (dir, o) = corpus(s.tmp.path(), "d9", 900, 5);
+    merge(&mut oracle, o);
+    p.session(DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[&dir], &mut |_| {})
+        .unwrap();
+    check_oracle(&p, &oracle);
+}
+
+/// A list of server URLs with a mistake is refused when a profile is
+/// bound, and nothing is written.
+#[test]
+fn a_bad_server_url_list_is_refused_when_binding() {
+    let s = serve(Arc::new(MemoryStore::new()));
+    let p = support::profile_at(&s.tmp.path().join("profile"), "fast");
+    for bad in [
+        format!("{},", s.binding.url),
+        format!("{},ftp://localhost:1", s.binding.url),
+        format!("{0},{0}", s.binding.url),
+    ] {
+        let mut binding = s.binding.clone();
+        binding.url = bad.clone();
+        let err = p.bind_server(&binding).unwrap_err();
+        assert!(err.to_string().contains("server URL list"), "{bad}: {err}");
+        assert!(
+            p.server().unwrap().is_none(),
+            "{bad}: a binding was written"
+        );
+    }
+    // One URL, as every profile bound before lists existed has: the file
+    // keeps its form (`url` is that URL) and opens.
+    p.bind_server(&s.binding).unwrap();
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p.server_path()).unwrap()).unwrap();
+    assert_eq!(file["url"].as_str(), Some(s.binding.url.as_str()));
+    assert_eq!(p.server().unwrap().unwrap().url, s.binding.url);
 }

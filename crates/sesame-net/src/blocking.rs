@@ -74,12 +74,80 @@ fn code_name(code: Code) -> String {
         .to_owned()
 }
 
-/// A connection to a server, with a runtime to drive it.
+/// How long a connection that moved off its first server stays on the
+/// one it moved to before it tries the first again.
+pub const COME_BACK_AFTER: Duration = Duration::from_secs(30);
+
+/// A connection to a server (or to the first of several servers on one
+/// store that answers), with a runtime to drive it.
 #[derive(Clone)]
 pub struct Connection {
     runtime: Arc<tokio::runtime::Runtime>,
-    client: SesameClient,
+    servers: Arc<Servers>,
     retries: u32,
+}
+
+/// The servers a connection may use, in the order given, and the one in
+/// use.
+struct Servers {
+    clients: Vec<(String, SesameClient)>,
+    active: std::sync::atomic::AtomicUsize,
+    /// When the connection last moved off the first server.
+    moved_at: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Servers {
+    /// The server in use (the first again once [`COME_BACK_AFTER`] has
+    /// passed since the connection moved off it).
+    fn current(&self) -> (usize, SesameClient) {
+        use std::sync::atomic::Ordering;
+        let mut i = self.active.load(Ordering::Acquire);
+        if i != 0 {
+            let moved = self
+                .moved_at
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if moved.is_some_and(|t| t.elapsed() >= COME_BACK_AFTER) {
+                self.active.store(0, Ordering::Release);
+                i = 0;
+            }
+        }
+        let i = i.min(self.clients.len() - 1);
+        (i, self.clients[i].1.clone())
+    }
+
+    /// Moves to the server after `from` (if no other request moved first).
+    fn move_from(&self, from: usize) {
+        use std::sync::atomic::Ordering;
+        let next = (from + 1) % self.clients.len();
+        if next == from {
+            return;
+        }
+        if self
+            .active
+            .compare_exchange(from, next, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+            && from == 0
+        {
+            *self
+                .moved_at
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+        }
+    }
+}
+
+/// Whether a failed request may be sent again, to the same server or the
+/// next: the server could not be reached, is restarting, said it cannot
+/// serve for the moment, or the connection broke under the request
+/// (requests carry ids, so a request that was applied is answered, not
+/// applied again).
+fn transient(s: &Status) -> bool {
+    // UNKNOWN is what a connection that broke under the call gives (the
+    // server itself never answers it); tonic reports an HTTP/2 stream
+    // broken by a server's death as INTERNAL.
+    matches!(s.code(), Code::Unavailable | Code::Unknown)
+        || (s.code() == Code::Internal && s.message().starts_with("h2 protocol error"))
 }
 
 impl std::fmt::Debug for Connection {
@@ -91,27 +159,81 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     /// Connects (TLS handshake included); a server that cannot be reached
     /// is [`Error::Transport`].
+    ///
+    /// With several URLs ([`crate::client::server_urls`]: servers that
+    /// share one store), the first that answers is used; the others are
+    /// kept to move to when it cannot be reached later
+    /// ([`Connection::with_retries`]).
     pub fn connect(config: &ClientConfig) -> Result<Self> {
+        let urls = crate::client::server_urls(&config.url)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Error::Transport(format!("cannot start the client runtime: {e}")))?;
-        let client = runtime.block_on(SesameClient::connect(config))?;
+        // A lazy channel spawns its worker on the runtime it is made in.
+        let entered = runtime.enter();
+        let mut clients = Vec::with_capacity(urls.len());
+        let mut active = None;
+        let mut failures = Vec::new();
+        for url in urls {
+            let mut one = config.clone();
+            one.url = url.clone();
+            let client = if active.is_none() {
+                match runtime.block_on(SesameClient::connect(&one)) {
+                    Ok(c) => {
+                        active = Some(clients.len());
+                        c
+                    }
+                    Err(e) => {
+                        failures.push(e);
+                        SesameClient::lazy(&one)?
+                    }
+                }
+            } else {
+                SesameClient::lazy(&one)?
+            };
+            clients.push((url, client));
+        }
+        drop(entered);
+        let Some(active) = active else {
+            return Err(if failures.len() == 1 {
+                failures.remove(0)
+            } else {
+                let each: Vec<String> = failures.iter().map(ToString::to_string).collect();
+                Error::Transport(format!(
+                    "none of the {} servers could be reached: {}",
+                    failures.len(),
+                    each.join("; ")
+                ))
+            });
+        };
         Ok(Connection {
             runtime: Arc::new(runtime),
-            client,
+            servers: Arc::new(Servers {
+                clients,
+                active: std::sync::atomic::AtomicUsize::new(active),
+                moved_at: std::sync::Mutex::new((active != 0).then(Instant::now)),
+            }),
             retries: 3,
         })
     }
 
-    /// How often an `UNAVAILABLE` request is retried (default 3).
+    /// How often an `UNAVAILABLE` request is retried (default 3): with
+    /// several servers, how many more rounds over all of them.
     pub fn set_retries(&mut self, retries: u32) {
         self.retries = retries;
     }
 
-    /// The async client, to run with [`Connection::block_on`].
+    /// The async client of the server in use, to run with
+    /// [`Connection::block_on`].
     pub fn client(&self) -> SesameClient {
-        self.client.clone()
+        self.servers.current().1
+    }
+
+    /// The URL of the server in use.
+    pub fn server_url(&self) -> String {
+        let (i, _) = self.servers.current();
+        self.servers.clients[i].0.clone()
     }
 
     /// Runs a future on the connection's runtime.
@@ -119,24 +241,37 @@ impl Connection {
         self.runtime.block_on(f)
     }
 
-    /// Runs `op` with retries on `UNAVAILABLE`; an `ALREADY_EXISTS` with
-    /// details after a retry is the first attempt's answer.
+    /// Runs `op` with retries on `UNAVAILABLE` (and a connection broken
+    /// under the request); an `ALREADY_EXISTS` with details after a retry
+    /// is the first attempt's answer.
+    ///
+    /// Failover: with several servers, a request that failed so is sent
+    /// at once to the next server, and the connection stays there (for
+    /// [`COME_BACK_AFTER`], then tries the first again); after a round
+    /// over every server it pauses, growing, as with one server, for up to
+    /// [`Connection::set_retries`] rounds. The request keeps its id on
+    /// every server: servers on one store answer a request that one of
+    /// them applied with its first answer.
     pub fn with_retries<T, F, Fut>(&self, mut op: F) -> std::result::Result<T, Status>
     where
         F: FnMut(SesameClient) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<T, Status>>,
     {
-        let mut attempt = 0;
+        let servers = self.servers.clients.len();
+        let mut round = 0;
+        let mut tried = 1;
         loop {
-            match self.runtime.block_on(op(self.client.clone())) {
-                // UNKNOWN is what a connection that broke under the call
-                // gives (the server itself never answers it).
-                Err(s)
-                    if matches!(s.code(), Code::Unavailable | Code::Unknown)
-                        && attempt < self.retries =>
-                {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(100 << attempt.min(5)));
+            let (i, client) = self.servers.current();
+            match self.runtime.block_on(op(client)) {
+                Err(s) if transient(&s) && tried < servers => {
+                    tried += 1;
+                    self.servers.move_from(i);
+                }
+                Err(s) if transient(&s) && round < self.retries => {
+                    round += 1;
+                    tried = 1;
+                    std::thread::sleep(Duration::from_millis(100 << round.min(5)));
+                    self.servers.move_from(i);
                 }
                 other => return other,
             }
@@ -240,7 +375,7 @@ impl Connection {
             message: Vec::new(),
             commit: false,
         };
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let inbound = self.runtime.block_on(async move {
             tx.send(start)
                 .await

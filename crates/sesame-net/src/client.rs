@@ -20,7 +20,10 @@ use crate::proto::{self, path};
 #[derive(Clone)]
 pub struct ClientConfig {
     /// `https://host:port`, or `http://127.0.0.1:port` for a loopback
-    /// server in plaintext.
+    /// server in plaintext; or several such URLs separated by commas:
+    /// servers on the same store, tried in order
+    /// ([`crate::blocking::Connection`] moves to the next when one cannot
+    /// be reached, see [`server_urls`]).
     pub url: String,
     /// The tenant's bearer token.
     pub token: String,
@@ -66,6 +69,58 @@ impl ClientConfig {
     }
 }
 
+/// The most server URLs one configuration may name.
+pub const MAX_SERVER_URLS: usize = 8;
+
+/// The server URLs that `list` names: one URL, or several separated by
+/// commas (spaces around them are ignored), each `http://` or `https://`
+/// with a host and nothing after the port, none twice, at most
+/// [`MAX_SERVER_URLS`]. A list that breaks a rule is refused with what is
+/// wrong, so a mistyped list is never half used.
+pub fn server_urls(list: &str) -> Result<Vec<String>, Error> {
+    let refuse = |why: String| {
+        Error::InvalidArgument(format!(
+            "server URL list {list:?}: {why} (give one URL, or several separated by commas: \
+             https://host1:port,https://host2:port)"
+        ))
+    };
+    let mut urls: Vec<String> = Vec::new();
+    for (n, part) in list.split(',').enumerate() {
+        let url = part.trim();
+        if url.is_empty() {
+            return Err(refuse(format!("URL {} is empty", n + 1)));
+        }
+        let uri: tonic::codegen::http::Uri = url
+            .parse()
+            .map_err(|e| refuse(format!("{url:?} is not a URL: {e}")))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err(refuse(format!("{url:?} is not http:// or https://")));
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(refuse(format!("{url:?} has no host")));
+        }
+        if uri
+            .path_and_query()
+            .is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty())
+        {
+            return Err(refuse(format!(
+                "{url:?} has a path; a server URL ends at its port"
+            )));
+        }
+        if urls.iter().any(|u| u == url) {
+            return Err(refuse(format!("{url:?} is named twice")));
+        }
+        urls.push(url.to_owned());
+    }
+    if urls.len() > MAX_SERVER_URLS {
+        return Err(refuse(format!(
+            "{} URLs, more than {MAX_SERVER_URLS}",
+            urls.len()
+        )));
+    }
+    Ok(urls)
+}
+
 /// Whether `host` (from a URL) is a loopback name or address.
 pub fn is_loopback_host(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -77,13 +132,25 @@ pub fn is_loopback_host(host: &str) -> bool {
 
 /// The endpoint a configuration names, with TLS set up; plaintext
 /// `http://` is refused unless the host is a loopback address.
+/// With several URLs, each is checked and the first one's endpoint is
+/// returned ([`crate::blocking::Connection`] makes one per URL).
 pub fn endpoint(config: &ClientConfig) -> Result<Endpoint, Error> {
-    let endpoint = Endpoint::from_shared(config.url.clone())
-        .map_err(|e| Error::InvalidArgument(format!("server URL {:?}: {e}", config.url)))?;
+    let urls = server_urls(&config.url)?;
+    let mut first = None;
+    for url in &urls {
+        let e = endpoint_of(config, url)?;
+        first.get_or_insert(e);
+    }
+    first.ok_or_else(|| Error::InvalidArgument("no server URL".into()))
+}
+
+fn endpoint_of(config: &ClientConfig, url: &str) -> Result<Endpoint, Error> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| Error::InvalidArgument(format!("server URL {:?}: {e}", url)))?;
     let uri = endpoint.uri().clone();
     let host = uri
         .host()
-        .ok_or_else(|| Error::InvalidArgument(format!("server URL {:?} has no host", config.url)))?
+        .ok_or_else(|| Error::InvalidArgument(format!("server URL {:?} has no host", url)))?
         .to_owned();
     let endpoint = endpoint
         .connect_timeout(config.connect_timeout)
@@ -108,7 +175,7 @@ pub fn endpoint(config: &ClientConfig) -> Result<Endpoint, Error> {
         ))),
         _ => Err(Error::InvalidArgument(format!(
             "server URL {:?} must start with https:// (or http:// for a loopback server)",
-            config.url
+            url
         ))),
     }
 }
