@@ -108,6 +108,15 @@ pub trait Backend {
         Ok(None)
     }
 
+    /// Bytes of keys and values the store holds for `index`: `(index
+    /// entries, documents)`, every generation and the stored documents
+    /// counted, before the store's own overhead. `None` where the store
+    /// is not here (a server).
+    fn index_bytes(&mut self, index: &str) -> Result<Option<(u64, u64)>> {
+        let _ = index;
+        Ok(None)
+    }
+
     /// Rewrites the store into a fresh file, giving back the free pages
     /// that copy-on-write commits leave ([`RedbStore::vacuum`]); the space
     /// before and after. `None` where the backend has no file of its own.
@@ -546,6 +555,38 @@ fn generation_prefix(index: &str, generation: u64) -> Vec<u8> {
     format!("i/{index}/{generation}/").into_bytes()
 }
 
+impl EmbeddedBackend {
+    /// A channel to `scheme`'s server over `view`, metered by this backend.
+    fn scheme_channel(
+        &self,
+        scheme: &KeywordScheme,
+        view: Arc<dyn Store>,
+    ) -> Result<Box<dyn Channel>> {
+        let server = scheme.server(view, &sesame_core::Params::new())?;
+        Ok(Box::new(LocalChannel::with_meter(
+            server,
+            self.meter.clone(),
+        )))
+    }
+
+    /// Deletes, in one write (none if nothing matches), the keys under
+    /// `prefixes` that `selected` picks.
+    fn delete_under(&self, prefixes: &[Vec<u8>], selected: impl Fn(&[u8]) -> bool) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        for prefix in prefixes {
+            for (k, _) in self.store.scan_prefix(prefix)? {
+                if selected(&k) {
+                    batch.delete(k);
+                }
+            }
+        }
+        if !batch.is_empty() {
+            self.store.write(batch)?;
+        }
+        Ok(())
+    }
+}
+
 impl Backend for EmbeddedBackend {
     fn index_channel(
         &mut self,
@@ -554,11 +595,7 @@ impl Backend for EmbeddedBackend {
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn Channel>> {
         let view = self.entries(index, generation, scheme)?.store();
-        let server = scheme.server(view, &sesame_core::Params::new())?;
-        Ok(Box::new(LocalChannel::with_meter(
-            server,
-            self.meter.clone(),
-        )))
+        self.scheme_channel(scheme, view)
     }
 
     fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel + Send>> {
@@ -626,34 +663,17 @@ impl Backend for EmbeddedBackend {
 
     fn remove_index(&mut self, index: &str) -> Result<()> {
         self.packed.retain(|(name, _, _), _| name != index);
-        let mut batch = WriteBatch::new();
-        for prefix in [
+        let prefixes = [
             index_prefix(index),
             format!("d/{index}/").into_bytes(),
             replay_prefix(index),
-        ] {
-            for (k, _) in self.store.scan_prefix(&prefix)? {
-                batch.delete(k);
-            }
-        }
-        if !batch.is_empty() {
-            self.store.write(batch)?;
-        }
-        Ok(())
+        ];
+        self.delete_under(&prefixes, |_| true)
     }
 
     fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()> {
         let keep = generation_prefix(index, keep);
-        let mut batch = WriteBatch::new();
-        for (k, _) in self.store.scan_prefix(&index_prefix(index))? {
-            if !k.starts_with(&keep) {
-                batch.delete(k);
-            }
-        }
-        if !batch.is_empty() {
-            self.store.write(batch)?;
-        }
-        Ok(())
+        self.delete_under(&[index_prefix(index)], |k| !k.starts_with(&keep))
     }
 
     fn meter(&self) -> &Meter {
@@ -666,13 +686,8 @@ impl Backend for EmbeddedBackend {
         generation: u64,
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn Channel>> {
-        let view: Arc<dyn Store> =
-            Arc::new(ReadOnly(self.entries(index, generation, scheme)?.store()));
-        let server = scheme.server(view, &sesame_core::Params::new())?;
-        Ok(Box::new(LocalChannel::with_meter(
-            server,
-            self.meter.clone(),
-        )))
+        let view = ReadOnly(self.entries(index, generation, scheme)?.store());
+        self.scheme_channel(scheme, Arc::new(view))
     }
 
     fn update_job(
@@ -752,6 +767,34 @@ impl Backend for EmbeddedBackend {
             .as_ref()
             .map(|f| f.space().map_err(ClientError::from))
             .transpose()
+    }
+
+    fn index_bytes(&mut self, index: &str) -> Result<Option<(u64, u64)>> {
+        let mut sums = [0u64; 2];
+        for (sum, prefix) in sums
+            .iter_mut()
+            .zip([index_prefix(index), format!("d/{index}/").into_bytes()])
+        {
+            // By pages, so that a large index is never held whole.
+            let mut from = prefix.clone();
+            loop {
+                let page = self.store.scan_from(&prefix, &from, false, 4096)?;
+                let Some((last, _)) = page.last() else {
+                    break;
+                };
+                from = last.clone();
+                from.push(0);
+                let full = page.len() == 4096;
+                *sum += page
+                    .iter()
+                    .map(|(k, v)| (k.len() + v.len()) as u64)
+                    .sum::<u64>();
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(Some((sums[0], sums[1])))
     }
 
     fn vacuum(&mut self) -> Result<Option<(Space, Space)>> {
