@@ -378,9 +378,8 @@ fn items(sql: &str) -> Vec<String> {
     let mut i = 0;
     let bytes = body.as_bytes();
     while i < bytes.len() {
-        if depth == 0 && lower_body[i..].starts_with(" from ")
-            || depth == 0 && lower_body[i..].starts_with("\nfrom ")
-        {
+        let rest = lower_body.get(i..).unwrap_or("");
+        if depth == 0 && (rest.starts_with(" from ") || rest.starts_with("\nfrom ")) {
             break;
         }
         let c = bytes[i] as char;
