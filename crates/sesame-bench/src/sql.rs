@@ -8,9 +8,8 @@
 //!   names, `NA` as null) by `COPY flights (...) FROM STDIN (FORMAT csv,
 //!   HEADER)` through `psql` reading the file, timed from psql's start to
 //!   its exit (connection and authentication included, a few
-//!   milliseconds). psql because the `postgres` crate sends COPY through
-//!   the extended query protocol, which `sesame sql` does not take yet
-//!   (`docs/sql.md`, "Known gaps");
+//!   milliseconds): psql, the client bulk loads most often go through,
+//!   and the same for both servers;
 //! - **point equality**: `SELECT * FROM flights WHERE tailnum = '...'`, a
 //!   tail number drawn from the loaded rows per query;
 //! - **0.5% range**: `SELECT * FROM flights WHERE time_hour BETWEEN ... AND
@@ -199,7 +198,7 @@ pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
         "rows": rows,
         "queries": size.queries,
         "seed": args.seed,
-        "client": "postgres crate (Rust), simple query protocol, loopback TCP",
+        "client": "queries: postgres crate (Rust), simple query protocol; COPY: psql; loopback TCP",
         "sesame": sesame_figures,
         "postgresql": pg_figures,
     });
@@ -485,11 +484,6 @@ fn measure(
 /// Runs `COPY table (...) FROM STDIN (FORMAT csv, HEADER)` with psql
 /// reading `csv`: the seconds from start to exit, and the rows its
 /// `COPY n` reports.
-///
-/// psql and not the `postgres` crate: the crate sends COPY through the
-/// extended query protocol, which `sesame sql` does not take yet
-/// (docs/sql.md, "Known gaps"); psql sends it as a simple query, as
-/// psycopg and node-postgres do.
 fn copy_with_psql(
     server: &str,
     conninfo: &str,
