@@ -181,6 +181,10 @@ impl IoCounter {
     }
 }
 
+/// One conditional batch of a group ([`Store::write_if_group`]): the
+/// keys with the value each must hold (`None`: absent), and the writes.
+pub type Conditional<'a> = (&'a [(&'a [u8], Option<&'a [u8]>)], &'a WriteBatch);
+
 /// A key-value store with atomic write batches and prefix scans.
 ///
 /// Keys and values are byte strings. Methods take `&self`: a store is shared
@@ -236,10 +240,7 @@ pub trait Store: Send + Sync {
     /// The default writes each batch with its own `write_if`, in order;
     /// backends that gain from one commit override it and say so in
     /// [`Store::commit_groups`].
-    fn write_if_group(
-        &self,
-        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
-    ) -> Result<Vec<bool>> {
+    fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>> {
         group
             .iter()
             .map(|(expect, batch)| self.write_if(expect, batch))

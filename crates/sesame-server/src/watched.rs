@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use sesame_core::{Error, IoCounts, Result, Store, WriteBatch};
+use sesame_core::{Conditional, Error, IoCounts, Result, Store, WriteBatch};
 
 /// A store whose failures are counted. See the [module docs](self).
 #[derive(Debug)]
@@ -123,10 +123,7 @@ impl<S: Store> Store for Watched<S> {
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         self.seen_write(self.inner.write_if(expect, batch))
     }
-    fn write_if_group(
-        &self,
-        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
-    ) -> Result<Vec<bool>> {
+    fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>> {
         self.seen_write(self.inner.write_if_group(group))
     }
     fn commit_groups(&self) -> usize {

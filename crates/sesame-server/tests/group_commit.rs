@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use prost::Message;
-use sesame_core::{Error, IoCounts, Store, WriteBatch, WriteOp};
+use sesame_core::{Conditional, Error, IoCounts, Store, WriteBatch, WriteOp};
 use sesame_server::{proto, Engine, EngineError, Limits};
 use sesame_store::RedbStore;
 
@@ -91,10 +91,7 @@ impl<S: Store> Store for Counting<S> {
         std::thread::sleep(self.hold);
         self.inner.write_if(expect, batch)
     }
-    fn write_if_group(
-        &self,
-        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
-    ) -> sesame_core::Result<Vec<bool>> {
+    fn write_if_group(&self, group: &[Conditional<'_>]) -> sesame_core::Result<Vec<bool>> {
         if group.iter().any(|(_, b)| self.poisoned(b)) {
             self.refused_groups.fetch_add(1, Ordering::SeqCst);
             return Err(refusal());

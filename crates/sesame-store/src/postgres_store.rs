@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use postgres::error::SqlState;
 use postgres::{Client, NoTls, Statement};
-use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch};
+use sesame_core::{Conditional, Error, IoCounter, IoCounts, Result, Store, WriteBatch};
 
 use crate::prefix_end;
 use crate::remote::collapse;
@@ -821,10 +821,7 @@ impl Store for PostgresStore {
 
     /// One transaction and one commit for the whole group, each batch
     /// between savepoints ([`write_collapsed`]).
-    fn write_if_group(
-        &self,
-        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
-    ) -> Result<Vec<bool>> {
+    fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>> {
         let collapsed: Vec<Collapsed<'_>> = group
             .iter()
             .map(|(expect, batch)| (*expect, collapse(batch)))

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::backends::InMemoryBackend;
 use redb::{Builder, Database, ReadableTable, TableDefinition, TableError, WriteTransaction};
-use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+use sesame_core::{Conditional, Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
 
 use crate::prefix_end;
 use crate::probe::ProbeBackend;
@@ -704,10 +704,7 @@ impl Store for RedbStore {
     /// group: each batch's condition is checked inside it, after the
     /// batches before it were applied. An error anywhere aborts the
     /// transaction: nothing of the group is written.
-    fn write_if_group(
-        &self,
-        group: &[(&[(&[u8], Option<&[u8]>)], &WriteBatch)],
-    ) -> Result<Vec<bool>> {
+    fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>> {
         let map = |e: redb::Error| from_redb(&self.label, e);
         let applied = self.run(|db| {
             // redb has one write transaction at a time: the checks below

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use sesame_core::{IoCounts, Store, WriteBatch};
+use sesame_core::{Conditional, IoCounts, Store, WriteBatch};
 
 /// Proptest cases [`random_ops_match_oracle`] runs under `store_suite!`
 /// unless told otherwise.
@@ -66,6 +66,12 @@ impl<S: Store> Store for Dropping<S> {
         batch: &WriteBatch,
     ) -> sesame_core::Result<bool> {
         self.inner().write_if(expect, batch)
+    }
+    fn write_if_group(&self, group: &[Conditional<'_>]) -> sesame_core::Result<Vec<bool>> {
+        self.inner().write_if_group(group)
+    }
+    fn commit_groups(&self) -> usize {
+        self.inner().commit_groups()
     }
     fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.inner().scan_prefix(prefix)
@@ -611,7 +617,8 @@ pub fn conditional_write_groups<S: Store + ?Sized>(store: &S) {
         two,
         one("grp/d", "d"),
     ];
-    let expects: [&[(&[u8], Option<&[u8]>)]; 5] = [
+    type Expect<'a> = [(&'a [u8], Option<&'a [u8]>)];
+    let expects: [&Expect; 5] = [
         // Holds: a is 1.
         &[(b"grp/a", Some(b"1"))],
         // Fails: the batch before moved a to 2.
@@ -623,8 +630,7 @@ pub fn conditional_write_groups<S: Store + ?Sized>(store: &S) {
         // Fails: c is present.
         &[(b"grp/c", None)],
     ];
-    let group: Vec<(&[(&[u8], Option<&[u8]>)], &WriteBatch)> =
-        expects.iter().copied().zip(batches.iter()).collect();
+    let group: Vec<Conditional<'_>> = expects.iter().copied().zip(batches.iter()).collect();
     let applied = store.write_if_group(&group).expect("write_if_group");
     assert_eq!(applied, vec![true, false, true, true, false]);
     assert_eq!(get(store, b"grp/a"), None);
@@ -632,8 +638,7 @@ pub fn conditional_write_groups<S: Store + ?Sized>(store: &S) {
     assert_eq!(get(store, b"grp/c").as_deref(), Some(&b"x"[..]));
     assert_eq!(get(store, b"grp/d"), None);
     // A group whose conditions all fail writes nothing.
-    let group: Vec<(&[(&[u8], Option<&[u8]>)], &WriteBatch)> =
-        vec![(&[(b"grp/c", None)], &batches[4])];
+    let group: Vec<Conditional<'_>> = vec![(&[(b"grp/c", None)], &batches[4])];
     assert_eq!(
         store.write_if_group(&group).expect("write_if_group"),
         vec![false]

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 
-use sesame_core::{Error, Store, WriteBatch};
+use sesame_core::{Conditional, Error, Store, WriteBatch};
 
 use crate::error::EngineError;
 
@@ -149,7 +149,7 @@ impl GroupCommit {
         self.batches
             .fetch_add(group.len() as u64, Ordering::Relaxed);
         let expects: Vec<Vec<(&[u8], Option<&[u8]>)>> = group.iter().map(Entry::expect).collect();
-        let items: Vec<(&[(&[u8], Option<&[u8]>)], &WriteBatch)> = expects
+        let items: Vec<Conditional<'_>> = expects
             .iter()
             .zip(group)
             .map(|(e, entry)| (e.as_slice(), &entry.batch))
