@@ -91,3 +91,108 @@ pub(crate) fn snapshot(
 ) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
     store.scan_prefix(prefix).unwrap().into_iter().collect()
 }
+
+/// A table without a key (its records are named by an import): a string
+/// field `name` with an equality index and an integer `n` with a range
+/// index (`bplus-clww`, 16 bits), so that the records an import removes
+/// leave the range index too.
+pub(crate) fn keyless_schema() -> sesame_client::Schema {
+    sesame_client::Schema::from_toml(
+        r#"
+equality = "fast"
+[fields.name]
+type = "string"
+index = ["equality"]
+[fields.n]
+type = "integer"
+index = ["range"]
+range = "bplus-clww"
+bits = 16
+"#,
+    )
+    .unwrap()
+}
+
+/// A table keyed by integer `id` whose equality indexes run on
+/// `equality`, with an integer `v` of `bits` bits indexed by range
+/// protocol `range`, and the fields `more` declares (TOML) after them.
+pub(crate) fn range_schema(
+    range: &str,
+    equality: &str,
+    bits: u32,
+    more: &str,
+) -> sesame_client::Schema {
+    sesame_client::Schema::from_toml(&format!(
+        "key = \"id\"\nequality = \"{equality}\"\n[fields.id]\ntype = \"integer\"\n\
+         [fields.v]\ntype = \"integer\"\nindex = [\"range\"]\nrange = \"{range}\"\n\
+         bits = {bits}\n{more}"
+    ))
+    .unwrap()
+}
+
+/// A table keyed by integer `id` with strings `carrier` and `origin`
+/// (`origin` with an equality index), the fields `more` declares (TOML),
+/// and a verified group over `carrier` and `origin`.
+pub(crate) fn verified_schema(more: &str) -> sesame_client::Schema {
+    sesame_client::Schema::from_toml(&format!(
+        "key = \"id\"\n[fields.id]\ntype = \"integer\"\n[fields.carrier]\ntype = \"string\"\n\
+         [fields.origin]\ntype = \"string\"\nindex = [\"equality\"]\n{more}\
+         [verified]\nfields = [\"carrier\", \"origin\"]\n"
+    ))
+    .unwrap()
+}
+
+/// The first device of a profile on a server: its default index created
+/// there on `scheme`, the profile at `dir` bound to `binding`
+/// (passphrase `pw`, fast test KDF).
+pub(crate) fn server_profile(
+    binding: &ServerBinding,
+    dir: &std::path::Path,
+    scheme: &str,
+) -> sesame_client::Profile {
+    sesame_client::NetworkBackend::connect(binding)
+        .unwrap()
+        .create_index(
+            sesame_client::DEFAULT_INDEX,
+            scheme,
+            &sesame_core::Params::new(),
+        )
+        .unwrap();
+    sesame_client::Profile::create_with_server(
+        dir,
+        "pw",
+        scheme,
+        &sesame_core::Params::new(),
+        sesame_client::insecure::fast_kdf(),
+        binding,
+    )
+    .unwrap()
+}
+
+/// Writes file `root/f{i}.txt` holding `words` (space-separated) and
+/// records in `oracle` that each word finds it; its path.
+pub(crate) fn write_indexed_file(
+    root: &std::path::Path,
+    i: usize,
+    words: Vec<String>,
+    oracle: &mut std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> std::path::PathBuf {
+    let path = root.join(format!("f{i}.txt"));
+    std::fs::write(&path, words.join(" ")).unwrap();
+    for w in words {
+        oracle
+            .entry(w)
+            .or_default()
+            .insert(path.to_string_lossy().into_owned());
+    }
+    path
+}
+
+/// Adds the files under `path` to `p`'s default index (in a session of
+/// its own); what the add did.
+pub(crate) fn add(p: &sesame_client::Profile, path: &std::path::Path) -> sesame_client::AddReport {
+    p.session(sesame_client::DEFAULT_INDEX)
+        .unwrap()
+        .add_documents(&[path], &mut |_| {})
+        .unwrap()
+}
