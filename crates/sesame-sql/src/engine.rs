@@ -22,11 +22,27 @@ use crate::types::{ColType, Datum};
 /// A job for the engine.
 pub(crate) type Job = Box<dyn FnOnce(&mut Db) + Send>;
 
+/// Rows sent a batch at a time while the engine fetches the next, and
+/// whether the engine handed over the whole answer (else the stream ends
+/// with an error, never with a silently shorter answer).
+pub(crate) type Batches = (
+    tokio::sync::mpsc::Receiver<Result<Vec<Vec<Datum>>, SqlError>>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+);
+
+/// Records fetched and decrypted per batch of a streamed answer.
+pub(crate) const STREAM_BATCH: usize = 1024;
+/// How long the engine waits for a client to take the next batch before
+/// it gives up on that answer (the other connections wait meanwhile).
+const STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a statement did.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug)]
 pub(crate) enum Outcome {
     /// Rows to send.
     Rows(Rows),
+    /// Rows that follow a batch at a time.
+    Stream(Vec<(String, ColType)>, Batches),
     /// A command tag and its row count.
     Command(&'static str, Option<usize>),
 }
@@ -66,6 +82,51 @@ impl Engine {
             .map_err(|_| SqlError::new(INTERNAL, "the server is shutting down"))?;
         rx.await
             .map_err(|_| SqlError::new(INTERNAL, "the statement was abandoned"))
+    }
+}
+
+impl Engine {
+    /// Runs `f` on the engine; `f` answers through its second argument
+    /// (once), and may go on working after it has (a streamed answer).
+    pub(crate) async fn call_early<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Db, &mut dyn FnMut(T)) + Send + 'static,
+    ) -> Result<T, SqlError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Box::new(move |db| {
+                let mut tx = Some(tx);
+                f(db, &mut |v| {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(v);
+                    }
+                });
+            }))
+            .map_err(|_| SqlError::new(INTERNAL, "the server is shutting down"))?;
+        rx.await
+            .map_err(|_| SqlError::new(INTERNAL, "the statement was abandoned"))
+    }
+}
+
+/// Hands a batch to the connection, waiting while its channel is full;
+/// `false` when the client has gone or did not take it in time.
+fn hand_over(
+    tx: &tokio::sync::mpsc::Sender<Result<Vec<Vec<Datum>>, SqlError>>,
+    mut item: Result<Vec<Vec<Datum>>, SqlError>,
+) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        match tx.try_send(item) {
+            Ok(()) => return true,
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return false,
+            Err(tokio::sync::mpsc::error::TrySendError::Full(back)) => {
+                if start.elapsed() > STREAM_WAIT {
+                    return false;
+                }
+                item = back;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
     }
 }
 
@@ -130,6 +191,107 @@ impl Db {
         self.tables
             .get_mut(name)
             .ok_or_else(|| SqlError::new(NO_TABLE, format!("relation {name:?} does not exist")))
+    }
+
+    /// Runs a statement, answering through `reply`: a plain `SELECT` of a
+    /// table (no aggregate, `ORDER BY` or `DISTINCT`) answers its columns
+    /// at once and then its rows a batch at a time, fetched and decrypted
+    /// as the client takes them; it stops when the client goes away or
+    /// the `LIMIT` is reached. Other statements answer when done.
+    pub(crate) fn execute_streaming(
+        &mut self,
+        sql: &str,
+        stmt: &Statement,
+        settings: &Settings,
+        reply: &mut dyn FnMut(Result<Outcome, SqlError>),
+    ) {
+        match self.streamable(sql, stmt, settings) {
+            Ok(Some((name, schema, plan, route))) => {
+                let (tx, rx) = tokio::sync::mpsc::channel(2);
+                let complete = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let columns = plan
+                    .outputs
+                    .iter()
+                    .take(plan.visible)
+                    .map(|o| (o.name.clone(), o.ty))
+                    .collect();
+                reply(Ok(Outcome::Stream(columns, (rx, complete.clone()))));
+                let mut handed = true;
+                let mut skip = plan.offset;
+                let mut left = plan.limit.unwrap_or(usize::MAX);
+                let mut each_plan = plan.clone();
+                each_plan.limit = None;
+                each_plan.offset = 0;
+                let result = match self.table(&name) {
+                    Ok(t) => {
+                        let text = route
+                            .as_ref()
+                            .and_then(|r| r.index.as_ref())
+                            .map(|e| e.to_string());
+                        t.query_batches(text.as_deref(), STREAM_BATCH, &mut |records| {
+                            if left == 0 {
+                                return false;
+                            }
+                            let rows = to_rows(&schema, records, plan.filter.as_ref());
+                            let mut out = exec::run(&each_plan, rows).rows;
+                            let dropped = skip.min(out.len());
+                            out.drain(..dropped);
+                            skip -= dropped;
+                            out.truncate(left);
+                            left -= out.len();
+                            handed = out.is_empty() || hand_over(&tx, Ok(out));
+                            handed
+                        })
+                        .map(drop)
+                        .map_err(SqlError::from)
+                    }
+                    Err(e) => Err(e),
+                };
+                match result {
+                    Err(e) => {
+                        hand_over(&tx, Err(e));
+                    }
+                    Ok(()) if handed => complete.store(true, std::sync::atomic::Ordering::SeqCst),
+                    Ok(()) => {}
+                }
+            }
+            Ok(None) => reply(self.execute(sql, stmt, settings)),
+            Err(e) => reply(Err(e)),
+        }
+    }
+
+    /// The table, schema, plan and route of a `SELECT` that can be
+    /// streamed.
+    #[allow(clippy::type_complexity)]
+    fn streamable(
+        &mut self,
+        sql: &str,
+        stmt: &Statement,
+        settings: &Settings,
+    ) -> Result<Option<(String, Schema, plan::SelectPlan, Option<Route>)>, SqlError> {
+        let Statement::Query(q) = stmt else {
+            return Ok(None);
+        };
+        let ast::SetExpr::Select(select) = q.body.as_ref() else {
+            return Ok(None);
+        };
+        let Ok(Some(name)) = plan::relation_name(select) else {
+            return Ok(None);
+        };
+        if name.contains('.') && !name.starts_with("public.") || name.starts_with("pg_") {
+            return Ok(None);
+        }
+        let name = name.strip_prefix("public.").unwrap_or(&name).to_owned();
+        let (schema, columns) = self.columns(&name)?;
+        let plan = plan::plan_select(sql, q, &columns, Some(name.clone()))?;
+        if plan.aggregates() || plan.distinct || !plan.order.is_empty() {
+            return Ok(None);
+        }
+        let route = match &plan.filter {
+            Some(c) => Some(route::route(&schema, c, settings.allow_scan)?),
+            None => None,
+        };
+        Ok(Some((name, schema, plan, route)))
     }
 
     /// Runs a statement that reads or writes a table.

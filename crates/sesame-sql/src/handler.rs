@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use futures::{stream, Sink};
+use futures::{stream, Sink, StreamExt};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
@@ -261,7 +261,12 @@ impl Conn {
     }
 
     /// Runs one statement.
-    pub(crate) async fn run(&self, sql: &str, stmt: Statement) -> Result<Outcome, SqlError> {
+    pub(crate) async fn run(
+        &self,
+        sql: &str,
+        stmt: Statement,
+        stream: bool,
+    ) -> Result<Outcome, SqlError> {
         match &stmt {
             Statement::Set(set) => return self.set(&set.to_string()),
             Statement::ShowVariable { variable } => {
@@ -304,12 +309,14 @@ impl Conn {
         let settings = self.settings();
         let sql = sql.to_owned();
         self.engine
-            .call(move |db| {
-                if let Some(rows) = crate::catalog::psql_list_tables(db, &sql)? {
-                    return Ok(Outcome::Rows(rows));
-                }
-                db.execute(&sql, &stmt, &settings)
-            })
+            .call_early(
+                move |db, reply| match crate::catalog::psql_list_tables(db, &sql) {
+                    Ok(Some(rows)) => reply(Ok(Outcome::Rows(rows))),
+                    Err(e) => reply(Err(e)),
+                    Ok(None) if stream => db.execute_streaming(&sql, &stmt, &settings, reply),
+                    Ok(None) => reply(db.execute(&sql, &stmt, &settings)),
+                },
+            )
             .await?
     }
 
@@ -404,6 +411,52 @@ pub(crate) fn respond(outcome: Outcome, format: &Format) -> Response {
                 None => t,
             })
         }
+        Outcome::Stream(columns, batches) => {
+            let fields = Arc::new(fields(&columns, format));
+            let types: Vec<(ColType, FieldFormat)> = columns
+                .iter()
+                .zip(fields.iter())
+                .map(|((_, t), f)| (*t, f.format()))
+                .collect();
+            let schema = fields.clone();
+            let (rx, complete) = batches;
+            let data = stream::unfold(
+                (rx, complete, false),
+                |(mut rx, complete, ended)| async move {
+                    if ended {
+                        return None;
+                    }
+                    match rx.recv().await {
+                        Some(batch) => Some((batch, (rx, complete, false))),
+                        None if complete.load(std::sync::atomic::Ordering::SeqCst) => None,
+                        None => Some((
+                            Err(SqlError::new(
+                                "57014",
+                                "the answer was abandoned: the client did not read it in time",
+                            )),
+                            (rx, complete, true),
+                        )),
+                    }
+                },
+            )
+            .flat_map(move |batch| {
+                let encoded: Vec<PgWireResult<_>> = match batch {
+                    Err(e) => vec![Err(e.into())],
+                    Ok(rows) => rows
+                        .into_iter()
+                        .map(|row| {
+                            let mut enc = DataRowEncoder::new(schema.clone());
+                            for (d, (ty, format)) in row.iter().zip(&types) {
+                                d.encode(*ty, *format, &mut enc)?;
+                            }
+                            Ok(enc.take_row())
+                        })
+                        .collect(),
+                };
+                stream::iter(encoded)
+            });
+            Response::Query(QueryResponse::new(fields, data))
+        }
         Outcome::Rows(rows) => {
             let fields = Arc::new(fields(&rows.columns, format));
             let types: Vec<(ColType, FieldFormat)> = rows
@@ -472,8 +525,9 @@ impl SimpleQueryHandler for Conn {
             Err(e) => return Ok(vec![Response::Error(Box::new(error_info(e)))]),
         };
         let single = stmts.len() == 1;
+        let count = stmts.len();
         let mut out = Vec::new();
-        for stmt in stmts {
+        for (i, stmt) in stmts.into_iter().enumerate() {
             // The text of one statement (positions refer to the whole
             // query when it holds one statement).
             let sql = if single {
@@ -493,7 +547,9 @@ impl SimpleQueryHandler for Conn {
                     }
                 }
             }
-            match self.run(&sql, stmt).await {
+            // Only the last statement streams: the responses are sent after
+            // every statement has run.
+            match self.run(&sql, stmt, i + 1 == count).await {
                 Ok(o) => out.push(respond(o, &Format::UnifiedText)),
                 // Introspection outside the catalog's subset (psql's
                 // footers of `\d`: indexes, policies, publications): no rows.
@@ -685,7 +741,7 @@ impl ExtendedQueryHandler for Conn {
                 .map_err(|e| -> PgWireError { e.into() });
         }
         let bound = bind(stmt, &values);
-        match self.run(&parsed.sql, bound).await {
+        match self.run(&parsed.sql, bound, true).await {
             Ok(o) => Ok(respond(o, &portal.result_column_format)),
             Err(e) => Err(e.into()),
         }

@@ -462,3 +462,43 @@ fn timestamp_and_integer_parameters_are_read_as_typed() {
         vec![vec![Some("2027-01-15 08:00:00+00".to_owned())]]
     );
 }
+
+#[test]
+fn a_large_answer_streams_in_batches_with_its_limit_and_offset() {
+    // More rows than one batch of the engine (1024): the answer is
+    // fetched, decrypted and sent a batch at a time.
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    for chunk in (1..=2500).collect::<Vec<i64>>().chunks(500) {
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|i| format!("({i}, 'n', {})", i % 7))
+            .collect();
+        c.batch_execute(&format!(
+            "INSERT INTO u (id, name, qty) VALUES {}",
+            values.join(", ")
+        ))
+        .expect("insert");
+    }
+    let all: Vec<i64> = c
+        .query("SELECT id FROM u", &[])
+        .expect("all")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(all.len(), 2500);
+    let want: Vec<i64> = all
+        .iter()
+        .copied()
+        .filter(|i| i % 7 >= 3)
+        .skip(700)
+        .take(400)
+        .collect();
+    let got: Vec<i64> = c
+        .query("SELECT id FROM u WHERE qty >= 3 LIMIT 400 OFFSET 700", &[])
+        .expect("limit")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(got, want);
+}

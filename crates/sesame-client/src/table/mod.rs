@@ -80,6 +80,7 @@ mod ranges;
 pub(crate) mod rotate;
 pub mod schema;
 mod shared;
+mod sql_api;
 mod verified;
 mod write;
 

@@ -1,0 +1,57 @@
+//! Reading a query's records a batch at a time, for `sesame sql`: the
+//! same plan, indexes and checks as [`Table::query`], with the matching
+//! records fetched and decrypted `batch` at a time and handed on, so
+//! that an answer of any size is held a batch at a time, and the reader
+//! can stop the fetching (a client that went away).
+
+use super::*;
+
+impl Table {
+    /// Answers a query (`None`: every record) as [`Table::query`] does and
+    /// hands the matching records to `each`, in insertion order, at most
+    /// `batch` at a time, until `each` returns `false`. Returns how many
+    /// records matched in all.
+    pub fn query_batches(
+        &mut self,
+        text: Option<&str>,
+        batch: usize,
+        each: &mut dyn FnMut(Vec<Record>) -> bool,
+    ) -> Result<usize> {
+        let docs: Vec<DocumentInfo> = match text {
+            None => {
+                self.rows.resume_pending()?;
+                self.rows.state.catalog.values().cloned().collect()
+            }
+            Some(text) => {
+                let plan = self.plan(text)?;
+                self.recover_as(true)?;
+                let writes = plan.leaves().iter().any(|(_, field, access)| {
+                    matches!(access, Access::Range { .. })
+                        && self
+                            .ranges
+                            .iter()
+                            .any(|r| r.field == *field && r.query_writes())
+                });
+                if writes {
+                    self.save_ranges(true)?;
+                }
+                let ids = self.matching_ids(&plan);
+                if writes && ids.is_ok() {
+                    self.save_ranges(false)?;
+                }
+                ids?.iter()
+                    .filter_map(|id| self.rows.state.catalog.get(id).cloned())
+                    .collect()
+            }
+        };
+        let total = docs.len();
+        for chunk in docs.chunks(batch.max(1)) {
+            let records = self.fetch_records(chunk)?;
+            if !each(records) {
+                break;
+            }
+        }
+        self.covered.clear();
+        Ok(total)
+    }
+}
