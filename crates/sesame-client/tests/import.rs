@@ -29,20 +29,7 @@ fn profile(dir: &Path) -> Profile {
 /// No key: records are named by the import. A range field, so that the
 /// records an import removes leave the range index too.
 fn keyless() -> Schema {
-    Schema::from_toml(
-        r#"
-equality = "fast"
-[fields.name]
-type = "string"
-index = ["equality"]
-[fields.n]
-type = "integer"
-index = ["range"]
-range = "bplus-clww"
-bits = 16
-"#,
-    )
-    .unwrap()
+    support::keyless_schema()
 }
 
 /// The table's records as a multiset of `(name, n)`.

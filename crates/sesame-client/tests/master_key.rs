@@ -52,10 +52,7 @@ fn a_rotated_embedded_profile_reads_the_same_and_its_old_header_opens_nothing() 
     let p =
         Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
     let docs = files(tmp.path(), 6);
-    p.session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&docs], &mut |_| {})
-        .unwrap();
+    support::add(&p, &docs);
     let before = contents(&p);
     let old_header = std::fs::read(dir.join("profile.json")).unwrap();
     let report = p.rotate_master(&mut |_| {}).unwrap();
@@ -75,24 +72,9 @@ fn a_rotated_embedded_profile_reads_the_same_and_its_old_header_opens_nothing() 
 
 /// The first device of a server profile, with `n` documents.
 fn laptop(s: &Setup, n: usize) -> Profile {
-    NetworkBackend::connect(&s.binding)
-        .unwrap()
-        .create_index(DEFAULT_INDEX, "fast", &Params::new())
-        .unwrap();
-    let p = Profile::create_with_server(
-        s.tmp.path().join("laptop"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-        &s.binding,
-    )
-    .unwrap();
+    let p = support::server_profile(&s.binding, &s.tmp.path().join("laptop"), "fast");
     let docs = files(s.tmp.path(), n);
-    p.session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&docs], &mut |_| {})
-        .unwrap();
+    support::add(&p, &docs);
     p
 }
 
@@ -198,11 +180,7 @@ fn another_device_follows_a_rotation_with_its_passphrase() {
     let more = s.tmp.path().join("more");
     std::fs::create_dir_all(&more).unwrap();
     std::fs::write(more.join("m.txt"), "all extra").unwrap();
-    phone
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&more], &mut |_| {})
-        .unwrap();
+    support::add(&phone, &more);
     let laptop = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
     assert_eq!(contents(&laptop).len(), before.len() + 1);
 }
@@ -210,23 +188,12 @@ fn another_device_follows_a_rotation_with_its_passphrase() {
 /// A table of `n` records (an id key, a range field `v`, an equality
 /// field `s`) in profile `p`; returns its index names where they run.
 fn flights(p: &Profile, n: i64) -> Vec<String> {
-    let schema = Schema::from_toml(
-        r#"
-key = "id"
-equality = "fast"
-[fields.id]
-type = "integer"
-[fields.v]
-type = "integer"
-index = ["range"]
-range = "bplus-clww"
-bits = 10
-[fields.s]
-type = "string"
-index = ["equality"]
-"#,
-    )
-    .unwrap();
+    let schema = support::range_schema(
+        "bplus-clww",
+        "fast",
+        10,
+        "[fields.s]\ntype = \"string\"\nindex = [\"equality\"]\n",
+    );
     let mut t = Table::create(p, "flights", schema).unwrap();
     let mut records = Vec::new();
     for id in 0..n {
@@ -434,19 +401,7 @@ fn every_table_is_moved_an_empty_one_and_one_with_a_verified_group_too() {
     let p =
         Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
     flights(&p, 50);
-    let group = r#"
-key = "id"
-[fields.id]
-type = "integer"
-[fields.carrier]
-type = "string"
-[fields.origin]
-type = "string"
-index = ["equality"]
-[verified]
-fields = ["carrier", "origin"]
-"#;
-    let mut t = Table::create(&p, "verified", Schema::from_toml(group).unwrap()).unwrap();
+    let mut t = Table::create(&p, "verified", support::verified_schema("")).unwrap();
     let mut records = Vec::new();
     for id in 0..60 {
         let cells = [
@@ -461,7 +416,7 @@ fields = ["carrier", "origin"]
     }
     t.insert(records, &mut |_| {}).unwrap();
     drop(t);
-    drop(Table::create(&p, "empty", Schema::from_toml(group).unwrap()).unwrap());
+    drop(Table::create(&p, "empty", support::verified_schema("")).unwrap());
     let verified = |p: &Profile| {
         let mut t = Table::open(p, "verified").unwrap();
         let mut out = Vec::new();
@@ -631,20 +586,7 @@ fn a_rotation_redoing_a_table_another_device_changed_completes_when_cut_off() {
 
 /// A table without a key: its records are named by the import.
 fn keyless_schema() -> Schema {
-    Schema::from_toml(
-        r#"
-equality = "fast"
-[fields.name]
-type = "string"
-index = ["equality"]
-[fields.n]
-type = "integer"
-index = ["range"]
-range = "bplus-clww"
-bits = 16
-"#,
-    )
-    .unwrap()
+    support::keyless_schema()
 }
 
 /// A CSV file of the rows `name{i},i` for each `i` of `rows`.

@@ -23,19 +23,7 @@ fn serve() -> Setup {
 
 /// The first device, its default index shared by a first session.
 fn first_device(s: &Setup) -> Profile {
-    let backend = NetworkBackend::connect(&s.binding).unwrap();
-    backend
-        .create_index(DEFAULT_INDEX, "pibas", &Params::new())
-        .unwrap();
-    let p = Profile::create_with_server(
-        s.tmp.path().join("laptop"),
-        "pw",
-        "pibas",
-        &Params::new(),
-        insecure::fast_kdf(),
-        &s.binding,
-    )
-    .unwrap();
+    let p = support::server_profile(&s.binding, &s.tmp.path().join("laptop"), "pibas");
     assert!(p.session(DEFAULT_INDEX).unwrap().is_shared());
     p
 }
@@ -299,11 +287,7 @@ fn a_key_file_profile_on_a_server_leaves_nothing_a_passphrase_guess_opens() {
     let docs = s.tmp.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::write(docs.join("a.txt"), "zanzibar budget").unwrap();
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&docs], &mut |_| {})
-        .unwrap();
+    support::add(&laptop, &docs);
     assert_eq!(server_header(&s)["key_file"], true);
 
     // The guess loop of whoever holds the server's copy.

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use sesame_client::intercept::{Hook, Intercepted};
 use sesame_client::table::{Record, Schema, Table, Value};
-use sesame_client::{insecure, Backend, ClientError, EmbeddedBackend, Profile, DEFAULT_INDEX};
+use sesame_client::{Backend, ClientError, EmbeddedBackend, Profile, DEFAULT_INDEX};
 use sesame_core::{Params, Store, WriteBatch};
 use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
@@ -515,19 +515,7 @@ fn served(
         ca_pem: Some(certs.ca_pem.into_bytes()),
         index_prefix: sesame_client::ServerBinding::fresh_prefix(&mut rand_core::OsRng),
     };
-    sesame_client::NetworkBackend::connect(&binding)
-        .unwrap()
-        .create_index(DEFAULT_INDEX, "fast", &Params::new())
-        .unwrap();
-    let p = Profile::create_with_server(
-        dir.join("p"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-        &binding,
-    )
-    .unwrap();
+    let p = support::server_profile(&binding, &dir.join("p"), "fast");
     (server, p)
 }
 

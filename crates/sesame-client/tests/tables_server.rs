@@ -80,23 +80,15 @@ impl Server {
 }
 
 fn schema(range: &str, equality: &str) -> Schema {
-    Schema::from_toml(&format!(
-        r#"
-key = "id"
-equality = "{equality}"
-[fields.id]
-type = "integer"
-[fields.v]
-type = "integer"
-index = ["range"]
-range = "{range}"
-bits = 10
-[fields.s]
-type = "string"
-index = ["equality"]
-"#
-    ))
-    .unwrap()
+    support::range_schema(
+        range,
+        equality,
+        10,
+        "[fields.s]
+type = \"string\"
+index = [\"equality\"]
+",
+    )
 }
 
 type Oracle = BTreeMap<i64, (i64, String)>;

@@ -26,25 +26,7 @@ fn profile(dir: &std::path::Path) -> Profile {
 }
 
 fn schema() -> Schema {
-    Schema::from_toml(
-        r#"
-key = "id"
-[fields.id]
-type = "integer"
-[fields.carrier]
-type = "string"
-[fields.origin]
-type = "string"
-index = ["equality"]
-[fields.v]
-type = "integer"
-index = ["range"]
-bits = 8
-[verified]
-fields = ["carrier", "origin"]
-"#,
-    )
-    .unwrap()
+    support::verified_schema("[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 8\n")
 }
 
 /// A record's plaintext: carrier, origin, v.

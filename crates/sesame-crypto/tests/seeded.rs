@@ -160,19 +160,4 @@ fn vector_path() -> PathBuf {
     .collect()
 }
 
-/// Writes the vector file anew. Never part of a test run: run it by name
-/// after a deliberate change, and say in the docs why the outputs changed.
-#[test]
-#[ignore = "writes the vector file; run by name after a deliberate change"]
-fn write_seeded_vectors() {
-    seeded::write(&vector_path(), &vectors());
-}
-
-#[test]
-fn seeded_vectors_are_stable() {
-    seeded::check(
-        &vector_path(),
-        &vectors(),
-        "cargo test -p sesame-crypto --test seeded -- --ignored write_seeded_vectors",
-    );
-}
+seeded::seeded_tests!("sesame-crypto");

@@ -334,16 +334,9 @@ fn spread_deletes_that_fail_after_the_commit_are_swept_later() {
     let store = Arc::new(ShardDeletesFail::default());
     let f = start_with(store.clone(), |_| {});
     let conn = Connection::connect(&f.alice).unwrap();
-    let mut c = conn.client();
-    conn.block_on(c.create_index("f", "fast", "")).unwrap();
-    let mut client =
-        (sesame_sse::scheme("fast").unwrap().new_client)(&mut OsRng, &Params::new()).unwrap();
+    let (mut c, mut client) = fast_index(&conn, "f");
     for doc in 1..=5u64 {
-        let words = vec![b"alpha".to_vec(), format!("w{doc}").into_bytes()];
-        let requests = client
-            .prepare_update(&mut OsRng, sesame_sse::UpdateOp::Add, doc, &words)
-            .unwrap()
-            .unwrap();
+        let requests = add_requests(&mut client, doc, &["alpha", &format!("w{doc}")]);
         let id = sesame_net::blocking::new_request_id();
         conn.call_batch("f", "fast", 0, id, requests).unwrap();
     }
@@ -364,15 +357,7 @@ fn spread_deletes_that_fail_after_the_commit_are_swept_later() {
     // new server sweeps at start.
     let mut client =
         (sesame_sse::scheme("fast").unwrap().new_client)(&mut OsRng, &Params::new()).unwrap();
-    let requests = client
-        .prepare_update(
-            &mut OsRng,
-            sesame_sse::UpdateOp::Add,
-            1,
-            &[b"beta".to_vec()],
-        )
-        .unwrap()
-        .unwrap();
+    let requests = add_requests(&mut client, 1, &["beta"]);
     let id = sesame_net::blocking::new_request_id();
     conn.call_batch("f", "fast", 0, id, requests).unwrap();
     assert!(entries() > 0);
@@ -386,6 +371,33 @@ fn spread_deletes_that_fail_after_the_commit_are_swept_later() {
     assert!(store.inner.scan_prefix(b"w/").unwrap().is_empty());
 }
 
+/// Index `index` created on FAST through `conn`: the connection's
+/// service client and a scheme client for the index.
+fn fast_index(
+    conn: &Connection,
+    index: &str,
+) -> (sesame_net::SesameClient, Box<dyn sesame_sse::KeywordClient>) {
+    let mut c = conn.client();
+    conn.block_on(c.create_index(index, "fast", "")).unwrap();
+    let client =
+        (sesame_sse::scheme("fast").unwrap().new_client)(&mut OsRng, &sesame_core::Params::new())
+            .unwrap();
+    (c, client)
+}
+
+/// The requests that add document `doc` under `words` with `client`.
+fn add_requests(
+    client: &mut Box<dyn sesame_sse::KeywordClient>,
+    doc: u64,
+    words: &[&str],
+) -> Vec<Vec<u8>> {
+    let words: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+    client
+        .prepare_update(&mut OsRng, sesame_sse::UpdateOp::Add, doc, &words)
+        .unwrap()
+        .unwrap()
+}
+
 /// Issue 43.7: while the store refuses every write (a full disk), reads
 /// work (listing, a search, documents, records, health) and writes get
 /// RESOURCE_EXHAUSTED. (A write applied before and sent again is refused
@@ -393,24 +405,12 @@ fn spread_deletes_that_fail_after_the_commit_are_swept_later() {
 /// `src/engine/tests.rs` `an_answer_from_a_replay_record_waits_for_the_store_to_confirm_it`.)
 #[test]
 fn reads_work_while_the_store_refuses_writes() {
-    use sesame_core::Params;
     use sesame_server::proto;
     let store = Arc::new(FaultyStore::new());
     let f = start_with(store.clone(), |_| {});
     let conn = Connection::connect(&f.alice).unwrap();
-    let mut c = conn.client();
-    conn.block_on(c.create_index("r", "fast", "")).unwrap();
-    let mut client =
-        (sesame_sse::scheme("fast").unwrap().new_client)(&mut OsRng, &Params::new()).unwrap();
-    let requests = client
-        .prepare_update(
-            &mut OsRng,
-            sesame_sse::UpdateOp::Add,
-            1,
-            &[b"alpha".to_vec()],
-        )
-        .unwrap()
-        .unwrap();
+    let (mut c, mut client) = fast_index(&conn, "r");
+    let requests = add_requests(&mut client, 1, &["alpha"]);
     conn.call_batch(
         "r",
         "fast",
@@ -433,15 +433,7 @@ fn reads_work_while_the_store_refuses_writes() {
     // Writes are refused.
     let refused = conn.block_on(c.put_documents(put(2))).unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-    let more = client
-        .prepare_update(
-            &mut OsRng,
-            sesame_sse::UpdateOp::Add,
-            2,
-            &[b"beta".to_vec()],
-        )
-        .unwrap()
-        .unwrap();
+    let more = add_requests(&mut client, 2, &["beta"]);
     let err = conn
         .call_batch("r", "fast", 0, sesame_net::blocking::new_request_id(), more)
         .unwrap_err();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{Channel, LocalChannel, Params, Store};
-use sesame_sse::{Multimap, UpdateOp};
+use sesame_sse::{KeywordClient, Multimap, UpdateOp};
 use sesame_store::MemoryStore;
 
 #[test]
@@ -64,14 +64,21 @@ fn deletions_send_a_share_and_respect_the_bound() {
     assert!((s.new_client)(&mut rng, &Params::parse("d=0").unwrap()).is_err());
 }
 
-/// A search request that reaches the server twice (its first answer was
-/// lost) gets the same answer, and later searches are still right: what a
-/// search consumes is deleted by the next epoch's search.
-#[test]
-fn a_repeated_search_gets_the_same_answer() {
-    use sesame_sse::query::Query;
+/// A Janus++ client (`d=4`, seeded with `seed`) over a fresh in-memory
+/// server, with documents 1 to 6 added to keyword `w` and 2 and 4 deleted
+/// (no search yet): its RNG, client, channel, store and keyword list.
+#[allow(clippy::type_complexity)]
+fn six_added_two_deleted(
+    seed: u64,
+) -> (
+    ChaCha20Rng,
+    Box<dyn KeywordClient>,
+    LocalChannel<Box<dyn sesame_core::Service>>,
+    Arc<MemoryStore>,
+    Vec<Vec<u8>>,
+) {
     let s = sesame_sse::scheme("janus-pp").unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut c = (s.new_client)(&mut rng, &Params::parse("d=4").unwrap()).unwrap();
     let store = Arc::new(MemoryStore::new());
     let mut ch = LocalChannel::new(
@@ -87,6 +94,16 @@ fn a_repeated_search_gets_the_same_answer() {
         c.update(&mut rng, &mut ch, UpdateOp::Delete, id, &w)
             .unwrap();
     }
+    (rng, c, ch, store, w)
+}
+
+/// A search request that reaches the server twice (its first answer was
+/// lost) gets the same answer, and later searches are still right: what a
+/// search consumes is deleted by the next epoch's search.
+#[test]
+fn a_repeated_search_gets_the_same_answer() {
+    use sesame_sse::query::Query;
+    let (mut rng, mut c, mut ch, store, w) = six_added_two_deleted(9);
     let query = Query::Exact(b"w".to_vec());
     for round in 0..3 {
         let prepared = c.prepare_query(&mut rng, &mut ch, &query).unwrap();
@@ -129,23 +146,7 @@ fn a_repeated_search_gets_the_same_answer() {
 /// in between leave the store at one size.
 #[test]
 fn consumed_keys_are_deleted_by_the_next_search() {
-    let s = sesame_sse::scheme("janus-pp").unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(10);
-    let mut c = (s.new_client)(&mut rng, &Params::parse("d=4").unwrap()).unwrap();
-    let store = Arc::new(MemoryStore::new());
-    let mut ch = LocalChannel::new(
-        s.server(store.clone(), &sesame_core::Params::new())
-            .unwrap(),
-    );
-    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
-    let w = vec![b"w".to_vec()];
-    for id in 1..=6 {
-        c.update(&mut rng, &mut ch, UpdateOp::Add, id, &w).unwrap();
-    }
-    for id in [2, 4] {
-        c.update(&mut rng, &mut ch, UpdateOp::Delete, id, &w)
-            .unwrap();
-    }
+    let (mut rng, mut c, mut ch, store, w) = six_added_two_deleted(10);
     let keys = || store.scan_prefix(b"").unwrap().len();
     let before = keys();
     assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![1, 3, 5, 6]);

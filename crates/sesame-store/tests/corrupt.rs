@@ -105,21 +105,26 @@ fn garbage_after_the_redb_magic_is_an_error() {
     }
 }
 
+/// A redb database of another program at `path`, open: a table
+/// `counters` holding 1 → 2.
+fn counters_db(path: &Path) -> redb::Database {
+    let db = redb::Database::create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    txn.open_table(TableDefinition::<u64, u64>::new("counters"))
+        .unwrap()
+        .insert(1, 2)
+        .unwrap();
+    txn.commit().unwrap();
+    db
+}
+
 /// A redb database of another program: refused, and not a byte changed,
 /// although redb itself writes to every file it opens.
 #[test]
 fn a_plain_redb_file_is_foreign_and_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("other.redb");
-    {
-        let db = redb::Database::create(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        txn.open_table(TableDefinition::<u64, u64>::new("counters"))
-            .unwrap()
-            .insert(1, 2)
-            .unwrap();
-        txn.commit().unwrap();
-    }
+    drop(counters_db(&path));
     assert_foreign(&path, "without the Sesame marker");
     let db = redb::Database::open(&path).unwrap();
     let txn = db.begin_read().unwrap();
@@ -135,13 +140,7 @@ fn a_plain_redb_file_is_foreign_and_untouched() {
 fn an_unclean_plain_redb_file_is_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let live = dir.path().join("live.redb");
-    let db = redb::Database::create(&live).unwrap();
-    let txn = db.begin_write().unwrap();
-    txn.open_table(TableDefinition::<u64, u64>::new("counters"))
-        .unwrap()
-        .insert(1, 2)
-        .unwrap();
-    txn.commit().unwrap();
+    let db = counters_db(&live);
     // A copy taken while the database is open needs recovery.
     let copy = write_file(dir.path(), "unclean.redb", &std::fs::read(&live).unwrap());
     drop(db);

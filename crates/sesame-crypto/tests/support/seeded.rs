@@ -30,3 +30,32 @@ pub(crate) fn check(path: &Path, now: &BTreeMap<&'static str, Value>, regenerate
     }
     assert_eq!(stored.len(), now.len(), "stored vectors have extra entries");
 }
+
+/// The two tests of a crate's seeded vectors, over the crate's own
+/// `vectors()` and `vector_path()`: `write_seeded_vectors` (ignored: run
+/// it by name after a deliberate change, and say in the docs why the
+/// outputs changed) and `seeded_vectors_are_stable`; `$package` names the
+/// package in the command that regenerates them.
+macro_rules! seeded_tests {
+    ($package:literal) => {
+        #[test]
+        #[ignore = "writes the vector file; run by name after a deliberate change"]
+        fn write_seeded_vectors() {
+            seeded::write(&vector_path(), &vectors());
+        }
+
+        #[test]
+        fn seeded_vectors_are_stable() {
+            seeded::check(
+                &vector_path(),
+                &vectors(),
+                concat!(
+                    "cargo test -p ",
+                    $package,
+                    " --test seeded -- --ignored write_seeded_vectors"
+                ),
+            );
+        }
+    };
+}
+pub(crate) use seeded_tests;
