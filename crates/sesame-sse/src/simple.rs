@@ -103,6 +103,10 @@ pub enum Response {
     Eids(Vec<[u8; EID_LEN]>),
 }
 
+/// A search up to its write (see `SimpleClient::fetch_and_rebuild`): the
+/// live identifiers, the refresh request, and the keyword's next state.
+type Refresh = (Vec<DocId>, Request, Option<KeywordState>);
+
 /// The client half of SIMPLE.
 pub struct SimpleClient {
     core: ChainClient,
@@ -176,7 +180,7 @@ impl SimpleClient {
         rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
         keyword: &[u8],
-    ) -> Result<Option<(Vec<DocId>, Request, Option<KeywordState>)>> {
+    ) -> Result<Option<Refresh>> {
         let Some(ks) = self.core.keywords.get(keyword) else {
             return Ok(None);
         };
