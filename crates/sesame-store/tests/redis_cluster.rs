@@ -689,6 +689,36 @@ fn a_tls_cluster_is_reached_over_tls_and_its_certificate_checked() {
     }
 }
 
+/// Write-once entries (`e/A/B/...`) are kept in memory after a read or a
+/// put: a second read of a spread entry costs no round trip, a delete
+/// through the same handle is seen at once, and `cache_mb=0` keeps
+/// nothing (every read goes to Redis).
+#[test]
+fn write_once_entries_are_cached_and_a_delete_is_seen() {
+    let Some(url) = shared_url() else { return };
+    let ns = fresh_namespace("c");
+    let store = RedisClusterStore::open(&with_namespace(&url, &ns, "")).unwrap();
+    let uncached = RedisClusterStore::open(&with_namespace(&url, &ns, "cache_mb=0")).unwrap();
+    let key = b"e/t/a/0/label";
+    store.put(key, b"v").unwrap();
+    let before = store.round_trips();
+    assert_eq!(store.get(key).unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        store.get_many(&[key, b"e/t/a/0/none"]).unwrap(),
+        vec![Some(b"v".to_vec()), None]
+    );
+    assert_eq!(store.round_trips() - before, 1, "only the absent key was asked for");
+    let before = uncached.round_trips();
+    assert_eq!(uncached.get(key).unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(uncached.get(key).unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(uncached.round_trips() - before, 2);
+    store.delete(key).unwrap();
+    assert_eq!(store.get(key).unwrap(), None);
+    assert_eq!(uncached.get(key).unwrap(), None);
+    drop(uncached);
+    store.destroy().unwrap();
+}
+
 /// `wait=N` asks for at most the live replicas a master has (see
 /// `a_read_during_a_failover_waits_it_out` for a live replica that does
 /// not confirm).

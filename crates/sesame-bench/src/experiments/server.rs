@@ -89,8 +89,9 @@ fn err(context: &str, e: sesame_core::Error) -> BenchError {
 }
 
 /// One phase of a run: the operation, every client's latencies, the
-/// phase's wall time, and the first client's meter snapshot.
-type PhaseResult = (&'static str, Vec<Duration>, Duration, Snapshot);
+/// phase's wall time, the first client's meter snapshot, and the store
+/// round trips of the phase (where the store counts them).
+type PhaseResult = (&'static str, Vec<Duration>, Duration, Snapshot, Option<u64>);
 
 /// What each client thread hands back: its number and its two phases.
 type ClientOutcome = Result<(usize, Phase, Phase), BenchError>;
@@ -232,6 +233,7 @@ fn run_clients(
     clients: usize,
     plan: &Plan,
     seed: u64,
+    trips: &dyn Fn() -> Option<u64>,
 ) -> Result<Vec<PhaseResult>, BenchError> {
     let barrier = Arc::new(Barrier::new(clients + 1));
     let results: Arc<Mutex<Vec<ClientOutcome>>> = Arc::new(Mutex::new(Vec::new()));
@@ -280,12 +282,17 @@ fn run_clients(
     }
     barrier.wait(); // preloaded
     let t0 = Instant::now();
+    let trips0 = trips();
     barrier.wait(); // updates done
     let update_wall = t0.elapsed();
+    let trips1 = trips();
     barrier.wait();
     let t1 = Instant::now();
+    let trips2 = trips();
     barrier.wait(); // searches done
     let search_wall = t1.elapsed();
+    let trips3 = trips();
+    let between = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
     for h in handles {
         h.join()
             .map_err(|_| BenchError::InvalidArgument("a client thread panicked".into()))?;
@@ -304,8 +311,20 @@ fn run_clients(
         }
     }
     Ok(vec![
-        ("update", updates, update_wall, snaps.0),
-        ("search", searches, search_wall, snaps.1),
+        (
+            "update",
+            updates,
+            update_wall,
+            snaps.0,
+            between(trips0, trips1),
+        ),
+        (
+            "search",
+            searches,
+            search_wall,
+            snaps.1,
+            between(trips2, trips3),
+        ),
     ])
 }
 
@@ -324,6 +343,15 @@ impl Backing {
             Backing::Redb(s) => vec![s.clone()],
             Backing::Postgres(s) => vec![s.clone()],
             Backing::RedisCluster(v) => v.iter().map(|s| s.clone() as Arc<dyn Store>).collect(),
+        }
+    }
+
+    /// Requests the stores have sent to their nodes so far, where they
+    /// count them (Redis Cluster).
+    fn round_trips(&self) -> Option<u64> {
+        match self {
+            Backing::RedisCluster(v) => Some(v.iter().map(|s| s.round_trips()).sum()),
+            _ => None,
         }
     }
 
@@ -433,10 +461,11 @@ impl Experiment for Server {
         }
         match redis_cluster_url() {
             Some(url) => {
-                for (name, servers, spread) in [
-                    ("redis-cluster", 1usize, "on"),
-                    ("redis-cluster-2srv", 2, "on"),
-                    ("redis-cluster-unspread", 1, "off"),
+                for (name, servers, spread, cache) in [
+                    ("redis-cluster", 1usize, "on", ""),
+                    ("redis-cluster-nocache", 1, "on", "&cache_mb=0"),
+                    ("redis-cluster-2srv", 2, "on", ""),
+                    ("redis-cluster-unspread", 1, "off", ""),
                 ] {
                     let url = url.clone();
                     backings.push((
@@ -450,7 +479,7 @@ impl Experiment for Server {
                                     .map_or(0, |d| d.subsec_nanos())
                             );
                             let sep = if url.contains('?') { '&' } else { '?' };
-                            let spec = format!("{url}{sep}namespace={ns}&spread={spread}");
+                            let spec = format!("{url}{sep}namespace={ns}&spread={spread}{cache}");
                             let stores = (0..servers)
                                 .map(|_| {
                                     sesame_store::RedisClusterStore::open(&spec)
@@ -467,7 +496,9 @@ impl Experiment for Server {
                      an index's entries spread over its 32 shards (every master), except in \
                      redis-cluster-unspread (spread=off: the whole index on one master, one \
                      script per commit); redis-cluster-2srv runs two servers over one \
-                     namespace, client i talking to server i mod 2"
+                     namespace, client i talking to server i mod 2; redis-cluster-nocache keeps \
+                     no write-once entry in memory (cache_mb=0); store_trips_per_op is the \
+                     requests the servers' stores sent to Redis nodes per operation"
                         .into(),
                 );
             }
@@ -503,14 +534,16 @@ impl Experiment for Server {
                             .with_ca(certs.ca_pem.clone().into_bytes())
                     })
                     .collect();
-                let phases = run_clients(&configs, clients, &plan, ctx.seed);
+                let phases = run_clients(&configs, clients, &plan, ctx.seed, &|| {
+                    backing.round_trips()
+                });
                 let stopped: Vec<_> = servers.into_iter().map(|s| s.shutdown()).collect();
                 backing.finish();
                 let phases = phases?;
                 for stopped in stopped {
                     stopped.map_err(|e| BenchError::InvalidArgument(format!("server: {e}")))?;
                 }
-                for (op, mut lat, wall, snap) in phases {
+                for (op, mut lat, wall, snap, trips) in phases {
                     lat.sort();
                     let n = lat.len();
                     let mut row = Row::new()
@@ -526,6 +559,9 @@ impl Experiment for Server {
                             lat.iter().map(Duration::as_secs_f64).sum::<f64>() * 1e3
                                 / n.max(1) as f64,
                         );
+                    if let Some(trips) = trips {
+                        row.set("store_trips_per_op", trips as f64 / n.max(1) as f64);
+                    }
                     if clients == 1 {
                         let mut model = Row::new();
                         add_snapshot(&mut model, &snap, plan.ops as u64);
@@ -557,6 +593,7 @@ impl Experiment for Server {
             "p95_ms",
             "p99_ms",
             "loopback_ms",
+            "store_trips_per_op",
             "model_lan_ms",
             "client_ms",
             "server_ms",

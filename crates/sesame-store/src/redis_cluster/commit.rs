@@ -76,6 +76,7 @@ impl RedisClusterStore {
         };
         let answers: Vec<(SingleNodeRoutingInfo, Value)> = match slot {
             Some(slot) => {
+                self.trip(1);
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
                 let reply = c.route_command(
                     &wait(self.wait_replicas, first_ms),
@@ -90,6 +91,7 @@ impl RedisClusterStore {
                 )?;
                 match reply {
                     Value::Map(pairs) => {
+                        self.trip(pairs.len());
                         let mut answers = Vec::with_capacity(pairs.len());
                         for (addr, reply) in pairs {
                             match by_address(&addr) {
@@ -135,6 +137,7 @@ impl RedisClusterStore {
             let need = self.wait_replicas.min(live);
             let mut got = got;
             if got < i64::from(need) && first_ms < timeout_ms {
+                self.trip(1);
                 let reply = c.route_command(
                     &wait(need, timeout_ms),
                     RoutingInfo::SingleNode(route.clone()),
@@ -180,6 +183,7 @@ impl RedisClusterStore {
         c: &mut ClusterConnection,
         route: &SingleNodeRoutingInfo,
     ) -> std::result::Result<std::result::Result<u32, Error>, RedisError> {
+        self.trip(1);
         let reply = c.route_command(
             &redis::cmd("CLUSTER").arg("NODES").clone(),
             RoutingInfo::SingleNode(route.clone()),
@@ -293,6 +297,7 @@ impl RedisClusterStore {
         expect: &[(&[u8], Option<&[u8]>)],
         ops: &[(&&[u8], &Option<&[u8]>)],
     ) -> std::result::Result<bool, RedisError> {
+        self.trip(1);
         let mut invocation = self.write_script.key(&keys.values);
         invocation.key(&keys.index);
         let only_deletes = !ops.is_empty() && ops.iter().all(|(_, v)| v.is_none());
@@ -348,6 +353,7 @@ impl RedisClusterStore {
             return Ok(());
         }
         let home_slot = GroupKeys::new(&self.namespace, None).slot;
+        self.trip(1);
         self.with_conn(|c| {
             redis::cmd("ZADD")
                 .arg(self.registry_key())

@@ -119,6 +119,8 @@ impl RedisClusterStore {
             scan_script: Script::new(SCAN_SCRIPT),
             io: IoCounter::default(),
             degraded: Mutex::new(None),
+            cache: super::cache::EntryCache::new(parsed.cache_mb),
+            trips: std::sync::atomic::AtomicU64::new(0),
         };
         let mut store = store;
         store.spread = store.init(parsed.spread)?;

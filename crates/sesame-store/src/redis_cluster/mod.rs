@@ -8,6 +8,7 @@
 //! commands on pooled connections; `commit` applies batches and waits for
 //! replicas; `scan` reads groups in key order.
 
+mod cache;
 mod commit;
 mod connection;
 mod layout;
@@ -40,6 +41,10 @@ pub const DEFAULT_WAIT_REPLICAS: u32 = 1;
 /// How long `write` waits for those replicas, unless the spec says
 /// `wait_ms=`.
 pub const DEFAULT_WAIT_MS: u64 = 1000;
+
+/// MiB of write-once entries a store keeps in memory, unless the spec says
+/// `cache_mb=` (see [`RedisClusterStore`], "Cache").
+pub(crate) const DEFAULT_CACHE_MB: u64 = 64;
 
 /// How long a node may take to answer, beyond a `WAIT`'s own timeout: a
 /// batch's script runs alone on its master and may take seconds (about
@@ -122,9 +127,29 @@ const SCAN_CHUNK: usize = 1000;
 /// groups reads the home group and each registered group that can hold
 /// such keys, one snapshot per group, and merges them in key order.
 ///
+/// **Cache.** The values of spread keys `e/A/B/...` are kept in memory
+/// (up to `cache_mb`, default [`DEFAULT_CACHE_MB`] MiB; emptied when
+/// full), filled by reads that found them and by this handle's
+/// acknowledged puts, and consulted before Redis. This is safe because
+/// such a key is written once: the store refuses a batch that would
+/// change the value it holds (the script checks on the master), so a
+/// value once seen is the value for as long as the key exists. Only
+/// present values are kept (an absent key may be written later), and a
+/// delete through this handle removes the key. The one thing a cache of
+/// one handle cannot see is a delete through another handle (another
+/// server): the deletes of spread keys are an index's drop (its sweep)
+/// and a scheme's reset of a generation, after which the server reads no
+/// key of that index or generation again (each request reads the index's
+/// metadata first) and no client state leads to the old labels (they are
+/// outputs of keys drawn at random).
+///
+/// **Round trips.** [`RedisClusterStore::round_trips`] counts the requests
+/// sent to nodes, for measuring what an operation costs.
+///
 /// **Spec.** `redis-cluster://[user[:password]@]host:port[,host:port...]`
 /// with optional `?namespace=NAME` (default `default`), `wait=N` replicas
-/// (0 turns `WAIT` off), `wait_ms=MS`, `failover_ms=MS` and `tls=disable`;
+/// (0 turns `WAIT` off), `wait_ms=MS`, `failover_ms=MS`, `cache_mb=N` and
+/// `tls=disable`;
 /// `redis-cluster://` is plaintext, so nodes off this machine are refused
 /// unless the spec says `tls=disable`. `rediss-cluster://...` speaks TLS
 /// to every node, checking certificates against `ca=PATH` (else the
@@ -151,6 +176,10 @@ pub struct RedisClusterStore {
     io: IoCounter,
     /// When a master was last seen with fewer live replicas than `wait`.
     degraded: Mutex<Option<Instant>>,
+    /// Values of write-once keys read or written by this handle.
+    cache: cache::EntryCache,
+    /// Requests sent to nodes (each answered by one node).
+    trips: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for RedisClusterStore {
@@ -165,6 +194,25 @@ impl RedisClusterStore {
     /// The store's namespace.
     pub fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    /// Requests this handle has sent to nodes (a `WAIT` on every master
+    /// counts once per master): what an operation costs in round trips.
+    pub fn round_trips(&self) -> u64 {
+        self.trips.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts `n` requests sent to nodes.
+    fn trip(&self, n: usize) {
+        self.trips.fetch_add(
+            u64::try_from(n).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// Whether `key` is write-once here (a spread entry `e/A/B/...`).
+    fn write_once(&self, key: &[u8]) -> bool {
+        self.group(key).is_some_and(|g| g.shard.is_some())
     }
 
     /// Replicas each batch waits for, and for how long (milliseconds).
@@ -242,10 +290,21 @@ impl RedisClusterStore {
 
 impl Store for RedisClusterStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let once = self.write_once(key);
+        if once {
+            if let Some(value) = self.cache.get(key) {
+                self.io.read(value.len());
+                return Ok(Some(value));
+            }
+        }
         let keys = self.keys_of(self.group(key));
         let value: Option<Vec<u8>> = self.reading(|| {
+            self.trip(1);
             self.with_conn(|c| redis::cmd("HGET").arg(&keys.values).arg(key).query(c))
         })?;
+        if let (true, Some(v)) = (once, &value) {
+            self.cache.insert(key, v);
+        }
         self.io.read(value.as_ref().map_or(0, Vec::len));
         Ok(value)
     }
@@ -253,13 +312,22 @@ impl Store for RedisClusterStore {
     fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         // One HMGET per group, in the order groups first appear.
         let mut by_group: BTreeMap<Option<Group<'_>>, Vec<usize>> = BTreeMap::new();
-        for (i, k) in keys.iter().enumerate() {
-            by_group.entry(self.group(k)).or_default().push(i);
-        }
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        for (i, k) in keys.iter().enumerate() {
+            let group = self.group(k);
+            if group.is_some_and(|g| g.shard.is_some()) {
+                if let Some(v) = self.cache.get(k) {
+                    values[i] = Some(v);
+                    continue;
+                }
+            }
+            by_group.entry(group).or_default().push(i);
+        }
         for (group, positions) in by_group {
             let gk = self.keys_of(group);
+            let once = group.is_some_and(|g| g.shard.is_some());
             let got: Vec<Option<Vec<u8>>> = self.reading(|| {
+                self.trip(1);
                 self.with_conn(|c| {
                     let mut cmd = redis::cmd("HMGET");
                     cmd.arg(&gk.values);
@@ -278,6 +346,9 @@ impl Store for RedisClusterStore {
                 )));
             }
             for (i, v) in positions.into_iter().zip(got) {
+                if let (true, Some(v)) = (once, &v) {
+                    self.cache.insert(keys[i], v);
+                }
                 values[i] = v;
             }
         }
@@ -327,6 +398,23 @@ impl Store for RedisClusterStore {
                 .collect()
         };
         let (puts, deletes) = (split(true), split(false));
+        // A write-once key about to be deleted leaves the cache now and
+        // again after the write (a read in between may have put it back).
+        let forget = || {
+            for ops in plan.shards.values() {
+                for (k, v) in ops {
+                    if v.is_none() {
+                        self.cache.remove(k);
+                    }
+                }
+            }
+            for (k, v) in &plan.base_ops {
+                if v.is_none() && self.write_once(k) {
+                    self.cache.remove(k);
+                }
+            }
+        };
+        forget();
         let base = plan.base.map(|g| self.keys_of(g));
         let base_ops: Vec<_> = plan.base_ops.iter().collect();
         let applied = self.with_conn(|c| {
@@ -347,8 +435,16 @@ impl Store for RedisClusterStore {
             }
             self.write_shards(c, &deletes, false)
         });
+        forget();
         if !applied?? {
             return Ok(false);
+        }
+        for (k, v) in plan.shards.values().flatten().chain(&plan.base_ops) {
+            if let Some(v) = v {
+                if self.write_once(k) {
+                    self.cache.insert(k, v);
+                }
+            }
         }
         self.io.batch(batch);
         Ok(true)

@@ -10,6 +10,7 @@ impl RedisClusterStore {
     /// Registered groups whose name starts with `start`.
     pub(super) fn groups_with(&self, start: &[u8]) -> Result<Vec<Vec<u8>>> {
         let (min, max) = lex_range(start);
+        self.trip(1);
         self.with_conn(|c| {
             redis::cmd("ZRANGEBYLEX")
                 .arg(self.registry_key())
@@ -27,6 +28,7 @@ impl RedisClusterStore {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let keys = self.keys_named(group);
         let (min, max) = lex_range(prefix);
+        self.trip(1);
         let flat: Vec<Option<Vec<u8>>> = self.with_conn(|c| {
             self.scan_script
                 .key(&keys.values)

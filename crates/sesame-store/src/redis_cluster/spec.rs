@@ -3,7 +3,10 @@
 
 use sesame_core::{Error, Result};
 
-use super::{DEFAULT_FAILOVER_MS, DEFAULT_REDIS_NAMESPACE, DEFAULT_WAIT_MS, DEFAULT_WAIT_REPLICAS};
+use super::{
+    DEFAULT_CACHE_MB, DEFAULT_FAILOVER_MS, DEFAULT_REDIS_NAMESPACE, DEFAULT_WAIT_MS,
+    DEFAULT_WAIT_REPLICAS,
+};
 
 /// A parsed `redis-cluster://` spec.
 #[derive(Debug, PartialEq, Eq)]
@@ -15,6 +18,8 @@ pub(super) struct Spec {
     pub(super) wait_replicas: u32,
     pub(super) wait_ms: u64,
     pub(super) failover_ms: u64,
+    /// `cache_mb=N`: the write-once entries kept in memory (0: none).
+    pub(super) cache_mb: u64,
     pub(super) plaintext_ok: bool,
     /// `rediss-cluster://`: TLS to every node.
     pub(super) tls: bool,
@@ -98,6 +103,7 @@ pub(super) fn parse_spec(spec: &str) -> Result<Spec> {
         wait_replicas: DEFAULT_WAIT_REPLICAS,
         wait_ms: DEFAULT_WAIT_MS,
         failover_ms: DEFAULT_FAILOVER_MS,
+        cache_mb: DEFAULT_CACHE_MB,
         plaintext_ok: false,
         tls,
         ca: None,
@@ -136,6 +142,13 @@ pub(super) fn parse_spec(spec: &str) -> Result<Spec> {
                             invalid(format!("failover_ms={value:?}: milliseconds, 0 to 600000"))
                         })?
             }
+            "cache_mb" => {
+                parsed.cache_mb = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n <= 65_536)
+                    .ok_or_else(|| invalid(format!("cache_mb={value:?}: MiB, 0 to 65536")))?
+            }
             "tls" if value == "disable" && !tls => parsed.plaintext_ok = true,
             "ca" if tls && !value.is_empty() => parsed.ca = Some(value.into()),
             "cert" if tls && !value.is_empty() => cert = Some(value.into()),
@@ -150,7 +163,7 @@ pub(super) fn parse_spec(spec: &str) -> Result<Spec> {
             _ => {
                 return Err(invalid(format!(
                     "Redis Cluster store spec: unknown parameter {name:?} (known: namespace, \
-                     wait, wait_ms, failover_ms, spread, and tls=disable for redis-cluster:// \
+                     wait, wait_ms, failover_ms, spread, cache_mb, and tls=disable for redis-cluster:// \
                      or ca=PATH, cert=PATH and key=PATH for rediss-cluster://)"
                 )))
             }
