@@ -4,6 +4,8 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -49,13 +51,15 @@ impl Env {
 
     /// Runs a command that must succeed; its standard output.
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "sesame {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        support::succeeded(args, self.run(args))
+    }
+
+    /// A profile on `scheme` with the `docs` folder added.
+    fn with_docs(scheme: &str) -> Self {
+        let env = Env::new();
+        env.init(scheme);
+        env.ok(&["add", "docs"]);
+        env
     }
 
     fn init(&self, scheme: &str) {
@@ -353,9 +357,7 @@ fn empty_and_multi_word_queries_are_one_line() {
 fn query_forms_run_on_the_schemes_that_answer_them() {
     let names = |pairs: Vec<(u64, String)>| -> Vec<u64> { pairs.iter().map(|p| p.0).collect() };
     // SUISE2: exact, prefix, conjunctive.
-    let env = Env::new();
-    env.init("suise2");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("suise2");
     assert_eq!(names(hits(&env.ok(&["search", "fo*"]))), [1, 2]);
     assert_eq!(names(hits(&env.ok(&["search", "DOG", "fox"]))), [2]);
     assert_eq!(names(hits(&env.ok(&["search", "the fox"]))), [1, 2]);
@@ -365,9 +367,7 @@ fn query_forms_run_on_the_schemes_that_answer_them() {
     );
 
     // CHLH15: wildcards and prefixes over Bloom filters.
-    let env = Env::new();
-    env.init("chlh15");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("chlh15");
     assert_eq!(names(hits(&env.ok(&["search", "f?x"]))), [1, 2]);
     assert_eq!(names(hits(&env.ok(&["search", "la*"]))), [2]);
     assert_eq!(names(hits(&env.ok(&["search", "*o?"]))), [1, 2, 3]);
@@ -433,9 +433,7 @@ fn existing_profile_is_one_line() {
 
 #[test]
 fn wrong_passphrase_is_one_line_and_changes_nothing() {
-    let env = Env::new();
-    env.init("pibas");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("pibas");
     let before = fs::read(env.path(".sesame/indexes/default.state")).unwrap();
     for args in [&["add", "loose.bin"][..], &["search", "fox"], &["get", "1"]] {
         let out = env
@@ -469,9 +467,7 @@ fn no_passphrase_without_a_terminal_is_one_line() {
 
 #[test]
 fn bad_doc_ids_are_one_line() {
-    let env = Env::new();
-    env.init("pibas");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("pibas");
     one_error(
         &env.run(&["get", "abc"]),
         "document id \"abc\" is not a number",
@@ -483,9 +479,7 @@ fn bad_doc_ids_are_one_line() {
 
 #[test]
 fn tampered_state_is_one_line() {
-    let env = Env::new();
-    env.init("pibas");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("pibas");
     let state = env.path(".sesame/indexes/default.state");
     let mut bytes = fs::read(&state).unwrap();
     let last = bytes.len() - 1;
@@ -544,9 +538,7 @@ fn help_and_bench_list_work() {
 /// refused in one line; a missing new passphrase is one line too.
 #[test]
 fn passwd_changes_the_passphrase() {
-    let env = Env::new();
-    env.init("fast");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("fast");
     let out = env.run(&["passwd"]);
     one_error(&out, "no new passphrase: set SESAME_NEW_PASSPHRASE");
     let out = env
@@ -575,9 +567,7 @@ fn passwd_changes_the_passphrase() {
 #[test]
 fn passwd_killed_at_any_point_leaves_one_passphrase_working() {
     use rand::{Rng, SeedableRng};
-    let env = Env::new();
-    env.init("fast");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("fast");
     let list = |pass: &str| {
         env.cmd(&["list"])
             .env("SESAME_PASSPHRASE", pass)
@@ -640,9 +630,7 @@ fn passwd_killed_at_any_point_leaves_one_passphrase_working() {
 /// target are one line each.
 #[test]
 fn backup_and_restore() {
-    let env = Env::new();
-    env.init("fast");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("fast");
     let out = env.ok(&["backup", "bk"]);
     assert!(out.contains("backed up"), "{out}");
     let restored = env.ok(&["--dir", "again", "restore", "bk"]);
@@ -666,9 +654,7 @@ fn backup_and_restore() {
 /// `sesame rekey`: the index answers as before under a new generation.
 #[test]
 fn rekey_keeps_the_answers() {
-    let env = Env::new();
-    env.init("fast");
-    env.ok(&["add", "docs"]);
+    let env = Env::with_docs("fast");
     let before = env.ok(&["search", "dog"]);
     let out = env.ok(&["rekey"]);
     assert!(

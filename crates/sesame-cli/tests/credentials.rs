@@ -12,7 +12,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use support::sesame;
 
@@ -39,6 +39,17 @@ impl Site {
 
     fn path(&self, p: &str) -> PathBuf {
         self.site.path(p)
+    }
+
+    /// After a `rekey --master` was killed: `out` (a command run since)
+    /// said to run it again; runs it again.
+    fn rekey_again(&self, out: &Output, round: usize) {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("rekey --master` again"),
+            "round {round}: {stderr}"
+        );
+        self.ok_env(&["--dir", "p", "rekey", "--master"], &[]);
     }
 
     fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -69,17 +80,7 @@ impl Site {
     /// arguments: its standard output and error.
     fn init(&self, dir: &str, more: &[&str]) -> (String, String) {
         let file = self.token_file("token.txt");
-        let mut args = vec![
-            "--dir",
-            dir,
-            "init",
-            "--server",
-            &self.url,
-            "--token-file",
-            &file,
-            "--ca",
-            "certs/ca.pem",
-        ];
+        let mut args = support::server_init(&["--dir", dir], &self.url, &["--token-file", &file]);
         args.extend_from_slice(more);
         self.ok_env(&args, &[])
     }
@@ -88,19 +89,11 @@ impl Site {
     fn join(&self, dir: &str, remote: &str, env: &[(&str, &str)]) -> Output {
         let file = self.token_file("token.txt");
         self.run_env(
-            &[
-                "--dir",
-                dir,
-                "init",
-                "--server",
+            &support::server_init(
+                &["--dir", dir],
                 &self.url,
-                "--token-file",
-                &file,
-                "--ca",
-                "certs/ca.pem",
-                "--join",
-                remote,
-            ],
+                &["--token-file", &file, "--join", remote],
+            ),
             env,
         )
     }
@@ -129,16 +122,7 @@ fn printed_remote(stdout: &str) -> String {
 fn the_token_comes_from_a_file_and_argv_is_warned_about() {
     let site = Site::new();
     let init = |dir: &str, how: &[&str], env: &[(&str, &str)]| {
-        let mut args = vec![
-            "--dir",
-            dir,
-            "init",
-            "--server",
-            &site.url,
-            "--ca",
-            "certs/ca.pem",
-        ];
-        args.extend_from_slice(how);
+        let args = support::server_init(&["--dir", dir], &site.url, how);
         site.run_env(&args, env)
     };
 
@@ -326,16 +310,12 @@ fn rekey_master_killed_at_any_point_completes_when_run_again() {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(11);
     let (mut interrupted, mut untouched) = (0, 0);
     for round in 0..12 {
-        let mut child = sesame()
-            .current_dir(site.path(""))
-            .args(["--dir", "p", "rekey", "--master"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..span)));
-        let _ = child.kill();
-        let _ = child.wait();
+        support::kill_after(
+            sesame()
+                .current_dir(site.path(""))
+                .args(["--dir", "p", "rekey", "--master"]),
+            rng.gen_range(0..span),
+        );
         let out = site.run_env(&["--dir", "p", "list"], &[]);
         if out.status.success() {
             untouched += 1;
@@ -346,12 +326,7 @@ fn rekey_master_killed_at_any_point_completes_when_run_again() {
             );
         } else {
             interrupted += 1;
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                stderr.contains("rekey --master` again"),
-                "round {round}: {stderr}"
-            );
-            site.ok_env(&["--dir", "p", "rekey", "--master"], &[]);
+            site.rekey_again(&out, round);
         }
         let (listed, _) = site.ok_env(&["--dir", "p", "list"], &[]);
         assert_eq!(paths(&listed), before, "round {round}");
@@ -407,16 +382,12 @@ fn rekey_master_with_a_table_killed_at_any_point_completes_when_run_again() {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(12);
     let (mut interrupted, mut untouched) = (0, 0);
     for round in 0..16 {
-        let mut child = sesame()
-            .current_dir(site.path(""))
-            .args(["--dir", "p", "rekey", "--master"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..span)));
-        let _ = child.kill();
-        let _ = child.wait();
+        support::kill_after(
+            sesame()
+                .current_dir(site.path(""))
+                .args(["--dir", "p", "rekey", "--master"]),
+            rng.gen_range(0..span),
+        );
         let out = site.run_env(
             &["--dir", "p", "query", "t", queries[0], "--format", "csv"],
             &[],
@@ -425,12 +396,7 @@ fn rekey_master_with_a_table_killed_at_any_point_completes_when_run_again() {
             untouched += 1;
         } else {
             interrupted += 1;
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                stderr.contains("rekey --master` again"),
-                "round {round}: {stderr}"
-            );
-            site.ok_env(&["--dir", "p", "rekey", "--master"], &[]);
+            site.rekey_again(&out, round);
         }
         let after: Vec<_> = queries.iter().map(|q| answer(q)).collect();
         assert_eq!(after, before, "round {round}");

@@ -6,91 +6,24 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::process::Output;
 use std::sync::Arc;
 
 use rand_core::OsRng;
-use sesame_core::{IoCounts, Result, Store, WriteBatch};
 use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
-use sesame_store::MemoryStore;
-
-/// A store whose writes, once [`FullDisk::fill`] is called, are refused
-/// after a countdown as on a full disk (nothing applied), until
-/// [`FullDisk::heal`]; reads always work.
-struct FullDisk {
-    inner: MemoryStore,
-    /// Writes that still succeed (-1: every one).
-    countdown: AtomicI64,
-}
-
-impl FullDisk {
-    fn fill(&self, after: i64) {
-        self.countdown.store(after, Ordering::SeqCst);
-    }
-    fn heal(&self) {
-        self.countdown.store(-1, Ordering::SeqCst);
-    }
-}
-
-impl Store for FullDisk {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.write_if(&[], &batch).map(drop)
-    }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
-        let left = self.countdown.load(Ordering::SeqCst);
-        if left == 0 {
-            return Err(sesame_core::Error::StoreFull(
-                "write: No space left on device (os error 28)".into(),
-            ));
-        }
-        if left > 0 {
-            self.countdown.fetch_sub(1, Ordering::SeqCst);
-        }
-        self.inner.write_if(expect, batch)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_from(prefix, from, descending, limit)
-    }
-    fn ordered_probes(&self) -> bool {
-        self.inner.ordered_probes()
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        "full-disk"
-    }
-}
+use sesame_store::faulty::{Fault, FaultyStore};
 
 const WARNING: &str =
     "warning: 6 documents are pending: not yet on the server; they will be sent by the next \
      command that can\n";
 
 fn sesame(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sesame"))
+    support::sesame()
         .current_dir(dir)
-        .env_remove("SESAME_HOME")
-        .env_remove("SESAME_TOKEN")
         .env("SESAME_PASSPHRASE", "pw")
-        .env("SESAME_KDF", "fast")
-        .stdin(Stdio::null())
         .args(args)
         .output()
         .unwrap()
@@ -125,10 +58,7 @@ fn write_corpus(dir: &Path, sub: &str, first: usize, n: usize) {
 fn reads_on_a_full_server_answer_what_it_has_and_warn_of_pending_documents() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let store = Arc::new(FullDisk {
-        inner: MemoryStore::new(),
-        countdown: AtomicI64::new(-1),
-    });
+    let store = Arc::new(FaultyStore::new());
     let certs = sesame_server::certs::localhost().unwrap();
     std::fs::write(dir.join("ca.pem"), &certs.ca_pem).unwrap();
     let token = Tokens::generate(&mut OsRng);
@@ -152,7 +82,7 @@ fn reads_on_a_full_server_answer_what_it_has_and_warn_of_pending_documents() {
     write_corpus(dir, "b", 10, 6);
     let mut pending = false;
     for after in 0..10 {
-        store.fill(after);
+        store.fail(Fault::Refused, after);
         let out = sesame(dir, &["--dir", "p", "add", "b"]);
         store.heal();
         assert!(!out.status.success(), "the add went through");
@@ -163,7 +93,7 @@ fn reads_on_a_full_server_answer_what_it_has_and_warn_of_pending_documents() {
     }
     assert!(pending, "no add left its update pending");
 
-    store.fill(0);
+    store.fail(Fault::Refused, 0);
     let out = ok(dir, &["--dir", "p", "search", "all"]);
     assert_eq!(
         text(&out.stdout).lines().count(),
@@ -214,10 +144,10 @@ fn reads_on_a_full_server_answer_what_it_has_and_warn_of_pending_documents() {
          command that can\n";
     let mut pending = false;
     for after in 0..12 {
-        store.fill(after);
+        store.fail(Fault::Refused, after);
         let out = sesame(dir, &["--dir", "p", "import", "t", "b.jsonl"]);
         assert!(!out.status.success(), "the import went through");
-        store.fill(0);
+        store.fail(Fault::Refused, 0);
         let out = sesame(dir, &["--dir", "p", "table", "show", "t"]);
         store.heal();
         if out.status.success() && text(&out.stderr) == warning {
@@ -226,7 +156,7 @@ fn reads_on_a_full_server_answer_what_it_has_and_warn_of_pending_documents() {
         }
     }
     assert!(pending, "no import left its insertion pending");
-    store.fill(0);
+    store.fail(Fault::Refused, 0);
     let out = ok(
         dir,
         &["--dir", "p", "query", "t", "s = \"x\"", "--format", "csv"],

@@ -97,19 +97,11 @@ fn entries(site: &Site, g: u64) -> usize {
 }
 
 fn init(site: &Site, dir: &str, scheme: &str, server: &Server) {
-    let out = site.ok(&[
-        "--dir",
-        dir,
-        "init",
-        "--scheme",
-        scheme,
-        "--server",
+    let out = site.ok(&support::server_init(
+        &["--dir", dir],
         &server.url(),
-        "--token",
-        &site.token,
-        "--ca",
-        "certs/ca.pem",
-    ]);
+        &["--scheme", scheme, "--token", &site.token],
+    ));
     assert!(out.contains("on server https://localhost:"), "{out}");
 }
 
@@ -162,44 +154,21 @@ fn the_tour_works_against_a_server_and_refusals_are_one_line() {
         "1\tnotes/a.txt\n2\tnotes/b.txt\n"
     );
     err(
-        site.run(&[
-            "--dir",
-            "r",
-            "init",
-            "--server",
+        site.run(&support::server_init(
+            &["--dir", "r"],
             &url,
-            "--token",
-            "sst1_bad",
-            "--ca",
-            "certs/ca.pem",
-        ]),
+            &["--token", "sst1_bad"],
+        )),
         "invalid token (UNAUTHENTICATED)",
         1,
     );
     assert!(!site.path("r/profile.json").exists());
+    let init_r = |url: &str, token: &str| {
+        site.run(&["--dir", "r", "init", "--server", url, "--token", token])
+    };
+    err(init_r(&url, &site.token), "cannot reach the server", 1);
     err(
-        site.run(&[
-            "--dir",
-            "r",
-            "init",
-            "--server",
-            &url,
-            "--token",
-            &site.token,
-        ]),
-        "cannot reach the server",
-        1,
-    );
-    err(
-        site.run(&[
-            "--dir",
-            "r",
-            "init",
-            "--server",
-            "http://example.com:1",
-            "--token",
-            "x",
-        ]),
+        init_r("http://example.com:1", "x"),
         "only to a loopback address",
         2,
     );
@@ -260,11 +229,7 @@ fn server_killed_during_a_stream_of_updates_loses_nothing_acknowledged() {
     let found = String::from_utf8_lossy(&search.stdout).lines().count();
     assert!(found >= 1024, "at least two acknowledged updates: {found}");
     let out = site.run(&["--dir", "p", "add", "docs"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     // The search or the add completed the interrupted update, when the
     // server died with one pending (it may also die between two updates,
     // while the next documents are stored: then nothing is pending, and
@@ -280,11 +245,28 @@ fn server_killed_during_a_stream_of_updates_loses_nothing_acknowledged() {
             "{said}"
         );
     }
-    check_oracle(&site, "p", &oracle);
+    all_once(&site, &oracle, server, pairs);
+}
+
+/// Standard error or output, as text.
+fn text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
+/// After an add killed with its server: every document of `oracle` is
+/// found, all 5,120 listed, and once `server` stops its store holds
+/// `pairs` index entries: every pair stored once, no label written twice.
+fn all_once(
+    site: &Site,
+    oracle: &BTreeMap<String, BTreeSet<String>>,
+    server: Server,
+    pairs: usize,
+) {
+    check_oracle(site, "p", oracle);
     assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 5120);
     server.stop();
     assert_eq!(
-        entries(&site, 0),
+        entries(site, 0),
         pairs,
         "every pair stored once, no label written twice"
     );
@@ -417,19 +399,8 @@ fn client_killed_during_an_add_reuses_no_label_and_the_rerun_completes() {
     add.kill().unwrap();
     add.wait().unwrap();
     let out = site.run(&["--dir", "p", "add", "docs"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_oracle(&site, "p", &oracle);
-    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 5120);
-    server.stop();
-    assert_eq!(
-        entries(&site, 0),
-        pairs,
-        "every pair stored once, no label written twice"
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    all_once(&site, &oracle, server, pairs);
 }
 
 /// `sesame serve` refuses, in one line and before it opens the store, a
@@ -449,19 +420,8 @@ fn serve_refuses_open_secrets_and_an_unprotected_admin_port() {
     std::fs::write(site.path("short.token"), "short\n").unwrap();
     chmod("short.token", 0o600);
     let serve = |extra: &[&str]| {
-        let mut args = vec![
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--tls-cert",
-            "certs/server.pem",
-            "--tls-key",
-            "certs/server.key",
-            "--tokens",
-            "tokens.txt",
-        ];
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--store", "memory"];
+        args.extend_from_slice(&support::SERVE_FILES);
         args.extend_from_slice(extra);
         site.run(&args)
     };
@@ -512,21 +472,11 @@ fn a_server_profile_with_a_key_file_and_its_backup() {
     let server = Server::start(&site, 0);
     std::fs::create_dir_all(site.path("notes")).unwrap();
     std::fs::write(site.path("notes/a.txt"), "Budget meeting").unwrap();
-    let out = site.ok(&[
-        "--dir",
-        "p",
-        "--key-file",
-        "kf",
-        "init",
-        "--scheme",
-        "fast",
-        "--server",
+    let out = site.ok(&support::server_init(
+        &["--dir", "p", "--key-file", "kf"],
         &server.url(),
-        "--token",
-        &site.token,
-        "--ca",
-        "certs/ca.pem",
-    ]);
+        &["--scheme", "fast", "--token", &site.token],
+    ));
     assert!(out.contains("on server"), "{out}");
     site.ok(&["--dir", "p", "--key-file", "kf", "add", "notes"]);
     let out = site.run(&["--dir", "p", "list"]);
@@ -552,23 +502,15 @@ fn a_second_device_joins_and_both_add_and_search() {
     init(&site, "p", "fast", &server);
     let remote = server_index(&site);
     let url = server.url();
-    let join = [
-        "--dir",
-        "phone",
-        "init",
-        "--server",
+    let join = support::server_init(
+        &["--dir", "phone"],
         &url,
-        "--token",
-        &site.token,
-        "--ca",
-        "certs/ca.pem",
-        "--join",
-        &remote,
-    ];
+        &["--token", &site.token, "--join", &remote],
+    );
     let out = sesame()
         .current_dir(site.path(""))
         .env("SESAME_PASSPHRASE", "not the passphrase")
-        .args(join)
+        .args(&join)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
@@ -614,19 +556,11 @@ fn a_restored_store_file_is_a_fork_the_first_device_refuses() {
     init(&site, "p", "fast", &server);
     let remote = server_index(&site);
     let url = server.url();
-    site.ok(&[
-        "--dir",
-        "phone",
-        "init",
-        "--server",
+    site.ok(&support::server_init(
+        &["--dir", "phone"],
         &url,
-        "--token",
-        &site.token,
-        "--ca",
-        "certs/ca.pem",
-        "--join",
-        &remote,
-    ]);
+        &["--token", &site.token, "--join", &remote],
+    ));
     corpus(&site, "p-0", 3, 3);
     site.ok(&["--dir", "p", "add", "p-0"]);
     assert!(site

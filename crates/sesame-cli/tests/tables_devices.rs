@@ -16,19 +16,11 @@ use support::{Server, Site};
 
 /// `sesame --dir DIR init` on the server (fast).
 fn init(site: &Site, dir: &str, server: &Server) {
-    let out = site.ok(&[
-        "--dir",
-        dir,
-        "init",
-        "--scheme",
-        "fast",
-        "--server",
+    let out = site.ok(&support::server_init(
+        &["--dir", dir],
         &server.url(),
-        "--token",
-        &site.token,
-        "--ca",
-        "certs/ca.pem",
-    ]);
+        &["--scheme", "fast", "--token", &site.token],
+    ));
     assert!(out.contains("on server https://localhost:"), "{out}");
 }
 
@@ -38,19 +30,11 @@ fn join(site: &Site, first: &str, dir: &str, server: &Server) {
         serde_json::from_slice(&std::fs::read(site.path(&format!("{first}/server.json"))).unwrap())
             .unwrap();
     let remote = format!("{}default", binding["index_prefix"].as_str().unwrap());
-    let out = site.ok(&[
-        "--dir",
-        dir,
-        "init",
-        "--server",
+    let out = site.ok(&support::server_init(
+        &["--dir", dir],
         &server.url(),
-        "--token",
-        &site.token,
-        "--ca",
-        "certs/ca.pem",
-        "--join",
-        &remote,
-    ]);
+        &["--token", &site.token, "--join", &remote],
+    ));
     assert!(out.contains("joined profile"), "{out}");
 }
 

@@ -28,6 +28,49 @@ pub(crate) fn sesame() -> Command {
     c
 }
 
+/// The arguments `BEFORE init --server URL --ca certs/ca.pem AFTER` of
+/// an `init` on the server at `url` (the token's flag among `after`).
+pub(crate) fn server_init<'a>(before: &[&'a str], url: &'a str, after: &[&'a str]) -> Vec<&'a str> {
+    let mut args = before.to_vec();
+    args.extend(["init", "--server", url, "--ca", "certs/ca.pem"]);
+    args.extend_from_slice(after);
+    args
+}
+
+/// The TLS and token arguments of `sesame serve` on a [`Site`].
+pub(crate) const SERVE_FILES: [&str; 6] = [
+    "--tls-cert",
+    "certs/server.pem",
+    "--tls-key",
+    "certs/server.key",
+    "--tokens",
+    "tokens.txt",
+];
+
+/// The standard output of `sesame ARGS`, which must have succeeded
+/// (its standard error in the message when it did not).
+pub(crate) fn succeeded(args: &[&str], out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "sesame {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs `cmd` (its output discarded) and kills it (SIGKILL) after
+/// `micros` microseconds, wherever it got to.
+pub(crate) fn kill_after(cmd: &mut Command, micros: u64) {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_micros(micros));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// A scratch directory with certificates (`certs/`) and a tokens file
 /// (`tokens.txt`) for tenant `t`.
 pub(crate) struct Site {
@@ -68,13 +111,7 @@ impl Site {
 
     /// The command succeeded; its standard output.
     pub(crate) fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "sesame {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        succeeded(args, self.run(args))
     }
 
     /// The command failed; its standard error.
@@ -138,15 +175,10 @@ impl Server {
                 &listen,
                 "--store",
                 "server.redb",
-                "--tls-cert",
-                "certs/server.pem",
-                "--tls-key",
-                "certs/server.key",
-                "--tokens",
-                "tokens.txt",
                 "--admin",
                 "127.0.0.1:0",
             ])
+            .args(SERVE_FILES)
             .args(more)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
