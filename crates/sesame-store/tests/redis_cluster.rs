@@ -707,7 +707,11 @@ fn write_once_entries_are_cached_and_a_delete_is_seen() {
         store.get_many(&[key, b"e/t/a/0/none"]).unwrap(),
         vec![Some(b"v".to_vec()), None]
     );
-    assert_eq!(store.round_trips() - before, 1, "only the absent key was asked for");
+    assert_eq!(
+        store.round_trips() - before,
+        1,
+        "only the absent key was asked for"
+    );
     let before = uncached.round_trips();
     assert_eq!(uncached.get(key).unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(uncached.get(key).unwrap().as_deref(), Some(&b"v"[..]));
