@@ -3,6 +3,8 @@
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,6 +20,17 @@ const PASS: &str = "correct horse battery staple";
 
 fn create(dir: &Path, scheme: &str) -> Profile {
     Profile::create_with_kdf(dir, PASS, scheme, &Params::new(), insecure::fast_kdf()).unwrap()
+}
+
+/// A PiBas profile at `TMP/p` holding the corpus's folder `a`: the
+/// scratch directory, the profile's directory, the folder and the profile.
+fn pibas_with_a() -> (tempfile::TempDir, PathBuf, PathBuf, Profile) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let (a, _, _) = corpus(tmp.path());
+    let p = create(&dir, "pibas");
+    support::add(&p, &a);
+    (tmp, dir, a, p)
 }
 
 /// Every file under `dir` with its bytes.
@@ -108,16 +121,8 @@ fn default_kdf_params_are_moderate() {
 
 #[test]
 fn wrong_passphrase_is_clear_and_changes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let (a, _, _) = corpus(tmp.path());
-    {
-        let p = create(&dir, "pibas");
-        p.session(DEFAULT_INDEX)
-            .unwrap()
-            .add_documents(&[&a], &mut |_| {})
-            .unwrap();
-    }
+    let (_tmp, dir, _, p) = pibas_with_a();
+    drop(p);
     let before = snapshot(&dir);
     let err = Profile::open(&dir, "not the passphrase").unwrap_err();
     assert!(matches!(err, ClientError::WrongPassphrase), "{err:?}");
@@ -179,14 +184,7 @@ fn missing_profile_and_bad_arguments_are_clear() {
 
 #[test]
 fn tampered_state_is_clear_and_changes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let (a, _, _) = corpus(tmp.path());
-    let p = create(&dir, "pibas");
-    p.session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&a], &mut |_| {})
-        .unwrap();
+    let (tmp, dir, _, p) = pibas_with_a();
     let state = p.state_path(DEFAULT_INDEX);
     let good = fs::read(&state).unwrap();
     for at in [0, 9, good.len() / 2, good.len() - 1] {
@@ -379,14 +377,7 @@ fn documents_and_index_are_stored_encrypted() {
 
 #[test]
 fn tampered_document_is_reported() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let (a, _, _) = corpus(tmp.path());
-    let p = create(&dir, "pibas");
-    p.session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&a], &mut |_| {})
-        .unwrap();
+    let (_tmp, dir, _, p) = pibas_with_a();
     {
         let store = RedbStore::open(dir.join(STORE_FILE)).unwrap();
         let (k, mut v) = store.scan_prefix(b"d/default/").unwrap().remove(0);
@@ -400,14 +391,7 @@ fn tampered_document_is_reported() {
 
 #[test]
 fn missing_file_changes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let (a, _, _) = corpus(tmp.path());
-    let p = create(&dir, "pibas");
-    p.session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&a], &mut |_| {})
-        .unwrap();
+    let (tmp, dir, a, p) = pibas_with_a();
     let before = snapshot(&dir);
     let mut s = p.session(DEFAULT_INDEX).unwrap();
     let err = s
@@ -529,10 +513,7 @@ fn profile_with_a_document(root: &Path, format: u8) -> PathBuf {
         .unwrap(),
     };
     assert_eq!(p.format(), format!("sesame-profile/{format}"));
-    p.session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&a], &mut |_| {})
-        .unwrap();
+    support::add(&p, &a);
     dir
 }
 
@@ -849,10 +830,7 @@ fn a_key_file_is_needed_as_well_as_the_passphrase() {
         &key,
     )
     .unwrap();
-    p.session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&a], &mut |_| {})
-        .unwrap();
+    support::add(&p, &a);
     drop(p);
     let err = Profile::open(&dir, PASS).unwrap_err();
     assert!(matches!(err, ClientError::KeyFileNeeded(_)), "{err:?}");

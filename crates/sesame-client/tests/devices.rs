@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use sesame_client::{insecure, ClientError, NetworkBackend, Profile, DEFAULT_INDEX};
-use sesame_core::{Params, Store, WriteOp};
+use sesame_client::{ClientError, Profile, DEFAULT_INDEX};
+use sesame_core::{Store, WriteOp};
 use sesame_store::faulty::FaultyStore;
 
 type Oracle = BTreeMap<String, BTreeSet<String>>;
@@ -29,19 +29,7 @@ fn serve(max_message: usize) -> Setup {
 /// The first device: a profile bound to the server, its default index
 /// created there and its state shared by a first session.
 fn first_device(s: &Setup, scheme: &str) -> Profile {
-    let backend = NetworkBackend::connect(&s.binding).unwrap();
-    backend
-        .create_index(DEFAULT_INDEX, scheme, &Params::new())
-        .unwrap();
-    let p = Profile::create_with_server(
-        s.tmp.path().join("laptop"),
-        "pw",
-        scheme,
-        &Params::new(),
-        insecure::fast_kdf(),
-        &s.binding,
-    )
-    .unwrap();
+    let p = support::server_profile(&s.binding, &s.tmp.path().join("laptop"), scheme);
     let session = p.session(DEFAULT_INDEX).unwrap();
     assert!(session.is_shared(), "{scheme}: the server keeps the state");
     p
@@ -70,14 +58,7 @@ fn files(dir: &Path, sub: &str, first: usize, n: usize, oracle: &mut Oracle) -> 
             format!("doc{i}"),
             sub.split('-').next().unwrap().to_owned(),
         ];
-        let path = root.join(format!("f{i}.txt"));
-        std::fs::write(&path, words.join(" ")).unwrap();
-        for w in words {
-            oracle
-                .entry(w)
-                .or_default()
-                .insert(path.to_string_lossy().into_owned());
-        }
+        support::write_indexed_file(&root, i, words.into(), oracle);
     }
     root
 }
@@ -246,19 +227,34 @@ fn two_devices_adding_at_the_same_time_lose_nothing() {
     }
 }
 
-/// States and intents larger than a quarter of a message go in chunks.
-#[test]
-fn a_state_larger_than_a_message_is_shared_in_chunks() {
+/// A server with 1 MiB messages and a first device (FAST) that added one
+/// document of 40,000 words (`w0` to `w39999`): its state takes chunks.
+fn with_a_large_state() -> (Setup, Profile) {
     let s = serve(1 << 20);
     let laptop = first_device(&s, "fast");
     let big = s.tmp.path().join("big.txt");
     let words: Vec<String> = (0..40_000).map(|i| format!("w{i}")).collect();
     std::fs::write(&big, words.join(" ")).unwrap();
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&big], &mut |_| {})
-        .unwrap();
+    support::add(&laptop, &big);
+    (s, laptop)
+}
+
+/// Two devices (FAST) on a server, the first having added three files
+/// (`laptop-0`): the server, both profiles and the oracle.
+fn two_devices_with_three_files() -> (Setup, Profile, Profile, Oracle) {
+    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
+    let laptop = first_device(&s, "fast");
+    let phone = second_device(&s);
+    let mut oracle = Oracle::new();
+    let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
+    support::add(&laptop, &dir);
+    (s, laptop, phone, oracle)
+}
+
+/// States and intents larger than a quarter of a message go in chunks.
+#[test]
+fn a_state_larger_than_a_message_is_shared_in_chunks() {
+    let (s, _laptop) = with_a_large_state();
     // Content-named chunks (`session::chunks`).
     let records = format!("v/alice/{}{DEFAULT_INDEX}/c-", s.binding.index_prefix);
     assert!(
@@ -325,25 +321,12 @@ fn a_failed_save_keeps_the_deletions_staged_before_it() {
 
 #[test]
 fn a_tampered_or_rolled_back_shared_state_is_refused() {
-    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
-    let laptop = first_device(&s, "fast");
-    let phone = second_device(&s);
-    let mut oracle = Oracle::new();
-    let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    let (s, laptop, phone, mut oracle) = two_devices_with_three_files();
     check(&phone, &oracle, "before");
     let key = format!("v/alice/{}{DEFAULT_INDEX}/state", s.binding.index_prefix);
     let old = s.store.get(key.as_bytes()).unwrap().unwrap();
     let dir = files(s.tmp.path(), "laptop-1", 10, 3, &mut oracle);
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    support::add(&laptop, &dir);
     let good = s.store.get(key.as_bytes()).unwrap().unwrap();
     check(&phone, &oracle, "after");
     let local = phone.dir().join("indexes/default.state");
@@ -415,11 +398,7 @@ fn a_restored_backup_is_another_device() {
     let laptop = first_device(&s, "fast");
     let mut oracle = Oracle::new();
     let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    support::add(&laptop, &dir);
     let backup = s.tmp.path().join("backup");
     laptop.backup(&backup).unwrap();
     let restored = sesame_client::restore(&backup, &s.tmp.path().join("restored"), "pw").unwrap();
@@ -431,17 +410,9 @@ fn a_restored_backup_is_another_device() {
     assert_ne!(a["device"], b["device"], "a device of its own");
     assert_eq!(a["version"], b["version"], "the version it had seen");
     let dir = files(s.tmp.path(), "restored-0", 10, 3, &mut oracle);
-    restored
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    support::add(&restored, &dir);
     let dir = files(s.tmp.path(), "laptop-1", 20, 3, &mut oracle);
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    support::add(&laptop, &dir);
     check(&laptop, &oracle, "laptop");
     check(&restored, &oracle, "restored");
 }
@@ -472,32 +443,15 @@ fn note(p: &Profile) -> serde_json::Value {
 /// laptop saw: the laptop's next search is refused, and changes nothing.
 #[test]
 fn a_restored_copy_of_the_store_is_a_fork_the_laptop_refuses() {
-    let s = serve(sesame_server::serve::DEFAULT_MAX_MESSAGE);
-    let laptop = first_device(&s, "fast");
-    let phone = second_device(&s);
-    let mut oracle = Oracle::new();
-    let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    let (s, laptop, phone, oracle) = two_devices_with_three_files();
     check(&phone, &oracle, "before the copy");
     let copy = snapshot(&s);
 
     let dir = files(s.tmp.path(), "laptop-1", 10, 3, &mut Oracle::new());
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    support::add(&laptop, &dir);
     put_back(&s, &copy, b"");
     let dir = files(s.tmp.path(), "phone-1", 20, 3, &mut Oracle::new());
-    phone
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    support::add(&phone, &dir);
     assert_eq!(
         note(&laptop)["version"],
         note(&phone)["version"],
@@ -539,11 +493,7 @@ fn a_device_served_an_older_state_after_its_search_writes_nothing() {
     let phone = second_device(&s);
     let mut oracle = Oracle::new();
     let dir = files(s.tmp.path(), "laptop-0", 0, 3, &mut oracle);
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&dir], &mut |_| {})
-        .unwrap();
+    support::add(&laptop, &dir);
     check(&phone, &oracle, "before");
     // The state records as they are now: the older genuine state.
     let records = format!("v/alice/{}{DEFAULT_INDEX}/", s.binding.index_prefix);
@@ -563,11 +513,7 @@ fn a_device_served_an_older_state_after_its_search_writes_nothing() {
             2,
             &mut oracle,
         );
-        phone
-            .session(DEFAULT_INDEX)
-            .unwrap()
-            .add_documents(&[&dir], &mut |_| {})
-            .unwrap();
+        support::add(&phone, &dir);
     }
     assert!(note(&phone)["version"].as_u64().unwrap() > seen);
 
@@ -594,16 +540,7 @@ fn a_device_served_an_older_state_after_its_search_writes_nothing() {
 /// finds every document.
 #[test]
 fn a_state_whose_chunks_are_swapped_altered_or_missing_is_refused() {
-    let s = serve(1 << 20);
-    let laptop = first_device(&s, "fast");
-    let big = s.tmp.path().join("big.txt");
-    let words: Vec<String> = (0..40_000).map(|i| format!("w{i}")).collect();
-    std::fs::write(&big, words.join(" ")).unwrap();
-    laptop
-        .session(DEFAULT_INDEX)
-        .unwrap()
-        .add_documents(&[&big], &mut |_| {})
-        .unwrap();
+    let (s, _laptop) = with_a_large_state();
     let prefix = format!("v/alice/{}{DEFAULT_INDEX}/c-", s.binding.index_prefix);
     let chunks = s.store.scan_prefix(prefix.as_bytes()).unwrap();
     assert!(chunks.len() >= 2, "{} chunks", chunks.len());

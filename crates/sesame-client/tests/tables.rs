@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -34,26 +36,18 @@ fn profile(dir: &Path) -> Profile {
 /// so duplicates are common and the extremes are reached), a string `s`
 /// with equality and prefixes, and an unindexed note.
 fn schema(range: &str, equality: &str) -> Schema {
-    Schema::from_toml(&format!(
-        r#"
-key = "id"
-equality = "{equality}"
-[fields.id]
-type = "integer"
-[fields.v]
-type = "integer"
-index = ["range"]
-range = "{range}"
-bits = 8
-[fields.s]
+    support::range_schema(
+        range,
+        equality,
+        8,
+        r#"[fields.s]
 type = "string"
 index = ["equality", "prefix"]
 prefix_max = 3
 [fields.note]
 type = "string"
-"#
-    ))
-    .unwrap()
+"#,
+    )
 }
 
 /// A record's plaintext: (v, s).
@@ -82,6 +76,23 @@ fn random_record(rng: &mut StdRng, id: i64) -> (Cells, Plain) {
         cells.push(("v".to_owned(), v.to_string()));
     }
     (cells, (v, s))
+}
+
+/// Inserts a random record (`random_record`) for each of `ids`.
+fn insert_random(
+    table: &mut Table,
+    oracle: &mut Oracle,
+    rng: &mut StdRng,
+    ids: impl IntoIterator<Item = i64>,
+) {
+    let rows = ids
+        .into_iter()
+        .map(|id| {
+            let (cells, value) = random_record(rng, id);
+            (cells, id, value)
+        })
+        .collect();
+    insert(table, oracle, rows);
 }
 
 fn insert(table: &mut Table, oracle: &mut Oracle, rows: Vec<(Cells, i64, Plain)>) {
@@ -204,25 +215,12 @@ fn run_table(dir: &Path, range: &str, equality: &str, seed: u64, n: i64, queries
     let mut rng = StdRng::seed_from_u64(seed);
     let mut oracle = Oracle::new();
     let mut table = Table::create(&p, "t", schema(range, equality)).unwrap();
-    let rows = (0..n)
-        .map(|id| {
-            let (cells, value) = random_record(&mut rng, id);
-            (cells, id, value)
-        })
-        .collect();
-    insert(&mut table, &mut oracle, rows);
+    insert_random(&mut table, &mut oracle, &mut rng, 0..n);
     assert_eq!(table.len(), oracle.len());
     check_queries(&mut table, &oracle, &mut rng, queries, &what);
 
     // Replace some records (same key, new values) and add a few.
-    let rows = (n / 2..n + 5)
-        .step_by(3)
-        .map(|id| {
-            let (cells, value) = random_record(&mut rng, id);
-            (cells, id, value)
-        })
-        .collect();
-    insert(&mut table, &mut oracle, rows);
+    insert_random(&mut table, &mut oracle, &mut rng, (n / 2..n + 5).step_by(3));
     // Inserting a record again changes nothing.
     let again: Vec<Record> = {
         let (cells, _) = random_record(&mut StdRng::seed_from_u64(1), 0);
@@ -312,13 +310,7 @@ fn an_interrupted_operation_is_repaired_when_the_table_is_opened() {
             let mut oracle = Oracle::new();
             let mut table =
                 Table::create_with(&p, "t", schema("bplus-lewi-wu", "fast"), backend()).unwrap();
-            let rows = (0..20)
-                .map(|id| {
-                    let (cells, value) = random_record(&mut rng, id);
-                    (cells, id, value)
-                })
-                .collect();
-            insert(&mut table, &mut oracle, rows);
+            insert_random(&mut table, &mut oracle, &mut rng, 0..20);
 
             // The next insertion fails part-way.
             let mut batch = Vec::new();
@@ -374,13 +366,7 @@ fn bad_input_is_refused_and_changes_nothing() {
     let mut table = Table::create(&p, "t", schema("bplus-clww", "fast")).unwrap();
     let mut oracle = Oracle::new();
     let mut rng = StdRng::seed_from_u64(5);
-    let rows = (0..10)
-        .map(|id| {
-            let (cells, value) = random_record(&mut rng, id);
-            (cells, id, value)
-        })
-        .collect();
-    insert(&mut table, &mut oracle, rows);
+    insert_random(&mut table, &mut oracle, &mut rng, 0..10);
 
     // A value outside the range field's domain, a value of the wrong
     // type, an unknown field, a record without its key.
@@ -564,13 +550,12 @@ fn a_dropped_table_leaves_nothing_to_a_new_one_of_the_same_name() {
     for round in 0..2 {
         let mut table = Table::create(&p, "t", schema("pope", "fast")).unwrap();
         let mut oracle = Oracle::new();
-        let rows = (0..15)
-            .map(|id| {
-                let (cells, value) = random_record(&mut rng, id + round * 100);
-                (cells, id + round * 100, value)
-            })
-            .collect();
-        insert(&mut table, &mut oracle, rows);
+        insert_random(
+            &mut table,
+            &mut oracle,
+            &mut rng,
+            round * 100..round * 100 + 15,
+        );
         check_queries(&mut table, &oracle, &mut rng, 6, &format!("round {round}"));
         table.drop_table(&p).unwrap();
         assert!(sesame_client::table::tables(&p).unwrap().is_empty());
@@ -583,13 +568,7 @@ fn a_dropped_table_leaves_nothing_to_a_new_one_of_the_same_name() {
     // create of that name starts clean.
     let mut table = Table::create(&p, "t", schema("bplus-clww", "fast")).unwrap();
     let mut oracle = Oracle::new();
-    let rows = (0..10)
-        .map(|id| {
-            let (cells, value) = random_record(&mut rng, id);
-            (cells, id, value)
-        })
-        .collect();
-    insert(&mut table, &mut oracle, rows);
+    insert_random(&mut table, &mut oracle, &mut rng, 0..10);
     drop(table);
     std::fs::remove_file(dir.path().join("p/tables/t.table")).unwrap();
     let mut table = Table::create(&p, "t", schema("bplus-clww", "fast")).unwrap();
@@ -600,13 +579,7 @@ fn a_dropped_table_leaves_nothing_to_a_new_one_of_the_same_name() {
         .records
         .is_empty());
     let mut oracle = Oracle::new();
-    let rows = (50..60)
-        .map(|id| {
-            let (cells, value) = random_record(&mut rng, id);
-            (cells, id, value)
-        })
-        .collect();
-    insert(&mut table, &mut oracle, rows);
+    insert_random(&mut table, &mut oracle, &mut rng, 50..60);
     check_queries(&mut table, &oracle, &mut rng, 6, "recreated");
 }
 
@@ -631,13 +604,7 @@ fn an_interrupted_query_of_a_protocol_that_writes_is_repaired() {
         let mut rng = StdRng::seed_from_u64(40 + after as u64);
         // More records than one of POPE's buffers holds, so that the
         // query sorts and splits.
-        let rows = (0..600)
-            .map(|id| {
-                let (cells, value) = random_record(&mut rng, id);
-                (cells, id, value)
-            })
-            .collect();
-        insert(&mut table, &mut oracle, rows);
+        insert_random(&mut table, &mut oracle, &mut rng, 0..600);
         store.fail(fault, after);
         let failed = table.query("v between -10 and 10", None).is_err();
         store.heal();

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use sesame_client::table::{self, Record, Schema, Table, Value};
-use sesame_client::{insecure, ClientError, NetworkBackend, Profile, DEFAULT_INDEX};
+use sesame_client::{ClientError, NetworkBackend, Profile, DEFAULT_INDEX};
 use sesame_core::{Params, Store, WriteBatch};
 use sesame_store::MemoryStore;
 
@@ -25,19 +25,7 @@ fn serve() -> Setup {
 
 /// The first device, and a second joined to it.
 fn devices(s: &Setup) -> (Profile, Profile) {
-    NetworkBackend::connect(&s.binding)
-        .unwrap()
-        .create_index(DEFAULT_INDEX, "fast", &Params::new())
-        .unwrap();
-    let laptop = Profile::create_with_server(
-        s.tmp.path().join("laptop"),
-        "pw",
-        "fast",
-        &Params::new(),
-        insecure::fast_kdf(),
-        &s.binding,
-    )
-    .unwrap();
+    let laptop = support::server_profile(&s.binding, &s.tmp.path().join("laptop"), "fast");
     drop(laptop.session(DEFAULT_INDEX).unwrap());
     let remote = format!("{}{DEFAULT_INDEX}", s.binding.index_prefix);
     let mut binding = s.binding.clone();
@@ -201,6 +189,21 @@ fn a_server_serving_an_older_table_record_is_refused() {
     );
 }
 
+/// The server loses table `t`'s record (as a server restored from a
+/// backup taken before the table was shared would).
+fn drop_table_record(s: &Setup) {
+    let (record_key, _) = s
+        .store
+        .scan_prefix(b"v/alice/")
+        .unwrap()
+        .into_iter()
+        .find(|(k, _)| k.ends_with(b"t-t/table"))
+        .unwrap();
+    let mut batch = WriteBatch::new();
+    batch.delete(record_key);
+    s.store.write(batch).unwrap();
+}
+
 /// A table made with the names of builds before opaque names
 /// (`t-<table>`, `t-<table>-<n>`) keeps working: on an embedded profile
 /// it opens, answers, takes records and drops under its old names; on a
@@ -252,16 +255,7 @@ fn a_table_with_the_names_of_earlier_builds_keeps_working() {
     // A table made before tables were shared (no record on the server, no
     // note on the device, no copy on the other) is shared when it is next
     // opened, and the other device takes it.
-    let (record_key, _) = s
-        .store
-        .scan_prefix(b"v/alice/")
-        .unwrap()
-        .into_iter()
-        .find(|(k, _)| k.ends_with(b"t-t/table"))
-        .unwrap();
-    let mut batch = WriteBatch::new();
-    batch.delete(record_key);
-    s.store.write(batch).unwrap();
+    drop_table_record(&s);
     std::fs::remove_file(laptop.dir().join("tables/t.shared")).unwrap();
     for file in ["tables/t.shared", "tables/t.table"] {
         std::fs::remove_file(phone.dir().join(file)).unwrap();
@@ -270,16 +264,7 @@ fn a_table_with_the_names_of_earlier_builds_keeps_working() {
     assert_eq!(keys(&phone, "v > 0"), set(&["1", "2", "3"]));
     // The record lost again: the device that saw it says the server
     // rolled it back.
-    let (record_key, _) = s
-        .store
-        .scan_prefix(b"v/alice/")
-        .unwrap()
-        .into_iter()
-        .find(|(k, _)| k.ends_with(b"t-t/table"))
-        .unwrap();
-    let mut batch = WriteBatch::new();
-    batch.delete(record_key);
-    s.store.write(batch).unwrap();
+    drop_table_record(&s);
     assert!(matches!(
         Table::open(&phone, "t").unwrap_err(),
         ClientError::SharedStateRolledBack { .. }
