@@ -26,9 +26,10 @@ use std::sync::Arc;
 use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{DefaultServerParameterProvider, StartupHandler};
+use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::PgWireServerHandlers;
+use pgwire::api::{ConnectionManager, PgWireServerHandlers};
 use sesame_client::Profile;
 use tokio::sync::Semaphore;
 
@@ -65,6 +66,7 @@ pub struct Config {
 struct Handlers {
     conn: Arc<handler::Conn>,
     startup: Arc<SASLAuthStartupHandler<DefaultServerParameterProvider>>,
+    cancel: Arc<DefaultCancelHandler>,
 }
 
 impl PgWireServerHandlers for Handlers {
@@ -82,6 +84,10 @@ impl PgWireServerHandlers for Handlers {
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.conn.clone()
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        self.cancel.clone()
     }
 }
 
@@ -121,6 +127,9 @@ pub fn run(profile: Profile, config: Config, ready: impl FnOnce(SocketAddr)) -> 
                 let mut params = DefaultServerParameterProvider::default();
                 params.server_version = catalog::SERVER_VERSION.to_owned();
                 let params = Arc::new(params);
+                // CancelRequest: each connection registers its key here.
+                let manager = Arc::new(ConnectionManager::new());
+                let cancel = Arc::new(DefaultCancelHandler::new(manager.clone()));
                 let (acceptor, pem) = match tls {
                     Some((a, pem)) => (Some(a), Some(pem)),
                     None => (None, None),
@@ -148,6 +157,7 @@ pub fn run(profile: Profile, config: Config, ready: impl FnOnce(SocketAddr)) -> 
                     let handlers = Handlers {
                         conn: Arc::new(handler::Conn::new(engine.clone(), copy_dir.clone())),
                         startup,
+                        cancel: cancel.clone(),
                     };
                     let acceptor = acceptor.clone();
                     tokio::spawn(async move {
