@@ -108,3 +108,32 @@ pub fn check_listen(addr: &SocketAddr, tls: bool) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_off_loopback_needs_tls() {
+        let off: SocketAddr = "0.0.0.0:5433".parse().expect("addr");
+        let e = check_listen(&off, false).expect_err("refused");
+        assert!(e.contains("--tls-cert"), "{e}");
+        assert!(check_listen(&off, true).is_ok());
+        assert!(check_listen(&"127.0.0.1:5433".parse().expect("addr"), false).is_ok());
+        assert!(check_listen(&"[::1]:5433".parse().expect("addr"), false).is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_password_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("pw");
+        std::fs::write(&path, "secret\n").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let e = load_password(Some(&path)).expect_err("refused");
+        assert!(e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        assert_eq!(load_password(Some(&path)).as_deref(), Ok("secret"));
+    }
+}
