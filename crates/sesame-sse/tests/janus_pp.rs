@@ -146,7 +146,7 @@ fn a_repeated_search_gets_the_same_answer() {
 /// in between leave the store at one size.
 #[test]
 fn consumed_keys_are_deleted_by_the_next_search() {
-    let (mut rng, mut c, mut ch, store, w) = six_added_two_deleted(10);
+    let (mut rng, mut c, mut ch, store, _) = six_added_two_deleted(10);
     let keys = || store.scan_prefix(b"").unwrap().len();
     let before = keys();
     assert_eq!(c.search(&mut rng, &mut ch, b"w").unwrap(), vec![1, 3, 5, 6]);
