@@ -148,7 +148,7 @@ impl GroupCommit {
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.batches
             .fetch_add(group.len() as u64, Ordering::Relaxed);
-        let expects: Vec<Vec<(&[u8], Option<&[u8]>)>> = group.iter().map(Entry::expect).collect();
+        let expects: Vec<Vec<Condition<'_>>> = group.iter().map(Entry::expect).collect();
         let items: Vec<Conditional<'_>> = expects
             .iter()
             .zip(group)
@@ -191,8 +191,11 @@ impl GroupCommit {
     }
 }
 
+/// A key and the value it must hold (`None`: absent).
+type Condition<'a> = (&'a [u8], Option<&'a [u8]>);
+
 impl Entry {
-    fn expect(&self) -> Vec<(&[u8], Option<&[u8]>)> {
+    fn expect(&self) -> Vec<Condition<'_>> {
         self.expect
             .iter()
             .map(|(k, v)| (k.as_slice(), v.as_deref()))
