@@ -309,6 +309,17 @@ impl Db {
             Statement::Insert(ins) => self.insert(sql, ins),
             Statement::Delete(del) => self.delete(sql, del, settings),
             Statement::Update(up) => self.update(sql, up, settings),
+            Statement::CreateTable(ct) => {
+                let (name, schema) = crate::ddl::schema_of(ct)?;
+                if ct.if_not_exists && self.table_names()?.contains(&name) {
+                    return Ok(Outcome::Command("CREATE TABLE", None));
+                }
+                // The open table (if any) is closed first: one at a time.
+                self.tables.clear();
+                let t = Table::create(&self.profile, &name, schema)?;
+                self.tables.insert(name, t);
+                Ok(Outcome::Command("CREATE TABLE", None))
+            }
             Statement::Drop {
                 object_type: ast::ObjectType::Table,
                 if_exists,
@@ -322,7 +333,7 @@ impl Db {
             }
             _ => Err(SqlError::unsupported(format!(
                 "{}: statement not supported (supported: SELECT, INSERT, UPDATE, DELETE, \
-                 COPY FROM STDIN, DROP TABLE, EXPLAIN, SET, SHOW)",
+                 COPY FROM STDIN, CREATE TABLE, DROP TABLE, EXPLAIN, SET, SHOW)",
                 first_words(sql)
             ))),
         }

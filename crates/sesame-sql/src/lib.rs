@@ -36,6 +36,7 @@ use tokio::sync::Semaphore;
 mod auth;
 mod catalog;
 mod copy;
+mod ddl;
 mod engine;
 mod error;
 mod exec;

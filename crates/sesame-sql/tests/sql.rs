@@ -502,3 +502,53 @@ fn a_large_answer_streams_in_batches_with_its_limit_and_offset() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn create_table_carries_its_index_kinds() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    c.batch_execute(
+        "CREATE TABLE f (id bigint PRIMARY KEY, dest text, delay bigint, price numeric(8, 2), \
+         note text) WITH (prefix = 'dest:3', range = 'delay:16, price:24', \
+         keyword_scheme = 'fast')",
+    )
+    .expect("create");
+    c.batch_execute(
+        "INSERT INTO f VALUES (1, 'SFO', 5, 1.50, 'a'), (2, 'SEA', -3, 2.25, 'b'), \
+         (3, 'LAX', 12, 9.99, 'c')",
+    )
+    .expect("insert");
+    assert_eq!(
+        cells(
+            &mut c,
+            "SELECT id FROM f WHERE dest LIKE 'S%' AND delay > 0"
+        ),
+        vec![vec![Some("1".to_owned())]]
+    );
+    assert_eq!(
+        cells(
+            &mut c,
+            "SELECT id, price FROM f WHERE price BETWEEN 2 AND 10 ORDER BY price"
+        ),
+        vec![
+            vec![Some("2".to_owned()), Some("2.25".to_owned())],
+            vec![Some("3".to_owned()), Some("9.99".to_owned())]
+        ]
+    );
+    let e = c
+        .simple_query("SELECT id FROM f WHERE note = 'a'")
+        .map(drop)
+        .expect_err("note has no index");
+    assert_eq!(code(&e), "0A000", "{e}");
+    let e = c
+        .simple_query("CREATE TABLE g (id bigint) WITH (range = 'nope')")
+        .map(drop)
+        .expect_err("no such column");
+    assert_eq!(code(&e), "42703", "{e}");
+    c.batch_execute("DROP TABLE f").expect("drop");
+    let e = c
+        .simple_query("SELECT id FROM f WHERE id = 1")
+        .map(drop)
+        .expect_err("dropped");
+    assert_eq!(code(&e), "42P01", "{e}");
+}
