@@ -506,3 +506,37 @@ impl SesameClient {
         self.unary(path::STATS, proto::StatsRequest {}).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_url_lists_are_parsed_or_refused_whole() {
+        assert_eq!(
+            server_urls("https://a:7443").unwrap(),
+            vec!["https://a:7443".to_owned()]
+        );
+        assert_eq!(
+            server_urls("https://a:7443/, http://127.0.0.1:1 ,https://[::1]:2").unwrap(),
+            vec!["https://a:7443/", "http://127.0.0.1:1", "https://[::1]:2"]
+        );
+        for (bad, says) in [
+            ("", "URL 1 is empty"),
+            ("https://a:1,", "URL 2 is empty"),
+            ("https://a:1,,https://b:1", "URL 2 is empty"),
+            ("https://a:1,ftp://b:1", "not http:// or https://"),
+            ("https://a:1,b:1", "not http:// or https://"),
+            ("https://a:1,https://a:1", "named twice"),
+            ("https://a:1/x", "has a path"),
+        ] {
+            let e = server_urls(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+        let nine: Vec<String> = (1..=9).map(|p| format!("https://a:{p}")).collect();
+        assert!(server_urls(&nine.join(","))
+            .unwrap_err()
+            .to_string()
+            .contains("more than 8"));
+    }
+}
