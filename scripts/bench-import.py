@@ -138,6 +138,11 @@ def main():
     print(f"sesame import: {rows} rows ({csv_bytes / 1e6:.1f} MB CSV) in {s_wall:.2f} s "
           f"({rows / s_wall:,.0f} rows/s), peak {s_peak / 1e6:.0f} MB, profile +{s_bytes / 1e6:.1f} MB")
 
+    shown = subprocess.run([args.sesame, "--dir", profile, "table", "show", "t", "--space"],
+                           env=env, capture_output=True, text=True)
+    if shown.returncode == 0 and "Where the bytes go" in shown.stdout:
+        print(shown.stdout[shown.stdout.index("Where the bytes go"):].rstrip())
+
     if args.no_sqlite:
         return
     db = os.path.join(work, "baseline.sqlite")

@@ -248,6 +248,10 @@ pub(crate) enum TableCommand {
         /// The table.
         #[arg(value_name = "TABLE")]
         table: String,
+        /// Also say where the table's bytes go in the store: its records,
+        /// its keyword index and each range index, with bytes per record.
+        #[arg(long)]
+        space: bool,
     },
     /// Delete the records matching a query.
     Delete {

@@ -23,7 +23,7 @@ impl Bar {
         };
         let bar = ProgressBar::with_draw_target(Some(0), target);
         if let Ok(style) =
-            ProgressStyle::with_template("{msg:>9} [{bar:32}] {pos}/{len} ({elapsed})")
+            ProgressStyle::with_template("{msg:>9} [{bar:32}] {pos}/{len} ({per_sec}, {elapsed})")
         {
             bar.set_style(style.progress_chars("=> "));
         }

@@ -31,11 +31,23 @@ pub(crate) fn table(dir: &Path, cmd: TableCommand) -> Result<(), CliError> {
             }
             write_stdout(out.as_bytes())
         }
-        TableCommand::Show { table } => {
+        TableCommand::Show { table, space } => {
             let profile = open_profile(dir)?;
-            let t = Table::open(&profile, &table)?;
+            let mut t = Table::open(&profile, &table)?;
             warn_pending(t.pending_records(), "record");
-            write_stdout(describe(&t).as_bytes())
+            let mut out = describe(&t);
+            if space {
+                match t.space()? {
+                    Some(s) => {
+                        out.push_str("\nWhere the bytes go (keys and values in the store):\n");
+                        out.push_str(&s.describe());
+                    }
+                    None => out.push_str(
+                        "\nThe table's indexes are on the server: their space is not known here.\n",
+                    ),
+                }
+            }
+            write_stdout(out.as_bytes())
         }
         TableCommand::Delete { table, query } => {
             let profile = open_profile(dir)?;

@@ -190,6 +190,10 @@ impl<H: Hook> Backend for Intercepted<H> {
         self.inner.space()
     }
 
+    fn index_bytes(&mut self, index: &str) -> Result<Option<(u64, u64)>> {
+        self.inner.index_bytes(index)
+    }
+
     fn vacuum(&mut self) -> Result<Option<(Space, Space)>> {
         self.inner.vacuum()
     }

@@ -210,6 +210,21 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+/// Where the payload of record `id` (its identifier, then its 16-byte
+/// tag) starts beside the plain value `value` (before the field's
+/// encoding) in a page of the `bplus-plain` baseline (which stores
+/// `encoded value || payload`).
+fn payload_of(page: &[u8], value: i64, id: u64) -> Option<usize> {
+    let schema =
+        Schema::from_toml("[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 8\n")
+            .unwrap();
+    let encoded = schema.fields[0]
+        .encode(&sesame_client::table::Value::Int(value))
+        .unwrap();
+    let needle = [encoded.to_be_bytes(), id.to_be_bytes()].concat();
+    find(page, &needle).map(|at| at + 8)
+}
+
 #[test]
 fn a_range_payload_moved_to_another_record_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -244,32 +259,34 @@ bits = 8
     let honest = table.query("age = 5", None).unwrap();
     assert_eq!(honest.records, std::slice::from_ref(&alice));
 
-    // The server swaps the two records' bytes in its range index (same
-    // length: only the names and values differ).
-    let a = sesame_core::wire::encode(&alice).unwrap();
-    let b = sesame_core::wire::encode(&bobby).unwrap();
-    assert_eq!(a.len(), b.len());
+    // The server swaps the two records' payloads in its range index (a
+    // payload is the identifier and its tag, beside the plain value: the
+    // baseline stores `value || payload`).
+    let id_of = |t: &Table, key: &str| {
+        t.keyword_index()
+            .documents()
+            .iter()
+            .find(|d| d.path == key)
+            .unwrap()
+            .id
+    };
+    let (id_a, id_b) = (id_of(&table, "alice"), id_of(&table, "bobby"));
     let mut batch = WriteBatch::new();
     let mut swapped = 0;
     for (k, v) in store.scan_prefix(b"i/").unwrap() {
-        let (ia, ib) = (find(&v, &a), find(&v, &b));
-        if ia.is_none() && ib.is_none() {
+        let (Some(ia), Some(ib)) = (payload_of(&v, 5, id_a), payload_of(&v, 50, id_b)) else {
             continue;
-        }
+        };
         let mut v = v.clone();
-        if let Some(i) = ia {
-            v[i..i + b.len()].copy_from_slice(&b);
-            swapped += 1;
-        }
-        if let Some(i) = ib {
-            v[i..i + a.len()].copy_from_slice(&a);
-            swapped += 1;
-        }
+        let (pa, pb) = (v[ia..ia + 24].to_vec(), v[ib..ib + 24].to_vec());
+        v[ia..ia + 24].copy_from_slice(&pb);
+        v[ib..ib + 24].copy_from_slice(&pa);
+        swapped += 2;
         batch.put(k, v);
     }
     assert_eq!(
         swapped, 2,
-        "the records' bytes were not found in the range index"
+        "the records' payloads were not found in the range index"
     );
     store.write(batch).unwrap();
     match table.query("age = 5", None) {
@@ -448,40 +465,28 @@ bits = 8
             .id
     };
     let (id_a, id_b) = (id_of(&table, "alice"), id_of(&table, "bobby"));
-    let a = sesame_core::wire::encode(&alice).unwrap();
-    let b = sesame_core::wire::encode(&bobby).unwrap();
-    assert_eq!(a.len(), b.len());
-    // A payload is the identifier, whatever binds it, then the record:
-    // the bytes from the identifier to the record's end.
-    let payload_at = |v: &[u8], content: &[u8], id: u64| -> (usize, usize) {
-        let at = find(v, content).unwrap();
-        let start = (8..=at)
-            .find(|&n| v[at - n..at - n + 8] == id.to_be_bytes())
-            .map(|n| at - n)
-            .unwrap();
-        (start, at + content.len())
-    };
-    // The leaf of field x holds alice (5) before bobby (50); the leaf of
-    // field y the other way round. The server puts alice's payload from
-    // x's leaf in place of bobby's in y's leaf, beside the value 5.
+    // A payload is the identifier and its tag (24 bytes), beside the
+    // plain value. The leaf of field x holds alice at 5 and bobby at 50;
+    // the leaf of field y the other way round. The server puts alice's
+    // payload from x's leaf in place of bobby's in y's leaf, beside the
+    // value 5.
     let leaves: Vec<(Vec<u8>, Vec<u8>)> = store
         .scan_prefix(b"i/")
         .unwrap()
         .into_iter()
-        .filter(|(_, v)| find(v, &a).is_some() && find(v, &b).is_some())
+        .filter(|(_, v)| payload_of(v, 5, id_a).is_some() || payload_of(v, 5, id_b).is_some())
         .collect();
     assert_eq!(leaves.len(), 2, "one leaf per field");
-    let (x_leaf, y_leaf) = if find(&leaves[0].1, &a) < find(&leaves[0].1, &b) {
+    let (x_leaf, y_leaf) = if payload_of(&leaves[0].1, 5, id_a).is_some() {
         (&leaves[0], &leaves[1])
     } else {
         (&leaves[1], &leaves[0])
     };
-    let (s, e) = payload_at(&x_leaf.1, &a, id_a);
-    let alice_in_x = x_leaf.1[s..e].to_vec();
-    let (s, e) = payload_at(&y_leaf.1, &b, id_b);
-    assert_eq!(e - s, alice_in_x.len());
+    let s = payload_of(&x_leaf.1, 5, id_a).unwrap();
+    let alice_in_x = x_leaf.1[s..s + 24].to_vec();
+    let s = payload_of(&y_leaf.1, 5, id_b).unwrap();
     let mut forged = y_leaf.1.clone();
-    forged[s..e].copy_from_slice(&alice_in_x);
+    forged[s..s + 24].copy_from_slice(&alice_in_x);
     let mut batch = WriteBatch::new();
     batch.put(y_leaf.0.clone(), forged);
     store.write(batch).unwrap();

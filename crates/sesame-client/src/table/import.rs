@@ -379,22 +379,23 @@ impl Table {
         format: Format,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ImportReport> {
-        self.import_file(path, format, progress).map_err(|e| {
-            if is_transport(&e) {
-                let cause = match e {
-                    // Its own advice ("sent again by the next command")
-                    // is the import's, said once.
-                    ClientError::Unacknowledged { cause, .. } => cause,
-                    e => Box::new(e),
-                };
-                ClientError::ImportInterrupted {
-                    path: path.to_path_buf(),
-                    cause,
+        self.import_file(path, format, progress, IMPORT_BATCH)
+            .map_err(|e| {
+                if is_transport(&e) {
+                    let cause = match e {
+                        // Its own advice ("sent again by the next command")
+                        // is the import's, said once.
+                        ClientError::Unacknowledged { cause, .. } => cause,
+                        e => Box::new(e),
+                    };
+                    ClientError::ImportInterrupted {
+                        path: path.to_path_buf(),
+                        cause,
+                    }
+                } else {
+                    e
                 }
-            } else {
-                e
-            }
-        })
+            })
     }
 
     fn import_file(
@@ -402,6 +403,7 @@ impl Table {
         path: &Path,
         format: Format,
         progress: &mut dyn FnMut(Progress),
+        import_batch: usize,
     ) -> Result<ImportReport> {
         let base = path
             .file_name()
@@ -511,14 +513,20 @@ impl Table {
         }
 
         // Second pass: insert in batches.
-        // One batch when a range index is empty: its protocol's `build`
-        // then takes every record at once (Kerschbaum-Tueno's insertions
-        // rewrite its whole array, its build writes it once).
-        let batch_size = if self.keyword_index().rebuilds() || self.has_empty_range() {
+        // When a range index is empty, the range changes of every batch
+        // are applied at the end, at once: its protocol's `build` then
+        // takes every record (a B+ tree is loaded bottom up, each page
+        // written once; Kerschbaum-Tueno's insertions rewrite its whole
+        // array, its build writes it once), while the records go in by
+        // batches. A static keyword scheme takes the whole file in one.
+        let batch_size = if self.keyword_index().rebuilds() {
             usize::MAX
         } else {
-            IMPORT_BATCH
+            import_batch
         };
+        let mut deferred = self
+            .has_empty_range()
+            .then(crate::table::write::Deferred::default);
         let mut report = ImportReport {
             read: 0,
             insert: InsertReport::default(),
@@ -528,7 +536,7 @@ impl Table {
         report.insert.resumed = resumed;
         let mut batch = Vec::new();
         let mut flush = |table: &mut Table, batch: &mut Vec<Record>, done: usize| -> Result<()> {
-            let r = table.insert(std::mem::take(batch), &mut *progress)?;
+            let r = table.insert_batch(std::mem::take(batch), &mut *progress, deferred.as_mut())?;
             report.insert.inserted += r.inserted;
             report.insert.replaced += r.replaced;
             report.insert.unchanged += r.unchanged;
@@ -569,6 +577,10 @@ impl Table {
         if !batch.is_empty() {
             flush(self, &mut batch, read)?;
         }
+        drop(flush);
+        if let Some(d) = deferred {
+            self.finish_deferred(d, progress)?;
+        }
         report.read = read;
         stale.extend(earlier.into_values());
         report.removed = self.remove_stale(stale)?;
@@ -603,5 +615,98 @@ impl Table {
             self.compact_group()?;
         }
         Ok(docs.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Phase;
+    use sesame_core::Params;
+
+    /// An import whose range changes are deferred (a first import, in
+    /// batches), stopped dead between two batches (a panic in its
+    /// progress callback, the table dropped unsaved: what a kill leaves
+    /// on disk), then the table opened again: the range indexes, left
+    /// marked dirty, are rebuilt from the records, every query answers
+    /// as the file does, and the same import run again completes the
+    /// file with each record once.
+    #[test]
+    fn a_deferred_import_stopped_between_batches_is_repaired() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let profile = crate::Profile::create_with_kdf(
+            dir.path().join("p"),
+            "pass",
+            "fast",
+            &Params::new(),
+            crate::insecure::fast_kdf(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let schema = crate::table::Schema::from_toml(
+            "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.c]\ntype = \"string\"\n\
+             index = [\"equality\"]\n[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n\
+             bits = 10\n[fields.w]\ntype = \"integer\"\nindex = [\"range\"]\n\
+             range = \"bplus-clww\"\nbits = 10\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let csv = dir.path().join("rows.csv");
+        let mut text = String::from("k,c,v,w\n");
+        for k in 0..500 {
+            text.push_str(&format!(
+                "{k},{},{},{}\n",
+                ["a", "b"][k % 2],
+                k % 97,
+                k % 13
+            ));
+        }
+        std::fs::write(&csv, text).unwrap_or_else(|e| panic!("{e}"));
+        let mut table = Table::create(&profile, "t", schema).unwrap_or_else(|e| panic!("{e}"));
+        let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut batches = 0;
+            let _ = table.import_file(
+                &csv,
+                Format::Csv,
+                &mut |p| {
+                    if p.phase == Phase::Imported {
+                        batches += 1;
+                        if batches == 3 {
+                            panic!("stopped after three batches");
+                        }
+                    }
+                },
+                60,
+            );
+        }));
+        assert!(stopped.is_err(), "the import was not stopped");
+        drop(table);
+        let check = |table: &mut Table, want: usize| {
+            assert_eq!(table.len(), want);
+            for (q, n) in [
+                (
+                    "v between 0 and 9",
+                    (0..want).filter(|k| k % 97 <= 9).count(),
+                ),
+                ("w = 3", (0..want).filter(|k| k % 13 == 3).count()),
+                (
+                    "c = \"a\" and w < 2",
+                    (0..want).filter(|k| k % 2 == 0 && k % 13 < 2).count(),
+                ),
+            ] {
+                let answer = table.query(q, None).unwrap_or_else(|e| panic!("{q}: {e}"));
+                assert_eq!(answer.total, n, "{q}");
+                assert_eq!(answer.records.len(), n, "{q}");
+            }
+        };
+        let mut table = Table::open(&profile, "t").unwrap_or_else(|e| panic!("{e}"));
+        check(&mut table, 180);
+        let report = table
+            .import_file(&csv, Format::Csv, &mut |_| {}, 60)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(report.insert.inserted, 320);
+        assert_eq!(report.insert.unchanged, 180);
+        check(&mut table, 500);
+        drop(table);
+        let mut table = Table::open(&profile, "t").unwrap_or_else(|e| panic!("{e}"));
+        check(&mut table, 500);
     }
 }

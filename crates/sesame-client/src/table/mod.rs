@@ -81,6 +81,7 @@ pub(crate) mod rotate;
 pub mod schema;
 mod shared;
 mod sql_api;
+pub mod space;
 mod verified;
 mod write;
 

@@ -215,11 +215,32 @@ impl PayloadBinder {
 }
 
 impl RangeIndex {
-    /// The payload of a record in this index: its identifier, the tag of
-    /// `binder` (a table with an incarnation), then the record's stored
-    /// bytes when the whole fits the protocol (a query then needs no
-    /// second fetch), else nothing more.
+    /// The payload of a record in this index: its identifier and the tag
+    /// of `binder` (a table with an incarnation) over an empty record.
+    /// The record itself is not carried: a query fetches the records it
+    /// matches from the keyword index's document store, so that each
+    /// record is stored once (builds before this one carried a copy in
+    /// every range index: see [`RangeIndex::carrying_payload`]).
     pub(crate) fn payload(
+        &self,
+        binder: Option<&PayloadBinder>,
+        field: &str,
+        id: DocId,
+        value: u64,
+    ) -> Vec<u8> {
+        let mut out = id.to_be_bytes().to_vec();
+        if let Some(b) = binder {
+            out.extend_from_slice(&b.tag(field, id, value, &[]));
+        }
+        out
+    }
+
+    /// The payload builds before [`RangeIndex::payload`] wrote: the
+    /// identifier, the tag, then the record's stored bytes when the whole
+    /// fits the protocol (else nothing more). A deletion from an index
+    /// those builds filled names the payload this way when the short
+    /// form finds nothing; queries open both forms ([`open_payload`]).
+    pub(crate) fn carrying_payload(
         &self,
         binder: Option<&PayloadBinder>,
         field: &str,
@@ -300,7 +321,7 @@ mod tests {
     fn a_payload_opens_only_in_its_place() {
         let index = index();
         let b = binder(1);
-        let payload = index.payload(Some(&b), "v", 7, 40, b"record");
+        let payload = index.carrying_payload(Some(&b), "v", 7, 40, b"record");
         let open = |b: &PayloadBinder, field: &str, value: u64, range, p: &[u8]| {
             open_payload(Some(b), "i", field, value, range, p)
                 .map(|(id, c)| (id, c.map(<[u8]>::to_vec)))
@@ -329,10 +350,30 @@ mod tests {
         }
     }
 
+    /// A payload carries the identifier and tag only (24 bytes with a
+    /// binder, 8 without), whatever the record's size, and opens to the
+    /// identifier with no record; it too is bound to its place.
+    #[test]
+    fn a_payload_carries_no_copy_of_the_record() {
+        let index = index();
+        let b = binder(1);
+        let payload = index.payload(Some(&b), "v", 7, 40);
+        assert_eq!(payload.len(), 8 + TAG_LEN);
+        assert_eq!(
+            open_payload(Some(&b), "i", "v", 40, (0, 100), &payload)
+                .map(|(id, c)| (id, c.is_none()))
+                .ok(),
+            Some((7, true))
+        );
+        assert!(open_payload(Some(&b), "i", "v", 41, (0, 100), &payload).is_err());
+        assert!(open_payload(Some(&b), "i", "w", 40, (0, 100), &payload).is_err());
+        assert_eq!(index.payload(None, "v", 7, 40), 7u64.to_be_bytes().to_vec());
+    }
+
     #[test]
     fn a_table_without_an_incarnation_keeps_the_earlier_layout() {
         let index = index();
-        let payload = index.payload(None, "v", 7, 40, b"record");
+        let payload = index.carrying_payload(None, "v", 7, 40, b"record");
         assert_eq!(payload, [&7u64.to_be_bytes()[..], b"record"].concat());
         let (id, content) =
             open_payload(None, "i", "v", 40, (40, 40), &payload).unwrap_or_else(|e| panic!("{e}"));

@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// The range changes of an import's batches, applied at its end
+/// ([`Table::finish_deferred`]): identifiers and encoded values only (a
+/// payload carries no record), so that they take a few dozen bytes per
+/// record.
+#[derive(Default)]
+pub(super) struct Deferred {
+    /// A batch went through (the indexes are marked dirty).
+    started: bool,
+    deletes: Vec<RangeRow>,
+    inserts: Vec<RangeRow>,
+}
+
 impl Table {
     /// Reads the cells of one record (`(field, text)` pairs; a field
     /// missing or with a null text has no value) into a [`Record`]. The
@@ -75,8 +87,31 @@ impl Table {
         records: Vec<Record>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<InsertReport> {
+        self.insert_batch(records, progress, None)
+    }
+
+    /// As [`Table::insert`]; with `deferred`, the range indexes' changes
+    /// are added to it instead of being applied, and stay marked dirty
+    /// (a crash before [`Table::finish_deferred`] rebuilds them from the
+    /// records), so that an import applies them all at once: an empty
+    /// index is then built in one go (the protocol's `build`, a bulk load
+    /// for the B+ trees) while the records go in by batches.
+    pub(super) fn insert_batch(
+        &mut self,
+        records: Vec<Record>,
+        progress: &mut dyn FnMut(Progress),
+        mut deferred: Option<&mut Deferred>,
+    ) -> Result<InsertReport> {
         let mut report = InsertReport::default();
-        let rebuilt = self.recover()?;
+        // Batches after the first of a deferred import find the range
+        // indexes marked dirty on purpose: not a crash to repair.
+        let rebuilt = match deferred.as_deref() {
+            Some(d) if d.started => {
+                self.rows.resume_pending()?;
+                Vec::new()
+            }
+            _ => self.recover()?,
+        };
         report.resumed = rebuilt.len();
         // The last record of a key wins.
         let mut by_key: BTreeMap<String, Record> = BTreeMap::new();
@@ -156,17 +191,41 @@ impl Table {
             .collect();
         let mut inserts: Vec<RangeRow> = Vec::new();
         for doc in added.added.iter().chain(&added.replaced) {
-            if let (Some(values), Some(r)) = (encoded.get(&doc.path), by_key.get(&doc.path)) {
+            if let Some(values) = encoded.get(&doc.path) {
+                // A payload carries no copy of the record (module
+                // `ranges`): only deletions of earlier builds' payloads
+                // need the content.
                 inserts.push(RangeRow {
                     id: doc.id,
                     values: values.clone(),
-                    content: wire::encode(r)?,
+                    content: Vec::new(),
                 });
             }
+        }
+        if let Some(d) = deferred.as_deref_mut() {
+            d.started = true;
+            d.deletes.extend(deletes);
+            d.inserts.extend(inserts);
+            self.compact_group()?;
+            return Ok(report);
         }
         self.apply_ranges(&deletes, &inserts, progress)?;
         self.compact_group()?;
         Ok(report)
+    }
+
+    /// Applies the range changes an import deferred (see
+    /// [`Table::insert_batch`]) and clears the indexes' dirty marks.
+    pub(super) fn finish_deferred(
+        &mut self,
+        deferred: Deferred,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        if !deferred.started || !self.has_side_indexes() {
+            return Ok(());
+        }
+        self.apply_ranges(&deferred.deletes, &deferred.inserts, progress)?;
+        self.compact_group()
     }
 
     /// Uploads new records to the verified group's index (one
@@ -273,12 +332,26 @@ impl Table {
             let mut channel = index.transaction(self.rows.backend.as_mut(), state)?;
             for row in deletes {
                 if let Some(Some(v)) = row.values.get(i) {
-                    if index.client.delete(
-                        &mut self.rng,
-                        channel.as_mut(),
-                        *v,
-                        &index.payload(binder, &state.field, row.id, *v, &row.content),
-                    )? {
+                    // The short payload of this build, else the one
+                    // carrying the record that earlier builds wrote.
+                    let short = index.payload(binder, &state.field, row.id, *v);
+                    let mut found =
+                        index
+                            .client
+                            .delete(&mut self.rng, channel.as_mut(), *v, &short)?;
+                    if !found {
+                        let carrying =
+                            index.carrying_payload(binder, &state.field, row.id, *v, &row.content);
+                        if carrying != short {
+                            found = index.client.delete(
+                                &mut self.rng,
+                                channel.as_mut(),
+                                *v,
+                                &carrying,
+                            )?;
+                        }
+                    }
+                    if found {
                         state.records = state.records.saturating_sub(1);
                     }
                 }
@@ -287,10 +360,7 @@ impl Table {
             let records: Vec<(u64, Vec<u8>)> = inserts
                 .iter()
                 .filter_map(|row| match row.values.get(i) {
-                    Some(Some(v)) => Some((
-                        *v,
-                        index.payload(binder, &state.field, row.id, *v, &row.content),
-                    )),
+                    Some(Some(v)) => Some((*v, index.payload(binder, &state.field, row.id, *v))),
                     _ => None,
                 })
                 .collect();
@@ -348,13 +418,7 @@ impl Table {
             for (id, record) in &all {
                 if let Some(Some(v)) = record.values.get(index.field) {
                     let v = field.encode(v)?;
-                    let payload = fresh.payload(
-                        self.binder.as_ref(),
-                        &field.name,
-                        *id,
-                        v,
-                        &wire::encode(record)?,
-                    );
+                    let payload = fresh.payload(self.binder.as_ref(), &field.name, *id, v);
                     records.push((v, payload));
                 }
             }
@@ -455,5 +519,112 @@ impl Table {
         self.rows.resume_pending()?;
         let docs: Vec<DocumentInfo> = self.rows.state.catalog.values().cloned().collect();
         self.fetch_records(&docs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sesame_core::Params;
+
+    fn record(k: i64, v: i64) -> Record {
+        Record {
+            key: k.to_string(),
+            values: vec![Some(Value::Int(k)), Some(Value::Int(v))],
+        }
+    }
+
+    /// A range index filled by an earlier build holds payloads carrying
+    /// the record; replacing and deleting those records still removes
+    /// their entries (the deletion falls back to the carrying form), so
+    /// no stale entry is left behind.
+    #[test]
+    fn records_of_an_earlier_builds_payloads_are_replaced_and_deleted() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let profile = Profile::create_with_kdf(
+            dir.path().join("p"),
+            "pass",
+            "fast",
+            &Params::new(),
+            crate::insecure::fast_kdf(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let schema = Schema::from_toml(
+            "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.v]\ntype = \"integer\"\n\
+             index = [\"range\"]\nbits = 8\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut table = Table::create(&profile, "t", schema).unwrap_or_else(|e| panic!("{e}"));
+        let ok = |r: Result<InsertReport>| r.unwrap_or_else(|e| panic!("{e}"));
+        ok(table.insert((0..6).map(|k| record(k, 10 + k)).collect(), &mut |_| {}));
+        // Rewrite every entry as an earlier build wrote it.
+        let docs: Vec<DocumentInfo> = table.rows.state.catalog.values().cloned().collect();
+        let rows = table
+            .fetch_range_values(&docs)
+            .unwrap_or_else(|e| panic!("{e}"));
+        {
+            let binder = table.binder.as_ref();
+            let (Some(index), Some(state)) = (table.ranges.first_mut(), table.state.ranges.first())
+            else {
+                panic!("no range index")
+            };
+            let mut channel = index
+                .transaction(table.rows.backend.as_mut(), state)
+                .unwrap_or_else(|e| panic!("{e}"));
+            for row in rows.values() {
+                let Some(Some(v)) = row.values.first() else {
+                    continue;
+                };
+                let short = index.payload(binder, &state.field, row.id, *v);
+                let carrying =
+                    index.carrying_payload(binder, &state.field, row.id, *v, &row.content);
+                assert_ne!(short, carrying);
+                let deleted = index
+                    .client
+                    .delete(&mut table.rng, channel.as_mut(), *v, &short)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert!(deleted);
+                index
+                    .client
+                    .insert(&mut table.rng, channel.as_mut(), *v, &carrying)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            channel.commit().unwrap_or_else(|e| panic!("{e}"));
+        }
+        table.save_ranges(false).unwrap_or_else(|e| panic!("{e}"));
+        // The carrying payloads answer (and their records are used).
+        let answer = table
+            .query("v between 10 and 15", None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer.total, 6);
+        // Replace two records, delete one: their old entries go.
+        ok(table.insert(vec![record(0, 40), record(1, 41)], &mut |_| {}));
+        assert_eq!(table.delete("v = 12").unwrap_or_else(|e| panic!("{e}")), 1);
+        let entries = |table: &mut Table| {
+            let (Some(index), Some(state)) = (table.ranges.first_mut(), table.state.ranges.first())
+            else {
+                panic!("no range index")
+            };
+            let mut channel = index
+                .channel(table.rows.backend.as_mut(), state)
+                .unwrap_or_else(|e| panic!("{e}"));
+            index
+                .client
+                .query(&mut table.rng, channel.as_mut(), 0, 255)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .records
+                .len()
+        };
+        assert_eq!(entries(&mut table), 5, "a stale entry is left");
+        let answer = table
+            .query("v between 10 and 15", None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut keys: Vec<String> = answer.records.iter().map(|r| r.key.clone()).collect();
+        keys.sort();
+        assert_eq!(keys, ["3", "4", "5"]);
+        let answer = table
+            .query("v >= 40", None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer.total, 2);
     }
 }
