@@ -111,6 +111,15 @@ pub fn run(profile: Profile, config: Config, ready: impl FnOnce(SocketAddr)) -> 
         .local_addr()
         .map_err(|e| format!("{}: {e}", config.listen))?;
     let copy_dir = profile.dir().join("sql-copy");
+    // What a COPY killed while it was receiving left (its data never
+    // reached the table; the client runs that COPY again).
+    if let Ok(entries) = std::fs::read_dir(&copy_dir) {
+        for e in entries.flatten() {
+            if e.path().extension().is_some_and(|x| x == "partial") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     let (engine, jobs) = engine::channel();
     let secret = Arc::new(auth::Secret::new(&config.password));
     let max = config.max_connections.max(1);
