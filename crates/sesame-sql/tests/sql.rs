@@ -310,6 +310,12 @@ fn a_wrong_password_is_refused_and_bad_input_keeps_the_connection() {
         // Still usable.
         assert_eq!(cells(&mut c, "SELECT 1"), vec![vec![Some("1".to_owned())]]);
     }
+    // A statement over the 1 MiB this front end reads: refused, and the
+    // connection stays usable.
+    let long = format!("SELECT id FROM t WHERE name = '{}'", "x".repeat(2 << 20));
+    let e = c.simple_query(&long).map(drop).expect_err("too long");
+    assert_eq!(code(&e), "54000", "{e}");
+    assert_eq!(cells(&mut c, "SELECT 1"), vec![vec![Some("1".to_owned())]]);
     let e = c
         .simple_query("SELECT id FROM t WHERE id = 1 ORDER")
         .map(drop)
