@@ -716,6 +716,19 @@ fn write_once_entries_are_cached_and_a_delete_is_seen() {
     assert_eq!(uncached.get(key).unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(uncached.get(key).unwrap().as_deref(), Some(&b"v"[..]));
     assert_eq!(uncached.round_trips() - before, 2);
+    // Keys in several groups and shards, over every master: one round
+    // trip (one pipeline of an HMGET per group).
+    let spread: Vec<Vec<u8>> = (0..40)
+        .map(|i| format!("e/t/b/0/{i}").into_bytes())
+        .collect();
+    let refs: Vec<&[u8]> = spread
+        .iter()
+        .map(Vec::as_slice)
+        .chain([&b"x/t/b"[..], b"home"])
+        .collect();
+    let before = uncached.round_trips();
+    assert_eq!(uncached.get_many(&refs).unwrap(), vec![None; refs.len()]);
+    assert_eq!(uncached.round_trips() - before, 1);
     store.delete(key).unwrap();
     assert_eq!(store.get(key).unwrap(), None);
     assert_eq!(uncached.get(key).unwrap(), None);

@@ -144,7 +144,9 @@ const SCAN_CHUNK: usize = 1000;
 /// outputs of keys drawn at random).
 ///
 /// **Round trips.** [`RedisClusterStore::round_trips`] counts the requests
-/// sent to nodes, for measuring what an operation costs.
+/// sent to nodes, for measuring what an operation costs. A `get_many` is
+/// one pipeline of one `HMGET` per group, sent to every node before any
+/// answer is read: one round trip.
 ///
 /// **Spec.** `redis-cluster://[user[:password]@]host:port[,host:port...]`
 /// with optional `?namespace=NAME` (default `default`), `wait=N` replicas
@@ -197,7 +199,8 @@ impl RedisClusterStore {
     }
 
     /// Requests this handle has sent to nodes (a `WAIT` on every master
-    /// counts once per master): what an operation costs in round trips.
+    /// counts once per master, a `get_many`'s pipeline once): what an
+    /// operation costs in round trips.
     pub fn round_trips(&self) -> u64 {
         self.trips.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -310,7 +313,7 @@ impl Store for RedisClusterStore {
     }
 
     fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        // One HMGET per group, in the order groups first appear.
+        // Cached write-once values first; the rest by group.
         let mut by_group: BTreeMap<Option<Group<'_>>, Vec<usize>> = BTreeMap::new();
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         for (i, k) in keys.iter().enumerate() {
@@ -323,33 +326,51 @@ impl Store for RedisClusterStore {
             }
             by_group.entry(group).or_default().push(i);
         }
-        for (group, positions) in by_group {
-            let gk = self.keys_of(group);
-            let once = group.is_some_and(|g| g.shard.is_some());
-            let got: Vec<Option<Vec<u8>>> = self.reading(|| {
+        // One HMGET per group, all in one pipeline: sent to every node
+        // before any answer is read, so one round trip however many
+        // groups (and masters) the keys lie in.
+        let groups: Vec<(Option<Group<'_>>, Vec<usize>)> = by_group.into_iter().collect();
+        if !groups.is_empty() {
+            let got: Vec<Vec<Option<Vec<u8>>>> = self.reading(|| {
                 self.trip(1);
                 self.with_conn(|c| {
-                    let mut cmd = redis::cmd("HMGET");
-                    cmd.arg(&gk.values);
-                    for &i in &positions {
-                        cmd.arg(keys[i]);
+                    let mut pipe = redis::cluster::cluster_pipe();
+                    for (group, positions) in &groups {
+                        let gk = self.keys_of(*group);
+                        let mut cmd = redis::cmd("HMGET");
+                        cmd.arg(&gk.values);
+                        for &i in positions {
+                            cmd.arg(keys[i]);
+                        }
+                        pipe.add_command(cmd);
                     }
-                    cmd.query(c)
+                    pipe.query(c)
                 })
             })?;
-            if got.len() != positions.len() {
+            if got.len() != groups.len() {
                 return Err(Error::StoreIo(format!(
-                    "{}: HMGET answered {} values for {} keys",
+                    "{}: a pipeline of {} HMGETs answered {}",
                     self.label,
-                    got.len(),
-                    positions.len()
+                    groups.len(),
+                    got.len()
                 )));
             }
-            for (i, v) in positions.into_iter().zip(got) {
-                if let (true, Some(v)) = (once, &v) {
-                    self.cache.insert(keys[i], v);
+            for ((group, positions), got) in groups.into_iter().zip(got) {
+                if got.len() != positions.len() {
+                    return Err(Error::StoreIo(format!(
+                        "{}: HMGET answered {} values for {} keys",
+                        self.label,
+                        got.len(),
+                        positions.len()
+                    )));
                 }
-                values[i] = v;
+                let once = group.is_some_and(|g| g.shard.is_some());
+                for (i, v) in positions.into_iter().zip(got) {
+                    if let (true, Some(v)) = (once, &v) {
+                        self.cache.insert(keys[i], v);
+                    }
+                    values[i] = v;
+                }
             }
         }
         for value in &values {
