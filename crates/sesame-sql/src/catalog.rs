@@ -434,7 +434,10 @@ pub(crate) fn psql_describe(db: &mut Db, sql: &str) -> Result<Option<Rows>, SqlE
         let Some(oid) = quoted_after(sql, "c.oid =").and_then(|o| o.parse::<i64>().ok()) else {
             return Ok(None);
         };
-        let known = oid >= TABLE_OID && ((oid - TABLE_OID) as usize) < tables.len();
+        let known = oid
+            .checked_sub(TABLE_OID)
+            .and_then(|i| usize::try_from(i).ok())
+            .is_some_and(|i| i < tables.len());
         let mut columns = Vec::new();
         let mut row = Vec::new();
         for (i, item) in items(sql).iter().enumerate() {
@@ -466,8 +469,9 @@ pub(crate) fn psql_describe(db: &mut Db, sql: &str) -> Result<Option<Rows>, SqlE
         else {
             return Ok(None);
         };
-        let Some(name) = usize::try_from(oid - TABLE_OID)
-            .ok()
+        let Some(name) = oid
+            .checked_sub(TABLE_OID)
+            .and_then(|i| usize::try_from(i).ok())
             .and_then(|i| tables.get(i))
             .cloned()
         else {

@@ -144,7 +144,14 @@ pub(crate) fn serve_jobs(profile: Profile, rx: mpsc::Receiver<Job>) {
         tables: HashMap::new(),
     };
     while let Ok(job) = rx.recv() {
-        job(&mut db);
+        // A defect that panics answers that statement's client with an
+        // error (its reply is dropped) instead of ending every
+        // connection's engine; the open table is closed, so the next
+        // statement opens it again and completes what it left.
+        let run = std::panic::AssertUnwindSafe(|| job(&mut db));
+        if std::panic::catch_unwind(run).is_err() {
+            db.tables.clear();
+        }
     }
 }
 

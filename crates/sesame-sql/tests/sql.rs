@@ -558,3 +558,23 @@ fn create_table_carries_its_index_kinds() {
         .expect_err("dropped");
     assert_eq!(code(&e), "42P01", "{e}");
 }
+
+#[test]
+fn psql_describe_of_any_oid_answers_and_keeps_the_server() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    for oid in ["-9223372036854775808", "16384", "99999999"] {
+        let _ = c.simple_query(&format!(
+            "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) \
+             FROM pg_catalog.pg_attribute a WHERE a.attrelid = '{oid}' AND a.attnum > 0"
+        ));
+        let _ = c.simple_query(&format!(
+            "SELECT c.relchecks, c.relkind FROM pg_catalog.pg_class c WHERE c.oid = '{oid}'"
+        ));
+    }
+    let mut other = connect(addr, PASSWORD).expect("connect");
+    assert_eq!(
+        cells(&mut other, "SELECT count(*) FROM t"),
+        vec![vec![Some("40".to_owned())]]
+    );
+}
