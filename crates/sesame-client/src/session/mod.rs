@@ -20,6 +20,12 @@
 //! updates and static rebuilds), `intents` (saving, sending and
 //! completing pending intents, and resuming interrupted ones), `queries`
 //! (searching, reading documents back, checking).
+//!
+//! The session takes what it needs of its profile in a `SessionBase`
+//! that the profile builds (paths, keys, intent files, the header to
+//! share): it imports nothing of `crate::profile`, and what it shares
+//! with `documents.rs` and the profile lives in `crate::progress`,
+//! `crate::stored` and `crate::scheme` (`docs/architecture.md`).
 
 use std::path::PathBuf;
 
