@@ -577,7 +577,6 @@ impl Table {
         if !batch.is_empty() {
             flush(self, &mut batch, read)?;
         }
-        drop(flush);
         if let Some(d) = deferred {
             self.finish_deferred(d, progress)?;
         }

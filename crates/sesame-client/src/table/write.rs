@@ -100,7 +100,7 @@ impl Table {
         &mut self,
         records: Vec<Record>,
         progress: &mut dyn FnMut(Progress),
-        mut deferred: Option<&mut Deferred>,
+        deferred: Option<&mut Deferred>,
     ) -> Result<InsertReport> {
         let mut report = InsertReport::default();
         // Batches after the first of a deferred import find the range
@@ -202,7 +202,7 @@ impl Table {
                 });
             }
         }
-        if let Some(d) = deferred.as_deref_mut() {
+        if let Some(d) = deferred {
             d.started = true;
             d.deletes.extend(deletes);
             d.inserts.extend(inserts);
