@@ -351,6 +351,12 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         (**self).write_if(expect, batch)
     }
+    fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>> {
+        (**self).write_if_group(group)
+    }
+    fn commit_groups(&self) -> usize {
+        (**self).commit_groups()
+    }
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         (**self).scan_prefix(prefix)
     }

@@ -442,3 +442,19 @@ fn a_server_killed_during_group_commits_loses_no_acknowledged_update() {
         }
     }
 }
+
+/// What `sesame serve` puts around its store (an `Arc`, the `Watched`
+/// counter) passes group commits through: without it, the server
+/// committed every request alone although the engine grouped them.
+#[test]
+fn the_servers_store_wrappers_keep_group_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(RedbStore::open(dir.path().join("s.redb")).unwrap());
+    assert_eq!(store.commit_groups(), 1);
+    let watched = sesame_server::watched::Watched::new(store);
+    assert_eq!(watched.commit_groups(), 1);
+    let mut batch = WriteBatch::new();
+    batch.put(b"k".to_vec(), b"v".to_vec());
+    let group: Vec<Conditional<'_>> = vec![(&[], &batch), (&[(b"k", None)], &batch)];
+    assert_eq!(watched.write_if_group(&group).unwrap(), vec![true, false]);
+}
