@@ -80,8 +80,8 @@ mod ranges;
 pub(crate) mod rotate;
 pub mod schema;
 mod shared;
-mod sql_api;
 pub mod space;
+mod sql_api;
 mod verified;
 mod write;
 
