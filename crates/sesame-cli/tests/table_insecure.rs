@@ -1,9 +1,11 @@
 //! Tables never hand the server what they claim to hide: a schema that
-//! names an insecure baseline (`bplus-plain`, which stores values and
-//! records in the clear) is refused at `table create`, naming the scheme,
+//! names an insecure baseline (`bplus-plain`, which stores the range
+//! values in the clear) is refused at `table create`, naming the scheme,
 //! unless it says `insecure = true`; such a table then says INSECURE in
 //! `table show` and `query --explain`. The test plays whoever reads the
 //! server's store: it looks for a distinctive value in `store.redb`.
+//! Records themselves are stored once, sealed, whatever the range scheme:
+//! a range payload holds an identifier and a tag.
 
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -15,6 +17,8 @@ use std::process::{Command, Output, Stdio};
 const PASS: &str = "test passphrase";
 /// A value no encrypted store may hold in the clear.
 const SSN: &str = "078-05-1120";
+/// A range value no encrypted store may hold in the clear.
+const AGE: &str = "987654321987";
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sesame"))
@@ -40,8 +44,34 @@ fn ok(dir: &Path, args: &[&str]) -> String {
 
 /// Whether the profile's store file holds `needle` in the clear.
 fn store_holds(dir: &Path, needle: &str) -> bool {
+    store_holds_bytes(dir, needle.as_bytes())
+}
+
+fn store_holds_bytes(dir: &Path, needle: &[u8]) -> bool {
     let bytes = fs::read(dir.join(".sesame/store.redb")).unwrap();
-    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+    bytes.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Whether the store holds the range field's encoded `AGE` in any of the
+/// ways a page may write a `u64`: little- or big-endian, or as a varint.
+fn store_holds_age(dir: &Path, schema_text: &str) -> bool {
+    let schema = sesame_client::table::schema::Schema::from_toml(schema_text).unwrap();
+    let field = schema.field("age").unwrap();
+    let v = field.encode(&field.parse_literal(AGE).unwrap()).unwrap();
+    let mut varint = Vec::new();
+    let mut rest = v;
+    loop {
+        let byte = (rest & 0x7f) as u8;
+        rest >>= 7;
+        if rest == 0 {
+            varint.push(byte);
+            break;
+        }
+        varint.push(byte | 0x80);
+    }
+    [v.to_le_bytes().to_vec(), v.to_be_bytes().to_vec(), varint]
+        .iter()
+        .any(|needle| store_holds_bytes(dir, needle))
 }
 
 fn schema(insecure: bool) -> String {
@@ -49,7 +79,7 @@ fn schema(insecure: bool) -> String {
         "{}key = \"id\"\n\
          [fields.id]\ntype = \"integer\"\n\
          [fields.ssn]\ntype = \"string\"\n\
-         [fields.age]\ntype = \"integer\"\nindex = [\"range\"]\nrange = \"bplus-plain\"\nbits = 8\n",
+         [fields.age]\ntype = \"integer\"\nindex = [\"range\"]\nrange = \"bplus-plain\"\nbits = 64\n",
         if insecure { "insecure = true\n" } else { "" }
     )
 }
@@ -59,7 +89,11 @@ fn a_plaintext_range_scheme_is_refused_unless_the_schema_says_insecure() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     ok(dir, &["init"]);
-    fs::write(dir.join("people.csv"), format!("id,ssn,age\n1,{SSN},42\n")).unwrap();
+    fs::write(
+        dir.join("people.csv"),
+        format!("id,ssn,age\n1,{SSN},{AGE}\n"),
+    )
+    .unwrap();
 
     // Without the opt-in: refused, naming the scheme, and nothing made.
     fs::write(dir.join("plain.toml"), schema(false)).unwrap();
@@ -100,8 +134,11 @@ fn a_plaintext_range_scheme_is_refused_unless_the_schema_says_insecure() {
         explain.contains("INSECURE") && explain.contains("bplus-plain"),
         "{explain}"
     );
-    // What it says is true: the store holds the record in the clear.
-    assert!(store_holds(dir, SSN));
+    // What it says is true: the store holds the range value in the clear
+    // (the record itself is sealed: a range payload is an identifier and
+    // a tag).
+    assert!(store_holds_age(dir, &schema(true)));
+    assert!(!store_holds(dir, SSN));
 }
 
 #[test]
@@ -112,10 +149,14 @@ fn a_default_table_keeps_its_values_out_of_the_store() {
     fs::write(
         dir.join("people.toml"),
         "key = \"id\"\n[fields.id]\ntype = \"integer\"\n[fields.ssn]\ntype = \"string\"\n\
-         index = [\"equality\"]\n[fields.age]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 8\n",
+         index = [\"equality\"]\n[fields.age]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 64\n",
     )
     .unwrap();
-    fs::write(dir.join("people.csv"), format!("id,ssn,age\n1,{SSN},42\n")).unwrap();
+    fs::write(
+        dir.join("people.csv"),
+        format!("id,ssn,age\n1,{SSN},{AGE}\n"),
+    )
+    .unwrap();
     let created = ok(
         dir,
         &["table", "create", "people", "--schema", "people.toml"],
@@ -125,4 +166,8 @@ fn a_default_table_keeps_its_values_out_of_the_store() {
     let explain = ok(dir, &["query", "people", "age > 30", "--explain"]);
     assert!(!explain.contains("INSECURE"), "{explain}");
     assert!(!store_holds(dir, SSN));
+    assert!(!store_holds_age(
+        dir,
+        &fs::read_to_string(dir.join("people.toml")).unwrap()
+    ));
 }

@@ -80,7 +80,7 @@ const fn descriptor(
     }
 }
 
-/// The "no encryption" baseline: INSECURE, plaintext values and records.
+/// The "no encryption" baseline: INSECURE, plaintext values and payloads.
 pub static PLAIN: SchemeDescriptor = descriptor(
     "bplus-plain",
     "B+ tree without encryption (INSECURE baseline)",
