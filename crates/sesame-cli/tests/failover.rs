@@ -14,11 +14,10 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use support::{sesame, Site, SERVE_FILES};
+use support::{spawn_serve, Site};
 
 /// A `sesame serve` on store `store` (killed when dropped).
 struct Serve {
@@ -29,33 +28,8 @@ struct Serve {
 
 impl Serve {
     fn start(site: &Site, port: u16, store: &str) -> Serve {
-        let listen = format!("127.0.0.1:{port}");
-        let mut child = sesame()
-            .current_dir(site.tmp.path())
-            .args(["serve", "--listen", &listen, "--store", store])
-            .args(["--admin", "127.0.0.1:0"])
-            .args(SERVE_FILES)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let second = lines.next().unwrap().unwrap();
-        let port_of = |line: &str| -> u16 {
-            let rest = &line[line.find("127.0.0.1:").unwrap() + 10..];
-            rest.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse()
-                .unwrap()
-        };
-        assert!(first.starts_with("listening on https://"), "{first}");
-        Serve {
-            port: port_of(&first),
-            admin: port_of(&second),
-            child,
-        }
+        let (child, port, admin) = spawn_serve(site, port, store, &[]);
+        Serve { port, admin, child }
     }
 
     fn url(&self) -> String {

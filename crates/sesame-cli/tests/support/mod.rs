@@ -149,6 +149,37 @@ impl Site {
     }
 }
 
+/// Starts `sesame serve` of a site on `port` (0: any) over `store`, with
+/// the site's certificate and tokens and a loopback admin port; gives the
+/// child and the ports it printed.
+#[allow(dead_code)] // Not every test binary starts a server.
+pub(crate) fn spawn_serve(site: &Site, port: u16, store: &str, more: &[&str]) -> (Child, u16, u16) {
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = sesame()
+        .current_dir(site.tmp.path())
+        .args(["serve", "--listen", &listen, "--store", store])
+        .args(["--admin", "127.0.0.1:0"])
+        .args(SERVE_FILES)
+        .args(more)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let second = lines.next().unwrap().unwrap();
+    let port_of = |line: &str| -> u16 {
+        let rest = &line[line.find("127.0.0.1:").unwrap() + 10..];
+        rest.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap()
+    };
+    assert!(first.starts_with("listening on https://"), "{first}");
+    (child, port_of(&first), port_of(&second))
+}
+
 /// A running `sesame serve` of a site: store `server.redb`, the site's
 /// certificate and tokens, metrics on a loopback admin port (killed when
 /// dropped).
@@ -166,41 +197,8 @@ impl Server {
 
     /// As [`Server::start`], with more arguments.
     pub(crate) fn start_with(site: &Site, port: u16, more: &[&str]) -> Server {
-        let listen = format!("127.0.0.1:{port}");
-        let mut child = sesame()
-            .current_dir(site.tmp.path())
-            .args([
-                "serve",
-                "--listen",
-                &listen,
-                "--store",
-                "server.redb",
-                "--admin",
-                "127.0.0.1:0",
-            ])
-            .args(SERVE_FILES)
-            .args(more)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let second = lines.next().unwrap().unwrap();
-        let port_of = |line: &str| -> u16 {
-            let rest = &line[line.find("127.0.0.1:").unwrap() + 10..];
-            rest.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse()
-                .unwrap()
-        };
-        assert!(first.starts_with("listening on https://"), "{first}");
-        Server {
-            port: port_of(&first),
-            admin: port_of(&second),
-            child,
-        }
+        let (child, port, admin) = spawn_serve(site, port, "server.redb", more);
+        Server { port, admin, child }
     }
 
     pub(crate) fn url(&self) -> String {
