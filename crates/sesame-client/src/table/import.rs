@@ -48,7 +48,7 @@ use sesame_core::wire;
 use crate::error::{ClientError, Result};
 use crate::session::{Phase, Progress};
 use crate::state::DocumentInfo;
-use crate::table::{InsertReport, RangeRow, Record, Table, Value};
+use crate::table::{InsertReport, Record, Table, Value};
 
 /// Records per insertion of an import (a static keyword scheme, and a
 /// table with an empty range index, take the whole file in one).
@@ -597,23 +597,7 @@ impl Table {
         if self.has_side_indexes() {
             self.save_ranges(true)?;
         }
-        let old = if self.ranges.is_empty() {
-            HashMap::new()
-        } else {
-            self.fetch_range_values(&docs)?
-        };
-        let names: Vec<String> = docs.iter().map(|d| d.id.to_string()).collect();
-        self.rows.remove_documents(&names)?;
-        if self.has_side_indexes() {
-            self.apply_group(&[], docs.len() as u64)?;
-            let deletes: Vec<RangeRow> = docs
-                .iter()
-                .filter_map(|d| old.get(&d.id).cloned())
-                .collect();
-            self.apply_ranges(&deletes, &[], &mut |_| {})?;
-            self.compact_group()?;
-        }
-        Ok(docs.len())
+        self.remove_records(&docs)
     }
 }
 

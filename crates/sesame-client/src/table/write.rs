@@ -495,10 +495,17 @@ impl Table {
             }
             return Ok(0);
         }
+        self.remove_records(&docs)
+    }
+
+    /// Removes stored records and their entries in every index: the
+    /// records by identifier, the group index's count, each range
+    /// index's leaves (their values read from the records first).
+    pub(super) fn remove_records(&mut self, docs: &[DocumentInfo]) -> Result<usize> {
         let old = if self.ranges.is_empty() {
             HashMap::new()
         } else {
-            self.fetch_range_values(&docs)?
+            self.fetch_range_values(docs)?
         };
         let names: Vec<String> = docs.iter().map(|d| d.id.to_string()).collect();
         self.rows.remove_documents(&names)?;
