@@ -13,7 +13,7 @@
 //! (10 Mbit/s as in the paper, 103 ms one-way delay: the paper gives no
 //! delay). See `docs/experiments/uedsse.md`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::RngCore;
 use sesame_core::{Channel, Params, Snapshot};
@@ -116,31 +116,38 @@ fn ue_row(ctx: &Ctx, n: usize) -> Result<Row, BenchError> {
         let c = k.encrypt(p).map_err(|_| err("Enc"))?;
         k.decrypt(&c).map_err(|_| err("Dec"))?;
     }
-    let t = Instant::now();
-    let cts = payloads
-        .iter()
-        .map(|p| k.encrypt(p))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| err("Enc"))?;
-    let enc = t.elapsed();
-    let t = Instant::now();
+    // Each round times the three phases in turn; the fastest of each is
+    // kept, so that a burst of other work on the machine during one
+    // phase's loop (a shared machine) slows one round of it, not the ratio
+    // between the phases the fidelity table compares.
     let token = k.update_token(&k2);
-    let fresh = cts
-        .iter()
-        .map(|c| token.re_encrypt(c))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| err("ReEnc"))?;
-    let reenc = t.elapsed();
-    let t = Instant::now();
-    let back = fresh
-        .iter()
-        .map(|c| k2.decrypt(c))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| err("Dec"))?;
-    let dec = t.elapsed();
-    if back != payloads {
-        return Err(err("round trip"));
-    }
+    let [enc, reenc, dec] = fastest_of_rounds(ue_rounds(n), || {
+        let t = Instant::now();
+        let cts = payloads
+            .iter()
+            .map(|p| k.encrypt(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| err("Enc"))?;
+        let enc = t.elapsed();
+        let t = Instant::now();
+        let fresh = cts
+            .iter()
+            .map(|c| token.re_encrypt(c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| err("ReEnc"))?;
+        let reenc = t.elapsed();
+        let t = Instant::now();
+        let back = fresh
+            .iter()
+            .map(|c| k2.decrypt(c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| err("Dec"))?;
+        let dec = t.elapsed();
+        if back != payloads {
+            return Err(err("round trip"));
+        }
+        Ok([enc, reenc, dec])
+    })?;
     let mut row = Row::new().param("op", "ue").param("documents", n);
     row.set("enc_ms", ms_per(enc, n))
         .set("reenc_ms", ms_per(reenc, n))
@@ -151,6 +158,27 @@ fn ue_row(ctx: &Ctx, n: usize) -> Result<Row, BenchError> {
             .paper_any_scale("dec_ms", 0.528, "ms per Dec", SOURCE_FIG2);
     }
     Ok(row)
+}
+
+/// Rounds of the UE timing at `n` documents: 7 for small `n`, down to 3
+/// at 100,000 (each round runs `3 n` group operations).
+fn ue_rounds(n: usize) -> usize {
+    (20_000 / n.max(1)).clamp(3, 7)
+}
+
+/// Runs `round` `rounds` times and keeps, for each of its `N` phases, the
+/// fastest time: the least disturbed by other work on the machine.
+fn fastest_of_rounds<const N: usize>(
+    rounds: usize,
+    mut round: impl FnMut() -> Result<[Duration; N], BenchError>,
+) -> Result<[Duration; N], BenchError> {
+    let mut best = round()?;
+    for _ in 1..rounds {
+        for (b, t) in best.iter_mut().zip(round()?) {
+            *b = (*b).min(t);
+        }
+    }
+    Ok(best)
 }
 
 /// Fig. 3 / 4: `n` documents inserted one update (one round) each, one
@@ -490,6 +518,30 @@ impl Experiment for Uedsse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cause of Fig. 2's Dec time once measured at 0.39x the paper's
+    /// ratio to Enc and ReEnc: each phase timed once, in turn, on a shared
+    /// machine, so a burst of other work during one phase's loop was that
+    /// phase's time. Here the first round's Dec ran during such a burst.
+    #[test]
+    fn a_burst_during_one_phase_does_not_move_the_ue_ratios() {
+        let ms = Duration::from_millis;
+        let rounds = [
+            [ms(40), ms(30), ms(90)],
+            [ms(41), ms(31), ms(30)],
+            [ms(40), ms(30), ms(31)],
+        ];
+        let run = |n: usize| {
+            let mut it = rounds.iter().copied();
+            fastest_of_rounds(n, || Ok(it.next().unwrap_or([ms(99); 3]))).unwrap()
+        };
+        // One round (the timing before): the burst is the measurement.
+        assert_eq!(run(1), [ms(40), ms(30), ms(90)]);
+        // Three rounds: the fastest of each phase, the burst left out.
+        assert_eq!(run(3), [ms(40), ms(30), ms(30)]);
+        assert_eq!(ue_rounds(1000), 7);
+        assert_eq!(ue_rounds(100_000), 3);
+    }
 
     #[test]
     fn tiny_run_has_every_figure_of_the_paper() {
