@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use sesame_core::{IoCounts, Result, Store, WriteBatch};
+use sesame_core::{Result, Store, WriteBatch};
 
 use crate::MemoryStore;
 
@@ -112,12 +112,8 @@ impl FaultyStore {
 }
 
 impl Store for FaultyStore {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
+    crate::forward_store!(|s| s.inner;
+        get, get_many, scan_prefix, scan_from, ordered_probes, io_counts);
     fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_if(&[], &batch).map(|_| ())
     }
@@ -155,24 +151,6 @@ impl Store for FaultyStore {
             ));
         }
         self.inner.write_if(expect, batch)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_from(prefix, from, descending, limit)
-    }
-    fn ordered_probes(&self) -> bool {
-        self.inner.ordered_probes()
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
     }
     fn backend(&self) -> &'static str {
         "faulty-memory"

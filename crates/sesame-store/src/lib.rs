@@ -3,6 +3,7 @@
 pub mod documents;
 #[cfg(feature = "test-suite")]
 pub mod faulty;
+mod forward;
 mod memory;
 pub mod overlay;
 pub mod packed;
@@ -34,6 +35,12 @@ pub use redis_cluster::{
 };
 pub use spec::open_store;
 
+#[doc(hidden)]
+pub use sesame_core as __core;
+
+use sesame_core::{Conditional, IoCounter, Result};
+use std::ops::Bound;
+
 /// The smallest key greater than every key that starts with `prefix`, or
 /// `None` where no such key exists (`prefix` is empty or all `0xFF`).
 pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
@@ -43,9 +50,91 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     Some(end)
 }
 
+/// A range of keys: its lower and upper bounds.
+pub(crate) type KeyRange<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+/// The key range a scan of `prefix` from `from` covers: the lower and
+/// upper bounds to iterate (backwards where `descending`), or `None` where
+/// no key of the prefix can match. Shared by the ordered backends (memory,
+/// redb), whose `scan_from` differ only in how they iterate a range.
+pub(crate) fn scan_range<'a>(
+    prefix: &'a [u8],
+    end: Option<&'a [u8]>,
+    from: &'a [u8],
+    descending: bool,
+) -> Option<KeyRange<'a>> {
+    if descending {
+        if from < prefix {
+            return None;
+        }
+        let upper = match end {
+            Some(end) if from >= end => Bound::Excluded(end),
+            _ => Bound::Included(from),
+        };
+        return Some((Bound::Included(prefix), upper));
+    }
+    let start = from.max(prefix);
+    match end {
+        Some(end) if start >= end => None,
+        Some(end) => Some((Bound::Included(start), Bound::Excluded(end))),
+        None => Some((Bound::Included(start), Bound::Unbounded)),
+    }
+}
+
+/// Counts a scan's answer in `io` and returns it.
+pub(crate) fn counted_scan(
+    io: &IoCounter,
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+    io.scan(pairs.len(), bytes);
+    Ok(pairs)
+}
+
+/// Counts the writes of the batches of a group commit that were applied,
+/// and returns which were.
+pub(crate) fn counted_group(
+    io: &IoCounter,
+    group: &[Conditional<'_>],
+    applied: Vec<bool>,
+) -> Result<Vec<bool>> {
+    for ((_, batch), written) in group.iter().zip(&applied) {
+        if *written {
+            io.batch(batch);
+        }
+    }
+    Ok(applied)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::prefix_end;
+    use super::{prefix_end, scan_range};
+    use std::ops::Bound;
+
+    #[test]
+    fn scan_range_edges() {
+        let end = prefix_end(b"ab");
+        let end = end.as_deref();
+        let inc = Bound::Included;
+        assert_eq!(
+            scan_range(b"ab", end, b"a", false),
+            Some((inc(&b"ab"[..]), Bound::Excluded(&b"ac"[..])))
+        );
+        assert_eq!(scan_range(b"ab", end, b"ac", false), None);
+        assert_eq!(scan_range(b"ab", end, b"aa", true), None);
+        assert_eq!(
+            scan_range(b"ab", end, b"abz", true),
+            Some((inc(&b"ab"[..]), inc(&b"abz"[..])))
+        );
+        assert_eq!(
+            scan_range(b"ab", end, b"b", true),
+            Some((inc(&b"ab"[..]), Bound::Excluded(&b"ac"[..])))
+        );
+        assert_eq!(
+            scan_range(b"", None, b"x", false),
+            Some((inc(&b"x"[..]), Bound::Unbounded))
+        );
+    }
 
     #[test]
     fn prefix_end_edges() {

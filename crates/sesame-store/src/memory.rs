@@ -1,12 +1,11 @@
 //! The in-memory backend.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use sesame_core::{IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
 
-use crate::prefix_end;
+use crate::{counted_scan, prefix_end, scan_range};
 
 /// A store in a `BTreeMap` behind a lock: nothing survives the process.
 ///
@@ -101,19 +100,7 @@ impl Store for MemoryStore {
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let end = prefix_end(prefix);
-        let upper = match &end {
-            Some(end) => Bound::Excluded(end.as_slice()),
-            None => Bound::Unbounded,
-        };
-        let pairs: Vec<(Vec<u8>, Vec<u8>)> = self
-            .read_map()
-            .range::<[u8], _>((Bound::Included(prefix), upper))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.io.scan(pairs.len(), bytes);
-        Ok(pairs)
+        self.scan_from(prefix, prefix, false, usize::MAX)
     }
 
     fn scan_from(
@@ -126,36 +113,17 @@ impl Store for MemoryStore {
         let end = prefix_end(prefix);
         let map = self.read_map();
         let clone = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
-        let start = from.max(prefix);
-        let pairs: Vec<(Vec<u8>, Vec<u8>)> = if descending && from < prefix {
-            Vec::new()
-        } else if descending {
-            let upper = match &end {
-                Some(end) if from >= end.as_slice() => Bound::Excluded(end.as_slice()),
-                _ => Bound::Included(from),
-            };
-            map.range::<[u8], _>((Bound::Included(prefix), upper))
+        let pairs = match scan_range(prefix, end.as_deref(), from, descending) {
+            None => Vec::new(),
+            Some(range) if descending => map
+                .range::<[u8], _>(range)
                 .rev()
                 .take(limit)
                 .map(clone)
-                .collect()
-        } else {
-            let upper = match &end {
-                Some(end) => Bound::Excluded(end.as_slice()),
-                None => Bound::Unbounded,
-            };
-            if matches!(upper, Bound::Excluded(e) if start >= e) {
-                Vec::new()
-            } else {
-                map.range::<[u8], _>((Bound::Included(start), upper))
-                    .take(limit)
-                    .map(clone)
-                    .collect()
-            }
+                .collect(),
+            Some(range) => map.range::<[u8], _>(range).take(limit).map(clone).collect(),
         };
-        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.io.scan(pairs.len(), bytes);
-        Ok(pairs)
+        counted_scan(&self.io, pairs)
     }
 
     fn ordered_probes(&self) -> bool {

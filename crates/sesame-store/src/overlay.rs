@@ -311,9 +311,7 @@ impl Store for Overlay {
             }
         }
         let pairs: Vec<(Vec<u8>, Vec<u8>)> = merged.into_iter().collect();
-        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.io.scan(pairs.len(), bytes);
-        Ok(pairs)
+        crate::counted_scan(&self.io, pairs)
     }
 
     fn io_counts(&self) -> IoCounts {

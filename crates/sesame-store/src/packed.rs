@@ -567,9 +567,7 @@ impl Store for Packed {
                 }
             }
         }
-        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.io.scan(pairs.len(), bytes);
-        Ok(pairs)
+        crate::counted_scan(&self.io, pairs)
     }
 
     fn io_counts(&self) -> IoCounts {

@@ -446,32 +446,31 @@ impl PostgresStore {
     }
 
     fn prepare(&self, mut client: Client) -> Result<Conn> {
-        let t = &self.table;
-        let mut prep = |sql: String| client.prepare(&sql).map_err(|e| from_pg(&self.label, &e));
-        let get = prep(format!("SELECT value FROM {t} WHERE key = $1"))?;
-        let get_many = prep(format!("SELECT key, value FROM {t} WHERE key = ANY($1)"))?;
-        let scan = prep(format!(
-            "SELECT key, value FROM {t} WHERE key >= $1 AND key < $2 ORDER BY key"
-        ))?;
-        let scan_from = prep(format!(
-            "SELECT key, value FROM {t} WHERE key >= $1 ORDER BY key"
-        ))?;
-        let upsert = prep(format!(
+        // The statements, in `Conn`'s order; `{t}` is the table.
+        const SQL: [&str; 10] = [
+            "SELECT value FROM {t} WHERE key = $1",
+            "SELECT key, value FROM {t} WHERE key = ANY($1)",
+            "SELECT key, value FROM {t} WHERE key >= $1 AND key < $2 ORDER BY key",
+            "SELECT key, value FROM {t} WHERE key >= $1 ORDER BY key",
             "INSERT INTO {t} (key, value) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
-             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
-        ))?;
-        let delete = prep(format!("DELETE FROM {t} WHERE key = ANY($1)"))?;
-        let get_for_update = prep(format!(
-            "SELECT key, value FROM {t} WHERE key = ANY($1) FOR UPDATE"
-        ))?;
-        let swap = prep(format!(
-            "UPDATE {t} SET value = $2 WHERE key = $1 AND value = $3"
-        ))?;
-        let insert_new = prep(format!(
-            "INSERT INTO {t} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
-        ))?;
-        let lock_keys =
-            prep("SELECT pg_advisory_xact_lock(l) FROM unnest($1::int8[]) AS l".into())?;
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            "DELETE FROM {t} WHERE key = ANY($1)",
+            "SELECT key, value FROM {t} WHERE key = ANY($1) FOR UPDATE",
+            "UPDATE {t} SET value = $2 WHERE key = $1 AND value = $3",
+            "INSERT INTO {t} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+            "SELECT pg_advisory_xact_lock(l) FROM unnest($1::int8[]) AS l",
+        ];
+        let mut prepared = Vec::with_capacity(SQL.len());
+        for sql in SQL {
+            let sql = sql.replace("{t}", &self.table);
+            prepared.push(client.prepare(&sql).map_err(|e| from_pg(&self.label, &e))?);
+        }
+        let Ok(
+            [get, get_many, scan, scan_from, upsert, delete, get_for_update, swap, insert_new, lock_keys],
+        ) = <[Statement; 10]>::try_from(prepared)
+        else {
+            unreachable!("one statement is prepared per SQL text")
+        };
         Ok(Conn {
             client,
             get,
@@ -852,12 +851,7 @@ impl Store for PostgresStore {
                 }
             }
         };
-        for ((_, batch), written) in group.iter().zip(&applied) {
-            if *written {
-                self.io.batch(batch);
-            }
-        }
-        Ok(applied)
+        crate::counted_group(&self.io, group, applied)
     }
 
     /// PostgreSQL commits several transactions at once (and groups their
@@ -874,9 +868,7 @@ impl Store for PostgresStore {
         })?;
         let pairs: Vec<(Vec<u8>, Vec<u8>)> =
             rows.into_iter().map(|r| (r.get(0), r.get(1))).collect();
-        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.io.scan(pairs.len(), bytes);
-        Ok(pairs)
+        crate::counted_scan(&self.io, pairs)
     }
 
     fn io_counts(&self) -> IoCounts {

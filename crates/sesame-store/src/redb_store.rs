@@ -3,7 +3,6 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,9 +13,9 @@ use redb::backends::InMemoryBackend;
 use redb::{Builder, Database, ReadableTable, TableDefinition, TableError, WriteTransaction};
 use sesame_core::{Conditional, Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
 
-use crate::prefix_end;
 use crate::probe::ProbeBackend;
 use crate::redb_error::{from_redb, from_redb_probe, guard, panicked};
+use crate::{counted_group, counted_scan, prefix_end, scan_range};
 
 /// The key of the format marker in the metadata table `sesame.meta`.
 pub const FORMAT_KEY: &str = "sesame.format";
@@ -749,12 +748,7 @@ impl Store for RedbStore {
             }
             Ok(applied)
         })?;
-        for ((_, batch), written) in group.iter().zip(&applied) {
-            if *written {
-                self.io.batch(batch);
-            }
-        }
-        Ok(applied)
+        counted_group(&self.io, group, applied)
     }
 
     fn commit_groups(&self) -> usize {
@@ -762,28 +756,7 @@ impl Store for RedbStore {
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let map = |e: redb::Error| from_redb(&self.label, e);
-        let end = prefix_end(prefix);
-        let upper = match &end {
-            Some(end) => Bound::Excluded(end.as_slice()),
-            None => Bound::Unbounded,
-        };
-        let pairs = self.run(|db| {
-            let txn = db.begin_read().map_err(|e| map(e.into()))?;
-            let table = txn.open_table(DATA).map_err(|e| map(e.into()))?;
-            let range = table
-                .range::<&[u8]>((Bound::Included(prefix), upper))
-                .map_err(|e| map(e.into()))?;
-            range
-                .map(|item| {
-                    let (k, v) = item.map_err(|e| map(e.into()))?;
-                    Ok((k.value().to_vec(), v.value().to_vec()))
-                })
-                .collect::<Result<Vec<_>>>()
-        })?;
-        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.io.scan(pairs.len(), bytes);
-        Ok(pairs)
+        self.scan_from(prefix, prefix, false, usize::MAX)
     }
 
     fn scan_from(
@@ -795,6 +768,9 @@ impl Store for RedbStore {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let map = |e: redb::Error| from_redb(&self.label, e);
         let end = prefix_end(prefix);
+        let Some(range) = scan_range(prefix, end.as_deref(), from, descending) else {
+            return counted_scan(&self.io, Vec::new());
+        };
         let pairs = self.run(|db| {
             let txn = db.begin_read().map_err(|e| map(e.into()))?;
             let table = txn.open_table(DATA).map_err(|e| map(e.into()))?;
@@ -803,40 +779,18 @@ impl Store for RedbStore {
                     item.map_err(|e| map(e.into()))?;
                 Ok((k.value().to_vec(), v.value().to_vec()))
             };
+            let range = table.range::<&[u8]>(range).map_err(|e| map(e.into()))?;
             if descending {
-                if from < prefix {
-                    return Ok(Vec::new());
-                }
-                let upper = match &end {
-                    Some(end) if from >= end.as_slice() => Bound::Excluded(end.as_slice()),
-                    _ => Bound::Included(from),
-                };
-                let range = table
-                    .range::<&[u8]>((Bound::Included(prefix), upper))
-                    .map_err(|e| map(e.into()))?;
                 range
                     .rev()
                     .take(limit)
                     .map(copy)
                     .collect::<Result<Vec<_>>>()
             } else {
-                let upper = match &end {
-                    Some(end) => Bound::Excluded(end.as_slice()),
-                    None => Bound::Unbounded,
-                };
-                let start = from.max(prefix);
-                if matches!(upper, Bound::Excluded(e) if start >= e) {
-                    return Ok(Vec::new());
-                }
-                let range = table
-                    .range::<&[u8]>((Bound::Included(start), upper))
-                    .map_err(|e| map(e.into()))?;
                 range.take(limit).map(copy).collect::<Result<Vec<_>>>()
             }
         })?;
-        let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-        self.io.scan(pairs.len(), bytes);
-        Ok(pairs)
+        counted_scan(&self.io, pairs)
     }
 
     fn ordered_probes(&self) -> bool {

@@ -51,49 +51,8 @@ impl<S: Store> Drop for Dropping<S> {
 }
 
 impl<S: Store> Store for Dropping<S> {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.inner().get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.inner().get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
-        self.inner().write(batch)
-    }
-    fn write_if(
-        &self,
-        expect: &[(&[u8], Option<&[u8]>)],
-        batch: &WriteBatch,
-    ) -> sesame_core::Result<bool> {
-        self.inner().write_if(expect, batch)
-    }
-    fn write_if_group(&self, group: &[Conditional<'_>]) -> sesame_core::Result<Vec<bool>> {
-        self.inner().write_if_group(group)
-    }
-    fn commit_groups(&self) -> usize {
-        self.inner().commit_groups()
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner().scan_prefix(prefix)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner().scan_from(prefix, from, descending, limit)
-    }
-    fn ordered_probes(&self) -> bool {
-        self.inner().ordered_probes()
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner().io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        self.inner().backend()
-    }
+    crate::forward_store!(|s| s.inner(); get, get_many, write, write_if, write_if_group,
+        commit_groups, scan_prefix, scan_from, ordered_probes, io_counts, backend);
 }
 
 /// Instantiates the store suite as `#[test]` functions in the current
