@@ -38,7 +38,7 @@ pub use spec::open_store;
 #[doc(hidden)]
 pub use sesame_core as __core;
 
-use sesame_core::{Conditional, IoCounter, Result};
+use sesame_core::{Conditional, IoCounter, Result, Store, WriteBatch};
 use std::ops::Bound;
 
 /// The smallest key greater than every key that starts with `prefix`, or
@@ -89,6 +89,36 @@ pub(crate) fn counted_scan(
     let bytes = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
     io.scan(pairs.len(), bytes);
     Ok(pairs)
+}
+
+/// A backend's unconditional write: a conditional one with no condition
+/// (nothing to do for an empty batch).
+pub(crate) fn write_unconditional<S: Store + ?Sized>(store: &S, batch: &WriteBatch) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    store.write_if(&[], batch).map(|_| ())
+}
+
+/// A backend's conditional write as a group of one.
+pub(crate) fn write_if_alone<S: Store + ?Sized>(
+    store: &S,
+    expect: &[(&[u8], Option<&[u8]>)],
+    batch: &WriteBatch,
+) -> Result<bool> {
+    let applied = store.write_if_group(&[(expect, batch)])?;
+    Ok(applied.first().copied().unwrap_or(false))
+}
+
+/// Counts the point reads of `values` in `io` and returns them.
+pub(crate) fn counted_reads(
+    io: &IoCounter,
+    values: Vec<Option<Vec<u8>>>,
+) -> Result<Vec<Option<Vec<u8>>>> {
+    for value in &values {
+        io.read(value.as_ref().map_or(0, Vec::len));
+    }
+    Ok(values)
 }
 
 /// Counts the writes of the batches of a group commit that were applied,

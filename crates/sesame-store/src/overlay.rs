@@ -226,10 +226,7 @@ impl Store for Overlay {
             }
         }
         let values: Vec<Option<Vec<u8>>> = out.into_iter().map(Option::flatten).collect();
-        for v in &values {
-            self.io.read(v.as_ref().map_or(0, Vec::len));
-        }
-        Ok(values)
+        crate::counted_reads(&self.io, values)
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {

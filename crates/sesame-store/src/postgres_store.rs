@@ -85,16 +85,8 @@ struct Conn {
     get_many: Statement,
     scan: Statement,
     scan_from: Statement,
-    upsert: Statement,
-    delete: Statement,
-    /// The rows of keys, locked until the transaction ends.
-    get_for_update: Statement,
-    /// Sets `$1` to `$2` where it holds `$3`: one row, or none.
-    swap: Statement,
-    /// Inserts `$1` = `$2` where `$1` is absent: one row, or none.
-    insert_new: Statement,
-    /// Advisory locks, one per `int8` of `$1`, until the transaction ends.
-    lock_keys: Statement,
+    /// The statements a conditional write runs.
+    writes: Stmts,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -477,12 +469,14 @@ impl PostgresStore {
             get_many,
             scan,
             scan_from,
-            upsert,
-            delete,
-            get_for_update,
-            swap,
-            insert_new,
-            lock_keys,
+            writes: Stmts {
+                upsert,
+                delete,
+                get_for_update,
+                swap,
+                insert_new,
+                lock_keys,
+            },
         })
     }
 
@@ -607,25 +601,12 @@ fn write_collapsed(
 ) -> std::result::Result<Vec<bool>, postgres::Error> {
     let Conn {
         client,
-        upsert,
-        delete,
-        get_for_update,
-        swap,
-        insert_new,
-        lock_keys,
+        writes: stmts,
         ..
     } = conn;
-    let stmts = Stmts {
-        upsert,
-        delete,
-        get_for_update,
-        swap,
-        insert_new,
-        lock_keys,
-    };
     let mut txn = client.transaction()?;
     if let [(expect, last)] = group {
-        if !apply_collapsed(&mut txn, &stmts, namespace, expect, last)? {
+        if !apply_collapsed(&mut txn, stmts, namespace, expect, last)? {
             txn.rollback()?;
             return Ok(vec![false]);
         }
@@ -635,7 +616,7 @@ fn write_collapsed(
     let mut applied = Vec::with_capacity(group.len());
     for (expect, last) in group {
         let mut savepoint = txn.transaction()?;
-        let holds = apply_collapsed(&mut savepoint, &stmts, namespace, expect, last)?;
+        let holds = apply_collapsed(&mut savepoint, stmts, namespace, expect, last)?;
         if holds {
             savepoint.commit()?;
         } else {
@@ -648,20 +629,24 @@ fn write_collapsed(
 }
 
 /// The prepared statements a conditional write runs.
-struct Stmts<'a> {
-    upsert: &'a Statement,
-    delete: &'a Statement,
-    get_for_update: &'a Statement,
-    swap: &'a Statement,
-    insert_new: &'a Statement,
-    lock_keys: &'a Statement,
+struct Stmts {
+    upsert: Statement,
+    delete: Statement,
+    /// The rows of keys, locked until the transaction ends.
+    get_for_update: Statement,
+    /// Sets `$1` to `$2` where it holds `$3`: one row, or none.
+    swap: Statement,
+    /// Inserts `$1` = `$2` where `$1` is absent: one row, or none.
+    insert_new: Statement,
+    /// Advisory locks, one per `int8` of `$1`, until the transaction ends.
+    lock_keys: Statement,
 }
 
 /// Writes `last` inside `txn` if every key of `expect` holds its value;
 /// `Ok(false)` when one does not (the caller rolls back what was written).
 fn apply_collapsed(
     txn: &mut postgres::Transaction<'_>,
-    conn: &Stmts<'_>,
+    conn: &Stmts,
     namespace: &str,
     expect: &[(&[u8], Option<&[u8]>)],
     last: &BTreeMap<&[u8], Option<&[u8]>>,
@@ -680,8 +665,8 @@ fn apply_collapsed(
             continue;
         };
         let rows = match want {
-            Some(old) => txn.execute(conn.swap, &[&key, new, &old])?,
-            None => txn.execute(conn.insert_new, &[&key, new])?,
+            Some(old) => txn.execute(&conn.swap, &[&key, new, &old])?,
+            None => txn.execute(&conn.insert_new, &[&key, new])?,
         };
         if rows != 1 {
             return Ok(false);
@@ -704,10 +689,10 @@ fn apply_collapsed(
         if !locks.is_empty() {
             locks.sort_unstable();
             locks.dedup();
-            txn.execute(conn.lock_keys, &[&locks])?;
+            txn.execute(&conn.lock_keys, &[&locks])?;
         }
         let keys: Vec<&[u8]> = expect.iter().map(|(k, _)| *k).collect();
-        let rows = txn.query(conn.get_for_update, &[&keys])?;
+        let rows = txn.query(&conn.get_for_update, &[&keys])?;
         let mut held: HashMap<Vec<u8>, Vec<u8>> = HashMap::with_capacity(rows.len());
         for row in rows {
             held.insert(row.get(0), row.get(1));
@@ -725,7 +710,7 @@ fn apply_collapsed(
         .map(|(k, _)| *k)
         .collect();
     for chunk in deletes.chunks(CHUNK_ROWS) {
-        txn.execute(conn.delete, &[&chunk])?;
+        txn.execute(&conn.delete, &[&chunk])?;
     }
     let mut keys: Vec<&[u8]> = Vec::new();
     let mut values: Vec<&[u8]> = Vec::new();
@@ -739,14 +724,14 @@ fn apply_collapsed(
         values.push(v);
         bytes += k.len() + v.len();
         if keys.len() >= CHUNK_ROWS || bytes >= CHUNK_BYTES {
-            txn.execute(conn.upsert, &[&keys, &values])?;
+            txn.execute(&conn.upsert, &[&keys, &values])?;
             keys.clear();
             values.clear();
             bytes = 0;
         }
     }
     if !keys.is_empty() {
-        txn.execute(conn.upsert, &[&keys, &values])?;
+        txn.execute(&conn.upsert, &[&keys, &values])?;
     }
     Ok(true)
 }
@@ -797,25 +782,18 @@ impl Store for PostgresStore {
             found.insert(row.get(0), row.get(1));
         }
         let values: Vec<Option<Vec<u8>>> = keys.iter().map(|k| found.get(*k).cloned()).collect();
-        for value in &values {
-            self.io.read(value.as_ref().map_or(0, Vec::len));
-        }
-        Ok(values)
+        crate::counted_reads(&self.io, values)
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        self.write_if(&[], &batch).map(|_| ())
+        crate::write_unconditional(self, &batch)
     }
 
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
         if batch.is_empty() && expect.is_empty() {
             return Ok(true);
         }
-        let applied = self.write_if_group(&[(expect, batch)])?;
-        Ok(applied.first().copied().unwrap_or(false))
+        crate::write_if_alone(self, expect, batch)
     }
 
     /// One transaction and one commit for the whole group, each batch

@@ -681,22 +681,15 @@ impl Store for RedbStore {
                 })
                 .collect::<Result<Vec<_>>>()
         })?;
-        for value in &values {
-            self.io.read(value.as_ref().map_or(0, Vec::len));
-        }
-        Ok(values)
+        crate::counted_reads(&self.io, values)
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        self.write_if(&[], &batch).map(|_| ())
+        crate::write_unconditional(self, &batch)
     }
 
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
-        let applied = self.write_if_group(&[(expect, batch)])?;
-        Ok(applied.first().copied().unwrap_or(false))
+        crate::write_if_alone(self, expect, batch)
     }
 
     /// One write transaction, one commit (one `fsync`) for the whole

@@ -373,10 +373,7 @@ impl Store for RedisClusterStore {
                 }
             }
         }
-        for value in &values {
-            self.io.read(value.as_ref().map_or(0, Vec::len));
-        }
-        Ok(values)
+        crate::counted_reads(&self.io, values)
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
