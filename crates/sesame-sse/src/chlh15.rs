@@ -21,7 +21,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::aead::Aes256GcmSiv;
 use sesame_crypto::bloom::{BloomFilter, BloomKey};
@@ -70,9 +70,9 @@ pub const DEFAULT_ELEMENTS: u64 = 4096;
 
 /// The registry entry of CHLH15.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[
+    common::keyword_scheme!(
+        &DESCRIPTOR,
+        &[
             ("fpr", "false-positive rate of a document filter (0.001)"),
             (
                 "elements",
@@ -80,10 +80,9 @@ pub fn scheme() -> KeywordScheme {
                  before it saturates (4096)",
             ),
         ],
-        new_client: |rng, params| Ok(Box::new(ChlhClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(ChlhClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(ChlhServer::new(store))))),
-    }
+        ChlhClient,
+        ChlhServer
+    )
 }
 
 crate::common::redacted_debug!(Request);

@@ -33,6 +33,26 @@ macro_rules! redacted_debug {
 }
 pub(crate) use redacted_debug;
 
+/// The registry entry of a keyword scheme: its descriptor and parameters,
+/// a client from `Client::new(rng, params, extra…)` or
+/// `Client::restore(bytes, extra…)`, and a server from
+/// `Server::new(store)`, where `extra` are the arguments that choose a
+/// variant (SUISE2's prefixes).
+macro_rules! keyword_scheme {
+    ($descriptor:expr, $params:expr, $client:ident, $server:ident $(, $extra:expr)*) => {
+        $crate::api::KeywordScheme {
+            descriptor: $descriptor,
+            params: $params,
+            new_client: |rng, params| Ok(Box::new($client::new(rng, params $(, $extra)*)?)),
+            restore_client: |bytes| Ok(Box::new($client::restore(bytes $(, $extra)*)?)),
+            new_server: Some(|store, _| {
+                Ok(Box::new(sesame_core::Typed($server::new(store))))
+            }),
+        }
+    };
+}
+pub(crate) use keyword_scheme;
+
 /// Fills the unused slots of a block. No document may have this identifier.
 pub const PAD: DocId = DocId::MAX;
 

@@ -32,7 +32,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::counter::{self, Primitive};
 use sesame_crypto::hash::sha256;
@@ -65,13 +65,7 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of FAST.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(FastClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(FastClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(FastServer::new(store))))),
-    }
+    common::keyword_scheme!(&DESCRIPTOR, &[], FastClient, FastServer)
 }
 
 /// Security parameter λ in bytes: states, keyword tokens, permutation keys.

@@ -25,7 +25,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::ggm::{GgmTree, PuncturedKey};
 use sesame_crypto::hash::sha256;
@@ -77,16 +77,15 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of Janus++.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[(
+    common::keyword_scheme!(
+        &DESCRIPTOR,
+        &[(
             "d",
             "8: deletions per keyword between two searches (shares of the SPE key)",
         )],
-        new_client: |rng, params| Ok(Box::new(JanusClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(JanusClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(JanusServer::new(store))))),
-    }
+        JanusClient,
+        JanusServer
+    )
 }
 
 /// Depth of the share trees: tags are 64-bit.

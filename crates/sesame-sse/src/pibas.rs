@@ -19,7 +19,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
@@ -46,16 +46,15 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of PiBas.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[(
+    common::keyword_scheme!(
+        &DESCRIPTOR,
+        &[(
             "block",
             "1 (identifiers per entry; >1 is the pack extension)",
         )],
-        new_client: |rng, params| Ok(Box::new(PiBasClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(PiBasClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(PiBasServer::new(store))))),
-    }
+        PiBasClient,
+        PiBasServer
+    )
 }
 
 crate::common::redacted_debug!(Request);

@@ -19,7 +19,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
@@ -53,13 +53,7 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of SIMPLE.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(SimpleClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(SimpleClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(SimpleServer::new(store))))),
-    }
+    common::keyword_scheme!(&DESCRIPTOR, &[], SimpleClient, SimpleServer)
 }
 
 crate::common::redacted_debug!(Request);

@@ -23,7 +23,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
@@ -72,24 +72,12 @@ pub static DESCRIPTOR2: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of SUISE.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(SuiseClient::new(rng, params, false)?)),
-        restore_client: |bytes| Ok(Box::new(SuiseClient::restore(bytes, false)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(SuiseServer::new(store))))),
-    }
+    common::keyword_scheme!(&DESCRIPTOR, &[], SuiseClient, SuiseServer, false)
 }
 
 /// The registry entry of SUISE2: SUISE indexing every keyword prefix.
 pub fn scheme_with_prefixes() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR2,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(SuiseClient::new(rng, params, true)?)),
-        restore_client: |bytes| Ok(Box::new(SuiseClient::restore(bytes, true)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(SuiseServer::new(store))))),
-    }
+    common::keyword_scheme!(&DESCRIPTOR2, &[], SuiseClient, SuiseServer, true)
 }
 
 /// Bytes of a search key, a pair label and a keyword ciphertext.

@@ -25,7 +25,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
@@ -52,19 +52,18 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of 2Lev.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[
+    common::keyword_scheme!(
+        &DESCRIPTOR,
+        &[
             ("b", "64 (slots per dictionary entry)"),
             (
                 "block",
                 "64 (identifiers per array block; 512 fills a 4 KiB page)",
             ),
         ],
-        new_client: |rng, params| Ok(Box::new(TwoLevClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(TwoLevClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(TwoLevServer::new(store))))),
-    }
+        TwoLevClient,
+        TwoLevServer
+    )
 }
 
 /// Most pointer levels an entry may claim (2^64 identifiers need fewer

@@ -36,7 +36,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::hash::ro;
 use sesame_crypto::key::Key;
@@ -74,13 +74,7 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of UEDSSE.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(UedsseClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(UedsseClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(UedsseServer::new(store))))),
-    }
+    common::keyword_scheme!(&DESCRIPTOR, &[], UedsseClient, UedsseServer)
 }
 
 /// Security parameter λ in bytes: states and keyword tokens.

@@ -24,7 +24,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
@@ -78,24 +78,12 @@ pub static DESCRIPTOR2: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of VASST16.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(VasstClient::new(rng, params, false)?)),
-        restore_client: |bytes| Ok(Box::new(VasstClient::restore(bytes, false)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(VasstServer::new(store))))),
-    }
+    common::keyword_scheme!(&DESCRIPTOR, &[], VasstClient, VasstServer, false)
 }
 
 /// The registry entry of VASST16-2: VASST16 indexing every keyword prefix.
 pub fn scheme_with_prefixes() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR2,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(VasstClient::new(rng, params, true)?)),
-        restore_client: |bytes| Ok(Box::new(VasstClient::restore(bytes, true)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(VasstServer::new(store))))),
-    }
+    common::keyword_scheme!(&DESCRIPTOR2, &[], VasstClient, VasstServer, true)
 }
 
 /// Bytes of an entry value: document (8) and term frequency (4).

@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use sesame_core::{
-    BackwardPrivacy, Error, Params, QueryKind, Result, SchemeDescriptor, SchemeKind, Typed,
+    BackwardPrivacy, Error, Params, QueryKind, Result, SchemeDescriptor, SchemeKind,
 };
 use sesame_crypto::ggm::GgmNode;
 use sesame_crypto::key::Key;
@@ -72,9 +72,9 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of Aura.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[
+    common::keyword_scheme!(
+        &DESCRIPTOR,
+        &[
             (
                 "h",
                 "13: hash functions of the Bloom filter (ciphertext copies per entry)",
@@ -93,10 +93,9 @@ pub fn scheme() -> KeywordScheme {
                 "10000: deletions per keyword that fp is computed for",
             ),
         ],
-        new_client: |rng, params| Ok(Box::new(AuraClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(AuraClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(AuraServer::new(store))))),
-    }
+        AuraClient,
+        AuraServer
+    )
 }
 
 /// Bytes of a tag.

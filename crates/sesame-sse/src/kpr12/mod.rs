@@ -33,7 +33,7 @@
 //! and its Search, Add and Del over a [`Memory`]), `client`, `server`.
 
 use serde::{Deserialize, Serialize};
-use sesame_core::{BackwardPrivacy, QueryKind, SchemeDescriptor, SchemeKind, Typed};
+use sesame_core::{BackwardPrivacy, QueryKind, SchemeDescriptor, SchemeKind};
 
 use crate::api::{DocId, KeywordScheme};
 
@@ -79,13 +79,7 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of KPR12.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(Kpr12Client::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(Kpr12Client::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(Kpr12Server::new(store))))),
-    }
+    crate::common::keyword_scheme!(&DESCRIPTOR, &[], Kpr12Client, Kpr12Server)
 }
 
 /// Depth of the sparse Merkle tree: cell addresses have this many bits.

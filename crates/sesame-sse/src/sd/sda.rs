@@ -30,7 +30,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
@@ -62,13 +62,7 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of SDa.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &DESCRIPTOR,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(SdaClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(SdaClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(SdServer::new(store))))),
-    }
+    common::keyword_scheme!(&DESCRIPTOR, &[], SdaClient, SdServer)
 }
 
 /// An encrypted level entry: label and sealed `(w, ind, op, seq)`.

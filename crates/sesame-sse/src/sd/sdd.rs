@@ -56,7 +56,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, Typed, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
@@ -90,13 +90,7 @@ pub static SDD_DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of SDd.
 pub fn scheme() -> KeywordScheme {
-    KeywordScheme {
-        descriptor: &SDD_DESCRIPTOR,
-        params: &[],
-        new_client: |rng, params| Ok(Box::new(SddClient::new(rng, params)?)),
-        restore_client: |bytes| Ok(Box::new(SddClient::restore(bytes)?)),
-        new_server: Some(|store, _| Ok(Box::new(Typed(SddServer::new(store))))),
-    }
+    common::keyword_scheme!(&SDD_DESCRIPTOR, &[], SddClient, SddServer)
 }
 
 /// Prefix of a saved state (format 4: a merge whose arrays fit in a block
