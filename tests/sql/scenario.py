@@ -97,10 +97,12 @@ def queries(t):
         q("SELECT id, price FROM {t} WHERE price BETWEEN 100 AND 150.5 ORDER BY price, id"),
         q("SELECT id FROM {t} WHERE city IN ('Oslo', 'Lima') ORDER BY id"),
         q("SELECT id, name FROM {t} WHERE name LIKE 'pe%' ORDER BY name, id"),
-        # No index answers IS NULL (docs/sql.md, "Known gaps"): the
-        # refusal naming the column is accepted, a wrong answer is not;
-        # test_scan.py checks the answer with sesame.allow_scan.
-        q("SELECT id, city FROM {t} WHERE city IS NULL ORDER BY id", refusal=("0A000", "city")),
+        # IS NULL: the field's null keyword in the keyword index.
+        q("SELECT id, city FROM {t} WHERE city IS NULL ORDER BY id"),
+        q("SELECT id FROM {t} WHERE name IS NULL ORDER BY id"),
+        q("SELECT id, qty FROM {t} WHERE city IS NULL AND qty >= 50 ORDER BY id"),
+        q("SELECT id, name FROM {t} WHERE city IS NULL OR name LIKE 'pe%' ORDER BY id"),
+        q("SELECT count(*) FROM {t} WHERE city IS NULL"),
         q("SELECT id FROM {t} WHERE city = 'Rome' AND qty >= 50 ORDER BY id"),
         q("SELECT id FROM {t} WHERE city = 'Kyiv' OR qty < 5 ORDER BY id"),
         q(
@@ -164,6 +166,9 @@ def scenario(t, rows=None):
         step("exec", f"UPDATE {t} SET note = 'updated', price = 9.99 WHERE name LIKE 'pl%'"),
         step("exec", f"UPDATE {t} SET city = $1 WHERE id = $2", ["Bern", 11]),
         step("exec", f"DELETE FROM {t} WHERE id = $1", [12]),
+        step("exec", f"UPDATE {t} SET city = NULL WHERE id = $1", [13]),
+        step("exec", f"DELETE FROM {t} WHERE city IS NULL AND qty < 20"),
+        step("query", f"SELECT id, city, qty FROM {t} WHERE city IS NULL ORDER BY id", ordered=True, prepare=False),
         step("query", f"SELECT * FROM {t} ORDER BY id", ordered=True, prepare=False),
         step("query", f"SELECT id, note, price FROM {t} WHERE name LIKE 'pl%' ORDER BY id", ordered=True, prepare=False),
         step("query", f"SELECT count(*) FROM {t} WHERE city = 'Kyiv'", ordered=True, prepare=False),

@@ -1,7 +1,8 @@
 """Never a silent fallback: a predicate no index answers is refused with
 SQLSTATE 0A000 naming the column; after `SET sesame.allow_scan = on` the
 same statement answers (as SQLite does) and EXPLAIN says it scans; so
-does IS NULL, which no index answers."""
+does IS NULL on that field (IS NULL on an equality field is answered by
+its null keyword, scan or not)."""
 
 import pytest
 

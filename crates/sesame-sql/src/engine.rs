@@ -295,7 +295,12 @@ impl Db {
             return Ok(None);
         }
         let route = match &plan.filter {
-            Some(c) => Some(route::route(&schema, c, settings.allow_scan)?),
+            Some(c) => Some(route::route(
+                &schema,
+                self.nulls(&name)?,
+                c,
+                settings.allow_scan,
+            )?),
             None => None,
         };
         Ok(Some((name, schema, plan, route)))
@@ -379,6 +384,11 @@ impl Db {
         }
     }
 
+    /// Whether the table's records carry null keywords.
+    fn nulls(&mut self, name: &str) -> Result<bool, SqlError> {
+        Ok(self.table(name)?.has_null_keywords())
+    }
+
     fn columns(&mut self, name: &str) -> Result<(Schema, plan::Columns), SqlError> {
         let schema = self.schema(name)?;
         let columns = schema
@@ -421,7 +431,12 @@ impl Db {
         let (schema, columns) = self.columns(&name)?;
         let plan = plan::plan_select(sql, q, &columns, Some(name.clone()))?;
         let route = match &plan.filter {
-            Some(c) => Some(route::route(&schema, c, settings.allow_scan)?),
+            Some(c) => Some(route::route(
+                &schema,
+                self.nulls(&name)?,
+                c,
+                settings.allow_scan,
+            )?),
             None => None,
         };
         // count(*) alone: the index's count, no record fetched.
@@ -483,6 +498,7 @@ impl Db {
         let route = match &filter {
             Some(e) => Some(route::route(
                 &schema,
+                self.nulls(&name)?,
                 &plan::cond(sql, e, &columns)?,
                 settings.allow_scan,
             )?),
@@ -611,11 +627,11 @@ impl Db {
             ));
         };
         let cond = plan::cond(sql, selection, &columns)?;
-        let route = route::route(&schema, &cond, settings.allow_scan)?;
+        let route = route::route(&schema, self.nulls(&name)?, &cond, settings.allow_scan)?;
         let (Some(index), true) = (&route.index, route.exact) else {
             return Err(SqlError::unsupported(
-                "DELETE needs a WHERE that the indexes answer exactly (no scan, no IS NULL, \
-                 no <>, no NOT)",
+                "DELETE needs a WHERE that the indexes answer exactly (no scan, no <>, no NOT, \
+                 no IS NULL but on an equality or prefix field)",
             ));
         };
         let n = self.table(&name)?.delete(&index.to_string())?;
@@ -652,7 +668,12 @@ impl Db {
             None => None,
         };
         let route = match &cond {
-            Some(c) => Some(route::route(&schema, c, settings.allow_scan)?),
+            Some(c) => Some(route::route(
+                &schema,
+                self.nulls(&name)?,
+                c,
+                settings.allow_scan,
+            )?),
             None => None,
         };
         let t = self.table(&name)?;

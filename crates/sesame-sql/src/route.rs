@@ -28,12 +28,19 @@ pub(crate) struct Route {
     pub(crate) scanned: Vec<String>,
 }
 
-/// Routes `cond` over `schema`'s fields (`names`: the column names in
-/// field order).
-pub(crate) fn route(schema: &Schema, cond: &Cond, allow_scan: bool) -> Result<Route, SqlError> {
+/// Routes `cond` over `schema`'s fields; `nulls`: the table's records
+/// carry null keywords (`IS NULL` on an equality or prefix field is
+/// answered by them).
+pub(crate) fn route(
+    schema: &Schema,
+    nulls: bool,
+    cond: &Cond,
+    allow_scan: bool,
+) -> Result<Route, SqlError> {
     let mut scanned = Vec::new();
     let mut exact = true;
-    let index = walk(schema, cond, allow_scan, &mut scanned, &mut exact)?;
+    let at = Table { schema, nulls };
+    let index = walk(at, cond, allow_scan, &mut scanned, &mut exact)?;
     if index.is_none() {
         exact = false;
     }
@@ -44,8 +51,15 @@ pub(crate) fn route(schema: &Schema, cond: &Cond, allow_scan: bool) -> Result<Ro
     })
 }
 
+/// The table a `WHERE` is routed over.
+#[derive(Clone, Copy)]
+struct Table<'a> {
+    schema: &'a Schema,
+    nulls: bool,
+}
+
 fn walk(
-    schema: &Schema,
+    at: Table<'_>,
     cond: &Cond,
     allow_scan: bool,
     scanned: &mut Vec<String>,
@@ -53,8 +67,8 @@ fn walk(
 ) -> Result<Option<Expr>, SqlError> {
     match cond {
         Cond::And(a, b) => {
-            let a = walk(schema, a, allow_scan, scanned, exact)?;
-            let b = walk(schema, b, allow_scan, scanned, exact)?;
+            let a = walk(at, a, allow_scan, scanned, exact)?;
+            let b = walk(at, b, allow_scan, scanned, exact)?;
             Ok(match (a, b) {
                 (Some(a), Some(b)) => Some(Expr::And(Box::new(a), Box::new(b))),
                 (Some(x), None) | (None, Some(x)) => {
@@ -65,17 +79,17 @@ fn walk(
             })
         }
         Cond::Or(a, b) => {
-            let a = walk(schema, a, allow_scan, scanned, exact)?;
-            let b = walk(schema, b, allow_scan, scanned, exact)?;
+            let a = walk(at, a, allow_scan, scanned, exact)?;
+            let b = walk(at, b, allow_scan, scanned, exact)?;
             Ok(match (a, b) {
                 (Some(a), Some(b)) => Some(Expr::Or(Box::new(a), Box::new(b))),
                 _ => None,
             })
         }
-        leaf => match leaf_expr(schema, leaf, exact) {
+        leaf => match leaf_expr(at, leaf, exact) {
             Ok(e) => Ok(Some(e)),
             Err(refusal) if allow_scan => {
-                scanned.push(describe(schema, leaf));
+                scanned.push(describe(at.schema, leaf));
                 let _ = refusal;
                 Ok(None)
             }
@@ -172,7 +186,8 @@ fn refuse(schema: &Schema, leaf: &Cond, f: Option<&Field>, would: &str) -> SqlEr
     ))
 }
 
-fn leaf_expr(schema: &Schema, leaf: &Cond, exact: &mut bool) -> Result<Expr, SqlError> {
+fn leaf_expr(at: Table<'_>, leaf: &Cond, exact: &mut bool) -> Result<Expr, SqlError> {
+    let schema = at.schema;
     let pred = |f: &Field, op: Op| {
         Expr::Pred(Predicate {
             field: f.name.clone(),
@@ -311,14 +326,45 @@ fn leaf_expr(schema: &Schema, leaf: &Cond, exact: &mut bool) -> Result<Expr, Sql
             };
             Ok(pred(f, Op::Between(end(lo), end(hi))))
         }
+        // A null equality or prefix field gives the keyword index its
+        // null keyword (tables created since null keywords).
+        Cond::IsNull {
+            col,
+            negated: false,
+        } if at.nulls && {
+            let f = field(schema, *col)?;
+            f.equality || f.prefix.is_some()
+        } =>
+        {
+            Ok(pred(field(schema, *col)?, Op::IsNull))
+        }
+        Cond::IsNull {
+            col,
+            negated: false,
+        } => {
+            let f = field(schema, *col)?;
+            let would = if f.equality || f.prefix.is_some() {
+                "this table's records carry no null keywords (it was created by an earlier \
+                 build): make it again to add them (sesame rekey --master makes every table \
+                 again; or DROP TABLE and load its rows again)"
+                    .to_owned()
+            } else {
+                format!(
+                    "an equality index (index = [\"equality\"] on {}) would answer IS NULL with \
+                     its null keyword",
+                    f.name
+                )
+            };
+            Err(refuse(schema, leaf, Some(f), &would))
+        }
         Cond::IsNull { col, .. } => {
             let f = field(schema, *col)?;
             Err(refuse(
                 schema,
                 leaf,
                 Some(f),
-                "no index answers IS NULL (a null value is in no index); IS NOT NULL is answered \
-                 on a field with a range index",
+                "IS NOT NULL is answered on a field with a range index (its whole domain); no \
+                 other index answers it",
             ))
         }
         Cond::Not(_) | Cond::Between { .. } | Cond::In { .. } | Cond::Like { .. } => Err(refuse(

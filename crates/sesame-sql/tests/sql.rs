@@ -244,9 +244,9 @@ fn a_predicate_no_index_answers_is_refused_until_the_session_allows_a_scan() {
     assert!(message.contains("note"), "{message}");
     assert!(message.contains("equality index"), "{message}");
     let e = c
-        .simple_query("SELECT id FROM t WHERE city IS NULL")
+        .simple_query("SELECT id FROM t WHERE note IS NULL")
         .map(drop)
-        .expect_err("IS NULL");
+        .expect_err("IS NULL on a stored-only field");
     assert_eq!(code(&e), "0A000", "{e}");
 
     c.batch_execute("SET sesame.allow_scan = on").expect("set");
@@ -254,10 +254,9 @@ fn a_predicate_no_index_answers_is_refused_until_the_session_allows_a_scan() {
         cells(&mut c, "SELECT id FROM t WHERE note = 'n3'"),
         vec![vec![Some("3".to_owned())]]
     );
-    let nulls = rows().iter().filter(|r| r.2.is_none()).count();
     assert_eq!(
-        cells(&mut c, "SELECT count(*) FROM t WHERE city IS NULL"),
-        vec![vec![Some(nulls.to_string())]]
+        cells(&mut c, "SELECT count(*) FROM t WHERE note IS NULL"),
+        vec![vec![Some("0".to_owned())]]
     );
     let plan: Vec<String> = cells(&mut c, "EXPLAIN SELECT * FROM t WHERE note = 'n3'")
         .into_iter()
@@ -267,6 +266,98 @@ fn a_predicate_no_index_answers_is_refused_until_the_session_allows_a_scan() {
         plan.iter().any(|l| l.contains("SCAN")),
         "{}",
         plan.join("\n")
+    );
+}
+
+/// `IS NULL` on an equality or prefix field is answered by the field's
+/// null keyword in the keyword index (written by INSERT and UPDATE,
+/// removed by DELETE), never by a scan; on a field with neither it is
+/// refused.
+#[test]
+fn is_null_is_answered_by_the_null_keyword() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    let all = rows();
+    let ids = |c: &mut Client, sql: &str| -> Vec<i64> {
+        c.query(sql, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    let null_city: Vec<i64> = all.iter().filter(|r| r.2.is_none()).map(|r| r.0).collect();
+    assert!(!null_city.is_empty());
+    assert_eq!(
+        ids(&mut c, "SELECT id FROM t WHERE city IS NULL ORDER BY id"),
+        null_city
+    );
+    let want: Vec<i64> = all
+        .iter()
+        .filter(|r| r.2.is_none() || r.1.starts_with("ann"))
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(
+        ids(
+            &mut c,
+            "SELECT id FROM t WHERE city IS NULL OR name LIKE 'ann%' ORDER BY id"
+        ),
+        want
+    );
+    // Prefix and equality field, never null here.
+    assert!(ids(&mut c, "SELECT id FROM t WHERE name IS NULL").is_empty());
+    assert_eq!(
+        cells(&mut c, "SELECT count(*) FROM t WHERE city IS NULL"),
+        vec![vec![Some(null_city.len().to_string())]]
+    );
+    let plan: Vec<String> = cells(&mut c, "EXPLAIN SELECT * FROM t WHERE city IS NULL")
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect();
+    let text = plan.join("\n");
+    assert!(text.contains("null keyword"), "{text}");
+    assert!(!text.contains("SCAN"), "{text}");
+    // A range-only field has no null keyword: refused, naming the index
+    // that would answer.
+    let e = c
+        .simple_query("SELECT id FROM t WHERE qty IS NULL")
+        .map(drop)
+        .expect_err("IS NULL on a range field");
+    assert_eq!(code(&e), "0A000", "{e}");
+    let message = e.as_db_error().map(|d| d.message().to_owned());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("equality index")),
+        "{message:?}"
+    );
+    // UPDATE to NULL gives the record its null keyword (and takes its
+    // value's away); DELETE removes it.
+    assert_eq!(
+        c.execute("UPDATE t SET city = NULL WHERE id = 1", &[])
+            .expect("update"),
+        1
+    );
+    let mut want = null_city.clone();
+    want.insert(0, 1);
+    assert_eq!(
+        ids(&mut c, "SELECT id FROM t WHERE city IS NULL ORDER BY id"),
+        want
+    );
+    let was = all
+        .iter()
+        .find(|r| r.0 == 1)
+        .and_then(|r| r.2)
+        .expect("a city");
+    assert!(!ids(&mut c, &format!("SELECT id FROM t WHERE city = '{was}'")).contains(&1));
+    assert_eq!(
+        c.execute("DELETE FROM t WHERE city IS NULL", &[])
+            .expect("delete"),
+        want.len() as u64
+    );
+    assert!(ids(&mut c, "SELECT id FROM t WHERE city IS NULL").is_empty());
+    assert_eq!(
+        cells(&mut c, "SELECT count(*) FROM t"),
+        vec![vec![Some((40 - want.len()).to_string())]]
     );
 }
 

@@ -7,7 +7,14 @@ impl Table {
     pub fn plan(&self, text: &str) -> Result<Plan> {
         let expr =
             query::parse(text).map_err(|e| ClientError::InvalidQuery(format!("query: {e}")))?;
-        plan::plan(&self.state.schema, &expr)
+        plan::plan(&self.state.schema, &expr, self.state.null_keywords)
+    }
+
+    /// Whether the records carry null keywords, so that `field is null`
+    /// is answered by the keyword index (a table created by an earlier
+    /// build has none: it is made again to get them).
+    pub fn has_null_keywords(&self) -> bool {
+        self.state.null_keywords
     }
 
     /// Describes how a query would be answered: for each predicate, the
@@ -32,6 +39,8 @@ impl Table {
                     scheme: keyword.name.to_owned(),
                     request: if k.contains('^') {
                         "a search token for the prefix keyword".into()
+                    } else if k.ends_with("!null") {
+                        "a search token for the field's null keyword (no value)".into()
                     } else {
                         "a search token for the value's keyword".into()
                     },

@@ -4,11 +4,12 @@
 //! padding), and a table of an insecure baseline opens as insecure; a
 //! state of format 2 (no naming key) names its imported records under
 //! the key the state key derives, as those builds did, and a rotation
-//! of the master key carries that key over.
+//! of the master key carries that key over; a state of format 3 (no null
+//! keywords) refuses `is null` until the table is made again.
 
 use serde::Serialize;
 
-use super::schema::{Binding, Field, VerifiedGroup};
+use super::schema::{Binding, Field, Value, VerifiedGroup};
 use super::{RangeState, Schema, TableState, TABLE_FORMAT};
 use crate::table::verified::GroupState;
 
@@ -84,6 +85,7 @@ fn a_current_state_keeps_its_incarnation() {
         next_row: 7,
         incarnation: Some([9; 16]),
         naming: Some(super::NamingKey([5; 32])),
+        null_keywords: true,
     };
     let bytes = sesame_core::wire::encode(&state).unwrap_or_else(|e| panic!("{e}"));
     let back = TableState::decode(&bytes).unwrap_or_else(|| panic!("no decode"));
@@ -115,6 +117,7 @@ fn a_format_2_state_opens_without_a_naming_key() {
         next_row: 3,
         incarnation: Some([4; 16]),
         naming: Some(super::NamingKey([5; 32])),
+        null_keywords: true,
     };
     let bytes = sesame_core::wire::encode(&v2(&state)).unwrap_or_else(|e| panic!("{e}"));
     let back = TableState::decode(&bytes).unwrap_or_else(|| panic!("no decode"));
@@ -200,4 +203,97 @@ fn a_keyless_table_of_an_earlier_build_converges_after_a_rotation() {
         "{r:?}"
     );
     assert_eq!(table.len(), 30);
+}
+
+/// [`TableState`] as format 3 wrote it (no null keywords).
+#[derive(Serialize)]
+struct StateV3<'a> {
+    format: u8,
+    schema: &'a Schema,
+    ranges: &'a Vec<RangeState>,
+    group: &'a Option<GroupState>,
+    next_row: u64,
+    incarnation: Option<[u8; 16]>,
+    naming: &'a Option<super::NamingKey>,
+}
+
+/// A table whose state format 3 wrote holds no null keywords: `is null`
+/// is refused, saying how to get them, never answered short; made again
+/// (a rotation of the master key), it answers.
+#[test]
+fn a_table_of_an_earlier_build_refuses_is_null_until_made_again() {
+    use super::Table;
+    use crate::Profile;
+
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("p");
+    let p = Profile::create_with_kdf(
+        &dir,
+        "pw",
+        "fast",
+        &sesame_core::Params::new(),
+        crate::insecure::fast_kdf(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let nullable = schema(
+        "key = \"id\"\n[fields.id]\ntype = \"integer\"\nindex = [\"equality\"]\n\
+         [fields.city]\ntype = \"string\"\nindex = [\"equality\"]\n",
+    );
+    let table = Table::create(&p, "old", nullable).unwrap_or_else(|e| panic!("{e}"));
+    assert!(table.has_null_keywords());
+    let state = &table.state;
+    let plain = sesame_core::wire::encode(&StateV3 {
+        format: super::TABLE_FORMAT_V3,
+        schema: &state.schema,
+        ranges: &state.ranges,
+        group: &state.group,
+        next_row: state.next_row,
+        incarnation: state.incarnation,
+        naming: &state.naming,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let path = table.path.clone();
+    drop(table);
+    p.state_cipher()
+        .seal_table(&mut rand_core::OsRng, &path, "old", &plain)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut table = Table::open(&p, "old").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!table.has_null_keywords());
+    let records = (1..=6)
+        .map(|i| {
+            let city = (i % 3 != 0).then(|| Value::Text("sf".into()));
+            super::Record {
+                key: i.to_string(),
+                values: vec![Some(Value::Int(i)), city],
+            }
+        })
+        .collect();
+    table
+        .insert(records, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let e = table
+        .query("city is null", None)
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no null keywords") && e.contains("rekey --master"),
+        "{e}"
+    );
+    drop(table);
+    p.rotate_master(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(p);
+    let p = Profile::open(&dir, "pw").unwrap_or_else(|e| panic!("{e}"));
+    let mut table = Table::open(&p, "old").unwrap_or_else(|e| panic!("{e}"));
+    assert!(table.has_null_keywords());
+    let mut keys: Vec<String> = table
+        .query("city is null", None)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .records
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["3", "6"]);
 }

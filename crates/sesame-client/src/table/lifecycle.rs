@@ -144,6 +144,7 @@ pub(super) fn remove_file(p: &std::path::Path) -> Result<()> {
 /// shared-state note and its intents.
 pub(super) fn remove_local_rows(profile: &Profile, rows: &str) -> Result<()> {
     remove_file(&profile.state_path(rows))?;
+    crate::state::remove_logs(&profile.state_path(rows), None);
     remove_file(&profile.shared_sidecar(rows))?;
     let intents = profile
         .dir()
@@ -469,6 +470,7 @@ impl Table {
                 next_row: 0,
                 incarnation: Some(incarnation),
                 naming: Some(NamingKey(*naming.as_bytes())),
+                null_keywords: true,
             },
             rows: session,
             ranges,
@@ -485,6 +487,7 @@ impl Table {
                 profile.doc_key(),
                 profile.id(),
                 incarnation,
+                true,
             )?)),
             names: KeyedHash::new(&naming),
         };

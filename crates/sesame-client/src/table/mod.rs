@@ -103,8 +103,11 @@ pub const TABLE_DIR: &str = "tables";
 /// Records per pending intent of a table's keyword index.
 const INTENT_RECORDS: usize = 2048;
 /// The format of a table's state this build writes (the first field):
-/// 3 holds the table's naming key, 2 does not.
-const TABLE_FORMAT: u8 = 3;
+/// 4 says whether its records carry null keywords, 3 holds the table's
+/// naming key, 2 does not.
+const TABLE_FORMAT: u8 = 4;
+/// The format of a table's state written by builds before null keywords.
+const TABLE_FORMAT_V3: u8 = 3;
 /// The format of a table's state written by builds before naming keys.
 const TABLE_FORMAT_V2: u8 = 2;
 /// The longest table name.
@@ -190,6 +193,12 @@ struct TableState {
     /// keys, whose records are named under the key the profile's state
     /// key derives ([`StateCipher::derived_names_key`]).
     naming: Option<NamingKey>,
+    /// Whether every record gave the keyword index a null keyword for
+    /// each of its null equality and prefix fields (module `padding`):
+    /// `true` for a table created by this build, `false` for one of an
+    /// earlier build (`IS NULL` is then refused until the table is made
+    /// again).
+    null_keywords: bool,
 }
 
 /// A table's naming key as its state holds it (wiped on drop).
@@ -200,6 +209,19 @@ impl Drop for NamingKey {
     fn drop(&mut self) {
         zeroize::Zeroize::zeroize(&mut self.0);
     }
+}
+
+/// [`TableState`] as builds before null keywords wrote it (format 3;
+/// read, then written in the current form without null keywords).
+#[derive(Deserialize)]
+struct TableStateV3 {
+    format: u8,
+    schema: Schema,
+    ranges: Vec<RangeState>,
+    group: Option<GroupState>,
+    next_row: u64,
+    incarnation: Option<[u8; 16]>,
+    naming: Option<NamingKey>,
 }
 
 /// [`TableState`] as builds before naming keys wrote it (format 2; read,
@@ -235,7 +257,7 @@ struct SchemaV1 {
 }
 
 impl TableState {
-    /// Reads a table's state in the current form or one of the two
+    /// Reads a table's state in the current form or one of the three
     /// before it. A table of an earlier build that uses an insecure
     /// scheme (which schemas now refuse without `insecure = true`) opens
     /// as insecure, and says so.
@@ -243,6 +265,20 @@ impl TableState {
         if let Ok(state) = wire::decode::<TableState>(plain) {
             if state.format == TABLE_FORMAT {
                 return Some(state);
+            }
+        }
+        if let Ok(old) = wire::decode::<TableStateV3>(plain) {
+            if old.format == TABLE_FORMAT_V3 {
+                return Some(TableState {
+                    format: TABLE_FORMAT,
+                    schema: old.schema,
+                    ranges: old.ranges,
+                    group: old.group,
+                    next_row: old.next_row,
+                    incarnation: old.incarnation,
+                    naming: old.naming,
+                    null_keywords: false,
+                });
             }
         }
         if let Ok(old) = wire::decode::<TableStateV2>(plain) {
@@ -255,6 +291,7 @@ impl TableState {
                     next_row: old.next_row,
                     incarnation: old.incarnation,
                     naming: None,
+                    null_keywords: false,
                 });
             }
         }
@@ -276,6 +313,7 @@ impl TableState {
             next_row: old.next_row,
             incarnation: None,
             naming: None,
+            null_keywords: false,
         })
     }
 }

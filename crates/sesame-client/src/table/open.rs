@@ -148,7 +148,10 @@ impl Table {
             .transpose()?;
         let pad = state
             .incarnation
-            .map(|i| KeywordPad::new(profile.doc_key(), profile.id(), i).map(Arc::new))
+            .map(|i| {
+                KeywordPad::new(profile.doc_key(), profile.id(), i, state.null_keywords)
+                    .map(Arc::new)
+            })
             .transpose()?;
         state.schema.check()?;
         let mut ranges = Vec::new();

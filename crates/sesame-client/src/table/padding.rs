@@ -16,7 +16,17 @@
 //! checks find the keywords a record was inserted with), differs from
 //! record to record (each dummy is updated once: no keyword of the index
 //! collects the padding), and never matches a query: a query's keywords
-//! are `field=value` or `field^prefix`, dummies hold neither `=` nor `^`.
+//! are `field=value`, `field^prefix` or `field!null`, dummies hold none of
+//! `=`, `^` and `!`.
+//!
+//! A null keyword `field!null` stands for "no value" in a field with an
+//! equality or a prefix index, in tables created by builds that write it
+//! ([`KeywordPad::nulls`]): `field is null` searches it. A field name is
+//! letters, digits and `_`, so `field!null` is neither a value's keyword
+//! (`=` follows the field name) nor a prefix's (`^`). It takes one of the
+//! slots the field's null value leaves empty (one per equality field,
+//! `prefix_max` per prefix field), so the padded count, and what the
+//! count shows, stay as they were.
 //! Padding costs index entries (measured in `docs/tables.md`); it hides
 //! nothing about the record's size (records are not padded).
 
@@ -32,11 +42,20 @@ const DOMAIN: &str = "sesame-client/table-keyword-pad/v1";
 /// The key of a table incarnation's dummy keywords.
 pub(crate) struct KeywordPad {
     mac: KeyedHash,
+    /// Whether records get a null keyword per null equality or prefix
+    /// field (tables created by builds that write them).
+    nulls: bool,
 }
 
 impl KeywordPad {
-    /// The pad of table incarnation `incarnation` of a profile.
-    pub(crate) fn new(doc_key: &Key<32>, profile_id: &str, incarnation: [u8; 16]) -> Result<Self> {
+    /// The pad of table incarnation `incarnation` of a profile; `nulls`:
+    /// its records carry null keywords.
+    pub(crate) fn new(
+        doc_key: &Key<32>,
+        profile_id: &str,
+        incarnation: [u8; 16],
+        nulls: bool,
+    ) -> Result<Self> {
         let derived = KeyedHash::new(doc_key).hash(
             "sesame-client/table-keyword-pad-key/v1",
             &[profile_id.as_bytes(), &incarnation],
@@ -45,6 +64,7 @@ impl KeywordPad {
             .map_err(|_| ClientError::InvalidArgument("a derived key has the wrong size".into()))?;
         Ok(KeywordPad {
             mac: KeyedHash::new(&key),
+            nulls,
         })
     }
 
@@ -66,6 +86,13 @@ pub(crate) fn keywords(
     content: &[u8],
 ) -> Vec<String> {
     let mut out = schema.keywords(values);
+    if pad.is_some_and(|p| p.nulls) {
+        for (f, v) in schema.fields.iter().zip(values) {
+            if v.is_none() && (f.equality || f.prefix.is_some()) {
+                out.push(f.null_keyword());
+            }
+        }
+    }
     if let Some(pad) = pad {
         let slots = schema.keyword_slots();
         let mut position = 0;
@@ -92,7 +119,7 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(schema.keyword_slots(), 6);
-        let pad = KeywordPad::new(&Key::from_bytes([7; 32]), "p", [1; 16])
+        let pad = KeywordPad::new(&Key::from_bytes([7; 32]), "p", [1; 16], false)
             .unwrap_or_else(|e| panic!("{e}"));
         let t = |s: &str| Some(Value::Text(s.into()));
         for (values, content) in [
@@ -107,7 +134,7 @@ mod tests {
             assert_eq!(k.len(), 6, "{k:?}");
             let real = schema.keywords(&values);
             for w in k.iter().filter(|w| !real.contains(w)) {
-                assert!(!w.contains('=') && !w.contains('^'), "{w}");
+                assert!(!w.contains(['=', '^', '!']), "{w}");
             }
             // The same record gives the same keywords.
             assert_eq!(k, keywords(&schema, Some(&pad), &values, content));
@@ -116,6 +143,34 @@ mod tests {
         assert_eq!(
             keywords(&schema, None, &[None, t("S"), None], b"b"),
             ["d=S", "d^S"]
+        );
+    }
+
+    #[test]
+    fn a_null_field_gives_its_null_keyword_in_a_slot_it_leaves_empty() {
+        let schema = Schema::from_toml(
+            "[fields.c]\ntype = \"string\"\nindex = [\"equality\"]\n\
+             [fields.d]\ntype = \"string\"\nindex = [\"prefix\"]\nprefix_max = 2\n\
+             [fields.r]\ntype = \"integer\"\nindex = [\"range\"]\n\
+             [fields.s]\ntype = \"string\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let pad = KeywordPad::new(&Key::from_bytes([7; 32]), "p", [1; 16], true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let k = keywords(&schema, Some(&pad), &[None, None, None, None], b"x");
+        assert_eq!(k.len(), schema.keyword_slots(), "{k:?}");
+        // The equality and the prefix field, not the range or stored one.
+        let nulls: Vec<&String> = k.iter().filter(|w| w.contains('!')).collect();
+        assert_eq!(nulls, ["c!null", "d!null"]);
+        let t = |s: &str| Some(Value::Text(s.into()));
+        let full = keywords(&schema, Some(&pad), &[t("a"), t("bc"), None, t("z")], b"y");
+        assert_eq!(full.len(), schema.keyword_slots(), "{full:?}");
+        assert!(!full.iter().any(|w| w.contains('!')), "{full:?}");
+        // No value's or prefix's keyword is a null keyword, whatever it holds.
+        let odd = schema.keywords(&[t("!null"), t("!n"), None, None]);
+        assert!(
+            !odd.iter().any(|w| w == "c!null" || w == "d!null"),
+            "{odd:?}"
         );
     }
 }

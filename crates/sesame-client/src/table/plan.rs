@@ -108,11 +108,13 @@ impl Plan {
 
 /// Plans `expr` over `schema`. The equality predicates of one
 /// conjunction on fields of the verified group become one verified search.
-pub(crate) fn plan(schema: &Schema, expr: &Expr) -> Result<Plan> {
+/// `nulls`: the table's records carry null keywords (`is null` is
+/// answered by them; else it is refused).
+pub(crate) fn plan(schema: &Schema, expr: &Expr, nulls: bool) -> Result<Plan> {
     match expr {
         Expr::Pred(p) => match verified_term(schema, p)? {
             Some(term) => Ok(verified_leaf(schema, vec![(p, term)])),
-            None => leaf(schema, p),
+            None => leaf(schema, p, nulls),
         },
         Expr::And(..) => {
             let mut conjuncts = Vec::new();
@@ -137,7 +139,7 @@ pub(crate) fn plan(schema: &Schema, expr: &Expr) -> Result<Plan> {
                 planned = Some(verified_leaf(schema, group));
             }
             for c in rest {
-                let next = plan(schema, c)?;
+                let next = plan(schema, c, nulls)?;
                 planned = Some(match planned {
                     Some(p) => Plan::And(Box::new(p), Box::new(next)),
                     None => next,
@@ -146,8 +148,8 @@ pub(crate) fn plan(schema: &Schema, expr: &Expr) -> Result<Plan> {
             planned.ok_or_else(|| ClientError::InvalidQuery("an empty conjunction".into()))
         }
         Expr::Or(a, b) => Ok(Plan::Or(
-            Box::new(plan(schema, a)?),
-            Box::new(plan(schema, b)?),
+            Box::new(plan(schema, a, nulls)?),
+            Box::new(plan(schema, b, nulls)?),
         )),
     }
 }
@@ -228,7 +230,7 @@ fn literal_text(l: &Literal) -> &str {
     }
 }
 
-fn leaf(schema: &Schema, p: &Predicate) -> Result<Plan> {
+fn leaf(schema: &Schema, p: &Predicate, nulls: bool) -> Result<Plan> {
     let Some((position, field)) = schema
         .fields
         .iter()
@@ -298,6 +300,21 @@ fn leaf(schema: &Schema, p: &Predicate) -> Result<Plan> {
                 )));
             }
             Access::Keyword(field.prefix_keyword(prefix))
+        }
+        Op::IsNull => {
+            if !field.equality && field.prefix.is_none() {
+                return Err(unanswered("is null (an equality or prefix index would)"));
+            }
+            if !nulls {
+                return Err(ClientError::InvalidQuery(format!(
+                    "this table's records carry no null keywords (it was created by an earlier \
+                     build), so no index answers {:?} is null: make the table again to add \
+                     them (sesame rekey --master makes every table again; or drop it and import \
+                     its records again)",
+                    field.name
+                )));
+            }
+            Access::Keyword(field.null_keyword())
         }
     };
     Ok(Plan::Leaf {
@@ -373,7 +390,7 @@ type = "string"
 
     fn planned(q: &str) -> Result<Plan> {
         let expr = parse(q).map_err(|e| ClientError::InvalidQuery(e.to_string()))?;
-        plan(&schema(), &expr)
+        plan(&schema(), &expr, true)
     }
 
     fn access(q: &str) -> Access {
@@ -400,6 +417,26 @@ type = "string"
         assert_eq!(access("delay between 5 and 1"), Access::Nothing);
         assert_eq!(access("delay > 1000"), Access::Nothing);
         assert_eq!(access("delay <= 1000"), Access::Range { lo: 0, hi: 255 });
+        assert_eq!(
+            access("carrier is null"),
+            Access::Keyword("carrier!null".into())
+        );
+        assert_eq!(access("dest is null"), Access::Keyword("dest!null".into()));
+    }
+
+    #[test]
+    fn is_null_needs_a_keyword_index_and_null_keywords() {
+        let e = planned("delay is null").map(drop).unwrap_err().to_string();
+        assert!(e.contains("no index answers is null"), "{e}");
+        let expr = parse("carrier is null").unwrap_or_else(|e| panic!("{e}"));
+        let e = plan(&schema(), &expr, false)
+            .map(drop)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no null keywords") && e.contains("rekey --master"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! op        := "=" lit | "<" lit | "<=" lit | ">" lit | ">=" lit
 //!            | "between" lit "and" lit          (both ends included)
 //!            | "like" STRING                    (a prefix pattern: "abc*")
+//!            | "is" "null"                      (the field has no value)
 //! lit       := NUMBER | STRING
 //! FIELD     := [A-Za-z_][A-Za-z0-9_]*
 //! NUMBER    := -?[0-9]+(\.[0-9]+)?
@@ -22,7 +23,8 @@
 //! - The `and` right after `between x` belongs to the `between`:
 //!   `d between 1 and 5 and e = 2` is `(d between 1 and 5) and e = 2`.
 //! - The keywords `and`, `or`, `between` and `like` are case-insensitive
-//!   and cannot name a field. Field names are case-sensitive.
+//!   and cannot name a field (`is` and `null` are words only after a
+//!   field, and may name one). Field names are case-sensitive.
 //! - A `like` pattern ends with one `*`, has no other `*`, and has at
 //!   least one character before it. [`Op::Like`] holds the prefix.
 //! - Whitespace between tokens is free.
@@ -74,6 +76,8 @@ pub enum Op {
     Between(Literal, Literal),
     /// `like "abc*"`: holds the prefix, without the `*`.
     Like(String),
+    /// `is null`: the field has no value.
+    IsNull,
 }
 
 /// One comparison on one field.
@@ -237,6 +241,7 @@ impl fmt::Display for Predicate {
                 write!(f, "{field} like ")?;
                 write_quoted(f, &format!("{prefix}*"))
             }
+            Op::IsNull => write!(f, "{field} is null"),
         }
     }
 }
@@ -616,9 +621,17 @@ impl<'a> Parser<'a> {
                     )),
                 }
             }
+            Tok::Word(w) if w.eq_ignore_ascii_case("is") => {
+                let t = self.bump()?;
+                if is_word(&t.tok, "null") {
+                    Ok(Op::IsNull)
+                } else {
+                    Err(self.error("expected \"null\" after \"is\"", t.offset))
+                }
+            }
             _ => Err(self.error(
                 format!(
-                    "expected an operator (=, <, <=, >, >=, between or like) after the field \"{field}\""
+                    "expected an operator (=, <, <=, >, >=, between, like or is null) after the field \"{field}\""
                 ),
                 t.offset,
             )),
@@ -799,6 +812,9 @@ mod tests {
             parse("\n\t a \r\n between\t\"p\"and\"q\" "),
             Ok(pred("a", Op::Between(text("p"), text("q"))))
         );
+        assert_eq!(parse("city IS Null"), Ok(pred("city", Op::IsNull)));
+        assert_eq!(parse("is is null"), Ok(pred("is", Op::IsNull)));
+        assert_eq!(fails("a is nul", "null").offset, 5);
     }
 
     #[test]
@@ -1023,6 +1039,7 @@ mod tests {
             literal().prop_map(Op::Ge),
             (literal(), literal()).prop_map(|(a, b)| Op::Between(a, b)),
             "[a-z\"\\\\ é]{1,8}".prop_map(Op::Like),
+            Just(Op::IsNull),
         ]
     }
 

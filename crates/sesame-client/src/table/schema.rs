@@ -275,6 +275,12 @@ impl Field {
         ((-half) as i64, (half - 1) as i64)
     }
 
+    /// The keyword of `field is null` in the keyword index (module
+    /// `padding`: no value's or prefix's keyword can equal it).
+    pub fn null_keyword(&self) -> String {
+        format!("{}!null", self.name)
+    }
+
     /// The keyword of `field = value` in the keyword index.
     pub fn equality_keyword(&self, value: &Value) -> String {
         match value {
