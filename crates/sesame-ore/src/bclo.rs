@@ -290,19 +290,10 @@ impl Bclo {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct NoState;
-
 impl OreScheme for Bclo {
     type Ciphertext = BcloCiphertext;
 
-    fn descriptor(&self) -> &'static SchemeDescriptor {
-        &DESCRIPTOR
-    }
-
-    fn bits(&self) -> u32 {
-        self.params.bits
-    }
+    descriptor_and_bits!(params.bits);
 
     fn encrypt<R: CryptoRngCore + ?Sized>(
         &mut self,
@@ -329,11 +320,11 @@ impl OreScheme for Bclo {
     }
 
     fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
-        saved::save(DESCRIPTOR.name, self.params, &self.master, NoState)
+        saved::save(DESCRIPTOR.name, self.params, &self.master, saved::NoState)
     }
 
     fn restore(bytes: &[u8]) -> Result<Self> {
-        let s: saved::Saved<BcloParams, NoState> = saved::restore(DESCRIPTOR.name, bytes)?;
+        let s: saved::Saved<BcloParams, saved::NoState> = saved::restore(DESCRIPTOR.name, bytes)?;
         Bclo::new(s.key.key(), s.params)
     }
 }

@@ -192,19 +192,10 @@ impl Clww {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct NoState;
-
 impl OreScheme for Clww {
     type Ciphertext = ClwwCiphertext;
 
-    fn descriptor(&self) -> &'static SchemeDescriptor {
-        &DESCRIPTOR
-    }
-
-    fn bits(&self) -> u32 {
-        self.bits
-    }
+    descriptor_and_bits!(bits);
 
     fn encrypt<R: CryptoRngCore + ?Sized>(
         &mut self,
@@ -231,11 +222,11 @@ impl OreScheme for Clww {
     }
 
     fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
-        saved::save(DESCRIPTOR.name, self.bits, &self.master, NoState)
+        saved::save(DESCRIPTOR.name, self.bits, &self.master, saved::NoState)
     }
 
     fn restore(bytes: &[u8]) -> Result<Self> {
-        let s: saved::Saved<u32, NoState> = saved::restore(DESCRIPTOR.name, bytes)?;
+        let s: saved::Saved<u32, saved::NoState> = saved::restore(DESCRIPTOR.name, bytes)?;
         Clww::new(s.key.key(), s.params)
     }
 }

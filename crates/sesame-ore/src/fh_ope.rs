@@ -598,13 +598,7 @@ impl FhOpe {
 impl OreScheme for FhOpe {
     type Ciphertext = FhOpeCiphertext;
 
-    fn descriptor(&self) -> &'static SchemeDescriptor {
-        &DESCRIPTOR
-    }
-
-    fn bits(&self) -> u32 {
-        self.params.bits
-    }
+    descriptor_and_bits!(params.bits);
 
     fn encrypt<R: CryptoRngCore + ?Sized>(
         &mut self,

@@ -80,6 +80,33 @@ pub trait Coins {
     fn below(&mut self, n: u128) -> u128;
 }
 
+/// Deterministic coins from SplitMix64 (Steele, Lea and Flood, OOPSLA
+/// 2014) seeded with the value inside: a generator simple enough to stay
+/// the same forever, for known-answer vectors and tests. Not a secret
+/// source: BCLO draws its coins from a PRF.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+impl Coins for SplitMix64 {
+    fn uniform(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / 9_007_199_254_740_992.0
+    }
+
+    fn below(&mut self, n: u128) -> u128 {
+        ((u128::from(self.next()) << 64) | u128::from(self.next())) % n
+    }
+}
+
 /// The number of good balls among `draws` drawn without replacement from
 /// `good` good and `bad` bad balls; one counted [`Primitive::HgSample`]
 /// (the coins it consumes count as nested calls).
@@ -363,29 +390,6 @@ fn ln_fact(n: u128) -> f64 {
 mod tests {
     use super::*;
 
-    /// A deterministic test coin source (SplitMix64).
-    pub(crate) struct TestCoins(pub(crate) u64);
-
-    impl TestCoins {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-    }
-
-    impl Coins for TestCoins {
-        fn uniform(&mut self) -> f64 {
-            ((self.next() >> 11) as f64 + 0.5) * (1.0 / 9_007_199_254_740_992.0)
-        }
-        fn below(&mut self, n: u128) -> u128 {
-            let x = (u128::from(self.next()) << 64) | u128::from(self.next());
-            x % n
-        }
-    }
-
     fn lgamma1(n: u128) -> f64 {
         // ln(n!) by summing logs: slow but independent.
         (2..=n).map(|i| (i as f64).ln()).sum()
@@ -447,7 +451,7 @@ mod tests {
 
     #[test]
     fn degenerate_urns_need_no_coins() {
-        let mut c = TestCoins(1);
+        let mut c = SplitMix64(1);
         assert_eq!(sample(10, 0, 4, &mut c).ok(), Some(4));
         assert_eq!(sample(0, 10, 4, &mut c).ok(), Some(0));
         assert_eq!(sample(5, 5, 10, &mut c).ok(), Some(5));

@@ -683,19 +683,10 @@ impl LewiWu {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct NoState;
-
 impl OreScheme for LewiWu {
     type Ciphertext = LewiWuCiphertext;
 
-    fn descriptor(&self) -> &'static SchemeDescriptor {
-        &DESCRIPTOR
-    }
-
-    fn bits(&self) -> u32 {
-        self.params.bits
-    }
+    descriptor_and_bits!(params.bits);
 
     fn encrypt<R: CryptoRngCore + ?Sized>(
         &mut self,
@@ -726,11 +717,11 @@ impl OreScheme for LewiWu {
     }
 
     fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
-        saved::save(DESCRIPTOR.name, self.params, &self.master, NoState)
+        saved::save(DESCRIPTOR.name, self.params, &self.master, saved::NoState)
     }
 
     fn restore(bytes: &[u8]) -> Result<Self> {
-        let s: saved::Saved<LewiWuParams, NoState> = saved::restore(DESCRIPTOR.name, bytes)?;
+        let s: saved::Saved<LewiWuParams, saved::NoState> = saved::restore(DESCRIPTOR.name, bytes)?;
         LewiWu::new(s.key.key(), s.params)
     }
 }

@@ -15,6 +15,20 @@ macro_rules! redacted_key_debug {
     };
 }
 
+/// The accessors every [`OreScheme`] implements alike: `descriptor`, the
+/// module's `DESCRIPTOR`, and `bits`, read from the named field.
+macro_rules! descriptor_and_bits {
+    ($($bits:ident).+) => {
+        fn descriptor(&self) -> &'static sesame_core::SchemeDescriptor {
+            &DESCRIPTOR
+        }
+
+        fn bits(&self) -> u32 {
+            self.$($bits).+
+        }
+    };
+}
+
 pub mod api;
 pub mod bclo;
 pub mod cloz;

@@ -27,6 +27,10 @@ impl KeyBytes {
     }
 }
 
+/// The state of a stateless scheme.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct NoState;
+
 /// A saved client: `scheme` names the scheme so that restoring the wrong
 /// scheme fails cleanly.
 #[derive(Serialize, Deserialize)]

@@ -34,7 +34,7 @@ use sesame_ore::bclo::{Bclo, BcloParams};
 use sesame_ore::cloz::ClozPairing;
 use sesame_ore::clww::Clww;
 use sesame_ore::fh_ope::{FhOpe, FhOpeParams};
-use sesame_ore::hg::{self, Coins};
+use sesame_ore::hg;
 use sesame_ore::insecure::ClozInsecure;
 use sesame_ore::lewi_wu::{LewiWu, LewiWuParams};
 use sesame_ore::OreScheme;
@@ -51,33 +51,11 @@ fn digest<T: Serialize>(value: &T) -> String {
     hex::encode(sha256(&wire::encode(value).unwrap()))
 }
 
-/// SplitMix64 coins: a generator simple enough to be stable forever.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-impl Coins for SplitMix {
-    fn uniform(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / 9_007_199_254_740_992.0
-    }
-    fn below(&mut self, n: u128) -> u128 {
-        ((u128::from(self.next()) << 64) | u128::from(self.next())) % n
-    }
-}
-
 fn vectors() -> BTreeMap<&'static str, Value> {
     let mut v = BTreeMap::new();
     let plaintexts32 = [0u64, 1, 12345, 1 << 31, u64::from(u32::MAX)];
 
-    let mut coins = SplitMix(42);
+    let mut coins = hg::SplitMix64(42);
     let urns: [(u128, u128, u128); 5] = [
         (5, 45, 20),
         (30, 30, 30),

@@ -52,6 +52,11 @@ impl ValueRange {
         self.end - self.start + 1
     }
 
+    /// Where `pyope` splits an output range: its middle, rounded up.
+    fn mid(&self) -> i128 {
+        self.start - 1 + (self.size() + 1) / 2
+    }
+
     fn contains(&self, x: i128) -> bool {
         self.start <= x && x <= self.end
     }
@@ -138,9 +143,7 @@ impl PyopeOpe {
         }
         let (mut inr, mut outr) = (self.in_range, self.out_range);
         loop {
-            let (in_size, out_size) = (inr.size(), outr.size());
-            let out_edge = outr.start - 1;
-            let mid = out_edge + (out_size + 1) / 2;
+            let (in_size, mid) = (inr.size(), outr.mid());
             if in_size == 1 {
                 return Ok(sample_uniform(
                     outr,
@@ -160,9 +163,7 @@ impl PyopeOpe {
         }
         let (mut inr, mut outr) = (self.in_range, self.out_range);
         loop {
-            let (in_size, out_size) = (inr.size(), outr.size());
-            let out_edge = outr.start - 1;
-            let mid = out_edge + (out_size + 1) / 2;
+            let (in_size, mid) = (inr.size(), outr.mid());
             if in_size == 1 {
                 let c = sample_uniform(outr, &mut PyTape::new(&self.hmac, inr.start));
                 return if c == ciphertext {

@@ -67,13 +67,7 @@ impl Plain {
 impl OreScheme for Plain {
     type Ciphertext = PlainCiphertext;
 
-    fn descriptor(&self) -> &'static SchemeDescriptor {
-        &DESCRIPTOR
-    }
-
-    fn bits(&self) -> u32 {
-        self.bits
-    }
+    descriptor_and_bits!(bits);
 
     fn encrypt<R: CryptoRngCore + ?Sized>(
         &mut self,
