@@ -65,17 +65,29 @@ pub struct EciesSecretKey {
     public: EciesPublicKey,
 }
 
-/// The AEAD key and nonce for (shared point, ephemeral, recipient).
-fn derive(shared: &RistrettoPoint, r: &[u8; 32], pk: &[u8; 32]) -> (Key<32>, [u8; 12]) {
+/// HKDF-SHA256(`salt`, ikm = the shared point, info = `r` ‖ `pk`): `N`
+/// bytes for (shared point, ephemeral, recipient). One Prf call.
+fn expand<const N: usize>(
+    salt: &[u8],
+    shared: &RistrettoPoint,
+    r: &[u8; 32],
+    pk: &[u8; 32],
+) -> Zeroizing<[u8; N]> {
     counter::record(Primitive::Prf, 1);
     let ikm = Zeroizing::new(shared.compress().to_bytes());
-    let hk = Hkdf::<Sha256>::new(Some(SALT), ikm.as_ref());
+    let hk = Hkdf::<Sha256>::new(Some(salt), ikm.as_ref());
     let mut info = [0u8; 64];
     info[..32].copy_from_slice(r);
     info[32..].copy_from_slice(pk);
-    let mut okm = Zeroizing::new([0u8; 44]);
+    let mut okm = Zeroizing::new([0u8; N]);
     hk.expand(&info, okm.as_mut())
-        .expect("44 bytes are within the HKDF-SHA256 limit");
+        .expect("44 bytes at most, within the HKDF-SHA256 limit");
+    okm
+}
+
+/// The AEAD key and nonce for (shared point, ephemeral, recipient).
+fn derive(shared: &RistrettoPoint, r: &[u8; 32], pk: &[u8; 32]) -> (Key<32>, [u8; 12]) {
+    let okm = expand::<44>(SALT, shared, r, pk);
     let key = Key::from_slice(&okm[..32]).expect("32-byte slice");
     let mut nonce = [0u8; 12];
     nonce.copy_from_slice(&okm[32..]);
@@ -103,6 +115,17 @@ impl EciesPublicKey {
         self.bytes
     }
 
+    /// A fresh ephemeral `r`: returns `R = r·B` encoded and the shared
+    /// point `r·PK`; `r` is wiped. Two group exponentiations.
+    fn ephemeral<R: CryptoRngCore + ?Sized>(&self, rng: &mut R) -> ([u8; 32], RistrettoPoint) {
+        let mut r = random_nonzero_scalar(rng);
+        counter::record(Primitive::GroupExp, 2);
+        let big_r = (&r * RISTRETTO_BASEPOINT_TABLE).compress().to_bytes();
+        let shared = r * self.point;
+        r.zeroize();
+        (big_r, shared)
+    }
+
     /// Encrypts `plaintext` bound to `aad`; returns `R ‖ ciphertext ‖ tag`.
     /// One Pke call.
     pub fn encrypt<R: CryptoRngCore + ?Sized>(
@@ -112,11 +135,7 @@ impl EciesPublicKey {
         plaintext: &[u8],
     ) -> Result<Vec<u8>> {
         let _pke = counter::enter(Primitive::Pke);
-        let mut r = random_nonzero_scalar(rng);
-        counter::record(Primitive::GroupExp, 2);
-        let big_r = (&r * RISTRETTO_BASEPOINT_TABLE).compress().to_bytes();
-        let shared = r * self.point;
-        r.zeroize();
+        let (big_r, shared) = self.ephemeral(rng);
         let (key, nonce) = derive(&shared, &big_r, &self.bytes);
         let sealed = Aes256GcmSiv::new(&key).seal_with_nonce(&nonce, aad, plaintext)?;
         let mut out = Vec::with_capacity(OVERHEAD + plaintext.len());
@@ -141,27 +160,14 @@ impl EciesPublicKey {
         rng: &mut R,
     ) -> ([u8; PUBLIC_KEY_LEN], Zeroizing<[u8; 32]>) {
         let _pke = counter::enter(Primitive::Pke);
-        let mut r = random_nonzero_scalar(rng);
-        counter::record(Primitive::GroupExp, 2);
-        let big_r = (&r * RISTRETTO_BASEPOINT_TABLE).compress().to_bytes();
-        let shared = r * self.point;
-        r.zeroize();
+        let (big_r, shared) = self.ephemeral(rng);
         (big_r, kem_secret(&shared, &big_r, &self.bytes))
     }
 }
 
 /// The KEM secret for (shared point, encapsulation, recipient).
 fn kem_secret(shared: &RistrettoPoint, r: &[u8; 32], pk: &[u8; 32]) -> Zeroizing<[u8; 32]> {
-    counter::record(Primitive::Prf, 1);
-    let ikm = Zeroizing::new(shared.compress().to_bytes());
-    let hk = Hkdf::<Sha256>::new(Some(KEM_SALT), ikm.as_ref());
-    let mut info = [0u8; 64];
-    info[..32].copy_from_slice(r);
-    info[32..].copy_from_slice(pk);
-    let mut okm = Zeroizing::new([0u8; 32]);
-    hk.expand(&info, okm.as_mut())
-        .expect("32 bytes are within the HKDF-SHA256 limit");
-    okm
+    expand(KEM_SALT, shared, r, pk)
 }
 
 /// HKDF salt of the KEM alone.
@@ -211,6 +217,18 @@ impl EciesSecretKey {
         self.public
     }
 
+    /// The shared point `sk·R` of an encoded ephemeral `R`; an encoding
+    /// that is not a point, or the identity, gives [`Error::Decryption`].
+    /// One group exponentiation.
+    fn shared(&self, big_r: &[u8; 32]) -> Result<RistrettoPoint> {
+        let r_point = CompressedRistretto(*big_r)
+            .decompress()
+            .filter(|p| *p != RistrettoPoint::identity())
+            .ok_or(Error::Decryption)?;
+        counter::record(Primitive::GroupExp, 1);
+        Ok(self.sk * r_point)
+    }
+
     /// Decrypts the output of [`EciesPublicKey::encrypt`]; anything altered
     /// (or a wrong key or `aad`) gives the opaque [`Error::Decryption`].
     /// One Pke call.
@@ -222,12 +240,7 @@ impl EciesSecretKey {
         let (r_bytes, body) = ciphertext.split_at(32);
         let mut big_r = [0u8; 32];
         big_r.copy_from_slice(r_bytes);
-        let r_point = CompressedRistretto(big_r)
-            .decompress()
-            .filter(|p| *p != RistrettoPoint::identity())
-            .ok_or(Error::Decryption)?;
-        counter::record(Primitive::GroupExp, 1);
-        let shared = self.sk * r_point;
+        let shared = self.shared(&big_r)?;
         let (key, nonce) = derive(&shared, &big_r, &self.public.bytes);
         let mut sealed = Vec::with_capacity(Aes256GcmSiv::NONCE_LEN + body.len());
         sealed.extend_from_slice(&nonce);
@@ -244,12 +257,7 @@ impl EciesSecretKey {
     /// call.
     pub fn decapsulate(&self, encapsulation: &[u8; PUBLIC_KEY_LEN]) -> Result<Zeroizing<[u8; 32]>> {
         let _pke = counter::enter(Primitive::Pke);
-        let r_point = CompressedRistretto(*encapsulation)
-            .decompress()
-            .filter(|p| *p != RistrettoPoint::identity())
-            .ok_or(Error::Decryption)?;
-        counter::record(Primitive::GroupExp, 1);
-        let shared = self.sk * r_point;
+        let shared = self.shared(encapsulation)?;
         Ok(kem_secret(&shared, encapsulation, &self.public.bytes))
     }
 }
