@@ -16,12 +16,25 @@
 //!   ...`, an interval 0.5% of the loaded rows' time span wide at a random
 //!   start.
 //!
-//! The queries go through the `postgres` crate (the synchronous Rust
-//! driver), as the simple query protocol (one round trip, text rows),
-//! the same statement text to both; each query's time is the round trip
-//! including reading every row; the figures are the medians (p50). Both
-//! answers are compared (row counts) so that a wrong answer fails the
-//! run.
+//! - **equality of about 20,000 rows** (issue 39's table query):
+//!   `SELECT * FROM flights WHERE carrier = '...'`, the carrier whose
+//!   flights are nearest to 6% of the loaded rows (`US`, 20,536 of the
+//!   336,776).
+//!
+//! The client is **psycopg 3** (`sql_psycopg.py`, run by the Python in
+//! `SESAME_BENCH_PYTHON`, else `python3`, when it imports `psycopg`): it
+//! runs the COPY (`cursor.copy`, the file sent in 1 MiB writes) and the
+//! queries (psycopg's default: the extended protocol, values inline). The
+//! same queries then run again through the `postgres` crate (the Rust
+//! driver, simple query protocol), reported beside. Without psycopg the
+//! COPY goes through `psql` and the queries through the Rust driver only,
+//! and the report says so. Each query's time is the round trip including
+//! reading every row; the figures are the medians (p50). Both servers'
+//! answers are compared (row counts per query) so that a wrong answer
+//! fails the run.
+//!
+//! `SESAME_BENCH_SQL_SERVER` names another `sesame` binary to serve
+//! `sesame sql` (to compare two builds through the same harness).
 //!
 //! PostgreSQL is `SESAME_BENCH_POSTGRES` (else `SESAME_TEST_POSTGRES`)
 //! when set (a table `sesame_bench_flights` is created and dropped there),
@@ -41,6 +54,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 use crate::{BenchArgs, BenchError, Scale};
+
+/// The psycopg side of the benchmark (see the module documentation).
+const PSYCOPG_SCRIPT: &str = include_str!("sql_psycopg.py");
 
 /// The Sesame schema of the flights table (the file `examples/flights.toml`).
 const SCHEMA: &str = include_str!("../../../examples/flights.toml");
@@ -98,6 +114,9 @@ fn size(args: &BenchArgs) -> Size {
 pub struct Figures {
     /// `sesame sql` or `postgresql`.
     pub server: String,
+    /// The client of the COPY and of the `*_p50_ms` figures (`psycopg
+    /// 3.x`, or `psql and the postgres crate` without psycopg).
+    pub client: String,
     /// Seconds the COPY took.
     pub copy_s: f64,
     /// Rows the COPY reported.
@@ -106,8 +125,16 @@ pub struct Figures {
     pub point_p50_ms: f64,
     /// p50 of 0.5% range queries, milliseconds.
     pub range_p50_ms: f64,
+    /// p50 of the equality of about 20,000 rows, milliseconds.
+    pub eq20k_p50_ms: f64,
     /// Rows the range queries returned on average.
     pub range_rows_mean: f64,
+    /// Rows the ~20,000-row equality returned.
+    pub eq20k_rows: f64,
+    /// The same queries through the Rust `postgres` crate (simple query
+    /// protocol), where psycopg ran the main figures: point, range and
+    /// ~20,000-row equality p50, milliseconds.
+    pub rust_p50_ms: Option<[f64; 3]>,
     /// Rows each query returned (point queries, then range queries): both
     /// servers must agree.
     #[serde(skip)]
@@ -122,9 +149,18 @@ pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
     let rows = csv.lines().count().saturating_sub(1);
     let mut rng = ChaCha20Rng::seed_from_u64(args.seed);
     let workload = Workload::new(&csv, size.queries, &mut rng)?;
+    let python = psycopg_python();
     eprintln!(
-        "bench sql: {rows} flights, {} queries of each kind",
-        size.queries
+        "bench sql: {rows} flights, {} queries of each kind ({} of the ~20,000-row \
+         equality), client: {}",
+        size.queries,
+        workload.eq20k.len(),
+        match &python {
+            Some(p) => format!("psycopg ({})", p.display()),
+            None => "psql and the postgres crate (no Python with psycopg: set \
+                     SESAME_BENCH_PYTHON)"
+                .into(),
+        }
     );
 
     let scratch = tempfile::Builder::new()
@@ -144,6 +180,7 @@ pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
         &pg.table,
         &csv_path,
         &workload,
+        python.as_deref(),
         |c| {
             c.batch_execute(&format!(
                 "DROP TABLE IF EXISTS {t}; {}",
@@ -160,6 +197,10 @@ pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
     drop(pg);
     let pg_figures = pg_figures?;
 
+    // Another build may serve `sesame sql` (to compare two builds in the
+    // same harness, alternately).
+    let server_bin = std::env::var_os("SESAME_BENCH_SQL_SERVER").map(PathBuf::from);
+    let sesame = server_bin.as_deref().unwrap_or(sesame);
     let sesame_sql = SesameSql::start(sesame, scratch.path())?;
     let sesame_figures = measure(
         "sesame sql",
@@ -168,15 +209,17 @@ pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
         "flights",
         &csv_path,
         &workload,
+        python.as_deref(),
         |_| Ok(()),
     );
     drop(sesame_sql);
     let sesame_figures = sesame_figures?;
 
-    if let Some(k) = (0..workload.point.len() + workload.range.len())
+    if let Some(k) = (0..sesame_figures.answers.len().max(pg_figures.answers.len()))
         .find(|&k| sesame_figures.answers.get(k) != pg_figures.answers.get(k))
     {
-        let sql = workload.point.iter().chain(&workload.range).nth(k);
+        let n = workload.all().count();
+        let sql = workload.all().cycle().nth(k % n.max(1));
         return Err(BenchError::WrongResult(format!(
             "sesame sql answered {:?} rows, PostgreSQL {:?}, to {}",
             sesame_figures.answers.get(k),
@@ -198,7 +241,8 @@ pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
         "rows": rows,
         "queries": size.queries,
         "seed": args.seed,
-        "client": "queries: postgres crate (Rust), simple query protocol; COPY: psql; loopback TCP",
+        "client": sesame_figures.client,
+        "transport": "loopback TCP",
         "sesame": sesame_figures,
         "postgresql": pg_figures,
     });
@@ -217,16 +261,28 @@ fn report(s: &Figures, p: &Figures, rows: usize, queries: usize) -> String {
          {:<28} {:>12} {:>12} {:>8}\n",
         "", "sesame sql", "postgresql", "ratio"
     );
-    for (name, a, b) in [
+    out += &format!("client: {}\n", s.client);
+    let mut lines = vec![
         ("COPY (s)", s.copy_s, p.copy_s),
         ("point equality p50 (ms)", s.point_p50_ms, p.point_p50_ms),
         ("0.5% range p50 (ms)", s.range_p50_ms, p.range_p50_ms),
-    ] {
+        ("~20k equality p50 (ms)", s.eq20k_p50_ms, p.eq20k_p50_ms),
+    ];
+    if let (Some(a), Some(b)) = (s.rust_p50_ms, p.rust_p50_ms) {
+        lines.push(("Rust client: point (ms)", a[0], b[0]));
+        lines.push(("Rust client: range (ms)", a[1], b[1]));
+        lines.push(("Rust client: ~20k eq (ms)", a[2], b[2]));
+    }
+    for (name, a, b) in lines {
         out += &format!("{name:<28} {a:>12.3} {b:>12.3} {:>7.2}x\n", ratio(a, b));
     }
     out += &format!(
         "{:<28} {:>12.1} {:>12.1}\n",
         "rows per range query", s.range_rows_mean, p.range_rows_mean
+    );
+    out += &format!(
+        "{:<28} {:>12.1} {:>12.1}\n",
+        "rows per ~20k equality", s.eq20k_rows, p.eq20k_rows
     );
     out
 }
@@ -365,6 +421,8 @@ fn parse_timestamp(s: &str) -> Option<i64> {
 struct Workload {
     point: Vec<String>,
     range: Vec<String>,
+    /// The equality of about 20,000 rows (fewer runs: each reads many).
+    eq20k: Vec<String>,
 }
 
 impl Workload {
@@ -372,9 +430,15 @@ impl Workload {
         let tail = COLUMNS.iter().position(|c| *c == "tailnum").unwrap_or(2);
         let time = COLUMNS.len() - 1;
         let mut tails = Vec::new();
+        let mut carriers: std::collections::BTreeMap<String, usize> = Default::default();
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let mut rows = 0usize;
         for line in csv.lines().skip(1) {
             let cells: Vec<&str> = line.split(',').collect();
+            rows += 1;
+            if let Some(c) = cells.first().filter(|c| !c.is_empty()) {
+                *carriers.entry((*c).to_owned()).or_default() += 1;
+            }
             if let Some(t) = cells.get(tail).filter(|t| !t.is_empty()) {
                 tails.push((*t).to_owned());
             }
@@ -405,8 +469,123 @@ impl Workload {
                 )
             })
             .collect();
-        Ok(Workload { point, range })
+        // 20,000 of the 336,776 flights: the same share of a smaller run.
+        let want = rows * 20_000 / 336_776;
+        let carrier = carriers
+            .iter()
+            .min_by_key(|(_, n)| n.abs_diff(want))
+            .map(|(c, _)| c.clone())
+            .ok_or_else(|| BenchError::InvalidArgument("no flights with a carrier".into()))?;
+        let eq20k =
+            vec![format!("SELECT * FROM {{t}} WHERE carrier = '{carrier}'"); (queries / 10).max(3)];
+        Ok(Workload {
+            point,
+            range,
+            eq20k,
+        })
     }
+
+    /// Every statement, in the order the answers are kept.
+    fn all(&self) -> impl Iterator<Item = &String> + Clone {
+        self.point.iter().chain(&self.range).chain(&self.eq20k)
+    }
+}
+
+/// The Python that runs the psycopg side: `SESAME_BENCH_PYTHON`, else
+/// `python3`, when it imports `psycopg`.
+fn psycopg_python() -> Option<PathBuf> {
+    let python = std::env::var_os("SESAME_BENCH_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let ok = Command::new(&python)
+        .args(["-c", "import psycopg"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(python)
+}
+
+/// What the psycopg script reported: the COPY's seconds and rows, and per
+/// kind each query's time and rows.
+struct PsycopgRun {
+    client: String,
+    copy_s: f64,
+    copy_rows: u64,
+    kinds: serde_json::Value,
+}
+
+/// Runs `sql_psycopg.py` against `conninfo`: the COPY of `csv` into
+/// `table` (then `after_copy`), then each kind of the workload.
+fn run_psycopg(
+    python: &Path,
+    server: &str,
+    conninfo: &str,
+    table: &str,
+    csv: &Path,
+    workload: &Workload,
+    after_copy: Option<String>,
+) -> Result<PsycopgRun, BenchError> {
+    let dir = csv.parent().unwrap_or(Path::new("."));
+    let script = dir.join("sql_psycopg.py");
+    if !script.exists() {
+        std::fs::write(&script, PSYCOPG_SCRIPT).map_err(|e| BenchError::io("write", &script, e))?;
+    }
+    let work = serde_json::json!({
+        "conninfo": conninfo,
+        "table": table,
+        "csv": csv,
+        "columns": COLUMNS,
+        "copy": true,
+        "after_copy": after_copy,
+        "kinds": {
+            "point": workload.point,
+            "range": workload.range,
+            "eq20k": workload.eq20k,
+        },
+    });
+    let work_path = dir.join(format!("psycopg-{}.json", server.replace(' ', "-")));
+    let text = serde_json::to_string(&work).map_err(|e| BenchError::Format(e.to_string()))?;
+    write_private(&work_path, &text)?;
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(&work_path)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| BenchError::io("run", python, e))?;
+    if !out.status.success() {
+        return Err(BenchError::WrongResult(format!(
+            "{server}: the psycopg client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| BenchError::Format(format!("{server}: the psycopg client's report: {e}")))?;
+    Ok(PsycopgRun {
+        client: v["client"].as_str().unwrap_or("psycopg").to_owned(),
+        copy_s: v["copy_s"].as_f64().unwrap_or(f64::NAN),
+        copy_rows: v["copy_rows"].as_u64().unwrap_or(0),
+        kinds: v["kinds"].clone(),
+    })
+}
+
+/// One kind's times (milliseconds) and row counts from the psycopg report.
+fn psycopg_kind(run: &PsycopgRun, kind: &str) -> (Vec<f64>, Vec<usize>) {
+    let k = &run.kinds[kind];
+    let list =
+        |name: &str| -> Vec<serde_json::Value> { k[name].as_array().cloned().unwrap_or_default() };
+    (
+        list("times_ms")
+            .iter()
+            .filter_map(serde_json::Value::as_f64)
+            .collect(),
+        list("rows")
+            .iter()
+            .filter_map(serde_json::Value::as_u64)
+            .map(|n| n as usize)
+            .collect(),
+    )
 }
 
 /// Loads the CSV into `table` on the server at `conninfo` and runs the
@@ -418,6 +597,7 @@ fn measure(
     table: &str,
     csv: &Path,
     workload: &Workload,
+    python: Option<&Path>,
     setup: impl FnOnce(&mut postgres::Client) -> Result<(), postgres::Error>,
 ) -> Result<Figures, BenchError> {
     let fail = |what: &str, e: postgres::Error| {
@@ -435,13 +615,33 @@ fn measure(
         .map_err(|e| fail("connect", e))?;
     setup(&mut client).map_err(|e| fail("create the table", e))?;
 
-    eprintln!("bench sql: {server}: COPY");
-    let (copy_s, copy_rows) = copy_with_psql(server, conninfo, password, table, csv)?;
-    if server == "postgresql" {
-        client
-            .batch_execute(&format!("ANALYZE {table}"))
-            .map_err(|e| fail("ANALYZE", e))?;
-    }
+    let analyze = (server == "postgresql").then(|| format!("ANALYZE {table}"));
+    let psycopg = match python {
+        Some(python) => {
+            eprintln!("bench sql: {server}: COPY and queries through psycopg");
+            Some(run_psycopg(
+                python,
+                server,
+                &with_password,
+                table,
+                csv,
+                workload,
+                analyze.clone(),
+            )?)
+        }
+        None => None,
+    };
+    let (copy_s, copy_rows) = match &psycopg {
+        Some(run) => (run.copy_s, run.copy_rows),
+        None => {
+            eprintln!("bench sql: {server}: COPY");
+            let copied = copy_with_psql(server, conninfo, password, table, csv)?;
+            if let Some(sql) = &analyze {
+                client.batch_execute(sql).map_err(|e| fail("ANALYZE", e))?;
+            }
+            copied
+        }
+    };
 
     eprintln!("bench sql: {server}: queries");
     let mut run = |sqls: &[String]| -> Result<(Vec<f64>, Vec<usize>), BenchError> {
@@ -465,18 +665,62 @@ fn measure(
     // warm on both sides alike.
     run(&workload.point[..1])?;
     run(&workload.range[..1])?;
-    let (point, mut answers) = run(&workload.point)?;
-    let (range, range_rows) = run(&workload.range)?;
-    let range_rows_mean =
-        range_rows.iter().sum::<usize>() as f64 / workload.range.len().max(1) as f64;
+    run(&workload.eq20k[..1])?;
+    let (rust_point, mut answers) = run(&workload.point)?;
+    let (rust_range, range_rows) = run(&workload.range)?;
+    let (rust_eq, eq_rows) = run(&workload.eq20k)?;
     answers.extend(range_rows);
+    answers.extend(eq_rows);
+    let mean = |v: &[usize]| v.iter().sum::<usize>() as f64 / v.len().max(1) as f64;
+    let rust = [median(rust_point), median(rust_range), median(rust_eq)];
+    let (client, p50, range_rows_mean, eq20k_rows, rust_p50_ms) = match &psycopg {
+        Some(run) => {
+            let (point, point_rows) = psycopg_kind(run, "point");
+            let (range, range_rows) = psycopg_kind(run, "range");
+            let (eq, eq_rows) = psycopg_kind(run, "eq20k");
+            // Both clients saw the same answers.
+            let seen: Vec<usize> = point_rows
+                .iter()
+                .chain(&range_rows)
+                .chain(&eq_rows)
+                .copied()
+                .collect();
+            if seen != answers {
+                return Err(BenchError::WrongResult(format!(
+                    "{server}: psycopg and the postgres crate read different row counts"
+                )));
+            }
+            (
+                run.client.clone(),
+                [median(point), median(range), median(eq)],
+                mean(&range_rows),
+                mean(&eq_rows),
+                Some(rust),
+            )
+        }
+        None => {
+            let (range_rows, eq_rows) =
+                answers[workload.point.len()..].split_at(workload.range.len());
+            (
+                "psql (COPY) and the postgres crate (queries)".to_owned(),
+                rust,
+                mean(range_rows),
+                mean(eq_rows),
+                None,
+            )
+        }
+    };
     Ok(Figures {
         server: server.to_owned(),
+        client,
         copy_s,
         copy_rows,
-        point_p50_ms: median(point),
-        range_p50_ms: median(range),
+        point_p50_ms: p50[0],
+        range_p50_ms: p50[1],
+        eq20k_p50_ms: p50[2],
         range_rows_mean,
+        eq20k_rows,
+        rust_p50_ms,
         answers,
     })
 }
@@ -895,7 +1139,8 @@ mod tests {
         assert_eq!(csv.lines().next(), Some(COLUMNS.join(",").as_str()));
         let mut rng = ChaCha20Rng::seed_from_u64(1);
         let w = Workload::new(&csv, 5, &mut rng).unwrap();
-        assert_eq!((w.point.len(), w.range.len()), (5, 5));
+        assert_eq!((w.point.len(), w.range.len(), w.eq20k.len()), (5, 5, 3));
+        assert!(w.eq20k[0].starts_with("SELECT * FROM {t} WHERE carrier = '"));
         assert!(w.point[0].starts_with("SELECT * FROM {t} WHERE tailnum = 'N"));
         assert!(w.range[0].contains("BETWEEN '2013-"), "{}", w.range[0]);
     }
