@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
@@ -26,12 +27,22 @@ use zeroize::{Zeroize, Zeroizing};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 
+mod log;
+use log::{lock, LogAt};
+pub(crate) use log::{remove_logs, Catalog};
+
 /// Name of the directory of index states (in a profile directory).
 pub const INDEX_DIR: &str = "indexes";
 
-/// First bytes of every state file this build writes (name and format
-/// version).
+/// First bytes of a state file saved whole (name and format version).
 const MAGIC: &[u8; 8] = b"SSMIDX03";
+/// First bytes of a state file that is the head of a log of changes
+/// (module `state_log`).
+const MAGIC_LOGGED: &[u8; 8] = b"SSMIDX04";
+/// Encoded states from this size on are saved as a snapshot and a log of
+/// changes: below it, writing the whole state costs less than the head
+/// file's extra writes.
+const LOG_FROM: usize = 256 * 1024;
 /// First bytes of a table's state file.
 const TABLE_MAGIC: &[u8; 8] = b"SSMTBL01";
 /// Binds a table's state to its kind in the authenticated data.
@@ -130,7 +141,7 @@ pub(crate) struct IndexState {
     /// The scheme client's own state (keys included).
     pub client: Vec<u8>,
     /// Document identifier to origin.
-    pub catalog: BTreeMap<u64, DocumentInfo>,
+    pub catalog: Catalog,
     /// Intents saved but not completed, oldest first.
     pub pending: Vec<PendingRef>,
     /// Identifiers reserved by an add in progress. Those that never reach
@@ -143,6 +154,10 @@ pub(crate) struct IndexState {
     /// Intents found in a format-2 state, until they are written as files.
     #[serde(skip)]
     pub legacy: Vec<LegacyIntent>,
+    /// Where the state file's log of changes stands, when this state is
+    /// the one last loaded from or saved to it (format 4: [`StateCipher::save`]).
+    #[serde(skip)]
+    log: Mutex<Option<LogAt>>,
 }
 
 /// A pending intent of a format-2 state.
@@ -186,11 +201,12 @@ impl IndexState {
             generation: 0,
             next_doc: 1,
             client,
-            catalog: BTreeMap::new(),
+            catalog: Catalog::default(),
             pending: Vec::new(),
             reserved: Vec::new(),
             garbage: Vec::new(),
             legacy: Vec::new(),
+            log: Mutex::new(None),
         }
     }
 
@@ -316,6 +332,9 @@ pub(crate) struct StateCipher {
     /// key when the table's state holds none (a table made by a build
     /// before tables had their own naming key): the same derived key.
     names_key: Key<32>,
+    /// Encoded states of at least this many bytes are saved as a
+    /// snapshot and a log of changes ([`LOG_FROM`]).
+    log_from: usize,
 }
 
 impl StateCipher {
@@ -326,7 +345,16 @@ impl StateCipher {
             profile_id: profile_id.to_owned(),
             names: sesame_crypto::hash::KeyedHash::new(&names_key),
             names_key,
+            log_from: LOG_FROM,
         }
+    }
+
+    /// The cipher saving states of `log_from` encoded bytes and more as
+    /// a snapshot and a log of changes (tests of the log).
+    #[cfg(test)]
+    pub(crate) fn with_log_from(mut self, log_from: usize) -> Self {
+        self.log_from = log_from;
+        self
     }
 
     /// The naming key of a table whose state holds none (see
@@ -344,7 +372,10 @@ impl StateCipher {
         aad
     }
 
-    /// Encrypts `state` and writes it to `path` atomically.
+    /// Encrypts `state` and writes it to `path`: a small state whole
+    /// (format 3, atomically); a larger one as a snapshot and a log of
+    /// changes (format 4, see [`StateCipher::save_logged`]), so that a
+    /// save writes in proportion to what changed since the last.
     pub(crate) fn save(
         &self,
         rng: &mut dyn CryptoRngCore,
@@ -352,14 +383,51 @@ impl StateCipher {
         index: &str,
         state: &IndexState,
     ) -> Result<()> {
+        let mut log = lock(&state.log);
+        let mut changes = lock(&state.catalog.changes);
+        if let (Some(at), Some(list)) = (log.as_mut(), changes.as_mut()) {
+            if at.path == path {
+                if let Some(head) = self.append_change(rng, at, index, state, list)? {
+                    at.head = head;
+                    list.clear();
+                    return Ok(());
+                }
+            }
+        }
         let plain = Zeroizing::new(wire::encode(state)?);
+        if plain.len() < self.log_from {
+            self.save_whole(rng, path, index, state, &plain)?;
+            remove_logs(path, None);
+            *log = None;
+        } else {
+            let head = self.start_log(rng, path, index, &state.scheme, &plain)?;
+            remove_logs(path, Some(&head.log));
+            *log = Some(LogAt {
+                path: path.to_path_buf(),
+                head,
+            });
+        }
+        *changes = Some(Vec::new());
+        Ok(())
+    }
+
+    /// Format 3: `plain` (the encoded `state`) sealed whole, written
+    /// atomically.
+    fn save_whole(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        path: &Path,
+        index: &str,
+        state: &IndexState,
+        plain: &[u8],
+    ) -> Result<()> {
         let scheme = state.scheme.as_bytes();
         let scheme_len = u8::try_from(scheme.len()).map_err(|_| {
             ClientError::InvalidArgument(format!("scheme name {:?} is too long", state.scheme))
         })?;
         let sealed = self
             .aead
-            .seal(rng, &self.aad(3, index, &state.scheme), &plain)
+            .seal(rng, &self.aad(3, index, &state.scheme), plain)
             .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
         let mut file = Vec::with_capacity(MAGIC.len() + 1 + scheme.len() + sealed.len());
         file.extend_from_slice(MAGIC);
@@ -603,6 +671,12 @@ impl StateCipher {
             index: index.to_owned(),
             path: PathBuf::from(path),
         };
+        if let Some(rest) = file.strip_prefix(MAGIC_LOGGED.as_slice()) {
+            let (scheme, sealed) = split_scheme(rest).ok_or_else(corrupt)?;
+            return self
+                .load_logged(path, index, scheme, sealed)
+                .ok_or_else(corrupt);
+        }
         let (version, rest) = if let Some(rest) = file.strip_prefix(MAGIC.as_slice()) {
             (3, rest)
         } else if let Some(rest) = file.strip_prefix(MAGIC_V2.as_slice()) {
@@ -630,7 +704,8 @@ impl StateCipher {
                 state.catalog = std::mem::take(&mut v2.catalog)
                     .into_iter()
                     .map(|(id, d)| (id, d.into()))
-                    .collect();
+                    .collect::<BTreeMap<_, _>>()
+                    .into();
                 // An interrupted add's files: their identifiers stay
                 // reserved (never handed out again) until cleaned up.
                 state.reserved = v2.journal.iter().map(|e| e.id).collect();
@@ -654,13 +729,15 @@ impl StateCipher {
                 state.catalog = std::mem::take(&mut v1.catalog)
                     .into_iter()
                     .map(|(id, d)| (id, d.into()))
-                    .collect();
+                    .collect::<BTreeMap<_, _>>()
+                    .into();
                 state
             }
         };
         if state.scheme != scheme {
             return Err(corrupt());
         }
+        *lock(&state.catalog.changes) = Some(Vec::new());
         Ok(state)
     }
 }
@@ -743,5 +820,241 @@ impl StateCipher {
             rest = tail;
         }
         Some(plain)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::OsRng;
+
+    /// A state holding `n` documents.
+    fn state_of(n: u64) -> IndexState {
+        let mut state = IndexState::new("fast", &Params::new(), vec![7; 64]);
+        for id in 1..=n {
+            state.catalog.insert(id, doc(id));
+        }
+        state.next_doc = n + 1;
+        state
+    }
+
+    fn doc(id: u64) -> DocumentInfo {
+        DocumentInfo {
+            id,
+            path: format!("flights.csv#0a1b2c3d4e5f:{id:016x}"),
+            size: 200,
+            digest: Some([id as u8; 32]),
+        }
+    }
+
+    /// Bytes this thread has passed to `write` so far (Linux).
+    fn written() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap_or_default();
+        io.lines()
+            .find_map(|l| l.strip_prefix("wchar: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no wchar in /proc/thread-self/io: {io:?}"))
+    }
+
+    fn cipher() -> StateCipher {
+        StateCipher::new(&Key::from_bytes([9; 32]), "p")
+    }
+
+    /// A save after a few documents were added writes in proportion to
+    /// them, not the whole catalog again.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_save_writes_what_changed_not_the_whole_state() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = cipher();
+        let mut state = state_of(20_000);
+        cipher
+            .save(&mut OsRng, &path, "t", &state)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let whole = std::fs::metadata(&path).map_or(0, |m| m.len());
+        for round in 0..3u64 {
+            let id = 20_001 + round;
+            state.catalog.insert(id, doc(id));
+            state.next_doc = id + 1;
+            let before = written();
+            cipher
+                .save(&mut OsRng, &path, "t", &state)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let wrote = written() - before;
+            assert!(
+                wrote < 4096,
+                "a save of one more document wrote {wrote} bytes (the whole state is {whole} \
+                 bytes)"
+            );
+        }
+        let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(loaded.catalog.len(), 20_003);
+        assert_eq!(loaded.next_doc, 20_004);
+        assert_eq!(loaded.catalog.get(&20_002), Some(&doc(20_002)));
+    }
+
+    /// The log of changes after the snapshot, as its file holds it:
+    /// `(u32 length || sealed record)*`.
+    fn records(bytes: &[u8]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut rest = bytes;
+        while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+            let len = u32::from_be_bytes(*len) as usize;
+            let (record, tail) = tail.split_at(len.min(tail.len()));
+            let mut framed = (len as u32).to_be_bytes().to_vec();
+            framed.extend_from_slice(record);
+            out.push(framed);
+            rest = tail;
+        }
+        out
+    }
+
+    fn log_file(dir: &Path) -> PathBuf {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "statelog"))
+            .unwrap_or_else(|| panic!("no log of changes beside the state: the whole state is rewritten by every save"))
+    }
+
+    /// A log of changes with its last change dropped, an older change
+    /// played again in its place, or two changes swapped, does not open:
+    /// the same refusal as a flipped byte ([`ClientError::StateCorrupt`]),
+    /// nothing of it used.
+    #[test]
+    fn a_dropped_replayed_or_reordered_change_is_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = cipher();
+        let mut state = state_of(20_000);
+        cipher
+            .save(&mut OsRng, &path, "t", &state)
+            .unwrap_or_else(|e| panic!("{e}"));
+        for id in 20_001..=20_003 {
+            state.catalog.insert(id, doc(id));
+            state.next_doc = id + 1;
+            cipher
+                .save(&mut OsRng, &path, "t", &state)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let log = log_file(dir.path());
+        let good = std::fs::read(&log).unwrap_or_else(|e| panic!("{e}"));
+        let all = records(&good);
+        assert_eq!(all.len(), 4, "a snapshot and three changes");
+        let (snapshot, changes) = all.split_first().unwrap_or_else(|| panic!("empty log"));
+        let put = |parts: &[&Vec<u8>]| {
+            let bytes: Vec<u8> = std::iter::once(snapshot)
+                .chain(parts.iter().copied())
+                .flatten()
+                .copied()
+                .collect();
+            std::fs::write(&log, bytes).unwrap_or_else(|e| panic!("{e}"));
+        };
+        let [c1, c2, c3] = [&changes[0], &changes[1], &changes[2]];
+        for (what, parts) in [
+            ("the last change dropped", vec![c1, c2]),
+            ("an older change in place of the last", vec![c1, c2, c2]),
+            ("the first change in place of the last", vec![c1, c2, c1]),
+            ("two changes swapped", vec![c2, c1, c3]),
+            ("a change dropped in the middle", vec![c1, c3]),
+        ] {
+            put(&parts);
+            match cipher.load(&path, "t") {
+                Err(ClientError::StateCorrupt { .. }) => {}
+                Err(e) => panic!("{what}: {e}"),
+                Ok(s) => panic!(
+                    "{what}: opened, with {} documents (next {})",
+                    s.catalog.len(),
+                    s.next_doc
+                ),
+            }
+        }
+        std::fs::write(&log, &good).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(loaded.catalog.len(), 20_003);
+    }
+
+    /// A save cut off between its log record and its head (the head of
+    /// the save before put back) leaves the state before it; the next
+    /// save cuts the record off and continues the log.
+    #[test]
+    fn a_save_cut_off_before_its_head_leaves_the_state_before_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = cipher();
+        let mut state = state_of(20_000);
+        let save = |state: &IndexState| {
+            cipher
+                .save(&mut OsRng, &path, "t", state)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        save(&state);
+        state.catalog.insert(20_001, doc(20_001));
+        save(&state);
+        let head = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+        state.catalog.remove(&20_001);
+        state.catalog.insert(20_002, doc(20_002));
+        save(&state);
+        std::fs::write(&path, &head).unwrap_or_else(|e| panic!("{e}"));
+        let mut older = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
+        assert!(older.catalog.contains_key(&20_001));
+        assert!(!older.catalog.contains_key(&20_002));
+        older.catalog.insert(20_003, doc(20_003));
+        cipher
+            .save(&mut OsRng, &path, "t", &older)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
+        let ids: Vec<u64> = loaded.catalog.keys().copied().skip(19_999).collect();
+        assert_eq!(ids, [20_000, 20_001, 20_003]);
+    }
+
+    /// Changes outgrowing the snapshot start a new log (the old one
+    /// deleted), and every state in between loads as it was saved; a
+    /// state that shrinks below the threshold is saved whole again.
+    #[test]
+    fn a_log_grown_past_its_snapshot_is_compacted() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = cipher().with_log_from(8 * 1024);
+        let logs = || {
+            std::fs::read_dir(dir.path())
+                .unwrap_or_else(|e| panic!("{e}"))
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "statelog"))
+                .map(|e| e.file_name())
+                .collect::<Vec<_>>()
+        };
+        let mut state = state_of(200);
+        cipher
+            .save(&mut OsRng, &path, "t", &state)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let first = logs();
+        assert_eq!(first.len(), 1);
+        for id in 201..=400u64 {
+            state.catalog.insert(id, doc(id));
+            state.catalog.remove(&(id - 150));
+            state.next_doc = id + 1;
+            cipher
+                .save(&mut OsRng, &path, "t", &state)
+                .unwrap_or_else(|e| panic!("{e}"));
+            if id % 50 == 0 {
+                let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
+                assert!(loaded.catalog == state.catalog, "after {id}");
+                assert_eq!(loaded.next_doc, id + 1);
+            }
+        }
+        let now = logs();
+        assert_eq!(now.len(), 1, "{now:?}");
+        assert_ne!(now, first, "the log was not compacted");
+        let mut small = state_of(3);
+        small.next_doc = 9;
+        cipher
+            .save(&mut OsRng, &path, "t", &small)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(logs().is_empty());
+        let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(loaded.next_doc, 9);
     }
 }
