@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::error::BenchError;
 use crate::report::escape;
-use crate::result::ResultSet;
+use crate::result::{csv_cell, Growth, ResultSet};
 
 /// Ours within this factor of the paper's value (either way) matches; for
 /// a time, the factor applies to its ratio to the other times of the same
@@ -44,9 +44,14 @@ pub struct Comparison {
     pub unit: String,
     /// Where the paper says it.
     pub source: String,
-    /// Ours.
+    /// Ours, as measured.
     pub ours: f64,
-    /// Ours divided by the paper's.
+    /// Where the paper states how the figure grows with the data size and
+    /// our run is at another size: the law and the factor ours is scaled
+    /// by to stand at the paper's size (empty otherwise).
+    pub scaled: String,
+    /// Ours (scaled to the paper's size where [`Comparison::scaled`] says
+    /// so) divided by the paper's.
     pub ratio: f64,
     /// For a time: [`Comparison::ratio`] divided by the machine factor
     /// of its group (see [`comparisons`]; NaN, written as an empty cell or
@@ -110,16 +115,52 @@ pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
         let mut times: Vec<(usize, String, f64, Option<String>)> = Vec::new();
         for row in &rs.rows {
             for p in &row.paper {
-                let Some(ours) = row.figures.get(&p.name).copied() else {
+                let Some(measured) = row.figures.get(&p.name).copied() else {
                     continue;
                 };
+                // Ours at the paper's size, by the paper's growth law.
+                let factor = p.growth.as_ref().and_then(Growth::factor);
+                let ours = measured * factor.unwrap_or(1.0);
+                let scaled = p.growth.as_ref().map_or_else(String::new, Growth::describe);
                 let ratio = if p.value != 0.0 {
                     ours / p.value
                 } else {
                     f64::NAN
                 };
                 let time = is_time(&p.unit);
-                let (verdict, why) = if rs.scale != "full" && !p.any_scale {
+                let (verdict, why) = if let (Some(g), None) = (&p.growth, factor) {
+                    // Ours can only grow up to the paper's size: above the
+                    // band already, it differs there too.
+                    if !time && p.value > 0.0 && ours > TOLERANCE * p.value {
+                        (
+                            "differs".to_owned(),
+                            p.why.clone().unwrap_or_else(|| {
+                                format!(
+                                    "ours is {}x the paper's at {} {}, and it does not shrink \
+                                     as the {} grow to the paper's {}",
+                                    short(ratio),
+                                    g.ours,
+                                    g.of,
+                                    g.of,
+                                    g.paper
+                                )
+                            }),
+                        )
+                    } else {
+                        (format!("not comparable: {} scale", rs.scale), {
+                            let rule = format!(
+                                "ours at {} {} is within the paper's band or below it, \
+                                     and the paper states no law by which it grows to its {} \
+                                     {}: the full run (--full) compares it",
+                                g.ours, g.of, g.paper, g.of
+                            );
+                            match &p.why {
+                                Some(r) => format!("{r}; {rule}"),
+                                None => rule,
+                            }
+                        })
+                    }
+                } else if rs.scale != "full" && !p.any_scale && factor.is_none() {
                     (
                         format!("not comparable: {} scale", rs.scale),
                         p.why.clone().unwrap_or_else(|| {
@@ -170,7 +211,8 @@ pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
                     paper: p.value,
                     unit: p.unit.clone(),
                     source: p.source.clone(),
-                    ours,
+                    ours: measured,
+                    scaled,
                     ratio,
                     relative: f64::NAN,
                     verdict,
@@ -319,37 +361,24 @@ fn commit() -> Option<String> {
     }
 }
 
-/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days,
-/// proleptic Gregorian).
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`, written as the
+/// client writes a table's timestamps.
 fn now_utc() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-fn csv_cell(c: &str) -> String {
-    if c.contains([',', '"', '\n']) {
-        format!("\"{}\"", c.replace('"', "\"\""))
-    } else {
-        c.to_owned()
-    }
+    let timestamp = sesame_client::table::Field {
+        name: "date".to_owned(),
+        ty: sesame_client::table::FieldType::Timestamp,
+        equality: false,
+        prefix: None,
+        range: None,
+        bits: 64,
+        verified: false,
+    };
+    timestamp.display(&sesame_client::table::Value::Int(
+        i64::try_from(secs).unwrap_or(i64::MAX),
+    ))
 }
 
 fn number(v: f64) -> String {
@@ -398,7 +427,7 @@ pub fn write_index(
     };
     write("fidelity.json", &(json + "\n"))?;
     let mut csv = String::from(
-        "experiment,configuration,figure,paper,unit,source,ours,ratio,relative,verdict,why\n",
+        "experiment,configuration,figure,paper,unit,source,ours,scaled,ratio,relative,verdict,why\n",
     );
     for r in &rows {
         let cells = [
@@ -409,6 +438,7 @@ pub fn write_index(
             r.unit.clone(),
             r.source.clone(),
             number(r.ours),
+            r.scaled.clone(),
             number(r.ratio),
             number(r.relative),
             r.verdict.clone(),
@@ -493,7 +523,8 @@ pub fn write_index(
         "</tbody>\n</table>\n<h2>Fidelity</h2>\n<p>Figures that differ first, then those \
         that match, then those not comparable.</p>\n<table>\n<thead><tr>\
         <th>experiment</th><th>configuration</th><th>figure</th><th>paper</th><th>unit</th>\
-        <th>ours</th><th>ours / paper</th><th>relative (times)</th><th>verdict</th><th>why</th>\
+        <th>ours</th><th>scaled to the paper's size</th><th>ours / paper</th>\
+        <th>relative (times)</th><th>verdict</th><th>why</th>\
         <th>source</th></tr></thead>\n<tbody>\n",
     );
     // Where Sesame departs from a paper comes first: the question the
@@ -517,7 +548,7 @@ pub fn write_index(
             html,
             "<tr class=\"{class}\"><td><a href=\"{e}/index.html\">{e}</a></td><td>{c}</td>\
              <td>{f}</td><td class=\"num\">{p}</td><td>{u}</td><td class=\"num\">{o}</td>\
-             <td class=\"num\">{ra}</td><td class=\"num\">{rel}</td><td class=\"v\">{v}</td>\
+             <td>{sc}</td><td class=\"num\">{ra}</td><td class=\"num\">{rel}</td><td class=\"v\">{v}</td>\
              <td class=\"why\">{w}</td><td>{s}</td></tr>",
             e = escape(&r.experiment),
             c = escape(&r.configuration),
@@ -525,6 +556,7 @@ pub fn write_index(
             p = number(r.paper),
             u = escape(&r.unit),
             o = number(r.ours),
+            sc = escape(&r.scaled),
             ra = number(r.ratio),
             rel = number(r.relative),
             v = escape(&r.verdict),
@@ -541,7 +573,7 @@ pub fn write_index(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::Row;
+    use crate::result::{Law, Row};
 
     fn set(scale: &str) -> ResultSet {
         let mut io = Row::new().param("protocol", "x");
@@ -565,6 +597,68 @@ mod tests {
             rows: vec![io],
             charts: vec![],
         }
+    }
+
+    /// A figure that grows with the data size, measured below the paper's
+    /// size, is compared at the paper's size by the paper's law, and can
+    /// differ there.
+    #[test]
+    fn a_figure_that_grows_is_compared_at_the_papers_size_by_its_law() {
+        let mut rs = set("standard");
+        let mut row = Row::new().param("protocol", "x");
+        row.set("log_io", 4.0)
+            .set("linear_io", 4.0)
+            .set("above", 30.0)
+            .set("below", 3.0)
+            .set("ms_a", 2.0)
+            .set("ms_b", 4.0);
+        let (ours, paper) = (40_000.0, 247_000.0);
+        row.paper("log_io", 44.0, "I/O", "Table 3")
+            .paper("linear_io", 20.0, "I/O", "Table 3")
+            .paper("above", 10.0, "reads", "§4")
+            .paper("below", 10.0, "reads", "§4")
+            .paper("ms_a", 10.0, "ms", "Fig. 9")
+            .paper("ms_b", 100.0, "ms", "Fig. 9")
+            .grows("log_io", Law::Log, "records", ours, paper)
+            .grows("linear_io", Law::Linear, "records", ours, paper)
+            .grows("above", Law::NonDecreasing, "records", ours, paper)
+            .grows("below", Law::NonDecreasing, "records", ours, paper)
+            .grows("ms_a", Law::Constant, "documents", 250.0, 1000.0)
+            .grows("ms_b", Law::Linear, "documents", 250.0, 1000.0);
+        rs.rows = vec![row];
+        let c = comparisons(&[rs]);
+        let verdicts: Vec<&str> = c.iter().map(|c| c.verdict.as_str()).collect();
+        assert_eq!(
+            verdicts,
+            [
+                // 4 x log(247,000) / log(40,000) = 4.69 against 44.
+                "differs",
+                // 4 x 247,000 / 40,000 = 24.7 against 20.
+                "matches",
+                // 30 at 40,000 records, already 3x the paper's.
+                "differs",
+                "not comparable: standard scale",
+                // Times: 2 and 4 x 4 = 16 against 10 and 100: 0.2 against 0.1.
+                "matches",
+                "matches",
+            ]
+        );
+        assert!((c[0].ratio - 4.0 * 247_000f64.log2() / 40_000f64.log2() / 44.0).abs() < 1e-9);
+        assert_eq!(c[0].ours, 4.0);
+        assert!(c[0]
+            .scaled
+            .starts_with("O(log n) from 40000 to the paper's 247000 records"));
+        assert!(c[1].scaled.contains("x6.175"), "{}", c[1].scaled);
+        assert!(c[2].why.contains("does not shrink"), "{}", c[2].why);
+        assert!(c[3].why.contains("no law"), "{}", c[3].why);
+        assert!(c[3].scaled.starts_with("non-decreasing"));
+        for c in &c {
+            assert_eq!(c.why.is_empty(), c.verdict == "matches", "{c:?}");
+        }
+        // Without the law, the same figures are not compared at this scale.
+        let plain = comparisons(&[set("standard")]);
+        assert_eq!(plain[0].verdict, "not comparable: standard scale");
+        assert!(plain[0].scaled.is_empty());
     }
 
     #[test]

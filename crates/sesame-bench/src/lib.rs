@@ -20,7 +20,7 @@ pub use args::BenchArgs;
 pub use error::BenchError;
 pub use experiment::{Ctx, Experiment, Scale};
 pub use experiments::{experiment, experiments};
-pub use result::{Chart, PaperFigure, ResultSet, Row, Value};
+pub use result::{Chart, Growth, Law, PaperFigure, ResultSet, Row, Value};
 
 /// Runs `sesame bench`: prints the tables on standard output and writes the
 /// reports under `args.out`.
@@ -50,11 +50,11 @@ fn expected_seconds(name: &str, scale: Scale) -> f64 {
     // (name, full, standard, quick)
     const TABLE: [(&str, f64, f64, f64); 12] = [
         ("datasets", 5.0, 1.0, 1.0),
-        ("sse-static", 75.0, 51.0, 6.0),
+        ("sse-static", 150.0, 51.0, 6.0),
         ("ore", 32.0, 5.0, 1.0),
         ("range", 2820.0, 180.0, 29.0),
         ("uedsse", 120.0, 7.0, 1.0),
-        ("aura", 400.0, 106.0, 4.0),
+        ("aura", 1500.0, 106.0, 4.0),
         ("mobile", 120.0, 22.0, 4.0),
         ("verify", 370.0, 74.0, 13.0),
         ("server", 60.0, 6.0, 1.0),

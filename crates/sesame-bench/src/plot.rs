@@ -629,16 +629,36 @@ fn caption(chart: &Chart, panel: &str) -> String {
 }
 
 /// One panel as an SVG document, tagged for the site's check: the colours
-/// of our series in order (`data-colours`) and, on a bar chart, the
-/// categories (`data-categories`, separated by `|`).
-fn tag(svg: String, colours: &[usize], lines: &[Series], cats: Option<&[String]>) -> String {
+/// of our series in order (`data-colours`), the axes' declared scales
+/// (`data-x-scale`, `data-y-scale`: `log`, `linear` or, for the x axis of
+/// bars, `categories`) and, on a bar chart, the categories
+/// (`data-categories`, separated by `|`).
+fn tag(
+    svg: String,
+    chart: &Chart,
+    colours: &[usize],
+    lines: &[Series],
+    cats: Option<&[String]>,
+) -> String {
     let ours: Vec<String> = colours
         .iter()
         .zip(lines)
         .filter(|(_, s)| !s.paper)
         .map(|(&c, _)| hex(c))
         .collect();
-    let mut attrs = format!(" class=\"panel\" data-colours=\"{}\"", ours.join(" "));
+    let scale = |log: bool| if log { "log" } else { "linear" };
+    // The axes as declared, which the page's self-check compares with
+    // the tick labels as drawn.
+    let mut attrs = format!(
+        " class=\"panel\" data-colours=\"{}\" data-x-scale=\"{}\" data-y-scale=\"{}\"",
+        ours.join(" "),
+        if cats.is_some() {
+            "categories"
+        } else {
+            scale(chart.x_axis.log)
+        },
+        scale(chart.y_axis.log)
+    );
     if let Some(cats) = cats {
         let names: Vec<String> = cats.iter().map(|c| crate::report::escape(c)).collect();
         attrs.push_str(&format!(" data-categories=\"{}\"", names.join("|")));
@@ -678,6 +698,30 @@ fn stack(panels: Vec<(u32, String)>) -> String {
     out
 }
 
+/// One panel of `chart` as SVG text: the plot area, drawn by `draw`, with
+/// the legend of `lines` beside it; the plot keeps its size when a long
+/// legend makes the image taller.
+fn panel_svg(
+    chart: &Chart,
+    lines: &[Series],
+    colours: &[usize],
+    height: u32,
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), BenchError>,
+) -> Result<String, BenchError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, height))
+            .into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
+        let (left, side) = root.split_horizontally(PLOT_WIDTH);
+        let (plot, _) = left.split_vertically(HEIGHT);
+        draw(&plot)?;
+        legend(&side, chart, lines, colours)?;
+        root.present().map_err(|e| plot_err(chart, e))?;
+    }
+    Ok(svg)
+}
+
 /// Draws a categorical chart as grouped bars, one panel per
 /// [`Series::panel`] (see [`panels`]).
 fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String, BenchError> {
@@ -695,18 +739,10 @@ fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String,
         );
         let height = height_for(lines.len());
         let title = caption(chart, &name);
-        let mut svg = String::new();
-        {
-            let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, height))
-                .into_drawing_area();
-            root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
-            let (left, side) = root.split_horizontally(PLOT_WIDTH);
-            // The chart keeps its size when a long legend makes the image
-            // taller.
-            let (plot, _) = left.split_vertically(HEIGHT);
+        let svg = panel_svg(chart, &lines, &colours, height, |plot| {
             if chart.y_axis.log {
                 draw_bars!(
-                    &plot,
+                    plot,
                     chart,
                     &title,
                     cats,
@@ -716,12 +752,11 @@ fn render_bars(rs: &ResultSet, chart: &Chart, cats: &[String]) -> Result<String,
                     y0
                 );
             } else {
-                draw_bars!(&plot, chart, &title, cats, bars, &colours, y0..y1, y0);
+                draw_bars!(plot, chart, &title, cats, bars, &colours, y0..y1, y0);
             }
-            legend(&side, chart, &lines, &colours)?;
-            root.present().map_err(|e| plot_err(chart, e))?;
-        }
-        out.push((height, tag(svg, &colours, &lines, Some(cats))));
+            Ok(())
+        })?;
+        out.push((height, tag(svg, chart, &colours, &lines, Some(cats))));
     }
     Ok(stack(out))
 }
@@ -749,18 +784,10 @@ pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
         );
         let height = height_for(lines.len());
         let title = caption(chart, &name);
-        let mut svg = String::new();
-        {
-            let root = SVGBackend::with_string(&mut svg, (PLOT_WIDTH + LEGEND_WIDTH, height))
-                .into_drawing_area();
-            root.fill(&WHITE).map_err(|e| plot_err(chart, e))?;
-            let (left, side) = root.split_horizontally(PLOT_WIDTH);
-            // The chart keeps its size when a long legend makes the image
-            // taller.
-            let (plot, _) = left.split_vertically(HEIGHT);
+        let svg = panel_svg(chart, &lines, &colours, height, |plot| {
             match (chart.x_axis.log, chart.y_axis.log) {
                 (true, true) => draw!(
-                    &plot,
+                    plot,
                     chart,
                     &title,
                     &lines,
@@ -769,7 +796,7 @@ pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
                     (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
                 ),
                 (true, false) => draw!(
-                    &plot,
+                    plot,
                     chart,
                     &title,
                     &lines,
@@ -778,7 +805,7 @@ pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
                     y0..y1
                 ),
                 (false, true) => draw!(
-                    &plot,
+                    plot,
                     chart,
                     &title,
                     &lines,
@@ -787,13 +814,12 @@ pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
                     (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
                 ),
                 (false, false) => {
-                    draw!(&plot, chart, &title, &lines, &colours, x0..x1, y0..y1)
+                    draw!(plot, chart, &title, &lines, &colours, x0..x1, y0..y1)
                 }
             }
-            legend(&side, chart, &lines, &colours)?;
-            root.present().map_err(|e| plot_err(chart, e))?;
-        }
-        out.push((height, tag(svg, &colours, &lines, None)));
+            Ok(())
+        })?;
+        out.push((height, tag(svg, chart, &colours, &lines, None)));
     }
     Ok(stack(out))
 }

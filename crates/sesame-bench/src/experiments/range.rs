@@ -36,7 +36,7 @@ use sesame_store::MemoryStore;
 use crate::data::{synth, Flights};
 use crate::error::BenchError;
 use crate::experiment::{Ctx, Experiment};
-use crate::result::{Axis, Chart, ResultSet, Row, Value};
+use crate::result::{Axis, Chart, Law, ResultSet, Row, Value};
 
 /// The `range` experiment.
 #[derive(Clone, Copy, Debug, Default)]
@@ -448,7 +448,32 @@ fn query_figures(row: &mut Row, costs: &[QueryCost], per_record: f64) {
     }
 }
 
-fn paper_figures(row: &mut Row, protocol: &str) {
+/// The records of seed 004's Table 3 (California salaries).
+const PAPER_RECORDS: f64 = 247_000.0;
+
+/// How Table 3's `figure` grows with the records `N` for `protocol`, as
+/// seed 004 states it: its Table 2 (B+ tree and Logarithmic-BRC messages,
+/// B+ tree communication without the results and POPE's construction do
+/// not grow; the others are logarithmic) and §5.3.3 on Fig. 3
+/// ("Kerschbaum construction I/Os and cold POPE query values grow
+/// linearly with inputs, while the other protocols grow logarithmically,
+/// square-logarithmically, or do not grow": Path ORAM the square).
+fn table3_law(protocol: &str, figure: &str) -> Law {
+    let messages = figure.ends_with("_messages");
+    let bytes = figure.ends_with("_bytes") || figure.ends_with("_no_results");
+    let construction = figure.starts_with("construction_");
+    match protocol {
+        _ if figure.starts_with("cold_query_") => Law::Linear,
+        "kerschbaum-tueno" if figure == "construction_io" => Law::Linear,
+        "path-oram" => Law::LogSquared,
+        "pope" if construction => Law::Constant,
+        p if p.starts_with("bplus-") && (messages || bytes) => Law::Constant,
+        p if p.starts_with("log-brc") && messages => Law::Constant,
+        _ => Law::Log,
+    }
+}
+
+fn paper_figures(row: &mut Row, protocol: &str, records: usize) {
     let Some(p) = paper_table3(protocol) else {
         return;
     };
@@ -474,6 +499,11 @@ fn paper_figures(row: &mut Row, protocol: &str) {
             TABLE3,
         );
         row.paper("cold_query_bytes", PAPER_POPE_COLD[2], "bytes", TABLE3);
+    }
+    let figures: Vec<String> = row.paper.iter().map(|f| f.name.clone()).collect();
+    for name in figures {
+        let law = table3_law(protocol, &name);
+        row.grows(&name, law, "records", records as f64, PAPER_RECORDS);
     }
 }
 
@@ -553,7 +583,7 @@ impl Experiment for Range {
                 construction_figures(&mut row, &b);
                 query_figures(&mut row, &costs, b.per_record());
                 if d.name == "real" {
-                    paper_figures(&mut row, name);
+                    paper_figures(&mut row, name, knobs.records);
                 }
                 rs.rows.push(row);
                 if d.name == fluctuation_set {

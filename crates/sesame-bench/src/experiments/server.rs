@@ -372,6 +372,20 @@ impl Backing {
     }
 }
 
+/// `url` with a fresh `namespace=bench_<pid>_<nanos>` and `more` (`&k=v`
+/// pairs) appended: each run's store starts empty.
+fn with_namespace(url: &str, more: &str) -> String {
+    let ns = format!(
+        "bench_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+    );
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}namespace={ns}{more}")
+}
+
 pub(crate) fn redis_cluster_url() -> Option<String> {
     ["SESAME_BENCH_REDIS_CLUSTER", "SESAME_TEST_REDIS_CLUSTER"]
         .iter()
@@ -440,17 +454,8 @@ impl Experiment for Server {
             Some(url) => backings.push((
                 "postgres",
                 Box::new(move || {
-                    let ns = format!(
-                        "bench_{}_{}",
-                        std::process::id(),
-                        std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map_or(0, |d| d.subsec_nanos())
-                    );
-                    let sep = if url.contains('?') { '&' } else { '?' };
-                    let store =
-                        sesame_store::PostgresStore::open(&format!("{url}{sep}namespace={ns}"))
-                            .map_err(|e| err("open PostgreSQL store", e))?;
+                    let store = sesame_store::PostgresStore::open(&with_namespace(&url, ""))
+                        .map_err(|e| err("open PostgreSQL store", e))?;
                     Ok(Backing::Postgres(Arc::new(store)))
                 }),
             )),
@@ -471,15 +476,7 @@ impl Experiment for Server {
                     backings.push((
                         name,
                         Box::new(move || {
-                            let ns = format!(
-                                "bench_{}_{}",
-                                std::process::id(),
-                                std::time::SystemTime::now()
-                                    .duration_since(std::time::UNIX_EPOCH)
-                                    .map_or(0, |d| d.subsec_nanos())
-                            );
-                            let sep = if url.contains('?') { '&' } else { '?' };
-                            let spec = format!("{url}{sep}namespace={ns}&spread={spread}{cache}");
+                            let spec = with_namespace(&url, &format!("&spread={spread}{cache}"));
                             let stores = (0..servers)
                                 .map(|_| {
                                     sesame_store::RedisClusterStore::open(&spec)

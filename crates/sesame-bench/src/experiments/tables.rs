@@ -168,8 +168,16 @@ bits = 16
 }
 
 fn write_csv(path: &Path, rows: &[Flight]) -> Result<(), BenchError> {
-    let mut text = String::from("id,carrier,dep_time,distance\n");
+    let text = format!("id,carrier,dep_time,distance\n{}", csv_rows(rows));
+    std::fs::write(path, text).map_err(|e| BenchError::io("write", path, e))
+}
+
+/// `rows` as CSV lines `id,carrier,dep_time,distance` (no header; `NA`
+/// for a missing value), as both the import and PostgreSQL's `COPY` read
+/// them.
+fn csv_rows(rows: &[Flight]) -> String {
     let cell = |v: Option<i64>| v.map_or_else(|| "NA".to_owned(), |v| v.to_string());
+    let mut text = String::new();
     for (i, r) in rows.iter().enumerate() {
         text.push_str(&format!(
             "{i},{},{},{}\n",
@@ -178,7 +186,7 @@ fn write_csv(path: &Path, rows: &[Flight]) -> Result<(), BenchError> {
             cell(r.distance)
         ));
     }
-    std::fs::write(path, text).map_err(|e| BenchError::io("write", path, e))
+    text
 }
 
 /// A query and the row numbers (the records' keys) of the rows it matches.
@@ -339,16 +347,7 @@ fn postgres(url: &str, rows: &[Flight], qs: &[Query]) -> Result<(f64, Latencies)
                 "COPY {table} FROM STDIN WITH (FORMAT csv, NULL 'NA')"
             ))
             .map_err(pg)?;
-        let mut text = String::new();
-        let cell = |v: Option<i64>| v.map_or_else(|| "NA".to_owned(), |v| v.to_string());
-        for (i, r) in rows.iter().enumerate() {
-            text.push_str(&format!(
-                "{i},{},{},{}\n",
-                r.carrier,
-                cell(r.dep_time),
-                cell(r.distance)
-            ));
-        }
+        let text = csv_rows(rows);
         std::io::Write::write_all(&mut copy, text.as_bytes())
             .map_err(|e| err("PostgreSQL COPY", e))?;
         copy.finish().map_err(pg)?;

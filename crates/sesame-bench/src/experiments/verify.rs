@@ -751,12 +751,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ctx = Ctx::tiny(dir.path());
         let rs = Verify.run(&ctx).unwrap();
-        let count = |op: &str| {
-            rs.rows
-                .iter()
-                .filter(|r| r.params.get("op") == Some(&Value::from(op)))
-                .count()
-        };
+        let count = |op: &str| rs.rows_with("op", op);
         // 5 schemes x 2 n; 5 x 2 t for token and search.
         assert_eq!(count("encrypt"), 10);
         assert_eq!(count("token"), 10);

@@ -403,12 +403,7 @@ mod tests {
         let ctx = Ctx::tiny(dir.path());
         let mut rs = ctx.result_set(&crate::experiments::verify::Verify);
         kpr12_rows(&ctx, &mut rs).unwrap();
-        let count = |op: &str| {
-            rs.rows
-                .iter()
-                .filter(|r| r.params.get("op") == Some(&Value::from(op)))
-                .count()
-        };
+        let count = |op: &str| rs.rows_with("op", op);
         // Two values of V; three result sizes each.
         assert_eq!(
             (

@@ -19,8 +19,8 @@
   var DATA = JSON.parse(document.getElementById('sesame-data').textContent);
   var state = { exp: 0, filters: {}, paper: true, axes: 'report', sort: null };
 
-  function h(tag, attrs, parent, content) {
-    var e = document.createElement(tag);
+  // An element `e` with `attrs`, text `content`, appended to `parent`.
+  function fill(e, attrs, parent, content) {
     Object.keys(attrs || {}).forEach(function (k) {
       e.setAttribute(k, attrs[k]);
     });
@@ -32,18 +32,11 @@
     }
     return e;
   }
+  function h(tag, attrs, parent, content) {
+    return fill(document.createElement(tag), attrs, parent, content);
+  }
   function s(tag, attrs, parent, content) {
-    var e = document.createElementNS(SVG, tag);
-    Object.keys(attrs || {}).forEach(function (k) {
-      e.setAttribute(k, attrs[k]);
-    });
-    if (content !== undefined) {
-      e.textContent = content;
-    }
-    if (parent) {
-      parent.appendChild(e);
-    }
-    return e;
+    return fill(document.createElementNS(SVG, tag), attrs, parent, content);
   }
 
   // --- Rows, filters and series, as the Rust report draws them.

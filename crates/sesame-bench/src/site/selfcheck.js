@@ -47,6 +47,52 @@
     return out;
   }
 
+  // An axis drawn as declared (the panel's data-x-scale, data-y-scale):
+  // the tick labels stand at positions linear in their values on a linear
+  // axis, in their logarithms on a log one (within 3 px, against the line
+  // through the lowest and the highest tick; three ticks make it testable).
+  function checkScale(ticks, pos, declared, axis, name, problems) {
+    if (declared !== 'log' && declared !== 'linear') {
+      return;
+    }
+    var pts = ticks.map(function (t) {
+      return [Number(text(t)), num(t, pos), text(t)];
+    }).filter(function (p) {
+      return isFinite(p[0]) && isFinite(p[1]);
+    });
+    if (declared === 'log') {
+      var bad = pts.filter(function (p) {
+        return p[0] <= 0;
+      });
+      if (bad.length > 0) {
+        problems.push(name + ': the ' + axis + ' axis is declared log but has a tick at ' + bad[0][2]);
+        return;
+      }
+    }
+    if (pts.length < 3) {
+      return;
+    }
+    var f = declared === 'log' ? Math.log : function (v) {
+      return v;
+    };
+    pts.sort(function (a, b) {
+      return a[0] - b[0];
+    });
+    var lo = pts[0];
+    var hi = pts[pts.length - 1];
+    if (f(hi[0]) === f(lo[0])) {
+      return;
+    }
+    var k = (hi[1] - lo[1]) / (f(hi[0]) - f(lo[0]));
+    pts.forEach(function (p) {
+      var want = lo[1] + k * (f(p[0]) - f(lo[0]));
+      if (Math.abs(want - p[1]) > 3) {
+        problems.push(name + ': the ' + axis + ' axis is declared ' + declared + ' but its tick ' +
+          p[2] + ' stands at ' + p[1].toFixed(1) + ', not ' + want.toFixed(1));
+      }
+    });
+  }
+
   // One panel of a chart: its axes, their tick labels and names, a data
   // series; returns what it draws of ours and of the paper's.
   function checkPanel(svg, name, bars, problems) {
@@ -80,6 +126,8 @@
     if (yName.length < 1 || xName.length < 1) {
       problems.push(name + ': an axis has no name');
     }
+    checkScale(yTicks, 'y', attr(svg, 'data-y-scale'), 'y', name, problems);
+    checkScale(xTicks, 'x', attr(svg, 'data-x-scale'), 'x', name, problems);
     // Inside the plot area: a line or filled marker of a colour (ours),
     // a filled bar; hollow markers or outlined bars are the paper's.
     var inPlot = function (e, xName, yName) {
