@@ -28,12 +28,39 @@ impl RangeAnswer {
     }
 }
 
+/// The randomness and the channel one step of a protocol runs with.
+pub struct Io<'a> {
+    /// The client's randomness.
+    pub rng: &'a mut dyn CryptoRngCore,
+    /// The channel to the protocol's server.
+    pub channel: &'a mut dyn Channel,
+}
+
+impl Io<'_> {
+    /// The same randomness and channel for a nested step.
+    pub fn reborrow(&mut self) -> Io<'_> {
+        Io {
+            rng: &mut *self.rng,
+            channel: &mut *self.channel,
+        }
+    }
+}
+
 /// The client half of a range protocol: keys, client state, and the
 /// protocol driven over a [`Channel`].
 ///
 /// Values are integers in `0..2^bits`, where `bits` is a protocol
 /// parameter (default 32). Records are byte strings, encrypted by the
 /// client before they reach the server (see [`crate::record`]).
+///
+/// A protocol implements the `*_checked` steps; the public operations
+/// ([`build`](RangeClient::build), [`insert`](RangeClient::insert),
+/// [`delete`](RangeClient::delete), [`query`](RangeClient::query)) check
+/// their input first, the same way for every protocol: a value must fit in
+/// `bits` bits (else [`Error::InvalidArgument`], before any message is
+/// sent), a record must fit [`max_record`](RangeClient::max_record) (an
+/// insert fails, a delete finds nothing), and a query with `lo > hi` is
+/// empty without a round.
 pub trait RangeClient: Send {
     /// The protocol's descriptor.
     fn descriptor(&self) -> &'static SchemeDescriptor;
@@ -42,9 +69,7 @@ pub trait RangeClient: Send {
     fn bits(&self) -> u32;
 
     /// Builds the structure from `records` on an empty server (the
-    /// construction stage). The default inserts them one by one, as seed
-    /// 004 requires of every protocol but Logarithmic-BRC, which builds in
-    /// one batch.
+    /// construction stage), after checking every record.
     fn build(
         &mut self,
         rng: &mut dyn CryptoRngCore,
@@ -52,9 +77,9 @@ pub trait RangeClient: Send {
         records: &[Record],
     ) -> Result<()> {
         for (value, data) in records {
-            self.insert(rng, channel, *value, data)?;
+            self.check_record(*value, data)?;
         }
-        Ok(())
+        self.build_checked(Io { rng, channel }, records)
     }
 
     /// Inserts `value` with its record `data`. Inserting a pair that is
@@ -65,7 +90,10 @@ pub trait RangeClient: Send {
         channel: &mut dyn Channel,
         value: u64,
         data: &[u8],
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.check_record(value, data)?;
+        self.insert_checked(Io { rng, channel }, value, data)
+    }
 
     /// Deletes one occurrence of the pair (`value`, `data`); returns
     /// whether there was one.
@@ -75,7 +103,14 @@ pub trait RangeClient: Send {
         channel: &mut dyn Channel,
         value: u64,
         data: &[u8],
-    ) -> Result<bool>;
+    ) -> Result<bool> {
+        check_value(value, self.bits())?;
+        if self.max_record().is_some_and(|max| data.len() > max) {
+            // A record the protocol cannot store was never inserted.
+            return Ok(false);
+        }
+        self.delete_checked(Io { rng, channel }, value, data)
+    }
 
     /// The records with values in `[lo, hi]` (both included); an empty
     /// answer when `lo > hi`.
@@ -85,7 +120,46 @@ pub trait RangeClient: Send {
         channel: &mut dyn Channel,
         lo: u64,
         hi: u64,
-    ) -> Result<RangeAnswer>;
+    ) -> Result<RangeAnswer> {
+        check_value(lo, self.bits())?;
+        check_value(hi, self.bits())?;
+        if lo > hi {
+            return Ok(RangeAnswer::default());
+        }
+        self.query_checked(Io { rng, channel }, lo, hi)
+    }
+
+    /// Fails unless `value` fits in [`bits`](RangeClient::bits) bits and
+    /// `data` in [`max_record`](RangeClient::max_record).
+    fn check_record(&self, value: u64, data: &[u8]) -> Result<()> {
+        check_value(value, self.bits())?;
+        match self.max_record() {
+            Some(max) if data.len() > max => Err(Error::InvalidArgument(format!(
+                "a record of {} bytes exceeds record_size={max}",
+                data.len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`build`](RangeClient::build) on checked records. The default
+    /// inserts them one by one, as seed 004 requires of every protocol but
+    /// Logarithmic-BRC, which builds in one batch.
+    fn build_checked(&mut self, mut io: Io<'_>, records: &[Record]) -> Result<()> {
+        for (value, data) in records {
+            self.insert_checked(io.reborrow(), *value, data)?;
+        }
+        Ok(())
+    }
+
+    /// [`insert`](RangeClient::insert) of a checked record.
+    fn insert_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<()>;
+
+    /// [`delete`](RangeClient::delete) of a checked pair.
+    fn delete_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<bool>;
+
+    /// [`query`](RangeClient::query) of a checked interval, `lo <= hi`.
+    fn query_checked(&mut self, io: Io<'_>, lo: u64, hi: u64) -> Result<RangeAnswer>;
 
     /// Whether a query may change the server's structure or the client
     /// state (POPE splits buffers, Path ORAM rewrites paths). A caller
@@ -151,4 +225,26 @@ pub fn check_value(value: u64, bits: u32) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The answer made of the sealed records a server returned for `[lo, hi]`:
+/// `open` decrypts each; a record outside the interval fails the query (a
+/// server that answers with other records is caught, not believed).
+pub fn open_answer<S: AsRef<[u8]>>(
+    sealed: &[S],
+    lo: u64,
+    hi: u64,
+    mut open: impl FnMut(&[u8]) -> Result<Record>,
+) -> Result<RangeAnswer> {
+    let mut records = Vec::with_capacity(sealed.len());
+    for s in sealed {
+        let (value, data) = open(s.as_ref())?;
+        if value < lo || value > hi {
+            return Err(Error::Protocol(format!(
+                "the server returned a record with value {value} outside [{lo}, {hi}]"
+            )));
+        }
+        records.push((value, data));
+    }
+    Ok(RangeAnswer::from_records(records, 0))
 }

@@ -37,9 +37,7 @@ use sesame_core::{
 
 use sesame_sse::common::below;
 
-use crate::api::{
-    bits_param, check_value, split_page, RangeAnswer, RangeClient, RangeProtocol, Record,
-};
+use crate::api::{bits_param, split_page, Io, RangeAnswer, RangeClient, RangeProtocol, Record};
 use crate::paged::PageConfig;
 use crate::record::RecordKey;
 
@@ -392,50 +390,35 @@ impl RangeClient for KtClient {
     /// them in the protocol's order, rotates them by a uniform offset and
     /// uploads the array in one request. On a non-empty server, records
     /// are inserted one by one.
-    fn build(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        records: &[Record],
-    ) -> Result<()> {
+    fn build_checked(&mut self, mut io: Io<'_>, records: &[Record]) -> Result<()> {
         if records.is_empty() {
             return Ok(());
         }
-        if self.start(channel)?.is_some() {
+        if self.start(io.channel)?.is_some() {
             for (value, data) in records {
-                self.insert(rng, channel, *value, data)?;
+                self.insert_checked(io.reborrow(), *value, data)?;
             }
             return Ok(());
         }
         let mut sealed = Vec::with_capacity(records.len());
         for (value, data) in records {
-            check_value(*value, self.bits)?;
-            sealed.push((*value, self.key.seal(rng, AAD, *value, data)?));
+            sealed.push((*value, self.key.seal(io.rng, AAD, *value, data)?));
         }
         sealed.sort_by(|a, b| Key::entry(a.0, &a.1).cmp(&Key::entry(b.0, &b.1)));
         let n = sealed.len();
-        let offset = below(rng, n as u64) as usize;
+        let offset = below(io.rng, n as u64) as usize;
         // New slot j holds sorted[(j - offset) mod n].
         sealed.rotate_right(offset);
         let sealed = sealed.into_iter().map(|(_, s)| s).collect();
-        match channel::call(channel, &Request::Load { sealed })? {
-            Response::Done => Ok(()),
-            other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
-        }
+        update(io.channel, &Request::Load { sealed })
     }
 
     fn bits(&self) -> u32 {
         self.bits
     }
 
-    fn insert(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<()> {
-        check_value(value, self.bits)?;
+    fn insert_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<()> {
+        let Io { rng, channel } = io;
         let sealed = self.key.seal(rng, AAD, value, data)?;
         let (position, n) = match self.start(channel)? {
             None => (0, 0),
@@ -447,52 +430,30 @@ impl RangeClient for KtClient {
             }
         };
         let offset = below(rng, n + 1);
-        match channel::call(
-            channel,
-            &Request::Insert {
-                position,
-                sealed,
-                offset,
-            },
-        )? {
-            Response::Done => Ok(()),
-            other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
-        }
+        let request = Request::Insert {
+            position,
+            sealed,
+            offset,
+        };
+        update(channel, &request)
     }
 
-    fn delete(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<bool> {
-        check_value(value, self.bits)?;
-        let (n, found) = self.locate(channel, value, value)?;
+    fn delete_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<bool> {
+        let (n, found) = self.locate(io.channel, value, value)?;
         let Some((slot, _, _)) = found.iter().find(|(_, _, r)| r.1 == data) else {
             return Ok(false);
         };
-        let offset = below(rng, n.saturating_sub(1));
-        match channel::call(
-            channel,
-            &Request::Delete {
-                slot: *slot,
-                offset,
-            },
-        )? {
-            Response::Done => Ok(true),
-            other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
-        }
+        let offset = below(io.rng, n.saturating_sub(1));
+        let request = Request::Delete {
+            slot: *slot,
+            offset,
+        };
+        update(io.channel, &request)?;
+        Ok(true)
     }
 
-    fn query(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        lo: u64,
-        hi: u64,
-    ) -> Result<RangeAnswer> {
-        let (_, found) = self.locate(channel, lo, hi)?;
+    fn query_checked(&mut self, io: Io<'_>, lo: u64, hi: u64) -> Result<RangeAnswer> {
+        let (_, found) = self.locate(io.channel, lo, hi)?;
         let records = found.into_iter().map(|(_, _, r)| r).collect();
         Ok(RangeAnswer::from_records(records, 0))
     }
@@ -506,6 +467,14 @@ impl RangeClient for KtClient {
             key: *self.key.to_bytes(),
             bits: self.bits,
         })
+    }
+}
+
+/// Sends an update of the array; the server answers [`Response::Done`].
+fn update(channel: &mut dyn Channel, request: &Request) -> Result<()> {
+    match channel::call(channel, request)? {
+        Response::Done => Ok(()),
+        other => Err(Error::unexpected("Kerschbaum-Tueno", &other)),
     }
 }
 

@@ -44,7 +44,7 @@ use sesame_sse::{DocId, KeywordClient, Multimap};
 use zeroize::{Zeroize, Zeroizing};
 
 use crate::api::{
-    bits_param, check_value, split_page, RangeAnswer, RangeClient, RangeProtocol, Record,
+    bits_param, open_answer, split_page, Io, RangeAnswer, RangeClient, RangeProtocol, Record,
 };
 use crate::paged::PageConfig;
 use crate::record::RecordKey;
@@ -56,33 +56,30 @@ const LEAKAGE: &str = "Construction: the number of records, the sizes of the sea
     records are returned) and the SSE scheme's own search leakage. Updates: a rebuild reveals \
     the new record count and unlinks all identifiers and tokens.";
 
+/// A descriptor of Logarithmic-BRC over one SSE scheme (the two entries
+/// differ in name and title only).
+const fn descriptor(name: &'static str, title: &'static str) -> SchemeDescriptor {
+    SchemeDescriptor {
+        name,
+        title,
+        citation: "I. Demertzis, S. Papadopoulos, O. Papapetrou, A. Deligiannakis, \
+                   M. Garofalakis. Practical Private Range Search Revisited. SIGMOD 2016",
+        kind: SchemeKind::Range,
+        forward_private: false,
+        backward_privacy: BackwardPrivacy::None,
+        queries: &[QueryKind::Range],
+        leakage: LEAKAGE,
+        doc: "docs/schemes/log_brc.md",
+    }
+}
+
 /// Descriptor of Logarithmic-BRC over PiBas.
-pub static DESCRIPTOR_PIBAS: SchemeDescriptor = SchemeDescriptor {
-    name: "log-brc-pibas",
-    title: "Logarithmic-BRC over PiBas",
-    citation: "I. Demertzis, S. Papadopoulos, O. Papapetrou, A. Deligiannakis, M. Garofalakis. \
-               Practical Private Range Search Revisited. SIGMOD 2016",
-    kind: SchemeKind::Range,
-    forward_private: false,
-    backward_privacy: BackwardPrivacy::None,
-    queries: &[QueryKind::Range],
-    leakage: LEAKAGE,
-    doc: "docs/schemes/log_brc.md",
-};
+pub static DESCRIPTOR_PIBAS: SchemeDescriptor =
+    descriptor("log-brc-pibas", "Logarithmic-BRC over PiBas");
 
 /// Descriptor of Logarithmic-BRC over 2Lev with the pack extension.
-pub static DESCRIPTOR_2LEV: SchemeDescriptor = SchemeDescriptor {
-    name: "log-brc-2lev",
-    title: "Logarithmic-BRC over 2Lev (pack)",
-    citation: "I. Demertzis, S. Papadopoulos, O. Papapetrou, A. Deligiannakis, M. Garofalakis. \
-               Practical Private Range Search Revisited. SIGMOD 2016",
-    kind: SchemeKind::Range,
-    forward_private: false,
-    backward_privacy: BackwardPrivacy::None,
-    queries: &[QueryKind::Range],
-    leakage: LEAKAGE,
-    doc: "docs/schemes/log_brc.md",
-};
+pub static DESCRIPTOR_2LEV: SchemeDescriptor =
+    descriptor("log-brc-2lev", "Logarithmic-BRC over 2Lev (pack)");
 
 /// Parameters every Log-BRC protocol accepts besides its SSE ones: the
 /// page parameters are read by [`PageConfig::from_params`], not here.
@@ -403,15 +400,8 @@ impl LogBrcClient {
 
     /// Builds the index of `records` with fresh keys and identifiers,
     /// replacing whatever the server held.
-    fn rebuild(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        records: &[Record],
-    ) -> Result<()> {
-        for (value, _) in records {
-            check_value(*value, self.bits)?;
-        }
+    fn rebuild(&mut self, io: Io<'_>, records: &[Record]) -> Result<()> {
+        let Io { rng, channel } = io;
         let mut sse = (self.base.scheme().new_client)(rng, &self.sse_params)?;
         let record_key = RecordKey::generate(rng);
         let aad = self.aad();
@@ -462,40 +452,21 @@ impl RangeClient for LogBrcClient {
     }
 
     /// Builds the whole index in one batch (the construction of the paper).
-    fn build(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        records: &[Record],
-    ) -> Result<()> {
-        self.rebuild(rng, channel, records)
+    fn build_checked(&mut self, io: Io<'_>, records: &[Record]) -> Result<()> {
+        self.rebuild(io, records)
     }
 
     /// Rebuilds with the record added: O(N), see the module docs.
-    fn insert(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<()> {
-        check_value(value, self.bits)?;
-        let mut records = self.fetch_all(channel)?;
+    fn insert_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<()> {
+        let mut records = self.fetch_all(io.channel)?;
         records.push((value, data.to_vec()));
-        self.rebuild(rng, channel, &records)
+        self.rebuild(io, &records)
     }
 
     /// Rebuilds without one occurrence of the pair: O(N), see the module
     /// docs. An absent pair costs the fetch and no rebuild.
-    fn delete(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<bool> {
-        check_value(value, self.bits)?;
-        let mut records = self.fetch_all(channel)?;
+    fn delete_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<bool> {
+        let mut records = self.fetch_all(io.channel)?;
         let Some(at) = records
             .iter()
             .position(|(v, d)| *v == value && d.as_slice() == data)
@@ -503,44 +474,25 @@ impl RangeClient for LogBrcClient {
             return Ok(false);
         };
         records.swap_remove(at);
-        self.rebuild(rng, channel, &records)?;
+        self.rebuild(io, &records)?;
         Ok(true)
     }
 
-    fn query(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        lo: u64,
-        hi: u64,
-    ) -> Result<RangeAnswer> {
+    fn query_checked(&mut self, io: Io<'_>, lo: u64, hi: u64) -> Result<RangeAnswer> {
         let cover = best_range_cover(lo, hi, self.bits);
-        if cover.is_empty() {
-            return Ok(RangeAnswer::default());
-        }
         let mut tokens = cover
             .iter()
-            .map(|node| self.token(rng, node))
+            .map(|node| self.token(io.rng, node))
             .collect::<Result<Vec<_>>>()?;
         // The order of the tokens would tell the server which node lies
         // where in the interval.
-        sesame_sse::common::shuffle(rng, &mut tokens);
-        let sealed = match channel::call(channel, &Request::Query { tokens })? {
+        sesame_sse::common::shuffle(io.rng, &mut tokens);
+        let sealed = match channel::call(io.channel, &Request::Query { tokens })? {
             Response::Records(r) => r,
             other => return Err(Error::unexpected("Log-BRC", &other)),
         };
         let aad = self.aad();
-        let mut records = Vec::with_capacity(sealed.len());
-        for s in &sealed {
-            let (value, data) = self.record_key.open(aad, s)?;
-            if value < lo || value > hi {
-                return Err(Error::Protocol(format!(
-                    "the server returned a record with value {value} outside [{lo}, {hi}]"
-                )));
-            }
-            records.push((value, data));
-        }
-        Ok(RangeAnswer::from_records(records, 0))
+        open_answer(&sealed, lo, hi, |s| self.record_key.open(aad, s))
     }
 
     /// Two 32-byte keys (the SSE master key and the record key), the record

@@ -12,6 +12,8 @@ use sesame_range::bplus_ore::{self, capacity, Layout, Request, Response};
 use sesame_range::{CachePolicy, LocalRange, PageConfig, PagedStore, RangeProtocol};
 use sesame_store::MemoryStore;
 
+mod support;
+
 fn bplus(name: &str) -> RangeProtocol {
     sesame_range::protocol(name).unwrap_or_else(|| panic!("{name} is not registered"))
 }
@@ -77,16 +79,6 @@ impl Setup {
     }
 }
 
-fn oracle_query(pairs: &[(u64, Vec<u8>)], lo: u64, hi: u64) -> Vec<(u64, Vec<u8>)> {
-    let mut out: Vec<_> = pairs
-        .iter()
-        .filter(|(v, _)| lo <= *v && *v <= hi)
-        .cloned()
-        .collect();
-    out.sort();
-    out
-}
-
 fn exercise(
     protocol: RangeProtocol,
     params: &Params,
@@ -102,11 +94,7 @@ fn exercise(
     );
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut s = Setup::new(protocol, params, page, &mut rng);
-    let max = if bits == 64 {
-        u64::MAX
-    } else {
-        (1 << bits) - 1
-    };
+    let max = support::max_value(bits);
     let mut pairs: Vec<(u64, Vec<u8>)> = Vec::new();
     let pick = |rng: &mut ChaCha20Rng, pairs: &[(u64, Vec<u8>)]| match rng.gen_range(0..8) {
         0 => 0,
@@ -154,7 +142,7 @@ fn exercise(
                 };
                 assert_eq!(
                     s.query(&mut rng, lo, hi),
-                    oracle_query(&pairs, lo, hi),
+                    support::oracle(&pairs, lo, hi),
                     "{ctx}: step {step}: [{lo}, {hi}]"
                 );
             }
@@ -162,7 +150,7 @@ fn exercise(
     }
     assert_eq!(
         s.query(&mut rng, 0, max),
-        oracle_query(&pairs, 0, max),
+        support::oracle(&pairs, 0, max),
         "{ctx}: full range"
     );
     // Drain: every pair deletes, and the tree ends empty.
@@ -188,11 +176,7 @@ fn params(bits: u32) -> Params {
 
 #[test]
 fn every_bplus_protocol_equals_an_oracle_with_tiny_pages_and_no_cache() {
-    let page = PageConfig {
-        page_size: 256,
-        cache_blocks: 0,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::tiny_pages();
     for (i, p) in fast().into_iter().enumerate() {
         exercise(p, &params(8), 8, page, i as u64, 300);
     }
@@ -200,11 +184,7 @@ fn every_bplus_protocol_equals_an_oracle_with_tiny_pages_and_no_cache() {
 
 #[test]
 fn every_bplus_protocol_equals_an_oracle_with_32_bit_values() {
-    let page = PageConfig {
-        page_size: 512,
-        cache_blocks: 16,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::pages(512, 16, CachePolicy::Lru);
     for (i, p) in fast().into_iter().enumerate() {
         exercise(p, &params(32), 32, page, 50 + i as u64, 300);
         exercise(
@@ -223,11 +203,7 @@ fn fh_ope_rebalances_reach_the_server() {
     // 12-bit ciphertexts run out of room quickly: many rebalances.
     let mut p = params(8);
     p.set("cipher_bits", 12);
-    let page = PageConfig {
-        page_size: 256,
-        cache_blocks: 4,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::pages(256, 4, CachePolicy::Lru);
     for seed in 0..3 {
         exercise(bplus("bplus-fh-ope"), &p, 8, page, 300 + seed, 400);
     }
@@ -267,11 +243,7 @@ fn unknown_parameters_and_bad_states_are_refused() {
 #[test]
 fn a_warm_cache_reads_fewer_pages_than_a_cold_one() {
     let mut rng = ChaCha20Rng::seed_from_u64(3);
-    let page = PageConfig {
-        page_size: 512,
-        cache_blocks: 128,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::pages(512, 128, CachePolicy::Lru);
     let p = bplus("bplus-clww");
     let mut s = Setup::new(p, &params(32), page, &mut rng);
     for i in 0..2000u64 {
@@ -467,11 +439,7 @@ fn malformed_requests_are_errors_not_panics() {
 #[test]
 fn a_restarted_server_answers_the_same() {
     let mut rng = ChaCha20Rng::seed_from_u64(6);
-    let page = PageConfig {
-        page_size: 256,
-        cache_blocks: 8,
-        policy: CachePolicy::Fifo,
-    };
+    let page = support::pages(256, 8, CachePolicy::Fifo);
     for p in fast() {
         let mut s = Setup::new(p, &params(16), page, &mut rng);
         for i in 0..300u64 {
@@ -537,11 +505,7 @@ fn timing_plain_against_clww_at_full_size() {
 /// (which inserts one by one).
 #[test]
 fn a_bulk_build_equals_an_oracle_and_then_takes_updates() {
-    let page = PageConfig {
-        page_size: 256,
-        cache_blocks: 0,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::tiny_pages();
     for (i, p) in fast().into_iter().enumerate() {
         let name = p.descriptor.name;
         let mut rng = ChaCha20Rng::seed_from_u64(40 + i as u64);
@@ -554,7 +518,7 @@ fn a_bulk_build_equals_an_oracle_and_then_takes_updates() {
             .expect("build");
         assert_eq!(
             s.query(&mut rng, 0, 255),
-            oracle_query(&pairs, 0, 255),
+            support::oracle(&pairs, 0, 255),
             "{name}"
         );
         for step in 0..200 {
@@ -583,7 +547,7 @@ fn a_bulk_build_equals_an_oracle_and_then_takes_updates() {
                     let hi = (v + rng.gen_range(0..40)).min(255);
                     assert_eq!(
                         s.query(&mut rng, v, hi),
-                        oracle_query(&pairs, v, hi),
+                        support::oracle(&pairs, v, hi),
                         "{name}: step {step}: [{v}, {hi}]"
                     );
                 }
@@ -591,7 +555,7 @@ fn a_bulk_build_equals_an_oracle_and_then_takes_updates() {
         }
         assert_eq!(
             s.query(&mut rng, 0, 255),
-            oracle_query(&pairs, 0, 255),
+            support::oracle(&pairs, 0, 255),
             "{name}"
         );
     }

@@ -16,14 +16,12 @@ use sesame_range::record::RecordKey;
 use sesame_range::{CachePolicy, PageConfig, PagedStore, RangeClient, RangeProtocol};
 use sesame_store::MemoryStore;
 
+mod support;
+
 type Chan = LocalChannel<Box<dyn Service>>;
 
 fn page(size: usize, cache: usize) -> PageConfig {
-    PageConfig {
-        page_size: size,
-        cache_blocks: cache,
-        policy: CachePolicy::Lru,
-    }
+    support::pages(size, cache, CachePolicy::Lru)
 }
 
 fn protocol(name: &str) -> RangeProtocol {
@@ -45,17 +43,6 @@ fn params(pairs: &[(&str, &str)]) -> Params {
         p.set(k, v);
     }
     p
-}
-
-/// The records of `oracle` with values in `[lo, hi]`, sorted.
-fn expected(oracle: &[(u64, Vec<u8>)], lo: u64, hi: u64) -> Vec<(u64, Vec<u8>)> {
-    let mut v: Vec<_> = oracle
-        .iter()
-        .filter(|(x, _)| lo <= *x && *x <= hi)
-        .cloned()
-        .collect();
-    v.sort();
-    v
 }
 
 /// Random inserts, deletes (present and absent) and queries against a
@@ -131,14 +118,14 @@ fn oracle_run(
             let answer = client.query(&mut rng, &mut chan, lo, hi).unwrap();
             assert_eq!(
                 answer.records,
-                expected(&oracle, lo, hi),
+                support::oracle(&oracle, lo, hi),
                 "{name}: [{lo}, {hi}] at {step}"
             );
             worst = worst.max(answer.discarded);
         }
     }
     let all = client.query(&mut rng, &mut chan, 0, max).unwrap();
-    assert_eq!(all.records, expected(&oracle, 0, max));
+    assert_eq!(all.records, support::oracle(&oracle, 0, max));
     worst
 }
 
@@ -205,7 +192,11 @@ fn kerschbaum_tueno_duplicates_spanning_the_rotation_point() {
             }
             for (lo, hi) in [(7, 7), (0, 7), (7, 255), (8, 255), (0, 6), (3, 9), (0, 255)] {
                 let got = client.query(&mut rng, &mut chan, lo, hi).unwrap();
-                assert_eq!(got.records, expected(&oracle, lo, hi), "[{lo}, {hi}]");
+                assert_eq!(
+                    got.records,
+                    support::oracle(&oracle, lo, hi),
+                    "[{lo}, {hi}]"
+                );
             }
         }
         // Deleting copies of 7 while they span the rotation point.
@@ -213,7 +204,7 @@ fn kerschbaum_tueno_duplicates_spanning_the_rotation_point() {
             assert!(client.delete(&mut rng, &mut chan, 7, &[i]).unwrap());
             oracle.retain(|r| *r != (7, vec![i]));
             let got = client.query(&mut rng, &mut chan, 7, 7).unwrap();
-            assert_eq!(got.records, expected(&oracle, 7, 7));
+            assert_eq!(got.records, support::oracle(&oracle, 7, 7));
         }
     }
     assert!(
@@ -242,7 +233,7 @@ fn kerschbaum_tueno_paper_order_fails_and_the_fix_passes() {
             oracle.push((v, vec![i as u8]));
             for (lo, hi) in [(0, 12), (12, 27), (21, 255), (v, v)] {
                 let ok = matches!(client.query(&mut rng, &mut chan, lo, hi),
-                    Ok(a) if a.records == expected(&oracle, lo, hi));
+                    Ok(a) if a.records == support::oracle(&oracle, lo, hi));
                 all_ok &= ok;
             }
         }
@@ -277,7 +268,7 @@ fn pope_cold_query_costs_more_than_warm_queries() {
     let mut query = |lo: u64, hi: u64| {
         let span = chan.meter().span();
         let a = client.query(&mut rng, &mut chan, lo, hi).unwrap();
-        assert_eq!(a.records, expected(&oracle, lo, hi));
+        assert_eq!(a.records, support::oracle(&oracle, lo, hi));
         assert!(a.discarded <= 8);
         span.finish()
     };
@@ -502,7 +493,7 @@ fn clients_restore_and_servers_restart_over_the_same_store() {
                 oracle.push((v, i.to_be_bytes().to_vec()));
             }
             let a = client.query(&mut rng, &mut chan, 10, 30).unwrap();
-            assert_eq!(a.records, expected(&oracle, 10, 30));
+            assert_eq!(a.records, support::oracle(&oracle, 10, 30));
         }
         let state = client.save_state().unwrap();
         let mut client = (p.restore_client)(&state).unwrap();
@@ -522,7 +513,11 @@ fn clients_restore_and_servers_restart_over_the_same_store() {
         oracle.swap_remove(3);
         for (lo, hi) in [(0, 49), (10, 30), (25, 25), (40, 20)] {
             let a = client.query(&mut rng, &mut chan, lo, hi).unwrap();
-            assert_eq!(a.records, expected(&oracle, lo, hi), "{name} [{lo}, {hi}]");
+            assert_eq!(
+                a.records,
+                support::oracle(&oracle, lo, hi),
+                "{name} [{lo}, {hi}]"
+            );
         }
         assert!(client.client_storage_bytes() >= 32);
     }
@@ -586,7 +581,11 @@ fn sixty_four_bit_extreme_values() {
             (2, 5),
         ] {
             let a = client.query(&mut rng, &mut chan, lo, hi).unwrap();
-            assert_eq!(a.records, expected(&oracle, lo, hi), "{name} [{lo}, {hi}]");
+            assert_eq!(
+                a.records,
+                support::oracle(&oracle, lo, hi),
+                "{name} [{lo}, {hi}]"
+            );
         }
         assert!(client.delete(&mut rng, &mut chan, u64::MAX, &[2]).unwrap());
         assert!(!client.delete(&mut rng, &mut chan, u64::MAX, &[2]).unwrap());
@@ -594,7 +593,7 @@ fn sixty_four_bit_extreme_values() {
         let a = client
             .query(&mut rng, &mut chan, u64::MAX, u64::MAX)
             .unwrap();
-        assert_eq!(a.records, expected(&oracle, u64::MAX, u64::MAX));
+        assert_eq!(a.records, support::oracle(&oracle, u64::MAX, u64::MAX));
     }
 }
 
@@ -615,7 +614,11 @@ fn kerschbaum_tueno_bulk_load_is_one_round_and_only_into_an_empty_array() {
     assert_eq!(span.finish().rounds, 2);
     for (lo, hi) in [(0, 255), (10, 20), (49, 49), (60, 70)] {
         let got = client.query(&mut rng, &mut ch, lo, hi).unwrap();
-        assert_eq!(got.records, expected(&records, lo, hi), "[{lo}, {hi}]");
+        assert_eq!(
+            got.records,
+            support::oracle(&records, lo, hi),
+            "[{lo}, {hi}]"
+        );
     }
     // A second build on the non-empty array inserts one by one.
     let more = vec![(7u64, b"x".to_vec()), (255, b"y".to_vec())];
@@ -623,7 +626,7 @@ fn kerschbaum_tueno_bulk_load_is_one_round_and_only_into_an_empty_array() {
     let all: Vec<_> = records.iter().chain(&more).cloned().collect();
     assert_eq!(
         client.query(&mut rng, &mut ch, 0, 255).unwrap().records,
-        expected(&all, 0, 255)
+        support::oracle(&all, 0, 255)
     );
     // A raw load into the non-empty array is refused and changes nothing.
     let load = kt::Request::Load {

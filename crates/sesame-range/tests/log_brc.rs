@@ -16,7 +16,9 @@ use sesame_store::MemoryStore;
 
 const PROTOCOLS: [&str; 2] = ["log-brc-pibas", "log-brc-2lev"];
 
-type Record = (u64, Vec<u8>);
+use support::Record;
+
+mod support;
 
 struct Setup {
     inner: Arc<dyn Store>,
@@ -49,26 +51,8 @@ fn setup_with(name: &str, params: &Params, page: PageConfig, rng: &mut ChaCha20R
     }
 }
 
-fn oracle(records: &[Record], lo: u64, hi: u64) -> Vec<Record> {
-    let mut out: Vec<Record> = records
-        .iter()
-        .filter(|(v, _)| lo <= *v && *v <= hi)
-        .cloned()
-        .collect();
-    out.sort();
-    out
-}
-
-fn max_value(bits: u32) -> u64 {
-    if bits == 64 {
-        u64::MAX
-    } else {
-        (1 << bits) - 1
-    }
-}
-
 fn random_value(rng: &mut ChaCha20Rng, bits: u32, pool: &[u64]) -> u64 {
-    let max = max_value(bits);
+    let max = support::max_value(bits);
     match rng.gen_range(0..8) {
         0 => 0,
         1 => max,
@@ -149,7 +133,7 @@ proptest! {
         b in any::<u64>(),
         bits in 1u32..=64,
     ) {
-        let max = max_value(bits);
+        let max = support::max_value(bits);
         let (a, b) = (a & max, b & max);
         check_cover(a.min(b), a.max(b), bits);
         check_cover(a.max(b), a.min(b), bits);
@@ -220,13 +204,13 @@ fn interleave_with(name: &str, params: &Params, page: PageConfig, seed: u64, ste
                 let (lo, hi) = match rng.gen_range(0..6) {
                     0 => (a.max(b), a.min(b)),
                     1 => (a, a),
-                    2 => (0, max_value(bits)),
+                    2 => (0, support::max_value(bits)),
                     _ => (a.min(b), a.max(b)),
                 };
                 let answer = s.client.query(&mut rng, &mut s.channel, lo, hi).unwrap();
                 assert_eq!(
                     answer.records,
-                    oracle(&records, lo, hi),
+                    support::oracle(&records, lo, hi),
                     "{ctx}: [{lo}, {hi}]"
                 );
                 assert_eq!(answer.discarded, 0);
@@ -235,23 +219,18 @@ fn interleave_with(name: &str, params: &Params, page: PageConfig, seed: u64, ste
     }
     let all = s
         .client
-        .query(&mut rng, &mut s.channel, 0, max_value(bits))
+        .query(&mut rng, &mut s.channel, 0, support::max_value(bits))
         .unwrap();
-    assert_eq!(all.records, oracle(&records, 0, max_value(bits)));
+    assert_eq!(
+        all.records,
+        support::oracle(&records, 0, support::max_value(bits))
+    );
 }
 
 #[test]
 fn both_protocols_equal_the_oracle_over_random_interleavings() {
-    let small = PageConfig {
-        page_size: 256,
-        cache_blocks: 0,
-        policy: CachePolicy::Lru,
-    };
-    let cached = PageConfig {
-        page_size: 512,
-        cache_blocks: 16,
-        policy: CachePolicy::Lfu,
-    };
+    let small = support::tiny_pages();
+    let cached = support::pages(512, 16, CachePolicy::Lfu);
     for (i, name) in PROTOCOLS.iter().enumerate() {
         let seed = 10 * i as u64;
         interleave(name, 4, small, seed, 120);
@@ -263,11 +242,7 @@ fn both_protocols_equal_the_oracle_over_random_interleavings() {
 
 #[test]
 fn the_sse_block_parameters_keep_results_exact() {
-    let page = PageConfig {
-        page_size: 256,
-        cache_blocks: 4,
-        policy: CachePolicy::Fifo,
-    };
+    let page = support::pages(256, 4, CachePolicy::Fifo);
     // PiBas with the pack extension.
     let mut params = Params::new();
     params.set("bits", 10).set("block", 3);
@@ -316,11 +291,7 @@ fn an_empty_index_answers_every_query_with_nothing() {
 /// Page reads of the query `[1000, 1010]` over `extra` records outside it
 /// and the same three records inside it, with no cache.
 fn query_reads(name: &str, extra: u64) -> (u64, usize) {
-    let page = PageConfig {
-        page_size: 4096,
-        cache_blocks: 0,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::pages(4096, 0, CachePolicy::Lru);
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let mut s = setup(name, 32, page, &mut rng);
     let mut records: Vec<Record> = vec![
@@ -367,7 +338,7 @@ fn a_query_is_one_round_with_sealed_records() {
         let answer = s.client.query(&mut rng, &mut s.channel, 14, 200).unwrap();
         let snap = span.finish();
         assert_eq!(snap.rounds, 1, "{name}");
-        assert_eq!(answer.records, oracle(&records, 14, 200));
+        assert_eq!(answer.records, support::oracle(&records, 14, 200));
         // The server sees neither values nor payloads in the clear.
         let stored = s.inner.scan_prefix(b"").unwrap();
         assert!(stored
@@ -494,12 +465,12 @@ fn the_client_survives_save_and_restore_and_the_server_a_restart() {
                 .unwrap(),
         );
         let answer = client.query(&mut rng, &mut ch, 100, 3000).unwrap();
-        assert_eq!(answer.records, oracle(&records, 100, 3000));
+        assert_eq!(answer.records, support::oracle(&records, 100, 3000));
         assert!(client
             .delete(&mut rng, &mut ch, records[0].0, &records[0].1)
             .unwrap());
         let answer = client.query(&mut rng, &mut ch, 0, 4095).unwrap();
-        assert_eq!(answer.records, oracle(&records[1..], 0, 4095));
+        assert_eq!(answer.records, support::oracle(&records[1..], 0, 4095));
     }
 }
 

@@ -18,15 +18,13 @@ use sesame_range::path_oram::{protocol, OramRangeClient};
 use sesame_range::{CachePolicy, PageConfig, PagedStore, RangeClient};
 use sesame_store::MemoryStore;
 
+mod support;
+
 type Chan = LocalChannel<Typed<PathOramServer>>;
 
 fn setup(cache: usize) -> (Arc<MemoryStore>, Chan) {
     let mem = Arc::new(MemoryStore::new());
-    let page = PageConfig {
-        page_size: 4096,
-        cache_blocks: cache,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::pages(4096, cache, CachePolicy::Lru);
     let paged = PagedStore::new(mem.clone(), page).unwrap();
     let chan = LocalChannel::new(Typed(PathOramServer::new(Arc::new(paged))));
     (mem, chan)
@@ -540,11 +538,7 @@ fn range_protocol_matches_an_oracle() {
 #[test]
 fn range_tree_invariants_hold_and_each_node_access_is_two_rounds() {
     let mut rng = ChaCha20Rng::seed_from_u64(4);
-    let page = PageConfig {
-        page_size: 256,
-        cache_blocks: 0,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::tiny_pages();
     let mut params = Params::new();
     // A tiny initial capacity: the ORAM doubles as the tree grows.
     params.set("bits", 20).set("capacity", 2);

@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{Params, Service, Store};
+use sesame_core::{Error, Params, Service, Store};
 use sesame_range::{protocols, CachePolicy, LocalRange, PageConfig, PagedStore, RangeProtocol};
 use sesame_store::MemoryStore;
+
+mod support;
 
 fn ops() -> usize {
     std::env::var("SESAME_RANGE_OPS")
@@ -54,14 +56,7 @@ impl Oracle {
         }
     }
     fn query(&self, lo: u64, hi: u64) -> Vec<(u64, Vec<u8>)> {
-        let mut out: Vec<_> = self
-            .pairs
-            .iter()
-            .filter(|(v, _)| lo <= *v && *v <= hi)
-            .cloned()
-            .collect();
-        out.sort();
-        out
+        support::oracle(&self.pairs, lo, hi)
     }
 }
 
@@ -75,11 +70,7 @@ fn run(protocol: RangeProtocol, bits: u32, page: PageConfig, rng: &mut ChaCha20R
 }
 
 fn value(rng: &mut ChaCha20Rng, bits: u32, pool: &[u64]) -> u64 {
-    let max = if bits == 64 {
-        u64::MAX
-    } else {
-        (1 << bits) - 1
-    };
+    let max = support::max_value(bits);
     match rng.gen_range(0..10) {
         0 => 0,
         1 => max,
@@ -161,11 +152,7 @@ fn exercise(protocol: RangeProtocol, bits: u32, page: PageConfig, seed: u64, n: 
             }
         }
     }
-    let max = if bits == 64 {
-        u64::MAX
-    } else {
-        (1 << bits) - 1
-    };
+    let max = support::max_value(bits);
     let full = run
         .client
         .query(&mut rng, &mut run.channel, 0, max)
@@ -207,11 +194,7 @@ fn every_protocol_is_registered_once_with_a_range_descriptor() {
 
 #[test]
 fn every_protocol_equals_the_oracle_with_small_pages_and_no_cache() {
-    let page = PageConfig {
-        page_size: 256,
-        cache_blocks: 0,
-        policy: CachePolicy::Lru,
-    };
+    let page = support::tiny_pages();
     for (i, p) in selected().into_iter().enumerate() {
         exercise(p, 8, page, 10 + i as u64, ops());
     }
@@ -280,5 +263,40 @@ fn the_registry_holds_every_protocol_of_seed_004() {
             sesame_range::protocol(name).is_some(),
             "{name} is not registered"
         );
+    }
+}
+
+/// Every protocol checks its input the same way (the provided operations
+/// of `RangeClient`): a value beyond `bits` bits is refused in an insert,
+/// a delete and either end of a query (Log-BRC and POPE included, which
+/// used to clamp or pass such a query on), and `lo > hi` is empty.
+#[test]
+fn every_protocol_refuses_values_beyond_its_width() {
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    for p in selected() {
+        let name = p.descriptor.name;
+        let mut r = run(p, 8, PageConfig::default(), &mut rng);
+        r.insert(&mut rng, 3, b"x")
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (lo, hi) in [(0, 256), (256, 300), (0, u64::MAX)] {
+            let got = r.query(&mut rng, lo, hi);
+            assert!(
+                matches!(got, Err(Error::InvalidArgument(_))),
+                "{name}: [{lo}, {hi}] gave {got:?}"
+            );
+        }
+        let got = r.insert(&mut rng, 256, b"x");
+        assert!(
+            matches!(got, Err(Error::InvalidArgument(_))),
+            "{name}: insert 256 gave {got:?}"
+        );
+        let empty = r
+            .query(&mut rng, 5, 4)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(empty.records.is_empty(), "{name}");
+        let all = r
+            .query(&mut rng, 0, 255)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(all.records, vec![(3, b"x".to_vec())], "{name}");
     }
 }

@@ -4,13 +4,13 @@
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{channel, wire, Channel, Error, Params, Result, SchemeDescriptor};
-use sesame_ore::bclo::{Bclo, BcloCiphertext, BcloComparator, BcloParams};
+use sesame_ore::bclo::{Bclo, BcloComparator, BcloParams};
 use sesame_ore::cloz::{Cloz, ClozComparator, PairingPph};
-use sesame_ore::clww::{Clww, ClwwCiphertext, ClwwComparator};
+use sesame_ore::clww::{Clww, ClwwComparator};
 use sesame_ore::fh_ope::{FhOpe, FhOpeParams};
 use sesame_ore::insecure::plain::{PlainCiphertext, PlainComparator};
 use sesame_ore::insecure::CorrectnessOnlyPph;
-use sesame_ore::lewi_wu::{LewiWu, LewiWuCiphertext, LewiWuComparator, LewiWuLeft, LewiWuParams};
+use sesame_ore::lewi_wu::{LewiWu, LewiWuComparator, LewiWuParams};
 use sesame_ore::{Comparator, LeftRight, OreScheme};
 use zeroize::Zeroizing;
 
@@ -18,7 +18,7 @@ use super::{
     ClozHash, FhOpeNumber, FhOpeOrder, Layout, Request, Response, ServerOrder, BCLO, CLOZ,
     CLOZ_INSECURE, CLWW, FH_OPE, LEWI_WU, PLAIN,
 };
-use crate::api::{bits_param, check_value, RangeAnswer, RangeClient};
+use crate::api::{bits_param, open_answer, Io, RangeAnswer, RangeClient, Record};
 use crate::record::RecordKey;
 
 // ---------------------------------------------------------------------
@@ -69,14 +69,26 @@ pub trait ClientOrder: Send + Sized + 'static {
     /// The ciphertext an insertion of `v` sends.
     fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FullOf<Self>>;
 
+    /// The query ciphertext of the endpoint `v`, for schemes that encrypt
+    /// a query's endpoints one by one (all but FH-OPE, which overrides
+    /// [`ClientOrder::probes`] instead).
+    fn probe(&mut self, _rng: &mut dyn CryptoRngCore, _v: u64) -> Result<ProbeOf<Self>> {
+        Err(Error::Unsupported(format!(
+            "{} encrypts query intervals, not endpoints",
+            Self::descriptor().title
+        )))
+    }
+
     /// Query ciphertexts for `[lo, hi]` (`lo <= hi`); `None` when the
-    /// scheme knows the range is empty.
+    /// scheme knows the range is empty. The default probes each endpoint.
     fn probes(
         &mut self,
         rng: &mut dyn CryptoRngCore,
         lo: u64,
         hi: u64,
-    ) -> Result<Option<(ProbeOf<Self>, ProbeOf<Self>)>>;
+    ) -> Result<Option<(ProbeOf<Self>, ProbeOf<Self>)>> {
+        Ok(Some((self.probe(rng, lo)?, self.probe(rng, hi)?)))
+    }
 
     /// The re-encoding the server must apply before the next request.
     fn take_reencoding(&mut self) -> Option<Vec<(u64, u64)>> {
@@ -94,6 +106,26 @@ pub trait ClientOrder: Send + Sized + 'static {
 /// Bytes of sealed records per `Append` round of a build (well under a
 /// network message's limit).
 pub const BULK_BYTES: usize = 4 << 20;
+
+/// The methods of a [`ClientOrder`] that are those of its [`OreScheme`]:
+/// `restore` and `save` (its keys and state), and `encrypt` where an
+/// insertion sends the scheme's full ciphertext.
+macro_rules! ore_client_methods {
+    (restore, save) => {
+        fn restore(bytes: &[u8]) -> Result<Self> {
+            <Self as OreScheme>::restore(bytes)
+        }
+        fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
+            OreScheme::save(self)
+        }
+    };
+    (restore, save, encrypt) => {
+        ore_client_methods!(restore, save);
+        fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FullOf<Self>> {
+            OreScheme::encrypt(self, rng, v)
+        }
+    };
+}
 
 /// The baseline: values in the clear.
 #[derive(Debug)]
@@ -126,13 +158,8 @@ impl ClientOrder for PlainClient {
     fn encrypt(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<PlainCiphertext> {
         Ok(PlainCiphertext(v))
     }
-    fn probes(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        lo: u64,
-        hi: u64,
-    ) -> Result<Option<(PlainCiphertext, PlainCiphertext)>> {
-        Ok(Some((PlainCiphertext(lo), PlainCiphertext(hi))))
+    fn probe(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<ProbeOf<Self>> {
+        Ok(PlainCiphertext(v))
     }
 }
 
@@ -150,25 +177,9 @@ impl ClientOrder for Bclo {
         let scheme = Bclo::generate(rng, BcloParams { bits, range_bits })?;
         Ok((scheme, range_bits))
     }
-    fn restore(bytes: &[u8]) -> Result<Self> {
-        <Bclo as OreScheme>::restore(bytes)
-    }
-    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
-        OreScheme::save(self)
-    }
-    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<BcloCiphertext> {
+    ore_client_methods!(restore, save, encrypt);
+    fn probe(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<ProbeOf<Self>> {
         OreScheme::encrypt(self, rng, v)
-    }
-    fn probes(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        lo: u64,
-        hi: u64,
-    ) -> Result<Option<(BcloCiphertext, BcloCiphertext)>> {
-        Ok(Some((
-            OreScheme::encrypt(self, rng, lo)?,
-            OreScheme::encrypt(self, rng, hi)?,
-        )))
     }
 }
 
@@ -181,22 +192,9 @@ impl ClientOrder for Clww {
     fn generate(rng: &mut dyn CryptoRngCore, _params: &Params, bits: u32) -> Result<(Self, u32)> {
         Ok((Clww::generate(rng, bits)?, 0))
     }
-    fn restore(bytes: &[u8]) -> Result<Self> {
-        <Clww as OreScheme>::restore(bytes)
-    }
-    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
-        OreScheme::save(self)
-    }
-    fn encrypt(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<ClwwCiphertext> {
+    ore_client_methods!(restore, save, encrypt);
+    fn probe(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<ProbeOf<Self>> {
         self.encrypt_u64(v)
-    }
-    fn probes(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        lo: u64,
-        hi: u64,
-    ) -> Result<Option<(ClwwCiphertext, ClwwCiphertext)>> {
-        Ok(Some((self.encrypt_u64(lo)?, self.encrypt_u64(hi)?)))
     }
 }
 
@@ -216,25 +214,9 @@ impl ClientOrder for LewiWu {
             block_bits,
         ))
     }
-    fn restore(bytes: &[u8]) -> Result<Self> {
-        <LewiWu as OreScheme>::restore(bytes)
-    }
-    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
-        OreScheme::save(self)
-    }
-    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<LewiWuCiphertext> {
-        OreScheme::encrypt(self, rng, v)
-    }
-    fn probes(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        lo: u64,
-        hi: u64,
-    ) -> Result<Option<(LewiWuLeft, LewiWuLeft)>> {
-        Ok(Some((
-            self.encrypt_left_only(lo)?,
-            self.encrypt_left_only(hi)?,
-        )))
+    ore_client_methods!(restore, save, encrypt);
+    fn probe(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<ProbeOf<Self>> {
+        self.encrypt_left_only(v)
     }
 }
 
@@ -265,25 +247,9 @@ impl<P: ClozProtocol> ClientOrder for Cloz<P> {
     fn generate(rng: &mut dyn CryptoRngCore, _params: &Params, bits: u32) -> Result<(Self, u32)> {
         Ok((Cloz::generate(rng, bits)?, 0))
     }
-    fn restore(bytes: &[u8]) -> Result<Self> {
-        <Cloz<P> as OreScheme>::restore(bytes)
-    }
-    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
-        OreScheme::save(self)
-    }
-    fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FullOf<Self>> {
-        OreScheme::encrypt(self, rng, v)
-    }
-    fn probes(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        lo: u64,
-        hi: u64,
-    ) -> Result<Option<(ProbeOf<Self>, ProbeOf<Self>)>> {
-        Ok(Some((
-            LeftRight::encrypt_left(self, rng, lo)?,
-            LeftRight::encrypt_left(self, rng, hi)?,
-        )))
+    ore_client_methods!(restore, save, encrypt);
+    fn probe(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<ProbeOf<Self>> {
+        LeftRight::encrypt_left(self, rng, v)
     }
 }
 
@@ -331,12 +297,7 @@ impl ClientOrder for FhOpe {
         let cipher_bits = params.get_or("cipher_bits", 64u32)?;
         Ok((FhOpe::new(FhOpeParams { bits, cipher_bits })?, cipher_bits))
     }
-    fn restore(bytes: &[u8]) -> Result<Self> {
-        <FhOpe as OreScheme>::restore(bytes)
-    }
-    fn save(&self) -> Result<Zeroizing<Vec<u8>>> {
-        OreScheme::save(self)
-    }
+    ore_client_methods!(restore, save);
     fn state_bits(&self) -> u64 {
         OreScheme::state_bits(self)
     }
@@ -504,12 +465,21 @@ impl<C: ClientOrder> BplusClient<C> {
                 layout: self.layout,
                 changes,
             };
-            match self.send(channel, &request)? {
-                Response::Done => {}
-                other => return Err(Error::unexpected("B+ tree", &other)),
-            }
+            self.update(channel, &request)?;
         }
         Ok(())
+    }
+
+    /// Sends an update; the server answers [`Response::Done`].
+    fn update(
+        &self,
+        channel: &mut dyn Channel,
+        request: &Request<FullOf<C>, ProbeOf<C>>,
+    ) -> Result<()> {
+        match self.send(channel, request)? {
+            Response::Done => Ok(()),
+            other => Err(Error::unexpected("B+ tree", &other)),
+        }
     }
 
     /// The sealed records of `[lo, hi]` (`lo <= hi`), with the endpoints
@@ -558,22 +528,15 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
     /// insertions one by one would send it (so the same order of the
     /// values), in value order instead of the caller's, and a tree whose
     /// shape depends on the number of records only.
-    fn build(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        records: &[crate::api::Record],
-    ) -> Result<()> {
+    fn build_checked(&mut self, mut io: Io<'_>, records: &[Record]) -> Result<()> {
         if !C::bulk() {
             for (value, data) in records {
-                self.insert(rng, channel, *value, data)?;
+                self.insert_checked(io.reborrow(), *value, data)?;
             }
             return Ok(());
         }
-        for (value, _) in records {
-            check_value(*value, self.layout.bits)?;
-        }
-        let mut order: Vec<&crate::api::Record> = records.iter().collect();
+        let Io { rng, channel } = io;
+        let mut order: Vec<&Record> = records.iter().collect();
         order.sort_by_key(|r| r.0);
         let mut entries = Vec::new();
         let mut bytes = 0usize;
@@ -589,45 +552,26 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
                     entries: std::mem::take(&mut entries),
                 };
                 bytes = 0;
-                match self.send(channel, &request)? {
-                    Response::Done => {}
-                    other => return Err(Error::unexpected("B+ tree", &other)),
-                }
+                self.update(channel, &request)?;
             }
         }
         Ok(())
     }
 
-    fn insert(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<()> {
-        check_value(value, self.layout.bits)?;
-        let ciphertext = self.scheme.encrypt(rng, value)?;
-        self.flush_reencoding(channel)?;
-        let record = self.seal(rng, value, data)?;
+    fn insert_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<()> {
+        let ciphertext = self.scheme.encrypt(io.rng, value)?;
+        self.flush_reencoding(io.channel)?;
+        let record = self.seal(io.rng, value, data)?;
         let request = Request::Insert {
             layout: self.layout,
             ciphertext,
             record,
         };
-        match self.send(channel, &request)? {
-            Response::Done => Ok(()),
-            other => Err(Error::unexpected("B+ tree", &other)),
-        }
+        self.update(io.channel, &request)
     }
 
-    fn delete(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<bool> {
-        check_value(value, self.layout.bits)?;
+    fn delete_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<bool> {
+        let Io { rng, channel } = io;
         let (lo, hi, record) = if C::sealed() {
             // Round 1: the sealed records of [v, v]; pick the pair's.
             let Some((lo, hi, records)) = self.fetch(rng, channel, value, value)? else {
@@ -665,32 +609,11 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         }
     }
 
-    fn query(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        lo: u64,
-        hi: u64,
-    ) -> Result<RangeAnswer> {
-        check_value(lo, self.layout.bits)?;
-        check_value(hi, self.layout.bits)?;
-        if lo > hi {
-            return Ok(RangeAnswer::default());
-        }
-        let Some((_, _, sealed)) = self.fetch(rng, channel, lo, hi)? else {
+    fn query_checked(&mut self, io: Io<'_>, lo: u64, hi: u64) -> Result<RangeAnswer> {
+        let Some((_, _, sealed)) = self.fetch(io.rng, io.channel, lo, hi)? else {
             return Ok(RangeAnswer::default());
         };
-        let mut records = Vec::with_capacity(sealed.len());
-        for r in &sealed {
-            let (v, d) = self.open(r)?;
-            if v < lo || v > hi {
-                return Err(Error::Protocol(format!(
-                    "the server returned value {v} for the query [{lo}, {hi}]"
-                )));
-            }
-            records.push((v, d));
-        }
-        Ok(RangeAnswer::from_records(records, 0))
+        open_answer(&sealed, lo, hi, |r| self.open(r))
     }
 
     fn query_writes(&self) -> bool {

@@ -17,6 +17,24 @@ pub(super) struct Ready<O> {
     key_bytes: usize,
 }
 
+impl<O: ServerOrder> Ready<O> {
+    /// The part of an entry (`full`, `record`) the tree stores, after
+    /// checking the record's size and the stored ciphertext's against the
+    /// layout.
+    fn stored(&self, full: &O::Ciphertext, record: &[u8]) -> Result<O::Right> {
+        if record.len() > MAX_RECORD {
+            return Err(Error::Protocol("record too large".into()));
+        }
+        let stored = O::right(full);
+        if wire::encode(&stored)?.len() > self.key_bytes + 1 {
+            return Err(Error::Protocol(
+                "ciphertext larger than the scheme's parameters allow".into(),
+            ));
+        }
+        Ok(stored)
+    }
+}
+
 /// The server half: the tree in pages, and the scheme's public comparison.
 pub struct BplusServer<O: ServerOrder> {
     nodes: PageNodes<O::Right>,
@@ -99,15 +117,7 @@ impl<O: ServerOrder> BplusServer<O> {
         let Some(ready) = &self.ready else {
             return Err(Error::Protocol("B+ tree server not ready".into()));
         };
-        if record.len() > MAX_RECORD {
-            return Err(Error::Protocol("record too large".into()));
-        }
-        let stored = O::right(&full);
-        if wire::encode(&stored)?.len() > ready.key_bytes + 1 {
-            return Err(Error::Protocol(
-                "ciphertext larger than the scheme's parameters allow".into(),
-            ));
-        }
+        let stored = ready.stored(&full, &record)?;
         let order = &ready.order;
         let mut tree = BTree::new(&mut self.nodes, ready.capacity);
         tree.insert(stored, record, |k| order.compare(O::left(&full), k))?;
@@ -131,15 +141,7 @@ impl<O: ServerOrder> BplusServer<O> {
         let mut previous = tree.last_key()?;
         let mut stored = Vec::with_capacity(entries.len());
         for (full, record) in entries {
-            if record.len() > MAX_RECORD {
-                return Err(Error::Protocol("record too large".into()));
-            }
-            let right = O::right(&full);
-            if wire::encode(&right)?.len() > ready.key_bytes + 1 {
-                return Err(Error::Protocol(
-                    "ciphertext larger than the scheme's parameters allow".into(),
-                ));
-            }
+            let right = ready.stored(&full, &record)?;
             if let Some(p) = &previous {
                 if order.compare(O::left(&full), p)? == std::cmp::Ordering::Less {
                     return Err(Error::Protocol(

@@ -23,7 +23,7 @@ use sesame_core::{
     Service, Store, Typed,
 };
 
-use crate::api::{bits_param, check_value, split_page, RangeAnswer, RangeClient, RangeProtocol};
+use crate::api::{bits_param, split_page, Io, RangeAnswer, RangeClient, RangeProtocol};
 use crate::btree::{BTree, Capacity, Node, NodeId, NodeStore};
 use crate::paged::PageConfig;
 use oram::{ChannelIo, PathOram, PathOramServer};
@@ -336,54 +336,20 @@ impl RangeClient for OramRangeClient {
         self.bits
     }
 
-    fn insert(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<()> {
-        check_value(value, self.bits)?;
-        if data.len() > self.record_size {
-            return Err(Error::InvalidArgument(format!(
-                "a record of {} bytes exceeds record_size={}",
-                data.len(),
-                self.record_size
-            )));
-        }
-        self.tree(rng, channel).insert_ord(value, data.to_vec())
+    fn insert_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<()> {
+        self.tree(io.rng, io.channel)
+            .insert_ord(value, data.to_vec())
     }
 
-    fn delete(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<bool> {
-        check_value(value, self.bits)?;
-        if data.len() > self.record_size {
-            return Ok(false);
-        }
+    fn delete_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<bool> {
         let deleted = self
-            .tree(rng, channel)
+            .tree(io.rng, io.channel)
             .delete_ord(&value, |d| Ok(d.as_slice() == data))?;
         Ok(deleted.is_some())
     }
 
-    fn query(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        lo: u64,
-        hi: u64,
-    ) -> Result<RangeAnswer> {
-        check_value(lo, self.bits)?;
-        check_value(hi, self.bits)?;
-        if lo > hi {
-            return Ok(RangeAnswer::default());
-        }
-        let records = self.tree(rng, channel).range_ord(&lo, &hi)?;
+    fn query_checked(&mut self, io: Io<'_>, lo: u64, hi: u64) -> Result<RangeAnswer> {
+        let records = self.tree(io.rng, io.channel).range_ord(&lo, &hi)?;
         Ok(RangeAnswer::from_records(records, 0))
     }
 

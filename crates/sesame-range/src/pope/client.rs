@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use sesame_core::{channel, Channel, Error, Params, Result, SchemeDescriptor};
 
 use super::{Flush, Request, Response, Split, AAD, DESCRIPTOR, MAX_L, MAX_RETRIES, NOMINAL_ENTRY};
-use crate::api::{bits_param, check_value, RangeAnswer, RangeClient, Record};
+use crate::api::{bits_param, Io, RangeAnswer, RangeClient, Record};
 use crate::paged::PageConfig;
 use crate::record::RecordKey;
 
@@ -307,47 +307,27 @@ impl RangeClient for PopeClient {
         self.bits
     }
 
-    fn insert(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<()> {
-        check_value(value, self.bits)?;
-        let sealed = self.key.seal(rng, AAD, value, data)?;
-        match channel::call(channel, &Request::Insert { sealed })? {
+    fn insert_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<()> {
+        let sealed = self.key.seal(io.rng, AAD, value, data)?;
+        match channel::call(io.channel, &Request::Insert { sealed })? {
             Response::Done => Ok(()),
             other => Err(Error::unexpected("POPE", &other)),
         }
     }
 
-    fn delete(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        value: u64,
-        data: &[u8],
-    ) -> Result<bool> {
-        check_value(value, self.bits)?;
-        let (found, _) = self.locate(rng, channel, value, value)?;
+    fn delete_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<bool> {
+        let (found, _) = self.locate(io.rng, io.channel, value, value)?;
         let Some((node, sealed, _)) = found.into_iter().find(|(_, _, r)| r.1 == data) else {
             return Ok(false);
         };
-        match channel::call(channel, &Request::Remove { node, sealed })? {
+        match channel::call(io.channel, &Request::Remove { node, sealed })? {
             Response::Done => Ok(true),
             other => Err(Error::unexpected("POPE", &other)),
         }
     }
 
-    fn query(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        lo: u64,
-        hi: u64,
-    ) -> Result<RangeAnswer> {
-        let (found, discarded) = self.locate(rng, channel, lo, hi)?;
+    fn query_checked(&mut self, io: Io<'_>, lo: u64, hi: u64) -> Result<RangeAnswer> {
+        let (found, discarded) = self.locate(io.rng, io.channel, lo, hi)?;
         let records = found.into_iter().map(|(_, _, r)| r).collect();
         Ok(RangeAnswer::from_records(records, discarded))
     }
