@@ -54,6 +54,11 @@ impl Env {
         support::succeeded(args, self.run(args))
     }
 
+    /// As [`Env::ok`], with environment variable `var` set to `value`.
+    fn ok_with(&self, args: &[&str], var: &str, value: &str) -> String {
+        support::succeeded(args, self.cmd(args).env(var, value).output().unwrap())
+    }
+
     /// A profile on `scheme` with the `docs` folder added.
     fn with_docs(scheme: &str) -> Self {
         let env = Env::new();
@@ -541,17 +546,8 @@ fn passwd_changes_the_passphrase() {
     let env = Env::with_docs("fast");
     let out = env.run(&["passwd"]);
     one_error(&out, "no new passphrase: set SESAME_NEW_PASSPHRASE");
-    let out = env
-        .cmd(&["passwd"])
-        .env("SESAME_NEW_PASSPHRASE", "second")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("passphrase changed"));
+    let out = env.ok_with(&["passwd"], "SESAME_NEW_PASSPHRASE", "second");
+    assert!(out.contains("passphrase changed"), "{out}");
     one_error(&env.run(&["list"]), "wrong passphrase");
     let found = env
         .cmd(&["search", "fox"])
@@ -576,12 +572,7 @@ fn passwd_killed_at_any_point_leaves_one_passphrase_working() {
     };
     // How long a whole passwd takes here, to spread the kills over it.
     let start = std::time::Instant::now();
-    let out = env
-        .cmd(&["passwd"])
-        .env("SESAME_NEW_PASSPHRASE", "p0")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    env.ok_with(&["passwd"], "SESAME_NEW_PASSPHRASE", "p0");
     let span = start.elapsed().as_micros().max(1000) as u64;
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
     let mut current = "p0".to_owned();
@@ -701,16 +692,8 @@ fn a_key_file_is_made_at_init_and_needed_after() {
         "can be read by other users",
     );
     fs::set_permissions(&kf, fs::Permissions::from_mode(0o600)).unwrap();
-    let out = env
-        .cmd(&["--key-file", "kf", "passwd", "--no-key-file"])
-        .env("SESAME_NEW_PASSPHRASE", PASS)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = ["--key-file", "kf", "passwd", "--no-key-file"];
+    env.ok_with(&args, "SESAME_NEW_PASSPHRASE", PASS);
     assert_eq!(env.ok(&["list"]).lines().count(), 3);
     one_error(
         &env.run(&["--key-file", "kf", "list"]),

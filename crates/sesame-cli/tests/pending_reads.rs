@@ -13,7 +13,7 @@ use std::process::Output;
 use std::sync::Arc;
 
 use rand_core::OsRng;
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::{RunningServer, Tokens};
 use sesame_store::faulty::{Fault, FaultyStore};
 
 const WARNING: &str =
@@ -62,12 +62,7 @@ fn reads_on_a_full_server_answer_what_it_has_and_warn_of_pending_documents() {
     let certs = sesame_server::certs::localhost().unwrap();
     std::fs::write(dir.join("ca.pem"), &certs.ca_pem).unwrap();
     let token = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("t", &token).unwrap();
+    let config = sesame_server::certs::loopback_config(&certs, &[("t", &token)]).unwrap();
     let server = RunningServer::start(config, store.clone()).unwrap();
     let url = server.url();
     ok(

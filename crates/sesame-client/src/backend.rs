@@ -511,37 +511,11 @@ fn replay_digest(generation: u64, requests: &[Vec<u8>]) -> [u8; 32] {
 struct ReadOnly(Arc<dyn Store>);
 
 impl Store for ReadOnly {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.0.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.0.get_many(keys)
-    }
+    sesame_store::forward_store!(|s| s.0; get, get_many, scan_prefix, scan_from, ordered_probes, io_counts, backend);
     fn write(&self, _: WriteBatch) -> sesame_core::Result<()> {
         Err(sesame_core::Error::Protocol(
             "the scheme wrote during a read-only preparation".into(),
         ))
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.0.scan_prefix(prefix)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.0.scan_from(prefix, from, descending, limit)
-    }
-    fn ordered_probes(&self) -> bool {
-        self.0.ordered_probes()
-    }
-    fn io_counts(&self) -> sesame_core::IoCounts {
-        self.0.io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        self.0.backend()
     }
 }
 

@@ -14,7 +14,10 @@
 //! What a hook sees are the calls made on the backend. A call the wrapped
 //! backend makes of itself (an embedded setup channel opening its index
 //! channel) is not seen. [`Backend::apply_update`] goes through
-//! [`Hook::update_job`], as the trait's default does.
+//! [`Hook::update_job`], as the trait's default does; that hook is handed
+//! the call's arguments as one [`Update`], which [`Update::send`] passes
+//! on unchanged. The hooked calls and the forwarded ones are each listed
+//! once, by signature, and the methods are made from those lists.
 
 use std::sync::Arc;
 
@@ -29,90 +32,94 @@ use crate::error::Result;
 /// [`Backend::hosted_channel`] takes it.
 pub type ServerHalf<'a> = &'a dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>;
 
-/// The calls an [`Intercepted`] backend lets a hook take. Each default
-/// makes the call on `inner`, the wrapped backend, unchanged.
-pub trait Hook {
+/// The arguments of a [`Backend::update_job`] call, as a [`Hook`] is
+/// handed them.
+pub struct Update<'a> {
+    /// The index.
+    pub index: &'a str,
+    /// Its generation.
+    pub generation: u64,
+    /// Its keyword scheme.
+    pub scheme: &'a KeywordScheme,
+    /// The pending intent the requests belong to.
+    pub id: [u8; 16],
+    /// The requests, in order.
+    pub requests: Vec<Vec<u8>>,
+}
+
+impl Update<'_> {
+    /// Makes the call on `inner` (the wrapped backend), unchanged.
+    pub fn send(self, inner: &mut dyn Backend) -> Result<UpdateJob> {
+        inner.update_job(
+            self.index,
+            self.generation,
+            self.scheme,
+            self.id,
+            self.requests,
+        )
+    }
+}
+
+/// Declares [`Hook`] with one method per call of [`Backend`] it may take
+/// (each default makes the call on the wrapped backend, unchanged), and
+/// `hooked!`, the methods of [`Intercepted`] that hand those calls to the
+/// hook: one list of signatures for both.
+macro_rules! hooks {
+    ($($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        /// The calls an [`Intercepted`] backend lets a hook take. Each
+        /// default makes the call on `inner`, the wrapped backend,
+        /// unchanged.
+        pub trait Hook {
+            $($(#[$doc])*
+            fn $name(&mut self, inner: &mut dyn Backend, $($arg: $ty),*) -> $ret {
+                inner.$name($($arg),*)
+            })*
+
+            /// [`Backend::update_job`] (and so [`Backend::apply_update`]).
+            fn update_job(&mut self, inner: &mut dyn Backend, update: Update<'_>) -> Result<UpdateJob> {
+                update.send(inner)
+            }
+        }
+
+        macro_rules! hooked {
+            () => {$(
+                fn $name(&mut self, $($arg: $ty),*) -> $ret {
+                    self.hook.$name(self.inner.as_mut(), $($arg),*)
+                }
+            )*
+            fn update_job(&mut self, index: &str, generation: u64, scheme: &KeywordScheme, id: [u8; 16], requests: Vec<Vec<u8>>) -> Result<UpdateJob> {
+                let update = Update { index, generation, scheme, id, requests };
+                self.hook.update_job(self.inner.as_mut(), update)
+            }};
+        }
+    };
+}
+
+hooks! {
     /// [`Backend::index_channel`].
-    fn index_channel(
-        &mut self,
-        inner: &mut dyn Backend,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> Result<Box<dyn Channel>> {
-        inner.index_channel(index, generation, scheme)
-    }
-
+    fn index_channel(index: &str, generation: u64, scheme: &KeywordScheme) -> Result<Box<dyn Channel>>;
     /// [`Backend::read_channel`].
-    fn read_channel(
-        &mut self,
-        inner: &mut dyn Backend,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> Result<Box<dyn Channel>> {
-        inner.read_channel(index, generation, scheme)
-    }
-
+    fn read_channel(index: &str, generation: u64, scheme: &KeywordScheme) -> Result<Box<dyn Channel>>;
     /// [`Backend::document_channel`].
-    fn document_channel(
-        &mut self,
-        inner: &mut dyn Backend,
-        index: &str,
-    ) -> Result<Box<dyn Channel + Send>> {
-        inner.document_channel(index)
-    }
-
+    fn document_channel(index: &str) -> Result<Box<dyn Channel + Send>>;
     /// [`Backend::max_message`].
-    fn max_message(&mut self, inner: &mut dyn Backend) -> Result<Option<usize>> {
-        inner.max_message()
-    }
-
-    /// [`Backend::update_job`] (and so [`Backend::apply_update`]).
-    fn update_job(
-        &mut self,
-        inner: &mut dyn Backend,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-        id: [u8; 16],
-        requests: Vec<Vec<u8>>,
-    ) -> Result<UpdateJob> {
-        inner.update_job(index, generation, scheme, id, requests)
-    }
-
+    fn max_message() -> Result<Option<usize>>;
     /// [`Backend::hosted_channel`].
-    fn hosted_channel(
-        &mut self,
-        inner: &mut dyn Backend,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: ServerHalf<'_>,
-    ) -> Result<Box<dyn Channel>> {
-        inner.hosted_channel(index, generation, scheme, server)
-    }
-
+    fn hosted_channel(index: &str, generation: u64, scheme: &str, server: ServerHalf<'_>) -> Result<Box<dyn Channel>>;
     /// [`Backend::read_records`].
-    fn read_records(
-        &mut self,
-        inner: &mut dyn Backend,
-        index: &str,
-        names: &[String],
-        known: &[u64],
-    ) -> Result<Option<Vec<IndexRecord>>> {
-        inner.read_records(index, names, known)
-    }
-
+    fn read_records(index: &str, names: &[String], known: &[u64]) -> Result<Option<Vec<IndexRecord>>>;
     /// [`Backend::write_records`].
-    fn write_records(
-        &mut self,
-        inner: &mut dyn Backend,
-        index: &str,
-        writes: Vec<IndexRecordWrite>,
-    ) -> Result<Option<Vec<IndexRecord>>> {
-        inner.write_records(index, writes)
-    }
+    fn write_records(index: &str, writes: Vec<IndexRecordWrite>) -> Result<Option<Vec<IndexRecord>>>;
+}
+
+/// The methods of [`Intercepted`] that call the wrapped backend as they
+/// are, no hook taking them.
+macro_rules! forwarded {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
+        fn $name(&mut self, $($arg: $ty),*) -> $ret {
+            self.inner.$name($($arg),*)
+        }
+    )*};
 }
 
 /// `inner` with the calls `hook` takes handed to it (module docs).
@@ -134,145 +141,27 @@ impl<H: Hook> Intercepted<H> {
 }
 
 impl<H: Hook> Backend for Intercepted<H> {
-    fn index_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> Result<Box<dyn Channel>> {
-        self.hook
-            .index_channel(self.inner.as_mut(), index, generation, scheme)
-    }
+    hooked!();
 
-    fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel + Send>> {
-        self.hook.document_channel(self.inner.as_mut(), index)
-    }
-
-    fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()> {
-        self.inner.drop_other_generations(index, keep)
+    forwarded! {
+        fn drop_other_generations(index: &str, keep: u64) -> Result<()>;
+        fn forget(index: &str, id: [u8; 16]) -> Result<()>;
+        fn max_documents() -> Result<Option<usize>>;
+        fn verify() -> Result<()>;
+        fn verify_index(index: &str, generation: u64, scheme: &KeywordScheme) -> Result<()>;
+        fn space() -> Result<Option<Space>>;
+        fn index_bytes(index: &str) -> Result<Option<(u64, u64)>>;
+        fn vacuum() -> Result<Option<(Space, Space)>>;
+        fn hosted_transaction(index: &str, generation: u64, scheme: &str, server: ServerHalf<'_>) -> Result<Box<dyn SetupChannel>>;
+        fn ensure_index(index: &str, scheme: &str, params: &Params) -> Result<()>;
+        fn remove_index(index: &str) -> Result<()>;
+        fn index_names() -> Result<Option<Vec<String>>>;
+        fn drop_older_generations(index: &str, keep: u64) -> Result<()>;
+        fn setup_channel(index: &str, generation: u64, scheme: &KeywordScheme) -> Result<Box<dyn SetupChannel>>;
     }
 
     fn meter(&self) -> &Meter {
         self.inner.meter()
-    }
-
-    fn read_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> Result<Box<dyn Channel>> {
-        self.hook
-            .read_channel(self.inner.as_mut(), index, generation, scheme)
-    }
-
-    fn forget(&mut self, index: &str, id: [u8; 16]) -> Result<()> {
-        self.inner.forget(index, id)
-    }
-
-    fn max_message(&mut self) -> Result<Option<usize>> {
-        self.hook.max_message(self.inner.as_mut())
-    }
-
-    fn max_documents(&mut self) -> Result<Option<usize>> {
-        self.inner.max_documents()
-    }
-
-    fn verify(&mut self) -> Result<()> {
-        self.inner.verify()
-    }
-
-    fn verify_index(&mut self, index: &str, generation: u64, scheme: &KeywordScheme) -> Result<()> {
-        self.inner.verify_index(index, generation, scheme)
-    }
-
-    fn space(&mut self) -> Result<Option<Space>> {
-        self.inner.space()
-    }
-
-    fn index_bytes(&mut self, index: &str) -> Result<Option<(u64, u64)>> {
-        self.inner.index_bytes(index)
-    }
-
-    fn vacuum(&mut self) -> Result<Option<(Space, Space)>> {
-        self.inner.vacuum()
-    }
-
-    fn update_job(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-        id: [u8; 16],
-        requests: Vec<Vec<u8>>,
-    ) -> Result<UpdateJob> {
-        self.hook
-            .update_job(self.inner.as_mut(), index, generation, scheme, id, requests)
-    }
-
-    fn hosted_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: ServerHalf<'_>,
-    ) -> Result<Box<dyn Channel>> {
-        self.hook
-            .hosted_channel(self.inner.as_mut(), index, generation, scheme, server)
-    }
-
-    fn hosted_transaction(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &str,
-        server: ServerHalf<'_>,
-    ) -> Result<Box<dyn SetupChannel>> {
-        self.inner
-            .hosted_transaction(index, generation, scheme, server)
-    }
-
-    fn ensure_index(&mut self, index: &str, scheme: &str, params: &Params) -> Result<()> {
-        self.inner.ensure_index(index, scheme, params)
-    }
-
-    fn remove_index(&mut self, index: &str) -> Result<()> {
-        self.inner.remove_index(index)
-    }
-
-    fn index_names(&mut self) -> Result<Option<Vec<String>>> {
-        self.inner.index_names()
-    }
-
-    fn read_records(
-        &mut self,
-        index: &str,
-        names: &[String],
-        known: &[u64],
-    ) -> Result<Option<Vec<IndexRecord>>> {
-        self.hook
-            .read_records(self.inner.as_mut(), index, names, known)
-    }
-
-    fn write_records(
-        &mut self,
-        index: &str,
-        writes: Vec<IndexRecordWrite>,
-    ) -> Result<Option<Vec<IndexRecord>>> {
-        self.hook.write_records(self.inner.as_mut(), index, writes)
-    }
-
-    fn drop_older_generations(&mut self, index: &str, keep: u64) -> Result<()> {
-        self.inner.drop_older_generations(index, keep)
-    }
-
-    fn setup_channel(
-        &mut self,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-    ) -> Result<Box<dyn SetupChannel>> {
-        self.inner.setup_channel(index, generation, scheme)
     }
 }
 
@@ -288,17 +177,9 @@ mod tests {
     }
 
     impl Hook for Counting {
-        fn update_job(
-            &mut self,
-            inner: &mut dyn Backend,
-            index: &str,
-            generation: u64,
-            scheme: &KeywordScheme,
-            id: [u8; 16],
-            requests: Vec<Vec<u8>>,
-        ) -> Result<UpdateJob> {
+        fn update_job(&mut self, inner: &mut dyn Backend, update: Update<'_>) -> Result<UpdateJob> {
             self.jobs += 1;
-            inner.update_job(index, generation, scheme, id, requests)
+            update.send(inner)
         }
 
         fn write_records(

@@ -9,58 +9,15 @@
 
 mod support;
 
-use std::path::PathBuf;
-
 use sesame_client::doc_service::{DocRequest, DocResponse};
 use sesame_client::{hostile, ServerBinding};
 use sesame_core::wire;
 
-fn corpus_dir(target: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target)
-}
-
+/// The seeds of fuzz target `target`, mutants and random inputs (the
+/// server's corpus runs' generator, `sesame_server::hostile`).
 fn inputs(target: &str, mutations: usize, random: usize) -> Vec<Vec<u8>> {
-    let dir = corpus_dir(target);
-    let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
-        .collect();
-    seeds.sort();
-    assert!(!seeds.is_empty());
-    // A fixed stream: the same inputs every run.
-    let mut state = 0x243F_6A88_85A3_08D3u64 ^ target.len() as u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let mut out = seeds.clone();
-    for seed in &seeds {
-        for _ in 0..mutations {
-            let mut m = seed.clone();
-            if m.is_empty() {
-                m.push(next() as u8);
-            }
-            let i = next() as usize % m.len();
-            match next() % 3 {
-                0 => m[i] ^= 1 << (next() % 8),
-                1 => m.truncate(i),
-                _ => m.insert(i, next() as u8),
-            }
-            out.push(m);
-        }
-    }
-    for _ in 0..random {
-        let mut m = vec![0u8; next() as usize % 300];
-        for b in &mut m {
-            *b = next() as u8;
-        }
-        out.push(m);
-    }
-    out
+    let seed = 0x243F_6A88_85A3_08D3 ^ target.len() as u64;
+    sesame_server::hostile::corpus_inputs(target, seed, mutations, random).unwrap()
 }
 
 #[test]
@@ -78,9 +35,7 @@ fn client_files_corpus() {
 }
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
-    let dir = corpus_dir(target);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), bytes).unwrap();
+    sesame_server::hostile::write_seed(target, name, bytes).unwrap();
 }
 
 #[test]

@@ -14,12 +14,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use sesame_client::intercept::{Hook, Intercepted};
+use sesame_client::intercept::{Hook, Intercepted, Update};
 use sesame_client::table::import::Format;
 use sesame_client::table::{Schema, Table, Value};
 use sesame_client::{Backend, ClientError, EmbeddedBackend, Profile};
 use sesame_core::Store;
-use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
 
 fn profile(dir: &Path) -> Profile {
@@ -270,18 +269,14 @@ impl Hook for Dying {
     fn update_job(
         &mut self,
         inner: &mut dyn Backend,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-        id: [u8; 16],
-        requests: Vec<Vec<u8>>,
+        update: Update<'_>,
     ) -> sesame_client::Result<sesame_client::UpdateJob> {
         let left = self.updates.load(Ordering::SeqCst);
         if left == 0 {
             return Ok(Box::new(|| Err(dead())));
         }
         self.updates.store(left - 1, Ordering::SeqCst);
-        inner.update_job(index, generation, scheme, id, requests)
+        update.send(inner)
     }
 }
 

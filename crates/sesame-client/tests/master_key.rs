@@ -11,16 +11,104 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sesame_client::table::import::Format;
+use sesame_client::table::import::{Format, ImportReport};
 use sesame_client::table::{Record, Schema, Table};
-use sesame_client::{insecure, ClientError, NetworkBackend, Profile, DEFAULT_INDEX};
-use sesame_core::{Params, Store};
+use sesame_client::{ClientError, MasterRotation, NetworkBackend, Profile, DEFAULT_INDEX};
+use sesame_core::Store;
 use sesame_store::faulty::{Fault, FaultyStore};
 
 type Setup = support::Setup<FaultyStore>;
 
 fn serve() -> Setup {
     support::setup(Arc::new(FaultyStore::new()), |_| {})
+}
+
+/// An embedded profile at `p` in a fresh scratch directory (passphrase
+/// "pw"): the directory, the profile's folder and the profile.
+fn embedded() -> (tempfile::TempDir, std::path::PathBuf, Profile) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let p = support::profile_at(&dir, "fast");
+    (tmp, dir, p)
+}
+
+/// `p`'s master key rotated, without a hitch.
+fn rotate(p: &Profile) -> MasterRotation {
+    p.rotate_master(&mut |_| {}).unwrap()
+}
+
+/// Rotates `p` (`kind`, for the time printed), which holds one table of
+/// 300 records: the rotation reports that table and those records.
+fn rotate_300(p: &Profile, kind: &str) {
+    let started = std::time::Instant::now();
+    let report = rotate(p);
+    eprintln!(
+        "rotation of {kind} with a table of 300 records: {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!((report.tables, report.records), (1, 300), "{report:?}");
+}
+
+/// [`cut_until_done`] at writes spread over the run: every one of the
+/// first eight, then sparser.
+fn sparse_cuts(round: impl FnMut(Fault, i64) -> bool) -> Vec<usize> {
+    cut_until_done(10_000, |after| after + 1 + after / 3, round)
+}
+
+/// The laptop's profile of `s` after a first rotation `first` that the
+/// server may have cut off: the server healed, the profile opened again
+/// and the rotation run again where it failed. Where the profile notes a
+/// half-done rotation and `blocked` is given, that other command is
+/// first refused with what to do, and the second run says it resumed.
+fn completed(
+    s: &Setup,
+    p: Profile,
+    first: sesame_client::Result<MasterRotation>,
+    what: &str,
+    blocked: Option<&dyn Fn(&Profile) -> sesame_client::Result<()>>,
+) -> Profile {
+    s.store.heal();
+    drop(p);
+    let laptop = s.tmp.path().join("laptop");
+    let p = Profile::open(&laptop, "pw").unwrap();
+    if let Err(e) = first {
+        let again = || {
+            p.rotate_master(&mut |_| {})
+                .unwrap_or_else(|e2| panic!("{what}: {e}, then {e2}"))
+        };
+        match blocked {
+            Some(blocked) if laptop.join("profile.rotating.json").exists() => {
+                let err = blocked(&p).unwrap_err();
+                assert!(err.to_string().contains("rekey --master"), "{what}: {err}");
+                assert!(again().resumed, "{what}");
+            }
+            _ => drop(again()),
+        }
+    }
+    Profile::open(&laptop, "pw").unwrap()
+}
+
+/// Runs `round(fault, after)` for each fault, the server cutting the
+/// rotation off after `after` writes, `after` going from 0 by `step`
+/// until a round's first rotation ran to its end (`round` returns true),
+/// and at most to `limit`; the number of rounds cut off, per fault.
+fn cut_until_done(
+    limit: i64,
+    step: impl Fn(i64) -> i64,
+    mut round: impl FnMut(Fault, i64) -> bool,
+) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    for fault in [Fault::Refused, Fault::AnswerLost] {
+        let (mut after, mut cut) = (0, 0);
+        while !round(fault, after) {
+            cut += 1;
+            after = step(after);
+            assert!(after < limit, "{fault:?}: the rotation never completes");
+        }
+        eprintln!("{fault:?}: cut off at {cut} points, completed after {after} writes");
+        cuts.push(cut);
+    }
+    cuts
 }
 
 /// `n` files in `tmp/docs`, each with its own word and `all`.
@@ -47,15 +135,12 @@ fn contents(p: &Profile) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn a_rotated_embedded_profile_reads_the_same_and_its_old_header_opens_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let p =
-        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    let (tmp, dir, p) = embedded();
     let docs = files(tmp.path(), 6);
     support::add(&p, &docs);
     let before = contents(&p);
     let old_header = std::fs::read(dir.join("profile.json")).unwrap();
-    let report = p.rotate_master(&mut |_| {}).unwrap();
+    let report = rotate(&p);
     assert_eq!((report.indexes, report.documents), (1, 6), "{report:?}");
     assert!(!report.resumed);
     drop(p);
@@ -95,7 +180,7 @@ fn on_a_server_the_old_header_opens_nothing_after_a_rotation() {
     let before = contents(&p);
     let key = format!("v/alice/{}/profile", remote(&s)).into_bytes();
     let old_header = s.store.get(&key).unwrap().unwrap();
-    p.rotate_master(&mut |_| {}).unwrap();
+    rotate(&p);
     let p = Profile::open(p.dir(), "pw").unwrap();
     assert_eq!(contents(&p), before);
     // A device joining now gets the new header and reads everything.
@@ -137,19 +222,9 @@ fn an_interrupted_rotation_completes_when_run_again() {
             let before = contents(&p);
             s.store.fail(fault, after);
             let first = p.rotate_master(&mut |_| {});
-            s.store.heal();
-            drop(p);
             let what = format!("{fault:?} after {after} writes");
-            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
-            if first.is_err() && s.tmp.path().join("laptop/profile.rotating.json").exists() {
-                let err = p.session(DEFAULT_INDEX).map(drop).unwrap_err();
-                assert!(err.to_string().contains("rekey --master"), "{what}: {err}");
-                let report = p
-                    .rotate_master(&mut |_| {})
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                assert!(report.resumed, "{what}");
-            }
-            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+            let session = |p: &Profile| p.session(DEFAULT_INDEX).map(drop);
+            let p = completed(&s, p, first, &what, Some(&session));
             assert_eq!(contents(&p), before, "{what}");
             let (phone, _) = join(&s, "phone");
             assert_eq!(contents(&phone), before, "{what}: a new device");
@@ -167,12 +242,8 @@ fn another_device_follows_a_rotation_with_its_passphrase() {
     let p = laptop(&s, 4);
     let (phone, _) = join(&s, "phone");
     let before = contents(&phone);
-    p.rotate_master(&mut |_| {}).unwrap();
-    let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
-    assert!(
-        matches!(err, ClientError::PassphraseChanged { .. }),
-        "{err}"
-    );
+    rotate(&p);
+    support::assert_passphrase_changed(phone.session(DEFAULT_INDEX), "session");
     drop(phone);
     let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
     assert_eq!(contents(&phone), before);
@@ -195,17 +266,14 @@ fn flights(p: &Profile, n: i64) -> Vec<String> {
         "[fields.s]\ntype = \"string\"\nindex = [\"equality\"]\n",
     );
     let mut t = Table::create(p, "flights", schema).unwrap();
-    let mut records = Vec::new();
-    for id in 0..n {
-        let v = (id * 37 % 1000 - 500).to_string();
-        let s = ["x", "y", "z"][(id % 3) as usize];
-        let cells = [("id", id.to_string()), ("v", v), ("s", s.to_owned())];
-        records.push(
-            t.record_from_cells(cells.iter().map(|(k, v)| (*k, v.as_str())), None)
-                .unwrap(),
-        );
-    }
-    t.insert(records, &mut |_| {}).unwrap();
+    support::insert_rows(
+        &mut t,
+        (0..n).map(|id| {
+            let v = (id * 37 % 1000 - 500).to_string();
+            let s = ["x", "y", "z"][(id % 3) as usize];
+            vec![("id", id.to_string()), ("v", v), ("s", s.to_owned())]
+        }),
+    );
     let (rows, ranges, group) = t.index_names();
     let mut names = vec![rows];
     names.extend(ranges.into_iter().map(|(_, i)| i));
@@ -220,15 +288,23 @@ const QUERIES: [&str; 4] = [
     "s = \"z\" or v >= 400",
 ];
 
-/// Each query's answer (the records, sorted) and every record.
-fn answers(p: &Profile) -> Vec<Vec<Record>> {
-    let mut t = Table::open(p, "flights").unwrap();
+/// The answer of each of `queries` on table `table` of `p`, the
+/// records sorted by key.
+fn sorted_answers(p: &Profile, table: &str, queries: &[&str]) -> Vec<Vec<Record>> {
+    let mut t = Table::open(p, table).unwrap();
     let mut out = Vec::new();
-    for q in QUERIES {
+    for q in queries {
         let mut records = t.query(q, None).unwrap().records;
         records.sort_by(|a, b| a.key.cmp(&b.key));
         out.push(records);
     }
+    out
+}
+
+/// Each query's answer (the records, sorted) and every record.
+fn answers(p: &Profile) -> Vec<Vec<Record>> {
+    let mut out = sorted_answers(p, "flights", &QUERIES);
+    let mut t = Table::open(p, "flights").unwrap();
     let mut all = t.records().unwrap();
     all.sort_by(|a, b| a.key.cmp(&b.key));
     out.push(all);
@@ -237,21 +313,12 @@ fn answers(p: &Profile) -> Vec<Vec<Record>> {
 
 #[test]
 fn a_rotated_embedded_profile_with_a_table_answers_as_before() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let p =
-        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    let (_tmp, dir, p) = embedded();
     flights(&p, 300);
     let before = answers(&p);
     assert_eq!(before.last().unwrap().len(), 300);
     let old_header = std::fs::read(dir.join("profile.json")).unwrap();
-    let started = std::time::Instant::now();
-    let report = p.rotate_master(&mut |_| {}).unwrap();
-    eprintln!(
-        "rotation of an embedded profile with a table of 300 records: {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    assert_eq!((report.tables, report.records), (1, 300), "{report:?}");
+    rotate_300(&p, "an embedded profile");
     drop(p);
     let p = Profile::open(&dir, "pw").unwrap();
     assert_eq!(sesame_client::table::tables(&p).unwrap(), ["flights"]);
@@ -283,13 +350,7 @@ fn a_rotated_server_profile_with_a_table_answers_as_before_and_keeps_no_old_inde
     let before = answers(&p);
     let (phone, _) = join(&s, "phone");
     assert_eq!(answers(&phone), before);
-    let started = std::time::Instant::now();
-    let report = p.rotate_master(&mut |_| {}).unwrap();
-    eprintln!(
-        "rotation of a server profile with a table of 300 records: {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    assert_eq!((report.tables, report.records), (1, 300), "{report:?}");
+    rotate_300(&p, "a server profile");
     let listed = NetworkBackend::connect(&s.binding)
         .unwrap()
         .indexes()
@@ -302,21 +363,9 @@ fn a_rotated_server_profile_with_a_table_answers_as_before_and_keeps_no_old_inde
     // The phone's first commands after the rotation are table commands:
     // each says the passphrase changed, not that the table is gone or
     // its list damaged.
-    let err = sesame_client::table::tables(&phone).unwrap_err();
-    assert!(
-        matches!(err, ClientError::PassphraseChanged { .. }),
-        "table list: {err:?}"
-    );
-    let err = Table::open(&phone, "flights").map(drop).unwrap_err();
-    assert!(
-        matches!(err, ClientError::PassphraseChanged { .. }),
-        "table open: {err:?}"
-    );
-    let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
-    assert!(
-        matches!(err, ClientError::PassphraseChanged { .. }),
-        "{err}"
-    );
+    support::assert_passphrase_changed(sesame_client::table::tables(&phone), "table list");
+    support::assert_passphrase_changed(Table::open(&phone, "flights"), "table open");
+    support::assert_passphrase_changed(phone.session(DEFAULT_INDEX), "session");
     drop(phone);
     let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
     assert_eq!(sesame_client::table::tables(&phone).unwrap(), ["flights"]);
@@ -325,7 +374,7 @@ fn a_rotated_server_profile_with_a_table_answers_as_before_and_keeps_no_old_inde
     assert_eq!(answers(&tablet), before, "a device joining now");
     // The device that followed rotates in turn (it holds a copy of the
     // old keyword index's state): everyone answers the same after.
-    let report = phone.rotate_master(&mut |_| {}).unwrap();
+    let report = rotate(&phone);
     assert_eq!((report.tables, report.records), (1, 300), "{report:?}");
     let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
     assert_eq!(answers(&phone), before, "the device that rotated next");
@@ -346,49 +395,32 @@ fn a_rotated_server_profile_with_a_table_answers_as_before_and_keeps_no_old_inde
 /// lost or held twice).
 #[test]
 fn an_interrupted_rotation_of_a_profile_with_a_table_completes_when_run_again() {
-    for fault in [Fault::Refused, Fault::AnswerLost] {
-        let mut after = 0;
-        let mut cut = 0;
-        loop {
-            assert!(after < 100_000, "{fault:?}: the rotation never completes");
+    let cuts = cut_until_done(
+        100_000,
+        |after| after + 1,
+        |fault, after| {
             let s = serve();
             let p = laptop(&s, 2);
             flights(&p, 120);
             let before = answers(&p);
             s.store.fail(fault, after);
             let first = p.rotate_master(&mut |_| {});
-            s.store.heal();
-            drop(p);
-            let what = format!("{fault:?} after {after} writes");
-            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
             let done = first.is_ok();
-            if first.is_err() && s.tmp.path().join("laptop/profile.rotating.json").exists() {
-                let err = Table::open(&p, "flights").map(drop).unwrap_err();
-                assert!(err.to_string().contains("rekey --master"), "{what}: {err}");
-                let report = p
-                    .rotate_master(&mut |_| {})
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                assert!(report.resumed, "{what}");
-            } else if let Err(e) = first {
-                // Refused before anything was noted: run again.
-                p.rotate_master(&mut |_| {})
-                    .unwrap_or_else(|e2| panic!("{what}: {e}, then {e2}"));
-            }
-            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
+            let what = format!("{fault:?} after {after} writes");
+            // Refused before anything was noted, the rotation just runs again.
+            let open = |p: &Profile| Table::open(p, "flights").map(drop);
+            let p = completed(&s, p, first, &what, Some(&open));
             assert_eq!(answers(&p), before, "{what}");
             assert_eq!(
                 sesame_client::table::tables(&p).unwrap(),
                 ["flights"],
                 "{what}"
             );
-            if done {
-                break;
-            }
-            cut += 1;
-            after += 1;
-        }
-        assert!(cut >= 8, "{fault:?}: cut off {cut} times only");
-        eprintln!("{fault:?}: cut off at {cut} points, completed after {after} writes");
+            done
+        },
+    );
+    for cut in cuts {
+        assert!(cut >= 8, "cut off {cut} times only");
     }
 }
 
@@ -396,44 +428,32 @@ fn an_interrupted_rotation_of_a_profile_with_a_table_completes_when_run_again() 
 /// empty: all three are moved, and each answers as before.
 #[test]
 fn every_table_is_moved_an_empty_one_and_one_with_a_verified_group_too() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let p =
-        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    let (_tmp, dir, p) = embedded();
     flights(&p, 50);
     let mut t = Table::create(&p, "verified", support::verified_schema("")).unwrap();
-    let mut records = Vec::new();
-    for id in 0..60 {
-        let cells = [
-            ("id", id.to_string()),
-            ("carrier", ["UA", "B6", "AA"][id % 3].to_owned()),
-            ("origin", ["JFK", "EWR"][id % 2].to_owned()),
-        ];
-        records.push(
-            t.record_from_cells(cells.iter().map(|(k, v)| (*k, v.as_str())), None)
-                .unwrap(),
-        );
-    }
-    t.insert(records, &mut |_| {}).unwrap();
+    support::insert_rows(
+        &mut t,
+        (0..60).map(|id: usize| {
+            vec![
+                ("id", id.to_string()),
+                ("carrier", ["UA", "B6", "AA"][id % 3].to_owned()),
+                ("origin", ["JFK", "EWR"][id % 2].to_owned()),
+            ]
+        }),
+    );
     drop(t);
     drop(Table::create(&p, "empty", support::verified_schema("")).unwrap());
     let verified = |p: &Profile| {
-        let mut t = Table::open(p, "verified").unwrap();
-        let mut out = Vec::new();
-        for q in [
+        let queries = [
             "carrier = \"UA\" and origin = \"JFK\"",
             "origin = \"EWR\"",
             "carrier = \"AA\"",
-        ] {
-            let mut records = t.query(q, None).unwrap().records;
-            records.sort_by(|a, b| a.key.cmp(&b.key));
-            out.push(records);
-        }
-        out
+        ];
+        sorted_answers(p, "verified", &queries)
     };
     let before = (answers(&p), verified(&p));
     assert_eq!(before.1[0].len(), 10);
-    let report = p.rotate_master(&mut |_| {}).unwrap();
+    let report = rotate(&p);
     assert_eq!((report.tables, report.records), (3, 110), "{report:?}");
     drop(p);
     let p = Profile::open(&dir, "pw").unwrap();
@@ -490,15 +510,20 @@ fn a_listed_table_that_is_gone_does_not_stop_the_rotation() {
     let gone = flights(&p, 10);
     let schema = Table::open(&p, "flights").unwrap().schema().clone();
     let mut kept = Table::create(&p, "kept", schema).unwrap();
-    let cells = [("id", "1"), ("v", "2"), ("s", "x")];
-    let r = kept.record_from_cells(cells, None).unwrap();
-    kept.insert(vec![r], &mut |_| {}).unwrap();
+    support::insert_rows(
+        &mut kept,
+        [vec![
+            ("id", "1".into()),
+            ("v", "2".into()),
+            ("s", "x".into()),
+        ]],
+    );
     drop(kept);
     let server = NetworkBackend::connect(&s.binding).unwrap();
     for index in &gone {
         server.drop_index(index).unwrap();
     }
-    let report = p.rotate_master(&mut |_| {}).unwrap();
+    let report = rotate(&p);
     assert_eq!((report.tables, report.records), (1, 1), "{report:?}");
     let p = Profile::open(p.dir(), "pw").unwrap();
     assert_eq!(sesame_client::table::tables(&p).unwrap(), ["kept"]);
@@ -510,10 +535,7 @@ fn a_listed_table_that_is_gone_does_not_stop_the_rotation() {
 /// before anything changes, with what to do; the profile works as before.
 #[test]
 fn a_table_under_the_names_of_earlier_builds_is_refused_and_nothing_changes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let p =
-        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    let (_tmp, dir, p) = embedded();
     let schema = Schema::from_toml(
         "key = \"id\"\n[fields.id]\ntype = \"integer\"\n[fields.s]\ntype = \"string\"\n\
          index = [\"equality\"]\n",
@@ -542,51 +564,43 @@ fn a_table_under_the_names_of_earlier_builds_is_refused_and_nothing_changes() {
 /// kept, each record once.
 #[test]
 fn a_rotation_redoing_a_table_another_device_changed_completes_when_cut_off() {
-    for fault in [Fault::Refused, Fault::AnswerLost] {
-        let mut after = 0;
-        loop {
-            assert!(after < 10_000, "{fault:?}: the rotation never completes");
-            let s = serve();
-            let p = laptop(&s, 1);
-            flights(&p, 30);
-            let (phone, _) = join(&s, "phone");
-            let mut wrote = false;
-            let first = p.rotate_master(&mut |_| {
-                if !wrote {
-                    wrote = true;
-                    let mut t = Table::open(&phone, "flights").unwrap();
-                    let r = t
-                        .record_from_cells([("id", "1000"), ("v", "7"), ("s", "y")], None)
-                        .unwrap();
-                    t.insert(vec![r], &mut |_| {}).unwrap();
-                    s.store.fail(fault, after);
-                }
-            });
-            s.store.heal();
-            let what = format!("{fault:?} after {after} writes");
-            let done = first.is_ok();
-            drop(p);
-            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
-            if let Err(e) = first {
-                p.rotate_master(&mut |_| {})
-                    .unwrap_or_else(|e2| panic!("{what}: {e}, then {e2}"));
+    sparse_cuts(|fault, after| {
+        let s = serve();
+        let p = laptop(&s, 1);
+        flights(&p, 30);
+        let (phone, _) = join(&s, "phone");
+        let mut wrote = false;
+        let first = p.rotate_master(&mut |_| {
+            if !wrote {
+                wrote = true;
+                let mut t = Table::open(&phone, "flights").unwrap();
+                let cells = vec![("id", "1000".into()), ("v", "7".into()), ("s", "y".into())];
+                support::insert_rows(&mut t, [cells]);
+                s.store.fail(fault, after);
             }
-            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
-            let all = answers(&p).pop().unwrap();
-            assert_eq!(all.len(), 31, "{what}");
-            assert!(all.iter().any(|r| r.key == "1000"), "{what}");
-            if done {
-                break;
-            }
-            after += 1 + after / 3;
-        }
-        eprintln!("{fault:?}: completed when cut off after {after} writes");
-    }
+        });
+        let done = first.is_ok();
+        let what = format!("{fault:?} after {after} writes");
+        let p = completed(&s, p, first, &what, None);
+        let all = answers(&p).pop().unwrap();
+        assert_eq!(all.len(), 31, "{what}");
+        assert!(all.iter().any(|r| r.key == "1000"), "{what}");
+        done
+    });
 }
 
-/// A table without a key: its records are named by the import.
-fn keyless_schema() -> Schema {
-    support::keyless_schema()
+/// `file` imported (CSV) into table `keyless` of `p`, made first where
+/// `create` (a table without a key: its records are named by the import).
+fn import_keyless(
+    p: &Profile,
+    file: &std::path::Path,
+    create: bool,
+) -> sesame_client::Result<ImportReport> {
+    let mut t = match create {
+        true => Table::create(p, "keyless", support::keyless_schema())?,
+        false => Table::open(p, "keyless")?,
+    };
+    t.import(file, Format::Csv, &mut |_| {})
 }
 
 /// A CSV file of the rows `name{i},i` for each `i` of `rows`.
@@ -620,24 +634,16 @@ fn keyless_values(p: &Profile) -> Vec<i64> {
 /// a second time under names digested from the new key.
 #[test]
 fn a_keyless_table_imported_again_after_a_rotation_converges_to_the_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("p");
-    let p =
-        Profile::create_with_kdf(&dir, "pw", "fast", &Params::new(), insecure::fast_kdf()).unwrap();
+    let (tmp, dir, p) = embedded();
     let file = tmp.path().join("rows.csv");
     write_rows(&file, 0..100);
-    let mut t = Table::create(&p, "keyless", keyless_schema()).unwrap();
-    t.import(&file, Format::Csv, &mut |_| {}).unwrap();
-    drop(t);
-    let report = p.rotate_master(&mut |_| {}).unwrap();
+    import_keyless(&p, &file, true).unwrap();
+    let report = rotate(&p);
     assert_eq!((report.tables, report.records), (1, 100), "{report:?}");
     drop(p);
     let p = Profile::open(&dir, "pw").unwrap();
     write_rows(&file, 1..101);
-    let r = Table::open(&p, "keyless")
-        .unwrap()
-        .import(&file, Format::Csv, &mut |_| {})
-        .unwrap();
+    let r = import_keyless(&p, &file, false).unwrap();
     assert_eq!(
         keyless_values(&p),
         (1..101).collect::<Vec<_>>(),
@@ -660,29 +666,17 @@ fn every_device_names_a_keyless_import_alike_before_and_after_a_rotation() {
     let p = laptop(&s, 1);
     let file = s.tmp.path().join("rows.csv");
     write_rows(&file, 0..40);
-    let mut t = Table::create(&p, "keyless", keyless_schema()).unwrap();
-    t.import(&file, Format::Csv, &mut |_| {}).unwrap();
-    drop(t);
+    import_keyless(&p, &file, true).unwrap();
     let (phone, _) = join(&s, "phone");
-    let r = Table::open(&phone, "keyless")
-        .unwrap()
-        .import(&file, Format::Csv, &mut |_| {})
-        .unwrap();
+    let r = import_keyless(&phone, &file, false).unwrap();
     assert_eq!((r.insert.inserted, r.insert.unchanged), (0, 40), "{r:?}");
-    let report = p.rotate_master(&mut |_| {}).unwrap();
+    let report = rotate(&p);
     assert_eq!((report.tables, report.records), (1, 40), "{report:?}");
-    let err = phone.session(DEFAULT_INDEX).map(drop).unwrap_err();
-    assert!(
-        matches!(err, ClientError::PassphraseChanged { .. }),
-        "{err}"
-    );
+    support::assert_passphrase_changed(phone.session(DEFAULT_INDEX), "session");
     drop(phone);
     let phone = Profile::open(s.tmp.path().join("phone"), "pw").unwrap();
     write_rows(&file, 1..41);
-    let r = Table::open(&phone, "keyless")
-        .unwrap()
-        .import(&file, Format::Csv, &mut |_| {})
-        .unwrap();
+    let r = import_keyless(&phone, &file, false).unwrap();
     assert_eq!(
         (r.insert.inserted, r.insert.unchanged, r.removed),
         (1, 39, 1),
@@ -698,44 +692,24 @@ fn every_device_names_a_keyless_import_alike_before_and_after_a_rotation() {
 /// same file imported again changes nothing.
 #[test]
 fn a_keyless_table_converges_after_an_interrupted_rotation_completes() {
-    for fault in [Fault::Refused, Fault::AnswerLost] {
-        let mut after = 0;
-        loop {
-            assert!(after < 10_000, "{fault:?}: the rotation never completes");
-            let s = serve();
-            let p = laptop(&s, 1);
-            let file = s.tmp.path().join("rows.csv");
-            write_rows(&file, 0..30);
-            let mut t = Table::create(&p, "keyless", keyless_schema()).unwrap();
-            t.import(&file, Format::Csv, &mut |_| {}).unwrap();
-            drop(t);
-            s.store.fail(fault, after);
-            let first = p.rotate_master(&mut |_| {});
-            s.store.heal();
-            let what = format!("{fault:?} after {after} writes");
-            let done = first.is_ok();
-            drop(p);
-            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
-            if let Err(e) = first {
-                p.rotate_master(&mut |_| {})
-                    .unwrap_or_else(|e2| panic!("{what}: {e}, then {e2}"));
-            }
-            let p = Profile::open(s.tmp.path().join("laptop"), "pw").unwrap();
-            let r = Table::open(&p, "keyless")
-                .unwrap()
-                .import(&file, Format::Csv, &mut |_| {})
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(
-                (r.insert.inserted, r.insert.unchanged, r.removed),
-                (0, 30, 0),
-                "{what}: {r:?}"
-            );
-            assert_eq!(keyless_values(&p), (0..30).collect::<Vec<_>>(), "{what}");
-            if done {
-                break;
-            }
-            after += 1 + after / 3;
-        }
-        eprintln!("{fault:?}: completed when cut off after {after} writes");
-    }
+    sparse_cuts(|fault, after| {
+        let s = serve();
+        let p = laptop(&s, 1);
+        let file = s.tmp.path().join("rows.csv");
+        write_rows(&file, 0..30);
+        import_keyless(&p, &file, true).unwrap();
+        s.store.fail(fault, after);
+        let first = p.rotate_master(&mut |_| {});
+        let done = first.is_ok();
+        let what = format!("{fault:?} after {after} writes");
+        let p = completed(&s, p, first, &what, None);
+        let r = import_keyless(&p, &file, false).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(
+            (r.insert.inserted, r.insert.unchanged, r.removed),
+            (0, 30, 0),
+            "{what}: {r:?}"
+        );
+        assert_eq!(keyless_values(&p), (0..30).collect::<Vec<_>>(), "{what}");
+        done
+    });
 }

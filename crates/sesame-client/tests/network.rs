@@ -409,65 +409,35 @@ struct Dying {
 }
 
 impl Dying {
-    fn dead(&self) -> sesame_core::Result<()> {
+    /// The wrapped store, while this server is not cut off.
+    fn live(&self) -> sesame_core::Result<&MemoryStore> {
         if self.writes.load(std::sync::atomic::Ordering::SeqCst) >= self.dies_at {
             return Err(sesame_core::Error::StoreUnavailable(
                 "this server is cut off".into(),
             ));
         }
-        Ok(())
+        Ok(&self.inner)
     }
 }
 
 impl Store for Dying {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.dead()?;
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.dead()?;
-        self.inner.get_many(keys)
-    }
-    fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
-        self.dead()?;
-        self.inner.write(batch)
-    }
+    sesame_store::forward_store!(|s| s.live()?; get, get_many, write, scan_prefix, scan_from);
+    sesame_store::forward_store!(|s| s.inner; ordered_probes, io_counts);
     fn write_if(
         &self,
         expect: &[(&[u8], Option<&[u8]>)],
         batch: &sesame_core::WriteBatch,
     ) -> sesame_core::Result<bool> {
-        self.dead()?;
-        let applied = self.inner.write_if(expect, batch)?;
+        let applied = self.live()?.write_if(expect, batch)?;
         let n = self
             .writes
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             + 1;
         if n >= self.dies_at {
             // Applied, and the answer never leaves.
-            self.dead()?;
+            self.live()?;
         }
         Ok(applied)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.dead()?;
-        self.inner.scan_prefix(prefix)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.dead()?;
-        self.inner.scan_from(prefix, from, descending, limit)
-    }
-    fn ordered_probes(&self) -> bool {
-        self.inner.ordered_probes()
-    }
-    fn io_counts(&self) -> sesame_core::IoCounts {
-        self.inner.io_counts()
     }
     fn backend(&self) -> &'static str {
         "dying"
@@ -483,12 +453,7 @@ fn two_servers(
     let certs = sesame_server::certs::localhost().unwrap();
     let token = sesame_server::Tokens::generate(&mut OsRng);
     let start = |store: Arc<dyn Store>| {
-        let mut config = sesame_server::ServerConfig::new("127.0.0.1:0".parse().unwrap());
-        config.tls = Some(sesame_server::TlsFiles {
-            cert_pem: certs.cert_pem.clone().into_bytes(),
-            key_pem: certs.key_pem.clone().into_bytes(),
-        });
-        config.tokens = sesame_server::Tokens::new().with("alice", &token).unwrap();
+        let config = sesame_server::certs::loopback_config(&certs, &[("alice", &token)]).unwrap();
         RunningServer::start(config, store).unwrap()
     };
     let (a, b) = (start(first), start(second));

@@ -19,7 +19,7 @@ use sesame_client::{
     DEFAULT_INDEX,
 };
 use sesame_core::{Params, Store};
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::{RunningServer, Tokens};
 use sesame_store::faulty::{Fault, FaultyStore};
 
 /// Writes `n` files `f{i}.txt` under `dir/sub`, each holding `all`,
@@ -59,12 +59,8 @@ impl Setup {
         let place = if served {
             let certs = sesame_server::certs::localhost().unwrap();
             let token = Tokens::generate(&mut OsRng);
-            let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-            config.tls = Some(TlsFiles {
-                cert_pem: certs.cert_pem.into_bytes(),
-                key_pem: certs.key_pem.into_bytes(),
-            });
-            config.tokens = Tokens::new().with("alice", &token).unwrap();
+            let config =
+                sesame_server::certs::loopback_config(&certs, &[("alice", &token)]).unwrap();
             let server = RunningServer::start(config, store.clone() as Arc<dyn Store>).unwrap();
             let binding = ServerBinding {
                 url: server.url(),

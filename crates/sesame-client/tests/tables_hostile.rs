@@ -23,11 +23,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::sync::{Arc, Mutex};
 
-use sesame_client::intercept::{Hook, Intercepted};
+use sesame_client::intercept::{Hook, Intercepted, Update};
 use sesame_client::table::{Record, Schema, Table, Value};
 use sesame_client::{Backend, ClientError, EmbeddedBackend, Profile, DEFAULT_INDEX};
 use sesame_core::{Params, Store, WriteBatch};
-use sesame_sse::KeywordScheme;
 use sesame_store::MemoryStore;
 
 fn profile(dir: &std::path::Path) -> Profile {
@@ -210,6 +209,50 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+/// A table of the `bplus-plain` baseline, which does not seal its
+/// records (the server can move their bytes at will, which is what the
+/// table's own binding stops): keyed by string `name`, with an 8-bit
+/// integer range field per name of `fields`.
+fn plain_ranges(fields: &[&str]) -> Schema {
+    let mut text =
+        String::from("insecure = true\nkey = \"name\"\n[fields.name]\ntype = \"string\"\n");
+    for f in fields {
+        text.push_str(&format!(
+            "[fields.{f}]\ntype = \"integer\"\nindex = [\"range\"]\nrange = \"bplus-plain\"\nbits = 8\n"
+        ));
+    }
+    Schema::from_toml(&text)
+        .or_else(|_| Schema::from_toml(&text.replace("insecure = true\n", "")))
+        .unwrap()
+}
+
+/// Records `alice` and `bobby` with the values `a` and `b` of the range
+/// fields, inserted into `table`; the two records and their identifiers.
+fn alice_and_bobby(
+    table: &mut Table,
+    fields: &[&str],
+    a: [&str; 2],
+    b: [&str; 2],
+) -> ([Record; 2], [u64; 2]) {
+    let mut records = Vec::new();
+    for (name, values) in [("alice", a), ("bobby", b)] {
+        let cells = std::iter::once(("name", name)).chain(fields.iter().copied().zip(values));
+        records.push(table.record_from_cells(cells, None).unwrap());
+    }
+    table.insert(records.clone(), &mut |_| {}).unwrap();
+    let id_of = |key: &str| {
+        table
+            .keyword_index()
+            .documents()
+            .iter()
+            .find(|d| d.path == key)
+            .unwrap()
+            .id
+    };
+    let ids = [id_of("alice"), id_of("bobby")];
+    (records.try_into().unwrap(), ids)
+}
+
 /// Where the payload of record `id` (its identifier, then its 16-byte
 /// tag) starts beside the plain value `value` (before the field's
 /// encoding) in a page of the `bplus-plain` baseline (which stores
@@ -230,47 +273,15 @@ fn a_range_payload_moved_to_another_record_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let p = profile(dir.path());
     let store = Arc::new(MemoryStore::new());
-    // The baseline that does not seal its records: the server can move
-    // their bytes at will, which is what the table's own binding stops.
-    let text = r#"
-insecure = true
-key = "name"
-[fields.name]
-type = "string"
-[fields.age]
-type = "integer"
-index = ["range"]
-range = "bplus-plain"
-bits = 8
-"#;
-    let schema = Schema::from_toml(text)
-        .or_else(|_| Schema::from_toml(&text.replace("insecure = true\n", "")))
-        .unwrap();
+    let schema = plain_ranges(&["age"]);
     let mut table = Table::create_with(&p, "ages", schema, backend(&store)).unwrap();
-    let alice = table
-        .record_from_cells([("name", "alice"), ("age", "5")], None)
-        .unwrap();
-    let bobby = table
-        .record_from_cells([("name", "bobby"), ("age", "50")], None)
-        .unwrap();
-    table
-        .insert(vec![alice.clone(), bobby.clone()], &mut |_| {})
-        .unwrap();
+    let ([alice, _], [id_a, id_b]) = alice_and_bobby(&mut table, &["age"], ["5"; 2], ["50"; 2]);
     let honest = table.query("age = 5", None).unwrap();
     assert_eq!(honest.records, std::slice::from_ref(&alice));
 
     // The server swaps the two records' payloads in its range index (a
     // payload is the identifier and its tag, beside the plain value: the
     // baseline stores `value || payload`).
-    let id_of = |t: &Table, key: &str| {
-        t.keyword_index()
-            .documents()
-            .iter()
-            .find(|d| d.path == key)
-            .unwrap()
-            .id
-    };
-    let (id_a, id_b) = (id_of(&table, "alice"), id_of(&table, "bobby"));
     let mut batch = WriteBatch::new();
     let mut swapped = 0;
     for (k, v) in store.scan_prefix(b"i/").unwrap() {
@@ -313,17 +324,11 @@ impl Hook for Watching {
     fn update_job(
         &mut self,
         inner: &mut dyn Backend,
-        index: &str,
-        generation: u64,
-        scheme: &KeywordScheme,
-        id: [u8; 16],
-        requests: Vec<Vec<u8>>,
+        update: Update<'_>,
     ) -> sesame_client::Result<sesame_client::UpdateJob> {
-        self.updates
-            .lock()
-            .unwrap()
-            .push(requests.iter().map(Vec::len).sum());
-        inner.update_job(index, generation, scheme, id, requests)
+        let bytes = update.requests.iter().map(Vec::len).sum();
+        self.updates.lock().unwrap().push(bytes);
+        update.send(inner)
     }
 }
 
@@ -423,48 +428,13 @@ fn a_range_payload_moved_to_another_field_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let p = profile(dir.path());
     let store = Arc::new(MemoryStore::new());
-    let text = r#"
-insecure = true
-key = "name"
-[fields.name]
-type = "string"
-[fields.x]
-type = "integer"
-index = ["range"]
-range = "bplus-plain"
-bits = 8
-[fields.y]
-type = "integer"
-index = ["range"]
-range = "bplus-plain"
-bits = 8
-"#;
-    let schema = Schema::from_toml(text)
-        .or_else(|_| Schema::from_toml(&text.replace("insecure = true\n", "")))
-        .unwrap();
-    let mut table = Table::create_with(&p, "xy", schema, backend(&store)).unwrap();
-    let alice = table
-        .record_from_cells([("name", "alice"), ("x", "5"), ("y", "50")], None)
-        .unwrap();
-    let bobby = table
-        .record_from_cells([("name", "bobby"), ("x", "50"), ("y", "5")], None)
-        .unwrap();
-    table
-        .insert(vec![alice.clone(), bobby.clone()], &mut |_| {})
-        .unwrap();
+    let fields = ["x", "y"];
+    let mut table = Table::create_with(&p, "xy", plain_ranges(&fields), backend(&store)).unwrap();
+    let ([_, bobby], [id_a, id_b]) = alice_and_bobby(&mut table, &fields, ["5", "50"], ["50", "5"]);
     assert_eq!(
         table.query("y = 5", None).unwrap().records,
         std::slice::from_ref(&bobby)
     );
-    let id_of = |t: &Table, key: &str| {
-        t.keyword_index()
-            .documents()
-            .iter()
-            .find(|d| d.path == key)
-            .unwrap()
-            .id
-    };
-    let (id_a, id_b) = (id_of(&table, "alice"), id_of(&table, "bobby"));
     // A payload is the identifier and its tag (24 bytes), beside the
     // plain value. The leaf of field x holds alice at 5 and bobby at 50;
     // the leaf of field y the other way round. The server puts alice's
@@ -504,22 +474,7 @@ fn served(
     store: &Arc<MemoryStore>,
     dir: &std::path::Path,
 ) -> (sesame_server::RunningServer, Profile) {
-    use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
-    let certs = sesame_server::certs::localhost().unwrap();
-    let token = Tokens::generate(&mut rand_core::OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &token).unwrap();
-    let server = RunningServer::start(config, store.clone()).unwrap();
-    let binding = sesame_client::ServerBinding {
-        url: server.url(),
-        token,
-        ca_pem: Some(certs.ca_pem.into_bytes()),
-        index_prefix: sesame_client::ServerBinding::fresh_prefix(&mut rand_core::OsRng),
-    };
+    let (server, binding) = support::serve(store.clone(), |_| {});
     let p = support::server_profile(&binding, &dir.join("p"), "fast");
     (server, p)
 }

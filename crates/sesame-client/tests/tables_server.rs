@@ -16,7 +16,7 @@ use rand_core::OsRng;
 use sesame_client::table::{Schema, Table, Value};
 use sesame_client::{insecure, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
 use sesame_core::{Params, Store};
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::{RunningServer, ServerConfig, Tokens};
 use sesame_store::MemoryStore;
 
 struct Server {
@@ -41,13 +41,9 @@ impl Server {
         token: String,
         configure: impl FnOnce(&mut ServerConfig),
     ) -> Self {
-        let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+        let mut config =
+            sesame_server::certs::loopback_config(&certs, &[("alice", &token)]).unwrap();
         configure(&mut config);
-        config.tls = Some(TlsFiles {
-            cert_pem: certs.cert_pem.clone().into_bytes(),
-            key_pem: certs.key_pem.clone().into_bytes(),
-        });
-        config.tokens = Tokens::new().with("alice", &token).unwrap();
         let running = RunningServer::start(config, store.clone()).unwrap();
         Server {
             running,

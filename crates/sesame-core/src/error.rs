@@ -128,3 +128,21 @@ mod tests {
         assert!(matches!(crypto, Error::Crypto));
     }
 }
+
+/// `e` and its sources on one line, each after `: `, leaving out a
+/// source whose text the line already holds (a wrapper that repeats its
+/// cause): what a log line or a message to the user shows of a transport
+/// or store error.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}

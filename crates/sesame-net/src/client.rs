@@ -188,23 +188,10 @@ fn unreachable_status(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) ->
 /// One line for a transport error and its causes (without tonic's bare
 /// "transport error" in front).
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    if text == "transport error" {
-        if let Some(s) = source {
-            text = s.to_string();
-            source = s.source();
-        }
+    match e.source() {
+        Some(cause) if e.to_string() == "transport error" => sesame_core::error::chain(cause),
+        _ => sesame_core::error::chain(e),
     }
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// The async client of `sesame.v1.Sesame`; cheap to clone (clones share

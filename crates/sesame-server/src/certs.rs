@@ -7,6 +7,8 @@
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
+use crate::{ServerConfig, TlsFiles};
+
 /// PEM files of a fresh private CA and a server certificate.
 #[derive(Clone)]
 pub struct GeneratedCerts {
@@ -54,4 +56,31 @@ pub fn generate(names: &[String]) -> Result<GeneratedCerts, String> {
 /// Certificates for `localhost` and `127.0.0.1`.
 pub fn localhost() -> Result<GeneratedCerts, String> {
     generate(&["localhost".to_owned(), "127.0.0.1".to_owned()])
+}
+
+impl GeneratedCerts {
+    /// The server's certificate and key, as [`ServerConfig::tls`] takes
+    /// them.
+    pub fn tls_files(&self) -> TlsFiles {
+        TlsFiles {
+            cert_pem: self.cert_pem.clone().into_bytes(),
+            key_pem: self.key_pem.clone().into_bytes(),
+        }
+    }
+}
+
+/// A server configuration on a free loopback port (`127.0.0.1:0`), over
+/// TLS with `certs`, serving each `(tenant, token)` of `tenants`: what
+/// tests and the loopback benchmark start a server with. An error names
+/// a tenant or token [`crate::Tokens::with`] refuses.
+pub fn loopback_config(
+    certs: &GeneratedCerts,
+    tenants: &[(&str, &str)],
+) -> Result<ServerConfig, String> {
+    let mut config = ServerConfig::new(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    config.tls = Some(certs.tls_files());
+    for (tenant, token) in tenants {
+        config.tokens = std::mem::take(&mut config.tokens).with(tenant, token)?;
+    }
+    Ok(config)
 }

@@ -9,11 +9,15 @@
 //! | [`scheme_request`] | a client | every scheme's server half, on a fresh in-memory store |
 //! | [`client_response`] | the server | every response message, the server report, replay details, and every scheme client's response handling |
 //! | [`stored_record`] | the store | index metadata, replay records, the tokens file |
+//!
+//! [`corpus_inputs`] makes the inputs of the corpus smoke runs (this
+//! crate's and the client's `tests/fuzz_corpus.rs`) from a target's
+//! seeds; [`write_seed`] writes a seed.
 
 use std::sync::Arc;
 
 use prost::Message;
-use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{wire, Channel, Meter, Params, ServerReport, Store};
 use sesame_store::MemoryStore;
@@ -22,6 +26,88 @@ use crate::engine::{Engine, Limits};
 use crate::proto;
 use crate::records::{IndexMeta, ReplayRecord};
 use crate::tokens::Tokens;
+
+/// The seed folder of fuzz target `target`: `fuzz/corpus/TARGET` of
+/// the source tree.
+pub fn corpus_dir(target: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target)
+}
+
+/// Writes `bytes` as seed `name` of fuzz target `target`.
+pub fn write_seed(target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = corpus_dir(target);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(name), bytes)
+}
+
+/// The inputs of a corpus smoke run of fuzz target `target`: its seeds
+/// (in the order of their file names), `mutations` mutants of each (a
+/// bit flipped, a truncation, a byte inserted, an edge byte written) and
+/// `random` random inputs of under 200 bytes, all drawn from a generator
+/// seeded with `seed`, so every run feeds the same inputs. An error
+/// where the seed folder cannot be read or holds no seed.
+pub fn corpus_inputs(
+    target: &str,
+    seed: u64,
+    mutations: usize,
+    random: usize,
+) -> Result<Vec<Vec<u8>>, String> {
+    let dir = corpus_dir(target);
+    let unreadable = |e: std::io::Error| format!("{}: {e}", dir.display());
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
+        files.push(entry.map_err(unreadable)?.path());
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(format!("no seeds in {}", dir.display()));
+    }
+    let seeds = files
+        .iter()
+        .map(std::fs::read)
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(unreadable)?;
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut out = seeds.clone();
+    for seed in &seeds {
+        for _ in 0..mutations {
+            let mut m = seed.clone();
+            match below(&mut rng, 4) {
+                0 if !m.is_empty() => {
+                    let i = below(&mut rng, m.len());
+                    m[i] ^= 1 << below(&mut rng, 8);
+                }
+                1 if !m.is_empty() => {
+                    let keep = below(&mut rng, m.len());
+                    m.truncate(keep);
+                }
+                2 => {
+                    let i = below(&mut rng, m.len() + 1);
+                    m.insert(i, below(&mut rng, 256) as u8);
+                }
+                _ if !m.is_empty() => {
+                    let i = below(&mut rng, m.len());
+                    m[i] = [0x00, 0xFF, 0x7F, 0x80][below(&mut rng, 4)];
+                }
+                _ => {}
+            }
+            out.push(m);
+        }
+    }
+    for _ in 0..random {
+        let mut m = vec![0u8; below(&mut rng, 200)];
+        rng.fill_bytes(&mut m);
+        out.push(m);
+    }
+    Ok(out)
+}
+
+/// A number below `n` (not zero) drawn from `rng`.
+fn below(rng: &mut ChaCha20Rng, n: usize) -> usize {
+    rng.next_u32() as usize % n
+}
 
 /// The tenant the engine-level target speaks as.
 pub const TENANT: &str = "fuzz";

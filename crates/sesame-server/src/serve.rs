@@ -339,7 +339,7 @@ pub async fn run(
         .await
         .map_err(|e| ServerError::Runtime(e.to_string()))?;
     let _ = admin_stop_tx.send(());
-    served.map_err(|e| ServerError::Runtime(error_chain(&e)))?;
+    served.map_err(|e| ServerError::Runtime(sesame_core::error::chain(&e)))?;
     flushed.map_err(|e| ServerError::Store(e.to_string()))?;
     crate::log(&shutdown_line(
         watched.failures(),
@@ -347,21 +347,6 @@ pub async fn run(
         &health,
     ));
     Ok(())
-}
-
-/// An error and its sources on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// A server running on a runtime of its own, in a background thread (for

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use sesame_core::{Conditional, Error, IoCounts, Result, Store, WriteBatch};
+use sesame_core::{Conditional, Error, Result, Store, WriteBatch};
 
 /// A store whose failures are counted. See the [module docs](self).
 #[derive(Debug)]
@@ -110,56 +110,34 @@ impl<S: Store> Watched<S> {
     }
 }
 
+/// Methods of [`Store`] for [`Watched`] that make the same call on the
+/// wrapped store and hand its answer to `$watch` (`seen` or
+/// `seen_write`): one line per method, the signature and the call made
+/// from it.
+macro_rules! watched {
+    ($watch:ident: $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
+        fn $name(&self, $($arg: $ty),*) -> $ret {
+            self.$watch(self.inner.$name($($arg),*))
+        }
+    )*};
+}
+
 impl<S: Store> Store for Watched<S> {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.seen(self.inner.get(key))
+    watched! { seen:
+        fn get(key: &[u8]) -> Result<Option<Vec<u8>>>;
+        fn get_many(keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>>;
+        fn scan_prefix(prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+        fn scan_from(prefix: &[u8], from: &[u8], descending: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+        fn flush() -> Result<()>;
     }
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.seen(self.inner.get_many(keys))
+    watched! { seen_write:
+        fn write(batch: WriteBatch) -> Result<()>;
+        fn write_if(expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool>;
+        fn write_if_group(group: &[Conditional<'_>]) -> Result<Vec<bool>>;
     }
-    fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.seen_write(self.inner.write(batch))
-    }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
-        self.seen_write(self.inner.write_if(expect, batch))
-    }
-    fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>> {
-        self.seen_write(self.inner.write_if_group(group))
-    }
-    fn commit_groups(&self) -> usize {
-        self.inner.commit_groups()
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.seen(self.inner.scan_prefix(prefix))
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.seen(self.inner.scan_from(prefix, from, descending, limit))
-    }
-    fn ordered_probes(&self) -> bool {
-        self.inner.ordered_probes()
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
-    }
-    fn flush(&self) -> Result<()> {
-        self.seen(self.inner.flush())
-    }
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-    fn health(&self) -> Result<()> {
-        // A health probe that fails is a report, not a failed request.
-        self.inner.health()
-    }
-    fn verify(&self) -> Result<()> {
-        self.inner.verify()
-    }
+    // A health probe that fails is a report, not a failed request: it
+    // and the rest pass through uncounted.
+    sesame_store::forward_store!(|s| s.inner; commit_groups, ordered_probes, io_counts, backend, health, verify);
 }
 
 /// The server's last log line: whether the final flush succeeded, and
@@ -213,6 +191,7 @@ pub fn shutdown_line(failures: Failures, last: Option<&str>, health: &Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sesame_core::IoCounts;
     use sesame_store::MemoryStore;
 
     /// Fails every write with a full disk, a busy store, or (`unconfirmed`)

@@ -23,7 +23,7 @@ use sesame_core::Store;
 use sesame_core::{Meter, Params, QueryKind, SchemeKind};
 use sesame_net::blocking::Connection;
 use sesame_net::ClientConfig;
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::{RunningServer, Tokens};
 use sesame_sse::query::Query;
 use sesame_sse::{Multimap, UpdateOp};
 use sesame_store::MemoryStore;
@@ -46,12 +46,7 @@ fn start_on_redis_cluster() -> Option<(RunningServer, ClientConfig)> {
 fn start_on(store: Arc<dyn Store>) -> (RunningServer, ClientConfig) {
     let certs = sesame_server::certs::localhost().unwrap();
     let token = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &token).unwrap();
+    let config = sesame_server::certs::loopback_config(&certs, &[("alice", &token)]).unwrap();
     let server = RunningServer::start(config, store).unwrap();
     let client = ClientConfig::new(server.url(), token).with_ca(certs.ca_pem.into_bytes());
     (server, client)

@@ -8,11 +8,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use prost::Message;
-use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{wire, Channel, LocalChannel, Meter, Params, ServerReport, Store};
 use sesame_server::hostile;
@@ -22,63 +21,10 @@ use sesame_server::Tokens;
 use sesame_sse::{Multimap, UpdateOp};
 use sesame_store::MemoryStore;
 
-fn corpus_dir(target: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target)
-}
-
-fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = corpus_dir(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no seeds in {}", dir.display());
-    files
-        .into_iter()
-        .map(|f| std::fs::read(f).unwrap())
-        .collect()
-}
-
-/// Each seed, `mutations` mutants of each (bit flips, truncations,
-/// insertions), and `random` random inputs.
+/// The seeds of fuzz target `target`, mutants and random inputs
+/// ([`hostile::corpus_inputs`]).
 fn inputs(target: &str, mutations: usize, random: usize) -> Vec<Vec<u8>> {
-    let seeds = corpus(target);
-    let mut rng = ChaCha20Rng::seed_from_u64(0x5e5a_3e00 ^ target.len() as u64);
-    let mut out = seeds.clone();
-    for seed in &seeds {
-        for _ in 0..mutations {
-            let mut m = seed.clone();
-            match rng.next_u32() % 4 {
-                0 if !m.is_empty() => {
-                    let i = rng.next_u32() as usize % m.len();
-                    m[i] ^= 1 << (rng.next_u32() % 8);
-                }
-                1 if !m.is_empty() => {
-                    let keep = rng.next_u32() as usize % m.len();
-                    m.truncate(keep);
-                }
-                2 => {
-                    let i = rng.next_u32() as usize % (m.len() + 1);
-                    m.insert(i, rng.next_u32() as u8);
-                }
-                _ if !m.is_empty() => {
-                    let i = rng.next_u32() as usize % m.len();
-                    m[i] = [0x00, 0xFF, 0x7F, 0x80][rng.next_u32() as usize % 4];
-                }
-                _ => {}
-            }
-            out.push(m);
-        }
-    }
-    for _ in 0..random {
-        let mut m = vec![0u8; rng.next_u32() as usize % 200];
-        rng.fill_bytes(&mut m);
-        out.push(m);
-    }
-    out
+    hostile::corpus_inputs(target, 0x5e5a_3e00 ^ target.len() as u64, mutations, random).unwrap()
 }
 
 #[test]
@@ -129,9 +75,7 @@ impl<C: Channel> Channel for Tap<C> {
 }
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
-    let dir = corpus_dir(target);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), bytes).unwrap();
+    hostile::write_seed(target, name, bytes).unwrap();
 }
 
 #[test]

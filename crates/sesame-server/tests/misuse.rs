@@ -11,7 +11,7 @@ use std::time::Duration;
 use rand_core::OsRng;
 use sesame_net::blocking::Connection;
 use sesame_net::ClientConfig;
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::{RunningServer, ServerConfig, Tokens};
 use sesame_store::faulty::{Fault, FaultyStore};
 use tonic::Code;
 
@@ -24,12 +24,7 @@ struct Fixture {
 fn start_with(store: Arc<dyn sesame_core::Store>, tune: impl FnOnce(&mut ServerConfig)) -> Fixture {
     let certs = sesame_server::certs::localhost().unwrap();
     let alice = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &alice).unwrap();
+    let mut config = sesame_server::certs::loopback_config(&certs, &[("alice", &alice)]).unwrap();
     config.admin = Some("127.0.0.1:0".parse().unwrap());
     tune(&mut config);
     let server = RunningServer::start(config, store).unwrap();
@@ -277,12 +272,7 @@ struct ShardDeletesFail {
 }
 
 impl sesame_core::Store for ShardDeletesFail {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
+    sesame_store::forward_store!(|s| s.inner; get, get_many, scan_prefix, io_counts);
     fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
         self.write_if(&[], &batch).map(drop)
     }
@@ -313,12 +303,6 @@ impl sesame_core::Store for ShardDeletesFail {
             "the master of a shard could not be reached; the batch's other groups were applied"
                 .into(),
         ))
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn io_counts(&self) -> sesame_core::IoCounts {
-        self.inner.io_counts()
     }
     fn backend(&self) -> &'static str {
         "shard-deletes-fail"

@@ -15,7 +15,7 @@ use super::{
 use crate::backend::EmbeddedBackend;
 use crate::error::{ClientError, Result};
 use crate::fsutil;
-use crate::kdf::{KdfParams, SALT_LEN};
+use crate::kdf::KdfParams;
 use crate::network::ServerBinding;
 use crate::state::IndexState;
 
@@ -29,6 +29,17 @@ pub(super) struct Making<'a> {
     legacy_v2: bool,
     /// Needs a key file with this digest.
     key_file: Option<[u8; 32]>,
+}
+
+impl<'a> Making<'a> {
+    /// Bound to `server` where given, needing `key_file` where given.
+    fn new(server: Option<&'a ServerBinding>, key_file: Option<&[u8]>) -> Result<Self> {
+        Ok(Making {
+            server,
+            legacy_v2: false,
+            key_file: key_file.map(key_file_digest).transpose()?,
+        })
+    }
 }
 
 impl Profile {
@@ -75,10 +86,7 @@ impl Profile {
         kdf: KdfParams,
         key_file: &[u8],
     ) -> Result<Profile> {
-        let making = Making {
-            key_file: Some(key_file_digest(key_file)?),
-            ..Making::default()
-        };
+        let making = Making::new(None, Some(key_file))?;
         Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, making)
     }
 
@@ -94,10 +102,7 @@ impl Profile {
         kdf: KdfParams,
         server: &ServerBinding,
     ) -> Result<Profile> {
-        let making = Making {
-            server: Some(server),
-            ..Making::default()
-        };
+        let making = Making::new(Some(server), None)?;
         Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, making)
     }
 
@@ -112,11 +117,7 @@ impl Profile {
         server: &ServerBinding,
         key_file: &[u8],
     ) -> Result<Profile> {
-        let making = Making {
-            server: Some(server),
-            key_file: Some(key_file_digest(key_file)?),
-            ..Making::default()
-        };
+        let making = Making::new(Some(server), Some(key_file))?;
         Self::create_inner(dir.as_ref(), passphrase, scheme, params, kdf, making)
     }
 
@@ -146,20 +147,13 @@ impl Profile {
         passphrase: &str,
     ) -> Result<(Header, Key<32>, Option<Key<32>>)> {
         let rng = &mut OsRng;
-        let mut salt = [0u8; SALT_LEN];
-        rng.fill_bytes(&mut salt);
+        let (kdf_header, salt) = KdfHeader::fresh(kdf);
         let master = kdf.derive(passphrase, &salt)?;
         let mut header = Header {
             format: FORMAT_V2.into(),
             id,
             store: Some(store.into()),
-            kdf: KdfHeader {
-                algorithm: "argon2id".into(),
-                m_kib: kdf.m_kib,
-                t: kdf.t,
-                p: kdf.p,
-                salt: hex::encode(salt),
-            },
+            kdf: kdf_header,
             check: None,
             wrapped: None,
             key_file: false,

@@ -66,6 +66,21 @@ pub(super) struct KdfHeader {
 }
 
 impl KdfHeader {
+    /// Argon2id with the costs of `kdf` and a fresh random salt; the
+    /// header's fields and the salt.
+    pub(super) fn fresh(kdf: KdfParams) -> (KdfHeader, [u8; SALT_LEN]) {
+        let mut salt = [0u8; SALT_LEN];
+        OsRng.fill_bytes(&mut salt);
+        let header = KdfHeader {
+            algorithm: "argon2id".into(),
+            m_kib: kdf.m_kib,
+            t: kdf.t,
+            p: kdf.p,
+            salt: hex::encode(salt),
+        };
+        (header, salt)
+    }
+
     pub(super) fn params(&self) -> KdfParams {
         KdfParams {
             m_kib: self.m_kib,
@@ -76,20 +91,24 @@ impl KdfHeader {
 }
 
 impl Header {
+    /// `label`, the format, the identifier, `store` where given, and the
+    /// key derivation's fields, separated by NUL bytes: the start of both
+    /// associated data.
+    fn aad_fields(&self, label: &str, store: Option<&str>) -> Vec<u8> {
+        let kdf = &self.kdf;
+        let mut fields = vec![label, self.format.as_str(), self.id.as_str()];
+        fields.extend(store);
+        let costs = [kdf.m_kib, kdf.t, kdf.p].map(|n| n.to_string());
+        fields.push(kdf.algorithm.as_str());
+        fields.extend(costs.iter().map(String::as_str));
+        fields.push(kdf.salt.as_str());
+        fields.join("\0").into_bytes()
+    }
+
     /// Associated data of the key check: binds every header field, so an
     /// altered header does not open.
     pub(super) fn check_aad(&self) -> Vec<u8> {
-        let mut aad = format!(
-            "sesame-client/key-check/v1\0{}\0{}\0{}\0{}\0{}\0{}\0{}",
-            self.format,
-            self.id,
-            self.kdf.algorithm,
-            self.kdf.m_kib,
-            self.kdf.t,
-            self.kdf.p,
-            self.kdf.salt
-        )
-        .into_bytes();
+        let mut aad = self.aad_fields("sesame-client/key-check/v1", None);
         if let Some(store) = &self.store {
             aad.extend_from_slice(format!("\0store={store}").as_bytes());
         }
@@ -99,18 +118,8 @@ impl Header {
     /// Associated data of the wrapped master key (format 3): every header
     /// field but the seal itself.
     pub(super) fn wrap_aad(&self) -> Vec<u8> {
-        let mut aad = format!(
-            "sesame-client/wrap/v3\0{}\0{}\0{}\0{}\0{}\0{}\0{}\0{}",
-            self.format,
-            self.id,
-            self.store.as_deref().unwrap_or(""),
-            self.kdf.algorithm,
-            self.kdf.m_kib,
-            self.kdf.t,
-            self.kdf.p,
-            self.kdf.salt
-        )
-        .into_bytes();
+        let store = self.store.as_deref().unwrap_or("");
+        let mut aad = self.aad_fields("sesame-client/wrap/v3", Some(store));
         if self.key_file {
             aad.extend_from_slice(b"\0key_file=1");
         }
@@ -132,20 +141,12 @@ impl Header {
         master: &Key<32>,
         version: u64,
     ) -> Result<(Header, Key<32>)> {
-        let rng = &mut OsRng;
-        let mut salt = [0u8; SALT_LEN];
-        rng.fill_bytes(&mut salt);
+        let (kdf_header, salt) = KdfHeader::fresh(kdf);
         let mut header = Header {
             format: FORMAT.into(),
             id: id.to_owned(),
             store: Some(store.to_owned()),
-            kdf: KdfHeader {
-                algorithm: "argon2id".into(),
-                m_kib: kdf.m_kib,
-                t: kdf.t,
-                p: kdf.p,
-                salt: hex::encode(salt),
-            },
+            kdf: kdf_header,
             check: None,
             wrapped: None,
             key_file: key_file.is_some(),

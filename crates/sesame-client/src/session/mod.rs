@@ -641,18 +641,22 @@ mod tests {
             .collect();
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let state = IndexState::new("toy", &Params::new(), 0u64.to_le_bytes().to_vec());
-        let backend = Box::new(EmbeddedBackend::over(store.clone()));
         profile.save_state(&mut OsRng, "toy", &state).unwrap();
-        let lock = profile.lock("toy").unwrap();
-        let mut s = Session::with_scheme(
-            profile.session_base("toy"),
-            "toy",
-            state,
-            backend,
-            toy(),
-            lock,
-        )
-        .unwrap();
+        // A session of the toy scheme over `store`, from `state`.
+        let open = |state: IndexState, store: Arc<dyn Store>| {
+            let backend = Box::new(EmbeddedBackend::over(store));
+            let lock = profile.lock("toy").unwrap();
+            Session::with_scheme(
+                profile.session_base("toy"),
+                "toy",
+                state,
+                backend,
+                toy(),
+                lock,
+            )
+            .unwrap()
+        };
+        let mut s = open(state, store.clone());
         assert!(!s.is_static());
         s.save().unwrap();
 
@@ -675,17 +679,7 @@ mod tests {
         assert_eq!(state.client, 2u64.to_le_bytes());
         assert_eq!(state.next_doc, 4);
         assert_eq!(state.generation, 0);
-        let backend = Box::new(EmbeddedBackend::over(store));
-        let lock = profile.lock("toy").unwrap();
-        let mut s = Session::with_scheme(
-            profile.session_base("toy"),
-            "toy",
-            state,
-            backend,
-            toy(),
-            lock,
-        )
-        .unwrap();
+        let mut s = open(state, store);
         assert_eq!(ids(s.search("fox").unwrap()), [1]);
     }
 }

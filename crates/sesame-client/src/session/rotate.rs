@@ -87,20 +87,7 @@ impl Session {
             return Ok(0);
         }
         // New identifiers, reserved before anything is stored.
-        let mut next = self.state.next_doc;
-        let mut ids = Vec::with_capacity(all.len());
-        for _ in &all {
-            ids.push(next);
-            next = next
-                .checked_add(1)
-                .filter(|&n| n < sesame_sse::common::PAD)
-                .ok_or_else(|| {
-                    ClientError::InvalidArgument("document identifiers exhausted".into())
-                })?;
-        }
-        self.state.next_doc = next;
-        self.state.reserved.clone_from(&ids);
-        self.save()?;
+        let ids = self.reserve_ids(all.len())?;
 
         let limit = self
             .max_message

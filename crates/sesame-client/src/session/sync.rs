@@ -153,20 +153,7 @@ impl Session {
         // Reserve the identifiers first: whatever happens next they are
         // never handed out again, and an interrupted run's documents are
         // cleaned up by the next command.
-        let mut next = self.state.next_doc;
-        let mut ids = Vec::with_capacity(fresh.len());
-        for _ in &fresh {
-            ids.push(next);
-            next = next
-                .checked_add(1)
-                .filter(|&n| n < sesame_sse::common::PAD)
-                .ok_or_else(|| {
-                    ClientError::InvalidArgument("document identifiers exhausted".into())
-                })?;
-        }
-        self.state.next_doc = next;
-        self.state.reserved.clone_from(&ids);
-        self.save()?;
+        let ids = self.reserve_ids(fresh.len())?;
 
         let (files, fresh): (Vec<NewFile>, Vec<_>) = fresh
             .into_iter()
@@ -313,6 +300,23 @@ impl Session {
                 })
             })
             .collect()
+    }
+
+    /// Reserves the next `n` document identifiers: saved in the state
+    /// before anything is stored under them, so that they are never
+    /// handed out again and an interrupted run's documents are cleaned up
+    /// by the next command.
+    pub(super) fn reserve_ids(&mut self, n: usize) -> Result<Vec<DocId>> {
+        let first = self.state.next_doc;
+        let next = first
+            .checked_add(n as u64)
+            .filter(|&end| n == 0 || end < sesame_sse::common::PAD)
+            .ok_or_else(|| ClientError::InvalidArgument("document identifiers exhausted".into()))?;
+        let ids: Vec<DocId> = (first..next).collect();
+        self.state.next_doc = next;
+        self.state.reserved.clone_from(&ids);
+        self.save()?;
+        Ok(ids)
     }
 
     /// Removes documents, each named by its identifier or by the path it

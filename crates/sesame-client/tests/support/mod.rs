@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rand_core::OsRng;
 use sesame_client::ServerBinding;
 use sesame_core::Store;
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::{RunningServer, ServerConfig, Tokens};
 
 /// A server over `store` on a free loopback port, TLS with a throwaway
 /// CA, one tenant with a fresh token, after `configure` has set what the
@@ -21,13 +21,8 @@ pub(crate) fn serve(
 ) -> (RunningServer, ServerBinding) {
     let certs = sesame_server::certs::localhost().unwrap();
     let token = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    let mut config = sesame_server::certs::loopback_config(&certs, &[("alice", &token)]).unwrap();
     configure(&mut config);
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new().with("alice", &token).unwrap();
     let server = RunningServer::start(config, store).unwrap();
     let binding = ServerBinding {
         url: server.url(),
@@ -195,4 +190,30 @@ pub(crate) fn add(p: &sesame_client::Profile, path: &std::path::Path) -> sesame_
         .unwrap()
         .add_documents(&[path], &mut |_| {})
         .unwrap()
+}
+
+/// Inserts into `t` one record per row of `(field, text)` cells; what
+/// the insert did.
+pub(crate) fn insert_rows(
+    t: &mut sesame_client::Table,
+    rows: impl IntoIterator<Item = Vec<(&'static str, String)>>,
+) -> sesame_client::InsertReport {
+    let records = rows
+        .into_iter()
+        .map(|cells| {
+            t.record_from_cells(cells.iter().map(|(k, v)| (*k, v.as_str())), None)
+                .unwrap()
+        })
+        .collect();
+    t.insert(records, &mut |_| {}).unwrap()
+}
+
+/// Asserts that `r` is [`sesame_client::ClientError::PassphraseChanged`]
+/// (another device rotated the master key): `what` says which command.
+pub(crate) fn assert_passphrase_changed<T>(r: sesame_client::Result<T>, what: &str) {
+    let err = r.map(drop).unwrap_err();
+    assert!(
+        matches!(err, sesame_client::ClientError::PassphraseChanged { .. }),
+        "{what}: {err:?}"
+    );
 }

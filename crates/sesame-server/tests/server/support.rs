@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand_core::OsRng;
-use sesame_core::{IoCounts, Meter, Params, Result as CoreResult, Store, WriteBatch};
+use sesame_core::{Meter, Params, Result as CoreResult, Store};
 use sesame_net::blocking::{new_request_id, Connection};
 use sesame_net::ClientConfig;
-use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+use sesame_server::{RunningServer, ServerConfig, Tokens};
 use sesame_sse::{KeywordClient, Multimap, UpdateOp};
 use sesame_store::MemoryStore;
 
@@ -23,29 +23,22 @@ pub(crate) struct SlowStore {
     pub(crate) failing_scans: AtomicBool,
 }
 
+impl SlowStore {
+    /// The wrapped store, after the delay (reads are slowed).
+    fn slowed(&self) -> &MemoryStore {
+        std::thread::sleep(Duration::from_millis(self.delay_ms.load(Ordering::Relaxed)));
+        &self.inner
+    }
+}
+
 impl Store for SlowStore {
-    fn get(&self, key: &[u8]) -> CoreResult<Option<Vec<u8>>> {
-        std::thread::sleep(Duration::from_millis(self.delay_ms.load(Ordering::Relaxed)));
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> CoreResult<Vec<Option<Vec<u8>>>> {
-        std::thread::sleep(Duration::from_millis(self.delay_ms.load(Ordering::Relaxed)));
-        self.inner.get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> CoreResult<()> {
-        self.inner.write(batch)
-    }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> CoreResult<bool> {
-        self.inner.write_if(expect, batch)
-    }
+    sesame_store::forward_store!(|s| s.slowed(); get, get_many);
+    sesame_store::forward_store!(|s| s.inner; write, write_if, io_counts);
     fn scan_prefix(&self, prefix: &[u8]) -> CoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         if self.failing_scans.load(Ordering::Relaxed) {
             return Err(sesame_core::Error::StoreIo("sector unreadable".into()));
         }
         self.inner.scan_prefix(prefix)
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
     }
     fn backend(&self) -> &'static str {
         "slow-memory"
@@ -106,16 +99,8 @@ pub(crate) fn start_with(store: Arc<dyn Store>, tune: impl FnOnce(&mut ServerCon
     let certs = sesame_server::certs::localhost().unwrap();
     let alice = Tokens::generate(&mut OsRng);
     let bob = Tokens::generate(&mut OsRng);
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    config.tls = Some(TlsFiles {
-        cert_pem: certs.cert_pem.into_bytes(),
-        key_pem: certs.key_pem.into_bytes(),
-    });
-    config.tokens = Tokens::new()
-        .with("alice", &alice)
-        .unwrap()
-        .with("bob", &bob)
-        .unwrap();
+    let tenants = [("alice", alice.as_str()), ("bob", bob.as_str())];
+    let mut config = sesame_server::certs::loopback_config(&certs, &tenants).unwrap();
     config.admin = Some("127.0.0.1:0".parse().unwrap());
     tune(&mut config);
     let server = RunningServer::start(config, store).unwrap();

@@ -351,17 +351,12 @@ mod tests {
         use crate::{insecure, NetworkBackend, Profile, ServerBinding, DEFAULT_INDEX};
         use rand_core::OsRng;
         use sesame_core::Params;
-        use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
+        use sesame_server::{RunningServer, Tokens};
 
         let store = std::sync::Arc::new(sesame_store::MemoryStore::new());
         let certs = sesame_server::certs::localhost().unwrap();
         let token = Tokens::generate(&mut OsRng);
-        let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-        config.tls = Some(TlsFiles {
-            cert_pem: certs.cert_pem.into_bytes(),
-            key_pem: certs.key_pem.into_bytes(),
-        });
-        config.tokens = Tokens::new().with("alice", &token).unwrap();
+        let config = sesame_server::certs::loopback_config(&certs, &[("alice", &token)]).unwrap();
         let _server = RunningServer::start(config, store).unwrap();
         let binding = ServerBinding {
             url: _server.url(),
