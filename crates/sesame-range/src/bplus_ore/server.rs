@@ -107,19 +107,32 @@ impl<O: ServerOrder> BplusServer<O> {
         Ok(())
     }
 
+    /// The tree, and what the layout fixes (the comparison, the sizes),
+    /// once `layout` is checked against the tree's.
+    #[allow(clippy::type_complexity)]
+    fn tree(
+        &mut self,
+        layout: Layout,
+    ) -> Result<(
+        &Ready<O>,
+        BTree<O::Right, Vec<u8>, &mut PageNodes<O::Right>>,
+    )> {
+        self.prepare(layout)?;
+        let Some(ready) = &self.ready else {
+            return Err(Error::Protocol("B+ tree server not ready".into()));
+        };
+        Ok((ready, BTree::new(&mut self.nodes, ready.capacity)))
+    }
+
     /// The node capacities, once the first request fixed the layout.
     pub fn capacity(&self) -> Option<Capacity> {
         self.ready.as_ref().map(|r| r.capacity)
     }
 
     fn insert(&mut self, layout: Layout, full: O::Ciphertext, record: Vec<u8>) -> Result<Response> {
-        self.prepare(layout)?;
-        let Some(ready) = &self.ready else {
-            return Err(Error::Protocol("B+ tree server not ready".into()));
-        };
+        let (ready, mut tree) = self.tree(layout)?;
         let stored = ready.stored(&full, &record)?;
         let order = &ready.order;
-        let mut tree = BTree::new(&mut self.nodes, ready.capacity);
         tree.insert(stored, record, |k| order.compare(O::left(&full), k))?;
         Ok(Response::Done)
     }
@@ -132,12 +145,8 @@ impl<O: ServerOrder> BplusServer<O> {
         layout: Layout,
         entries: Vec<(O::Ciphertext, Vec<u8>)>,
     ) -> Result<Response> {
-        self.prepare(layout)?;
-        let Some(ready) = &self.ready else {
-            return Err(Error::Protocol("B+ tree server not ready".into()));
-        };
+        let (ready, mut tree) = self.tree(layout)?;
         let order = &ready.order;
-        let mut tree = BTree::new(&mut self.nodes, ready.capacity);
         let mut previous = tree.last_key()?;
         let mut stored = Vec::with_capacity(entries.len());
         for (full, record) in entries {
@@ -159,12 +168,8 @@ impl<O: ServerOrder> BplusServer<O> {
     }
 
     fn query(&mut self, layout: Layout, lo: O::Left, hi: O::Left) -> Result<Response> {
-        self.prepare(layout)?;
-        let Some(ready) = &self.ready else {
-            return Err(Error::Protocol("B+ tree server not ready".into()));
-        };
+        let (ready, mut tree) = self.tree(layout)?;
         let order = &ready.order;
-        let mut tree = BTree::new(&mut self.nodes, ready.capacity);
         let mut out = Vec::new();
         tree.scan(
             |k| order.compare(&lo, k),
@@ -184,12 +189,8 @@ impl<O: ServerOrder> BplusServer<O> {
         hi: O::Left,
         record: Vec<u8>,
     ) -> Result<Response> {
-        self.prepare(layout)?;
-        let Some(ready) = &self.ready else {
-            return Err(Error::Protocol("B+ tree server not ready".into()));
-        };
+        let (ready, mut tree) = self.tree(layout)?;
         let order = &ready.order;
-        let mut tree = BTree::new(&mut self.nodes, ready.capacity);
         let found = tree.delete(
             |k| order.compare(&lo, k),
             |k| order.compare(&hi, k),
