@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use prost::Message;
-use sesame_core::{Conditional, Error, IoCounts, Store, WriteBatch, WriteOp};
+use sesame_core::{Conditional, Error, Store, WriteBatch, WriteOp};
 use sesame_server::{proto, Engine, EngineError, Limits};
 use sesame_store::RedbStore;
 
@@ -69,12 +69,8 @@ fn refusal() -> Error {
 }
 
 impl<S: Store> Store for Counting<S> {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
+    sesame_store::forward_store!(|s| s.inner;
+        get, get_many, commit_groups, scan_prefix, scan_from, ordered_probes, io_counts);
     fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
         self.commits.fetch_add(1, Ordering::SeqCst);
         self.inner.write(batch)
@@ -102,27 +98,6 @@ impl<S: Store> Store for Counting<S> {
         }
         std::thread::sleep(self.hold);
         self.inner.write_if_group(group)
-    }
-    fn commit_groups(&self) -> usize {
-        self.inner.commit_groups()
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_from(prefix, from, descending, limit)
-    }
-    fn ordered_probes(&self) -> bool {
-        self.inner.ordered_probes()
-    }
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
     }
     fn backend(&self) -> &'static str {
         "counting"

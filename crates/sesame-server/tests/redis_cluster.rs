@@ -412,15 +412,7 @@ struct DiesBeforeCommit {
 }
 
 impl Store for DiesBeforeCommit {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
-    fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
-        self.inner.write(batch)
-    }
+    sesame_store::forward_store!(|s| s.inner; get, get_many, write, scan_prefix, io_counts, backend);
     fn write_if(
         &self,
         expect: &[(&[u8], Option<&[u8]>)],
@@ -455,15 +447,6 @@ impl Store for DiesBeforeCommit {
         }
         self.inner.write_if(expect, batch)
     }
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn io_counts(&self) -> sesame_core::IoCounts {
-        self.inner.io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
 }
 
 /// A Redis Cluster store whose first batch of spread deletes alone (a
@@ -475,12 +458,7 @@ struct SweepFails {
 }
 
 impl Store for SweepFails {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
+    sesame_store::forward_store!(|s| s.inner; get, get_many, scan_prefix, io_counts, backend);
     fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
         self.write_if(&[], &batch).map(drop)
     }
@@ -499,15 +477,6 @@ impl Store for SweepFails {
             ));
         }
         self.inner.write_if(expect, batch)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-    fn io_counts(&self) -> sesame_core::IoCounts {
-        self.inner.io_counts()
-    }
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
     }
 }
 

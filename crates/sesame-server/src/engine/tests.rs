@@ -37,6 +37,7 @@ fn write(name: &str, expected: u64, value: Option<&[u8]>) -> proto::RecordWrite 
 struct Unhurried(MemoryStore);
 
 impl Store for Unhurried {
+    sesame_store::forward_store!(|s| s.0; write, write_if, scan_prefix, io_counts);
     fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
         std::thread::sleep(std::time::Duration::from_micros(50));
         self.0.get(key)
@@ -44,19 +45,6 @@ impl Store for Unhurried {
     fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
         std::thread::sleep(std::time::Duration::from_micros(50));
         self.0.get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
-        self.0.write(batch)
-    }
-    fn write_if(
-        &self,
-        expect: &[(&[u8], Option<&[u8]>)],
-        batch: &WriteBatch,
-    ) -> sesame_core::Result<bool> {
-        self.0.write_if(expect, batch)
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.0.scan_prefix(prefix)
     }
     fn scan_from(
         &self,
@@ -67,9 +55,6 @@ impl Store for Unhurried {
     ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         std::thread::sleep(std::time::Duration::from_micros(50));
         self.0.scan_from(prefix, from, descending, limit)
-    }
-    fn io_counts(&self) -> sesame_core::IoCounts {
-        self.0.io_counts()
     }
     fn ordered_probes(&self) -> bool {
         true
