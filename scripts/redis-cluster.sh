@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # A throwaway Redis Cluster on loopback, for tests and trials:
 # 3 masters and 3 replicas, AOF on, a short node timeout (2 s) so that a
-# replica takes over from a dead master within seconds.
+# replica takes over from a dead master within seconds. With
+# REDIS_CLUSTER_REPLICAS=2, two replicas per master (9 nodes): an
+# acknowledged write then survives two faults in one shard
+# (docs/scaling.md, "Writes after a node's death").
 #
 #   scripts/redis-cluster.sh start DIR [BASE_PORT]   # prints the store URL
 #   scripts/redis-cluster.sh stop DIR                 # idempotent
 #   scripts/redis-cluster.sh restart-node DIR PORT    # after a crash test
 #
-# Nodes listen on 127.0.0.1 ports BASE_PORT .. BASE_PORT+5 (default 7100),
+# Nodes listen on 127.0.0.1 ports BASE_PORT .. BASE_PORT+5 (default 7100;
+# up to BASE_PORT+8 with two replicas per master),
 # with their cluster bus 10000 above each. Each node keeps its data, log,
 # nodes.conf and pid file in DIR/<port>/. `stop` ends exactly the processes
 # whose pid files are in DIR. `start` installs redis-server (Debian's
@@ -30,7 +34,12 @@
 # rediss-cluster://127.0.0.1:P1,...?ca=DIR/tls/ca.pem&cert=DIR/tls/client.pem&key=DIR/tls/client.key)
 set -euo pipefail
 
-NODES=6
+REPLICAS=${REDIS_CLUSTER_REPLICAS:-1}
+case "$REPLICAS" in
+    1 | 2) ;;
+    *) echo "redis-cluster.sh: REDIS_CLUSTER_REPLICAS must be 1 or 2" >&2; exit 1 ;;
+esac
+NODES=$((3 * (1 + REPLICAS)))
 NODE_TIMEOUT_MS=${REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}
 
 die() {
@@ -221,7 +230,7 @@ start_cluster() {
     done
     local seeds=()
     for p in "${ports[@]}"; do seeds+=("127.0.0.1:$p"); done
-    if ! cli "$dir" --cluster create "${seeds[@]}" --cluster-replicas 1 --cluster-yes \
+    if ! cli "$dir" --cluster create "${seeds[@]}" --cluster-replicas "$REPLICAS" --cluster-yes \
         >"$dir/create.log" 2>&1; then
         cat "$dir/create.log" >&2
         stop_cluster "$dir"

@@ -38,8 +38,19 @@ impl Serve {
 
     /// Scheme calls this server answered.
     fn calls(&self) -> u64 {
+        self.metric("sesame_requests_total{method=\"Call\",code=\"OK\"}")
+    }
+
+    /// Scheme messages of upload streams (setups, rebuilds) this server
+    /// received.
+    fn upload_messages(&self) -> u64 {
+        self.metric("sesame_upload_messages_total")
+    }
+
+    /// A counter of the server's metrics, by exact series name (0 when
+    /// the server does not answer).
+    fn metric(&self, series: &str) -> u64 {
         use std::io::{Read, Write};
-        let series = "sesame_requests_total{method=\"Call\",code=\"OK\"}";
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.admin)) else {
             return 0;
         };
@@ -64,14 +75,15 @@ impl Drop for Serve {
     }
 }
 
-/// `n` files under `dir/sub`; the oracle, keyword to paths.
-fn corpus(site: &Site, sub: &str, n: usize) -> BTreeMap<String, BTreeSet<String>> {
+/// `n` files under `dir/sub`, each with `words` keywords besides `all`
+/// and one of seven `m` words; the oracle, keyword to paths.
+fn corpus(site: &Site, sub: &str, n: usize, words: usize) -> BTreeMap<String, BTreeSet<String>> {
     std::fs::create_dir_all(site.path(sub)).unwrap();
     let mut oracle: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for i in 0..n {
         let words: BTreeSet<String> = ["all".to_owned(), format!("m{}", i % 7)]
             .into_iter()
-            .chain((0..4).map(|j| format!("w{}", (i * 31 + j * 17) % 97)))
+            .chain((0..words).map(|j| format!("w{}", (i * 31 + j * 17) % 997)))
             .collect();
         let rel = format!("{sub}/f{i:04}.txt");
         std::fs::write(
@@ -103,23 +115,84 @@ fn check_oracle(site: &Site, oracle: &BTreeMap<String, BTreeSet<String>>) {
     }
 }
 
-#[test]
-fn a_server_killed_during_an_add_fails_over_to_the_other_on_the_same_store() {
-    let Some(url) = std::env::var("SESAME_TEST_POSTGRES")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("note: failover test skipped: SESAME_TEST_POSTGRES is not set");
-        return;
-    };
-    let site = Site::new();
+/// The spec of a fresh namespace of the database at `url`.
+fn fresh_namespace(url: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
     let namespace = format!("failover{}_{nanos}", std::process::id());
-    let store = format!("{url}{sep}namespace={namespace}");
+    format!("{url}{sep}namespace={namespace}")
+}
+
+/// The database named by `SESAME_TEST_POSTGRES`, or a note and `None`.
+fn postgres_url() -> Option<String> {
+    let url = std::env::var("SESAME_TEST_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if url.is_none() {
+        eprintln!("note: failover test skipped: SESAME_TEST_POSTGRES is not set");
+    }
+    url
+}
+
+/// A static scheme (PiBas) rebuilds its whole index on each add, as one
+/// upload stream of many messages: the server in use is killed while the
+/// stream is in flight (after its first message, before its commit); the
+/// client sends the upload again, from its first message under the same
+/// upload id, to the other server on the same store, and the add
+/// completes: every document found once.
+#[test]
+fn an_upload_in_flight_when_its_server_dies_is_sent_again_to_the_other() {
+    let Some(url) = postgres_url() else { return };
+    let site = Site::new();
+    let store = fresh_namespace(&url);
+    let first = Serve::start(&site, 0, &store);
+    let second = Serve::start(&site, 0, &store);
+    let urls = format!("{},{}", first.url(), second.url());
+    site.ok(&support::server_init(
+        &["--dir", "p"],
+        &urls,
+        &["--scheme", "pibas", "--token", &site.token],
+    ));
+    // About 200 000 keyword-document pairs: an upload of several
+    // messages of about 768 KiB each.
+    let oracle = corpus(&site, "docs", 6000, 32);
+    let add = site.client(&["--dir", "p", "add", "docs"]);
+    let start = std::time::Instant::now();
+    while first.upload_messages() < 1 && start.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        first.upload_messages() >= 1,
+        "the first server got no upload"
+    );
+    first.kill();
+    let out = add.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the add did not complete through the second server: {stderr}"
+    );
+    assert!(
+        second.upload_messages() > 0,
+        "the upload was not sent to the second server: {stderr}"
+    );
+    check_oracle(&site, &oracle);
+    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 6000);
+    drop(second);
+    sesame_store::PostgresStore::open(&store)
+        .unwrap()
+        .destroy()
+        .unwrap();
+}
+
+#[test]
+fn a_server_killed_during_an_add_fails_over_to_the_other_on_the_same_store() {
+    let Some(url) = postgres_url() else { return };
+    let site = Site::new();
+    let store = fresh_namespace(&url);
     let first = Serve::start(&site, 0, &store);
     let second = Serve::start(&site, 0, &store);
     let first_port = first.port;
@@ -131,7 +204,7 @@ fn a_server_killed_during_an_add_fails_over_to_the_other_on_the_same_store() {
     ));
     assert!(out.contains(&urls), "{out}");
     // Eight pending intents of 512 documents each.
-    let oracle = corpus(&site, "docs", 4096);
+    let oracle = corpus(&site, "docs", 4096, 4);
     let add = site.client(&["--dir", "p", "add", "docs"]);
     // Some updates acknowledged by the first server, then it dies.
     let start = std::time::Instant::now();
@@ -191,6 +264,29 @@ fn a_server_killed_during_an_add_fails_over_to_the_other_on_the_same_store() {
     );
     drop((first, second));
     pg.destroy().unwrap();
+}
+
+/// Two servers on two different stores (two redb files) named in one
+/// profile's URL list: the profile is refused before anything is
+/// written, with an error naming both URLs.
+#[test]
+fn servers_of_different_stores_are_refused_in_one_url_list() {
+    let site = Site::new();
+    let one = Serve::start(&site, 0, "one.redb");
+    let other = Serve::start(&site, 0, "other.redb");
+    let urls = format!("{},{}", one.url(), other.url());
+    let err = site.fails(&support::server_init(
+        &["--dir", "p"],
+        &urls,
+        &["--token", &site.token],
+    ));
+    assert!(
+        err.contains(&one.url()) && err.contains(&other.url()),
+        "the error names both URLs: {err}"
+    );
+    assert!(err.contains("different stores"), "{err}");
+    assert!(!site.path("p/profile.json").exists());
+    // Servers of one store are accepted: the PostgreSQL tests above.
 }
 
 #[test]

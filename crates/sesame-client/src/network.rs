@@ -150,6 +150,43 @@ pub(crate) fn save_binding(
     fsutil::write_atomic(path, &json)
 }
 
+/// Refuses a binding whose URLs name servers of different stores: each
+/// server that answers says its store's identity (`Health`), and all
+/// must say the first's. A server that does not answer now, or that does
+/// not say (an older build), is not checked.
+pub(crate) fn check_one_store(binding: &ServerBinding) -> Result<()> {
+    let urls = sesame_net::client::server_urls(&binding.url).map_err(ClientError::Core)?;
+    if urls.len() < 2 {
+        return Ok(());
+    }
+    let mut first: Option<(String, String)> = None;
+    for url in urls {
+        let mut config = binding.client_config();
+        config.url = url.clone();
+        let Ok(conn) = Connection::connect(&config) else {
+            continue;
+        };
+        let mut c = conn.client();
+        let id = match conn.block_on(c.health()) {
+            Ok(health) if !health.store_id.is_empty() => health.store_id,
+            _ => continue,
+        };
+        match &first {
+            None => first = Some((url, id)),
+            Some((first_url, first_id)) if *first_id != id => {
+                return Err(ClientError::InvalidArgument(format!(
+                    "{first_url} and {url} are servers of different stores (store {first_id} \
+                     and store {id}): the URLs of one profile must be servers that share one \
+                     store (several `sesame serve` on one PostgreSQL database or one Redis \
+                     Cluster); give the servers of one store only"
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// Reads the binding, if the profile has one.
 pub(crate) fn load_binding(
     aead: &Aes256GcmSiv,
@@ -371,12 +408,13 @@ impl Backend for NetworkBackend {
         _server: &dyn Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>,
     ) -> Result<Box<dyn SetupChannel>> {
         let index = self.remote(index)?;
-        Ok(Box::new(Upload(self.conn.upload(
-            &index,
+        Ok(Box::new(Upload::open(
+            &self.conn,
+            index,
             scheme,
             generation,
             self.meter.clone(),
-        )?)))
+        )?))
     }
 
     fn ensure_index(&mut self, index: &str, scheme: &str, params: &Params) -> Result<()> {
@@ -543,12 +581,13 @@ impl Backend for NetworkBackend {
         scheme: &KeywordScheme,
     ) -> Result<Box<dyn SetupChannel>> {
         let index = self.remote(index)?;
-        Ok(Box::new(Upload(self.conn.upload(
-            &index,
+        Ok(Box::new(Upload::open(
+            &self.conn,
+            index,
             scheme.descriptor.name,
             generation,
             self.meter.clone(),
-        )?)))
+        )?))
     }
 }
 
@@ -639,21 +678,209 @@ pub(crate) fn part_id(id: [u8; 16], part: usize) -> [u8; 16] {
     out
 }
 
-/// A setup sent as one `Upload` stream.
-struct Upload(sesame_net::blocking::UploadChannel);
+/// Bytes of an upload's messages kept to send them again if its server
+/// dies before the commit; an upload larger than this that breaks fails
+/// (run the command again: nothing of it is visible).
+pub(crate) const MAX_RESEND_BYTES: usize = 256 << 20;
+
+/// Times an upload is sent again before its error is returned.
+const MAX_RESENDS: u32 = 4;
+
+/// A setup sent as one `Upload` stream. When the stream breaks (the
+/// server died, or the connection to it), the upload is sent again from
+/// its first message under the same upload id to the server the
+/// connection moves to (another of the profile's servers on the same
+/// store, or the same one back up): nothing of an upload is visible
+/// before its commit, and servers on one store commit an upload id once
+/// (a commit that was applied before the break answers as applied). Each
+/// answer sent again must equal the first one the client used.
+struct Upload {
+    conn: Connection,
+    index: String,
+    scheme: String,
+    generation: u64,
+    /// The upload's id, the same on every server it is sent to.
+    id: [u8; 16],
+    meter: Meter,
+    stream: Option<sesame_net::blocking::UploadChannel>,
+    /// The messages sent so far and a SHA-256 of each answer (emptied
+    /// once they pass [`MAX_RESEND_BYTES`]).
+    sent: Vec<(Vec<u8>, [u8; 32])>,
+    sent_bytes: usize,
+    resends: u32,
+}
+
+impl Upload {
+    fn open(
+        conn: &Connection,
+        index: String,
+        scheme: &str,
+        generation: u64,
+        meter: Meter,
+    ) -> Result<Upload> {
+        let mut up = Upload {
+            conn: conn.clone(),
+            index,
+            scheme: scheme.to_owned(),
+            generation,
+            id: new_request_id(),
+            meter,
+            stream: None,
+            sent: Vec::new(),
+            sent_bytes: 0,
+            resends: 0,
+        };
+        match up.start() {
+            Ok(stream) => up.stream = Some(stream),
+            Err(e) if is_broken(&e) => up.resend(e)?,
+            Err(e) => return Err(e.into()),
+        }
+        Ok(up)
+    }
+
+    fn start(&self) -> sesame_core::Result<sesame_net::blocking::UploadChannel> {
+        self.conn.upload_with_id(
+            &self.index,
+            &self.scheme,
+            self.generation,
+            self.id,
+            self.meter.clone(),
+        )
+    }
+
+    /// After `broke`: moves to a server that answers and sends the
+    /// messages so far again on a new stream under the same id.
+    fn resend(&mut self, broke: sesame_core::Error) -> sesame_core::Result<()> {
+        let sent = std::mem::take(&mut self.sent);
+        let outcome = self.resend_from(&sent, broke);
+        self.sent = sent;
+        outcome
+    }
+
+    fn resend_from(
+        &mut self,
+        sent: &[(Vec<u8>, [u8; 32])],
+        broke: sesame_core::Error,
+    ) -> sesame_core::Result<()> {
+        let mut broke = broke;
+        loop {
+            let from = self.conn.server_url();
+            self.stream = None;
+            if self.sent_bytes > MAX_RESEND_BYTES {
+                return Err(sesame_core::Error::Transport(format!(
+                    "the upload to {from} broke ({broke}) after more than {} MiB, more than \
+                     the client keeps to send again; nothing of it is visible: run the command \
+                     again",
+                    MAX_RESEND_BYTES >> 20
+                )));
+            }
+            if self.resends >= MAX_RESENDS {
+                return Err(sesame_core::Error::Transport(format!(
+                    "the upload broke {} times, last on {from} ({broke}); nothing of it is \
+                     visible: run the command again once a server answers",
+                    self.resends + 1
+                )));
+            }
+            self.resends += 1;
+            // A call with retries moves the connection off a server that
+            // does not answer (or waits for the only one to come back).
+            self.conn
+                .with_retries(|mut c| async move { c.health().await })
+                .map_err(|s| from_status(&s))?;
+            let to = self.conn.server_url();
+            let mut stream = match self.start() {
+                Ok(stream) => stream,
+                Err(e) if is_broken(&e) => {
+                    broke = e;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut again = Ok(());
+            for (i, (message, answer)) in sent.iter().enumerate() {
+                match stream.call(message) {
+                    Ok(r) if sesame_crypto::hash::sha256(&r) == *answer => {}
+                    Ok(_) => {
+                        return Err(sesame_core::Error::Protocol(format!(
+                            "the upload was sent again to {to} after {from} broke, and {to} \
+                             answered its message {} differently; nothing of it is visible: \
+                             run the command again",
+                            i + 1
+                        )))
+                    }
+                    Err(e) => {
+                        again = Err(e);
+                        break;
+                    }
+                }
+            }
+            match again {
+                Ok(()) => {
+                    self.stream = Some(stream);
+                    return Ok(());
+                }
+                Err(e) if is_broken(&e) => broke = e,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn keep(&mut self, message: &[u8], answer: &[u8]) {
+        self.sent_bytes = self.sent_bytes.saturating_add(message.len());
+        if self.sent_bytes > MAX_RESEND_BYTES {
+            self.sent = Vec::new();
+        } else {
+            self.sent
+                .push((message.to_vec(), sesame_crypto::hash::sha256(answer)));
+        }
+    }
+}
+
+/// Whether an upload's error says the stream broke (the server or the
+/// connection to it), not that a server refused it.
+fn is_broken(e: &sesame_core::Error) -> bool {
+    matches!(e, sesame_core::Error::Transport(_))
+}
 
 impl Channel for Upload {
     fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
-        self.0.call(request)
+        loop {
+            let Some(stream) = self.stream.as_mut() else {
+                return Err(sesame_core::Error::Protocol(
+                    "the upload is already committed".into(),
+                ));
+            };
+            match stream.call(request) {
+                Ok(answer) => {
+                    self.keep(request, &answer);
+                    return Ok(answer);
+                }
+                Err(e) if is_broken(&e) => self.resend(e)?,
+                Err(e) => return Err(e),
+            }
+        }
     }
     fn meter(&self) -> &Meter {
-        self.0.meter()
+        &self.meter
     }
 }
 
 impl SetupChannel for Upload {
-    fn commit(self: Box<Self>) -> Result<()> {
-        Ok(self.0.commit()?)
+    fn commit(mut self: Box<Self>) -> Result<()> {
+        loop {
+            let Some(stream) = self.stream.take() else {
+                return Err(ClientError::Core(sesame_core::Error::Protocol(
+                    "the upload is already committed".into(),
+                )));
+            };
+            match stream.commit() {
+                Ok(()) => return Ok(()),
+                // Applied or not on the server that broke: the same id
+                // commits once, and a commit that was applied answers so.
+                Err(e) if is_broken(&e) => self.resend(e)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 }
 

@@ -364,13 +364,27 @@ impl Connection {
         generation: u64,
         meter: Meter,
     ) -> Result<UploadChannel> {
+        self.upload_with_id(index, scheme, generation, new_request_id(), meter)
+    }
+
+    /// [`Connection::upload`] under a given upload id: an upload sent
+    /// again (to another server on the same store, after the first broke)
+    /// keeps its id, so that it is committed once.
+    pub fn upload_with_id(
+        &self,
+        index: &str,
+        scheme: &str,
+        generation: u64,
+        request_id: [u8; 16],
+        meter: Meter,
+    ) -> Result<UploadChannel> {
         let (tx, rx) = mpsc::channel::<proto::UploadRequest>(8);
         let start = proto::UploadRequest {
             start: Some(proto::UploadStart {
                 index: index.to_owned(),
                 scheme: scheme.to_owned(),
                 generation,
-                request_id: new_request_id().to_vec(),
+                request_id: request_id.to_vec(),
             }),
             message: Vec::new(),
             commit: false,

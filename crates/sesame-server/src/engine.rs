@@ -41,6 +41,7 @@
 //! | `shared_records.rs` | versioned records beside an index (devices' shared state) |
 //! | `limits.rs` | request limits and the upload budget |
 //! | `sweep.rs` | resumable deletion of spread entries |
+//! | `store_id.rs` | the store's identity, said in `Health` |
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +66,7 @@ mod group;
 mod indexes;
 mod limits;
 mod shared_records;
+mod store_id;
 mod sweep;
 #[cfg(test)]
 mod tests;
@@ -91,6 +93,9 @@ pub struct Engine {
     group: group::GroupCommit,
     /// `--record-view`: the server's view, written down (research only).
     view_log: Option<Arc<crate::view_log::ViewLog>>,
+    /// The store's identity (`engine/store_id.rs`); empty if it could not
+    /// be read or made.
+    store_id: String,
 }
 
 impl std::fmt::Debug for Engine {
@@ -223,7 +228,12 @@ impl Engine {
                 store.put(keys::MARKER_KEY, keys::MARKER)?;
             }
         }
+        let store_id = store_id::store_id(store.as_ref()).unwrap_or_else(|e| {
+            crate::log(&format!("the store's identity: {e}"));
+            String::new()
+        });
         let engine = Engine {
+            store_id,
             store,
             limits,
             uploads: Arc::new(UploadBudget::default()),
@@ -289,6 +299,12 @@ impl Engine {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The store's identity: the same for every server on one store
+    /// (hex; empty if it could not be read or made).
+    pub fn store_id(&self) -> &str {
+        &self.store_id
     }
 
     /// The limits.

@@ -471,6 +471,7 @@ fn health(
         status,
         version: env!("CARGO_PKG_VERSION").into(),
         store: engine.store().backend().into(),
+        store_id: engine.store_id().into(),
         max_message_bytes: engine.limits().max_message_bytes as u64,
         max_messages_per_call: engine.limits().max_messages_per_call as u64,
         max_documents_per_request: engine.limits().max_documents_per_request as u64,

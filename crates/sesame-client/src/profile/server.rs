@@ -155,8 +155,10 @@ impl Profile {
 
     /// Binds the profile to a server: from now on its sessions reach their
     /// indexes there. The token is stored sealed under a key derived from
-    /// the passphrase.
+    /// the passphrase. Several URLs must be servers of one store: each
+    /// that answers is asked its store's identity.
     pub fn bind_server(&self, binding: &ServerBinding) -> Result<()> {
+        crate::network::check_one_store(binding)?;
         let aead = Aes256GcmSiv::new(&self.server_key);
         save_binding(&mut OsRng, &aead, &self.id, &self.server_path(), binding)?;
         // An existing profile's header now says so (at creation the header
