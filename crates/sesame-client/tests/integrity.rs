@@ -19,7 +19,7 @@ use sesame_client::{
     insecure, ClientError, EmbeddedBackend, Profile, Session, DEFAULT_INDEX, SERVER_FILE,
     STORE_FILE,
 };
-use sesame_core::{Params, SchemeKind, Store};
+use sesame_core::{Params, Store};
 use sesame_store::faulty::{Fault, FaultyStore};
 
 const PASS: &str = "pw";
@@ -118,12 +118,7 @@ fn check_exact(p: &Profile, store: &Arc<FaultyStore>, corpus: &Corpus, what: &st
 fn schemes() -> Vec<&'static str> {
     sesame_sse::schemes()
         .into_iter()
-        .filter(|s| {
-            matches!(
-                s.descriptor.kind,
-                SchemeKind::StaticSse | SchemeKind::DynamicSse
-            )
-        })
+        .filter(|s| s.descriptor.kind.is_sse())
         .map(|s| s.descriptor.name)
         .collect()
 }

@@ -33,6 +33,14 @@ pub enum SchemeKind {
     Range,
 }
 
+impl SchemeKind {
+    /// Whether schemes of this kind index documents by keyword (static
+    /// or dynamic SSE).
+    pub fn is_sse(self) -> bool {
+        matches!(self, SchemeKind::StaticSse | SchemeKind::DynamicSse)
+    }
+}
+
 impl fmt::Display for SchemeKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -64,19 +64,11 @@ pub(crate) fn postgres_store() -> Option<Arc<dyn Store>> {
 /// The spec of a fresh namespace of the database `SESAME_TEST_POSTGRES`
 /// names.
 pub(crate) fn postgres_spec() -> Option<String> {
+    use sesame_store::test_cluster::{fresh_namespace, with_namespace};
     let url = std::env::var("SESAME_TEST_POSTGRES")
         .ok()
         .filter(|u| !u.is_empty())?;
-    let ns = format!(
-        "srv{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
-    let sep = if url.contains('?') { '&' } else { '?' };
-    Some(format!("{url}{sep}namespace={ns}"))
+    Some(with_namespace(&url, &fresh_namespace("srv"), ""))
 }
 
 /// `GET /metrics` on the admin port `admin`, with an `Authorization`
