@@ -32,30 +32,41 @@ fn write(name: &str, expected: u64, value: Option<&[u8]>) -> proto::RecordWrite 
     }
 }
 
+/// Records `names` of index `a` of tenant `t` (those at the version
+/// `known` gives for them without their value).
+fn read_records(engine: &Engine, names: &[&str], known: Vec<u64>) -> Vec<proto::Record> {
+    let req = proto::ReadRecordsRequest {
+        index: "a".into(),
+        names: names.iter().map(|n| (*n).to_owned()).collect(),
+        known,
+    };
+    engine.read_records("t", req).expect("a read").records
+}
+
+/// `writes` to the records of index `a` of tenant `t`, all or nothing.
+fn write_records(engine: &Engine, writes: Vec<proto::RecordWrite>) -> proto::WriteRecordsResponse {
+    let req = proto::WriteRecordsRequest {
+        index: "a".into(),
+        writes,
+    };
+    engine.write_records("t", req).expect("a record write")
+}
+
 /// A memory store whose reads take a while, so that requests of two
 /// engines overlap between their reads and their commits.
 struct Unhurried(MemoryStore);
 
+impl Unhurried {
+    /// The memory store, after a pause: what its reads go through.
+    fn paused(&self) -> &MemoryStore {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+        &self.0
+    }
+}
+
 impl Store for Unhurried {
     sesame_store::forward_store!(|s| s.0; write, write_if, scan_prefix, io_counts);
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        std::thread::sleep(std::time::Duration::from_micros(50));
-        self.0.get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        std::thread::sleep(std::time::Duration::from_micros(50));
-        self.0.get_many(keys)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        std::thread::sleep(std::time::Duration::from_micros(50));
-        self.0.scan_from(prefix, from, descending, limit)
-    }
+    sesame_store::forward_store!(|s| s.paused(); get, get_many, scan_from);
     fn ordered_probes(&self) -> bool {
         true
     }
@@ -239,28 +250,9 @@ fn two_engines_on_one_store_lose_no_commit() {
                         .added;
                     assert_eq!(added, 1);
                     loop {
-                        let held = engine
-                            .read_records(
-                                "t",
-                                proto::ReadRecordsRequest {
-                                    index: "a".into(),
-                                    names: vec!["n".into()],
-                                    known: Vec::new(),
-                                },
-                            )
-                            .expect("a read")
-                            .records[0]
-                            .version;
-                        let moved = engine
-                            .write_records(
-                                "t",
-                                proto::WriteRecordsRequest {
-                                    index: "a".into(),
-                                    writes: vec![write("n", held, Some(&held.to_be_bytes()))],
-                                },
-                            )
-                            .expect("a record write");
-                        if moved.committed {
+                        let held = read_records(engine, &["n"], Vec::new())[0].version;
+                        let writes = vec![write("n", held, Some(&held.to_be_bytes()))];
+                        if write_records(engine, writes).committed {
                             break;
                         }
                     }
@@ -278,17 +270,7 @@ fn two_engines_on_one_store_lose_no_commit() {
         THREADS * ADDS,
         "a document count was lost"
     );
-    let n = engines[0]
-        .read_records(
-            "t",
-            proto::ReadRecordsRequest {
-                index: "a".into(),
-                names: vec!["n".into()],
-                known: Vec::new(),
-            },
-        )
-        .expect("a read")
-        .records;
+    let n = read_records(&engines[0], &["n"], Vec::new());
     assert_eq!(n[0].version, THREADS * ADDS, "a record version was lost");
     eprintln!(
         "two engines: {} and {} commits ran again",
@@ -308,30 +290,8 @@ fn records_are_compare_and_swap_all_or_nothing() {
         request_id: Vec::new(),
     };
     engine.create_index("t", create("a")).expect("created");
-    let put = |writes: Vec<proto::RecordWrite>| {
-        engine
-            .write_records(
-                "t",
-                proto::WriteRecordsRequest {
-                    index: "a".into(),
-                    writes,
-                },
-            )
-            .expect("a write")
-    };
-    let read = |names: &[&str], known: Vec<u64>| {
-        engine
-            .read_records(
-                "t",
-                proto::ReadRecordsRequest {
-                    index: "a".into(),
-                    names: names.iter().map(|n| (*n).to_owned()).collect(),
-                    known,
-                },
-            )
-            .expect("a read")
-            .records
-    };
+    let put = |writes: Vec<proto::RecordWrite>| write_records(&engine, writes);
+    let read = |names: &[&str], known: Vec<u64>| read_records(&engine, names, known);
     assert!(put(vec![write("state", 0, Some(b"one"))]).committed);
     // A stale version changes nothing, and says what is there.
     let r = put(vec![
