@@ -102,6 +102,24 @@ impl From<sesame_crypto::Error> for Error {
 /// Result with [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `e` and its sources on one line, each after `: `, leaving out a
+/// source whose text the line already holds (a wrapper that repeats its
+/// cause): what a log line or a message to the user shows of a transport
+/// or store error.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,22 +145,4 @@ mod tests {
         let crypto: Error = sesame_crypto::Error::Decryption.into();
         assert!(matches!(crypto, Error::Crypto));
     }
-}
-
-/// `e` and its sources on one line, each after `: `, leaving out a
-/// source whose text the line already holds (a wrapper that repeats its
-/// cause): what a log line or a message to the user shows of a transport
-/// or store error.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }

@@ -338,54 +338,38 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// Store methods that pass the call on unchanged: `|s| inner;` names what
+/// `s` (the wrapper) forwards to, then each method's signature. For the
+/// wrappers of this crate (an `Arc`, [`Prefixed`], the recording store of
+/// [`crate::view`]), which differ only in what they change.
+macro_rules! forward_store_calls {
+    (|$s:ident| $inner:expr; $(fn $m:ident(&self $(, $a:ident: $t:ty)*) -> $ret:ty;)+) => {
+        $(
+            fn $m(&self $(, $a: $t)*) -> $ret {
+                let $s = self;
+                $inner.$m($($a),*)
+            }
+        )+
+    };
+}
+pub(crate) use forward_store_calls;
+
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        (**self).get(key)
-    }
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        (**self).get_many(keys)
-    }
-    fn write(&self, batch: WriteBatch) -> Result<()> {
-        (**self).write(batch)
-    }
-    fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
-        (**self).write_if(expect, batch)
-    }
-    fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>> {
-        (**self).write_if_group(group)
-    }
-    fn commit_groups(&self) -> usize {
-        (**self).commit_groups()
-    }
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        (**self).scan_prefix(prefix)
-    }
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        (**self).scan_from(prefix, from, descending, limit)
-    }
-    fn ordered_probes(&self) -> bool {
-        (**self).ordered_probes()
-    }
-    fn io_counts(&self) -> IoCounts {
-        (**self).io_counts()
-    }
-    fn flush(&self) -> Result<()> {
-        (**self).flush()
-    }
-    fn backend(&self) -> &'static str {
-        (**self).backend()
-    }
-    fn health(&self) -> Result<()> {
-        (**self).health()
-    }
-    fn verify(&self) -> Result<()> {
-        (**self).verify()
+    forward_store_calls! { |s| (**s);
+        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+        fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>>;
+        fn write(&self, batch: WriteBatch) -> Result<()>;
+        fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool>;
+        fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>>;
+        fn commit_groups(&self) -> usize;
+        fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+        fn scan_from(&self, prefix: &[u8], from: &[u8], descending: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+        fn ordered_probes(&self) -> bool;
+        fn io_counts(&self) -> IoCounts;
+        fn flush(&self) -> Result<()>;
+        fn backend(&self) -> &'static str;
+        fn health(&self) -> Result<()>;
+        fn verify(&self) -> Result<()>;
     }
 }
 
@@ -483,23 +467,11 @@ impl<S: Store> Store for Prefixed<S> {
             .collect())
     }
 
-    fn ordered_probes(&self) -> bool {
-        self.inner.ordered_probes()
-    }
-
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-
-    fn health(&self) -> Result<()> {
-        self.inner.health()
+    forward_store_calls! { |s| s.inner;
+        fn ordered_probes(&self) -> bool;
+        fn io_counts(&self) -> IoCounts;
+        fn flush(&self) -> Result<()>;
+        fn backend(&self) -> &'static str;
+        fn health(&self) -> Result<()>;
     }
 }

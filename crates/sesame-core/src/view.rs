@@ -179,16 +179,10 @@ impl<S: Store + ?Sized> Store for RecordingStore<S> {
         Ok(found)
     }
 
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
+    crate::store::forward_store_calls! { |s| s.inner;
+        fn io_counts(&self) -> IoCounts;
+        fn flush(&self) -> Result<()>;
+        fn backend(&self) -> &'static str;
     }
 }
 

@@ -261,16 +261,7 @@ fn from_pg(label: &str, e: &postgres::Error) -> Error {
         return Error::StoreIo(text);
     }
     // Connection-level errors: the chain holds the useful part.
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
+    let text = sesame_core::error::chain(e);
     if e.is_closed() {
         // The connection broke: the server restarted or the network
         // failed; a commit in flight may or may not have been applied.
