@@ -17,102 +17,48 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Child;
 use std::time::Duration;
 
-use support::{spawn_serve, Site};
+use support::{check_oracle, corpus, Server, Site};
 
-/// A `sesame serve` on store `store` (killed when dropped).
-struct Serve {
-    child: Child,
-    port: u16,
-    admin: u16,
-}
+/// Scheme calls a server answered.
+const CALLS: &str = "sesame_requests_total{method=\"Call\",code=\"OK\"}";
 
-impl Serve {
-    fn start(site: &Site, port: u16, store: &str) -> Serve {
-        let (child, port, admin) = spawn_serve(site, port, store, &[]);
-        Serve { port, admin, child }
+/// Scheme messages of upload streams (setups, rebuilds) a server
+/// received.
+const UPLOADS: &str = "sesame_upload_messages_total";
+
+/// Kills `first` once `series` counts `at_least` there (waiting at most
+/// `limit`), while `add` runs on the profile at `p`: the add completes
+/// through `second`, which `series` shows was used, and every one of the
+/// `documents` of `oracle` is found, once.
+fn kill_and_complete(
+    site: &Site,
+    (first, second): (Server, &Server),
+    add: Child,
+    (series, at_least, limit): (&str, u64, Duration),
+    oracle: &BTreeMap<String, BTreeSet<String>>,
+    documents: usize,
+) {
+    let start = std::time::Instant::now();
+    while first.metric(series) < at_least && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(2));
     }
-
-    fn url(&self) -> String {
-        format!("https://localhost:{}", self.port)
-    }
-
-    /// Scheme calls this server answered.
-    fn calls(&self) -> u64 {
-        self.metric("sesame_requests_total{method=\"Call\",code=\"OK\"}")
-    }
-
-    /// Scheme messages of upload streams (setups, rebuilds) this server
-    /// received.
-    fn upload_messages(&self) -> u64 {
-        self.metric("sesame_upload_messages_total")
-    }
-
-    /// A counter of the server's metrics, by exact series name (0 when
-    /// the server does not answer).
-    fn metric(&self, series: &str) -> u64 {
-        use std::io::{Read, Write};
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.admin)) else {
-            return 0;
-        };
-        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");
-        let mut text = String::new();
-        let _ = s.read_to_string(&mut text);
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or(0)
-    }
-
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `n` files under `dir/sub`, each with `words` keywords besides `all`
-/// and one of seven `m` words; the oracle, keyword to paths.
-fn corpus(site: &Site, sub: &str, n: usize, words: usize) -> BTreeMap<String, BTreeSet<String>> {
-    std::fs::create_dir_all(site.path(sub)).unwrap();
-    let mut oracle: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for i in 0..n {
-        let words: BTreeSet<String> = ["all".to_owned(), format!("m{}", i % 7)]
-            .into_iter()
-            .chain((0..words).map(|j| format!("w{}", (i * 31 + j * 17) % 997)))
-            .collect();
-        let rel = format!("{sub}/f{i:04}.txt");
-        std::fs::write(
-            site.path(&rel),
-            words.iter().cloned().collect::<Vec<_>>().join(" "),
-        )
-        .unwrap();
-        for w in words {
-            oracle.entry(w).or_default().insert(rel.clone());
-        }
-    }
-    oracle
-}
-
-/// Every keyword tried finds exactly its paths, each once.
-fn check_oracle(site: &Site, oracle: &BTreeMap<String, BTreeSet<String>>) {
-    for w in oracle
-        .keys()
-        .filter(|w| w.starts_with('m') || *w == "all" || w.ends_with('3'))
-    {
-        let out = site.ok(&["--dir", "p", "search", w]);
-        let paths: Vec<String> = out
-            .lines()
-            .map(|l| l.split_once('\t').unwrap().1.to_owned())
-            .collect();
-        let set: BTreeSet<String> = paths.iter().cloned().collect();
-        assert_eq!(set.len(), paths.len(), "a document appears twice for {w}");
-        assert_eq!(&set, &oracle[w], "keyword {w}");
-    }
+    assert!(
+        first.metric(series) >= at_least,
+        "the first server did not reach {at_least} of {series}"
+    );
+    first.kill();
+    let out = add.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the add did not complete through the second server: {stderr}"
+    );
+    assert!(
+        second.metric(series) > 0,
+        "the second server got no {series}: {stderr}"
+    );
+    check_oracle(site, "p", oracle);
+    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), documents);
 }
 
 /// The spec of a fresh namespace of the database at `url`.
@@ -148,8 +94,8 @@ fn an_upload_in_flight_when_its_server_dies_is_sent_again_to_the_other() {
     let Some(url) = postgres_url() else { return };
     let site = Site::new();
     let store = fresh_namespace(&url);
-    let first = Serve::start(&site, 0, &store);
-    let second = Serve::start(&site, 0, &store);
+    let first = Server::start_on(&site, 0, &store, &[]);
+    let second = Server::start_on(&site, 0, &store, &[]);
     let urls = format!("{},{}", first.url(), second.url());
     site.ok(&support::server_init(
         &["--dir", "p"],
@@ -158,29 +104,12 @@ fn an_upload_in_flight_when_its_server_dies_is_sent_again_to_the_other() {
     ));
     // About 200 000 keyword-document pairs: an upload of several
     // messages of about 768 KiB each.
-    let oracle = corpus(&site, "docs", 6000, 32);
+    let (oracle, _) = corpus(&site, "docs", 6000, 32, 997);
     let add = site.client(&["--dir", "p", "add", "docs"]);
-    let start = std::time::Instant::now();
-    while first.upload_messages() < 1 && start.elapsed() < Duration::from_secs(300) {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert!(
-        first.upload_messages() >= 1,
-        "the first server got no upload"
-    );
-    first.kill();
-    let out = add.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the add did not complete through the second server: {stderr}"
-    );
-    assert!(
-        second.upload_messages() > 0,
-        "the upload was not sent to the second server: {stderr}"
-    );
-    check_oracle(&site, &oracle);
-    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 6000);
+    // The upload's first message reached the first server, then it dies;
+    // the upload is sent again to the second.
+    let wait = (UPLOADS, 1, Duration::from_secs(300));
+    kill_and_complete(&site, (first, &second), add, wait, &oracle, 6000);
     drop(second);
     sesame_store::PostgresStore::open(&store)
         .unwrap()
@@ -193,8 +122,8 @@ fn a_server_killed_during_an_add_fails_over_to_the_other_on_the_same_store() {
     let Some(url) = postgres_url() else { return };
     let site = Site::new();
     let store = fresh_namespace(&url);
-    let first = Serve::start(&site, 0, &store);
-    let second = Serve::start(&site, 0, &store);
+    let first = Server::start_on(&site, 0, &store, &[]);
+    let second = Server::start_on(&site, 0, &store, &[]);
     let first_port = first.port;
     let urls = format!("{},{}", first.url(), second.url());
     let out = site.ok(&support::server_init(
@@ -204,29 +133,13 @@ fn a_server_killed_during_an_add_fails_over_to_the_other_on_the_same_store() {
     ));
     assert!(out.contains(&urls), "{out}");
     // Eight pending intents of 512 documents each.
-    let oracle = corpus(&site, "docs", 4096, 4);
+    let (oracle, _) = corpus(&site, "docs", 4096, 4, 997);
     let add = site.client(&["--dir", "p", "add", "docs"]);
-    // Some updates acknowledged by the first server, then it dies.
-    let start = std::time::Instant::now();
-    while first.calls() < 2 && start.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(first.calls() >= 2, "the first server answered no update");
-    first.kill();
-    let out = add.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the add did not complete through the second server: {stderr}"
-    );
-    assert!(
-        second.calls() > 0,
-        "the second server answered no update: {stderr}"
-    );
-    // Searches go on (through the second server), and find every document
-    // once.
-    check_oracle(&site, &oracle);
-    assert_eq!(site.ok(&["--dir", "p", "list"]).lines().count(), 4096);
+    // Some updates acknowledged by the first server, then it dies; the
+    // add completes through the second, and searches go on (through the
+    // second server) and find every document once.
+    let wait = (CALLS, 2, Duration::from_secs(120));
+    kill_and_complete(&site, (first, &second), add, wait, &oracle, 4096);
     // No label stored twice: every keyword-document pair is one entry.
     let pairs: usize = oracle.values().map(BTreeSet::len).sum();
     let pg = sesame_store::PostgresStore::open(&store).unwrap();
@@ -248,17 +161,17 @@ fn a_server_killed_during_an_add_fails_over_to_the_other_on_the_same_store() {
         .sum();
     assert_eq!(stored, pairs, "every pair stored once");
     // The first server back on its port: the next command uses it again.
-    let first = Serve::start(&site, first_port, &store);
-    let before = second.calls();
+    let first = Server::start_on(&site, first_port, &store, &[]);
+    let before = second.metric(CALLS);
     std::fs::write(site.path("docs/new.txt"), "all fresh").unwrap();
     site.ok(&["--dir", "p", "add", "docs"]);
     site.ok(&["--dir", "p", "search", "fresh"]);
     assert!(
-        first.calls() > 0,
+        first.metric(CALLS) > 0,
         "the next command did not go back to the first server"
     );
     assert_eq!(
-        second.calls(),
+        second.metric(CALLS),
         before,
         "the second server was used with the first up"
     );
@@ -272,8 +185,8 @@ fn a_server_killed_during_an_add_fails_over_to_the_other_on_the_same_store() {
 #[test]
 fn servers_of_different_stores_are_refused_in_one_url_list() {
     let site = Site::new();
-    let one = Serve::start(&site, 0, "one.redb");
-    let other = Serve::start(&site, 0, "other.redb");
+    let one = Server::start_on(&site, 0, "one.redb", &[]);
+    let other = Server::start_on(&site, 0, "other.redb", &[]);
     let urls = format!("{},{}", one.url(), other.url());
     let err = site.fails(&support::server_init(
         &["--dir", "p"],

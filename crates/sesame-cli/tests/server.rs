@@ -13,57 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Output;
 use std::time::Duration;
 
-use support::{sesame, Server, Site};
-
-/// `n` files under `dir/sub`; the oracle, keyword to paths; the number of
-/// keyword-document pairs.
-fn corpus(
-    site: &Site,
-    sub: &str,
-    n: usize,
-    words_per_doc: usize,
-) -> (BTreeMap<String, BTreeSet<String>>, usize) {
-    let root = site.path(sub);
-    std::fs::create_dir_all(&root).unwrap();
-    let mut oracle: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut pairs = 0;
-    for i in 0..n {
-        let mut words: BTreeSet<String> = BTreeSet::new();
-        words.insert("all".into());
-        words.insert(format!("m{}", i % 7));
-        for j in 0..words_per_doc {
-            words.insert(format!("w{}", (i * 31 + j * 17) % 97));
-        }
-        let rel = format!("{sub}/f{i:04}.txt");
-        std::fs::write(
-            site.path(&rel),
-            words.iter().cloned().collect::<Vec<_>>().join(" "),
-        )
-        .unwrap();
-        pairs += words.len();
-        for w in words {
-            oracle.entry(w).or_default().insert(rel.clone());
-        }
-    }
-    (oracle, pairs)
-}
-
-/// Every keyword of the oracle finds exactly its paths, each once.
-fn check_oracle(site: &Site, dir: &str, oracle: &BTreeMap<String, BTreeSet<String>>) {
-    for w in oracle
-        .keys()
-        .filter(|w| w.starts_with('m') || *w == "all" || w.ends_with('3'))
-    {
-        let out = site.ok(&["--dir", dir, "search", w]);
-        let paths: Vec<String> = out
-            .lines()
-            .map(|l| l.split_once('\t').unwrap().1.to_owned())
-            .collect();
-        let set: BTreeSet<String> = paths.iter().cloned().collect();
-        assert_eq!(set.len(), paths.len(), "a document appears twice for {w}");
-        assert_eq!(&set, &oracle[w], "keyword {w}");
-    }
-}
+use support::{check_oracle, corpus, sesame, Server, Site};
 
 /// The server's name of profile `p`'s index `default`: its prefix (from
 /// `p/server.json`) and `default`.
@@ -207,7 +157,7 @@ fn server_killed_during_a_stream_of_updates_loses_nothing_acknowledged() {
     let port = server.port;
     init(&site, "p", "fast", &server);
     // Ten pending intents of 512 documents each.
-    let (oracle, pairs) = corpus(&site, "docs", 5120, 6);
+    let (oracle, pairs) = corpus(&site, "docs", 5120, 6, 97);
     let add = site.client(&["--dir", "p", "add", "docs"]);
     // Some updates acknowledged, then the server dies.
     assert!(server.wait_for(
@@ -295,7 +245,7 @@ fn server_killed_during_a_bulk_upload_keeps_the_old_index() {
     let server = Server::start(&site, 0);
     let port = server.port;
     init(&site, "p", "pibas", &server);
-    let (mut oracle, _) = corpus(&site, "first", 30, 4);
+    let (mut oracle, _) = corpus(&site, "first", 30, 4, 97);
     site.ok(&["--dir", "p", "add", "first"]);
 
     // An upload into a new generation of the tenant's index, killed after
@@ -343,7 +293,7 @@ fn server_killed_during_a_bulk_upload_keeps_the_old_index() {
 
     // An add killed at some point of its rebuild (storing, fetching,
     // uploading or committing), then run again: complete either way.
-    let (more, _) = corpus(&site, "second", 3000, 12);
+    let (more, _) = corpus(&site, "second", 3000, 12, 97);
     let add = site.client(&["--dir", "p", "add", "second"]);
     assert!(server.wait_for(
         "sesame_requests_total{method=\"PutDocuments\",code=\"OK\"}",
@@ -389,7 +339,7 @@ fn client_killed_during_an_add_reuses_no_label_and_the_rerun_completes() {
     let server = Server::start(&site, 0);
     init(&site, "p", "fast", &server);
     // Ten pending intents of 512 documents each.
-    let (oracle, pairs) = corpus(&site, "docs", 5120, 6);
+    let (oracle, pairs) = corpus(&site, "docs", 5120, 6, 97);
     let mut add = site.client(&["--dir", "p", "add", "docs"]);
     assert!(server.wait_for(
         "sesame_requests_total{method=\"Call\",code=\"OK\"}",
@@ -527,7 +477,7 @@ fn a_second_device_joins_and_both_add_and_search() {
         .into_iter()
         .enumerate()
     {
-        let (more, _) = corpus(&site, &format!("{dir}-{round}"), 5, 3);
+        let (more, _) = corpus(&site, &format!("{dir}-{round}"), 5, 3, 97);
         for (w, paths) in more {
             oracle.entry(w).or_default().extend(paths);
         }
@@ -561,7 +511,7 @@ fn a_restored_store_file_is_a_fork_the_first_device_refuses() {
         &url,
         &["--token", &site.token, "--join", &remote],
     ));
-    corpus(&site, "p-0", 3, 3);
+    corpus(&site, "p-0", 3, 3, 97);
     site.ok(&["--dir", "p", "add", "p-0"]);
     assert!(site
         .ok(&["--dir", "phone", "search", "all"])
@@ -570,12 +520,12 @@ fn a_restored_store_file_is_a_fork_the_first_device_refuses() {
     std::fs::copy(site.path("server.redb"), site.path("copy.redb")).unwrap();
 
     let server = Server::start(&site, port);
-    corpus(&site, "p-1", 3, 3);
+    corpus(&site, "p-1", 3, 3, 97);
     site.ok(&["--dir", "p", "add", "p-1"]);
     server.stop();
     std::fs::copy(site.path("copy.redb"), site.path("server.redb")).unwrap();
     let server = Server::start(&site, port);
-    corpus(&site, "phone-1", 3, 3);
+    corpus(&site, "phone-1", 3, 3, 97);
     site.ok(&["--dir", "phone", "add", "phone-1"]);
 
     let before = std::fs::read(site.path("p/indexes/default.state")).unwrap();

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -180,9 +181,9 @@ pub(crate) fn spawn_serve(site: &Site, port: u16, store: &str, more: &[&str]) ->
     (child, port_of(&first), port_of(&second))
 }
 
-/// A running `sesame serve` of a site: store `server.redb`, the site's
-/// certificate and tokens, metrics on a loopback admin port (killed when
-/// dropped).
+/// A running `sesame serve` of a site: store `server.redb` (or another,
+/// [`Server::start_on`]), the site's certificate and tokens, metrics on
+/// a loopback admin port (killed when dropped).
 pub(crate) struct Server {
     child: Child,
     pub(crate) port: u16,
@@ -197,7 +198,12 @@ impl Server {
 
     /// As [`Server::start`], with more arguments.
     pub(crate) fn start_with(site: &Site, port: u16, more: &[&str]) -> Server {
-        let (child, port, admin) = spawn_serve(site, port, "server.redb", more);
+        Self::start_on(site, port, "server.redb", more)
+    }
+
+    /// As [`Server::start_with`], over store `store` (a path or a spec).
+    pub(crate) fn start_on(site: &Site, port: u16, store: &str, more: &[&str]) -> Server {
+        let (child, port, admin) = spawn_serve(site, port, store, more);
         Server { port, admin, child }
     }
 
@@ -252,5 +258,57 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// `n` files under `dir/sub`, each with `all`, one of seven `m` words
+/// and `words_per_doc` of `vocabulary` `w` words; the oracle, keyword to
+/// paths; the number of keyword-document pairs.
+pub(crate) fn corpus(
+    site: &Site,
+    sub: &str,
+    n: usize,
+    words_per_doc: usize,
+    vocabulary: usize,
+) -> (BTreeMap<String, BTreeSet<String>>, usize) {
+    let root = site.path(sub);
+    std::fs::create_dir_all(&root).unwrap();
+    let mut oracle: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut pairs = 0;
+    for i in 0..n {
+        let mut words: BTreeSet<String> = BTreeSet::new();
+        words.insert("all".into());
+        words.insert(format!("m{}", i % 7));
+        for j in 0..words_per_doc {
+            words.insert(format!("w{}", (i * 31 + j * 17) % vocabulary));
+        }
+        let rel = format!("{sub}/f{i:04}.txt");
+        std::fs::write(
+            site.path(&rel),
+            words.iter().cloned().collect::<Vec<_>>().join(" "),
+        )
+        .unwrap();
+        pairs += words.len();
+        for w in words {
+            oracle.entry(w).or_default().insert(rel.clone());
+        }
+    }
+    (oracle, pairs)
+}
+
+/// Every keyword of the oracle finds exactly its paths, each once.
+pub(crate) fn check_oracle(site: &Site, dir: &str, oracle: &BTreeMap<String, BTreeSet<String>>) {
+    for w in oracle
+        .keys()
+        .filter(|w| w.starts_with('m') || *w == "all" || w.ends_with('3'))
+    {
+        let out = site.ok(&["--dir", dir, "search", w]);
+        let paths: Vec<String> = out
+            .lines()
+            .map(|l| l.split_once('\t').unwrap().1.to_owned())
+            .collect();
+        let set: BTreeSet<String> = paths.iter().cloned().collect();
+        assert_eq!(set.len(), paths.len(), "a document appears twice for {w}");
+        assert_eq!(&set, &oracle[w], "keyword {w}");
     }
 }
