@@ -258,27 +258,11 @@ fn write_seed_corpus() {
         seed.extend(body);
         write("server_request", name, &seed);
     }
-    let info = proto::IndexInfo {
-        index: "a".into(),
-        scheme: "fast".into(),
-        params: "".into(),
-        created_unix: 1,
-        documents: 2,
-        updates: 3,
-        uploads: 4,
-        generation: 5,
-    };
-    write(
-        "client_response",
-        "stats",
-        &proto::StatsResponse {
-            indexes: vec![info],
-            uptime_seconds: 9,
-            requests: 10,
-            store: "redb".into(),
-        }
-        .encode_to_vec(),
-    );
+    // The stats of the fuzz target's engine: an index of every scheme.
+    let stats = hostile::engine()
+        .stats(hostile::TENANT, proto::StatsRequest {})
+        .unwrap();
+    write("client_response", "stats", &stats.encode_to_vec());
     write(
         "client_response",
         "get-documents",
