@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use sesame_attacks::view::{Observation, Op, Seen};
 use sesame_attacks::{accuracy, count, leakage, ordered};
-use sesame_core::view::{Event, RecordingService, RecordingStore, View};
+use sesame_core::view::{seen, Event, RecordingService, RecordingStore, View};
 use sesame_core::{LocalChannel, Params, Store};
 use sesame_sse::Multimap;
 use sesame_store::MemoryStore;
@@ -31,23 +31,6 @@ fn corpus(docs: u64, words: usize, rng: &mut ChaCha20Rng) -> BTreeMap<u64, Vec<S
         out.insert(d, ws);
     }
     out
-}
-
-fn seen(events: Vec<Event>) -> Vec<Seen> {
-    events
-        .into_iter()
-        .filter_map(|e| {
-            Some(match e {
-                Event::Request(r) => Seen::Request(r),
-                Event::Response(r) => Seen::Response(r.len()),
-                Event::Read { key, size } => Seen::Read { key, size },
-                Event::Write { key, size } => Seen::Write { key, size },
-                Event::Delete { key } => Seen::Delete { key },
-                Event::Scan { prefix, found } => Seen::Scan { prefix, found },
-                _ => return None,
-            })
-        })
-        .collect()
 }
 
 /// Indexes `docs` with `scheme`, runs `queries` (each followed by the

@@ -186,6 +186,24 @@ impl<S: Store + ?Sized> Store for RecordingStore<S> {
     }
 }
 
+/// A recording as the attack library reads it
+/// ([`sesame_attacks::view::Seen`]): responses by their size, the rest as
+/// recorded.
+pub fn seen(events: Vec<Event>) -> Vec<sesame_attacks::view::Seen> {
+    use sesame_attacks::view::Seen;
+    events
+        .into_iter()
+        .map(|e| match e {
+            Event::Request(r) => Seen::Request(r),
+            Event::Response(r) => Seen::Response(r.len()),
+            Event::Read { key, size } => Seen::Read { key, size },
+            Event::Write { key, size } => Seen::Write { key, size },
+            Event::Delete { key } => Seen::Delete { key },
+            Event::Scan { prefix, found } => Seen::Scan { prefix, found },
+        })
+        .collect()
+}
+
 /// A server half that records its requests and responses into a
 /// [`View`] (its store is recorded by a [`RecordingStore`]).
 pub struct RecordingService<S> {

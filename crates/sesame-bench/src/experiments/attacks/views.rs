@@ -94,20 +94,7 @@ pub(super) fn mail(
 
 /// The events a harness hands the attack library.
 pub(super) fn seen(events: Vec<Event>) -> Vec<Seen> {
-    events
-        .into_iter()
-        .filter_map(|e| {
-            Some(match e {
-                Event::Request(r) => Seen::Request(r),
-                Event::Response(r) => Seen::Response(r.len()),
-                Event::Read { key, size } => Seen::Read { key, size },
-                Event::Write { key, size } => Seen::Write { key, size },
-                Event::Delete { key } => Seen::Delete { key },
-                Event::Scan { prefix, found } => Seen::Scan { prefix, found },
-                _ => return None,
-            })
-        })
-        .collect()
+    sesame_core::view::seen(events)
 }
 
 pub(super) fn doc_key(id: u64) -> Vec<u8> {
