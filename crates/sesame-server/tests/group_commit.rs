@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -361,14 +361,8 @@ fn a_server_killed_during_group_commits_loses_no_acknowledged_update() {
     let dir = tempfile::tempdir().unwrap();
     for run in 0..3u64 {
         let path = dir.path().join(format!("crash{run}.redb"));
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "crash_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
+        let mut child = sesame_store::suite::crash_child()
+            .unwrap()
             .env(CHILD_ENV, &path)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

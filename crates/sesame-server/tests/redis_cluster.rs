@@ -458,10 +458,8 @@ struct SweepFails {
 }
 
 impl Store for SweepFails {
-    sesame_store::forward_store!(|s| s.inner; get, get_many, scan_prefix, io_counts, backend);
-    fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
-        self.write_if(&[], &batch).map(drop)
-    }
+    sesame_store::forward_store!(|s| s.inner;
+        get, get_many, write_through_write_if, scan_prefix, io_counts, backend);
     fn write_if(
         &self,
         expect: &[(&[u8], Option<&[u8]>)],

@@ -5,7 +5,10 @@
 /// methods as calls of the same method on the wrapped store, which
 /// `|s| expr` reaches from `s: &Self`. A wrapper that changes some
 /// methods (fails writes, counts commits, removes a database when
-/// dropped) writes those itself and forwards the rest.
+/// dropped) writes those itself and forwards the rest; the name
+/// `write_through_write_if` in the list writes `write` as a `write_if`
+/// with no condition, so that a wrapper's own `write_if` sees every
+/// write.
 ///
 /// ```ignore
 /// impl Store for Counting {
@@ -34,6 +37,13 @@ macro_rules! forward_store {
         fn write(&self, batch: $crate::__core::WriteBatch) -> $crate::__core::Result<()> {
             let $s = self;
             $inner.write(batch)
+        }
+    };
+    // Not a forward: `write` as a `write_if` with no condition, for a
+    // wrapper whose own `write_if` changes writes.
+    (@one $s:ident, $inner:expr, write_through_write_if) => {
+        fn write(&self, batch: $crate::__core::WriteBatch) -> $crate::__core::Result<()> {
+            self.write_if(&[], &batch).map(drop)
         }
     };
     (@one $s:ident, $inner:expr, write_if) => {

@@ -81,6 +81,43 @@ pub(crate) fn scan_range<'a>(
     }
 }
 
+/// The scans of a backend with ordered keys (memory, redb), written inside
+/// its `impl Store`: `scan_prefix` and `scan_from` over its inherent
+/// `ordered_range(range, descending, limit)` (the range from
+/// [`scan_range`]), counted in its `io` field, and `ordered_probes`
+/// (`true`) and `io_counts`.
+macro_rules! ordered_scans {
+    () => {
+        fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            self.scan_from(prefix, prefix, false, usize::MAX)
+        }
+
+        fn scan_from(
+            &self,
+            prefix: &[u8],
+            from: &[u8],
+            descending: bool,
+            limit: usize,
+        ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+            let end = $crate::prefix_end(prefix);
+            let pairs = match $crate::scan_range(prefix, end.as_deref(), from, descending) {
+                Some(range) => self.ordered_range(range, descending, limit)?,
+                None => Vec::new(),
+            };
+            $crate::counted_scan(&self.io, pairs)
+        }
+
+        fn ordered_probes(&self) -> bool {
+            true
+        }
+
+        fn io_counts(&self) -> sesame_core::IoCounts {
+            self.io.counts()
+        }
+    };
+}
+pub(crate) use ordered_scans;
+
 /// Counts a scan's answer in `io` and returns it.
 pub(crate) fn counted_scan(
     io: &IoCounter,

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use sesame_core::{IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+use sesame_core::{IoCounter, Result, Store, WriteBatch, WriteOp};
 
-use crate::{counted_scan, prefix_end, scan_range};
+use crate::KeyRange;
 
 /// A store in a `BTreeMap` behind a lock: nothing survives the process.
 ///
@@ -32,6 +32,26 @@ impl MemoryStore {
 
     fn write_map(&self) -> RwLockWriteGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
         self.map.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl MemoryStore {
+    /// The pairs of `range`, at most `limit`, ascending or `descending`
+    /// (for [`crate::ordered_scans`]).
+    fn ordered_range(
+        &self,
+        range: KeyRange<'_>,
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let map = self.read_map();
+        let clone = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
+        let range = map.range::<[u8], _>(range);
+        Ok(if descending {
+            range.rev().take(limit).map(clone).collect()
+        } else {
+            range.take(limit).map(clone).collect()
+        })
     }
 }
 
@@ -99,40 +119,7 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_from(prefix, prefix, false, usize::MAX)
-    }
-
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let end = prefix_end(prefix);
-        let map = self.read_map();
-        let clone = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
-        let pairs = match scan_range(prefix, end.as_deref(), from, descending) {
-            None => Vec::new(),
-            Some(range) if descending => map
-                .range::<[u8], _>(range)
-                .rev()
-                .take(limit)
-                .map(clone)
-                .collect(),
-            Some(range) => map.range::<[u8], _>(range).take(limit).map(clone).collect(),
-        };
-        counted_scan(&self.io, pairs)
-    }
-
-    fn ordered_probes(&self) -> bool {
-        true
-    }
-
-    fn io_counts(&self) -> IoCounts {
-        self.io.counts()
-    }
+    crate::ordered_scans!();
 
     fn backend(&self) -> &'static str {
         "memory"

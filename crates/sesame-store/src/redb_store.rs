@@ -11,11 +11,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::backends::InMemoryBackend;
 use redb::{Builder, Database, ReadableTable, TableDefinition, TableError, WriteTransaction};
-use sesame_core::{Conditional, Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+use sesame_core::{Conditional, Error, IoCounter, Result, Store, WriteBatch, WriteOp};
 
 use crate::probe::ProbeBackend;
 use crate::redb_error::{from_redb, from_redb_probe, guard, panicked};
-use crate::{counted_group, counted_scan, prefix_end, scan_range};
+use crate::{counted_group, KeyRange};
 
 /// The key of the format marker in the metadata table `sesame.meta`.
 pub const FORMAT_KEY: &str = "sesame.format";
@@ -663,6 +663,38 @@ fn truncated(s: &str) -> String {
     s.chars().take(64).collect()
 }
 
+impl RedbStore {
+    /// The pairs of `range`, at most `limit`, ascending or `descending`
+    /// (for [`crate::ordered_scans`]).
+    fn ordered_range(
+        &self,
+        range: KeyRange<'_>,
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let map = |e: redb::Error| from_redb(&self.label, e);
+        self.run(|db| {
+            let txn = db.begin_read().map_err(|e| map(e.into()))?;
+            let table = txn.open_table(DATA).map_err(|e| map(e.into()))?;
+            let copy = |item: std::result::Result<_, redb::StorageError>| {
+                let (k, v): (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>) =
+                    item.map_err(|e| map(e.into()))?;
+                Ok((k.value().to_vec(), v.value().to_vec()))
+            };
+            let range = table.range::<&[u8]>(range).map_err(|e| map(e.into()))?;
+            if descending {
+                range
+                    .rev()
+                    .take(limit)
+                    .map(copy)
+                    .collect::<Result<Vec<_>>>()
+            } else {
+                range.take(limit).map(copy).collect::<Result<Vec<_>>>()
+            }
+        })
+    }
+}
+
 impl Store for RedbStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut values = self.get_many(&[key])?;
@@ -748,51 +780,7 @@ impl Store for RedbStore {
         1
     }
 
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.scan_from(prefix, prefix, false, usize::MAX)
-    }
-
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let map = |e: redb::Error| from_redb(&self.label, e);
-        let end = prefix_end(prefix);
-        let Some(range) = scan_range(prefix, end.as_deref(), from, descending) else {
-            return counted_scan(&self.io, Vec::new());
-        };
-        let pairs = self.run(|db| {
-            let txn = db.begin_read().map_err(|e| map(e.into()))?;
-            let table = txn.open_table(DATA).map_err(|e| map(e.into()))?;
-            let copy = |item: std::result::Result<_, redb::StorageError>| {
-                let (k, v): (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>) =
-                    item.map_err(|e| map(e.into()))?;
-                Ok((k.value().to_vec(), v.value().to_vec()))
-            };
-            let range = table.range::<&[u8]>(range).map_err(|e| map(e.into()))?;
-            if descending {
-                range
-                    .rev()
-                    .take(limit)
-                    .map(copy)
-                    .collect::<Result<Vec<_>>>()
-            } else {
-                range.take(limit).map(copy).collect::<Result<Vec<_>>>()
-            }
-        })?;
-        counted_scan(&self.io, pairs)
-    }
-
-    fn ordered_probes(&self) -> bool {
-        true
-    }
-
-    fn io_counts(&self) -> IoCounts {
-        self.io.counts()
-    }
+    crate::ordered_scans!();
 
     fn backend(&self) -> &'static str {
         "redb"

@@ -55,6 +55,21 @@ impl<S: Store> Store for Dropping<S> {
         commit_groups, scan_prefix, scan_from, ordered_probes, io_counts, backend);
 }
 
+/// The command that runs this test binary's test `crash_child` alone: the
+/// child process a crash test starts and kills (its environment says what
+/// the child does).
+pub fn crash_child() -> std::io::Result<std::process::Command> {
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command.args([
+        "--exact",
+        "crash_child",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    Ok(command)
+}
+
 /// Instantiates the store suite as `#[test]` functions in the current
 /// module, given an expression that makes a fresh, empty store (a function
 /// path or a closure; the store may be any type that implements `Store`),

@@ -13,7 +13,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -84,19 +84,11 @@ fn crash_child() {
 /// kills it `delay` after it reported `BEFORE_KILL` commits; returns the
 /// last commit it reported.
 fn run_and_kill(path: &Path, delay: Duration, vacuum: bool) -> u64 {
-    let exe = std::env::current_exe().unwrap();
-    let mut command = Command::new(exe);
+    let mut command = sesame_store::suite::crash_child().unwrap();
     if vacuum {
         command.env(VACUUM_ENV, "1");
     }
     let mut child = command
-        .args([
-            "--exact",
-            "crash_child",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
         .env(CHILD_ENV, path)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
