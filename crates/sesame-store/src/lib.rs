@@ -53,6 +53,14 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 /// A range of keys: its lower and upper bounds.
 pub(crate) type KeyRange<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
 
+/// What an ordered scan reads: the pairs of `range`, at most `limit`,
+/// ascending or `descending`.
+pub(crate) struct RangeScan<'a> {
+    pub(crate) range: KeyRange<'a>,
+    pub(crate) descending: bool,
+    pub(crate) limit: usize,
+}
+
 /// The key range a scan of `prefix` from `from` covers: the lower and
 /// upper bounds to iterate (backwards where `descending`), or `None` where
 /// no key of the prefix can match. Shared by the ordered backends (memory,
@@ -83,7 +91,7 @@ pub(crate) fn scan_range<'a>(
 
 /// The scans of a backend with ordered keys (memory, redb), written inside
 /// its `impl Store`: `scan_prefix` and `scan_from` over its inherent
-/// `ordered_range(range, descending, limit)` (the range from
+/// `ordered_range(RangeScan)` (the range from
 /// [`scan_range`]), counted in its `io` field, and `ordered_probes`
 /// (`true`) and `io_counts`.
 macro_rules! ordered_scans {
@@ -101,7 +109,11 @@ macro_rules! ordered_scans {
         ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
             let end = $crate::prefix_end(prefix);
             let pairs = match $crate::scan_range(prefix, end.as_deref(), from, descending) {
-                Some(range) => self.ordered_range(range, descending, limit)?,
+                Some(range) => self.ordered_range($crate::RangeScan {
+                    range,
+                    descending,
+                    limit,
+                })?,
                 None => Vec::new(),
             };
             $crate::counted_scan(&self.io, pairs)

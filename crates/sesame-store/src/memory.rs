@@ -5,7 +5,7 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use sesame_core::{IoCounter, Result, Store, WriteBatch, WriteOp};
 
-use crate::KeyRange;
+use crate::RangeScan;
 
 /// A store in a `BTreeMap` behind a lock: nothing survives the process.
 ///
@@ -36,21 +36,15 @@ impl MemoryStore {
 }
 
 impl MemoryStore {
-    /// The pairs of `range`, at most `limit`, ascending or `descending`
-    /// (for [`crate::ordered_scans`]).
-    fn ordered_range(
-        &self,
-        range: KeyRange<'_>,
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    /// The pairs `scan` reads (for [`crate::ordered_scans`]).
+    fn ordered_range(&self, scan: RangeScan<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let map = self.read_map();
         let clone = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
-        let range = map.range::<[u8], _>(range);
-        Ok(if descending {
-            range.rev().take(limit).map(clone).collect()
+        let range = map.range::<[u8], _>(scan.range);
+        Ok(if scan.descending {
+            range.rev().take(scan.limit).map(clone).collect()
         } else {
-            range.take(limit).map(clone).collect()
+            range.take(scan.limit).map(clone).collect()
         })
     }
 }

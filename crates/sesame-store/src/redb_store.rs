@@ -15,7 +15,7 @@ use sesame_core::{Conditional, Error, IoCounter, Result, Store, WriteBatch, Writ
 
 use crate::probe::ProbeBackend;
 use crate::redb_error::{from_redb, from_redb_probe, guard, panicked};
-use crate::{counted_group, KeyRange};
+use crate::{counted_group, RangeScan};
 
 /// The key of the format marker in the metadata table `sesame.meta`.
 pub const FORMAT_KEY: &str = "sesame.format";
@@ -33,6 +33,11 @@ const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0
 
 /// redb's page cache while a file is inspected before it is opened.
 const PROBE_CACHE_BYTES: usize = 16 << 20;
+
+/// redb's page cache of an open store file (redb's default, 1 GiB, let a
+/// table import's resident memory grow with the file: 1.1 GB for the
+/// flights, `docs/performance.md`, "Importing a table").
+const CACHE_BYTES: usize = 192 << 20;
 
 /// A store in a redb database: the embedded default backend.
 ///
@@ -153,7 +158,10 @@ impl RedbStore {
         check_magic(path, &label)?;
         guard(&label, || probe(path, &label, verify))?;
         let db = guard(&label, || {
-            Builder::new().open(path).map_err(|e| from_redb(&label, e))
+            Builder::new()
+                .set_cache_size(CACHE_BYTES)
+                .open(path)
+                .map_err(|e| from_redb(&label, e))
         })?;
         let store = Self::new(db, Some(path.to_path_buf()), label);
         // The probe saw the marker; checking again costs little and catches a
@@ -220,7 +228,13 @@ impl RedbStore {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(old)));
         }
         let label = &self.label;
-        *guard = guard_open(|| Builder::new().open(path).map_err(|e| from_redb(label, e))).ok();
+        *guard = guard_open(|| {
+            Builder::new()
+                .set_cache_size(CACHE_BYTES)
+                .open(path)
+                .map_err(|e| from_redb(label, e))
+        })
+        .ok();
     }
 
     /// Asks redb to compact the file (move live pages down and shrink it):
@@ -664,14 +678,8 @@ fn truncated(s: &str) -> String {
 }
 
 impl RedbStore {
-    /// The pairs of `range`, at most `limit`, ascending or `descending`
-    /// (for [`crate::ordered_scans`]).
-    fn ordered_range(
-        &self,
-        range: KeyRange<'_>,
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    /// The pairs `scan` reads (for [`crate::ordered_scans`]).
+    fn ordered_range(&self, scan: RangeScan<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let map = |e: redb::Error| from_redb(&self.label, e);
         self.run(|db| {
             let txn = db.begin_read().map_err(|e| map(e.into()))?;
@@ -681,15 +689,17 @@ impl RedbStore {
                     item.map_err(|e| map(e.into()))?;
                 Ok((k.value().to_vec(), v.value().to_vec()))
             };
-            let range = table.range::<&[u8]>(range).map_err(|e| map(e.into()))?;
-            if descending {
+            let range = table
+                .range::<&[u8]>(scan.range)
+                .map_err(|e| map(e.into()))?;
+            if scan.descending {
                 range
                     .rev()
-                    .take(limit)
+                    .take(scan.limit)
                     .map(copy)
                     .collect::<Result<Vec<_>>>()
             } else {
-                range.take(limit).map(copy).collect::<Result<Vec<_>>>()
+                range.take(scan.limit).map(copy).collect::<Result<Vec<_>>>()
             }
         })
     }
