@@ -13,6 +13,10 @@
 //! and the stored documents still to delete. Format-2 (`SSMIDX02`) and
 //! format-1 (`SSMIDX01`) files are still read, and rewritten as format 3 by
 //! the next change; a format-2 file's pending intents are carried over.
+//!
+//! Format 4 (`SSMIDX04`): a state whose encoding reaches [`LOG_FROM`] is
+//! saved as a snapshot and a log of changes, each save appending what
+//! changed (module `log`, which says what it guarantees).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -356,6 +356,17 @@ impl Naming {
     }
 }
 
+/// What the first pass of an import keeps of a key to refuse a repeat.
+fn key_digest(key: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out.copy_from_slice(
+        sesame_crypto::hash::sha256(key.as_bytes())
+            .get(..16)
+            .unwrap_or(&[0; 16]),
+    );
+    out
+}
+
 /// Whether `e` comes from the transport (the server or the connection
 /// failed), which running the same command again gets past.
 fn is_transport(e: &ClientError) -> bool {
@@ -442,7 +453,10 @@ impl Table {
 
         // First pass: check everything, count.
         let mut total = 0u64;
-        let mut keys = BTreeSet::new();
+        // 16 bytes of SHA-256 per key, not the key: the set stays small
+        // whatever the keys' length (two keys that differ share a
+        // digest with a chance of about n^2 / 2^129).
+        let mut keys: HashSet<[u8; 16]> = HashSet::new();
         let mut first = naming.as_ref().map(|n| Naming {
             prefix: n.prefix.clone(),
             base: n.base.clone(),
@@ -469,7 +483,7 @@ impl Table {
                     ),
                 ));
             }
-            if has_key && !keys.insert(record.key.clone()) {
+            if has_key && !keys.insert(key_digest(&record.key)) {
                 return Err(at(
                     row.line,
                     &format!("key {:?} appears twice in the file", record.key),
