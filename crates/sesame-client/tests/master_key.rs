@@ -55,6 +55,9 @@ fn sparse_cuts(round: impl FnMut(Fault, i64) -> bool) -> Vec<usize> {
     cut_until_done(10_000, |after| after + 1 + after / 3, round)
 }
 
+/// Another command on a profile, to see it refused.
+type Command = dyn Fn(&Profile) -> sesame_client::Result<()>;
+
 /// The laptop's profile of `s` after a first rotation `first` that the
 /// server may have cut off: the server healed, the profile opened again
 /// and the rotation run again where it failed. Where the profile notes a
@@ -65,7 +68,7 @@ fn completed(
     p: Profile,
     first: sesame_client::Result<MasterRotation>,
     what: &str,
-    blocked: Option<&dyn Fn(&Profile) -> sesame_client::Result<()>>,
+    blocked: Option<&Command>,
 ) -> Profile {
     s.store.heal();
     drop(p);
