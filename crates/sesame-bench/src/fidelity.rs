@@ -3,17 +3,20 @@
 //! row per paper figure we reproduce (the paper's value, ours, their ratio
 //! and a verdict), also written as `fidelity.json` and `fidelity.csv`.
 //!
-//! Verdicts:
+//! Verdicts (see [`comparisons`]):
 //! - `matches`: ours is within a factor of [`TOLERANCE`] of the paper's;
-//! - `differs`: it is not (the experiment's page says why);
-//! - `not comparable: times depend on the machine`: a time (the papers ran
-//!   other hardware; their trends are what we check, on the charts);
+//!   a time by its ratio to the other times of its table or figure in the
+//!   same run;
+//! - `differs`: it is not (the `why` column and the experiment's page say
+//!   why);
+//! - `not comparable: a lone time`: a time with no other of its group;
 //! - `not comparable: <scale> scale`: a run below the papers' sizes, for a
-//!   figure that grows with the data size (I/O per query over a smaller
-//!   table, bytes over a smaller Bloom filter). Figures marked
+//!   figure that grows with the data size and whose paper states no law
+//!   of that growth. Figures marked
 //!   [`crate::result::PaperFigure::any_scale`] (counts per operation,
 //!   sizes whose configuration the row's parameters fix) are compared at
-//!   every scale.
+//!   every scale; figures with a [`crate::result::Growth`] are compared at
+//!   the paper's size, ours scaled by the paper's law (column `scaled`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -367,18 +370,7 @@ fn now_utc() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let timestamp = sesame_client::table::Field {
-        name: "date".to_owned(),
-        ty: sesame_client::table::FieldType::Timestamp,
-        equality: false,
-        prefix: None,
-        range: None,
-        bits: 64,
-        verified: false,
-    };
-    timestamp.display(&sesame_client::table::Value::Int(
-        i64::try_from(secs).unwrap_or(i64::MAX),
-    ))
+    sesame_client::table::schema::format_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
 fn number(v: f64) -> String {

@@ -363,6 +363,17 @@ fn search_rows(
                 pairs,
                 PAPER_PAIRS,
             );
+            if v.scheme.descriptor.name.starts_with("vasst16") {
+                row.why(
+                    "store_reads",
+                    &format!(
+                        "of the {reads} reads per search, {found} return an entry; VASST16's \
+                         server reads the keyword's labels ahead in batches of 4, 8, ... as \
+                         PiBas's does (the labels past the list's end are found absent) and \
+                         one more read for the number of documents N of its IDF ranking"
+                    ),
+                );
+            }
             if v.scheme.descriptor.name == "chlh15" {
                 row.why(
                     "store_reads",

@@ -84,12 +84,15 @@
       return;
     }
     var k = (hi[1] - lo[1]) / (f(hi[0]) - f(lo[0]));
-    pts.forEach(function (p) {
+    // The first tick out of place says it for the axis.
+    pts.some(function (p) {
       var want = lo[1] + k * (f(p[0]) - f(lo[0]));
       if (Math.abs(want - p[1]) > 3) {
         problems.push(name + ': the ' + axis + ' axis is declared ' + declared + ' but its tick ' +
           p[2] + ' stands at ' + p[1].toFixed(1) + ', not ' + want.toFixed(1));
+        return true;
       }
+      return false;
     });
   }
 

@@ -901,7 +901,9 @@ fn parse_timestamp(text: &str) -> Option<i64> {
     Some(seconds)
 }
 
-fn format_timestamp(seconds: i64) -> String {
+/// `seconds` since 1970-01-01 (UTC) as `YYYY-MM-DDTHH:MM:SSZ`, as a
+/// timestamp field displays it.
+pub fn format_timestamp(seconds: i64) -> String {
     let days = seconds.div_euclid(86_400);
     let rest = seconds.rem_euclid(86_400);
     let (y, mo, d) = civil_from_days(days);
