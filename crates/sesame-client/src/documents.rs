@@ -16,17 +16,32 @@ use crate::error::{ClientError, Result};
 use crate::progress::{Phase, Progress};
 use crate::session::Session;
 use crate::state::DocumentInfo;
-use crate::stored::{check_digest, stored_bound, DocRecord, BATCH_BYTES, SEAL_OVERHEAD};
+use crate::stored::{
+    check_digest, pack, stored_bound, unpack, Compressor, DocRecord, BATCH_BYTES, SEAL_OVERHEAD,
+};
 
 /// Bytes of a document request beside the documents (names, ids,
 /// framing), with room to spare.
 const DOC_OVERHEAD: u64 = 64 << 10;
+/// The forms of a sealed document, told apart by its associated data.
+#[derive(Clone, Copy)]
+enum Form {
+    /// The encoded record sealed as it is (builds before compression).
+    V1,
+    /// The record packed ([`crate::stored::pack`]): compressed and padded
+    /// to a length class, or stored as it is behind a header.
+    V2,
+}
+
 /// The associated data of a sealed document: it binds the blob to its
-/// profile, index and identifier, and, when the session has one, to its
-/// context (a table's incarnation: a record of a dropped table of the
+/// form, profile, index and identifier, and, when the session has one, to
+/// its context (a table's incarnation: a record of a dropped table of the
 /// same name does not open in the table created after it).
-fn doc_aad(profile_id: &str, index: &str, id: DocId, context: &[u8]) -> Vec<u8> {
-    let mut aad = b"sesame-client/document/v1\0".to_vec();
+fn doc_aad(form: Form, profile_id: &str, index: &str, id: DocId, context: &[u8]) -> Vec<u8> {
+    let mut aad = match form {
+        Form::V1 => b"sesame-client/document/v1\0".to_vec(),
+        Form::V2 => b"sesame-client/document/v2\0".to_vec(),
+    };
     for part in [profile_id, index] {
         aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
         aad.extend_from_slice(part.as_bytes());
@@ -40,6 +55,38 @@ fn doc_aad(profile_id: &str, index: &str, id: DocId, context: &[u8]) -> Vec<u8> 
     aad
 }
 
+/// Seals a document's record: packed ([`pack`]: compressed, padded to a
+/// length class) under the current form's associated data.
+fn seal_record(
+    aead: &Aes256GcmSiv,
+    rng: &mut ChaCha20Rng,
+    compressor: &mut Compressor,
+    aad: &[u8],
+    record: &DocRecord,
+) -> Result<Vec<u8>> {
+    let encoded = Zeroizing::new(wire::encode(record)?);
+    let plain = pack(&encoded, compressor)?;
+    aead.seal(rng, aad, &plain)
+        .map_err(|_| ClientError::InvalidArgument("a document is too large to seal".into()))
+}
+
+/// Opens a sealed document of either form: the current one first, then
+/// the form of builds before compression (so their documents still open:
+/// an AEAD that fails under one associated data is tried under the
+/// other). `None`: it opens under neither, or does not decode.
+fn open_record(
+    aead: &Aes256GcmSiv,
+    aad: impl Fn(Form) -> Vec<u8>,
+    blob: &[u8],
+) -> Option<DocRecord> {
+    if let Ok(plain) = aead.open(&aad(Form::V2), blob) {
+        let plain = Zeroizing::new(plain);
+        return wire::decode(&unpack(&plain)?).ok();
+    }
+    let plain = Zeroizing::new(aead.open(&aad(Form::V1), blob).ok()?);
+    wire::decode(&plain).ok()
+}
+
 /// Seals documents and stores them through a document channel, in
 /// batches under the message limit. `Send`: a static rebuild stores the
 /// documents on another thread while it builds the index.
@@ -49,6 +96,7 @@ pub(crate) struct DocWriter {
     index: String,
     context: Vec<u8>,
     rng: ChaCha20Rng,
+    compressor: Compressor,
     limit: u64,
     max_documents: usize,
     channel: Box<dyn Channel + Send>,
@@ -60,11 +108,20 @@ impl DocWriter {
             path: file.path.to_string_lossy().into_owned(),
             content: file.content.clone(),
         };
-        let plain = Zeroizing::new(wire::encode(&record)?);
-        let aad = doc_aad(&self.profile_id, &self.index, id, &self.context);
-        self.aead
-            .seal(&mut self.rng, &aad, &plain)
-            .map_err(|_| ClientError::InvalidArgument(format!("document {id} is too large")))
+        let aad = doc_aad(Form::V2, &self.profile_id, &self.index, id, &self.context);
+        seal_record(
+            &self.aead,
+            &mut self.rng,
+            &mut self.compressor,
+            &aad,
+            &record,
+        )
+        .map_err(|e| match e {
+            ClientError::InvalidArgument(_) => {
+                ClientError::InvalidArgument(format!("document {id}: {e}"))
+            }
+            e => e,
+        })
     }
 
     /// Seals and stores `batch`, in order, calling `stored(n)` once the
@@ -115,13 +172,8 @@ impl Session {
     }
 
     pub(crate) fn open_document(&self, id: DocId, blob: &[u8]) -> Result<DocRecord> {
-        let aad = doc_aad(&self.profile_id, &self.index, id, &self.doc_context);
-        let plain = Zeroizing::new(
-            self.docs
-                .open(&aad, blob)
-                .map_err(|_| ClientError::DocumentCorrupt(id))?,
-        );
-        wire::decode(&plain).map_err(|_| ClientError::DocumentCorrupt(id))
+        let aad = |form| doc_aad(form, &self.profile_id, &self.index, id, &self.doc_context);
+        open_record(&self.docs, aad, blob).ok_or(ClientError::DocumentCorrupt(id))
     }
 
     /// What sealing and storing documents needs, taken from the session
@@ -135,6 +187,7 @@ impl Session {
             context: self.doc_context.clone(),
             rng: ChaCha20Rng::from_rng(&mut self.rng)
                 .map_err(|e| ClientError::InvalidArgument(format!("a generator failed: {e}")))?,
+            compressor: Compressor::new()?,
             limit: self.batch_bytes(),
             max_documents: self.max_documents,
             channel: self.backend.document_channel(&self.index)?,
@@ -263,4 +316,49 @@ fn chunk_by_size(docs: &[DocumentInfo], limit: u64, count: usize) -> Vec<&[Docum
         out.push(&docs[start..]);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(content: &[u8]) -> DocRecord {
+        DocRecord {
+            path: "dir/file.txt".into(),
+            content: content.to_vec(),
+        }
+    }
+
+    #[test]
+    fn documents_sealed_before_compression_still_open() {
+        let aead = Aes256GcmSiv::from_slice(&[7; 32]).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let aad = |form| doc_aad(form, "p1", "default", 42, b"");
+        let content = b"the earlier form: the encoded record, sealed as it is ".repeat(40);
+        // As builds before compression sealed a document.
+        let plain = wire::encode(&record(&content)).unwrap();
+        let old = aead.seal(&mut rng, &aad(Form::V1), &plain).unwrap();
+        let opened = open_record(&aead, aad, &old).unwrap();
+        assert_eq!(opened.content, content);
+        assert_eq!(opened.path, "dir/file.txt");
+
+        // The current form opens too, and is shorter for text.
+        let mut c = Compressor::new().unwrap();
+        let new = seal_record(&aead, &mut rng, &mut c, &aad(Form::V2), &record(&content)).unwrap();
+        assert!(
+            new.len() * 4 < old.len(),
+            "{} against {}",
+            new.len(),
+            old.len()
+        );
+        assert_eq!(open_record(&aead, aad, &new).unwrap().content, content);
+
+        // Under another identifier neither opens; nor does an altered blob.
+        let other = |form| doc_aad(form, "p1", "default", 43, b"");
+        assert!(open_record(&aead, other, &old).is_none());
+        assert!(open_record(&aead, other, &new).is_none());
+        let mut altered = new.clone();
+        altered[20] ^= 1;
+        assert!(open_record(&aead, aad, &altered).is_none());
+    }
 }

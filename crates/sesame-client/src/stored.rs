@@ -1,5 +1,6 @@
 //! What a stored document is, and what bounds its reads: the sealed
-//! record, the bound of its blob and the check of its digest, the batch
+//! record and its packing (compressed, padded to a length class), the
+//! bound of its blob and the check of its digest, the batch
 //! limits of the document service, and the gate an add's indexing waits
 //! on while its documents are stored. Used by the session's documents
 //! (`documents.rs`), its rotation and its sync.
@@ -7,7 +8,7 @@
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
-use zeroize::Zeroize;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
@@ -20,7 +21,9 @@ pub(crate) const BATCH_BYTES: u64 = 16 << 20;
 pub(crate) const DOCS_PER_REQUEST: usize = 10_000;
 
 /// Bytes of a sealed document beside its content: the encoded path and
-/// lengths, the AEAD's nonce and tag, and the message framing.
+/// lengths, the packing's header ([`PACK_HEADER`]; a compressed document
+/// is shorter than its content), the AEAD's nonce and tag, and the
+/// message framing.
 pub(crate) const SEAL_OVERHEAD: u64 = 256;
 
 /// The most bytes the sealed blob of a catalogued document may have: its
@@ -32,6 +35,98 @@ pub(crate) fn stored_bound(doc: &DocumentInfo) -> u64 {
     doc.size
         .saturating_add(doc.path.len() as u64)
         .saturating_add(SEAL_OVERHEAD)
+}
+
+/// The lengths a packed document may take beside its header, as
+/// fractions of its encoded record's length `m`, in 65,536ths: `m`
+/// itself (the record stored as it is) and `m / 2^(k/2)` for `k` in
+/// 1..=6 (down to an eighth). A compressed record is padded to the
+/// shortest of these that holds it, so a sealed document's length is a
+/// function of `m` (as before compression) and of which of these seven
+/// classes its compression ratio falls in: at most three bits more.
+const CLASSES: [u64; 7] = [65_536, 46_341, 32_768, 23_170, 16_384, 11_585, 8_192];
+
+/// Bytes of a packed document's header: its form (1 byte), the encoded
+/// record's length and the body's length (8 bytes each, big-endian).
+pub(crate) const PACK_HEADER: usize = 17;
+
+/// Forms of a packed document's body.
+const RAW: u8 = 0;
+const ZSTD: u8 = 1;
+
+/// zstd's level: its fastest with a useful ratio (the corpus of
+/// `docs/performance.md` compresses 3.7 times).
+const ZSTD_LEVEL: i32 = 1;
+
+/// The most bytes an encoded record may have: the largest document, its
+/// path and the encoding's framing.
+const MAX_RECORD: u64 = crate::MAX_DOCUMENT + (1 << 20);
+
+/// Length of class `k` for a record of `m` bytes (rounded up).
+fn class_len(m: usize, k: usize) -> usize {
+    ((m as u128 * u128::from(CLASSES[k])).div_ceil(1 << 16)) as usize
+}
+
+/// The plaintext a document is sealed as: its encoded record compressed
+/// with zstd and padded with zeros to the shortest length class that
+/// holds it, or, where no class shorter than the record does, the record
+/// as it is. `PACK_HEADER` bytes of header first. The compressor's
+/// internal buffers are freed without being wiped (as the AEAD's are).
+pub(crate) fn pack(encoded: &[u8], compressor: &mut Compressor) -> Result<Zeroizing<Vec<u8>>> {
+    let m = encoded.len();
+    let compressed = Zeroizing::new(
+        compressor
+            .0
+            .compress(encoded)
+            .map_err(|e| ClientError::InvalidArgument(format!("compressing a document: {e}")))?,
+    );
+    let class = (1..CLASSES.len())
+        .rev()
+        .find(|&k| class_len(m, k) >= compressed.len());
+    let (form, body, len) = match class {
+        Some(k) => (ZSTD, compressed.as_slice(), class_len(m, k)),
+        None => (RAW, encoded, m),
+    };
+    let mut out = Zeroizing::new(Vec::with_capacity(PACK_HEADER + len));
+    out.push(form);
+    out.extend_from_slice(&(m as u64).to_be_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_be_bytes());
+    out.extend_from_slice(body);
+    out.resize(PACK_HEADER + len, 0);
+    Ok(out)
+}
+
+/// The encoded record of a packed document; `None` if `plain` is not one
+/// (a header naming more bytes than it holds, an unknown form, a body
+/// that does not decompress to the length the header names).
+pub(crate) fn unpack(plain: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
+    let (&form, rest) = plain.split_first()?;
+    let (m, rest) = rest.split_first_chunk::<8>()?;
+    let (n, rest) = rest.split_first_chunk::<8>()?;
+    let (m, n) = (u64::from_be_bytes(*m), u64::from_be_bytes(*n));
+    if m > MAX_RECORD || n > rest.len() as u64 {
+        return None;
+    }
+    let body = &rest[..n as usize];
+    match form {
+        RAW if n == m => Some(Zeroizing::new(body.to_vec())),
+        ZSTD => {
+            let out = Zeroizing::new(zstd::bulk::decompress(body, m as usize).ok()?);
+            (out.len() as u64 == m).then_some(out)
+        }
+        _ => None,
+    }
+}
+
+/// A zstd compression context, kept across the documents of one writer.
+pub(crate) struct Compressor(zstd::bulk::Compressor<'static>);
+
+impl Compressor {
+    pub(crate) fn new() -> Result<Self> {
+        zstd::bulk::Compressor::new(ZSTD_LEVEL)
+            .map(Compressor)
+            .map_err(|e| ClientError::InvalidArgument(format!("a zstd context: {e}")))
+    }
 }
 
 /// What an encrypted document holds.
@@ -108,5 +203,88 @@ impl StoredGate {
                 .unwrap_or_else(PoisonError::into_inner);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes from a seeded generator: `text` words from a small
+    /// vocabulary (compressible), or uniform bytes (not).
+    fn bytes(seed: u64, n: usize, text: bool) -> Vec<u8> {
+        let mut x = seed | 1;
+        let mut out = Vec::with_capacity(n + 8);
+        while out.len() < n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if text {
+                out.extend_from_slice(
+                    ["self ", "return ", "value ", "if "][(x % 4) as usize].as_bytes(),
+                );
+            } else {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn packed_documents_round_trip_and_take_a_class_length() {
+        let mut c = Compressor::new().unwrap();
+        for n in [0, 1, 17, 100, 4_000, 50_000] {
+            for text in [true, false] {
+                let encoded = bytes(n as u64 + 3, n, text);
+                let packed = pack(&encoded, &mut c).unwrap();
+                assert_eq!(unpack(&packed).unwrap().as_slice(), encoded.as_slice());
+                // The length is one of the seven classes of `n`.
+                let classes: Vec<usize> = (0..CLASSES.len()).map(|k| class_len(n, k)).collect();
+                let body = packed.len() - PACK_HEADER;
+                assert!(classes.contains(&body), "{n} bytes packed into {body}");
+                if text && n >= 4_000 {
+                    // Compressible text takes a class of a quarter or less.
+                    assert!(body <= class_len(n, 4), "{n} bytes packed into {body}");
+                    assert_eq!(packed[0], ZSTD);
+                }
+                if !text && n >= 100 {
+                    // Incompressible bytes are stored as they are.
+                    assert_eq!(body, n);
+                    assert_eq!(packed[0], RAW);
+                }
+            }
+        }
+        // Two texts of one length and one class: the same length, whatever
+        // their words.
+        let a = pack(&bytes(1, 30_000, true), &mut c).unwrap();
+        let b = pack(&bytes(2, 30_000, true), &mut c).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), b.len());
+    }
+
+    #[test]
+    fn a_damaged_packing_is_refused() {
+        let mut c = Compressor::new().unwrap();
+        let encoded = bytes(5, 20_000, true);
+        let packed = pack(&encoded, &mut c).unwrap();
+        // Cut short, a body longer than the rest, a length the body does not
+        // decompress to, an unknown form: none unpacks (and none panics).
+        assert!(unpack(&packed[..10]).is_none());
+        let mut longer = packed.to_vec();
+        longer[9..17].copy_from_slice(&(packed.len() as u64).to_be_bytes());
+        assert!(unpack(&longer).is_none());
+        let mut wrong = packed.to_vec();
+        wrong[1..9].copy_from_slice(&19_999u64.to_be_bytes());
+        assert!(unpack(&wrong).is_none());
+        let mut huge = packed.to_vec();
+        huge[1..9].copy_from_slice(&u64::MAX.to_be_bytes());
+        assert!(unpack(&huge).is_none());
+        let mut form = packed.to_vec();
+        form[0] = 9;
+        assert!(unpack(&form).is_none());
+        let mut raw = packed.to_vec();
+        raw[0] = RAW;
+        assert!(unpack(&raw).is_none());
     }
 }

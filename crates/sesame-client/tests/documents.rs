@@ -36,8 +36,20 @@ fn stored(dir: &Path) -> (Profile, Arc<MemoryStore>, Docs) {
     for i in 0..3 {
         fs::write(files.join(format!("f{i}.txt")), format!("word{i} small")).unwrap();
     }
-    let big: String = (0..3_000).map(|i| format!("w{i} ")).collect();
-    fs::write(files.join("big.txt"), &big).unwrap();
+    // Bytes that do not compress, so the document is stored at its length
+    // (a compressed one is shorter than its bound: a forged count within
+    // the bound is found missing a piece instead, after at most the
+    // pieces the bound allows).
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let big: Vec<u8> = (0..17_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    fs::write(files.join("big.bin"), &big).unwrap();
     let store = Arc::new(MemoryStore::new());
     let mut s = session(&p, &store);
     s.add_documents(&[&files], &mut |_| {}).unwrap();
@@ -128,4 +140,69 @@ fn one_more_piece_than_recorded_is_refused() {
     let err = s.get(*id).unwrap_err().to_string();
     assert!(err.contains("catalog"), "{err}");
     assert!(!err.contains("missing"), "{err}");
+}
+
+/// Text like a folder of sources: lines of words drawn from a small
+/// vocabulary, in a seeded order.
+fn text(seed: u64, bytes: usize) -> String {
+    const WORDS: [&str; 24] = [
+        "def", "return", "self", "import", "value", "for", "in", "if", "else", "None", "class",
+        "raise", "error", "name", "path", "len", "with", "open", "data", "key", "args", "list",
+        "dict", "the",
+    ];
+    let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    let mut out = String::with_capacity(bytes + 16);
+    while out.len() < bytes {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let w = WORDS[(x >> 33) as usize % WORDS.len()];
+        out.push_str(w);
+        out.push(if (x >> 20) % 9 == 0 { '\n' } else { ' ' });
+    }
+    out
+}
+
+/// Sealed bytes the store holds under the index's document prefix: every
+/// value (pieces, heads) less the heads' 4-byte piece counts.
+fn stored_bytes(store: &MemoryStore) -> u64 {
+    let prefix = format!("d/{DEFAULT_INDEX}/");
+    store
+        .scan_prefix(prefix.as_bytes())
+        .unwrap()
+        .iter()
+        .map(|(k, v)| match k.get(prefix.len()) {
+            Some(b'h') => v.len().saturating_sub(4) as u64,
+            _ => v.len() as u64,
+        })
+        .sum()
+}
+
+#[test]
+fn documents_are_stored_compressed_and_read_back_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = support::profile_at(&tmp.path().join("p"), "pibas");
+    let files = tmp.path().join("files");
+    fs::create_dir_all(&files).unwrap();
+    let mut plain = 0u64;
+    for i in 0..40u64 {
+        let t = text(i, 2_000 + 700 * i as usize);
+        plain += t.len() as u64;
+        fs::write(files.join(format!("f{i:02}.py")), t).unwrap();
+    }
+    let store = Arc::new(MemoryStore::new());
+    let mut s = session(&p, &store);
+    s.add_documents(&[&files], &mut |_| {}).unwrap();
+    let sealed = stored_bytes(&store);
+    // Text compresses: the store holds well under half its bytes.
+    assert!(
+        sealed * 2 < plain,
+        "{sealed} sealed bytes stored for {plain} bytes of text"
+    );
+    // Every document reads back whole, and `check` finds nothing wrong.
+    for d in s.documents() {
+        assert_eq!(s.get(d.id).unwrap(), fs::read(&d.path).unwrap());
+    }
+    let report = s.check(&mut |_| {}).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
