@@ -412,7 +412,8 @@ struct DiesBeforeCommit {
 }
 
 impl Store for DiesBeforeCommit {
-    sesame_store::forward_store!(|s| s.inner; get, get_many, write, scan_prefix, io_counts, backend);
+    sesame_store::forward_store!(|s| s.inner;
+        get, get_many, write, scan_prefix, io_counts, backend);
     fn write_if(
         &self,
         expect: &[(&[u8], Option<&[u8]>)],
