@@ -158,7 +158,11 @@ fn text(seed: u64, bytes: usize) -> String {
             .wrapping_add(1_442_695_040_888_963_407);
         let w = WORDS[(x >> 33) as usize % WORDS.len()];
         out.push_str(w);
-        out.push(if (x >> 20) % 9 == 0 { '\n' } else { ' ' });
+        out.push(if (x >> 20).is_multiple_of(9) {
+            '\n'
+        } else {
+            ' '
+        });
     }
     out
 }
