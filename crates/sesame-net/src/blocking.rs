@@ -145,9 +145,14 @@ impl Servers {
 fn transient(s: &Status) -> bool {
     // UNKNOWN is what a connection that broke under the call gives (the
     // server itself never answers it); tonic reports an HTTP/2 stream
-    // broken by a server's death as INTERNAL.
-    matches!(s.code(), Code::Unavailable | Code::Unknown)
-        || (s.code() == Code::Internal && s.message().starts_with("h2 protocol error"))
+    // broken by a server's death as INTERNAL, and a request that hyper
+    // dropped because its connection closed as CANCELLED ("operation was
+    // canceled"; the server answers CANCELLED only to a client that has
+    // gone, so a client never reads it as an answer).
+    matches!(
+        s.code(),
+        Code::Unavailable | Code::Unknown | Code::Cancelled
+    ) || (s.code() == Code::Internal && s.message().starts_with("h2 protocol error"))
 }
 
 impl std::fmt::Debug for Connection {
@@ -542,5 +547,16 @@ mod tests {
             )),
             Error::Transport(_)
         ));
+    }
+
+    #[test]
+    fn a_connection_closed_under_a_request_is_sent_again() {
+        // Seen when a server was killed during an add: hyper cancels the
+        // request it was writing, and tonic reports CANCELLED.
+        assert!(transient(&Status::cancelled("operation was canceled")));
+        assert!(transient(&Status::unavailable("x")));
+        assert!(transient(&Status::internal("h2 protocol error: x")));
+        assert!(!transient(&Status::internal("the index is corrupt")));
+        assert!(!transient(&Status::failed_precondition("x")));
     }
 }
