@@ -53,6 +53,75 @@ macro_rules! keyword_scheme {
 }
 pub(crate) use keyword_scheme;
 
+/// A sealed value as it crosses the channel: the same bytes on the wire
+/// as a `Vec<u8>` (a length, then the bytes), but encoded and decoded in
+/// one copy instead of byte by byte.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Sealed(pub Vec<u8>);
+
+impl std::fmt::Debug for Sealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sealed({} bytes)", self.0.len())
+    }
+}
+
+impl std::ops::Deref for Sealed {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for Sealed {
+    fn from(bytes: Vec<u8>) -> Self {
+        Sealed(bytes)
+    }
+}
+
+impl From<Sealed> for Vec<u8> {
+    fn from(sealed: Sealed) -> Self {
+        sealed.0
+    }
+}
+
+impl Serialize for Sealed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Sealed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Sealed;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> std::result::Result<Sealed, E> {
+                Ok(Sealed(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(
+                self,
+                v: Vec<u8>,
+            ) -> std::result::Result<Sealed, E> {
+                Ok(Sealed(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Sealed, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(b) = seq.next_element()? {
+                    out.push(b);
+                }
+                Ok(Sealed(out))
+            }
+        }
+        d.deserialize_byte_buf(Bytes)
+    }
+}
+
 /// Fills the unused slots of a block. No document may have this identifier.
 pub const PAD: DocId = DocId::MAX;
 
@@ -468,6 +537,42 @@ where
     }
 }
 
+/// The check of an answer that must be `expected` (a scheme's `Stored`
+/// or `Done`): any other is [`Error::unexpected`] of `scheme`.
+pub fn answered<Resp: PartialEq + std::fmt::Debug>(
+    scheme: &'static str,
+    expected: Resp,
+) -> impl Fn(Resp) -> Result<()> {
+    move |r| {
+        if r == expected {
+            Ok(())
+        } else {
+            Err(Error::unexpected(scheme, &r))
+        }
+    }
+}
+
+/// Decodes an encoded answer and checks that it is `expected`
+/// ([`answered`]).
+pub fn check_answered<Resp: DeserializeOwned + PartialEq + std::fmt::Debug>(
+    scheme: &'static str,
+    expected: Resp,
+    response: &[u8],
+) -> Result<()> {
+    answered(scheme, expected)(sesame_core::wire::decode(response)?)
+}
+
+/// Sends `request` and checks that the answer is `expected`
+/// ([`answered`]).
+pub fn call_answered<Req: Serialize, Resp: DeserializeOwned + PartialEq + std::fmt::Debug>(
+    channel: &mut dyn Channel,
+    scheme: &'static str,
+    request: &Req,
+    expected: Resp,
+) -> Result<()> {
+    answered(scheme, expected)(channel::call(channel, request)?)
+}
+
 /// A uniform value in `0..n` ([`sesame_crypto::prg::uniform_below`]); 0
 /// (drawing nothing) when `n` is 0 or 1.
 pub fn below(rng: &mut dyn CryptoRngCore, n: u64) -> u64 {
@@ -489,6 +594,23 @@ pub fn shuffled(rng: &mut dyn CryptoRngCore, n: usize) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sealed_values_have_the_bytes_of_a_vec() {
+        // Every length class of postcard's length prefix, and a value in
+        // an option and a tuple, as SDd's messages carry them.
+        for len in [0usize, 1, 127, 128, 300, 16_384] {
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let plain = sesame_core::wire::encode(&(7u64, Some(bytes.clone()))).unwrap();
+            let sealed = sesame_core::wire::encode(&(7u64, Some(Sealed(bytes.clone())))).unwrap();
+            assert_eq!(plain, sealed, "length {len}");
+            let back: (u64, Option<Sealed>) = sesame_core::wire::decode(&plain).unwrap();
+            assert_eq!(back.1, Some(Sealed(bytes)));
+        }
+        // A truncated value is refused, not read past its end.
+        let enc = sesame_core::wire::encode(&Sealed(vec![1; 10])).unwrap();
+        assert!(sesame_core::wire::decode::<Sealed>(&enc[..enc.len() - 1]).is_err());
+    }
 
     #[test]
     fn id_blocks_round_trip_and_reject_ragged_lengths() {

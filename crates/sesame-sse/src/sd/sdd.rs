@@ -49,7 +49,7 @@
 mod schedule;
 use schedule::{Op, Schedule};
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rand_core::CryptoRngCore;
@@ -63,7 +63,7 @@ use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
 use super::levels::*;
 use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
-use crate::common::{self};
+use crate::common::{self, Sealed};
 
 /// Descriptor of SDd.
 pub static SDD_DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
@@ -118,9 +118,9 @@ pub enum SddRequest {
     /// Drops buffers, then writes entries.
     Put {
         /// Array entries: (buffer, position, sealed entry).
-        positional: Vec<(u64, u64, Vec<u8>)>,
+        positional: Vec<(u64, u64, Sealed)>,
         /// Searchable entries: (buffer, label, sealed entry).
-        labelled: Vec<(u64, [u8; LABEL_LEN], Vec<u8>)>,
+        labelled: Vec<(u64, [u8; LABEL_LEN], Sealed)>,
         /// Buffers to drop.
         drop: Vec<u64>,
     },
@@ -137,7 +137,7 @@ pub enum SddResponse {
     /// Done.
     Done,
     /// Sealed entries of a fetch, in order.
-    Items(Vec<Option<Vec<u8>>>),
+    Items(Vec<Option<Sealed>>),
     /// Sealed entries of the keyword, per token.
     Found(Vec<Vec<Vec<u8>>>),
 }
@@ -396,7 +396,7 @@ impl SddClient {
         buffer: u64,
         count: u64,
         u: &Update,
-    ) -> Result<(u64, [u8; LABEL_LEN], Vec<u8>)> {
+    ) -> Result<(u64, [u8; LABEL_LEN], Sealed)> {
         let prf = Aes128Prf::new(&Key::from_bytes(keys.label_key(&u.keyword)));
         let sealed = seal_searchable(rng, keys, buffer, u)?;
         Ok((buffer, label(&prf, count), sealed))
@@ -412,14 +412,14 @@ impl SddClient {
         buffer: u64,
         position: u64,
         entry: &Entry,
-    ) -> Result<(u64, u64, Vec<u8>)> {
+    ) -> Result<(u64, u64, Sealed)> {
         let mut plain = Vec::with_capacity(LABEL_LEN + 64);
         plain.extend_from_slice(&entry.label);
         entry.update.encode_into(&mut plain);
         let sealed = keys
             .aead
             .seal(rng, &positional_ad(buffer, position), &plain)?;
-        Ok((buffer, position, sealed))
+        Ok((buffer, position, Sealed(sealed)))
     }
 
     /// Opens an array entry. Format-1 arrays held the searchable entry's
@@ -535,10 +535,7 @@ impl SddClient {
                 labelled,
                 drop: Vec::new(),
             };
-            match channel::call(channel, &put)? {
-                SddResponse::Done => {}
-                other => return Err(Error::unexpected("SDd", &other)),
-            }
+            common::call_answered(channel, "SDd", &put, SddResponse::Done)?;
         }
         self.place(level, buffer)
     }
@@ -564,8 +561,8 @@ impl SddClient {
         }
         // Round 1: every array entry a step reads that no earlier step of
         // this update wrote.
-        let mut written: HashSet<(u64, u64)> = HashSet::new();
-        let mut requested: HashSet<(u64, u64)> = HashSet::new();
+        let mut written: BTreeSet<(u64, u64)> = BTreeSet::new();
+        let mut requested: BTreeSet<(u64, u64)> = BTreeSet::new();
         let mut items = Vec::new();
         for (_, ops) in &plan {
             for op in ops {
@@ -766,10 +763,7 @@ impl SddClient {
             labelled,
             drop,
         };
-        match channel::call(channel, &put)? {
-            SddResponse::Done => Ok(()),
-            other => Err(Error::unexpected("SDd", &other)),
-        }
+        common::call_answered(channel, "SDd", &put, SddResponse::Done)
     }
 }
 
@@ -779,7 +773,7 @@ impl SddClient {
 /// buffers, most of them the same as the update before). Held in memory
 /// only, wiped when dropped, never saved.
 #[derive(Default)]
-struct KeyCache(HashMap<u64, LevelKeys>);
+struct KeyCache(BTreeMap<u64, LevelKeys>);
 
 impl KeyCache {
     fn get(&mut self, client: &SddClient, buffer: u64) -> &LevelKeys {
@@ -788,7 +782,7 @@ impl KeyCache {
 
     /// Drops the keys of every buffer that no level holds or merges.
     fn retain(&mut self, levels: &[Level]) {
-        let live: HashSet<u64> = levels
+        let live: BTreeSet<u64> = levels
             .iter()
             .flat_map(|l| {
                 let merge = l
@@ -884,8 +878,12 @@ fn seal_searchable(
     keys: &LevelKeys,
     buffer: u64,
     u: &Update,
-) -> Result<Vec<u8>> {
-    Ok(keys.aead.seal(rng, &buffer.to_le_bytes(), &u.encode())?)
+) -> Result<Sealed> {
+    Ok(Sealed(keys.aead.seal(
+        rng,
+        &buffer.to_le_bytes(),
+        &u.encode(),
+    )?))
 }
 
 /// The associated data of an array entry.
@@ -922,10 +920,7 @@ impl KeywordClient for SddClient {
         db: &Multimap,
     ) -> Result<()> {
         common::check_ids(db)?;
-        match channel::call(channel, &SddRequest::Reset)? {
-            SddResponse::Done => {}
-            other => return Err(Error::unexpected("SDd", &other)),
-        }
+        common::call_answered(channel, "SDd", &SddRequest::Reset, SddResponse::Done)?;
         self.levels.clear();
         self.key_cache = KeyCache::default();
         self.seq = 0;
@@ -1026,7 +1021,11 @@ impl Handler for SddServer {
             SddRequest::Fetch { items } => {
                 let mut out = Vec::with_capacity(items.len());
                 for (b, p) in items {
-                    out.push(self.store.get(&buffer_key(b'a', b, &p.to_be_bytes()))?);
+                    out.push(
+                        self.store
+                            .get(&buffer_key(b'a', b, &p.to_be_bytes()))?
+                            .map(Sealed),
+                    );
                 }
                 Ok(SddResponse::Items(out))
             }
