@@ -401,10 +401,7 @@ impl KeywordClient for ChlhClient {
             docs,
             |(_, f, s)| 8 + f.len() * 8 + s.len(),
             |reset, docs| Request::Put { reset, docs },
-            |r: Response| match r {
-                Response::Stored => Ok(()),
-                other => Err(Error::unexpected("CHLH15", &other)),
-            },
+            common::answered("CHLH15", Response::Stored),
         )
     }
 

@@ -363,10 +363,7 @@ impl KeywordClient for FastClient {
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
-        match sesame_core::wire::decode(response)? {
-            Response::Stored => Ok(()),
-            other => Err(Error::unexpected("FAST", &other)),
-        }
+        common::check_answered("FAST", Response::Stored, response)
     }
 
     fn search_token(
@@ -410,10 +407,7 @@ fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
         entries,
         |_| LABEL_LEN + VALUE_LEN,
         |reset, entries| Request::Put { reset, entries },
-        |r: Response| match r {
-            Response::Stored => Ok(()),
-            other => Err(Error::unexpected("FAST", &other)),
-        },
+        common::answered("FAST", Response::Stored),
     )
 }
 

@@ -467,10 +467,7 @@ impl KeywordClient for JanusClient {
             entries,
             |_| LABEL_LEN + ENTRY_LEN,
             |reset, entries| Request::Put { reset, entries },
-            |r: Response| match r {
-                Response::Stored => Ok(()),
-                other => Err(Error::unexpected("Janus++", &other)),
-            },
+            common::answered("Janus++", Response::Stored),
         )
     }
 

@@ -204,10 +204,7 @@ fn upload(channel: &mut dyn Channel, entries: Vec<([u8; 16], Vec<u8>)>) -> Resul
         entries,
         |e| 16 + e.1.len(),
         |reset, entries| Request::Put { reset, entries },
-        |r: Response| match r {
-            Response::Stored => Ok(()),
-            other => Err(Error::unexpected("PiBas", &other)),
-        },
+        common::answered("PiBas", Response::Stored),
     )
 }
 

@@ -355,16 +355,13 @@ impl KeywordClient for SuiseClient {
                 docs.push((doc, list, pairs));
             }
         }
-        let stored = |r: Response| match r {
-            Response::Stored => Ok(()),
-            other => Err(Error::unexpected("SUISE", &other)),
-        };
+        let stored = common::answered("SUISE", Response::Stored);
         common::upload(
             channel,
             docs,
             |(_, _, pairs)| 9 + pairs.len() * 2 * LAMBDA,
             |reset, docs| Request::Put { reset, docs },
-            stored,
+            &stored,
         )?;
         for request in rest {
             stored(channel::call(channel, &request)?)?;
@@ -423,10 +420,7 @@ impl KeywordClient for SuiseClient {
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
-        match sesame_core::wire::decode(response)? {
-            Response::Stored => Ok(()),
-            other => Err(Error::unexpected("SUISE", &other)),
-        }
+        common::check_answered("SUISE", Response::Stored, response)
     }
 
     fn search(

@@ -725,10 +725,7 @@ impl KeywordClient for UedsseClient {
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
-        match sesame_core::wire::decode(response)? {
-            Response::Stored => Ok(()),
-            other => Err(Error::unexpected("UEDSSE", &other)),
-        }
+        common::check_answered("UEDSSE", Response::Stored, response)
     }
 
     fn search(
@@ -848,10 +845,7 @@ fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
         entries,
         |_| ENTRY_SIZE,
         |reset, entries| Request::Put { reset, entries },
-        |r: Response| match r {
-            Response::Stored => Ok(()),
-            other => Err(Error::unexpected("UEDSSE", &other)),
-        },
+        common::answered("UEDSSE", Response::Stored),
     )
 }
 

@@ -262,10 +262,7 @@ impl KeywordClient for VasstClient {
                 documents,
                 entries,
             },
-            |r: Response| match r {
-                Response::Stored => Ok(()),
-                other => Err(Error::unexpected("VASST16", &other)),
-            },
+            common::answered("VASST16", Response::Stored),
         )
     }
 

@@ -564,10 +564,7 @@ impl KeywordClient for AuraClient {
             entries,
             |e: &Entry| LABEL_LEN + e.1.len(),
             |reset, entries| Request::Put { reset, entries },
-            |r: Response| match r {
-                Response::Stored => Ok(()),
-                other => Err(Error::unexpected("Aura", &other)),
-            },
+            common::answered("Aura", Response::Stored),
         )
     }
 
@@ -606,10 +603,7 @@ impl KeywordClient for AuraClient {
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
-        match sesame_core::wire::decode(response)? {
-            Response::Stored => Ok(()),
-            other => Err(Error::unexpected("Aura", &other)),
-        }
+        common::check_answered("Aura", Response::Stored, response)
     }
 
     crate::renewal::renewed_search_methods!();

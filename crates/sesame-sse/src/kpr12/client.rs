@@ -419,10 +419,7 @@ impl KeywordClient for Kpr12Client {
             cells,
             |c| 16 + c.1.len(),
             |reset, cells| Request::Put { reset, cells },
-            |r: Response| match r {
-                Response::Stored => Ok(()),
-                other => Err(Error::unexpected("KPR12", &other)),
-            },
+            common::answered("KPR12", Response::Stored),
         )?;
         self.root = root;
         self.pending = None;

@@ -272,17 +272,16 @@ impl SdaClient {
             self.levels[l] = None;
         }
         let entries = self.build(rng, j, &updates)?;
-        match channel::call(
+        common::call_answered(
             channel,
+            "SDa",
             &Request::Build {
                 level: j as u8,
                 entries,
                 drop: merged,
             },
-        )? {
-            Response::Done => Ok(()),
-            other => Err(Error::unexpected("SDa", &other)),
-        }
+            Response::Done,
+        )
     }
 }
 
@@ -298,10 +297,7 @@ impl KeywordClient for SdaClient {
         db: &Multimap,
     ) -> Result<()> {
         common::check_ids(db)?;
-        match channel::call(channel, &Request::Reset)? {
-            Response::Done => {}
-            other => return Err(Error::unexpected("SDa", &other)),
-        }
+        common::call_answered(channel, "SDa", &Request::Reset, Response::Done)?;
         self.levels.clear();
         self.seq = 0;
         let all = shuffled_additions(rng, &mut self.seq, db);
@@ -326,10 +322,7 @@ impl KeywordClient for SdaClient {
                     Request::Extend { level, entries }
                 };
                 first = false;
-                match channel::call(channel, &request)? {
-                    Response::Done => {}
-                    other => return Err(Error::unexpected("SDa", &other)),
-                }
+                common::call_answered(channel, "SDa", &request, Response::Done)?;
             }
         }
         Ok(())
