@@ -1,7 +1,8 @@
 //! The document service: encrypted documents stored beside the index.
 //!
-//! The client encrypts each document (AES-256-GCM-SIV under the profile's
-//! document key) before it leaves; the server half keeps the blobs in a
+//! The client compresses each document, pads it to a length class and
+//! encrypts it (AES-256-GCM-SIV under the profile's document key; see
+//! `stored::pack`) before it leaves; the server half keeps the blobs in a
 //! [`Store`] under its own key space and never sees a key or a plaintext.
 //! Requests and responses cross a [`Channel`] in the versioned wire
 //! encoding, like a scheme's messages, so the same code runs in-process
