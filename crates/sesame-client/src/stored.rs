@@ -37,17 +37,18 @@ pub(crate) fn stored_bound(doc: &DocumentInfo) -> u64 {
         .saturating_add(SEAL_OVERHEAD)
 }
 
-/// The lengths a packed document may take beside its header, as
-/// fractions of its encoded record's length `m`, in 65,536ths: `m`
-/// itself (the record stored as it is) and `m / 2^(k/2)` for `k` in
-/// 1..=6 (down to an eighth). A compressed record is padded to the
-/// shortest of these that holds it, so a sealed document's length is a
-/// function of `m` (as before compression) and of which of these seven
-/// classes its compression ratio falls in: at most three bits more.
-const CLASSES: [u64; 7] = [65_536, 46_341, 32_768, 23_170, 16_384, 11_585, 8_192];
+/// The lengths a compressed document's body may take, as fractions of
+/// its encoded record's length `m`, in 65,536ths: `m / 2^(k/2)` for `k`
+/// in 1..=6 (down to an eighth). A compressed record is padded to the
+/// shortest of these that holds it, and a record no class saves bytes on
+/// is stored as it is, so a sealed document's length is a function of
+/// `m` (as before compression) and of which of seven classes (these
+/// six, or none) its compression ratio falls in: under three bits more.
+const CLASSES: [u64; 6] = [46_341, 32_768, 23_170, 16_384, 11_585, 8_192];
 
-/// Bytes of a packed document's header: its form (1 byte), the encoded
-/// record's length and the body's length (8 bytes each, big-endian).
+/// Bytes of a compressed document's header: its form (1 byte), the
+/// encoded record's length and the body's length (8 bytes each,
+/// big-endian). A record stored as it is has its form byte alone.
 pub(crate) const PACK_HEADER: usize = 17;
 
 /// Forms of a packed document's body.
@@ -67,50 +68,62 @@ fn class_len(m: usize, k: usize) -> usize {
     ((m as u128 * u128::from(CLASSES[k])).div_ceil(1 << 16)) as usize
 }
 
+/// Whether a compressed record padded to class `k` is shorter than the
+/// record stored as it is (a function of `m` alone).
+fn saves(m: usize, k: usize) -> bool {
+    PACK_HEADER + class_len(m, k) < 1 + m
+}
+
 /// The plaintext a document is sealed as: its encoded record compressed
 /// with zstd and padded with zeros to the shortest length class that
-/// holds it, or, where no class shorter than the record does, the record
-/// as it is. `PACK_HEADER` bytes of header first. The compressor's
-/// internal buffers are freed without being wiped (as the AEAD's are).
+/// holds it (behind a header of [`PACK_HEADER`] bytes), or, where no
+/// class that saves bytes holds it, the record as it is behind its form
+/// byte. The compressor's internal buffers are freed without being wiped
+/// (as the AEAD's are).
 pub(crate) fn pack(encoded: &[u8], compressor: &mut Compressor) -> Result<Zeroizing<Vec<u8>>> {
     let m = encoded.len();
-    let compressed = Zeroizing::new(
-        compressor
-            .0
-            .compress(encoded)
-            .map_err(|e| ClientError::InvalidArgument(format!("compressing a document: {e}")))?,
-    );
-    let class = (1..CLASSES.len())
-        .rev()
-        .find(|&k| class_len(m, k) >= compressed.len());
-    let (form, body, len) = match class {
-        Some(k) => (ZSTD, compressed.as_slice(), class_len(m, k)),
-        None => (RAW, encoded, m),
+    let mut class = None;
+    if saves(m, 0) {
+        let compressed =
+            Zeroizing::new(compressor.0.compress(encoded).map_err(|e| {
+                ClientError::InvalidArgument(format!("compressing a document: {e}"))
+            })?);
+        class = (0..CLASSES.len())
+            .rev()
+            .find(|&k| class_len(m, k) >= compressed.len() && saves(m, k))
+            .map(|k| (k, compressed));
+    }
+    let Some((k, body)) = class else {
+        let mut out = Zeroizing::new(Vec::with_capacity(1 + m));
+        out.push(RAW);
+        out.extend_from_slice(encoded);
+        return Ok(out);
     };
-    let mut out = Zeroizing::new(Vec::with_capacity(PACK_HEADER + len));
-    out.push(form);
+    let len = PACK_HEADER + class_len(m, k);
+    let mut out = Zeroizing::new(Vec::with_capacity(len));
+    out.push(ZSTD);
     out.extend_from_slice(&(m as u64).to_be_bytes());
     out.extend_from_slice(&(body.len() as u64).to_be_bytes());
-    out.extend_from_slice(body);
-    out.resize(PACK_HEADER + len, 0);
+    out.extend_from_slice(&body);
+    out.resize(len, 0);
     Ok(out)
 }
 
 /// The encoded record of a packed document; `None` if `plain` is not one
-/// (a header naming more bytes than it holds, an unknown form, a body
+/// (an unknown form, a header naming more bytes than it holds, a body
 /// that does not decompress to the length the header names).
 pub(crate) fn unpack(plain: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
     let (&form, rest) = plain.split_first()?;
-    let (m, rest) = rest.split_first_chunk::<8>()?;
-    let (n, rest) = rest.split_first_chunk::<8>()?;
-    let (m, n) = (u64::from_be_bytes(*m), u64::from_be_bytes(*n));
-    if m > MAX_RECORD || n > rest.len() as u64 {
-        return None;
-    }
-    let body = &rest[..n as usize];
     match form {
-        RAW if n == m => Some(Zeroizing::new(body.to_vec())),
+        RAW => Some(Zeroizing::new(rest.to_vec())),
         ZSTD => {
+            let (m, rest) = rest.split_first_chunk::<8>()?;
+            let (n, rest) = rest.split_first_chunk::<8>()?;
+            let (m, n) = (u64::from_be_bytes(*m), u64::from_be_bytes(*n));
+            if m > MAX_RECORD || n > rest.len() as u64 {
+                return None;
+            }
+            let body = &rest[..n as usize];
             let out = Zeroizing::new(zstd::bulk::decompress(body, m as usize).ok()?);
             (out.len() as u64 == m).then_some(out)
         }
@@ -239,18 +252,27 @@ mod tests {
                 let encoded = bytes(n as u64 + 3, n, text);
                 let packed = pack(&encoded, &mut c).unwrap();
                 assert_eq!(unpack(&packed).unwrap().as_slice(), encoded.as_slice());
-                // The length is one of the seven classes of `n`.
-                let classes: Vec<usize> = (0..CLASSES.len()).map(|k| class_len(n, k)).collect();
-                let body = packed.len() - PACK_HEADER;
-                assert!(classes.contains(&body), "{n} bytes packed into {body}");
+                // The length is the record's behind its form byte, or one
+                // of the six classes of `n` behind the header.
+                let mut lengths: Vec<usize> = (0..CLASSES.len())
+                    .map(|k| PACK_HEADER + class_len(n, k))
+                    .collect();
+                lengths.push(1 + n);
+                assert!(
+                    lengths.contains(&packed.len()),
+                    "{n} bytes packed into {}",
+                    packed.len()
+                );
                 if text && n >= 4_000 {
                     // Compressible text takes a class of a quarter or less.
-                    assert!(body <= class_len(n, 4), "{n} bytes packed into {body}");
+                    let body = packed.len() - PACK_HEADER;
+                    assert!(body <= class_len(n, 3), "{n} bytes packed into {body}");
                     assert_eq!(packed[0], ZSTD);
                 }
-                if !text && n >= 100 {
-                    // Incompressible bytes are stored as they are.
-                    assert_eq!(body, n);
+                if !text || n < 60 {
+                    // Incompressible bytes, and records too short for any
+                    // class to save bytes, are stored as they are.
+                    assert_eq!(packed.len(), 1 + n);
                     assert_eq!(packed[0], RAW);
                 }
             }
@@ -283,8 +305,5 @@ mod tests {
         let mut form = packed.to_vec();
         form[0] = 9;
         assert!(unpack(&form).is_none());
-        let mut raw = packed.to_vec();
-        raw[0] = RAW;
-        assert!(unpack(&raw).is_none());
     }
 }
