@@ -171,24 +171,20 @@ pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
     let csv_path = scratch.path().join("flights.csv");
     std::fs::write(&csv_path, &csv).map_err(|e| BenchError::io("write", &csv_path, e))?;
 
+    let load = Load {
+        csv: &csv_path,
+        workload: &workload,
+        python: python.as_deref(),
+    };
     // PostgreSQL first: it needs nothing of Sesame's.
     let pg = Postgres::start(scratch.path())?;
-    let pg_figures = measure(
-        "postgresql",
-        &pg.conninfo,
-        None,
-        &pg.table,
-        &csv_path,
-        &workload,
-        python.as_deref(),
-        |c| {
-            c.batch_execute(&format!(
-                "DROP TABLE IF EXISTS {t}; {}",
-                PG_TABLE.replace("{t}", &pg.table),
-                t = pg.table
-            ))
-        },
-    );
+    let pg_figures = measure("postgresql", &pg.conninfo, None, &pg.table, &load, |c| {
+        c.batch_execute(&format!(
+            "DROP TABLE IF EXISTS {t}; {}",
+            PG_TABLE.replace("{t}", &pg.table),
+            t = pg.table
+        ))
+    });
     if let Some(t) = &pg.drop_after {
         if let Ok(mut c) = postgres::Client::connect(&pg.conninfo, postgres::NoTls) {
             let _ = c.batch_execute(&format!("DROP TABLE IF EXISTS {t}"));
@@ -207,9 +203,7 @@ pub fn run(args: &BenchArgs, sesame: &Path) -> Result<(), BenchError> {
         &sesame_sql.conninfo,
         Some(SesameSql::PASSWORD),
         "flights",
-        &csv_path,
-        &workload,
-        python.as_deref(),
+        &load,
         |_| Ok(()),
     );
     drop(sesame_sql);
@@ -588,6 +582,15 @@ fn psycopg_kind(run: &PsycopgRun, kind: &str) -> (Vec<f64>, Vec<usize>) {
     )
 }
 
+/// What both servers are given: the CSV, the statements, and the Python
+/// that runs psycopg (if any).
+#[derive(Clone, Copy)]
+struct Load<'a> {
+    csv: &'a Path,
+    workload: &'a Workload,
+    python: Option<&'a Path>,
+}
+
 /// Loads the CSV into `table` on the server at `conninfo` and runs the
 /// workload; `setup` prepares the table first.
 fn measure(
@@ -595,11 +598,14 @@ fn measure(
     conninfo: &str,
     password: Option<&str>,
     table: &str,
-    csv: &Path,
-    workload: &Workload,
-    python: Option<&Path>,
+    load: &Load<'_>,
     setup: impl FnOnce(&mut postgres::Client) -> Result<(), postgres::Error>,
 ) -> Result<Figures, BenchError> {
+    let Load {
+        csv,
+        workload,
+        python,
+    } = *load;
     let fail = |what: &str, e: postgres::Error| {
         let cause = match e.as_db_error() {
             Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
