@@ -60,6 +60,7 @@ use crate::proto;
 use crate::records::IndexMeta;
 
 mod calls;
+mod chunk_cache;
 mod commit;
 mod documents;
 mod group;
@@ -91,6 +92,8 @@ pub struct Engine {
     conflicts: AtomicU64,
     /// Commits of different indexes' requests shared (`engine/group.rs`).
     group: group::GroupCommit,
+    /// Packed chunks kept between requests (`engine/chunk_cache.rs`).
+    chunks: chunk_cache::ChunkCache,
     /// `--record-view`: the server's view, written down (research only).
     view_log: Option<Arc<crate::view_log::ViewLog>>,
     /// The store's identity (`engine/store_id.rs`); empty if it could not
@@ -244,6 +247,7 @@ impl Engine {
             requests: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
             group: group::GroupCommit::default(),
+            chunks: chunk_cache::ChunkCache::default(),
         };
         // Sweeps left by a server that stopped or failed (`engine/sweep.rs`).
         let _ = engine.sweep(None);

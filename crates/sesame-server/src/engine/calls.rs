@@ -139,7 +139,7 @@ impl Engine {
         let run = self.run(
             (tenant, &req.index),
             &scheme,
-            (&meta, req.generation),
+            (&meta, req.generation, &seen),
             &req.messages,
         )?;
         Ok((run, seen, meta))
@@ -150,10 +150,10 @@ impl Engine {
         &self,
         what: (&str, &str),
         scheme: &Hosted,
-        (meta, generation): (&IndexMeta, u64),
+        (meta, generation, seen): (&IndexMeta, u64, &Token),
         messages: &[Vec<u8>],
     ) -> Result<Run, EngineError> {
-        let (overlay, packed) = self.transaction(meta, what, generation);
+        let (overlay, packed) = self.transaction(meta, what, generation, Some(seen));
         let view = self.new_view();
         let (answered, report) = ServerReport::measure(
             || overlay.io_counts(),
@@ -191,19 +191,26 @@ impl Engine {
 
     /// A transaction over one generation of an index's entries: over the
     /// packed view of its chunks when the index is packed (returned too,
-    /// for [`Engine::entry_writes`]).
+    /// for [`Engine::entry_writes`]). Given the index's commit token as
+    /// the request read it (`seen`), the chunks come from the engine's
+    /// cache when it holds them under that token (`chunk_cache.rs`).
     pub(super) fn transaction(
         &self,
         meta: &IndexMeta,
         (tenant, index): (&str, &str),
         generation: u64,
+        seen: Option<&Token>,
     ) -> (Arc<Overlay>, Option<Arc<Packed>>) {
         let limit = self.limits.max_transaction_bytes;
         if meta.packed {
-            let packed = Arc::new(Packed::new(
-                self.store.clone(),
-                meta.chunks_prefix(tenant, index, generation),
-            ));
+            let prefix = meta.chunks_prefix(tenant, index, generation);
+            let base = match seen {
+                Some(seen) => self
+                    .chunks
+                    .view(&self.store, (tenant, index), &prefix, seen),
+                None => self.store.clone(),
+            };
+            let packed = Arc::new(Packed::new(base, prefix));
             let overlay = Overlay::new(packed.clone(), Vec::new(), limit);
             (Arc::new(overlay), Some(packed))
         } else {

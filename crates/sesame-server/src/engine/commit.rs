@@ -45,6 +45,13 @@ impl Engine {
         self.group.counts()
     }
 
+    /// Requests that found their index's packed chunks in the engine's
+    /// cache under the commit token they read, and requests that read
+    /// them from the store (`engine/chunk_cache.rs`).
+    pub fn chunk_cache_counts(&self) -> (u64, u64) {
+        self.chunks.counts()
+    }
+
     /// Writes `batch` with a fresh commit token if the index's token is
     /// still `seen`: `Ok(false)`, nothing written and `batch` as it was,
     /// when another commit came first.
@@ -61,7 +68,9 @@ impl Engine {
         batch.put(key.clone(), fresh.to_vec());
         let applied =
             self.write_swept(&[(key.as_slice(), seen.as_deref())], batch, (tenant, index))?;
-        if !applied {
+        if applied {
+            self.chunks.committed((tenant, index), seen, &fresh, batch);
+        } else {
             batch.truncate(base);
             self.conflicts.fetch_add(1, Ordering::Relaxed);
         }

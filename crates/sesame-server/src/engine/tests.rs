@@ -469,3 +469,55 @@ fn two_engines_writing_one_packed_index_lose_no_entry() {
     assert!(matches!(err, EngineError::Conflict(_)), "{err:?}");
     assert_eq!(store.scan_prefix(&chunks).expect("a scan"), before);
 }
+
+/// The packed chunks an engine keeps between requests
+/// (`engine/chunk_cache.rs`) against a second server on the same store:
+/// engine `a` caches the index's chunks; engine `b` commits an entry;
+/// `a`'s next update of that entry must see it (a write-once scheme's
+/// overwrite is a conflict, and `b`'s entry stays) and a later update of
+/// `a` must keep `b`'s entry, so a cached copy is used only under the
+/// commit token it was read or written under.
+#[test]
+fn a_second_server_sharing_the_store_is_seen_through_the_chunk_cache() {
+    use sesame_sse::fast::Request;
+    let store = Arc::new(Unhurried(MemoryStore::new()));
+    let a = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+    let b = Engine::new(store.clone(), Limits::default()).expect("a second engine");
+    create(&a, "i", "fast").expect("created");
+    let call = |engine: &Engine, entries: Vec<([u8; 32], [u8; 25])>| {
+        let request = Request::Put {
+            reset: false,
+            entries,
+        };
+        engine.call(
+            "t",
+            proto::CallRequest {
+                index: "i".into(),
+                scheme: "fast".into(),
+                generation: 0,
+                request_id: Vec::new(),
+                messages: vec![wire::encode(&request).expect("encoded")],
+            },
+        )
+    };
+    let label = |n: u8| [n; 32];
+    for n in 0..4 {
+        call(&a, vec![(label(n), [1; 25])]).expect("an update of a");
+    }
+    let (hits, _) = a.chunk_cache_counts();
+    assert!(hits >= 2, "a's updates after its first use its cache: {hits} hits");
+    call(&b, vec![(label(9), [2; 25])]).expect("an update of b");
+    let err = call(&a, vec![(label(9), [3; 25])]).unwrap_err();
+    assert!(matches!(err, EngineError::Conflict(_)), "{err:?}");
+    call(&a, vec![(label(10), [1; 25])]).expect("a later update of a");
+    let meta = a.meta("t", "i").expect("its record");
+    let view = sesame_store::packed::Packed::new(store.clone(), meta.chunks_prefix("t", "i", 0));
+    let entry = |n: u8| {
+        let mut key = vec![b'e'];
+        key.extend_from_slice(&label(n));
+        view.get(&key).expect("a read")
+    };
+    assert_eq!(entry(9), Some(vec![2; 25]), "b's entry");
+    assert_eq!(entry(10), Some(vec![1; 25]), "a's later entry");
+    assert_eq!(entry(0), Some(vec![1; 25]), "a's first entry");
+}

@@ -62,7 +62,8 @@ impl Engine {
         let id = request_id(&start.request_id)?;
         let meta = self.meta(tenant, &start.index)?;
         let scheme = Self::scheme_of(&meta, &start.index, &start.scheme)?;
-        let (overlay, packed) = self.transaction(&meta, (tenant, &start.index), start.generation);
+        let (overlay, packed) =
+            self.transaction(&meta, (tenant, &start.index), start.generation, None);
         // With `--record-view`, each message's view is its own operation.
         let view = self.new_view();
         let server = scheme.server_over(&overlay, view.as_ref())?;

@@ -1,0 +1,300 @@
+//! The packed chunks of an index's generation, held in memory between
+//! requests and checked against the index's commit token, so that an
+//! update or a search does not read from the store, on every request,
+//! the chunks its entries fall into (`sesame_store::packed`).
+//!
+//! Why it is safe, on one server or on several sharing a store: every
+//! write of an index's chunks is part of a commit that writes a fresh
+//! random commit token in the same atomic write ([`Engine::commit_if`];
+//! uploads buffer their chunks until their commit; a dropped index's token
+//! is deleted, and no cached copy is labelled "no token"). So chunks
+//! cached under token `T` are the store's chunks for as long as the
+//! store's token is `T`: a request uses the cached copy only when the token
+//! it has just read is its label, else it reads the store and caches what
+//! it read under that token. A commit of this server, conditional on the
+//! token its request read, carries the cached copy labelled with that
+//! token forward to its fresh token with the commit's own writes applied
+//! (writes a sweep finishes later included: the copy shows the committed
+//! state). Chunks read just after the token might be newer than it when
+//! another server commits in between; then the token has already moved,
+//! no later request reads that label again, and the request that read
+//! them fails its conditional commit, as it did without a cache.
+//!
+//! Bounded: an index's generation of more than [`MAX_INDEX_CHUNKS`] chunks
+//! is not cached, and all copies together hold at most [`MAX_BYTES`].
+//!
+//! Tests (`engine/tests.rs`):
+//! `a_second_server_sharing_the_store_is_seen_through_the_chunk_cache`
+//! (a second engine's commit is seen by the first, whose copy is stale)
+//! and `two_engines_writing_one_packed_index_lose_no_entry`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use sesame_core::{Store, WriteBatch, WriteOp};
+
+use super::Token;
+
+/// The most chunks of one generation kept (16 KB each at most).
+const MAX_INDEX_CHUNKS: usize = 1024;
+
+/// The most bytes of chunks kept for all indexes together.
+const MAX_BYTES: usize = 64 << 20;
+
+/// One generation's chunks by full store key.
+type Chunks = BTreeMap<Vec<u8>, Arc<[u8]>>;
+
+/// The cached chunks of one index.
+struct Cached {
+    /// Where they lie (the generation's chunks prefix).
+    prefix: Vec<u8>,
+    /// The commit token they are the chunks of.
+    token: Vec<u8>,
+    chunks: Arc<Chunks>,
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct Held {
+    /// By `tenant/index`.
+    indexes: HashMap<String, Cached>,
+    bytes: usize,
+}
+
+/// The chunk cache of one engine.
+#[derive(Default)]
+pub(super) struct ChunkCache {
+    held: Mutex<Held>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl std::fmt::Debug for ChunkCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkCache").finish_non_exhaustive()
+    }
+}
+
+fn name(tenant: &str, index: &str) -> String {
+    format!("{tenant}/{index}")
+}
+
+fn size(chunks: &Chunks) -> usize {
+    chunks.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+impl ChunkCache {
+    /// Requests answered from cached chunks, and requests that read them.
+    pub(super) fn counts(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `base` as seen by a request on index `index` of `tenant` whose
+    /// chunks lie under `prefix`, the index's token read as `token`: its
+    /// chunks from memory when they are cached under that token (read and
+    /// cached now otherwise), everything else from `base`. `base` itself
+    /// when nothing can be cached.
+    pub(super) fn view(
+        &self,
+        base: &Arc<dyn Store>,
+        (tenant, index): (&str, &str),
+        prefix: &[u8],
+        token: &Token,
+    ) -> Arc<dyn Store> {
+        let Some(token) = token else {
+            return base.clone();
+        };
+        let key = name(tenant, index);
+        {
+            let held = self.lock();
+            if let Some(c) = held.indexes.get(&key) {
+                if c.prefix == prefix && c.token == *token {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    return Arc::new(CachedChunks {
+                        base: base.clone(),
+                        prefix: prefix.to_vec(),
+                        chunks: c.chunks.clone(),
+                    });
+                }
+            }
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        // A read error is left to the request's own reads to meet.
+        let Ok(pairs) = base.scan_from(prefix, prefix, false, MAX_INDEX_CHUNKS + 1) else {
+            return base.clone();
+        };
+        if pairs.len() > MAX_INDEX_CHUNKS {
+            return base.clone();
+        }
+        let chunks: Chunks = pairs.into_iter().map(|(k, v)| (k, v.into())).collect();
+        let bytes = size(&chunks);
+        if bytes > MAX_BYTES / 4 {
+            return base.clone();
+        }
+        let chunks = Arc::new(chunks);
+        let mut held = self.lock();
+        let held = &mut *held;
+        if let Some(old) = held.indexes.remove(&key) {
+            held.bytes -= old.bytes;
+        }
+        make_room(held, bytes);
+        held.bytes += bytes;
+        held.indexes.insert(
+            key,
+            Cached {
+                prefix: prefix.to_vec(),
+                token: token.clone(),
+                chunks: chunks.clone(),
+                bytes,
+            },
+        );
+        Arc::new(CachedChunks {
+            base: base.clone(),
+            prefix: prefix.to_vec(),
+            chunks,
+        })
+    }
+
+    /// A commit on index `index` of `tenant`, conditional on token `seen`,
+    /// landed with token `fresh` and the writes `batch`: the chunks cached
+    /// under `seen` move to `fresh` with the batch's writes under their
+    /// prefix applied.
+    pub(super) fn committed(
+        &self,
+        (tenant, index): (&str, &str),
+        seen: &Token,
+        fresh: &[u8],
+        batch: &WriteBatch,
+    ) {
+        let key = name(tenant, index);
+        let mut held = self.lock();
+        let held = &mut *held;
+        let Some(mut c) = held.indexes.remove(&key) else {
+            return;
+        };
+        held.bytes -= c.bytes;
+        if seen.as_deref() != Some(c.token.as_slice()) {
+            return;
+        }
+        let chunks = Arc::make_mut(&mut c.chunks);
+        for op in batch.ops() {
+            match op {
+                WriteOp::Put { key, value } if key.starts_with(&c.prefix) => {
+                    chunks.insert(key.clone(), value.as_slice().into());
+                }
+                WriteOp::Delete { key } if key.starts_with(&c.prefix) => {
+                    chunks.remove(key);
+                }
+                _ => {}
+            }
+        }
+        c.bytes = size(chunks);
+        if chunks.len() > MAX_INDEX_CHUNKS || c.bytes > MAX_BYTES / 4 {
+            return;
+        }
+        c.token = fresh.to_vec();
+        make_room(held, c.bytes);
+        held.bytes += c.bytes;
+        held.indexes.insert(key, c);
+    }
+}
+
+/// Drops cached indexes until `bytes` more fit under [`MAX_BYTES`].
+fn make_room(held: &mut Held, bytes: usize) {
+    while held.bytes + bytes > MAX_BYTES {
+        let Some(victim) = held.indexes.keys().next().cloned() else {
+            return;
+        };
+        if let Some(c) = held.indexes.remove(&victim) {
+            held.bytes -= c.bytes;
+        }
+    }
+}
+
+/// A store whose pairs under `prefix` are a cached copy of one
+/// generation's chunks; reads elsewhere and every write go to `base`.
+struct CachedChunks {
+    base: Arc<dyn Store>,
+    prefix: Vec<u8>,
+    chunks: Arc<Chunks>,
+}
+
+impl CachedChunks {
+    fn ours(&self, key: &[u8]) -> bool {
+        key.starts_with(&self.prefix)
+    }
+}
+
+impl Store for CachedChunks {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        if self.ours(key) {
+            return Ok(self.chunks.get(key).map(|v| v.to_vec()));
+        }
+        self.base.get(key)
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        if !keys.iter().any(|k| self.ours(k)) {
+            return self.base.get_many(keys);
+        }
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if !self.ours(prefix) {
+            return self.base.scan_prefix(prefix);
+        }
+        Ok(self
+            .chunks
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.to_vec()))
+            .collect())
+    }
+
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if !self.ours(prefix) {
+            return self.base.scan_from(prefix, from, descending, limit);
+        }
+        let pair = |(k, v): (&Vec<u8>, &Arc<[u8]>)| (k.clone(), v.to_vec());
+        // At most MAX_INDEX_CHUNKS keys: a filter is bounded.
+        let within = |(k, _): &(&Vec<u8>, &Arc<[u8]>)| k.starts_with(prefix);
+        Ok(if descending {
+            self.chunks
+                .range(..=from.to_vec())
+                .rev()
+                .filter(within)
+                .take(limit)
+                .map(pair)
+                .collect()
+        } else {
+            self.chunks
+                .range(from.to_vec()..)
+                .filter(within)
+                .take(limit)
+                .map(pair)
+                .collect()
+        })
+    }
+
+    fn ordered_probes(&self) -> bool {
+        true
+    }
+
+    sesame_store::forward_store!(|s| s.base; write, write_if, write_if_group, commit_groups,
+        io_counts, backend, flush, health, verify);
+}
