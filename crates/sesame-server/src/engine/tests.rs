@@ -505,7 +505,10 @@ fn a_second_server_sharing_the_store_is_seen_through_the_chunk_cache() {
         call(&a, vec![(label(n), [1; 25])]).expect("an update of a");
     }
     let (hits, _) = a.chunk_cache_counts();
-    assert!(hits >= 2, "a's updates after its first use its cache: {hits} hits");
+    assert!(
+        hits >= 2,
+        "a's updates after its first use its cache: {hits} hits"
+    );
     call(&b, vec![(label(9), [2; 25])]).expect("an update of b");
     let err = call(&a, vec![(label(9), [3; 25])]).unwrap_err();
     assert!(matches!(err, EngineError::Conflict(_)), "{err:?}");
