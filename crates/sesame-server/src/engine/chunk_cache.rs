@@ -22,6 +22,9 @@
 //!
 //! Bounded: an index's generation of more than [`MAX_INDEX_CHUNKS`] chunks
 //! is not cached, and all copies together hold at most [`MAX_BYTES`].
+//! A miss reads all the generation's chunks: with several servers
+//! committing to one index in turn, each request after another server's
+//! commit pays that full read.
 //!
 //! Tests (`engine/tests.rs`):
 //! `a_second_server_sharing_the_store_is_seen_through_the_chunk_cache`
