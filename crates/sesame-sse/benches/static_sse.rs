@@ -9,8 +9,8 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{LocalChannel, Params};
-use sesame_sse::Multimap;
+use sesame_core::{LocalChannel, Params, Service};
+use sesame_sse::{KeywordClient, KeywordScheme, Multimap};
 use sesame_store::MemoryStore;
 
 const CONFIGS: [(&str, &str); 4] = [
@@ -32,6 +32,24 @@ fn database(pairs: u64) -> Multimap {
     db
 }
 
+/// A client of `scheme` with the index of `db`, on a server over a fresh
+/// memory store.
+fn set_up(
+    scheme: &KeywordScheme,
+    params: &Params,
+    db: &Multimap,
+    rng: &mut ChaCha20Rng,
+) -> (Box<dyn KeywordClient>, LocalChannel<Box<dyn Service>>) {
+    let mut client = (scheme.new_client)(rng, params).expect("client");
+    let mut ch = LocalChannel::new(
+        scheme
+            .server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
+            .expect("server"),
+    );
+    client.setup(rng, &mut ch, db).expect("setup");
+    (client, ch)
+}
+
 fn setup(c: &mut Criterion) {
     let pairs = 200_000u64;
     let db = database(pairs);
@@ -43,15 +61,7 @@ fn setup(c: &mut Criterion) {
         let params = Params::parse(params).expect("valid");
         g.bench_function(BenchmarkId::new(name, &params), |b| {
             let mut rng = ChaCha20Rng::seed_from_u64(1);
-            b.iter(|| {
-                let mut client = (scheme.new_client)(&mut rng, &params).expect("client");
-                let mut ch = LocalChannel::new(
-                    scheme
-                        .server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-                        .expect("server"),
-                );
-                client.setup(&mut rng, &mut ch, &db).expect("setup");
-            });
+            b.iter(|| set_up(&scheme, &params, &db, &mut rng));
         });
     }
     g.finish();
@@ -68,13 +78,7 @@ fn search(c: &mut Criterion) {
         let scheme = sesame_sse::scheme(name).expect("registered");
         let params = Params::parse(params).expect("valid");
         let mut rng = ChaCha20Rng::seed_from_u64(2);
-        let mut client = (scheme.new_client)(&mut rng, &params).expect("client");
-        let mut ch = LocalChannel::new(
-            scheme
-                .server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-                .expect("server"),
-        );
-        client.setup(&mut rng, &mut ch, &db).expect("setup");
+        let (mut client, mut ch) = set_up(&scheme, &params, &db, &mut rng);
         g.bench_function(BenchmarkId::new(name, &params), |b| {
             b.iter(|| {
                 let ids = client.search(&mut rng, &mut ch, b"big").expect("search");

@@ -15,6 +15,9 @@ use crate::query::{intersect, unsupported, Query, QueryResult};
 /// generic test suite.
 pub type Multimap = BTreeMap<Vec<u8>, Vec<DocId>>;
 
+/// One update: the operation, the document, and its keywords.
+pub type Update<'a> = (UpdateOp, DocId, &'a [Vec<u8>]);
+
 /// An update of a dynamic scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum UpdateOp {
@@ -22,6 +25,24 @@ pub enum UpdateOp {
     Add,
     /// The document no longer contains the keywords.
     Delete,
+}
+
+/// The randomness and the channel one step of a scheme runs with.
+pub struct Io<'a> {
+    /// The client's randomness.
+    pub rng: &'a mut dyn CryptoRngCore,
+    /// The channel to the scheme's server.
+    pub channel: &'a mut dyn Channel,
+}
+
+impl Io<'_> {
+    /// The same randomness and channel for a nested step.
+    pub fn reborrow(&mut self) -> Io<'_> {
+        Io {
+            rng: &mut *self.rng,
+            channel: &mut *self.channel,
+        }
+    }
 }
 
 /// The client half of a keyword scheme: keys, client state, and the
@@ -36,19 +57,34 @@ pub trait KeywordClient: Send {
 
     /// Builds the encrypted index of `db` on the server (static schemes);
     /// dynamic schemes insert every pair. Any earlier index is replaced.
+    ///
+    /// The same check for every scheme first: an identifier that collides
+    /// with the padding marker ([`crate::common::check_ids`]) is
+    /// [`sesame_core::Error::InvalidArgument`] before any message is sent
+    /// or any state changes; then the scheme's
+    /// [`KeywordClient::setup_checked`].
     fn setup(
         &mut self,
         rng: &mut dyn CryptoRngCore,
         channel: &mut dyn Channel,
         db: &Multimap,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        crate::common::check_ids(db)?;
+        self.setup_checked(Io { rng, channel }, db)
+    }
+
+    /// The scheme's setup of a `db` whose identifiers
+    /// [`KeywordClient::setup`] has checked.
+    fn setup_checked(&mut self, io: Io<'_>, db: &Multimap) -> Result<()>;
 
     /// Adds or deletes (`doc`, keyword) pairs. Static schemes return
     /// [`sesame_core::Error::Unsupported`].
     ///
-    /// The default sends the requests of [`KeywordClient::prepare_update`]
-    /// and checks each answer with [`KeywordClient::check_update_response`];
-    /// interactive schemes override it.
+    /// The same check for every scheme first: `doc` must not be the
+    /// padding marker ([`crate::common::check_doc`]), else
+    /// [`sesame_core::Error::InvalidArgument`] before any message is sent
+    /// or any state changes; then the scheme's
+    /// [`KeywordClient::update_checked`].
     fn update(
         &mut self,
         rng: &mut dyn CryptoRngCore,
@@ -57,14 +93,24 @@ pub trait KeywordClient: Send {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<()> {
-        let Some(requests) = self.prepare_update(rng, op, doc, keywords)? else {
+        crate::common::check_doc(doc)?;
+        self.update_checked(Io { rng, channel }, (op, doc, keywords))
+    }
+
+    /// The scheme's update, its identifier checked by
+    /// [`KeywordClient::update`]. The default sends the requests of
+    /// [`KeywordClient::prepare_checked`] and checks each answer with
+    /// [`KeywordClient::check_update_response`]; interactive schemes
+    /// override it.
+    fn update_checked(&mut self, io: Io<'_>, update: Update<'_>) -> Result<()> {
+        let Some(requests) = self.prepare_checked(io.rng, update)? else {
             return Err(sesame_core::Error::Unsupported(format!(
                 "{} does not support updates: rebuild the index with setup",
                 self.descriptor().name
             )));
         };
         for request in requests {
-            let response = channel.call(&request)?;
+            let response = io.channel.call(&request)?;
             self.check_update_response(&response)?;
         }
         Ok(())
@@ -79,6 +125,9 @@ pub trait KeywordClient: Send {
     /// be idempotent: the server ends in the same state whether it receives
     /// it once or several times. Static schemes, and dynamic schemes whose
     /// updates need the server's answers, return `Ok(None)`.
+    ///
+    /// The identifier is checked as in [`KeywordClient::update`], then the
+    /// scheme's [`KeywordClient::prepare_checked`].
     fn prepare_update(
         &mut self,
         rng: &mut dyn CryptoRngCore,
@@ -86,7 +135,18 @@ pub trait KeywordClient: Send {
         doc: DocId,
         keywords: &[Vec<u8>],
     ) -> Result<Option<Vec<Vec<u8>>>> {
-        let _ = (rng, op, doc, keywords);
+        crate::common::check_doc(doc)?;
+        self.prepare_checked(rng, (op, doc, keywords))
+    }
+
+    /// The scheme's [`KeywordClient::prepare_update`], its identifier
+    /// checked. `Ok(None)` by default.
+    fn prepare_checked(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        update: Update<'_>,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let _ = (rng, update);
         Ok(None)
     }
 

@@ -27,7 +27,7 @@ use sesame_crypto::aead::Aes256GcmSiv;
 use sesame_crypto::bloom::{BloomFilter, BloomKey};
 use sesame_crypto::key::Key;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap};
 use crate::common;
 use crate::query::{self, wildcard_matches, Query, QueryResult};
 
@@ -377,13 +377,7 @@ impl KeywordClient for ChlhClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
-        common::check_ids(db)?;
+    fn setup_checked(&mut self, Io { rng, channel }: Io<'_>, db: &Multimap) -> Result<()> {
         let mut per_doc: BTreeMap<DocId, BTreeSet<&[u8]>> = BTreeMap::new();
         for (w, ids) in db {
             for &id in ids {

@@ -337,6 +337,37 @@ pub(crate) fn clear(store: &dyn Store, prefix: &[u8]) -> Result<()> {
     store.write(batch)
 }
 
+/// The answer of the schemes whose server stores entries and answers a
+/// search with identifiers (PiBas, 2Lev, FAST, Aura, Janus++, SUISE): one
+/// type, so the same wire form in each.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IdsResponse {
+    /// The entries (or the update) are stored.
+    Stored,
+    /// The identifiers a search found.
+    Ids(Vec<DocId>),
+}
+
+impl IdsResponse {
+    /// The identifiers of a search's answer, or the answer back if it is
+    /// not one.
+    pub(crate) fn ids(self) -> std::result::Result<Vec<DocId>, Self> {
+        match self {
+            IdsResponse::Ids(ids) => Ok(ids),
+            other => Err(other),
+        }
+    }
+
+    /// The identifiers of a search's answer, sorted and without
+    /// duplicates; another answer is
+    /// [`sesame_core::Error::UnexpectedResponse`] naming `scheme`.
+    pub(crate) fn sorted_ids(self, scheme: &'static str) -> Result<Vec<DocId>> {
+        self.ids()
+            .map(normalise)
+            .map_err(|other| Error::unexpected(scheme, &other))
+    }
+}
+
 /// Refuses a document identifier that collides with the padding marker
 /// (the check of one update; [`check_ids`] checks a whole index).
 pub fn check_doc(doc: DocId) -> Result<()> {

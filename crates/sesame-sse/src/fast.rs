@@ -40,7 +40,7 @@ use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 use zeroize::Zeroize;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap, Update, UpdateOp};
 use crate::common;
 
 /// Descriptor of FAST.
@@ -117,14 +117,8 @@ pub enum Request {
     },
 }
 
-/// A FAST response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
-    /// The entries are stored.
-    Stored,
-    /// The live identifiers.
-    Ids(Vec<DocId>),
-}
+/// A FAST response: stored, or the identifiers a search found.
+pub type Response = crate::common::IdsResponse;
 
 /// `H_tag(t_w ‖ st)`: SHA-256 over one 33-byte block; one Hash call.
 pub(crate) fn oracle(tag: u8, tw: &[u8; LAMBDA], st: &[u8; LAMBDA]) -> [u8; 32] {
@@ -320,13 +314,7 @@ impl KeywordClient for FastClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
-        common::check_ids(db)?;
+    fn setup_checked(&mut self, Io { rng, channel }: Io<'_>, db: &Multimap) -> Result<()> {
         self.states.clear();
         let mut entries = Vec::new();
         for (w, ids) in db {
@@ -347,12 +335,10 @@ impl KeywordClient for FastClient {
         true
     }
 
-    fn prepare_update(
+    fn prepare_checked(
         &mut self,
         rng: &mut dyn CryptoRngCore,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        (op, doc, keywords): Update<'_>,
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.entries(rng, op, doc, keywords)?;
         common::chunked_requests(entries, entry_size, |entries| Request::Put {
@@ -382,10 +368,7 @@ impl KeywordClient for FastClient {
     }
 
     fn resolve(&mut self, _keyword: &[u8], response: &[u8]) -> Result<Vec<DocId>> {
-        match sesame_core::wire::decode(response)? {
-            Response::Ids(ids) => Ok(common::normalise(ids)),
-            other => Err(Error::unexpected("FAST", &other)),
-        }
+        Response::sorted_ids(sesame_core::wire::decode(response)?, "FAST")
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {

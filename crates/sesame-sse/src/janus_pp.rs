@@ -24,8 +24,8 @@ use std::sync::Arc;
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
-    BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, WriteBatch,
+    BackwardPrivacy, Error, Handler, IoCounts, Params, QueryKind, Result, SchemeDescriptor,
+    SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::ggm::{GgmTree, PuncturedKey};
 use sesame_crypto::hash::sha256;
@@ -33,7 +33,7 @@ use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 use zeroize::Zeroize;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap, Update, UpdateOp};
 use crate::common;
 use crate::renewal::{label, setup_plan, RenewedSearch};
 
@@ -133,14 +133,8 @@ pub enum Request {
     },
 }
 
-/// A Janus++ response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
-    /// Stored.
-    Stored,
-    /// The live identifiers.
-    Ids(Vec<DocId>),
-}
+/// A Janus++ response: stored, or the identifiers a search found.
+pub type Response = crate::common::IdsResponse;
 
 /// `H(t, k)`: the pad of an identifier.
 fn pad(tag: u64, key: &[u8; 16]) -> [u8; 8] {
@@ -406,7 +400,6 @@ impl JanusClient {
 
 impl RenewedSearch for JanusClient {
     type Request = Request;
-    type Response = Response;
     const NAME: &'static str = "Janus++";
 
     fn descriptor() -> &'static SchemeDescriptor {
@@ -439,13 +432,6 @@ impl RenewedSearch for JanusClient {
             st.deleted = 0;
         }
     }
-
-    fn ids(response: Response) -> std::result::Result<Vec<DocId>, Response> {
-        match response {
-            Response::Ids(ids) => Ok(ids),
-            other => Err(other),
-        }
-    }
 }
 
 impl KeywordClient for JanusClient {
@@ -453,13 +439,7 @@ impl KeywordClient for JanusClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
-        common::check_ids(db)?;
+    fn setup_checked(&mut self, Io { channel, .. }: Io<'_>, db: &Multimap) -> Result<()> {
         let mut entries = self.setup_entries(db)?;
         entries.sort_unstable_by_key(|e| e.0);
         common::upload(
@@ -480,14 +460,11 @@ impl KeywordClient for JanusClient {
         true
     }
 
-    fn prepare_update(
+    fn prepare_checked(
         &mut self,
         _rng: &mut dyn CryptoRngCore,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        (op, doc, keywords): Update<'_>,
     ) -> Result<Option<Vec<Vec<u8>>>> {
-        common::check_doc(doc)?;
         match op {
             UpdateOp::Add => {
                 // Planned in order, computed on every core (d GGM

@@ -24,7 +24,7 @@ use sesame_core::{
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap};
 use crate::common::{self, KeywordKeys, Tag};
 
 /// Descriptor of PiBas.
@@ -78,14 +78,8 @@ pub enum Request {
     },
 }
 
-/// A PiBas response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
-    /// The entries are stored.
-    Stored,
-    /// The matching identifiers.
-    Ids(Vec<DocId>),
-}
+/// A PiBas response: stored, or the identifiers a search found.
+pub type Response = crate::common::IdsResponse;
 
 #[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
@@ -158,12 +152,7 @@ impl KeywordClient for PiBasClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
+    fn setup_checked(&mut self, Io { channel, .. }: Io<'_>, db: &Multimap) -> Result<()> {
         let entries = self.build(db)?;
         upload(channel, entries)
     }
@@ -182,10 +171,7 @@ impl KeywordClient for PiBasClient {
     }
 
     fn resolve(&mut self, _keyword: &[u8], response: &[u8]) -> Result<Vec<DocId>> {
-        match sesame_core::wire::decode(response)? {
-            Response::Ids(ids) => Ok(common::normalise(ids)),
-            other => Err(Error::unexpected("PiBas", &other)),
-        }
+        Response::sorted_ids(sesame_core::wire::decode(response)?, "PiBas")
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {

@@ -10,21 +10,18 @@
 //! together ([`setup_groups`]).
 
 use rand_core::CryptoRngCore;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sesame_core::{channel, Channel, Error, Result, SchemeDescriptor};
+use sesame_core::{channel, Channel, Result, SchemeDescriptor};
 
 use crate::api::{DocId, Multimap, Prepared};
-use crate::common;
+use crate::common::{self, IdsResponse};
 use crate::query::{Query, QueryResult};
 
-/// A scheme whose search is one request answered by identifiers and
-/// followed by a key renewal.
+/// A scheme whose search is one request answered by identifiers (a
+/// [`IdsResponse`]) and followed by a key renewal.
 pub(crate) trait RenewedSearch {
     /// The scheme's request.
     type Request: Serialize;
-    /// The scheme's response.
-    type Response: DeserializeOwned + std::fmt::Debug;
 
     /// The scheme's name in errors.
     const NAME: &'static str;
@@ -38,10 +35,6 @@ pub(crate) trait RenewedSearch {
 
     /// Moves `keyword` to a fresh epoch.
     fn renew(&mut self, keyword: &[u8]);
-
-    /// The identifiers a response carries, or the response back if it is
-    /// not a search's answer.
-    fn ids(response: Self::Response) -> std::result::Result<Vec<DocId>, Self::Response>;
 }
 
 /// [`KeywordClient::search`](crate::api::KeywordClient::search): the
@@ -55,10 +48,7 @@ pub(crate) fn search<S: RenewedSearch>(
     let Some(request) = client.search_request(keyword)? else {
         return Ok(Vec::new());
     };
-    let ids = match S::ids(channel::call(channel, &request)?) {
-        Ok(ids) => common::normalise(ids),
-        Err(other) => return Err(Error::unexpected(S::NAME, &other)),
-    };
+    let ids = IdsResponse::sorted_ids(channel::call(channel, &request)?, S::NAME)?;
     client.renew(keyword);
     Ok(ids)
 }
@@ -78,7 +68,7 @@ pub(crate) fn prepare_query<S: RenewedSearch>(client: &mut S, query: &Query) -> 
 /// [`KeywordClient::resolve_query`](crate::api::KeywordClient::resolve_query):
 /// the identifiers of the answers.
 pub(crate) fn resolve_query<S: RenewedSearch>(responses: &[Vec<u8>]) -> Result<QueryResult> {
-    common::resolve_ids(S::NAME, responses, S::ids)
+    common::resolve_ids(S::NAME, responses, IdsResponse::ids)
 }
 
 /// The label of the `c`-th addition of an epoch under its token `tkn`:

@@ -22,7 +22,7 @@ use sesame_core::{
     SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap, Prepared, Update};
 use crate::common;
 use crate::query::{Query, QueryResult};
 use crate::uedsse::{
@@ -212,12 +212,7 @@ impl KeywordClient for SimpleClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
+    fn setup_checked(&mut self, Io { rng, channel }: Io<'_>, db: &Multimap) -> Result<()> {
         let entries = self.core.setup_entries(rng, db)?;
         common::upload(
             channel,
@@ -237,12 +232,10 @@ impl KeywordClient for SimpleClient {
         true
     }
 
-    fn prepare_update(
+    fn prepare_checked(
         &mut self,
         rng: &mut dyn CryptoRngCore,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        (op, doc, keywords): Update<'_>,
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.core.update_entries(rng, op, doc, keywords)?;
         uedsse::update_requests(entries, |entries| Request::Put {

@@ -28,7 +28,7 @@ use sesame_core::{
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap, Prepared, Update, UpdateOp};
 use crate::common::{self, tagged};
 use crate::query::{self, Query, QueryResult};
 
@@ -144,14 +144,8 @@ pub enum Request {
     },
 }
 
-/// A SUISE response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
-    /// The update is stored.
-    Stored,
-    /// The matching documents.
-    Ids(Vec<DocId>),
-}
+/// A SUISE response: stored, or the identifiers a search found.
+pub type Response = crate::common::IdsResponse;
 
 #[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
@@ -275,10 +269,7 @@ impl SuiseClient {
         token: Vec<u8>,
     ) -> Result<Vec<DocId>> {
         let request = self.search_request(token);
-        match channel::call(channel, &request)? {
-            Response::Ids(ids) => Ok(common::normalise(ids)),
-            other => Err(Error::unexpected("SUISE", &other)),
-        }
+        Response::sorted_ids(channel::call(channel, &request)?, "SUISE")
     }
 
     /// The search request for a tagged token; the token is recorded as
@@ -319,13 +310,7 @@ impl KeywordClient for SuiseClient {
         }
     }
 
-    fn setup(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
-        common::check_ids(db)?;
+    fn setup_checked(&mut self, Io { channel, .. }: Io<'_>, db: &Multimap) -> Result<()> {
         self.searched.clear();
         let mut per_doc: BTreeMap<DocId, Vec<&[u8]>> = BTreeMap::new();
         for (w, ids) in db {
@@ -378,14 +363,11 @@ impl KeywordClient for SuiseClient {
         true
     }
 
-    fn prepare_update(
+    fn prepare_checked(
         &mut self,
         _rng: &mut dyn CryptoRngCore,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        (op, doc, keywords): Update<'_>,
     ) -> Result<Option<Vec<Vec<u8>>>> {
-        common::check_doc(doc)?;
         if keywords.is_empty() {
             return Ok(Some(Vec::new()));
         }
@@ -470,10 +452,10 @@ impl KeywordClient for SuiseClient {
         }
         let mut sets = Vec::with_capacity(expected);
         for response in responses {
-            match sesame_core::wire::decode(response)? {
-                Response::Ids(ids) => sets.push(common::normalise(ids)),
-                other => return Err(Error::unexpected("SUISE", &other)),
-            }
+            sets.push(Response::sorted_ids(
+                sesame_core::wire::decode(response)?,
+                "SUISE",
+            )?);
         }
         Ok(QueryResult {
             ids: query::intersect(sets),

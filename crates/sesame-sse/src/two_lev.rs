@@ -24,13 +24,13 @@ use std::sync::Arc;
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
-    channel, BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    channel, BackwardPrivacy, Error, Handler, IoCounts, Params, QueryKind, Result,
     SchemeDescriptor, SchemeKind, Store, WriteBatch,
 };
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap};
 use crate::common::{self, KeywordKeys, Tag, ID_BYTES};
 
 /// Descriptor of 2Lev.
@@ -94,14 +94,8 @@ pub enum Request {
     },
 }
 
-/// A 2Lev response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
-    /// Stored.
-    Stored,
-    /// The matching identifiers.
-    Ids(Vec<DocId>),
-}
+/// A 2Lev response: stored, or the identifiers a search found.
+pub type Response = crate::common::IdsResponse;
 
 #[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
 struct State {
@@ -244,12 +238,7 @@ impl KeywordClient for TwoLevClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
+    fn setup_checked(&mut self, Io { rng, channel }: Io<'_>, db: &Multimap) -> Result<()> {
         let index = self.build(rng, db)?;
         let mut dict = index.dict.into_iter().peekable();
         let mut array = index.array.into_iter().peekable();

@@ -46,7 +46,7 @@ pub use sesame_crypto::ue::{self, Ciphertext, UeKey, UpdateToken, PAYLOAD_LEN};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, Prepared, UpdateOp};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap, Prepared, Update, UpdateOp};
 use crate::common;
 use crate::fast::oracle;
 use crate::query::{Query, QueryResult};
@@ -689,12 +689,7 @@ impl KeywordClient for UedsseClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
+    fn setup_checked(&mut self, Io { rng, channel }: Io<'_>, db: &Multimap) -> Result<()> {
         let entries = self.core.setup_entries(rng, db)?;
         upload(channel, entries)?;
         self.public_key(channel)?;
@@ -710,12 +705,10 @@ impl KeywordClient for UedsseClient {
         true
     }
 
-    fn prepare_update(
+    fn prepare_checked(
         &mut self,
         rng: &mut dyn CryptoRngCore,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        (op, doc, keywords): Update<'_>,
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.core.update_entries(rng, op, doc, keywords)?;
         update_requests(entries, |entries| Request::Put {

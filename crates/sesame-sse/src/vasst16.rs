@@ -29,7 +29,7 @@ use sesame_core::{
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap};
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap};
 use crate::common::{self, tagged, KeywordKeys, Tag};
 use crate::query::{Query, QueryResult};
 
@@ -246,12 +246,7 @@ impl KeywordClient for VasstClient {
         }
     }
 
-    fn setup(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
+    fn setup_checked(&mut self, Io { channel, .. }: Io<'_>, db: &Multimap) -> Result<()> {
         let (documents, entries) = self.build(db)?;
         common::upload(
             channel,

@@ -4,30 +4,19 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
+mod support;
+use support::Chan;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{Channel, LocalChannel, Params, Service};
-use sesame_sse::{KeywordClient, Multimap, UpdateOp};
-use sesame_store::MemoryStore;
+use sesame_core::{Channel, Params};
+use sesame_sse::{KeywordClient, UpdateOp};
 
-fn fresh(
-    params: &str,
-) -> (
-    Box<dyn KeywordClient>,
-    LocalChannel<Box<dyn Service>>,
-    ChaCha20Rng,
-) {
-    let s = sesame_sse::scheme("aura").unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(7);
-    let mut c = (s.new_client)(&mut rng, &Params::parse(params).unwrap()).unwrap();
-    let mut ch = LocalChannel::new(
-        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-            .unwrap(),
-    );
-    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
-    (c, ch, rng)
+fn fresh(params: &str) -> (Box<dyn KeywordClient>, Chan, ChaCha20Rng) {
+    support::fresh("aura", 7, |rng| {
+        let s = sesame_sse::scheme("aura").unwrap();
+        (s.new_client)(rng, &Params::parse(params).unwrap()).unwrap()
+    })
 }
 
 #[test]

@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -37,10 +39,7 @@ fn open(name: &str, seed: u64) -> Opened {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let client = (s.new_client)(&mut rng, &Params::new()).unwrap();
     let store = Arc::new(MemoryStore::new());
-    let ch = LocalChannel::new(
-        s.server(store.clone(), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let ch = support::channel(&s, store.clone());
     (client, ch, store, rng)
 }
 
@@ -471,10 +470,7 @@ fn transcript(name: &str) -> serde_json::Value {
         let sk = EciesSecretKey::from_bytes(&fixed_scalar(0x11)).unwrap();
         store.put(b"k", &sk.to_secret_bytes()).unwrap();
     }
-    let mut ch = LocalChannel::new(
-        s.server(store.clone(), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut ch = support::channel(&s, store.clone());
     ch.record_transcript();
     let mut db = Multimap::new();
     db.insert(b"alpha".to_vec(), vec![1, 2]);

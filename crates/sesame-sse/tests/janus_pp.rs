@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::sync::Arc;
 
 use rand::SeedableRng;
@@ -17,10 +19,7 @@ fn deletions_send_a_share_and_respect_the_bound() {
     let s = sesame_sse::scheme("janus-pp").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     let mut c = (s.new_client)(&mut rng, &Params::parse("d=3").unwrap()).unwrap();
-    let mut ch = LocalChannel::new(
-        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut ch = support::memory_channel(&s);
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let w = vec![b"w".to_vec()];
     for id in 0..6 {
@@ -81,10 +80,7 @@ fn six_added_two_deleted(
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut c = (s.new_client)(&mut rng, &Params::parse("d=4").unwrap()).unwrap();
     let store = Arc::new(MemoryStore::new());
-    let mut ch = LocalChannel::new(
-        s.server(store.clone(), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut ch = support::channel(&s, store.clone());
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let w = vec![b"w".to_vec()];
     for id in 1..=6 {

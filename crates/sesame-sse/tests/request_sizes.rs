@@ -7,11 +7,13 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::sync::Arc;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{Channel, LocalChannel, Meter, Params, Result, SchemeKind};
+use sesame_core::{Channel, Meter, Params, Result, SchemeKind};
 use sesame_sse::{KeywordScheme, Multimap, UpdateOp, MAX_PREPARED_REQUEST};
 use sesame_store::MemoryStore;
 
@@ -62,7 +64,7 @@ fn setup_requests_fit_the_bound() {
         let mut client = (scheme.new_client)(&mut rng, &Params::new()).unwrap();
         let store = Arc::new(MemoryStore::new());
         let mut channel = Recording {
-            inner: LocalChannel::new(scheme.server(store, &sesame_core::Params::new()).unwrap()),
+            inner: support::channel(&scheme, store),
             largest: 0,
         };
         client.setup(&mut rng, &mut channel, &db).unwrap();
@@ -95,8 +97,7 @@ fn prepared_update_requests_fit_the_bound() {
             continue;
         }
         let store = Arc::new(MemoryStore::new());
-        let mut channel =
-            LocalChannel::new(scheme.server(store, &sesame_core::Params::new()).unwrap());
+        let mut channel = support::channel(&scheme, store);
         let requests = client
             .prepare_update_interactive(&mut rng, &mut channel, UpdateOp::Add, 1, &words)
             .unwrap()

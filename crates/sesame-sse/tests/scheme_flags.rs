@@ -12,6 +12,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -60,11 +62,7 @@ type Loaded = (
 fn loaded(scheme: &KeywordScheme, db: &Multimap, rng: &mut ChaCha20Rng) -> Loaded {
     let mut client = (scheme.new_client)(rng, &Params::new()).unwrap();
     let store = Arc::new(MemoryStore::new());
-    let mut channel = LocalChannel::new(
-        scheme
-            .server(store.clone(), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut channel = support::channel(&scheme, store.clone());
     if scheme.descriptor.kind == SchemeKind::StaticSse {
         client.setup(rng, &mut channel, db).unwrap();
     } else {

@@ -6,17 +6,17 @@
 // Test helpers: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+use support::channel;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{
-    Channel, Error, LocalChannel, Meter, Params, QueryKind, SchemeKind, Service, Store,
-};
+use sesame_core::{Channel, Error, Meter, Params, QueryKind, SchemeKind};
 use sesame_sse::{DocId, KeywordScheme, Multimap, UpdateOp};
-use sesame_store::MemoryStore;
 
 /// Parameter sets per scheme: the defaults and small blocks that force
 /// every layout (several blocks per keyword, 2Lev's medium and large
@@ -41,10 +41,6 @@ fn configurations() -> Vec<(KeywordScheme, Params)> {
     out
 }
 
-fn channel(s: &KeywordScheme, store: Arc<dyn Store>) -> LocalChannel<Box<dyn Service>> {
-    LocalChannel::new(s.server(store, &sesame_core::Params::new()).unwrap())
-}
-
 fn oracle(db: &Multimap, w: &[u8]) -> Vec<DocId> {
     let set: BTreeSet<DocId> = db.get(w).into_iter().flatten().copied().collect();
     set.into_iter().collect()
@@ -61,7 +57,7 @@ fn arb_db() -> impl Strategy<Value = Multimap> {
 fn check_static(s: &KeywordScheme, params: &Params, db: &Multimap, seed: u64) {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut client = (s.new_client)(&mut rng, params).unwrap();
-    let mut ch = channel(s, Arc::new(MemoryStore::new()));
+    let mut ch = support::memory_channel(&s);
     client.setup(&mut rng, &mut ch, db).unwrap();
     for w in db.keys().map(Vec::as_slice).chain([&b"absent"[..], b""]) {
         let got = client.search(&mut rng, &mut ch, w).unwrap();
@@ -114,7 +110,7 @@ proptest! {
             }
             let mut rng = ChaCha20Rng::seed_from_u64(seed);
             let mut client = (s.new_client)(&mut rng, &params).unwrap();
-            let mut ch = channel(&s, Arc::new(MemoryStore::new()));
+            let mut ch = support::memory_channel(&s);
             client.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
             let mut truth: BTreeMap<Vec<u8>, BTreeSet<DocId>> = BTreeMap::new();
             for (add, doc, words, search) in &ops {
@@ -198,11 +194,31 @@ fn reserved_identifier_is_refused() {
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     for s in sesame_sse::schemes() {
         let mut c = (s.new_client)(&mut rng, &Params::new()).unwrap();
-        let mut ch = channel(&s, Arc::new(MemoryStore::new()));
+        let mut ch = support::memory_channel(&s);
         assert!(matches!(
             c.setup(&mut rng, &mut ch, &db),
             Err(Error::InvalidArgument(_))
         ));
+        // An update of the reserved identifier, prepared or sent, is
+        // refused the same way by every scheme, static ones included,
+        // before any message leaves.
+        let words = vec![b"w".to_vec()];
+        let span = ch.meter().span();
+        for op in [UpdateOp::Add, UpdateOp::Delete] {
+            let sent = c.update(&mut rng, &mut ch, op, u64::MAX, &words);
+            assert!(
+                matches!(sent, Err(Error::InvalidArgument(_))),
+                "{}: {sent:?}",
+                s.descriptor.name
+            );
+            let prepared = c.prepare_update(&mut rng, op, u64::MAX, &words);
+            assert!(
+                matches!(prepared, Err(Error::InvalidArgument(_))),
+                "{}: {prepared:?}",
+                s.descriptor.name
+            );
+        }
+        assert_eq!(span.finish().rounds, 0, "{}", s.descriptor.name);
     }
 }
 
@@ -259,7 +275,7 @@ fn malformed_responses_are_client_errors_not_panics() {
         let verifiable = s.descriptor.queries.contains(&QueryKind::Verifiable);
         let mut rng = ChaCha20Rng::seed_from_u64(3);
         let mut client = (s.new_client)(&mut rng, &params).unwrap();
-        let mut ch = channel(&s, Arc::new(MemoryStore::new()));
+        let mut ch = support::memory_channel(&s);
         client.setup(&mut rng, &mut ch, &db).unwrap();
         for mode in 0..4u8 {
             for seed in 0..50 {

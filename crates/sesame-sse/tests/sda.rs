@@ -4,25 +4,19 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
+mod support;
+use support::Chan;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{Channel, LocalChannel, Params, Service};
+use sesame_core::{Channel, Params};
 use sesame_sse::sd::sda::SdaClient;
 use sesame_sse::{KeywordClient, Multimap, UpdateOp};
-use sesame_store::MemoryStore;
 
-fn fresh() -> (SdaClient, LocalChannel<Box<dyn Service>>, ChaCha20Rng) {
-    let s = sesame_sse::scheme("sda").unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(5);
-    let mut c = SdaClient::new(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new(
-        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-            .unwrap(),
-    );
-    c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
-    (c, ch, rng)
+fn fresh() -> (Box<SdaClient>, Chan, ChaCha20Rng) {
+    support::fresh("sda", 5, |rng| {
+        Box::new(SdaClient::new(rng, &Params::new()).unwrap())
+    })
 }
 
 #[test]
@@ -80,10 +74,7 @@ fn sdd_updates_cost_two_rounds_and_keep_three_buffers_per_level() {
     let s = sesame_sse::scheme("sdd").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(6);
     let mut c = sesame_sse::sd::sdd::SddClient::new(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new(
-        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut ch = support::memory_channel(&s);
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let words: Vec<Vec<u8>> = (0..5).map(|i| vec![b'a' + i]).collect();
     let mut truth: Vec<std::collections::BTreeSet<u64>> = vec![Default::default(); 5];
@@ -124,10 +115,7 @@ fn bytes_of_one_addition(scheme: &str, keyword: &[u8]) -> u64 {
     let s = sesame_sse::scheme(scheme).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     let mut c = (s.new_client)(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new(
-        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut ch = support::memory_channel(&s);
     c.setup(&mut rng, &mut ch, &Multimap::new()).unwrap();
     let span = ch.meter().span();
     c.update(&mut rng, &mut ch, UpdateOp::Add, 1, &[keyword.to_vec()])
@@ -168,10 +156,7 @@ fn setup_levels_are_not_in_keyword_order() {
     let s = sesame_sse::scheme("sda").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(9);
     let mut c = SdaClient::new(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new(
-        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut ch = support::memory_channel(&s);
     let mut db = Multimap::new();
     for i in 0..96u64 {
         db.insert(format!("k{i:03}").into_bytes(), vec![i]);
@@ -297,10 +282,7 @@ fn sdd_merges_touch_the_same_positions_whatever_the_keywords() {
         let s = sesame_sse::scheme("sdd").unwrap();
         let mut rng = ChaCha20Rng::seed_from_u64(11);
         let mut c = (s.new_client)(&mut rng, &Params::new()).unwrap();
-        let mut ch = LocalChannel::new(
-            s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-                .unwrap(),
-        );
+        let mut ch = support::memory_channel(&s);
         let mut pattern = Pattern {
             inner: &mut ch,
             seen: Vec::new(),
@@ -354,10 +336,7 @@ fn sdd_setup_builds_whole_buffers_that_later_updates_merge() {
     let s = sesame_sse::scheme("sdd").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(12);
     let mut c = sesame_sse::sd::sdd::SddClient::new(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new(
-        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut ch = support::memory_channel(&s);
     // 96 keywords of one document each, then 904 pairs on 8 keywords:
     // 1,000 pairs, 0b1111101000.
     let mut truth: std::collections::BTreeMap<Vec<u8>, std::collections::BTreeSet<u64>> =
@@ -433,10 +412,7 @@ fn sdd_small_merges_open_and_seal_each_entry_once() {
     let s = sesame_sse::scheme("sdd").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(12);
     let mut c = (s.new_client)(&mut rng, &Params::new()).unwrap();
-    let mut ch = LocalChannel::new(
-        s.server(Arc::new(MemoryStore::new()), &sesame_core::Params::new())
-            .unwrap(),
-    );
+    let mut ch = support::memory_channel(&s);
     const UPDATES: u64 = 1000;
     let ((), counts) = counter::measure(|| {
         for i in 0..UPDATES {

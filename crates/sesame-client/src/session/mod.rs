@@ -532,12 +532,7 @@ mod tests {
         fn descriptor(&self) -> &'static SchemeDescriptor {
             &TOY
         }
-        fn setup(
-            &mut self,
-            _: &mut dyn CryptoRngCore,
-            _: &mut dyn Channel,
-            _: &Multimap,
-        ) -> CoreResult<()> {
+        fn setup_checked(&mut self, _: sesame_sse::api::Io<'_>, _: &Multimap) -> CoreResult<()> {
             panic!("a dynamic scheme is never set up by the SDK")
         }
         fn prepares_updates(&self) -> bool {

@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 
 use rand_core::CryptoRngCore;
-use sesame_core::{Channel, Error, Params, Result, SchemeDescriptor};
+use sesame_core::{Error, Params, Result, SchemeDescriptor};
 use sesame_crypto::ggm::GgmTree;
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
 
 use super::*;
-use crate::api::{DocId, KeywordClient, Multimap, UpdateOp};
+use crate::api::{DocId, Io, KeywordClient, Multimap, Update, UpdateOp};
 use crate::common;
 use crate::renewal::{label, setup_plan, RenewedSearch};
 
@@ -500,7 +500,6 @@ impl AuraClient {
 
 impl RenewedSearch for AuraClient {
     type Request = Request;
-    type Response = Response;
     const NAME: &'static str = "Aura";
 
     fn descriptor() -> &'static SchemeDescriptor {
@@ -536,13 +535,6 @@ impl RenewedSearch for AuraClient {
         // The finished epoch's nodes are not needed again.
         self.kept.trees.retain(|t| t.keyword != keyword);
     }
-
-    fn ids(response: Response) -> std::result::Result<Vec<DocId>, Response> {
-        match response {
-            Response::Ids(ids) => Ok(ids),
-            other => Err(other),
-        }
-    }
 }
 
 impl KeywordClient for AuraClient {
@@ -550,13 +542,7 @@ impl KeywordClient for AuraClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        _rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
-        common::check_ids(db)?;
+    fn setup_checked(&mut self, Io { channel, .. }: Io<'_>, db: &Multimap) -> Result<()> {
         let mut entries = self.setup_entries(db)?;
         entries.sort_unstable_by_key(|e| e.0);
         common::upload(
@@ -577,14 +563,12 @@ impl KeywordClient for AuraClient {
         true
     }
 
-    fn prepare_update(
+    fn prepare_checked(
         &mut self,
         _rng: &mut dyn CryptoRngCore,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        update: Update<'_>,
     ) -> Result<Option<Vec<Vec<u8>>>> {
-        let mut requests = self.batch_requests(&[(op, doc, keywords)])?;
+        let mut requests = self.batch_requests(&[update])?;
         Ok(requests.pop())
     }
 

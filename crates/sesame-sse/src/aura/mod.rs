@@ -220,14 +220,8 @@ pub enum Request {
     },
 }
 
-/// An Aura response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
-    /// The entries are stored.
-    Stored,
-    /// The live identifiers.
-    Ids(Vec<DocId>),
-}
+/// An Aura response: stored, or the identifiers a search found.
+pub type Response = crate::common::IdsResponse;
 
 /// The `h` filter positions of `tag` in a filter of `2^depth` bits:
 /// `H_j(t)`, the `j`-th 64-bit word of AES-128 keyed with the

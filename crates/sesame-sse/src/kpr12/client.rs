@@ -16,7 +16,7 @@ use super::{
     SearchToken, AD, AS, DEPTH, DESCRIPTOR, DUAL_LEN, MAX_PROBES, META, NODE_LEN, NONCE_LEN, PAIRS,
     TS,
 };
-use crate::api::{DocId, KeywordClient, Multimap, UpdateOp};
+use crate::api::{DocId, Io, KeywordClient, Multimap, Update, UpdateOp};
 use crate::common;
 
 /// The saved state: key, root, and the encoded update request whose
@@ -407,12 +407,7 @@ impl KeywordClient for Kpr12Client {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
+    fn setup_checked(&mut self, Io { rng, channel }: Io<'_>, db: &Multimap) -> Result<()> {
         let (cells, root) = self.index_gen(rng, db)?;
         common::upload(
             channel,
@@ -426,13 +421,10 @@ impl KeywordClient for Kpr12Client {
         Ok(())
     }
 
-    fn update(
+    fn update_checked(
         &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        Io { rng, channel }: Io<'_>,
+        (op, doc, keywords): Update<'_>,
     ) -> Result<()> {
         self.resync(channel)?;
         match op {

@@ -119,15 +119,13 @@ impl LevelKeys {
 }
 
 /// The sequenced updates of (`doc`, `keywords`), numbered after `seq`
-/// (advanced): the update path shared by SDa and SDd.
+/// (advanced): the update path shared by SDa and SDd (`doc` is checked
+/// by [`crate::api::KeywordClient::update`]).
 pub(super) fn sequenced(
     scheme: &str,
     seq: &mut u64,
-    op: UpdateOp,
-    doc: DocId,
-    keywords: &[Vec<u8>],
+    (op, doc, keywords): crate::api::Update<'_>,
 ) -> Result<Vec<Update>> {
-    common::check_doc(doc)?;
     let mut out = Vec::with_capacity(keywords.len());
     for w in keywords {
         if w.len() > MAX_KEYWORD {

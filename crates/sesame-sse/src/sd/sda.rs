@@ -36,7 +36,7 @@ use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
 use super::levels::*;
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::api::{self, DocId, Io, KeywordClient, KeywordScheme, Multimap};
 use crate::common::{self};
 
 /// Descriptor of SDa.
@@ -290,13 +290,7 @@ impl KeywordClient for SdaClient {
         &DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
-        common::check_ids(db)?;
+    fn setup_checked(&mut self, Io { rng, channel }: Io<'_>, db: &Multimap) -> Result<()> {
         common::call_answered(channel, "SDa", &Request::Reset, Response::Done)?;
         self.levels.clear();
         self.seq = 0;
@@ -328,15 +322,12 @@ impl KeywordClient for SdaClient {
         Ok(())
     }
 
-    fn update(
+    fn update_checked(
         &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        Io { rng, channel }: Io<'_>,
+        update: api::Update<'_>,
     ) -> Result<()> {
-        for u in sequenced("SDa", &mut self.seq, op, doc, keywords)? {
+        for u in sequenced("SDa", &mut self.seq, update)? {
             self.update_one(rng, channel, u)?;
         }
         Ok(())

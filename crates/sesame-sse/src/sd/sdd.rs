@@ -62,7 +62,7 @@ use sesame_crypto::key::Key;
 use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
 use super::levels::*;
-use crate::api::{DocId, KeywordClient, KeywordScheme, Multimap, UpdateOp};
+use crate::api::{self, DocId, Io, KeywordClient, KeywordScheme, Multimap};
 use crate::common::{self, Sealed};
 
 /// Descriptor of SDd.
@@ -913,13 +913,7 @@ impl KeywordClient for SddClient {
         &SDD_DESCRIPTOR
     }
 
-    fn setup(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        db: &Multimap,
-    ) -> Result<()> {
-        common::check_ids(db)?;
+    fn setup_checked(&mut self, Io { rng, channel }: Io<'_>, db: &Multimap) -> Result<()> {
         common::call_answered(channel, "SDd", &SddRequest::Reset, SddResponse::Done)?;
         self.levels.clear();
         self.key_cache = KeyCache::default();
@@ -933,15 +927,12 @@ impl KeywordClient for SddClient {
         Ok(())
     }
 
-    fn update(
+    fn update_checked(
         &mut self,
-        rng: &mut dyn CryptoRngCore,
-        channel: &mut dyn Channel,
-        op: UpdateOp,
-        doc: DocId,
-        keywords: &[Vec<u8>],
+        Io { rng, channel }: Io<'_>,
+        update: api::Update<'_>,
     ) -> Result<()> {
-        for u in sequenced("SDd", &mut self.seq, op, doc, keywords)? {
+        for u in sequenced("SDd", &mut self.seq, update)? {
             self.update_one(rng, channel, u)?;
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! SDd's unit tests (module `sdd`'s `tests`).
 
 use super::*;
+use crate::api::UpdateOp;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{LocalChannel, Typed};
