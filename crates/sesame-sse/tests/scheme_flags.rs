@@ -62,7 +62,7 @@ type Loaded = (
 fn loaded(scheme: &KeywordScheme, db: &Multimap, rng: &mut ChaCha20Rng) -> Loaded {
     let mut client = (scheme.new_client)(rng, &Params::new()).unwrap();
     let store = Arc::new(MemoryStore::new());
-    let mut channel = support::channel(&scheme, store.clone());
+    let mut channel = support::channel(scheme, store.clone());
     if scheme.descriptor.kind == SchemeKind::StaticSse {
         client.setup(rng, &mut channel, db).unwrap();
     } else {

@@ -57,7 +57,7 @@ fn arb_db() -> impl Strategy<Value = Multimap> {
 fn check_static(s: &KeywordScheme, params: &Params, db: &Multimap, seed: u64) {
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut client = (s.new_client)(&mut rng, params).unwrap();
-    let mut ch = support::memory_channel(&s);
+    let mut ch = support::memory_channel(s);
     client.setup(&mut rng, &mut ch, db).unwrap();
     for w in db.keys().map(Vec::as_slice).chain([&b"absent"[..], b""]) {
         let got = client.search(&mut rng, &mut ch, w).unwrap();
