@@ -34,10 +34,12 @@ const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0
 /// redb's page cache while a file is inspected before it is opened.
 const PROBE_CACHE_BYTES: usize = 16 << 20;
 
-/// redb's page cache of an open store file (redb's default, 1 GiB, let a
-/// table import's resident memory grow with the file: 1.1 GB for the
-/// flights, `docs/performance.md`, "Importing a table").
-const CACHE_BYTES: usize = 192 << 20;
+/// redb's page cache of an open store file: redb's default, 1 GiB. A
+/// bound of 192 MiB was tried against a table import's peak memory and
+/// did not move it (`docs/performance.md`, "The client state as a log of
+/// changes"), while a smaller cache costs every query that reads more
+/// than it holds, so the default stays.
+const CACHE_BYTES: usize = 1 << 30;
 
 /// A store in a redb database: the embedded default backend.
 ///
