@@ -122,16 +122,8 @@ fn scalar(sql: &str, e: &ast::Expr) -> Result<(String, ColType, Datum), SqlError
             )
             .at(plan::pos_of(sql, e))),
         },
-        other => match plan::literal(other) {
-            Some(d) => {
-                let ty = match &d {
-                    Datum::Int(_) => ColType::Int,
-                    Datum::Numeric(_) => ColType::Numeric,
-                    Datum::Bool(_) => ColType::Bool,
-                    _ => ColType::Text,
-                };
-                Ok(("?column?".into(), ty, d))
-            }
+        other => match plan::typed_literal(other) {
+            Some((d, ty)) => Ok(("?column?".into(), ty, d)),
             None => Err(SqlError::unsupported(format!(
                 "{other}: only constants and catalog functions without FROM"
             ))

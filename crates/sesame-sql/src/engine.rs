@@ -294,15 +294,7 @@ impl Db {
         if plan.aggregates() || plan.distinct || !plan.order.is_empty() {
             return Ok(None);
         }
-        let route = match &plan.filter {
-            Some(c) => Some(route::route(
-                &schema,
-                self.nulls(&name)?,
-                c,
-                settings.allow_scan,
-            )?),
-            None => None,
-        };
+        let route = self.route_of(&name, &schema, plan.filter.as_ref(), settings)?;
         Ok(Some((name, schema, plan, route)))
     }
 
@@ -389,6 +381,26 @@ impl Db {
         Ok(self.table(name)?.has_null_keywords())
     }
 
+    /// The route of an optional condition on a table (none without a
+    /// condition: every record).
+    fn route_of(
+        &mut self,
+        name: &str,
+        schema: &Schema,
+        cond: Option<&Cond>,
+        settings: &Settings,
+    ) -> Result<Option<Route>, SqlError> {
+        match cond {
+            Some(c) => Ok(Some(route::route(
+                schema,
+                self.nulls(name)?,
+                c,
+                settings.allow_scan,
+            )?)),
+            None => Ok(None),
+        }
+    }
+
     fn columns(&mut self, name: &str) -> Result<(Schema, plan::Columns), SqlError> {
         let schema = self.schema(name)?;
         let columns = schema
@@ -430,15 +442,7 @@ impl Db {
         let name = name.strip_prefix("public.").unwrap_or(&name).to_owned();
         let (schema, columns) = self.columns(&name)?;
         let plan = plan::plan_select(sql, q, &columns, Some(name.clone()))?;
-        let route = match &plan.filter {
-            Some(c) => Some(route::route(
-                &schema,
-                self.nulls(&name)?,
-                c,
-                settings.allow_scan,
-            )?),
-            None => None,
-        };
+        let route = self.route_of(&name, &schema, plan.filter.as_ref(), settings)?;
         // count(*) alone: the index's count, no record fetched.
         let count_only = plan.group_by.is_empty()
             && plan.outputs.iter().all(|o| {
@@ -495,15 +499,11 @@ impl Db {
         };
         let name = name.strip_prefix("public.").unwrap_or(&name).to_owned();
         let (schema, columns) = self.columns(&name)?;
-        let route = match &filter {
-            Some(e) => Some(route::route(
-                &schema,
-                self.nulls(&name)?,
-                &plan::cond(sql, e, &columns)?,
-                settings.allow_scan,
-            )?),
+        let cond = match &filter {
+            Some(e) => Some(plan::cond(sql, e, &columns)?),
             None => None,
         };
+        let route = self.route_of(&name, &schema, cond.as_ref(), settings)?;
         let t = self.table(&name)?;
         let mut lines = Vec::new();
         if let Some(w) = t.insecure_warning() {
@@ -667,15 +667,7 @@ impl Db {
             Some(e) => Some(plan::cond(sql, e, &columns)?),
             None => None,
         };
-        let route = match &cond {
-            Some(c) => Some(route::route(
-                &schema,
-                self.nulls(&name)?,
-                c,
-                settings.allow_scan,
-            )?),
-            None => None,
-        };
+        let route = self.route_of(&name, &schema, cond.as_ref(), settings)?;
         let t = self.table(&name)?;
         let records = fetch(t, route.as_ref())?;
         let mut changed = Vec::new();

@@ -478,20 +478,12 @@ fn output(
             expr: Scalar::Col(c),
         });
     }
-    match literal(e) {
-        Some(d) => {
-            let ty = match &d {
-                Datum::Int(_) => ColType::Int,
-                Datum::Numeric(_) => ColType::Numeric,
-                Datum::Bool(_) => ColType::Bool,
-                _ => ColType::Text,
-            };
-            Ok(Output {
-                name: alias.unwrap_or_else(|| "?column?".into()),
-                ty,
-                expr: Scalar::Lit(d),
-            })
-        }
+    match typed_literal(e) {
+        Some((d, ty)) => Ok(Output {
+            name: alias.unwrap_or_else(|| "?column?".into()),
+            ty,
+            expr: Scalar::Lit(d),
+        }),
         None => match e {
             Expr::Identifier(_) | Expr::CompoundIdentifier(_) => Err(column_of(sql, e, columns)
                 .err()
@@ -502,6 +494,19 @@ fn output(
             .at(pos_of(sql, e))),
         },
     }
+}
+
+/// A constant's value and the column type it gives an output (text
+/// for a string or NULL).
+pub(crate) fn typed_literal(e: &Expr) -> Option<(Datum, ColType)> {
+    let d = literal(e)?;
+    let ty = match &d {
+        Datum::Int(_) => ColType::Int,
+        Datum::Numeric(_) => ColType::Numeric,
+        Datum::Bool(_) => ColType::Bool,
+        _ => ColType::Text,
+    };
+    Some((d, ty))
 }
 
 /// A constant's value.
