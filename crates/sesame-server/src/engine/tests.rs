@@ -52,6 +52,37 @@ fn write_records(engine: &Engine, writes: Vec<proto::RecordWrite>) -> proto::Wri
     engine.write_records("t", req).expect("a record write")
 }
 
+/// One call to index `index` (scheme `fast`, generation 0) of tenant
+/// `t`: a write-once batch that puts `entries`.
+fn fast_put(
+    engine: &Engine,
+    index: &str,
+    entries: Vec<([u8; 32], [u8; 25])>,
+) -> Result<proto::CallResponse, EngineError> {
+    let request = sesame_sse::fast::Request::Put {
+        reset: false,
+        entries,
+    };
+    engine.call(
+        "t",
+        proto::CallRequest {
+            index: index.into(),
+            scheme: "fast".into(),
+            generation: 0,
+            request_id: Vec::new(),
+            messages: vec![wire::encode(&request).expect("encoded")],
+        },
+    )
+}
+
+/// The value a packed index stores for `label` (its key is `e` and the
+/// label), read through `view`.
+fn packed_entry(view: &sesame_store::packed::Packed, label: &[u8]) -> Option<Vec<u8>> {
+    let mut key = vec![b'e'];
+    key.extend_from_slice(label);
+    view.get(&key).expect("a read")
+}
+
 /// A memory store whose reads take a while, so that requests of two
 /// engines overlap between their reads and their commits.
 struct Unhurried(MemoryStore);
@@ -399,7 +430,6 @@ fn a_write_once_batch_that_changes_a_stored_value_is_a_conflict() {
 /// update that would change an entry is a conflict.
 #[test]
 fn two_engines_writing_one_packed_index_lose_no_entry() {
-    use sesame_sse::fast::Request;
     const THREADS: u32 = 4;
     const CALLS: u32 = 25;
     const ENTRIES: u32 = 40;
@@ -417,22 +447,7 @@ fn two_engines_writing_one_packed_index_lose_no_entry() {
             .copy_from_slice(&sha2::Sha256::digest([t, c, e].map(u32::to_be_bytes).concat())[..12]);
         l
     };
-    let call = |engine: &Engine, entries: Vec<([u8; 32], [u8; 25])>| {
-        let request = Request::Put {
-            reset: false,
-            entries,
-        };
-        engine.call(
-            "t",
-            proto::CallRequest {
-                index: "a".into(),
-                scheme: "fast".into(),
-                generation: 0,
-                request_id: Vec::new(),
-                messages: vec![wire::encode(&request).expect("encoded")],
-            },
-        )
-    };
+    let call = |engine: &Engine, entries| fast_put(engine, "a", entries);
     let start = std::sync::Barrier::new(THREADS as usize);
     std::thread::scope(|scope| {
         for t in 0..THREADS {
@@ -457,9 +472,7 @@ fn two_engines_writing_one_packed_index_lose_no_entry() {
     for t in 0..THREADS {
         for c in 0..CALLS {
             for e in 0..ENTRIES {
-                let mut key = vec![b'e'];
-                key.extend_from_slice(&label(t, c, e));
-                let value = view.get(&key).expect("a read");
+                let value = packed_entry(&view, &label(t, c, e));
                 assert_eq!(value, Some(vec![t as u8; 25]), "entry {t}/{c}/{e}");
             }
         }
@@ -479,27 +492,11 @@ fn two_engines_writing_one_packed_index_lose_no_entry() {
 /// commit token it was read or written under.
 #[test]
 fn a_second_server_sharing_the_store_is_seen_through_the_chunk_cache() {
-    use sesame_sse::fast::Request;
     let store = Arc::new(Unhurried(MemoryStore::new()));
     let a = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
     let b = Engine::new(store.clone(), Limits::default()).expect("a second engine");
     create(&a, "i", "fast").expect("created");
-    let call = |engine: &Engine, entries: Vec<([u8; 32], [u8; 25])>| {
-        let request = Request::Put {
-            reset: false,
-            entries,
-        };
-        engine.call(
-            "t",
-            proto::CallRequest {
-                index: "i".into(),
-                scheme: "fast".into(),
-                generation: 0,
-                request_id: Vec::new(),
-                messages: vec![wire::encode(&request).expect("encoded")],
-            },
-        )
-    };
+    let call = |engine: &Engine, entries| fast_put(engine, "i", entries);
     let label = |n: u8| [n; 32];
     for n in 0..4 {
         call(&a, vec![(label(n), [1; 25])]).expect("an update of a");
@@ -515,11 +512,7 @@ fn a_second_server_sharing_the_store_is_seen_through_the_chunk_cache() {
     call(&a, vec![(label(10), [1; 25])]).expect("a later update of a");
     let meta = a.meta("t", "i").expect("its record");
     let view = sesame_store::packed::Packed::new(store.clone(), meta.chunks_prefix("t", "i", 0));
-    let entry = |n: u8| {
-        let mut key = vec![b'e'];
-        key.extend_from_slice(&label(n));
-        view.get(&key).expect("a read")
-    };
+    let entry = |n: u8| packed_entry(&view, &label(n));
     assert_eq!(entry(9), Some(vec![2; 25]), "b's entry");
     assert_eq!(entry(10), Some(vec![1; 25]), "a's later entry");
     assert_eq!(entry(0), Some(vec![1; 25]), "a's first entry");
