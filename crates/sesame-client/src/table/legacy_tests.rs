@@ -7,11 +7,14 @@
 //! of the master key carries that key over; a state of format 3 (no null
 //! keywords) refuses `is null` until the table is made again.
 
+use std::path::{Path, PathBuf};
+
 use serde::Serialize;
 
 use super::schema::{Binding, Field, Value, VerifiedGroup};
-use super::{RangeState, Schema, TableState, TABLE_FORMAT};
+use super::{RangeState, Schema, Table, TableState, TABLE_FORMAT};
 use crate::table::verified::GroupState;
+use crate::Profile;
 
 /// [`Schema`] as builds before `insecure` wrote it.
 #[derive(Serialize)]
@@ -52,6 +55,61 @@ fn schema(text: &str) -> Schema {
     Schema::from_toml(text).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A state as this build writes it, of a one-field table, with naming
+/// key `[5; 32]`.
+fn current_state(next_row: u64, incarnation: [u8; 16]) -> TableState {
+    TableState {
+        format: TABLE_FORMAT,
+        schema: schema("[fields.a]\ntype = \"integer\"\nindex = [\"range\"]\n"),
+        ranges: Vec::new(),
+        group: None,
+        next_row,
+        incarnation: Some(incarnation),
+        naming: Some(super::NamingKey([5; 32])),
+        null_keywords: true,
+    }
+}
+
+/// A profile in a fresh temporary folder (password `pw`, the tests' fast
+/// key derivation), that folder, the profile's own and its table `old` of
+/// schema `schema_text`.
+fn table_old(schema_text: &str) -> (tempfile::TempDir, PathBuf, Profile, Table) {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("p");
+    let p = Profile::create_with_kdf(
+        &dir,
+        "pw",
+        "fast",
+        &sesame_core::Params::new(),
+        crate::insecure::fast_kdf(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let table = Table::create(&p, "old", schema(schema_text)).unwrap_or_else(|e| panic!("{e}"));
+    (tmp, dir, p, table)
+}
+
+/// Closes `table` (named `old`) and seals `plain` as its state, as an
+/// earlier build wrote it.
+fn seal_as_earlier(p: &Profile, table: Table, plain: &[u8]) {
+    let path = table.path.clone();
+    drop(table);
+    p.state_cipher()
+        .seal_table(&mut rand_core::OsRng, &path, "old", plain)
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Closes `table` (named `old`), rotates the master key of the profile
+/// at `dir` (which makes each table again) and opens both again.
+fn rotated(p: Profile, table: Table, dir: &Path) -> (Profile, Table) {
+    drop(table);
+    p.rotate_master(&mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(p);
+    let p = Profile::open(dir, "pw").unwrap_or_else(|e| panic!("{e}"));
+    let table = Table::open(&p, "old").unwrap_or_else(|e| panic!("{e}"));
+    (p, table)
+}
+
 #[test]
 fn a_state_of_an_earlier_build_opens_without_an_incarnation() {
     let plain = schema("key = \"k\"\n[fields.k]\ntype = \"string\"\nindex = [\"equality\"]\n");
@@ -77,16 +135,7 @@ fn a_state_of_an_earlier_build_opens_without_an_incarnation() {
 
 #[test]
 fn a_current_state_keeps_its_incarnation() {
-    let state = TableState {
-        format: TABLE_FORMAT,
-        schema: schema("[fields.a]\ntype = \"integer\"\nindex = [\"range\"]\n"),
-        ranges: Vec::new(),
-        group: None,
-        next_row: 7,
-        incarnation: Some([9; 16]),
-        naming: Some(super::NamingKey([5; 32])),
-        null_keywords: true,
-    };
+    let state = current_state(7, [9; 16]);
     let bytes = sesame_core::wire::encode(&state).unwrap_or_else(|e| panic!("{e}"));
     let back = TableState::decode(&bytes).unwrap_or_else(|| panic!("no decode"));
     assert_eq!(back.incarnation, Some([9; 16]));
@@ -109,16 +158,7 @@ struct StateV2<'a> {
 
 #[test]
 fn a_format_2_state_opens_without_a_naming_key() {
-    let state = TableState {
-        format: TABLE_FORMAT,
-        schema: schema("[fields.a]\ntype = \"integer\"\nindex = [\"range\"]\n"),
-        ranges: Vec::new(),
-        group: None,
-        next_row: 3,
-        incarnation: Some([4; 16]),
-        naming: Some(super::NamingKey([5; 32])),
-        null_keywords: true,
-    };
+    let state = current_state(3, [4; 16]);
     let bytes = sesame_core::wire::encode(&v2(&state)).unwrap_or_else(|e| panic!("{e}"));
     let back = TableState::decode(&bytes).unwrap_or_else(|| panic!("no decode"));
     assert_eq!(back.format, TABLE_FORMAT);
@@ -145,31 +185,14 @@ fn v2(state: &TableState) -> StateV2<'_> {
 #[test]
 fn a_keyless_table_of_an_earlier_build_converges_after_a_rotation() {
     use super::import::Format;
-    use super::Table;
-    use crate::Profile;
 
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let dir = tmp.path().join("p");
-    let p = Profile::create_with_kdf(
-        &dir,
-        "pw",
-        "fast",
-        &sesame_core::Params::new(),
-        crate::insecure::fast_kdf(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let keyless = schema(
+    let (tmp, dir, p, table) = table_old(
         "equality = \"fast\"\n[fields.name]\ntype = \"string\"\nindex = [\"equality\"]\n\
          [fields.n]\ntype = \"integer\"\nindex = [\"range\"]\nrange = \"bplus-clww\"\nbits = 16\n",
     );
-    let table = Table::create(&p, "old", keyless).unwrap_or_else(|e| panic!("{e}"));
     // Its state as format 2 wrote it.
     let plain = sesame_core::wire::encode(&v2(&table.state)).unwrap_or_else(|e| panic!("{e}"));
-    let path = table.path.clone();
-    drop(table);
-    p.state_cipher()
-        .seal_table(&mut rand_core::OsRng, &path, "old", &plain)
-        .unwrap_or_else(|e| panic!("{e}"));
+    seal_as_earlier(&p, table, &plain);
     let write = |rows: std::ops::Range<i64>| {
         let mut text = String::from("name,n\n");
         for i in rows {
@@ -186,12 +209,7 @@ fn a_keyless_table_of_an_earlier_build_converges_after_a_rotation() {
     table
         .import(&file, Format::Csv, &mut |_| {})
         .unwrap_or_else(|e| panic!("{e}"));
-    drop(table);
-    p.rotate_master(&mut |_| {})
-        .unwrap_or_else(|e| panic!("{e}"));
-    drop(p);
-    let p = Profile::open(&dir, "pw").unwrap_or_else(|e| panic!("{e}"));
-    let mut table = Table::open(&p, "old").unwrap_or_else(|e| panic!("{e}"));
+    let (_p, mut table) = rotated(p, table, &dir);
     assert!(table.state.naming.is_some(), "the rotation carries the key");
     let file = write(1..31);
     let r = table
@@ -205,15 +223,12 @@ fn a_keyless_table_of_an_earlier_build_converges_after_a_rotation() {
     assert_eq!(table.len(), 30);
 }
 
-/// [`TableState`] as format 3 wrote it (no null keywords).
+/// [`TableState`] as format 3 wrote it (no null keywords): the fields of
+/// format 2, then the naming key (the wire encoding writes a nested
+/// struct's fields in place, so this is the flat format-3 layout).
 #[derive(Serialize)]
 struct StateV3<'a> {
-    format: u8,
-    schema: &'a Schema,
-    ranges: &'a Vec<RangeState>,
-    group: &'a Option<GroupState>,
-    next_row: u64,
-    incarnation: Option<[u8; 16]>,
+    v2: StateV2<'a>,
     naming: &'a Option<super::NamingKey>,
 }
 
@@ -222,41 +237,21 @@ struct StateV3<'a> {
 /// (a rotation of the master key), it answers.
 #[test]
 fn a_table_of_an_earlier_build_refuses_is_null_until_made_again() {
-    use super::Table;
-    use crate::Profile;
-
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let dir = tmp.path().join("p");
-    let p = Profile::create_with_kdf(
-        &dir,
-        "pw",
-        "fast",
-        &sesame_core::Params::new(),
-        crate::insecure::fast_kdf(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let nullable = schema(
+    let (_tmp, dir, p, table) = table_old(
         "key = \"id\"\n[fields.id]\ntype = \"integer\"\nindex = [\"equality\"]\n\
          [fields.city]\ntype = \"string\"\nindex = [\"equality\"]\n",
     );
-    let table = Table::create(&p, "old", nullable).unwrap_or_else(|e| panic!("{e}"));
     assert!(table.has_null_keywords());
     let state = &table.state;
     let plain = sesame_core::wire::encode(&StateV3 {
-        format: super::TABLE_FORMAT_V3,
-        schema: &state.schema,
-        ranges: &state.ranges,
-        group: &state.group,
-        next_row: state.next_row,
-        incarnation: state.incarnation,
+        v2: StateV2 {
+            format: super::TABLE_FORMAT_V3,
+            ..v2(state)
+        },
         naming: &state.naming,
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    let path = table.path.clone();
-    drop(table);
-    p.state_cipher()
-        .seal_table(&mut rand_core::OsRng, &path, "old", &plain)
-        .unwrap_or_else(|e| panic!("{e}"));
+    seal_as_earlier(&p, table, &plain);
     let mut table = Table::open(&p, "old").unwrap_or_else(|e| panic!("{e}"));
     assert!(!table.has_null_keywords());
     let records = (1..=6)
@@ -271,21 +266,8 @@ fn a_table_of_an_earlier_build_refuses_is_null_until_made_again() {
     table
         .insert(records, &mut |_| {})
         .unwrap_or_else(|e| panic!("{e}"));
-    let e = table
-        .query("city is null", None)
-        .map(drop)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("no null keywords") && e.contains("rekey --master"),
-        "{e}"
-    );
-    drop(table);
-    p.rotate_master(&mut |_| {})
-        .unwrap_or_else(|e| panic!("{e}"));
-    drop(p);
-    let p = Profile::open(&dir, "pw").unwrap_or_else(|e| panic!("{e}"));
-    let mut table = Table::open(&p, "old").unwrap_or_else(|e| panic!("{e}"));
+    super::plan::assert_no_null_keywords(table.query("city is null", None));
+    let (_p, mut table) = rotated(p, table, &dir);
     assert!(table.has_null_keywords());
     let mut keys: Vec<String> = table
         .query("city is null", None)
