@@ -124,31 +124,7 @@ impl Table {
     /// (all when `None`), and how many matched in all.
     pub fn query(&mut self, text: &str, limit: Option<usize>) -> Result<Answer> {
         let plan = self.plan(text)?;
-        self.recover_as(true)?;
-        let writes = plan.leaves().iter().any(|(_, field, access)| {
-            matches!(access, Access::Range { .. })
-                && self
-                    .ranges
-                    .iter()
-                    .any(|r| r.field == *field && r.query_writes())
-        });
-        if writes {
-            self.save_ranges(true)?;
-        }
-        let ids = self.matching_ids(&plan);
-        if writes {
-            // Saved whatever happened: a failed query leaves the mark,
-            // and the next open rebuilds.
-            if ids.is_ok() {
-                self.save_ranges(false)?;
-            }
-        }
-        // An identifier the catalog lacks belongs to a record deleted or
-        // replaced (an index without deletion still holds it).
-        let matching: Vec<DocumentInfo> = ids?
-            .iter()
-            .filter_map(|id| self.rows.state.catalog.get(id).cloned())
-            .collect();
+        let matching = self.matching_docs(&plan)?;
         let total = matching.len();
         let docs: Vec<DocumentInfo> = matching
             .into_iter()
@@ -160,6 +136,36 @@ impl Table {
             records,
             plan,
         })
+    }
+
+    /// The catalog's entries of the records that match `plan`, in
+    /// insertion order, after recovering what an interrupted write left
+    /// (for [`Table::query`] and [`Table::query_batches`]). A range index
+    /// whose query writes is marked dirty while it runs.
+    pub(super) fn matching_docs(&mut self, plan: &Plan) -> Result<Vec<DocumentInfo>> {
+        self.recover_as(true)?;
+        let writes = plan.leaves().iter().any(|(_, field, access)| {
+            matches!(access, Access::Range { .. })
+                && self
+                    .ranges
+                    .iter()
+                    .any(|r| r.field == *field && r.query_writes())
+        });
+        if writes {
+            self.save_ranges(true)?;
+        }
+        let ids = self.matching_ids(plan);
+        // Saved whatever happened: a failed query leaves the mark, and
+        // the next open rebuilds.
+        if writes && ids.is_ok() {
+            self.save_ranges(false)?;
+        }
+        // An identifier the catalog lacks belongs to a record deleted or
+        // replaced (an index without deletion still holds it).
+        Ok(ids?
+            .iter()
+            .filter_map(|id| self.rows.state.catalog.get(id).cloned())
+            .collect())
     }
 
     pub(super) fn matching_ids(&mut self, plan: &Plan) -> Result<BTreeSet<DocId>> {

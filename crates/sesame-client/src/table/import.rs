@@ -619,7 +619,6 @@ impl Table {
 mod tests {
     use super::*;
     use crate::session::Phase;
-    use sesame_core::Params;
 
     /// An import whose range changes are deferred (a first import, in
     /// batches), stopped dead between two batches (a panic in its
@@ -631,14 +630,7 @@ mod tests {
     #[test]
     fn a_deferred_import_stopped_between_batches_is_repaired() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let profile = crate::Profile::create_with_kdf(
-            dir.path().join("p"),
-            "pass",
-            "fast",
-            &Params::new(),
-            crate::insecure::fast_kdf(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let profile = crate::table::write::fast_profile(dir.path());
         let schema = crate::table::Schema::from_toml(
             "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.c]\ntype = \"string\"\n\
              index = [\"equality\"]\n[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n\

@@ -504,17 +504,23 @@ impl Table {
             Err(e) => return Err(e),
         }
         if table.shared.is_some() {
-            shared::change_catalog(
-                table.rows.backend.as_mut(),
-                &table.cipher,
-                &mut table.rng,
-                crate::DEFAULT_INDEX,
-                name,
-                true,
-            )?;
+            table.list_on_profile(name)?;
         }
         remove_file(&marker_path(profile, name))?;
         Ok(table)
+    }
+
+    /// Adds the table, as `name`, to the profile's list of tables where
+    /// the backend keeps records (see [`shared::change_catalog`]).
+    pub(super) fn list_on_profile(&mut self, name: &str) -> Result<()> {
+        shared::change_catalog(
+            self.rows.backend.as_mut(),
+            &self.cipher,
+            &mut self.rng,
+            crate::DEFAULT_INDEX,
+            name,
+            true,
+        )
     }
 
     /// Removes the table: its indexes where they run (the keyword index

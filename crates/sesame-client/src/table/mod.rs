@@ -95,7 +95,7 @@ use lifecycle::{
 };
 
 use padding::KeywordPad;
-use ranges::{PayloadBinder, RangeIndex, RangeState};
+use ranges::{HostedIndex, PayloadBinder, RangeIndex, RangeState};
 use verified::{GroupIndex, GroupState};
 
 /// Directory of a profile's table states.

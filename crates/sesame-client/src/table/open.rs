@@ -197,14 +197,7 @@ impl Table {
                 seen.incarnation = incarnation;
             }
             table.save()?;
-            shared::change_catalog(
-                table.rows.backend.as_mut(),
-                &table.cipher,
-                &mut table.rng,
-                crate::DEFAULT_INDEX,
-                name,
-                true,
-            )?;
+            table.list_on_profile(name)?;
         } else if table.shared.is_some() {
             table.cache()?;
         }

@@ -88,30 +88,37 @@ impl RangeIndex {
         field: &Field,
         rng: &mut dyn CryptoRngCore,
     ) -> Result<RangeIndex> {
-        let (protocol, params) = binding(field)?;
-        let client = (protocol.new_client)(rng, &params).map_err(|e| {
-            ClientError::InvalidArgument(format!(
-                "field {:?}: {} does not accept its parameters: {e}",
-                field.name, protocol.descriptor.name
-            ))
-        })?;
-        Ok(RangeIndex {
-            field: position,
-            protocol,
-            params,
-            client,
+        Self::with_client(position, field, |protocol, params| {
+            (protocol.new_client)(rng, params).map_err(|e| {
+                ClientError::InvalidArgument(format!(
+                    "field {:?}: {} does not accept its parameters: {e}",
+                    field.name, protocol.descriptor.name
+                ))
+            })
         })
     }
 
     /// The client restored from its saved state.
     pub(crate) fn restore(position: usize, field: &Field, state: &RangeState) -> Result<Self> {
+        Self::with_client(position, field, |protocol, _| {
+            (protocol.restore_client)(&state.client).map_err(|_| {
+                ClientError::InvalidArgument(format!(
+                    "the range index of field {:?} has a damaged client state",
+                    field.name
+                ))
+            })
+        })
+    }
+
+    /// The index of `field` (at `position`) with the client that `client`
+    /// makes from its protocol entry and parameters.
+    fn with_client(
+        position: usize,
+        field: &Field,
+        client: impl FnOnce(&RangeProtocol, &Params) -> Result<Box<dyn RangeClient>>,
+    ) -> Result<Self> {
         let (protocol, params) = binding(field)?;
-        let client = (protocol.restore_client)(&state.client).map_err(|_| {
-            ClientError::InvalidArgument(format!(
-                "the range index of field {:?} has a damaged client state",
-                field.name
-            ))
-        })?;
+        let client = client(&protocol, &params)?;
         Ok(RangeIndex {
             field: position,
             protocol,
@@ -124,34 +131,56 @@ impl RangeIndex {
     pub(crate) fn query_writes(&self) -> bool {
         self.client.query_writes()
     }
+}
 
-    /// The protocol's server half over a store (for a backend that runs
-    /// it in this process).
-    fn server(&self) -> impl Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>> {
-        let protocol = self.protocol;
-        let params = self.params.clone();
-        move |store: Arc<dyn Store>| protocol.server(store, &params)
+/// A table's index that the backend hosts (a range index, the verified
+/// group): its scheme's name and server half, and from them the channels
+/// and transactions on a generation of it.
+pub(crate) trait HostedIndex {
+    /// What the table keeps of the index: where it runs.
+    type State;
+
+    /// The index's name and generation in `state`.
+    fn place(state: &Self::State) -> (&str, u64);
+
+    /// The scheme's name.
+    fn scheme(&self) -> &'static str;
+
+    /// The scheme's server half over a store (for a backend that runs it
+    /// in this process).
+    fn serve(&self, store: Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>>;
+
+    /// A channel to the index's generation in `state` (for searches).
+    fn channel(&self, backend: &mut dyn Backend, state: &Self::State) -> Result<Box<dyn Channel>> {
+        let (index, generation) = Self::place(state);
+        backend.hosted_channel(index, generation, self.scheme(), &|s| self.serve(s))
     }
 
-    /// A channel to the index's generation in `state`.
-    pub(crate) fn channel(
+    /// A transaction on the index's generation in `state` (for uploads;
+    /// see [`Backend::hosted_transaction`]).
+    fn transaction(
         &self,
         backend: &mut dyn Backend,
-        state: &RangeState,
-    ) -> Result<Box<dyn Channel>> {
-        let name = self.protocol.descriptor.name;
-        backend.hosted_channel(&state.index, state.generation, name, &self.server())
-    }
-
-    /// A transaction on the index's generation in `state` (see
-    /// [`Backend::hosted_transaction`]).
-    pub(crate) fn transaction(
-        &self,
-        backend: &mut dyn Backend,
-        state: &RangeState,
+        state: &Self::State,
     ) -> Result<Box<dyn SetupChannel>> {
-        let name = self.protocol.descriptor.name;
-        backend.hosted_transaction(&state.index, state.generation, name, &self.server())
+        let (index, generation) = Self::place(state);
+        backend.hosted_transaction(index, generation, self.scheme(), &|s| self.serve(s))
+    }
+}
+
+impl HostedIndex for RangeIndex {
+    type State = RangeState;
+
+    fn place(state: &RangeState) -> (&str, u64) {
+        (&state.index, state.generation)
+    }
+
+    fn scheme(&self) -> &'static str {
+        self.protocol.descriptor.name
+    }
+
+    fn serve(&self, store: Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>> {
+        self.protocol.server(store, &self.params)
     }
 }
 

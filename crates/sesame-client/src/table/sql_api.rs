@@ -24,24 +24,7 @@ impl Table {
             }
             Some(text) => {
                 let plan = self.plan(text)?;
-                self.recover_as(true)?;
-                let writes = plan.leaves().iter().any(|(_, field, access)| {
-                    matches!(access, Access::Range { .. })
-                        && self
-                            .ranges
-                            .iter()
-                            .any(|r| r.field == *field && r.query_writes())
-                });
-                if writes {
-                    self.save_ranges(true)?;
-                }
-                let ids = self.matching_ids(&plan);
-                if writes && ids.is_ok() {
-                    self.save_ranges(false)?;
-                }
-                ids?.iter()
-                    .filter_map(|id| self.rows.state.catalog.get(id).cloned())
-                    .collect()
+                self.matching_docs(&plan)?
             }
         };
         let total = docs.len();

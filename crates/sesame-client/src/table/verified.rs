@@ -23,9 +23,9 @@ use sesame_sse::conjunctive::protocol::{Document, SiClient};
 use sesame_sse::conjunctive::{Conjunction, ConjunctiveEntry};
 use zeroize::Zeroize;
 
-use crate::backend::{Backend, SetupChannel};
 use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
+use crate::table::ranges::HostedIndex;
 use crate::table::schema::{Schema, Value};
 
 /// Records per upload request.
@@ -100,61 +100,41 @@ impl GroupIndex {
 
     /// A fresh client (fresh keys).
     pub(crate) fn fresh(schema: &Schema, rng: &mut dyn CryptoRngCore) -> Result<Self> {
-        let (entry, params, positions) = Self::binding(schema)?;
-        let client = (entry.new_client)(rng, &params).map_err(|e| {
-            ClientError::InvalidArgument(format!(
-                "[verified]: {} does not accept its parameters: {e}",
-                entry.descriptor.name
-            ))
-        })?;
-        Ok(GroupIndex {
-            entry,
-            params,
-            positions,
-            client,
+        Self::with_client(schema, |entry, params| {
+            (entry.new_client)(rng, params).map_err(|e| {
+                ClientError::InvalidArgument(format!(
+                    "[verified]: {} does not accept its parameters: {e}",
+                    entry.descriptor.name
+                ))
+            })
         })
     }
 
     /// The client restored from its saved state.
     pub(crate) fn restore(schema: &Schema, state: &GroupState) -> Result<Self> {
+        Self::with_client(schema, |entry, _| {
+            (entry.restore_client)(&state.client).map_err(|_| {
+                ClientError::InvalidArgument(
+                    "the verified group's index has a damaged client state".into(),
+                )
+            })
+        })
+    }
+
+    /// `schema`'s group with the client that `client` makes from the
+    /// scheme's entry and parameters.
+    fn with_client(
+        schema: &Schema,
+        client: impl FnOnce(&ConjunctiveEntry, &Params) -> Result<Box<SiClient>>,
+    ) -> Result<Self> {
         let (entry, params, positions) = Self::binding(schema)?;
-        let client = (entry.restore_client)(&state.client).map_err(|_| {
-            ClientError::InvalidArgument(
-                "the verified group's index has a damaged client state".into(),
-            )
-        })?;
+        let client = client(&entry, &params)?;
         Ok(GroupIndex {
             entry,
             params,
             positions,
             client,
         })
-    }
-
-    fn server(&self) -> impl Fn(Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>> {
-        let entry = self.entry;
-        let params = self.params.clone();
-        move |store: Arc<dyn Store>| entry.server(store, &params)
-    }
-
-    /// A channel to the index (for searches).
-    pub(crate) fn channel(
-        &self,
-        backend: &mut dyn Backend,
-        state: &GroupState,
-    ) -> Result<Box<dyn Channel>> {
-        let name = self.entry.descriptor.name;
-        backend.hosted_channel(&state.index, state.generation, name, &self.server())
-    }
-
-    /// A transaction on the index (for uploads).
-    pub(crate) fn transaction(
-        &self,
-        backend: &mut dyn Backend,
-        state: &GroupState,
-    ) -> Result<Box<dyn SetupChannel>> {
-        let name = self.entry.descriptor.name;
-        backend.hosted_transaction(&state.index, state.generation, name, &self.server())
     }
 
     /// A record's document for the group: its group fields' values.
@@ -217,5 +197,21 @@ impl GroupIndex {
             }
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl HostedIndex for GroupIndex {
+    type State = GroupState;
+
+    fn place(state: &GroupState) -> (&str, u64) {
+        (&state.index, state.generation)
+    }
+
+    fn scheme(&self) -> &'static str {
+        self.entry.descriptor.name
+    }
+
+    fn serve(&self, store: Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>> {
+        self.entry.server(store, &self.params)
     }
 }

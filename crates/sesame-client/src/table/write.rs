@@ -529,10 +529,23 @@ impl Table {
     }
 }
 
+/// A profile at `dir/p` (passphrase `pass`, backend `fast`) with the
+/// fast test KDF, for the table's tests.
+#[cfg(test)]
+pub(super) fn fast_profile(dir: &std::path::Path) -> Profile {
+    Profile::create_with_kdf(
+        dir.join("p"),
+        "pass",
+        "fast",
+        &sesame_core::Params::new(),
+        crate::insecure::fast_kdf(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sesame_core::Params;
 
     fn record(k: i64, v: i64) -> Record {
         Record {
@@ -548,14 +561,7 @@ mod tests {
     #[test]
     fn records_of_an_earlier_builds_payloads_are_replaced_and_deleted() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let profile = Profile::create_with_kdf(
-            dir.path().join("p"),
-            "pass",
-            "fast",
-            &Params::new(),
-            crate::insecure::fast_kdf(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let profile = fast_profile(dir.path());
         let schema = Schema::from_toml(
             "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.v]\ntype = \"integer\"\n\
              index = [\"range\"]\nbits = 8\n",
