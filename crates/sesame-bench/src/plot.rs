@@ -784,38 +784,16 @@ pub fn render(rs: &ResultSet, chart: &Chart) -> Result<String, BenchError> {
         );
         let height = height_for(lines.len());
         let title = caption(chart, &name);
+        // Logarithmic axes, made only where the chart asks for them.
+        let log_x = || (x0..x1).log_scale().with_key_points(log_ticks(x0, x1));
+        let log_y = || (y0..y1).log_scale().with_key_points(log_ticks(y0, y1));
         let svg = panel_svg(chart, &lines, &colours, height, |plot| {
+            let (t, l, c) = (&title, &lines, &colours);
             match (chart.x_axis.log, chart.y_axis.log) {
-                (true, true) => draw!(
-                    plot,
-                    chart,
-                    &title,
-                    &lines,
-                    &colours,
-                    (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
-                    (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
-                ),
-                (true, false) => draw!(
-                    plot,
-                    chart,
-                    &title,
-                    &lines,
-                    &colours,
-                    (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
-                    y0..y1
-                ),
-                (false, true) => draw!(
-                    plot,
-                    chart,
-                    &title,
-                    &lines,
-                    &colours,
-                    x0..x1,
-                    (y0..y1).log_scale().with_key_points(log_ticks(y0, y1))
-                ),
-                (false, false) => {
-                    draw!(plot, chart, &title, &lines, &colours, x0..x1, y0..y1)
-                }
+                (true, true) => draw!(plot, chart, t, l, c, log_x(), log_y()),
+                (true, false) => draw!(plot, chart, t, l, c, log_x(), y0..y1),
+                (false, true) => draw!(plot, chart, t, l, c, x0..x1, log_y()),
+                (false, false) => draw!(plot, chart, t, l, c, x0..x1, y0..y1),
             }
             Ok(())
         })?;
