@@ -172,28 +172,40 @@ pub(crate) struct LegacyIntent {
     pub documents: Vec<DocumentInfo>,
 }
 
-/// Format 2 of [`IndexState`].
+/// Formats 1 and 2 of [`IndexState`]: the same fields, followed in
+/// format 2 by `tail`, its pending intents and journal (encoded in
+/// sequence, as fields; format 1's `()` encodes as nothing).
 #[derive(Deserialize)]
-struct IndexStateV2 {
+struct IndexStateOld<Tail> {
     scheme: String,
     params: Params,
     generation: u64,
     next_doc: u64,
     client: Vec<u8>,
     catalog: BTreeMap<u64, DocumentInfoV2>,
-    pending: Vec<PendingIntentV2>,
-    journal: Vec<JournalEntryV2>,
+    tail: Tail,
 }
 
+/// Format 2 of [`IndexState`].
+type IndexStateV2 = IndexStateOld<(Vec<PendingIntentV2>, Vec<JournalEntryV2>)>;
+
 /// Format 1 of [`IndexState`], without pending intents and journal.
-#[derive(Deserialize)]
-struct IndexStateV1 {
-    scheme: String,
-    params: Params,
-    generation: u64,
-    next_doc: u64,
-    client: Vec<u8>,
-    catalog: BTreeMap<u64, DocumentInfoV2>,
+type IndexStateV1 = IndexStateOld<()>;
+
+impl<Tail> IndexStateOld<Tail> {
+    /// The state in the current format, its documents as they were.
+    fn upgrade(&mut self) -> IndexState {
+        let mut state =
+            IndexState::new(&self.scheme, &self.params, std::mem::take(&mut self.client));
+        state.generation = self.generation;
+        state.next_doc = self.next_doc;
+        state.catalog = std::mem::take(&mut self.catalog)
+            .into_iter()
+            .map(|(id, d)| (id, d.into()))
+            .collect::<BTreeMap<_, _>>()
+            .into();
+        state
+    }
 }
 
 impl IndexState {
@@ -220,23 +232,22 @@ impl IndexState {
     }
 }
 
-impl Drop for IndexStateV2 {
-    fn drop(&mut self) {
-        self.client.zeroize();
-    }
+/// `Drop` that zeroizes a secret field of each type named.
+macro_rules! zeroize_on_drop {
+    ($($ty:ident$(<$param:ident>)? => $field:ident),* $(,)?) => {$(
+        impl$(<$param>)? Drop for $ty$(<$param>)? {
+            fn drop(&mut self) {
+                self.$field.zeroize();
+            }
+        }
+    )*};
 }
 
-impl Drop for IndexStateV1 {
-    fn drop(&mut self) {
-        self.client.zeroize();
-    }
-}
-
-impl Drop for IndexState {
-    fn drop(&mut self) {
-        self.client.zeroize();
-    }
-}
+zeroize_on_drop!(
+    IndexStateOld<Tail> => client,
+    IndexState => client,
+    SharedPlainOf<C> => state,
+);
 
 /// What the devices of a profile share about an index beyond one
 /// device's [`IndexState`]: the server's copy of the state carries it.
@@ -282,31 +293,41 @@ pub(crate) fn shared_digest(sealed: &[u8]) -> [u8; 32] {
     sesame_crypto::hash::ro("sesame-client/shared-state-digest/v1", &[sealed])
 }
 
-/// The plaintext of a shared state.
+/// The plaintext of a shared state: [`Chain`] in the current format,
+/// `()` (encoded as nothing) in the format before the chain.
 #[derive(Serialize, Deserialize)]
-struct SharedPlain {
+struct SharedPlainOf<C> {
     state: Vec<u8>,
     extras: SharedExtras,
-    chain: Chain,
+    chain: C,
 }
+
+/// The plaintext of a shared state.
+type SharedPlain = SharedPlainOf<Chain>;
 
 /// The plaintext of a shared state written before the chain.
-#[derive(Serialize, Deserialize)]
-struct SharedPlainV1 {
-    state: Vec<u8>,
-    extras: SharedExtras,
+type SharedPlainV1 = SharedPlainOf<()>;
+
+/// A format of the shared record, by what its plaintext carries besides
+/// the state: [`Chain`] (`SSMSHR02`, the one written), or `()` for the
+/// format before the chain (`SSMSHR01`, written only by tests of its
+/// adoption).
+pub(crate) trait SharedFormat: Serialize + Clone {
+    /// The record's magic.
+    const MAGIC: &'static [u8; 8];
+    /// The format's number, bound into the associated data.
+    const FORMAT: u8;
 }
 
-impl Drop for SharedPlain {
-    fn drop(&mut self) {
-        self.state.zeroize();
-    }
+impl SharedFormat for Chain {
+    const MAGIC: &'static [u8; 8] = SHARED_MAGIC;
+    const FORMAT: u8 = 2;
 }
 
-impl Drop for SharedPlainV1 {
-    fn drop(&mut self) {
-        self.state.zeroize();
-    }
+#[cfg(test)]
+impl SharedFormat for () {
+    const MAGIC: &'static [u8; 8] = SHARED_MAGIC_V1;
+    const FORMAT: u8 = 1;
 }
 
 /// Decodes a decrypted state as [`StateCipher::load`] does, in both
@@ -535,71 +556,36 @@ impl StateCipher {
     /// AES-256-GCM-SIV(state key, aad, plain)`, the version bound into the
     /// associated data so that the server cannot pass an older copy off
     /// as a newer one.
-    pub(crate) fn seal_shared(
+    pub(crate) fn seal_shared<C: SharedFormat>(
         &self,
         rng: &mut dyn CryptoRngCore,
         index: &str,
         version: u64,
         state: &IndexState,
         extras: &SharedExtras,
-        chain: &Chain,
+        chain: &C,
     ) -> Result<Vec<u8>> {
-        let plain = SharedPlain {
+        let plain = SharedPlainOf {
             state: wire::encode(state)?,
             extras: extras.clone(),
             chain: chain.clone(),
         };
         let plain = Zeroizing::new(wire::encode(&plain)?);
-        self.seal_shared_plain(rng, SHARED_MAGIC, 2, index, version, &state.scheme, &plain)
-    }
-
-    /// A shared state as the format before the chain sealed it (tests of
-    /// its adoption).
-    #[cfg(test)]
-    pub(crate) fn seal_shared_v1(
-        &self,
-        rng: &mut dyn CryptoRngCore,
-        index: &str,
-        version: u64,
-        state: &IndexState,
-        extras: &SharedExtras,
-    ) -> Result<Vec<u8>> {
-        let plain = SharedPlainV1 {
-            state: wire::encode(state)?,
-            extras: extras.clone(),
-        };
-        let plain = Zeroizing::new(wire::encode(&plain)?);
-        self.seal_shared_plain(
-            rng,
-            SHARED_MAGIC_V1,
-            1,
-            index,
-            version,
-            &state.scheme,
-            &plain,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn seal_shared_plain(
-        &self,
-        rng: &mut dyn CryptoRngCore,
-        magic: &[u8; 8],
-        format: u8,
-        index: &str,
-        version: u64,
-        scheme: &str,
-        plain: &[u8],
-    ) -> Result<Vec<u8>> {
+        let (magic, format, scheme) = (C::MAGIC, C::FORMAT, &state.scheme);
         let scheme_len = u8::try_from(scheme.len()).map_err(|_| {
             ClientError::InvalidArgument(format!("scheme name {scheme:?} is too long"))
         })?;
         let aad = self.shared_aad(format, index, scheme, version);
         let sealed = if format >= 2 {
-            self.seal_segmented(rng, &self.shared_aad(format, index, scheme, 0), &aad, plain)?
+            self.seal_segmented(
+                rng,
+                &self.shared_aad(format, index, scheme, 0),
+                &aad,
+                &plain,
+            )?
         } else {
             self.aead
-                .seal(rng, &aad, plain)
+                .seal(rng, &aad, &plain)
                 .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?
         };
         let mut out = Vec::with_capacity(magic.len() + 9 + scheme.len() + sealed.len());
@@ -701,19 +687,12 @@ impl StateCipher {
             3 => wire::decode(&plain).map_err(|_| corrupt())?,
             2 => {
                 let mut v2: IndexStateV2 = wire::decode(&plain).map_err(|_| corrupt())?;
-                let mut state =
-                    IndexState::new(&v2.scheme, &v2.params, std::mem::take(&mut v2.client));
-                state.generation = v2.generation;
-                state.next_doc = v2.next_doc;
-                state.catalog = std::mem::take(&mut v2.catalog)
-                    .into_iter()
-                    .map(|(id, d)| (id, d.into()))
-                    .collect::<BTreeMap<_, _>>()
-                    .into();
+                let mut state = v2.upgrade();
+                let (pending, journal) = std::mem::take(&mut v2.tail);
                 // An interrupted add's files: their identifiers stay
                 // reserved (never handed out again) until cleaned up.
-                state.reserved = v2.journal.iter().map(|e| e.id).collect();
-                state.legacy = std::mem::take(&mut v2.pending)
+                state.reserved = journal.iter().map(|e| e.id).collect();
+                state.legacy = pending
                     .into_iter()
                     .map(|p| LegacyIntent {
                         id: p.id,
@@ -726,16 +705,7 @@ impl StateCipher {
             }
             _ => {
                 let mut v1: IndexStateV1 = wire::decode(&plain).map_err(|_| corrupt())?;
-                let mut state =
-                    IndexState::new(&v1.scheme, &v1.params, std::mem::take(&mut v1.client));
-                state.generation = v1.generation;
-                state.next_doc = v1.next_doc;
-                state.catalog = std::mem::take(&mut v1.catalog)
-                    .into_iter()
-                    .map(|(id, d)| (id, d.into()))
-                    .collect::<BTreeMap<_, _>>()
-                    .into();
-                state
+                v1.upgrade()
             }
         };
         if state.scheme != scheme {
@@ -864,6 +834,68 @@ mod tests {
         StateCipher::new(&Key::from_bytes([9; 32]), "p")
     }
 
+    /// State files of formats 1 and 2 (`SSMIDX01`, `SSMIDX02`), their
+    /// plaintext laid out field by field as those formats wrote it, load
+    /// as they were: the documents, and in format 2 the pending intents
+    /// and the journal's reserved identifiers.
+    #[test]
+    fn states_of_formats_1_and_2_load_as_they_were() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = cipher();
+        let catalog = BTreeMap::from([(3u64, (3u64, "a.txt", 10u64))]);
+        let head = ("fast", Params::new(), 4u64, 9u64, vec![7u8; 8], catalog);
+        let pending = vec![(
+            [1u8; 16],
+            2u64,
+            vec![vec![5u8]],
+            vec![(4u64, "b.txt", 11u64)],
+        )];
+        let journal = vec![(6u64, "c.txt", [0u8; 32])];
+        let (h, v2) = (head.clone(), (pending, journal));
+        let v2 = (h.0, h.1, h.2, h.3, h.4, h.5, v2.0, v2.1);
+        for (magic, format, plain) in [
+            (MAGIC_V1, 1, wire::encode(&head)),
+            (MAGIC_V2, 2, wire::encode(&v2)),
+        ] {
+            let plain = plain.unwrap_or_else(|e| panic!("{e}"));
+            let sealed = cipher
+                .aead
+                .seal(&mut OsRng, &cipher.aad(format, "t", "fast"), &plain)
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            let file = [magic.as_slice(), &[4], b"fast", &sealed].concat();
+            std::fs::write(&path, file).unwrap_or_else(|e| panic!("{e}"));
+            let state = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!((state.generation, state.next_doc), (4, 9));
+            assert_eq!(state.client, vec![7u8; 8]);
+            let doc = DocumentInfo {
+                id: 3,
+                path: "a.txt".into(),
+                size: 10,
+                digest: None,
+            };
+            assert_eq!(state.catalog.get(&3), Some(&doc));
+            let legacy: Vec<_> = state
+                .legacy
+                .iter()
+                .map(|i| (i.id, i.generation, i.requests.clone(), i.documents.len()))
+                .collect();
+            if format == 2 {
+                assert_eq!(state.reserved, vec![6]);
+                assert_eq!(legacy, vec![([1u8; 16], 2, vec![vec![5u8]], 1)]);
+            } else {
+                assert!(state.reserved.is_empty() && legacy.is_empty());
+            }
+        }
+    }
+
+    /// Saves `state` as index `t` at `path`.
+    fn save(cipher: &StateCipher, path: &Path, state: &IndexState) {
+        cipher
+            .save(&mut OsRng, path, "t", state)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
     /// A save after a few documents were added writes in proportion to
     /// them, not the whole catalog again.
     #[cfg(target_os = "linux")]
@@ -873,18 +905,14 @@ mod tests {
         let path = dir.path().join("t.state");
         let cipher = cipher();
         let mut state = state_of(20_000);
-        cipher
-            .save(&mut OsRng, &path, "t", &state)
-            .unwrap_or_else(|e| panic!("{e}"));
+        save(&cipher, &path, &state);
         let whole = std::fs::metadata(&path).map_or(0, |m| m.len());
         for round in 0..3u64 {
             let id = 20_001 + round;
             state.catalog.insert(id, doc(id));
             state.next_doc = id + 1;
             let before = written();
-            cipher
-                .save(&mut OsRng, &path, "t", &state)
-                .unwrap_or_else(|e| panic!("{e}"));
+            save(&cipher, &path, &state);
             let wrote = written() - before;
             assert!(
                 wrote < 4096,
@@ -933,15 +961,11 @@ mod tests {
         let path = dir.path().join("t.state");
         let cipher = cipher();
         let mut state = state_of(20_000);
-        cipher
-            .save(&mut OsRng, &path, "t", &state)
-            .unwrap_or_else(|e| panic!("{e}"));
+        save(&cipher, &path, &state);
         for id in 20_001..=20_003 {
             state.catalog.insert(id, doc(id));
             state.next_doc = id + 1;
-            cipher
-                .save(&mut OsRng, &path, "t", &state)
-                .unwrap_or_else(|e| panic!("{e}"));
+            save(&cipher, &path, &state);
         }
         let log = log_file(dir.path());
         let good = std::fs::read(&log).unwrap_or_else(|e| panic!("{e}"));
@@ -989,26 +1013,19 @@ mod tests {
         let path = dir.path().join("t.state");
         let cipher = cipher();
         let mut state = state_of(20_000);
-        let save = |state: &IndexState| {
-            cipher
-                .save(&mut OsRng, &path, "t", state)
-                .unwrap_or_else(|e| panic!("{e}"))
-        };
-        save(&state);
+        save(&cipher, &path, &state);
         state.catalog.insert(20_001, doc(20_001));
-        save(&state);
+        save(&cipher, &path, &state);
         let head = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
         state.catalog.remove(&20_001);
         state.catalog.insert(20_002, doc(20_002));
-        save(&state);
+        save(&cipher, &path, &state);
         std::fs::write(&path, &head).unwrap_or_else(|e| panic!("{e}"));
         let mut older = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
         assert!(older.catalog.contains_key(&20_001));
         assert!(!older.catalog.contains_key(&20_002));
         older.catalog.insert(20_003, doc(20_003));
-        cipher
-            .save(&mut OsRng, &path, "t", &older)
-            .unwrap_or_else(|e| panic!("{e}"));
+        save(&cipher, &path, &older);
         let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
         let ids: Vec<u64> = loaded.catalog.keys().copied().skip(19_999).collect();
         assert_eq!(ids, [20_000, 20_001, 20_003]);
@@ -1031,18 +1048,14 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let mut state = state_of(200);
-        cipher
-            .save(&mut OsRng, &path, "t", &state)
-            .unwrap_or_else(|e| panic!("{e}"));
+        save(&cipher, &path, &state);
         let first = logs();
         assert_eq!(first.len(), 1);
         for id in 201..=400u64 {
             state.catalog.insert(id, doc(id));
             state.catalog.remove(&(id - 150));
             state.next_doc = id + 1;
-            cipher
-                .save(&mut OsRng, &path, "t", &state)
-                .unwrap_or_else(|e| panic!("{e}"));
+            save(&cipher, &path, &state);
             if id % 50 == 0 {
                 let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
                 assert!(loaded.catalog == state.catalog, "after {id}");
@@ -1054,9 +1067,7 @@ mod tests {
         assert_ne!(now, first, "the log was not compacted");
         let mut small = state_of(3);
         small.next_doc = 9;
-        cipher
-            .save(&mut OsRng, &path, "t", &small)
-            .unwrap_or_else(|e| panic!("{e}"));
+        save(&cipher, &path, &small);
         assert!(logs().is_empty());
         let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(loaded.next_doc, 9);

@@ -404,12 +404,13 @@ mod tests {
                 .unwrap();
             let version = now[0].version + 1;
             let blob = cipher
-                .seal_shared_v1(
+                .seal_shared(
                     &mut OsRng,
                     DEFAULT_INDEX,
                     version,
                     state,
                     &SharedExtras::default(),
+                    &(),
                 )
                 .unwrap();
             let mut value = vec![INLINE];
@@ -473,7 +474,7 @@ mod tests {
         let extras = SharedExtras::default();
         let mut rng = rand_core::OsRng;
         let old = cipher
-            .seal_shared_v1(&mut rng, "i", 3, &state, &extras)
+            .seal_shared(&mut rng, "i", 3, &state, &extras, &())
             .unwrap();
         let (_, _, chain) = cipher.open_shared("i", 3, &old).unwrap();
         assert_eq!(chain, None);
