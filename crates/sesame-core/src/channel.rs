@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use rand_core::CryptoRngCore;
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::error::{Error, Result};
@@ -273,6 +274,26 @@ impl<S: Service> Channel for LocalChannel<S> {
 
     fn meter(&self) -> &Meter {
         &self.meter
+    }
+}
+
+/// The randomness and the channel one step of a client runs with: what
+/// every keyword scheme's and range protocol's step takes (`sesame-sse`
+/// and `sesame-range` re-export it from their `api` modules).
+pub struct Io<'a> {
+    /// The client's randomness.
+    pub rng: &'a mut dyn CryptoRngCore,
+    /// The channel to the server half.
+    pub channel: &'a mut dyn Channel,
+}
+
+impl Io<'_> {
+    /// The same randomness and channel for a nested step.
+    pub fn reborrow(&mut self) -> Io<'_> {
+        Io {
+            rng: &mut *self.rng,
+            channel: &mut *self.channel,
+        }
     }
 }
 

@@ -24,7 +24,7 @@ pub mod store;
 pub mod view;
 pub mod wire;
 
-pub use channel::{Channel, Handler, LocalChannel, Service, Typed};
+pub use channel::{Channel, Handler, Io, LocalChannel, Service, Typed};
 pub use error::{Error, Result};
 pub use meter::{Meter, ServerReport, Snapshot, Span};
 pub use network::NetworkModel;

@@ -28,23 +28,9 @@ impl RangeAnswer {
     }
 }
 
-/// The randomness and the channel one step of a protocol runs with.
-pub struct Io<'a> {
-    /// The client's randomness.
-    pub rng: &'a mut dyn CryptoRngCore,
-    /// The channel to the protocol's server.
-    pub channel: &'a mut dyn Channel,
-}
-
-impl Io<'_> {
-    /// The same randomness and channel for a nested step.
-    pub fn reborrow(&mut self) -> Io<'_> {
-        Io {
-            rng: &mut *self.rng,
-            channel: &mut *self.channel,
-        }
-    }
-}
+/// The randomness and the channel one step runs with (one type for
+/// every scheme crate, from `sesame-core`).
+pub use sesame_core::Io;
 
 /// The client half of a range protocol: keys, client state, and the
 /// protocol driven over a [`Channel`].
