@@ -269,30 +269,12 @@ impl TableState {
         }
         if let Ok(old) = wire::decode::<TableStateV3>(plain) {
             if old.format == TABLE_FORMAT_V3 {
-                return Some(TableState {
-                    format: TABLE_FORMAT,
-                    schema: old.schema,
-                    ranges: old.ranges,
-                    group: old.group,
-                    next_row: old.next_row,
-                    incarnation: old.incarnation,
-                    naming: old.naming,
-                    null_keywords: false,
-                });
+                return Some(old.current());
             }
         }
         if let Ok(old) = wire::decode::<TableStateV2>(plain) {
             if old.format == TABLE_FORMAT_V2 {
-                return Some(TableState {
-                    format: TABLE_FORMAT,
-                    schema: old.schema,
-                    ranges: old.ranges,
-                    group: old.group,
-                    next_row: old.next_row,
-                    incarnation: old.incarnation,
-                    naming: None,
-                    null_keywords: false,
-                });
+                return Some(old.next().current());
             }
         }
         let old: TableStateV1 = wire::decode(plain).ok()?;
@@ -305,16 +287,46 @@ impl TableState {
             insecure: false,
         };
         schema.insecure = !schema.insecure_schemes().is_empty();
-        Some(TableState {
-            format: TABLE_FORMAT,
+        let v2 = TableStateV2 {
+            format: TABLE_FORMAT_V2,
             schema,
             ranges: old.ranges,
             group: old.group,
             next_row: old.next_row,
             incarnation: None,
+        };
+        Some(v2.next().current())
+    }
+}
+
+impl TableStateV2 {
+    /// As format 3 holds it: no naming key.
+    fn next(self) -> TableStateV3 {
+        TableStateV3 {
+            format: TABLE_FORMAT_V3,
+            schema: self.schema,
+            ranges: self.ranges,
+            group: self.group,
+            next_row: self.next_row,
+            incarnation: self.incarnation,
             naming: None,
+        }
+    }
+}
+
+impl TableStateV3 {
+    /// In the current form: no null keywords.
+    fn current(self) -> TableState {
+        TableState {
+            format: TABLE_FORMAT,
+            schema: self.schema,
+            ranges: self.ranges,
+            group: self.group,
+            next_row: self.next_row,
+            incarnation: self.incarnation,
+            naming: self.naming,
             null_keywords: false,
-        })
+        }
     }
 }
 
