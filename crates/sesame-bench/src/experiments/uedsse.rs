@@ -3,7 +3,10 @@
 //! - Fig. 2: UE Enc, ReEnc and Dec time per operation versus the number of
 //!   documents encrypted (10 .. 100,000);
 //! - Fig. 3 / 4: update time per document of FAST and UEDSSE under LAN and
-//!   WAN versus the number of documents inserted;
+//!   WAN versus the number of documents inserted (each size the fastest of
+//!   3 to 7 rounds that alternate the two schemes, so that other work on
+//!   the machine does not move their ratio: test
+//!   `a_burst_during_one_scheme_does_not_move_the_update_ratio`);
 //! - Fig. 5 / 6: search time of FAST and UEDSSE under LAN and WAN versus
 //!   the number of matching documents (per search and per document);
 //! - Table 4: communication of a search, SIMPLE versus UEDSSE, for 10 ..
@@ -208,9 +211,75 @@ fn set_up(
     Ok((client, ch))
 }
 
-/// Fig. 3 / 4: `n` documents inserted one update (one round) each, one
-/// keyword per document out of 10.
-fn update_row(ctx: &Ctx, name: &str, n: usize) -> Result<Row, BenchError> {
+/// The schemes of Fig. 3 / 4, in the order each round times them.
+const UPDATE_SCHEMES: [&str; 2] = ["fast", "uedsse"];
+
+/// Rounds of the update timing at `n` documents: 7 for small `n`, down to
+/// 3 at 10,000 (UEDSSE's update is a group operation, about 0.2 ms).
+fn update_rounds(n: usize) -> usize {
+    (20_000 / n.max(1)).clamp(3, 7)
+}
+
+/// Runs `time(i)` for each of the schemes `0..schemes` in turn, `rounds`
+/// times, and keeps for each scheme the run of least `cost`: the one least
+/// disturbed by other work on the machine. The schemes alternate within
+/// each round, so that a burst of other work slows a round of each scheme
+/// or one of them once, not every timing of one scheme: the ratio between
+/// the schemes, which the fidelity table compares, is then the machine's
+/// undisturbed one.
+fn fastest_alternating<T>(
+    schemes: usize,
+    rounds: usize,
+    cost: impl Fn(&T) -> u64,
+    mut time: impl FnMut(usize) -> Result<T, BenchError>,
+) -> Result<Vec<T>, BenchError> {
+    let mut best: Vec<T> = Vec::with_capacity(schemes);
+    for i in 0..schemes {
+        best.push(time(i)?);
+    }
+    for _ in 1..rounds {
+        for (i, b) in best.iter_mut().enumerate() {
+            let t = time(i)?;
+            if cost(&t) < cost(b) {
+                *b = t;
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// Fig. 3 / 4 at `n` documents: a row per scheme of [`UPDATE_SCHEMES`],
+/// each the fastest of [`update_rounds`] rounds that alternate the
+/// schemes (see [`fastest_alternating`]).
+fn update_rows(ctx: &Ctx, n: usize) -> Result<Vec<Row>, BenchError> {
+    let snaps = fastest_alternating(
+        UPDATE_SCHEMES.len(),
+        update_rounds(n),
+        |s: &Snapshot| s.client_ns + s.server_ns,
+        |i| update_once(ctx, UPDATE_SCHEMES[i], n),
+    )?;
+    Ok(UPDATE_SCHEMES
+        .iter()
+        .zip(&snaps)
+        .map(|(name, snap)| {
+            let mut row = Row::new()
+                .param("op", "update")
+                .param("scheme", *name)
+                .param("documents", n);
+            add_snapshot(&mut row, snap, n as u64);
+            if n == 1000 {
+                let paper = if *name == "fast" { 0.011 } else { 0.441 };
+                row.paper_any_scale("lan_ms", paper, "ms per update", SOURCE_FIG3);
+            }
+            row
+        })
+        .collect())
+}
+
+/// `n` documents inserted into a fresh index of `name`, one update (one
+/// round) each, one keyword per document out of 10, the result checked:
+/// what the meter saw over the updates.
+fn update_once(ctx: &Ctx, name: &str, n: usize) -> Result<Snapshot, BenchError> {
     let s = scheme(name)?;
     let mut rng = ctx.rng(&format!("update/{name}/{n}"));
     let (mut client, mut ch) = set_up(ctx, &s, name, &mut rng, &Multimap::new())?;
@@ -238,16 +307,7 @@ fn update_row(ctx: &Ctx, name: &str, n: usize) -> Result<Row, BenchError> {
             want.len()
         )));
     }
-    let mut row = Row::new()
-        .param("op", "update")
-        .param("scheme", name)
-        .param("documents", n);
-    add_snapshot(&mut row, &snap, n as u64);
-    if n == 1000 {
-        let paper = if name == "fast" { 0.011 } else { 0.441 };
-        row.paper_any_scale("lan_ms", paper, "ms per update", SOURCE_FIG3);
-    }
-    Ok(row)
+    Ok(snap)
 }
 
 /// The keyword of the search sweep that matches `n` documents.
@@ -495,10 +555,18 @@ impl Experiment for Uedsse {
         for &n in &plan.documents {
             rs.rows.push(ue_row(ctx, n)?);
         }
-        for name in ["fast", "uedsse"] {
-            for &n in &plan.documents {
-                rs.rows.push(update_row(ctx, name, n)?);
-            }
+        let mut updates = Vec::new();
+        for &n in &plan.documents {
+            updates.extend(update_rows(ctx, n)?);
+        }
+        // FAST's rows first, then UEDSSE's, as the paper's series.
+        for name in UPDATE_SCHEMES {
+            rs.rows.extend(
+                updates
+                    .iter()
+                    .filter(|r| r.params.get("scheme") == Some(&Value::from(name)))
+                    .cloned(),
+            );
         }
         for name in ["fast", "uedsse", "simple"] {
             let rows = search_rows(ctx, name, &plan)?;
@@ -553,6 +621,38 @@ mod tests {
         assert_eq!(run(3), [ms(40), ms(30), ms(30)]);
         assert_eq!(ue_rounds(1000), 7);
         assert_eq!(ue_rounds(100_000), 3);
+    }
+
+    /// Fig. 3's update time of FAST against UEDSSE, once timed by one run
+    /// of each scheme: a burst of other work on the machine during one of
+    /// them was that scheme's time, and the ratio the fidelity table
+    /// compares moved with it (FAST at 0.28x, UEDSSE at 3.6x the paper's in
+    /// a loaded run). Here the machine is five times slower during some
+    /// timings: the first one alone, or the first three in a row.
+    #[test]
+    fn a_burst_during_one_scheme_does_not_move_the_update_ratio() {
+        let (fast, uedsse) = (10u64, 400u64);
+        let run = |rounds: usize, burst: usize| {
+            let mut calls = 0;
+            fastest_alternating(
+                2,
+                rounds,
+                |t: &u64| *t,
+                |i| {
+                    let slow = if calls < burst { 5 } else { 1 };
+                    calls += 1;
+                    Ok([fast, uedsse][i] * slow)
+                },
+            )
+            .unwrap()
+        };
+        // One burst during the first timing, FAST's.
+        assert_eq!(run(update_rounds(1000), 1), [fast, uedsse]);
+        // A burst over three timings in a row: alternating, each scheme
+        // still has a round outside it.
+        assert_eq!(run(3, 3), [fast, uedsse]);
+        assert_eq!(update_rounds(1000), 7);
+        assert_eq!(update_rounds(10_000), 3);
     }
 
     #[test]
