@@ -27,12 +27,11 @@
 
 use core::fmt;
 
-use aes::cipher::{BlockEncrypt, KeyInit};
-use aes::{Aes128Enc, Block};
 use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
+use crate::aes_many;
 use crate::counter::{self, Primitive};
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -40,33 +39,46 @@ use crate::key::Key;
 /// Deepest supported tree: leaves are `u64`.
 pub const GGM_MAX_DEPTH: u8 = 64;
 
-/// The child of `seed` on side `bit`, `AES_seed(bit)`; one Prg call.
+/// The block a node key encrypts for its child on side `bit`: `0^127 bit`.
+fn side(bit: u8) -> [u8; 16] {
+    let mut block = [0u8; 16];
+    block[15] = bit;
+    block
+}
+
+/// The child of `seed` on side `bit`, `AES_seed(bit)`; one Prg call (the
+/// reference the tests check the side-by-side paths against).
+#[cfg(test)]
 fn child(seed: &Key<16>, bit: u8) -> Key<16> {
     counter::record(Primitive::Prg, 1);
-    let cipher = Aes128Enc::new(seed.as_bytes().into());
-    let mut block = Block::default();
-    block[15] = bit;
-    cipher.encrypt_block(&mut block);
-    let out = Key::from_bytes(block.into());
-    block.as_mut_slice().zeroize();
+    let mut block = side(bit);
+    aes_many::encrypt_each::<1>(
+        core::slice::from_ref(seed.as_bytes()),
+        core::slice::from_mut(&mut block),
+    );
+    let out = Key::from_bytes(block);
+    block.zeroize();
     out
 }
 
 /// Both children of `seed` with one key schedule; one Prg call.
 fn children(seed: &Key<16>) -> (Key<16>, Key<16>) {
     counter::record(Primitive::Prg, 1);
-    let cipher = Aes128Enc::new(seed.as_bytes().into());
-    let mut blocks = [Block::default(); 2];
-    blocks[1][15] = 1;
-    cipher.encrypt_blocks(&mut blocks);
-    let out = (
-        Key::from_bytes(blocks[0].into()),
-        Key::from_bytes(blocks[1].into()),
-    );
-    for b in &mut blocks {
-        b.as_mut_slice().zeroize();
-    }
+    let mut blocks = [side(0), side(1)];
+    aes_many::encrypt_each::<2>(core::slice::from_ref(seed.as_bytes()), &mut blocks);
+    let out = (Key::from_bytes(blocks[0]), Key::from_bytes(blocks[1]));
+    blocks.zeroize();
     out
+}
+
+/// Both children of every node key of `seeds`, side by side
+/// ([`aes_many`]): `out[2i]` and `out[2i + 1]` are the left and right
+/// children of `seeds[i]`. One Prg call per seed, as [`children`].
+fn expand_all(seeds: &[[u8; 16]], out: &mut Vec<[u8; 16]>) {
+    counter::record(Primitive::Prg, seeds.len() as u64);
+    out.clear();
+    out.extend(seeds.iter().flat_map(|_| [side(0), side(1)]));
+    aes_many::encrypt_each::<2>(seeds, out);
 }
 
 /// Number of leaves `2^depth` (as `u128`, `depth <= 64`).
@@ -163,6 +175,50 @@ impl GgmTree {
             .collect())
     }
 
+    /// Leaf `positions[i]` of the tree of depth `depth` under `roots[i]`,
+    /// for every `i`: the keys of
+    /// `GgmTree::new(roots[i], depth)?.leaf(positions[i])`, with the
+    /// paths followed side by side, one level at a time, every path's
+    /// node of a level expanded together with the others' (independent
+    /// keys: [`leaves`](Self::leaves) shares the nodes of one tree's
+    /// paths, this shares the work of several trees' levels). Fails if
+    /// the lengths differ, `depth > 64` or a position is out of range.
+    /// One Prf call per path, with `depth` nested Prg calls each.
+    pub fn leaves_under(roots: &[&Key<16>], depth: u8, positions: &[u64]) -> Result<Vec<Key<16>>> {
+        check_depth(depth)?;
+        if roots.len() != positions.len() {
+            return Err(Error::InvalidLength {
+                what: "GGM positions",
+                expected: roots.len(),
+                actual: positions.len(),
+            });
+        }
+        for &p in positions {
+            check_leaf(depth, p)?;
+        }
+        let Some(more) = positions.len().checked_sub(1) else {
+            return Ok(Vec::new());
+        };
+        counter::record(Primitive::Prf, more as u64);
+        let _prf = counter::enter(Primitive::Prf);
+        let mut keys: Vec<[u8; 16]> = roots.iter().map(|k| *k.as_bytes()).collect();
+        let mut blocks = vec![[0u8; 16]; keys.len()];
+        for level in 0..depth {
+            counter::record(Primitive::Prg, keys.len() as u64);
+            // level < depth <= 64, so the shift is at most 63.
+            let shift = depth - 1 - level;
+            for (b, &p) in blocks.iter_mut().zip(positions) {
+                *b = side(((p >> shift) & 1) as u8);
+            }
+            aes_many::encrypt_each::<1>(&keys, &mut blocks);
+            core::mem::swap(&mut keys, &mut blocks);
+        }
+        let out = keys.iter().map(|k| Key::from_bytes(*k)).collect();
+        keys.zeroize();
+        blocks.zeroize();
+        Ok(out)
+    }
+
     /// The minimal cover of the leaves not in `revoked`: the maximal
     /// subtrees free of revoked leaves, left to right. Revoked indices may
     /// repeat and come in any order; one out of range is an error. One Prf
@@ -201,70 +257,69 @@ impl fmt::Debug for GgmTree {
     }
 }
 
-/// Key of leaf `i` below the node `(level, key)`; uncounted walk with one
-/// Prg call per level.
-fn descend(key: &Key<16>, depth: u8, level: u8, i: u64) -> Key<16> {
-    let mut cur = key.clone_secret();
-    for l in level..depth {
-        // l < depth <= 64, so the shift is at most 63.
-        let bit = ((i >> (depth - 1 - l)) & 1) as u8;
-        cur = child(&cur, bit);
-    }
-    cur
-}
-
 /// Keys of the leaves `sorted` (ascending, distinct, below `2^depth`)
 /// under the root `root`, in that order: the paths are followed one level
-/// at a time, and each node on them is expanded once (both children with
-/// one key schedule where both are on a path).
+/// at a time, and each node on them is expanded once, all the nodes of a
+/// level side by side ([`expand_all`]).
 fn descend_many(root: &Key<16>, depth: u8, sorted: &[u64]) -> Vec<Key<16>> {
-    // The nodes of the current level on the paths, left to right, and
+    // The node keys of the current level on the paths, left to right, and
     // their prefixes (the paths' first `level` bits).
-    let mut keys = vec![root.clone_secret()];
+    let mut keys = vec![*root.as_bytes()];
     let mut prefixes = vec![0u64];
     let mut next_keys = Vec::with_capacity(sorted.len());
     let mut next_prefixes = Vec::with_capacity(sorted.len());
+    let mut both = Vec::with_capacity(2 * sorted.len());
     for level in 0..depth {
         // level < depth <= 64, so the shift is at most 63.
         let shift = depth - 1 - level;
         let mut wanted = sorted.iter().map(|&i| i >> shift).peekable();
+        expand_all(&keys, &mut both);
         next_keys.clear();
         next_prefixes.clear();
-        for (key, &prefix) in keys.iter().zip(&prefixes) {
+        for (pair, &prefix) in both.chunks_exact(2).zip(&prefixes) {
             // prefix < 2^level <= 2^63, so the shift does not overflow.
             let left = prefix << 1;
-            let mut want_left = false;
-            while wanted.next_if_eq(&left).is_some() {
-                want_left = true;
-            }
-            let mut want_right = false;
-            while wanted.next_if_eq(&(left | 1)).is_some() {
-                want_right = true;
-            }
-            match (want_left, want_right) {
-                (true, true) => {
-                    let (l, r) = children(key);
-                    next_keys.push(l);
-                    next_keys.push(r);
-                    next_prefixes.push(left);
-                    next_prefixes.push(left | 1);
-                }
-                (true, false) => {
-                    next_keys.push(child(key, 0));
-                    next_prefixes.push(left);
-                }
-                (false, true) => {
-                    next_keys.push(child(key, 1));
-                    next_prefixes.push(left | 1);
+            for (side, child) in [left, left | 1].into_iter().zip(pair) {
+                let mut want = false;
+                while wanted.next_if_eq(&side).is_some() {
+                    want = true;
                 }
                 // Every node kept is on a path.
-                (false, false) => {}
+                if want {
+                    next_keys.push(*child);
+                    next_prefixes.push(side);
+                }
             }
         }
         core::mem::swap(&mut keys, &mut next_keys);
         core::mem::swap(&mut prefixes, &mut next_prefixes);
     }
-    keys
+    let out = keys.iter().map(|k| Key::from_bytes(*k)).collect();
+    for scratch in [&mut keys, &mut next_keys, &mut both] {
+        scratch.zeroize();
+    }
+    out
+}
+
+/// Key of leaf `i` below the node `(level, key)`; uncounted walk with one
+/// Prg call per level.
+fn descend(key: &Key<16>, depth: u8, level: u8, i: u64) -> Key<16> {
+    let mut cur = *key.as_bytes();
+    for l in level..depth {
+        counter::record(Primitive::Prg, 1);
+        // l < depth <= 64, so the shift is at most 63.
+        let bit = ((i >> (depth - 1 - l)) & 1) as u8;
+        let mut block = side(bit);
+        aes_many::encrypt_each::<1>(
+            core::slice::from_ref(&cur),
+            core::slice::from_mut(&mut block),
+        );
+        cur = block;
+        block.zeroize();
+    }
+    let out = Key::from_bytes(cur);
+    cur.zeroize();
+    out
 }
 
 /// Appends to `out` the minimal cover of the leaves below `node` that are
@@ -548,6 +603,38 @@ mod tests {
             t0.leaves(&[0, 0]).expect("in range"),
             [Key::from_bytes([3; 16]), Key::from_bytes([3; 16])]
         );
+    }
+
+    #[test]
+    fn leaves_under_equal_a_tree_each() {
+        let roots: Vec<Key<16>> = (0..21u8).map(|i| Key::from_bytes([i; 16])).collect();
+        let refs: Vec<&Key<16>> = roots.iter().collect();
+        for depth in [0u8, 1, 10, 20, 64] {
+            let mask = if depth == 64 {
+                u64::MAX
+            } else {
+                (1u64 << depth) - 1
+            };
+            let positions: Vec<u64> = (0..21u64)
+                .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask)
+                .collect();
+            let (keys, counts) = counter::measure(|| {
+                GgmTree::leaves_under(&refs, depth, &positions).expect("in range")
+            });
+            for ((root, &p), k) in roots.iter().zip(&positions).zip(&keys) {
+                let tree = GgmTree::new(root.clone_secret(), depth).expect("depth <= 64");
+                assert_eq!(k, &tree.leaf(p).expect("in range"));
+            }
+            assert_eq!(counts.total(Primitive::Prf), 21);
+            assert_eq!(counts.pure(Primitive::Prf), 21);
+            assert_eq!(counts.total(Primitive::Prg), 21 * u64::from(depth));
+        }
+        assert!(GgmTree::leaves_under(&[], 3, &[])
+            .expect("nothing")
+            .is_empty());
+        assert!(GgmTree::leaves_under(&refs[..1], 3, &[8]).is_err());
+        assert!(GgmTree::leaves_under(&refs[..2], 3, &[1]).is_err());
+        assert!(GgmTree::leaves_under(&refs[..1], 65, &[1]).is_err());
     }
 
     proptest::proptest! {

@@ -1,7 +1,13 @@
 //! Cryptographic primitives of Sesame, each call counted.
 //!
 //! Every primitive is built on RustCrypto crates (`aes`, `sha2`, `hmac`,
-//! `hkdf`, `aes-gcm-siv`); nothing here implements a cipher or a hash.
+//! `hkdf`, `aes-gcm-siv`); nothing here implements a cipher or a hash,
+//! except that AES-128 under many keys at once (a GGM level's nodes, an
+//! Aura entry's pads) runs on the CPU's AES instructions side by side
+//! (`aes_many`, private: byte for byte the `aes` crate's AES, which it
+//! falls back to on a CPU without them). That module is the crate's only
+//! `unsafe` code: calling the functions compiled for the instruction set
+//! detected at run time.
 //!
 //! | Module | Types | Backed by | Counted as |
 //! |---|---|---|---|
@@ -12,7 +18,7 @@
 //! | [`aead`] | [`Aes256GcmSiv`] | `aes-gcm-siv` | Ske per seal/open |
 //! | [`hash`] | [`sha256`](hash::sha256), [`ro`](hash::ro), [`KeyedHash`] | `sha2`, `hmac` | Hash per digest |
 //! | [`bloom`] | [`BloomFilter`], [`BloomKey`] (double hashing) | `hmac` | Prf per item hashed |
-//! | [`ggm`] | [`GgmTree`], [`GgmNode`], [`PuncturedKey`] | `aes` | Prf per leaf/cover, Prg per node expansion (nested) |
+//! | [`ggm`] | [`GgmTree`], [`GgmNode`], [`PuncturedKey`] | AES instructions (`aes_many`), else `aes` | Prf per leaf/cover, Prg per node expansion (nested) |
 //! | [`merkle`] | [`MerkleTree`], [`MerkleProof`] | `sha2` | Hash per node hashed |
 //!
 //! # Counting rule
@@ -49,6 +55,7 @@
 //! Design notes: `docs/crypto.md`; measured costs: `docs/performance.md`.
 
 pub mod aead;
+mod aes_many;
 pub mod bloom;
 pub mod counter;
 pub mod error;
