@@ -23,6 +23,19 @@
 //! `P` is AES-128 keyed with `k_{c+1}`; `H1`, `H2` are SHA-256 with a
 //! domain byte; `F` is HMAC-SHA256. See `docs/schemes/fast.md` for leakage
 //! and deviations.
+//!
+//! **Labels.** A label is the whole 32-byte digest by default (the
+//! paper's implementation). With the parameter `labels=16` a client stores
+//! its entries under the first 16 bytes of `H1(t_w ‖ st)` instead
+//! ([`Request::PutShort`], searched by [`Request::SearchShort`]): a
+//! truncated random-oracle output is a random oracle of 128 bits, which
+//! the server cannot predict without `st` (the same 128 bits as the states
+//! and keys); what 16 bytes give up is room against accidental collisions
+//! of two labels (an entry overwritten: a result lost, not a secret
+//! revealed), whose probability for `n` entries is at most `n² / 2^129`
+//! (2^-65 for 2^32 entries). An entry is then 41 bytes instead of 57.
+//! The client's saved state records which form it writes; a state saved
+//! before the parameter existed is a client of 32-byte labels, unchanged.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -65,7 +78,15 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of FAST.
 pub fn scheme() -> KeywordScheme {
-    common::keyword_scheme!(&DESCRIPTOR, &[], FastClient, FastServer)
+    common::keyword_scheme!(
+        &DESCRIPTOR,
+        &[(
+            LABELS,
+            "32: bytes of an entry's label, 32 or 16 (module documentation)"
+        )],
+        FastClient,
+        FastServer
+    )
 }
 
 /// Security parameter λ in bytes: states, keyword tokens, permutation keys.
@@ -75,8 +96,16 @@ pub const LAMBDA: usize = 16;
 /// paper's implementation).
 pub const LABEL_LEN: usize = 32;
 
+/// Bytes of a label of a client made with `labels=16`: the first half of
+/// `H1(t_w ‖ st)` (see the module documentation).
+pub const SHORT_LABEL_LEN: usize = 16;
+
 /// Bytes of an encrypted entry: `ind (8) ‖ op (1) ‖ k (16)`.
 pub const VALUE_LEN: usize = 8 + 1 + LAMBDA;
+
+/// The parameter that chooses the label length (`32`, the default, or
+/// `16`).
+const LABELS: &str = "labels";
 
 /// Operation byte of an addition.
 const OP_ADD: u8 = 0;
@@ -89,6 +118,9 @@ const H2: u8 = 2;
 
 /// An index entry: (label, encrypted value).
 pub type Entry = ([u8; LABEL_LEN], [u8; VALUE_LEN]);
+
+/// An index entry under a 16-byte label (`labels=16`).
+pub type ShortEntry = ([u8; SHORT_LABEL_LEN], [u8; VALUE_LEN]);
 
 /// Payload bytes of an entry in a request.
 fn entry_size(_: &Entry) -> usize {
@@ -110,6 +142,21 @@ pub enum Request {
     /// The identifiers of the keyword whose token and latest state these
     /// are.
     Search {
+        /// Keyword token `t_w`.
+        tw: [u8; LAMBDA],
+        /// State of the latest update `st_c`.
+        st: [u8; LAMBDA],
+    },
+    /// As [`Request::Put`], entries under 16-byte labels (`labels=16`).
+    PutShort {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// The entries.
+        entries: Vec<ShortEntry>,
+    },
+    /// As [`Request::Search`], for an index of 16-byte labels: each label
+    /// is the first 16 bytes of `H1(t_w ‖ st)`.
+    SearchShort {
         /// Keyword token `t_w`.
         tw: [u8; LAMBDA],
         /// State of the latest update `st_c`.
@@ -189,12 +236,24 @@ struct State {
     states: Vec<(Vec<u8>, [u8; LAMBDA])>,
 }
 
+/// The saved state of a client of 16-byte labels: [`State`]'s fields,
+/// then the label length. A saved [`State`] never decodes as this (it
+/// ends one byte early) nor this as a [`State`] (a byte is left over).
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
+struct StateWithLabels {
+    master: [u8; 32],
+    states: Vec<(Vec<u8>, [u8; LAMBDA])>,
+    labels: u8,
+}
+
 /// The client half of FAST: the master key and, per keyword, the state of
 /// its latest update.
 pub struct FastClient {
     master: Key<32>,
     tw_prf: HmacPrf,
     states: BTreeMap<Vec<u8>, Slot>,
+    /// Entries under 16-byte labels (`labels=16`).
+    short: bool,
 }
 
 /// A keyword's state, and its token once computed in this process (the
@@ -228,31 +287,81 @@ impl Drop for FastClient {
 }
 
 impl FastClient {
-    /// A client with a fresh key. FAST has no parameters.
+    /// A client with a fresh key. One parameter: `labels`, the bytes of
+    /// a label, `32` (the default) or `16` (see the module documentation).
     pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
-        params.only(DESCRIPTOR.name, &[])?;
-        Ok(Self::with_key(Key::generate(rng), BTreeMap::new()))
+        params.only(DESCRIPTOR.name, &[LABELS])?;
+        let short = match params.get_or(LABELS, LABEL_LEN)? {
+            LABEL_LEN => false,
+            SHORT_LABEL_LEN => true,
+            n => {
+                return Err(Error::InvalidArgument(format!(
+                    "FAST labels={n}: a label has {LABEL_LEN} or {SHORT_LABEL_LEN} bytes"
+                )))
+            }
+        };
+        Ok(Self::with_key(Key::generate(rng), BTreeMap::new(), short))
     }
 
-    fn with_key(master: Key<32>, states: BTreeMap<Vec<u8>, Slot>) -> Self {
+    fn with_key(master: Key<32>, states: BTreeMap<Vec<u8>, Slot>, short: bool) -> Self {
         let tw_prf = HmacPrf::new(&master.derive("sesame-sse/fast/tw"));
         Self {
             master,
             tw_prf,
             states,
+            short,
         }
     }
 
-    /// A client from saved state.
+    /// A client from saved state (of either label length).
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        let s: State = sesame_core::wire::decode(bytes)?;
-        let mut states = BTreeMap::new();
-        for (w, st) in &s.states {
-            if states.insert(w.clone(), Slot::saved(*st)).is_some() {
-                return Err(Error::Malformed("FAST state lists a keyword twice".into()));
+        fn slots(saved: &[(Vec<u8>, [u8; LAMBDA])]) -> Result<BTreeMap<Vec<u8>, Slot>> {
+            let mut states = BTreeMap::new();
+            for (w, st) in saved {
+                if states.insert(w.clone(), Slot::saved(*st)).is_some() {
+                    return Err(Error::Malformed("FAST state lists a keyword twice".into()));
+                }
+            }
+            Ok(states)
+        }
+        match sesame_core::wire::decode::<State>(bytes) {
+            Ok(s) => Ok(Self::with_key(
+                Key::from_bytes(s.master),
+                slots(&s.states)?,
+                false,
+            )),
+            Err(full) => {
+                let s: StateWithLabels = sesame_core::wire::decode(bytes).map_err(|_| full)?;
+                if usize::from(s.labels) != SHORT_LABEL_LEN {
+                    return Err(Error::Malformed(format!(
+                        "FAST state with labels of {} bytes",
+                        s.labels
+                    )));
+                }
+                Ok(Self::with_key(
+                    Key::from_bytes(s.master),
+                    slots(&s.states)?,
+                    true,
+                ))
             }
         }
-        Ok(Self::with_key(Key::from_bytes(s.master), states))
+    }
+
+    /// The requests that store `entries` (sorted by label), in chunks.
+    fn put_requests(&self, entries: Vec<Entry>) -> Result<Vec<Vec<u8>>> {
+        if self.short {
+            common::chunked_requests(shorten(entries), short_entry_size, |entries| {
+                Request::PutShort {
+                    reset: false,
+                    entries,
+                }
+            })
+        } else {
+            common::chunked_requests(entries, entry_size, |entries| Request::Put {
+                reset: false,
+                entries,
+            })
+        }
     }
 
     /// The entry of one update, advancing the keyword's state: one
@@ -323,7 +432,11 @@ impl KeywordClient for FastClient {
             }
         }
         entries.sort_unstable_by_key(|e| e.0);
-        upload(channel, entries)
+        if self.short {
+            upload_short(channel, shorten(entries))
+        } else {
+            upload(channel, entries)
+        }
     }
 
     fn prepares_updates(&self) -> bool {
@@ -341,11 +454,7 @@ impl KeywordClient for FastClient {
         (op, doc, keywords): Update<'_>,
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.entries(rng, op, doc, keywords)?;
-        common::chunked_requests(entries, entry_size, |entries| Request::Put {
-            reset: false,
-            entries,
-        })
-        .map(Some)
+        self.put_requests(entries).map(Some)
     }
 
     fn check_update_response(&self, response: &[u8]) -> Result<()> {
@@ -360,9 +469,11 @@ impl KeywordClient for FastClient {
         let Some(slot) = self.states.get(keyword).copied() else {
             return Ok(None);
         };
-        let request = Request::Search {
-            tw: slot.tw.unwrap_or_else(|| token(&self.tw_prf, keyword)),
-            st: slot.st,
+        let tw = slot.tw.unwrap_or_else(|| token(&self.tw_prf, keyword));
+        let request = if self.short {
+            Request::SearchShort { tw, st: slot.st }
+        } else {
+            Request::Search { tw, st: slot.st }
         };
         sesame_core::wire::encode(&request).map(Some)
     }
@@ -372,16 +483,55 @@ impl KeywordClient for FastClient {
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {
-        let s = State {
-            master: *self.master.as_bytes(),
-            states: self
-                .states
-                .iter()
-                .map(|(w, slot)| (w.clone(), slot.st))
-                .collect(),
-        };
-        sesame_core::wire::encode(&s)
+        let states = self
+            .states
+            .iter()
+            .map(|(w, slot)| (w.clone(), slot.st))
+            .collect();
+        if self.short {
+            sesame_core::wire::encode(&StateWithLabels {
+                master: *self.master.as_bytes(),
+                states,
+                labels: SHORT_LABEL_LEN as u8,
+            })
+        } else {
+            sesame_core::wire::encode(&State {
+                master: *self.master.as_bytes(),
+                states,
+            })
+        }
     }
+}
+
+/// Entries under the first [`SHORT_LABEL_LEN`] bytes of their labels (in
+/// the same order: a prefix keeps the sort).
+fn shorten(entries: Vec<Entry>) -> Vec<ShortEntry> {
+    entries
+        .into_iter()
+        .map(|(label, value)| (short_label(&label), value))
+        .collect()
+}
+
+/// The first [`SHORT_LABEL_LEN`] bytes of a label.
+fn short_label(label: &[u8; LABEL_LEN]) -> [u8; SHORT_LABEL_LEN] {
+    let mut out = [0u8; SHORT_LABEL_LEN];
+    out.copy_from_slice(&label[..SHORT_LABEL_LEN]);
+    out
+}
+
+/// Payload bytes of a short entry in a request.
+fn short_entry_size(_: &ShortEntry) -> usize {
+    SHORT_LABEL_LEN + VALUE_LEN
+}
+
+fn upload_short(channel: &mut dyn Channel, entries: Vec<ShortEntry>) -> Result<()> {
+    crate::common::upload(
+        channel,
+        entries,
+        short_entry_size,
+        |reset, entries| Request::PutShort { reset, entries },
+        common::answered("FAST", Response::Stored),
+    )
 }
 
 fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
@@ -396,6 +546,12 @@ fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
 
 /// Store key of a label.
 fn entry_key(label: &[u8; LABEL_LEN]) -> [u8; LABEL_LEN + 1] {
+    common::prefixed(b'e', label)
+}
+
+/// Store key of a 16-byte label: the same key space (`e`), one length
+/// per index (a client writes one form only).
+fn short_entry_key(label: &[u8; SHORT_LABEL_LEN]) -> [u8; SHORT_LABEL_LEN + 1] {
     common::prefixed(b'e', label)
 }
 
@@ -419,12 +575,28 @@ impl FastServer {
     /// Walks the keyword's chain back from `st` and returns the live
     /// identifiers, sorted. A deletion cancels every older addition of its
     /// identifier (set semantics).
-    pub fn search(&self, tw: [u8; LAMBDA], mut st: [u8; LAMBDA]) -> Result<Vec<DocId>> {
+    pub fn search(&self, tw: [u8; LAMBDA], st: [u8; LAMBDA]) -> Result<Vec<DocId>> {
+        self.search_labels(tw, st, false)
+    }
+
+    /// As [`FastServer::search`], over entries under 16-byte labels
+    /// (`short`) or whole ones.
+    fn search_labels(
+        &self,
+        tw: [u8; LAMBDA],
+        mut st: [u8; LAMBDA],
+        short: bool,
+    ) -> Result<Vec<DocId>> {
         let mut ids = Vec::new();
         let mut deleted: HashSet<DocId> = HashSet::new();
         loop {
             let label = oracle(H1, &tw, &st);
-            let Some(value) = self.store.get(&entry_key(&label))? else {
+            let value = if short {
+                self.store.get(&short_entry_key(&short_label(&label)))?
+            } else {
+                self.store.get(&entry_key(&label))?
+            };
+            let Some(value) = value else {
                 break;
             };
             let value: [u8; VALUE_LEN] = value
@@ -492,7 +664,19 @@ impl Handler for FastServer {
                 self.store.write(batch)?;
                 Ok(Response::Stored)
             }
+            Request::PutShort { reset, entries } => {
+                if reset {
+                    crate::common::clear(self.store.as_ref(), b"")?;
+                }
+                let mut batch = WriteBatch::with_capacity(entries.len());
+                for (label, value) in entries {
+                    batch.put(short_entry_key(&label).to_vec(), value.to_vec());
+                }
+                self.store.write(batch)?;
+                Ok(Response::Stored)
+            }
             Request::Search { tw, st } => Ok(Response::Ids(self.search(tw, st)?)),
+            Request::SearchShort { tw, st } => Ok(Response::Ids(self.search_labels(tw, st, true)?)),
         }
     }
 

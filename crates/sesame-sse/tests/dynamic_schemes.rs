@@ -73,8 +73,14 @@ proptest! {
         tw in arr::<16>(), st in arr::<16>(),
         ids in prop::collection::vec(any::<u64>(), 0..20),
     ) {
+        let short: Vec<fast::ShortEntry> = entries
+            .iter()
+            .map(|(l, v)| (l[..16].try_into().unwrap(), *v))
+            .collect();
         round_trips(&fast::Request::Put { reset, entries })?;
         round_trips(&fast::Request::Search { tw, st })?;
+        round_trips(&fast::Request::PutShort { reset, entries: short })?;
+        round_trips(&fast::Request::SearchShort { tw, st })?;
         round_trips(&fast::Response::Stored)?;
         round_trips(&fast::Response::Ids(ids))?;
     }
@@ -570,4 +576,85 @@ fn uedsse_search_request_has_the_papers_shape() {
         .search_request(&mut rng, &sk.public_key(), b"absent", &next)
         .unwrap()
         .is_none());
+}
+
+/// FAST with `labels=16`: the same answers as with whole labels, each
+/// entry stored under a 17-byte key (`e` and the label) instead of 33, the
+/// form kept across a save and restore (and a state of whole labels
+/// restores as one), and a damaged or truncated entry refused by the
+/// server instead of followed.
+#[test]
+fn fast_with_short_labels_answers_the_same_in_fewer_bytes() {
+    use UpdateOp::{Add, Delete};
+    let s = scheme("fast");
+    let mut answers = Vec::new();
+    let mut key_lengths = Vec::new();
+    for labels in ["32", "16"] {
+        let mut rng = ChaCha20Rng::seed_from_u64(21);
+        let mut params = Params::new();
+        params.set("labels", labels);
+        let mut c = (s.new_client)(&mut rng, &params).unwrap();
+        let store = Arc::new(MemoryStore::new());
+        let mut ch = support::channel(&s, store.clone());
+        let mut db = Multimap::new();
+        db.insert(b"w".to_vec(), (0..6).collect());
+        db.insert(b"v".to_vec(), vec![2, 3]);
+        c.setup(&mut rng, &mut ch, &db).unwrap();
+        c.update(
+            &mut rng,
+            &mut ch,
+            Delete,
+            2,
+            &[b"w".to_vec(), b"v".to_vec()],
+        )
+        .unwrap();
+        c.update(&mut rng, &mut ch, Add, 9, &[b"v".to_vec()])
+            .unwrap();
+        // A restored client writes and searches in the same form.
+        let saved = c.save_state().unwrap();
+        let mut c = (s.restore_client)(&saved).unwrap();
+        c.update(&mut rng, &mut ch, Add, 7, &[b"w".to_vec()])
+            .unwrap();
+        let w = c.search(&mut rng, &mut ch, b"w").unwrap();
+        let v = c.search(&mut rng, &mut ch, b"v").unwrap();
+        answers.push((w, v));
+        let entries = stored(&store);
+        assert_eq!(entries.len(), 12, "labels={labels}");
+        assert!(entries.iter().all(|(_, v)| v.len() == fast::VALUE_LEN));
+        let mut lengths: Vec<usize> = entries.iter().map(|(k, _)| k.len()).collect();
+        lengths.dedup();
+        key_lengths.push(lengths);
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[1].0, vec![0, 1, 3, 4, 5, 7]);
+    assert_eq!(answers[1].1, vec![3, 9]);
+    assert_eq!(key_lengths, [vec![1 + fast::LABEL_LEN], vec![1 + 16]]);
+
+    // Only 32 and 16 are label lengths.
+    let mut rng = ChaCha20Rng::seed_from_u64(22);
+    let mut params = Params::new();
+    params.set("labels", "8");
+    assert!((s.new_client)(&mut rng, &params).is_err());
+
+    // A state with another label length is refused, not guessed.
+    let mut params = Params::new();
+    params.set("labels", "16");
+    let c = (s.new_client)(&mut rng, &params).unwrap();
+    let mut saved = c.save_state().unwrap();
+    if let Some(last) = saved.last_mut() {
+        *last = 24;
+    }
+    assert!((s.restore_client)(&saved).is_err());
+
+    // An entry truncated or lengthened by the server is an error of the
+    // search, never a panic or a wrong identifier.
+    let (tw, st) = ([5u8; 16], [6u8; 16]);
+    let label = sesame_crypto::hash::sha256(&[&[1u8][..], &tw, &st].concat());
+    for bad in [&b"short"[..], &[0u8; fast::VALUE_LEN + 1][..], &[][..]] {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut server = s.server(store.clone(), &Params::new()).unwrap();
+        store.put(&[&b"e"[..], &label[..16]].concat(), bad).unwrap();
+        let search = fast::Request::SearchShort { tw, st };
+        assert!(server.handle(&wire::encode(&search).unwrap()).is_err());
+    }
 }
