@@ -4,7 +4,7 @@ use core::fmt;
 
 use aes::cipher::{BlockEncrypt, KeyInit};
 use aes::{Aes128Enc, Block};
-use zeroize::ZeroizeOnDrop;
+use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::counter::{self, Primitive};
 use crate::error::{Error, Result};
@@ -82,6 +82,26 @@ impl Aes128Prf {
         self.encrypt_in_place_uncounted(blocks);
     }
 
+    /// `blocks[i]` becomes the PRF of `blocks[i]` under `keys[i]`, for
+    /// every `i`: what `Aes128Prf::new(&keys[i]).eval_block(&blocks[i])`
+    /// gives, with the key schedules expanded side by side (one key per
+    /// block, as an Aura entry keys each of its pads with a GGM leaf).
+    /// Counts `keys.len()` calls. Fails if the lengths differ.
+    pub fn eval_each(keys: &[Key<16>], blocks: &mut [[u8; 16]]) -> Result<()> {
+        if keys.len() != blocks.len() {
+            return Err(Error::InvalidLength {
+                what: "blocks, one per key",
+                expected: keys.len(),
+                actual: blocks.len(),
+            });
+        }
+        counter::record(Primitive::Prf, keys.len() as u64);
+        let mut raw: Vec<[u8; 16]> = keys.iter().map(|k| *k.as_bytes()).collect();
+        crate::aes_many::encrypt_each::<1>(&raw, blocks);
+        raw.zeroize();
+        Ok(())
+    }
+
     /// One AES block, not counted: for primitives of this crate that count
     /// the call themselves.
     #[inline]
@@ -154,6 +174,20 @@ mod tests {
         prf.eval_in_place(&mut in_place);
         assert_eq!(in_place, out);
         assert!(prf.eval_batch(&inputs, &mut out[1..]).is_err());
+    }
+
+    #[test]
+    fn each_key_on_its_block_matches_one_prf_per_key() {
+        let keys: Vec<Key<16>> = (0..19u8).map(|i| Key::from_bytes([i; 16])).collect();
+        let blocks: Vec<[u8; 16]> = (0..19u8).map(|i| [i.wrapping_mul(37); 16]).collect();
+        let mut each = blocks.clone();
+        let ((), counts) =
+            counter::measure(|| Aes128Prf::eval_each(&keys, &mut each).expect("same lengths"));
+        assert_eq!(counts.total(Primitive::Prf), 19);
+        for ((k, b), e) in keys.iter().zip(&blocks).zip(&each) {
+            assert_eq!(Aes128Prf::new(k).eval_block(b), *e);
+        }
+        assert!(Aes128Prf::eval_each(&keys, &mut each[1..]).is_err());
     }
 
     #[test]

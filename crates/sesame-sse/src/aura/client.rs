@@ -7,7 +7,7 @@ use rand_core::CryptoRngCore;
 use sesame_core::{Error, Params, Result, SchemeDescriptor};
 use sesame_crypto::ggm::GgmTree;
 use sesame_crypto::key::Key;
-use sesame_crypto::prf::HmacPrf;
+use sesame_crypto::prf::{Aes128Prf, HmacPrf};
 
 use super::*;
 use crate::api::{DocId, Io, KeywordClient, Multimap, Update, UpdateOp};
@@ -168,22 +168,36 @@ impl AuraClient {
         let mut order: Vec<usize> = (0..positions.len()).collect();
         order.sort_unstable_by_key(|&i| tops[i]);
         let mut out: Vec<Option<Key<16>>> = positions.iter().map(|_| None).collect();
+        let node = |top: u64| {
+            nodes
+                .get(&top)
+                .ok_or_else(|| Error::Protocol("Aura kept node missing".into()))
+        };
+        // The common case, one position below a node: those paths are
+        // followed side by side ([`GgmTree::leaves_under`]), the same
+        // leaves as one descent each.
+        let (mut alone, mut roots, mut lows) = (Vec::new(), Vec::new(), Vec::new());
         for run in order.chunk_by(|a, b| tops[*a] == tops[*b]) {
             let top = tops[run[0]];
-            let node = nodes
-                .get(&top)
-                .ok_or_else(|| Error::Protocol("Aura kept node missing".into()))?;
-            let sub = GgmTree::new(node.clone_secret(), below)?;
             if let [i] = *run {
-                // The common case: one position below the node.
-                out[i] = Some(sub.leaf(positions[i] & mask)?);
+                alone.push(i);
+                roots.push(node(top)?);
+                lows.push(positions[i] & mask);
                 continue;
             }
+            let sub = GgmTree::new(node(top)?.clone_secret(), below)?;
             let lows: Vec<u64> = run.iter().map(|&i| positions[i] & mask).collect();
             for (&i, k) in run.iter().zip(sub.leaves(&lows)?) {
                 out[i] = Some(k);
             }
         }
+        for (i, k) in alone
+            .into_iter()
+            .zip(GgmTree::leaves_under(&roots, below, &lows)?)
+        {
+            out[i] = Some(k);
+        }
+        drop(roots);
         kept.trees.push(KeptTree {
             keyword: keyword.to_vec(),
             epoch,
@@ -299,16 +313,22 @@ impl AuraClient {
             }
             _ => self.tree(keyword, epoch)?.leaves(&all)?,
         };
+        // The pads, `AES_leaf(tag)` (first 8 bytes), every leaf's key
+        // schedule expanded side by side.
+        let mut pads: Vec<[u8; 16]> = adds
+            .iter()
+            .flat_map(|(_, plan)| std::iter::repeat_n(plan.tag, h))
+            .collect();
+        Aes128Prf::eval_each(&leaves, &mut pads)?;
         let tkn = self.token(keyword, epoch);
         Ok(adds
             .iter()
-            .zip(leaves.chunks_exact(h))
-            .map(|((doc, plan), leaves)| {
+            .zip(pads.chunks_exact(h))
+            .map(|((doc, plan), pads)| {
                 let id = doc.to_le_bytes();
                 let mut value = Vec::with_capacity(TAG_LEN + ID_LEN * h);
                 value.extend_from_slice(&plan.tag);
-                for leaf in leaves {
-                    let pad = pad(leaf, &plan.tag);
+                for pad in pads {
                     value.extend(id.iter().zip(pad).map(|(a, b)| a ^ b));
                 }
                 (label(&tkn, plan.count), value)
