@@ -100,8 +100,13 @@ use verified::{GroupIndex, GroupState};
 
 /// Directory of a profile's table states.
 pub const TABLE_DIR: &str = "tables";
-/// Records per pending intent of a table's keyword index.
-const INTENT_RECORDS: usize = 2048;
+/// Records per pending intent of a table's keyword index: an import's
+/// batch is one intent (up to the session's bound on an intent's bytes
+/// of requests). Each intent is saved and synced before it is sent (its
+/// file, the client state that refers to it, then the store's commit):
+/// at 2,048 records an intent, those syncs were most of an import's
+/// waits.
+const INTENT_RECORDS: usize = import::IMPORT_BATCH;
 /// The format of a table's state this build writes (the first field):
 /// 4 says whether its records carry null keywords, 3 holds the table's
 /// naming key, 2 does not.
@@ -404,6 +409,17 @@ impl Table {
     /// table was opened (an operation had been interrupted).
     pub fn repaired(&self) -> &[String] {
         &self.repaired
+    }
+
+    /// How many records one pending intent of the table's keyword index
+    /// carries ([`INTENT_RECORDS`] unless set; at least 1; an intent
+    /// also ends at the session's bound on its requests' bytes). Each
+    /// intent is saved and synced before its update is sent: larger
+    /// intents mean fewer syncs, and a larger update to send again after
+    /// an interruption. Tests set it low to cut an import between two
+    /// updates.
+    pub fn set_records_per_intent(&mut self, records: usize) {
+        self.rows.set_documents_per_intent(records);
     }
 
     /// The table's name.
