@@ -11,13 +11,23 @@
 //! fence is at most its smallest key and greater than every key of the
 //! chunk before it. So:
 //!
-//! - a lookup is one bounded probe of the base store (the chunk at or
-//!   before the key, [`Store::scan_from`]) and a walk of one chunk;
-//! - a batch rewrites only the chunks its keys fall into, each once,
-//!   splitting any that outgrow [`CHUNK_BYTES`]; a bulk upload into an
-//!   empty view writes one stored pair per chunk, not one per entry;
+//! - a batch whose keys fall few to a chunk *appends* them: each pair is
+//!   stored on its own as a *delta* under `prefix ‖ key`, next to its
+//!   chunk, until the chunk has [`MAX_DELTAS`] deltas (or
+//!   [`DELTA_BYTES`] of them); the write that would pass that bound, or
+//!   that deletes a key, or that lands below the chunk's fence, rewrites
+//!   the chunk with its deltas merged in, splitting any that outgrow
+//!   [`CHUNK_BYTES`]; a bulk upload into an empty view writes one stored
+//!   pair per chunk, not one per entry;
+//! - a lookup is one bounded probe of the base store
+//!   ([`Store::scan_from`]): the stored pair at or before `prefix ‖ key`, the
+//!   key's own delta (the answer), its chunk (the answer is in it), or
+//!   another delta of the chunk, which names the chunk's fence: then one
+//!   point read of the chunk. So at most two reads, one chunk's bytes;
 //! - a chunk is `0x01` then, per pair in ascending key order, the key's
-//!   length (LEB128), the key, the value's length (LEB128), the value.
+//!   length (LEB128), the key, the value's length (LEB128), the value; a
+//!   delta is `0x02`, its chunk's fence's length (LEB128), the fence, then
+//!   the value. A delta's value replaces the chunk's pair of the same key.
 //!
 //! Every write of the view is one batch of the base store, so the base's
 //! atomicity and durability carry over unchanged; [`Packed::plan`] gives
@@ -28,9 +38,12 @@
 //!
 //! What it costs: a lookup reads one chunk (up to 16 KB; a cold read
 //! from the file costs more than a plain pair's page) where a plain store
-//! reads one value, and a batch whose keys fall one per chunk rewrites
-//! each whole chunk. A damaged chunk is
-//! [`Error::StoreCorrupt`], never a panic.
+//! reads one value, and a second read when a delta of the chunk lies
+//! between the chunk's fence and the key; a write of a few pairs
+//! rewrites a chunk only once the chunk's deltas are full. A damaged chunk or delta is
+//! [`Error::StoreCorrupt`], never a panic. Chunks written before deltas
+//! existed read as they are (a chunk without deltas); a build before
+//! deltas cannot read a view that holds some.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -50,18 +63,52 @@ pub fn pairs_under(base: &dyn Store, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<
     let mut chunks = prefix.to_vec();
     chunks.push(CHUNKS_MARK);
     let mut pairs = Vec::new();
+    let mut stored = Vec::new();
     for (key, value) in base.scan_prefix(prefix)? {
-        if !key.starts_with(&chunks) {
+        if key.starts_with(&chunks) {
+            stored.push((key, value));
+        } else {
             pairs.push((key, value));
-            continue;
-        }
-        for (k, v) in decode(&value, &key)? {
-            let mut full = prefix.to_vec();
-            full.extend_from_slice(k);
-            pairs.push((full, v.to_vec()));
         }
     }
+    for (k, v) in unpack(chunks.len(), &stored, |_| true)? {
+        let mut full = prefix.to_vec();
+        full.extend_from_slice(&k);
+        pairs.push((full, v));
+    }
     pairs.sort();
+    Ok(pairs)
+}
+
+/// The pairs that `stored` (chunks and deltas, in key order, each delta
+/// after its chunk, keys `prefix_len` bytes into the view) hold, those
+/// whose key `keep` accepts: a delta replaces its chunk's pair.
+fn unpack(
+    prefix_len: usize,
+    stored: &[(Vec<u8>, Vec<u8>)],
+    keep: impl Fn(&[u8]) -> bool,
+) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+    let mut pairs = BTreeMap::new();
+    let mut fence: Option<&[u8]> = None;
+    for (key, bytes) in stored {
+        if is_delta(bytes) {
+            let (named, value) = decode_delta(bytes, key, prefix_len)?;
+            if fence != Some(named) {
+                return Err(damaged_delta(key, "it does not name the chunk before it"));
+            }
+            let k = &key[prefix_len..];
+            if keep(k) {
+                pairs.insert(k.to_vec(), value.to_vec());
+            }
+            continue;
+        }
+        fence = key.get(prefix_len..);
+        for (k, v) in decode(bytes, key)? {
+            if keep(k) {
+                pairs.insert(k.to_vec(), v.to_vec());
+            }
+        }
+    }
     Ok(pairs)
 }
 
@@ -70,6 +117,16 @@ pub const CHUNK_BYTES: usize = 16_128;
 
 /// The first byte of every chunk: the format.
 const FORMAT: u8 = 0x01;
+
+/// The first byte of every delta.
+const DELTA: u8 = 0x02;
+
+/// The most deltas a chunk has: a write that would add more rewrites the
+/// chunk with its deltas merged in.
+pub const MAX_DELTAS: usize = 32;
+
+/// The most bytes (keys and stored values) of one chunk's deltas.
+pub const DELTA_BYTES: usize = CHUNK_BYTES / 4;
 
 /// One pair of a chunk, borrowed from its encoding or from a batch.
 type Pair<'a> = (&'a [u8], &'a [u8]);
@@ -124,18 +181,37 @@ impl Packed {
         k
     }
 
-    /// The chunk whose range holds `key`: the one at or before it, else
-    /// (a key below every fence) the first one. Returns its full key and
-    /// encoding.
+    /// The chunk whose range holds `key`: the one at or before it (found
+    /// through a delta of it when one lies between), else (a key below
+    /// every fence) the first one. Returns its full key and encoding.
     fn chunk_for(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let at = self
             .base
             .scan_from(&self.prefix, &self.full(key), true, 1)?;
-        if let Some(pair) = at.into_iter().next() {
-            return Ok(Some(pair));
+        if let Some((stored, bytes)) = at.into_iter().next() {
+            if is_delta(&bytes) {
+                let (fence, _) = decode_delta(&bytes, &stored, self.prefix.len())?;
+                return self.chunk_of_delta(fence, &stored).map(Some);
+            }
+            return Ok(Some((stored, bytes)));
         }
         let first = self.base.scan_from(&self.prefix, &self.prefix, false, 1)?;
-        Ok(first.into_iter().next())
+        match first.into_iter().next() {
+            Some((stored, bytes)) if is_delta(&bytes) => {
+                Err(damaged_delta(&stored, "it lies before every chunk"))
+            }
+            first => Ok(first),
+        }
+    }
+
+    /// The chunk of fence `fence` that the delta stored under `delta`
+    /// names: its full key and encoding.
+    fn chunk_of_delta(&self, fence: &[u8], delta: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+        let key = self.full(fence);
+        match self.base.get(&key)? {
+            Some(bytes) if !is_delta(&bytes) => Ok((key, bytes)),
+            _ => Err(damaged_delta(delta, "the chunk it names is missing")),
+        }
     }
 
     /// The base store's batch that applies `batch` (read against the base
@@ -157,6 +233,7 @@ impl Packed {
             }
             ops.into_iter().collect()
         };
+        let plen = self.prefix.len();
         let mut plan = Plan::default();
         let mut chunks = Window::default();
         let mut out = Emitter::default();
@@ -166,36 +243,104 @@ impl Packed {
         let mut i = 0;
         while i < ops.len() {
             chunks.seek(self, ops[i].0)?;
-            let (chunk_key, stored) = match chunks.current() {
-                Some((key, value)) => (Some(key.as_slice()), value.as_slice()),
-                None => (None, [].as_slice()),
+            let (chunk_key, stored, deltas) = match chunks.current() {
+                Some((key, value, deltas)) => (Some(key), value, deltas),
+                None => (None, [].as_slice(), Vec::new()),
             };
-            let upto = match chunks.next_fence(self.prefix.len()) {
+            let upto = match chunks.next_fence(plen) {
                 Some(end) => i + ops[i..].partition_point(|(k, _)| *k < end),
                 None => ops.len(),
             };
+            let here = &ops[i..upto];
+            if let Some(chunk_key) = chunk_key {
+                if appendable(&chunk_key[plen..], &deltas, here, plen) {
+                    // The chunk stays; its new pairs are deltas beside it.
+                    out.finish(self, &mut plan.batch)?;
+                    follows = None;
+                    let fence = &chunk_key[plen..];
+                    for &(key, value) in here {
+                        let Some(value) = value else { continue };
+                        let old = match deltas.binary_search_by(|(k, _)| k[plen..].cmp(key)) {
+                            Ok(at) => {
+                                Some(decode_delta(deltas[at].1, deltas[at].0, plen)?.1.to_vec())
+                            }
+                            Err(_) => find_checked(stored, chunk_key, key)?,
+                        };
+                        match old {
+                            Some(old) if old == value => continue,
+                            Some(_) => plan.overwrites += 1,
+                            None => {}
+                        }
+                        plan.batch.put(self.full(key), encode_delta(fence, value));
+                    }
+                    i = upto;
+                    continue;
+                }
+            }
             let old = match chunk_key {
-                Some(key) => decode(stored, key)?,
+                Some(key) => {
+                    let pairs = decode(stored, key)?;
+                    let mut appended = Vec::with_capacity(deltas.len());
+                    for (k, bytes) in &deltas {
+                        appended.push((&k[plen..], Some(decode_delta(bytes, k, plen)?.1)));
+                    }
+                    merge(&pairs, &appended).0
+                }
                 None => Vec::new(),
             };
-            let (merged, overwrites) = merge(&old, &ops[i..upto]);
+            let (merged, overwrites) = merge(&old, here);
             plan.overwrites += overwrites;
             if chunk_key.is_none() || chunk_key != follows.as_deref() {
                 out.finish(self, &mut plan.batch)?;
-                out.fence = chunk_key.map(|k| k[self.prefix.len()..].to_vec());
+                out.fence = chunk_key.map(|k| k[plen..].to_vec());
             }
             if let Some(key) = chunk_key {
                 plan.batch.delete(key.to_vec());
+                for (k, _) in &deltas {
+                    plan.batch.delete(k.to_vec());
+                }
             }
             for (key, value) in merged {
                 out.push(self, &mut plan.batch, key, value)?;
             }
-            follows = chunks.chunks.get(1).map(|(k, _)| k.clone());
+            follows = chunks.next_chunk().map(|(k, _)| k.to_vec());
             i = upto;
         }
         out.finish(self, &mut plan.batch)?;
         Ok(plan)
     }
+}
+
+/// Whether `ops` (sorted, within the range of the chunk of fence `fence`
+/// whose deltas are `deltas`) may be appended as deltas: puts only, every
+/// key above the fence (a delta under the fence would be the chunk's own
+/// key), and the chunk's deltas within [`MAX_DELTAS`] and [`DELTA_BYTES`]
+/// afterwards.
+fn appendable(
+    fence: &[u8],
+    deltas: &[(&[u8], &[u8])],
+    ops: &[(&[u8], Option<&[u8]>)],
+    plen: usize,
+) -> bool {
+    if ops.len() > MAX_DELTAS
+        || !ops
+            .iter()
+            .all(|(key, value)| value.is_some() && *key > fence)
+    {
+        return false;
+    }
+    let mut count = deltas.len();
+    let mut bytes: usize = deltas.iter().map(|(k, v)| k.len() + v.len()).sum();
+    for (key, value) in ops {
+        if deltas
+            .binary_search_by(|(k, _)| k[plen..].cmp(key))
+            .is_err()
+        {
+            count += 1;
+        }
+        bytes += plen + key.len() + delta_len(fence, value.unwrap_or_default());
+    }
+    count <= MAX_DELTAS && bytes <= DELTA_BYTES
 }
 
 /// The key of a write, and its value (`None`: a deletion).
@@ -305,44 +450,55 @@ impl Emitter {
     }
 }
 
-/// Consecutive chunks read ahead while a batch is planned, so that a
-/// batch touching neighbouring chunks (a bulk upload) reads them in a few
-/// ordered probes rather than two per chunk. The front chunk is the one
-/// that holds the key last sought.
+/// Consecutive chunks (each followed by its deltas) read ahead while a
+/// batch is planned, so that a batch touching neighbouring chunks (a bulk
+/// upload) reads them in a few ordered probes rather than two per chunk.
+/// The front pair is the chunk that holds the key last sought.
 #[derive(Default)]
 struct Window {
-    chunks: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
-    /// No chunk follows the last one held.
+    /// Stored pairs in key order: chunks, each followed by its deltas.
+    pairs: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// No pair follows the last one held.
     at_end: bool,
-    /// How many chunks the next read-ahead asks for.
+    /// How many pairs the next read-ahead asks for.
     ahead: usize,
 }
 
-/// The most chunks one read-ahead asks for.
-const MAX_AHEAD: usize = 64;
+/// The most pairs (chunks and deltas) one read-ahead asks for.
+const MAX_AHEAD: usize = 256;
 
 impl Window {
+    /// Where the chunk after the front one is held.
+    fn next_at(&self) -> Option<usize> {
+        (1..self.pairs.len()).find(|&i| !is_delta(&self.pairs[i].1))
+    }
+
     /// Makes the front chunk the one whose range holds `key` (none: the
-    /// view holds no chunk), reading ahead while keys come in neighbouring
-    /// chunks and probing afresh when they skip some.
+    /// view holds no chunk), with all its deltas held, reading ahead while
+    /// keys come in neighbouring chunks and probing afresh when they skip
+    /// some.
     fn seek(&mut self, view: &Packed, key: &[u8]) -> Result<()> {
+        let plen = view.prefix.len();
         let mut passed = 0;
         loop {
-            while self.chunks.len() >= 2 && &self.chunks[1].0[view.prefix.len()..] <= key {
-                self.chunks.pop_front();
+            while let Some(next) = self.next_at() {
+                if &self.pairs[next].0[plen..] > key {
+                    break;
+                }
+                self.pairs.drain(..next);
                 passed += 1;
             }
-            if self.chunks.len() >= 2 || (self.chunks.len() == 1 && self.at_end) {
+            if self.next_at().is_some() || (!self.pairs.is_empty() && self.at_end) {
                 return Ok(());
             }
-            if self.chunks.is_empty() || passed > 1 {
+            if self.pairs.is_empty() || passed > 1 {
                 // First use, or chunks without keys were passed: probe.
-                self.chunks.clear();
+                self.pairs.clear();
                 self.ahead = 2;
                 passed = 0;
                 match view.chunk_for(key)? {
                     Some(chunk) => {
-                        self.chunks.push_back(chunk);
+                        self.pairs.push_back(chunk);
                         self.at_end = false;
                     }
                     None => {
@@ -352,25 +508,37 @@ impl Window {
                 }
                 continue;
             }
-            let mut after = self.chunks[self.chunks.len() - 1].0.clone();
+            let mut after = self.pairs[self.pairs.len() - 1].0.clone();
             after.push(0);
             let more = view
                 .base
                 .scan_from(&view.prefix, &after, false, self.ahead)?;
             self.at_end = more.len() < self.ahead;
             self.ahead = (self.ahead * 2).min(MAX_AHEAD);
-            self.chunks.extend(more);
+            self.pairs.extend(more);
         }
     }
 
-    /// The chunk whose range holds the key last sought.
-    fn current(&self) -> Option<&(Vec<u8>, Vec<u8>)> {
-        self.chunks.front()
+    /// The chunk whose range holds the key last sought: its full key, its
+    /// encoding, and its deltas (full keys and stored values).
+    fn current(&self) -> Option<(&[u8], &[u8], Vec<(&[u8], &[u8])>)> {
+        let (key, bytes) = self.pairs.front()?;
+        let end = self.next_at().unwrap_or(self.pairs.len());
+        let deltas = (1..end)
+            .map(|i| (self.pairs[i].0.as_slice(), self.pairs[i].1.as_slice()))
+            .collect();
+        Some((key, bytes, deltas))
+    }
+
+    /// The chunk after the current one: its full key and encoding.
+    fn next_chunk(&self) -> Option<(&[u8], &[u8])> {
+        self.next_at()
+            .map(|i| (self.pairs[i].0.as_slice(), self.pairs[i].1.as_slice()))
     }
 
     /// The fence that ends the current chunk's range (`None`: the last).
     fn next_fence(&self, prefix_len: usize) -> Option<&[u8]> {
-        self.chunks.get(1).map(|(k, _)| &k[prefix_len..])
+        self.next_chunk().map(|(k, _)| &k[prefix_len..])
     }
 }
 
@@ -443,6 +611,53 @@ fn damaged(chunk_key: &[u8], what: &str) -> Error {
         .map(|b| format!("{b:02x}"))
         .collect();
     Error::StoreCorrupt(format!("packed chunk {shown}: {what}"))
+}
+
+fn damaged_delta(key: &[u8], what: &str) -> Error {
+    let shown: String = key.iter().take(48).map(|b| format!("{b:02x}")).collect();
+    Error::StoreCorrupt(format!("packed delta {shown}: {what}"))
+}
+
+fn is_delta(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&DELTA)
+}
+
+/// The stored length of a delta of `value` beside the chunk of `fence`.
+fn delta_len(fence: &[u8], value: &[u8]) -> usize {
+    1 + varint_len(fence.len()) + fence.len() + value.len()
+}
+
+fn encode_delta(fence: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(delta_len(fence, value));
+    out.push(DELTA);
+    put_varint(&mut out, fence.len());
+    out.extend_from_slice(fence);
+    out.extend_from_slice(value);
+    out
+}
+
+/// The fence a delta stored under `key` names and its value, checked: the
+/// fence lies below the delta's own key (`prefix_len` bytes into `key`).
+fn decode_delta<'a>(
+    bytes: &'a [u8],
+    key: &'a [u8],
+    prefix_len: usize,
+) -> Result<(&'a [u8], &'a [u8])> {
+    if !is_delta(bytes) {
+        return Err(damaged_delta(key, "not a delta"));
+    }
+    let mut reader = Reader {
+        bytes,
+        at: 1,
+        chunk_key: key,
+    };
+    let fence = reader
+        .slice()
+        .map_err(|_| damaged_delta(key, "its fence runs past the end"))?;
+    if key.get(prefix_len..).is_none_or(|own| fence >= own) {
+        return Err(damaged_delta(key, "its fence is not below its key"));
+    }
+    Ok((fence, &bytes[reader.at..]))
 }
 
 /// Reads pairs off a chunk's encoding, checking every length.
@@ -529,12 +744,39 @@ fn find(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
     Ok(None)
 }
 
+/// The value of `key` in a chunk, the whole chunk checked as [`decode`]
+/// checks it (a plan reads every chunk it writes beside whole).
+fn find_checked(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let mut reader = Reader::new(bytes, chunk_key)?;
+    let mut last: Option<&[u8]> = None;
+    let mut found = None;
+    while let Some((k, v)) = reader.next_pair()? {
+        if last.is_some_and(|last| last >= k) {
+            return Err(damaged(chunk_key, "keys out of order"));
+        }
+        if k == key {
+            found = Some(v.to_vec());
+        }
+        last = Some(k);
+    }
+    Ok(found)
+}
+
 impl Store for Packed {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let at = self
-            .base
-            .scan_from(&self.prefix, &self.full(key), true, 1)?;
+        let full = self.full(key);
+        let at = self.base.scan_from(&self.prefix, &full, true, 1)?;
         let value = match at.into_iter().next() {
+            Some((stored, bytes)) if is_delta(&bytes) => {
+                let (fence, value) = decode_delta(&bytes, &stored, self.prefix.len())?;
+                if stored == full {
+                    Some(value.to_vec())
+                } else {
+                    // Another delta of the key's chunk: the chunk itself.
+                    let (chunk_key, chunk) = self.chunk_of_delta(fence, &stored)?;
+                    find(&chunk, &chunk_key, key)?
+                }
+            }
             Some((chunk_key, bytes)) => find(&bytes, &chunk_key, key)?,
             None => None,
         };
@@ -553,21 +795,24 @@ impl Store for Packed {
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        // The chunk before the first fence under `prefix` may hold keys
-        // under it too; every later one has its fence under `prefix`.
+        // The chunk whose range holds the first key under `prefix` may lie
+        // before it; every later chunk and delta lies under it.
         let full = self.full(prefix);
-        let mut chunks = self.base.scan_from(&self.prefix, &full, true, 1)?;
-        chunks.retain(|(k, _)| k.as_slice() < full.as_slice());
-        chunks.extend(self.base.scan_prefix(&full)?);
-        let mut pairs = Vec::new();
-        for (chunk_key, bytes) in &chunks {
-            for (k, v) in decode(bytes, chunk_key)? {
-                if k.starts_with(prefix) {
-                    pairs.push((k.to_vec(), v.to_vec()));
-                }
+        let mut stored = Vec::new();
+        let before = self.base.scan_from(&self.prefix, &full, true, 1)?;
+        if let Some((key, bytes)) = before.into_iter().next() {
+            if is_delta(&bytes) {
+                // Its chunk lies before `full` (a fence is below its
+                // deltas' keys), not under it.
+                let (fence, _) = decode_delta(&bytes, &key, self.prefix.len())?;
+                stored.push(self.chunk_of_delta(fence, &key)?);
+            } else if key < full {
+                stored.push((key, bytes));
             }
         }
-        crate::counted_scan(&self.io, pairs)
+        stored.extend(self.base.scan_prefix(&full)?);
+        let pairs = unpack(self.prefix.len(), &stored, |k| k.starts_with(prefix))?;
+        crate::counted_scan(&self.io, pairs.into_iter().collect())
     }
 
     fn io_counts(&self) -> IoCounts {
@@ -594,21 +839,42 @@ impl Store for Packed {
 }
 
 impl Packed {
-    /// Decodes every chunk under the view and checks it: lengths, key
-    /// order, and every key within its chunk's range. A damaged chunk is
-    /// [`Error::StoreCorrupt`] naming it. (What [`Store::verify`] adds to
-    /// the base store's own check.)
+    /// Decodes every chunk and delta under the view and checks it:
+    /// lengths, key order, every key within its chunk's range, every delta
+    /// naming the chunk before it, at most [`MAX_DELTAS`] deltas a chunk.
+    /// A damaged chunk or delta is [`Error::StoreCorrupt`] naming it.
+    /// (What [`Store::verify`] adds to the base store's own check.)
     pub fn check_chunks(&self) -> Result<()> {
-        let chunks = self.base.scan_prefix(&self.prefix)?;
-        for (i, (chunk_key, bytes)) in chunks.iter().enumerate() {
+        let plen = self.prefix.len();
+        let stored = self.base.scan_prefix(&self.prefix)?;
+        let chunks: Vec<usize> = (0..stored.len())
+            .filter(|&i| !is_delta(&stored[i].1))
+            .collect();
+        for (n, &i) in chunks.iter().enumerate() {
+            let (chunk_key, bytes) = &stored[i];
             let pairs = decode(bytes, chunk_key)?;
-            let fence = &chunk_key[self.prefix.len()..];
-            let next = chunks.get(i + 1).map(|(k, _)| &k[self.prefix.len()..]);
+            let fence = &chunk_key[plen..];
+            let next = chunks.get(n + 1).map(|&j| &stored[j].0[plen..]);
             let inside = |k: &[u8]| k >= fence && next.is_none_or(|n| k < n);
             if pairs.is_empty() || !pairs.iter().all(|(k, _)| inside(k)) {
                 return Err(damaged(chunk_key, "a key outside the chunk's range"));
             }
+            let end = chunks.get(n + 1).copied().unwrap_or(stored.len());
+            if end - i - 1 > MAX_DELTAS {
+                return Err(damaged(chunk_key, "more deltas than a chunk may have"));
+            }
+            for (key, bytes) in &stored[i + 1..end] {
+                let (named, _) = decode_delta(bytes, key, plen)?;
+                if named != fence || !inside(&key[plen..]) {
+                    return Err(damaged_delta(key, "it names another chunk"));
+                }
+            }
         }
-        Ok(())
+        match (stored.first(), chunks.first()) {
+            (Some((key, _)), first) if first != Some(&0) => {
+                Err(damaged_delta(key, "it lies before every chunk"))
+            }
+            _ => Ok(()),
+        }
     }
 }

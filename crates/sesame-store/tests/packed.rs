@@ -1,5 +1,6 @@
 //! The packed view (`sesame_store::packed`): the store suite through it,
-//! its chunk layout, and damaged chunks.
+//! its chunk layout, deltas appended beside chunks and merged into them,
+//! and damaged chunks and deltas.
 
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use sesame_core::{Error, Store, WriteBatch};
-use sesame_store::packed::{Packed, CHUNK_BYTES};
+use sesame_store::packed::{Packed, CHUNK_BYTES, DELTA_BYTES, MAX_DELTAS};
 use sesame_store::{MemoryStore, RedbStore};
 
 const PREFIX: &[u8] = b"i/x/1/#";
@@ -185,14 +186,18 @@ fn bulks_leave_chunks_full_and_a_small_overflow_splits_in_halves() {
         assert!(full > 0.9, "chunks {:.1} % full", 100.0 * full);
     }
     view.verify().unwrap();
-    // Chunks of a bulk are full: one more pair in the first overflows it.
+    // Chunks of a bulk are full: a write of more pairs than the first one
+    // takes as deltas merges them into it and overflows it.
     let first = chunks(base.as_ref())[0].clone();
     let (before_bytes, before_count) = fill(base.as_ref());
-    let mut key = first.0[PREFIX.len()..].to_vec();
-    key.push(0);
-    let mut one = WriteBatch::new();
-    one.put(key.clone(), vec![1; 25]);
-    view.write(one).unwrap();
+    let mut more = WriteBatch::new();
+    let mut key = Vec::new();
+    for n in 0..=MAX_DELTAS as u8 {
+        key = first.0[PREFIX.len()..].to_vec();
+        key.extend([0, n]);
+        more.put(key.clone(), vec![1; 25]);
+    }
+    view.write(more).unwrap();
     let after = chunks(base.as_ref());
     assert_eq!(after.len(), before_count + 1);
     let (halves, _) = after.split_at(2);
@@ -361,6 +366,358 @@ fn damaged_chunks_are_errors_not_panics() {
             let _ = view.get(&probe);
             let _ = view.scan_prefix(b"e");
             let _ = view.verify();
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// The stored values under the view that are deltas (first byte `0x02`).
+fn deltas(base: &dyn Store) -> usize {
+    chunks(base)
+        .iter()
+        .filter(|(_, v)| v.first() == Some(&2))
+        .count()
+}
+
+/// Bytes of keys and values a batch puts.
+fn put_bytes(batch: &WriteBatch) -> usize {
+    batch
+        .ops()
+        .iter()
+        .map(|op| match op {
+            sesame_core::WriteOp::Put { key, value } => key.len() + value.len(),
+            sesame_core::WriteOp::Delete { key } => key.len(),
+        })
+        .sum()
+}
+
+/// FAST-like updates (8 pseudorandom labels a batch, each in another
+/// chunk) after a bulk: each is appended as 8 small deltas instead of 8
+/// rewritten chunks, a chunk is rewritten only when its deltas are full,
+/// and every lookup and scan equals the oracle's all along. A bulk into
+/// the empty view writes no delta.
+#[test]
+fn small_writes_append_deltas_that_lookups_read() {
+    let base: Arc<dyn Store> = Arc::new(RedbStore::open_in_memory().unwrap());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut oracle = BTreeMap::new();
+    let mut bulk = WriteBatch::new();
+    for i in 0..8_000 {
+        bulk.put(label(i), vec![i as u8; 25]);
+        oracle.insert(label(i), vec![i as u8; 25]);
+    }
+    view.write(bulk).unwrap();
+    assert_eq!(deltas(base.as_ref()), 0, "a bulk upload wrote deltas");
+    let chunk_count = chunks(base.as_ref()).len();
+    let mut appended = 0;
+    let mut rewrites = 0;
+    for update in 0..400u32 {
+        let mut batch = WriteBatch::new();
+        for j in 0..8 {
+            let i = 100_000 + update * 8 + j;
+            batch.put(label(i), vec![j as u8; 25]);
+            oracle.insert(label(i), vec![j as u8; 25]);
+        }
+        let plan = view.plan(&batch).unwrap();
+        assert_eq!(plan.overwrites, 0);
+        if put_bytes(&plan.batch) < 2_000 {
+            appended += 1;
+        } else {
+            rewrites += 1;
+        }
+        base.write(plan.batch).unwrap();
+        if update % 50 == 0 {
+            view.verify().unwrap();
+            for (k, v) in oracle.iter().step_by(7) {
+                assert_eq!(view.get(k).unwrap().as_ref(), Some(v));
+            }
+        }
+    }
+    println!(
+        "{appended} updates appended, {rewrites} rewrote a chunk; {} deltas beside {} chunks",
+        deltas(base.as_ref()),
+        chunks(base.as_ref()).len() - deltas(base.as_ref())
+    );
+    // Each chunk takes MAX_DELTAS appends between rewrites: 8 keys an
+    // update over the chunks leaves most updates rewriting none.
+    assert!(
+        appended > 3 * rewrites,
+        "{appended} updates appended, {rewrites} rewrote a chunk (of {chunk_count})"
+    );
+    assert!(deltas(base.as_ref()) > 0);
+    view.verify().unwrap();
+    for (k, v) in &oracle {
+        assert_eq!(view.get(k).unwrap().as_ref(), Some(v));
+    }
+    assert_eq!(view.get(&label(99_999)).unwrap(), None);
+    let all: Vec<(Vec<u8>, Vec<u8>)> = oracle.clone().into_iter().collect();
+    assert_eq!(view.scan_prefix(b"").unwrap(), all);
+    let under: Vec<(Vec<u8>, Vec<u8>)> = oracle
+        .iter()
+        .filter(|(k, _)| k.starts_with(&[b'e', 0x80]))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(view.scan_prefix(&[b'e', 0x80]).unwrap(), under);
+    let full: Vec<(Vec<u8>, Vec<u8>)> = oracle
+        .iter()
+        .map(|(k, v)| {
+            let mut key = b"i/x/1/".to_vec();
+            key.extend_from_slice(k);
+            (key, v.clone())
+        })
+        .collect();
+    let mut expected = full;
+    expected.extend([(b"i/x/1/$".to_vec(), b"after".to_vec())]);
+    let listed = sesame_store::packed::pairs_under(base.as_ref(), b"i/x/1/").unwrap();
+    assert_eq!(
+        listed.len(),
+        oracle.len(),
+        "pairs_under counts each pair once"
+    );
+    assert!(listed.iter().all(|p| oracle.contains_key(&p.0[6..])));
+}
+
+/// One chunk's deltas: up to `MAX_DELTAS` appends stay beside it (an
+/// overwrite of a chunk's pair counted, a value sent again not), the next
+/// write merges them into it, and a delete merges too; every answer is
+/// the oracle's throughout.
+#[test]
+fn deltas_merge_into_their_chunk_when_full_or_on_a_delete() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut oracle = BTreeMap::new();
+    let mut batch = WriteBatch::new();
+    for i in 0..100u8 {
+        batch.put(vec![b'k', i * 2], vec![i]);
+        oracle.insert(vec![b'k', i * 2], vec![i]);
+    }
+    view.write(batch).unwrap();
+    assert_eq!(chunks(base.as_ref()).len(), 1);
+    let check = |oracle: &BTreeMap<Vec<u8>, Vec<u8>>| {
+        for i in 0..=255u8 {
+            assert_eq!(
+                view.get(&[b'k', i]).unwrap(),
+                oracle.get(&vec![b'k', i]).cloned()
+            );
+        }
+        let all: Vec<_> = oracle.clone().into_iter().collect();
+        assert_eq!(view.scan_prefix(b"").unwrap(), all);
+        let under: Vec<_> = all.into_iter().filter(|(k, _)| k[0] == b'k').collect();
+        assert_eq!(view.scan_prefix(b"k").unwrap(), under);
+        view.verify().unwrap();
+    };
+    // An overwrite of a chunk's pair, and the same value sent again.
+    let mut again = WriteBatch::new();
+    again.put(vec![b'k', 10], vec![0xAA]);
+    again.put(vec![b'k', 12], vec![6]);
+    let plan = view.plan(&again).unwrap();
+    assert_eq!(plan.overwrites, 1);
+    assert_eq!(plan.batch.len(), 1, "only the changed pair is appended");
+    base.write(plan.batch).unwrap();
+    oracle.insert(vec![b'k', 10], vec![0xAA]);
+    assert_eq!(deltas(base.as_ref()), 1);
+    check(&oracle);
+    // Odd keys, one a write, until the chunk has MAX_DELTAS deltas.
+    for n in 1..MAX_DELTAS as u8 {
+        view.put(&[b'k', n * 2 + 1], &[n]).unwrap();
+        oracle.insert(vec![b'k', n * 2 + 1], vec![n]);
+        assert_eq!(deltas(base.as_ref()), usize::from(n) + 1);
+        assert_eq!(chunks(base.as_ref()).len(), usize::from(n) + 2);
+    }
+    check(&oracle);
+    // One more: merged, no delta left.
+    view.put(b"k\xF1", b"last").unwrap();
+    oracle.insert(b"k\xF1".to_vec(), b"last".to_vec());
+    assert_eq!(deltas(base.as_ref()), 0);
+    assert_eq!(chunks(base.as_ref()).len(), 1);
+    check(&oracle);
+    // A delete merges the chunk's deltas too.
+    view.put(b"k\xF3", b"x").unwrap();
+    view.put(b"k\xF5", b"y").unwrap();
+    oracle.insert(b"k\xF3".to_vec(), b"x".to_vec());
+    oracle.insert(b"k\xF5".to_vec(), b"y".to_vec());
+    assert_eq!(deltas(base.as_ref()), 2);
+    view.delete(b"k\xF3").unwrap();
+    oracle.remove(b"k\xF3".as_slice());
+    assert_eq!(deltas(base.as_ref()), 0);
+    check(&oracle);
+    // A key below the fence moves it, merging the deltas.
+    view.put(b"k\xF7", b"z").unwrap();
+    view.put(b"a", b"below").unwrap();
+    oracle.insert(b"k\xF7".to_vec(), b"z".to_vec());
+    oracle.insert(b"a".to_vec(), b"below".to_vec());
+    assert_eq!(deltas(base.as_ref()), 0);
+    assert_eq!(view.get(b"a").unwrap(), Some(b"below".to_vec()));
+    check(&oracle);
+    // Values too big to be deltas are merged at once.
+    view.put(b"k\xF9", &vec![1; DELTA_BYTES]).unwrap();
+    assert_eq!(deltas(base.as_ref()), 0);
+    assert_eq!(view.get(b"k\xF9").unwrap(), Some(vec![1; DELTA_BYTES]));
+}
+
+/// A delta in the layout `sesame_store::packed` documents: `0x02`, the
+/// fence's length, the fence, the value.
+fn delta_of(fence: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x02, fence.len() as u8];
+    out.extend_from_slice(fence);
+    out.extend_from_slice(value);
+    out
+}
+
+fn stored_key(key: &[u8]) -> Vec<u8> {
+    let mut k = PREFIX.to_vec();
+    k.extend_from_slice(key);
+    k
+}
+
+/// Chunks written before deltas existed (format 0x01, field by field)
+/// read as they were and take deltas, which are stored in the documented
+/// layout.
+#[test]
+fn chunks_written_before_deltas_read_and_take_deltas() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    base.put(
+        &stored_key(b"a"),
+        &chunk_of(&[(b"a", b"1"), (b"c", b"2"), (b"e", b"3")]),
+    )
+    .unwrap();
+    base.put(&stored_key(b"m"), &chunk_of(&[(b"m", b"4"), (b"p", b"5")]))
+        .unwrap();
+    let view = Packed::new(base.clone(), PREFIX);
+    view.verify().unwrap();
+    assert_eq!(view.get(b"c").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(view.get(b"p").unwrap(), Some(b"5".to_vec()));
+    assert_eq!(view.get(b"d").unwrap(), None);
+    let mut batch = WriteBatch::new();
+    batch.put(b"b".to_vec(), b"6".to_vec());
+    batch.put(b"n".to_vec(), b"7".to_vec());
+    view.write(batch).unwrap();
+    assert_eq!(
+        base.get(&stored_key(b"b")).unwrap(),
+        Some(delta_of(b"a", b"6"))
+    );
+    assert_eq!(
+        base.get(&stored_key(b"n")).unwrap(),
+        Some(delta_of(b"m", b"7"))
+    );
+    // The chunks are as they were.
+    assert_eq!(
+        base.get(&stored_key(b"a")).unwrap(),
+        Some(chunk_of(&[(b"a", b"1"), (b"c", b"2"), (b"e", b"3")]))
+    );
+    // A lookup past another delta reads the chunk it names.
+    assert_eq!(view.get(b"c").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(view.get(b"b").unwrap(), Some(b"6".to_vec()));
+    assert_eq!(view.get(b"o").unwrap(), None);
+    assert_eq!(view.get(b"p").unwrap(), Some(b"5".to_vec()));
+    let all: Vec<(Vec<u8>, Vec<u8>)> = [("a", "1"), ("b", "6"), ("c", "2"), ("e", "3")]
+        .iter()
+        .chain(&[("m", "4"), ("n", "7"), ("p", "5")])
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(view.scan_prefix(b"").unwrap(), all);
+    assert_eq!(view.scan_prefix(b"c").unwrap(), all[2..3].to_vec());
+    view.verify().unwrap();
+}
+
+/// A damaged delta (torn, naming a missing chunk or another chunk, its
+/// fence not below its key, before every chunk, or any bytes at all) is a
+/// `StoreCorrupt` error on every path that reads it, never a panic.
+#[test]
+fn damaged_deltas_are_errors_not_panics() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    base.put(&stored_key(b"a"), &chunk_of(&[(b"a", b"1"), (b"c", b"2")]))
+        .unwrap();
+    base.put(&stored_key(b"m"), &chunk_of(&[(b"m", b"4")]))
+        .unwrap();
+    let view = Packed::new(base.clone(), PREFIX);
+    view.put(b"b", b"6").unwrap();
+    let good = base.get(&stored_key(b"b")).unwrap().unwrap();
+    assert_eq!(good, delta_of(b"a", b"6"));
+    let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+        ("torn", stored_key(b"b"), good[..2].to_vec()),
+        ("an endless fence length", stored_key(b"b"), {
+            let mut b = vec![2u8];
+            b.extend([0xFF; 12]);
+            b
+        }),
+        ("a missing chunk", stored_key(b"b"), delta_of(b"0", b"6")),
+        (
+            "a fence above its key",
+            stored_key(b"b"),
+            delta_of(b"bb", b"6"),
+        ),
+        (
+            "another chunk's fence",
+            stored_key(b"n"),
+            delta_of(b"a", b"6"),
+        ),
+        ("before every chunk", stored_key(b"0"), delta_of(b"", b"6")),
+    ];
+    for (what, key, bytes) in cases {
+        let fresh: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        for (k, v) in base.scan_prefix(b"").unwrap() {
+            fresh.put(&k, &v).unwrap();
+        }
+        fresh.delete(&stored_key(b"b")).unwrap();
+        fresh.put(&key, &bytes).unwrap();
+        let view = Packed::new(fresh, PREFIX);
+        let probe = &key[PREFIX.len()..];
+        let mut later = probe.to_vec();
+        later.push(0);
+        let reads = [
+            ("verify", view.verify()),
+            ("scan", view.scan_prefix(b"").map(drop)),
+        ];
+        for (path, err) in reads {
+            assert!(
+                matches!(&err, Err(Error::StoreCorrupt(m)) if m.contains("packed")),
+                "{what}, {path}: {err:?}"
+            );
+        }
+        // A lookup or a plan that reads the delta is refused (a delta that
+        // names another chunk is seen by verify and scans only).
+        if what != "another chunk's fence" && what != "before every chunk" {
+            let get = view.get(&later).map(drop);
+            assert!(
+                matches!(&get, Err(Error::StoreCorrupt(m)) if m.contains("packed delta")),
+                "{what}, get: {get:?}"
+            );
+            let plan = view
+                .plan(&{
+                    let mut b = WriteBatch::new();
+                    b.put(later.clone(), vec![1]);
+                    b
+                })
+                .map(drop);
+            assert!(
+                matches!(&plan, Err(Error::StoreCorrupt(m)) if m.contains("packed")),
+                "{what}, plan: {plan:?}"
+            );
+        }
+    }
+    // Arbitrary bytes under a delta's key: an answer or an error, never a
+    // panic.
+    let mut runner = TestRunner::new(Config {
+        cases: 256,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&prop::collection::vec(any::<u8>(), 0..40), |mut bytes| {
+            if let Some(b) = bytes.first_mut() {
+                *b = 2;
+            }
+            base.put(&stored_key(b"b"), &bytes).unwrap();
+            let _ = view.get(b"b");
+            let _ = view.get(b"c");
+            let _ = view.scan_prefix(b"");
+            let _ = view.verify();
+            let _ = view.plan(&{
+                let mut b = WriteBatch::new();
+                b.put(b"bb".to_vec(), vec![1]);
+                b
+            });
             Ok(())
         })
         .unwrap();

@@ -20,8 +20,14 @@
 //! no later request reads that label again, and the request that read
 //! them fails its conditional commit, as it did without a cache.
 //!
-//! Bounded: an index's generation of more than [`MAX_INDEX_CHUNKS`] chunks
-//! is not cached, and all copies together hold at most [`MAX_BYTES`].
+//! The copy holds every stored pair under the generation's chunks
+//! prefix: its chunks and the deltas appended beside them
+//! (`sesame_store::packed`), so a commit's small appends carry the copy
+//! forward as they do a rewritten chunk.
+//!
+//! Bounded: an index's generation of more than [`MAX_INDEX_PAIRS`] stored
+//! pairs (chunks and deltas) or of more than a quarter of [`MAX_BYTES`] is
+//! not cached, and all copies together hold at most [`MAX_BYTES`].
 //! A miss reads all the generation's chunks: with several servers
 //! committing to one index in turn, each request after another server's
 //! commit pays that full read.
@@ -41,6 +47,11 @@ use super::Token;
 
 /// The most chunks of one generation kept (16 KB each at most).
 const MAX_INDEX_CHUNKS: usize = 1024;
+
+/// The most stored pairs of one generation kept: its chunks and the
+/// deltas beside them (`sesame_store::packed::MAX_DELTAS` a chunk at
+/// most, each small).
+const MAX_INDEX_PAIRS: usize = MAX_INDEX_CHUNKS * (1 + sesame_store::packed::MAX_DELTAS);
 
 /// The most bytes of chunks kept for all indexes together.
 const MAX_BYTES: usize = 64 << 20;
@@ -131,10 +142,10 @@ impl ChunkCache {
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         // A read error is left to the request's own reads to meet.
-        let Ok(pairs) = base.scan_from(prefix, prefix, false, MAX_INDEX_CHUNKS + 1) else {
+        let Ok(pairs) = base.scan_from(prefix, prefix, false, MAX_INDEX_PAIRS + 1) else {
             return base.clone();
         };
-        if pairs.len() > MAX_INDEX_CHUNKS {
+        if pairs.len() > MAX_INDEX_PAIRS {
             return base.clone();
         }
         let chunks: Chunks = pairs.into_iter().map(|(k, v)| (k, v.into())).collect();
@@ -200,7 +211,7 @@ impl ChunkCache {
             }
         }
         c.bytes = size(chunks);
-        if chunks.len() > MAX_INDEX_CHUNKS || c.bytes > MAX_BYTES / 4 {
+        if chunks.len() > MAX_INDEX_PAIRS || c.bytes > MAX_BYTES / 4 {
             return;
         }
         c.token = fresh.to_vec();
@@ -274,7 +285,7 @@ impl Store for CachedChunks {
             return self.base.scan_from(prefix, from, descending, limit);
         }
         let pair = |(k, v): (&Vec<u8>, &Arc<[u8]>)| (k.clone(), v.to_vec());
-        // At most MAX_INDEX_CHUNKS keys: a filter is bounded.
+        // At most MAX_INDEX_PAIRS keys: a filter is bounded.
         let within = |(k, _): &(&Vec<u8>, &Arc<[u8]>)| k.starts_with(prefix);
         Ok(if descending {
             self.chunks
