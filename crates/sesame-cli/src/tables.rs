@@ -175,7 +175,7 @@ pub(crate) fn import(
     };
     let profile = open_profile(dir)?;
     let mut t = Table::open(&profile, table)?;
-    let mut bar = progress::Bar::new();
+    let mut bar = progress::Bar::rows();
     let report = t.import(file, format, &mut |p| bar.update(p));
     bar.finish();
     let report = report?;

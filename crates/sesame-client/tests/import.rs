@@ -17,7 +17,7 @@ use std::sync::Arc;
 use sesame_client::intercept::{Hook, Intercepted, Update};
 use sesame_client::table::import::Format;
 use sesame_client::table::{Schema, Table, Value};
-use sesame_client::{Backend, ClientError, EmbeddedBackend, Profile};
+use sesame_client::{Backend, ClientError, EmbeddedBackend, Phase, Profile, Progress};
 use sesame_core::Store;
 use sesame_store::MemoryStore;
 
@@ -453,4 +453,44 @@ fn records_named_by_line_by_an_earlier_build_are_taken_over_when_they_match() {
     );
     let r = table.import(&file, Format::Csv, &mut |_| {}).unwrap();
     assert_eq!((r.insert.inserted, r.removed), (0, 0), "{r:?}");
+}
+
+/// An import's progress is one count of the file's rows: checked, then
+/// imported, several steps per batch, never going back and ending at the
+/// file's rows, with no other count in between (what `sesame import`
+/// shows as a bar of rows per second).
+#[test]
+fn an_imports_progress_counts_the_files_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let mut table = Table::create(&p, "t", keyless()).unwrap();
+    let file = dir.path().join("rows.csv");
+    let rows: Vec<(String, i64)> = (0..3000).map(|i| (format!("r{i}"), i % 100)).collect();
+    let borrowed: Vec<(&str, i64)> = rows.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+    write_csv(&file, &borrowed);
+    let mut seen: Vec<Progress> = Vec::new();
+    table
+        .import(&file, Format::Csv, &mut |p| seen.push(p))
+        .unwrap();
+    let first = seen.iter().position(|p| p.phase == Phase::Imported);
+    let last = seen.iter().rposition(|p| p.phase == Phase::Imported);
+    let (Some(first), Some(last)) = (first, last) else {
+        panic!("no rows imported shown: {seen:?}")
+    };
+    let imported = &seen[first..=last];
+    let other: Vec<_> = imported
+        .iter()
+        .filter(|p| p.phase != Phase::Imported)
+        .collect();
+    assert!(other.is_empty(), "other counts amid the rows: {other:?}");
+    assert!(
+        imported.len() >= 10,
+        "{} steps shown for a batch of 3,000 rows",
+        imported.len()
+    );
+    assert!(imported.windows(2).all(|w| w[0].done <= w[1].done));
+    assert_eq!(
+        imported.last().map(|p| (p.done, p.total)),
+        Some((3000, 3000))
+    );
 }

@@ -381,9 +381,13 @@ fn is_transport(e: &ClientError) -> bool {
 
 impl Table {
     /// Imports the records of a file (see the module documentation).
-    /// `progress` hears of the checking pass ([`Phase::Reading`]) and of
-    /// the insertions. An import the server or the connection cut off is
-    /// [`ClientError::ImportInterrupted`]: run it again.
+    /// `progress` hears of the checking pass ([`Phase::Reading`], rows
+    /// checked), of the insertions as rows of the file imported so far
+    /// ([`Phase::Imported`], out of the file's rows, never going back,
+    /// several times per batch), then of the range indexes' build at the
+    /// end of a first import ([`Phase::Indexing`]). An import the server
+    /// or the connection cut off is [`ClientError::ImportInterrupted`]:
+    /// run it again.
     pub fn import(
         &mut self,
         path: &Path,
@@ -550,7 +554,26 @@ impl Table {
         report.insert.resumed = resumed;
         let mut batch = Vec::new();
         let mut flush = |table: &mut Table, batch: &mut Vec<Record>, done: usize| -> Result<()> {
-            let r = table.insert_batch(std::mem::take(batch), &mut *progress, deferred.as_mut())?;
+            // The steps of a batch (its records stored, its keyword
+            // updates prepared) are shown as rows of the file imported,
+            // never going back: one bar of rows for the whole import.
+            let size = batch.len() as u64;
+            let before = (done as u64).saturating_sub(size);
+            let mut shown = before;
+            let mut within = |p: Progress| {
+                if p.phase == Phase::Indexing && p.total > 0 {
+                    let at = before + p.done.min(p.total) * size / p.total;
+                    if at > shown {
+                        shown = at;
+                        progress(Progress {
+                            phase: Phase::Imported,
+                            done: at,
+                            total,
+                        });
+                    }
+                }
+            };
+            let r = table.insert_batch(std::mem::take(batch), &mut within, deferred.as_mut())?;
             report.insert.inserted += r.inserted;
             report.insert.replaced += r.replaced;
             report.insert.unchanged += r.unchanged;
