@@ -325,3 +325,76 @@ index = ["equality"]
     let e = table.query("carrier = \"UA\"", None).unwrap_err();
     assert!(matches!(e, ClientError::AnswerNotVerified(_)), "{e}");
 }
+
+/// `is null` on a field only in the verified group is a term of the
+/// group's verified search (the group holds a "no value" for a null
+/// field), and `is not null` its complement within the table's catalog:
+/// a server that drops or adds a row of either answer is caught.
+#[test]
+fn is_null_on_a_verified_field_is_a_verified_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let tamper = Arc::new(Mutex::new(Tamper::default()));
+    let backend = Box::new(Intercepted::new(
+        Box::new(EmbeddedBackend::over(store.clone())),
+        LyingBackend {
+            tamper: tamper.clone(),
+        },
+    ));
+    // `carrier` is in the verified group only (no equality index).
+    let mut table = Table::create_with(&p, "t", schema(), backend).unwrap();
+    let mut records = Vec::new();
+    for id in 0..12i64 {
+        let carrier = if id % 3 == 0 {
+            ""
+        } else {
+            CARRIERS[(id % 2) as usize]
+        };
+        let origin = ORIGINS[(id % 3) as usize];
+        let cells = [
+            ("id", id.to_string()),
+            ("carrier", carrier.to_owned()),
+            ("origin", origin.to_owned()),
+            ("v", "1".to_owned()),
+        ];
+        records.push(
+            table
+                .record_from_cells(cells.iter().map(|(k, v)| (*k, v.as_str())), None)
+                .unwrap(),
+        );
+    }
+    table.insert(records, &mut |_| {}).unwrap();
+    let nulls: BTreeSet<i64> = (0..12).filter(|i| i % 3 == 0).collect();
+    let values: BTreeSet<i64> = (0..12).filter(|i| i % 3 != 0).collect();
+    assert_eq!(keys(&mut table, "carrier is null"), nulls);
+    assert_eq!(keys(&mut table, "carrier is not null"), values);
+    // With an equality of the group: one verified search.
+    assert_eq!(
+        keys(&mut table, "carrier is null and origin = \"JFK\""),
+        nulls
+    );
+    assert!(keys(&mut table, "carrier is null and origin = \"EWR\"").is_empty());
+    for q in [
+        "carrier is null",
+        "carrier is not null",
+        "carrier is null and origin = \"JFK\"",
+    ] {
+        let steps = table.explain(q).unwrap();
+        assert_eq!(steps.len(), 1, "{q}: {steps:?}");
+        assert_eq!(steps[0].scheme, "si-sse-rv", "{q}");
+        assert!(steps[0].index.contains("verified group"), "{q}: {steps:?}");
+    }
+    for lie in [Lie::Drop, Lie::Add] {
+        for q in ["carrier is null", "carrier is not null"] {
+            tamper.lock().unwrap().lie = Some(lie);
+            let e = table.query(q, None).unwrap_err();
+            assert!(
+                matches!(e, ClientError::AnswerNotVerified(_)),
+                "{lie:?} {q}: {e}"
+            );
+            tamper.lock().unwrap().lie = None;
+        }
+    }
+    assert_eq!(keys(&mut table, "carrier is null"), nulls);
+}

@@ -186,6 +186,18 @@ fn refuse(schema: &Schema, leaf: &Cond, f: Option<&Field>, would: &str) -> SqlEr
     ))
 }
 
+/// Why `IS NULL` and `IS NOT NULL` are refused on an equality or prefix
+/// field of a table created before null keywords.
+const NO_NULL_KEYWORDS: &str = "this table's records carry no null keywords (it was created by \
+     an earlier build): make it again to add them (sesame rekey --master makes every table \
+     again; or DROP TABLE and load its rows again)";
+
+/// Whether the field has an index of the keyword index (equality or
+/// prefix), whose null keyword answers `IS NULL`.
+fn keyworded(f: &Field) -> bool {
+    f.equality || f.prefix.is_some()
+}
+
 fn leaf_expr(at: Table<'_>, leaf: &Cond, exact: &mut bool) -> Result<Expr, SqlError> {
     let schema = at.schema;
     let pred = |f: &Field, op: Op| {
@@ -313,27 +325,27 @@ fn leaf_expr(at: Table<'_>, leaf: &Cond, exact: &mut bool) -> Result<Expr, SqlEr
             }
             Ok(pred(f, Op::Like(kept)))
         }
-        // A range index holds every value of its field: IS NOT NULL is
-        // its whole domain.
-        Cond::IsNull { col, negated: true } if field(schema, *col)?.range.is_some() => {
-            let f = field(schema, *col)?;
-            let (lo, hi) = f.limits();
-            let end = |v: i64| match f.ty {
-                FieldType::Decimal { .. } => {
-                    Literal::Number(f.display(&sesame_client::table::Value::Int(v)))
-                }
-                _ => Literal::Number(v.to_string()),
-            };
-            Ok(pred(f, Op::Between(end(lo), end(hi))))
+        // IS NOT NULL: the complement, within the table's catalog, of
+        // the verified group's "no value" or of the field's null keyword;
+        // else a range index's whole domain (it holds every value of its
+        // field). The table's planner picks among them.
+        Cond::IsNull { col, negated: true }
+            if {
+                let f = field(schema, *col)?;
+                f.verified || f.range.is_some() || (at.nulls && keyworded(f))
+            } =>
+        {
+            Ok(pred(field(schema, *col)?, Op::IsNotNull))
         }
         // A null equality or prefix field gives the keyword index its
-        // null keyword (tables created since null keywords).
+        // null keyword (tables created since null keywords); a field of
+        // the verified group has its "no value" there.
         Cond::IsNull {
             col,
             negated: false,
-        } if at.nulls && {
+        } if {
             let f = field(schema, *col)?;
-            f.equality || f.prefix.is_some()
+            f.verified || (at.nulls && keyworded(f))
         } =>
         {
             Ok(pred(field(schema, *col)?, Op::IsNull))
@@ -343,15 +355,13 @@ fn leaf_expr(at: Table<'_>, leaf: &Cond, exact: &mut bool) -> Result<Expr, SqlEr
             negated: false,
         } => {
             let f = field(schema, *col)?;
-            let would = if f.equality || f.prefix.is_some() {
-                "this table's records carry no null keywords (it was created by an earlier \
-                 build): make it again to add them (sesame rekey --master makes every table \
-                 again; or DROP TABLE and load its rows again)"
-                    .to_owned()
+            let would = if keyworded(f) {
+                NO_NULL_KEYWORDS.to_owned()
             } else {
                 format!(
                     "an equality index (index = [\"equality\"] on {}) would answer IS NULL with \
-                     its null keyword",
+                     its null keyword, or the verified group ([verified] fields) with its \
+                     verified search",
                     f.name
                 )
             };
@@ -359,13 +369,17 @@ fn leaf_expr(at: Table<'_>, leaf: &Cond, exact: &mut bool) -> Result<Expr, SqlEr
         }
         Cond::IsNull { col, .. } => {
             let f = field(schema, *col)?;
-            Err(refuse(
-                schema,
-                leaf,
-                Some(f),
-                "IS NOT NULL is answered on a field with a range index (its whole domain); no \
-                 other index answers it",
-            ))
+            let would = if keyworded(f) {
+                NO_NULL_KEYWORDS.to_owned()
+            } else {
+                format!(
+                    "IS NOT NULL is answered as the complement of IS NULL by an equality index \
+                     (index = [\"equality\"] on {0}) or the verified group ([verified] fields), \
+                     or by a range index (index = [\"range\"] on {0}) over its whole domain",
+                    f.name
+                )
+            };
+            Err(refuse(schema, leaf, Some(f), &would))
         }
         Cond::Not(_) | Cond::Between { .. } | Cond::In { .. } | Cond::Like { .. } => Err(refuse(
             schema,

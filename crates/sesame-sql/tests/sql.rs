@@ -361,6 +361,68 @@ fn is_null_is_answered_by_the_null_keyword() {
     );
 }
 
+/// `IS NOT NULL` on an equality field without a range index is the
+/// complement of its null keyword's records within the table's catalog
+/// (the client's list of its records): answered, never a scan; on a
+/// stored-only field it is refused, naming the indexes that would answer.
+#[test]
+fn is_not_null_is_the_catalog_but_the_null_keyword() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    let ids = |c: &mut Client, sql: &str| -> Vec<i64> {
+        c.query(sql, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    let all = rows();
+    let with_city: Vec<i64> = all.iter().filter(|r| r.2.is_some()).map(|r| r.0).collect();
+    assert_eq!(
+        ids(
+            &mut c,
+            "SELECT id FROM t WHERE city IS NOT NULL ORDER BY id"
+        ),
+        with_city
+    );
+    let want: Vec<i64> = all
+        .iter()
+        .filter(|r| r.2.is_some() && r.3 < 10)
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(
+        ids(
+            &mut c,
+            "SELECT id FROM t WHERE city IS NOT NULL AND qty < 10 ORDER BY id"
+        ),
+        want
+    );
+    assert_eq!(
+        cells(&mut c, "SELECT count(*) FROM t WHERE city IS NOT NULL"),
+        vec![vec![Some(with_city.len().to_string())]]
+    );
+    let text = cells(&mut c, "EXPLAIN SELECT * FROM t WHERE city IS NOT NULL")
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("null keyword"), "{text}");
+    assert!(text.contains("catalog"), "{text}");
+    assert!(!text.contains("SCAN"), "{text}");
+    let e = c
+        .simple_query("SELECT id FROM t WHERE note IS NOT NULL")
+        .map(drop)
+        .expect_err("IS NOT NULL on a stored-only field");
+    assert_eq!(code(&e), "0A000", "{e}");
+    let message = e.as_db_error().map(|d| d.message().to_owned());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("equality index") && m.contains("range index")),
+        "{message:?}"
+    );
+}
+
 #[test]
 fn explain_names_the_index_and_what_the_server_learns() {
     let (addr, _dir) = server();

@@ -25,12 +25,38 @@ impl Table {
         let keyword = self.rows.scheme();
         let mut out = Vec::new();
         for (predicate, position, access) in plan.leaves() {
-            let field = self
-                .state
-                .schema
-                .fields
-                .get(position)
-                .ok_or_else(|| ClientError::InvalidArgument("a field vanished".into()))?;
+            let step = match access {
+                Access::Complement(inner) => {
+                    let mut step = self.step(keyword, predicate, position, inner)?;
+                    step.request = format!(
+                        "{}; the answer is every record of the table's catalog (the client's \
+                         own list) but those",
+                        step.request
+                    );
+                    step
+                }
+                _ => self.step(keyword, predicate, position, access)?,
+            };
+            out.push(step);
+        }
+        Ok(out)
+    }
+
+    /// How one predicate's access is answered, for [`Table::explain`].
+    fn step(
+        &self,
+        keyword: &sesame_core::SchemeDescriptor,
+        predicate: &str,
+        position: usize,
+        access: &Access,
+    ) -> Result<Step> {
+        let field = self
+            .state
+            .schema
+            .fields
+            .get(position)
+            .ok_or_else(|| ClientError::InvalidArgument("a field vanished".into()))?;
+        {
             let step = match access {
                 Access::Keyword(k) => Step {
                     predicate: predicate.to_owned(),
@@ -93,10 +119,17 @@ impl Table {
                     request: "nothing: no value can match".into(),
                     leakage: "nothing".into(),
                 },
+                Access::Every | Access::Complement(_) => Step {
+                    predicate: predicate.to_owned(),
+                    field: field.name.clone(),
+                    index: "the table's catalog (kept by the client)".into(),
+                    scheme: "-".into(),
+                    request: "nothing".into(),
+                    leakage: "nothing".into(),
+                },
             };
-            out.push(step);
+            Ok(step)
         }
-        Ok(out)
     }
 
     /// For a table whose schema opted in to insecure schemes
@@ -247,7 +280,9 @@ impl Table {
                 }
                 Ok(ids)
             }
-            Access::Nothing => Ok(BTreeSet::new()),
+            Access::Every => Ok(rows.state.catalog.keys().copied().collect()),
+            // Split by `Plan::evaluate` into its inner access and `Every`.
+            Access::Nothing | Access::Complement(_) => Ok(BTreeSet::new()),
         })
     }
 
@@ -288,7 +323,7 @@ impl Table {
         self.rows
             .fetch_documents(docs, Phase::Fetching, &mut |_| {}, &mut |doc, r| {
                 let record = r.and_then(|r| {
-                    wire::decode::<Record>(&r.content)
+                    write::decode_record(&doc.path, &r.content)
                         .map_err(|_| ClientError::DocumentCorrupt(doc.id))
                 })?;
                 out.push(record);

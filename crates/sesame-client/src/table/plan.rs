@@ -4,6 +4,14 @@
 //! field with a range index only); `and` and `or` combine the identifier
 //! sets on the client. A predicate that no index answers is an error that
 //! names the fields and the kinds they answer: a table is never scanned.
+//!
+//! `is null` on a field of the verified group is a term of the group's
+//! verified search (the group holds a "no value" for a null field); on an
+//! equality or prefix field, the field's null keyword. `is not null` is
+//! the complement of `is null` within the table's catalog (the client's
+//! own list of its records, so nothing more is asked of the server than
+//! for `is null`), or, on a field with only a range index, the index's
+//! whole domain.
 
 use std::collections::BTreeSet;
 
@@ -32,6 +40,14 @@ pub enum Access {
     /// Nothing can match (a bound outside the field's domain, an empty
     /// interval): nothing is sent.
     Nothing,
+    /// Every record of the table's catalog but those the inner access
+    /// answers (`is not null` as the complement of `is null`); the
+    /// catalog is the client's, so only the inner access is sent.
+    Complement(Box<Access>),
+    /// Every record of the table's catalog (the client's own list;
+    /// nothing is sent). Only asked by [`Plan::evaluate`] to answer a
+    /// [`Access::Complement`].
+    Every,
 }
 
 /// A planned query: the shape of the expression with each predicate
@@ -83,6 +99,11 @@ impl Plan {
         match self {
             Plan::Leaf { field, access, .. } => match access {
                 Access::Nothing => Ok(BTreeSet::new()),
+                Access::Complement(inner) => {
+                    let hit = leaf(*field, inner)?;
+                    let every = leaf(*field, &Access::Every)?;
+                    Ok(every.difference(&hit).copied().collect())
+                }
                 _ => leaf(*field, access),
             },
             Plan::And(a, b) => {
@@ -164,17 +185,20 @@ fn flatten_and<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     }
 }
 
-/// The verified group's term for `p`, when it is an equality on a field of
-/// the group.
+/// The verified group's term for `p`, when it is an equality or `is null`
+/// on a field of the group.
 fn verified_term(schema: &Schema, p: &Predicate) -> Result<Option<(u32, Vec<u8>)>> {
-    let (Op::Eq(l), Some(j)) = (&p.op, schema.group_position(&p.field)) else {
+    let (Some(j), Some(field)) = (schema.group_position(&p.field), schema.field(&p.field)) else {
         return Ok(None);
     };
-    let Some(field) = schema.field(&p.field) else {
-        return Ok(None);
-    };
-    let v = literal_value(field, l)?;
-    Ok(Some((j, field.group_value(Some(&v)))))
+    match &p.op {
+        Op::Eq(l) => {
+            let v = literal_value(field, l)?;
+            Ok(Some((j, field.group_value(Some(&v)))))
+        }
+        Op::IsNull => Ok(Some((j, field.group_value(None)))),
+        _ => Ok(None),
+    }
 }
 
 fn verified_leaf(schema: &Schema, group: Vec<(&Predicate, (u32, Vec<u8>))>) -> Plan {
@@ -303,18 +327,36 @@ fn leaf(schema: &Schema, p: &Predicate, nulls: bool) -> Result<Plan> {
         }
         Op::IsNull => {
             if !field.equality && field.prefix.is_none() {
-                return Err(unanswered("is null (an equality or prefix index would)"));
+                return Err(unanswered(
+                    "is null (an equality or prefix index, or the verified group, would)",
+                ));
             }
             if !nulls {
-                return Err(ClientError::InvalidQuery(format!(
-                    "this table's records carry no null keywords (it was created by an earlier \
-                     build), so no index answers {:?} is null: make the table again to add \
-                     them (sesame rekey --master makes every table again; or drop it and import \
-                     its records again)",
-                    field.name
-                )));
+                return Err(no_null_keywords(field, "is null"));
             }
             Access::Keyword(field.null_keyword())
+        }
+        Op::IsNotNull => {
+            if let Some(j) = schema.group_position(&field.name) {
+                // The verified "no value" records, taken from the catalog:
+                // as verified as the group's answer.
+                Access::Complement(Box::new(Access::Verified(vec![(
+                    j,
+                    field.group_value(None),
+                )])))
+            } else if (field.equality || field.prefix.is_some()) && nulls {
+                Access::Complement(Box::new(Access::Keyword(field.null_keyword())))
+            } else if field.range.is_some() {
+                // A range index holds every value of its field.
+                interval(field, Bound::Open, Bound::Open)
+            } else if field.equality || field.prefix.is_some() {
+                return Err(no_null_keywords(field, "is not null"));
+            } else {
+                return Err(unanswered(
+                    "is not null (an equality, prefix or range index, or the verified group, \
+                     would)",
+                ));
+            }
         }
     };
     Ok(Plan::Leaf {
@@ -322,6 +364,17 @@ fn leaf(schema: &Schema, p: &Predicate, nulls: bool) -> Result<Plan> {
         field: position,
         access,
     })
+}
+
+/// The refusal of `is null` or `is not null` on a table whose records
+/// carry no null keywords.
+fn no_null_keywords(field: &Field, what: &str) -> ClientError {
+    ClientError::InvalidQuery(format!(
+        "this table's records carry no null keywords (it was created by an earlier build), so \
+         no index answers {:?} {what}: make the table again to add them (sesame rekey --master \
+         makes every table again; or drop it and import its records again)",
+        field.name
+    ))
 }
 
 enum Bound<'a> {
@@ -436,6 +489,46 @@ type = "string"
             Access::Keyword("carrier!null".into())
         );
         assert_eq!(access("dest is null"), Access::Keyword("dest!null".into()));
+        assert_eq!(
+            access("carrier is not null"),
+            Access::Complement(Box::new(Access::Keyword("carrier!null".into())))
+        );
+        assert_eq!(
+            access("delay is not null"),
+            Access::Range { lo: 0, hi: 255 }
+        );
+    }
+
+    #[test]
+    fn is_not_null_is_the_catalog_but_the_nulls() {
+        let planned_ = planned("carrier is not null").unwrap_or_else(|e| panic!("{e}"));
+        let mut asked = Vec::new();
+        let got = planned_
+            .evaluate(&mut |_, a| {
+                asked.push(a.clone());
+                Ok(match a {
+                    Access::Keyword(_) => [2, 5].into(),
+                    Access::Every => [1, 2, 3, 5, 8].into(),
+                    other => panic!("{other:?}"),
+                })
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, [1, 3, 8].into());
+        assert_eq!(
+            asked,
+            [Access::Keyword("carrier!null".into()), Access::Every]
+        );
+        let e = planned("note is not null")
+            .map(drop)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no index answers is not null"), "{e}");
+        let expr = parse("carrier is not null").unwrap_or_else(|e| panic!("{e}"));
+        let e = plan(&schema(), &expr, false)
+            .map(drop)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no null keywords"), "{e}");
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //!            | "between" lit "and" lit          (both ends included)
 //!            | "like" STRING                    (a prefix pattern: "abc*")
 //!            | "is" "null"                      (the field has no value)
+//!            | "is" "not" "null"                (the field has a value)
 //! lit       := NUMBER | STRING
 //! FIELD     := [A-Za-z_][A-Za-z0-9_]*
 //! NUMBER    := -?[0-9]+(\.[0-9]+)?
@@ -23,8 +24,8 @@
 //! - The `and` right after `between x` belongs to the `between`:
 //!   `d between 1 and 5 and e = 2` is `(d between 1 and 5) and e = 2`.
 //! - The keywords `and`, `or`, `between` and `like` are case-insensitive
-//!   and cannot name a field (`is` and `null` are words only after a
-//!   field, and may name one). Field names are case-sensitive.
+//!   and cannot name a field (`is`, `not` and `null` are words only after
+//!   a field, and may name one). Field names are case-sensitive.
 //! - A `like` pattern ends with one `*`, has no other `*`, and has at
 //!   least one character before it. [`Op::Like`] holds the prefix.
 //! - Whitespace between tokens is free.
@@ -78,6 +79,8 @@ pub enum Op {
     Like(String),
     /// `is null`: the field has no value.
     IsNull,
+    /// `is not null`: the field has a value.
+    IsNotNull,
 }
 
 /// One comparison on one field.
@@ -242,6 +245,7 @@ impl fmt::Display for Predicate {
                 write_quoted(f, &format!("{prefix}*"))
             }
             Op::IsNull => write!(f, "{field} is null"),
+            Op::IsNotNull => write!(f, "{field} is not null"),
         }
     }
 }
@@ -624,14 +628,21 @@ impl<'a> Parser<'a> {
             Tok::Word(w) if w.eq_ignore_ascii_case("is") => {
                 let t = self.bump()?;
                 if is_word(&t.tok, "null") {
-                    Ok(Op::IsNull)
+                    return Ok(Op::IsNull);
+                }
+                if !is_word(&t.tok, "not") {
+                    return Err(self.error("expected \"null\" or \"not null\" after \"is\"", t.offset));
+                }
+                let t = self.bump()?;
+                if is_word(&t.tok, "null") {
+                    Ok(Op::IsNotNull)
                 } else {
-                    Err(self.error("expected \"null\" after \"is\"", t.offset))
+                    Err(self.error("expected \"null\" after \"is not\"", t.offset))
                 }
             }
             _ => Err(self.error(
                 format!(
-                    "expected an operator (=, <, <=, >, >=, between, like or is null) after the field \"{field}\""
+                    "expected an operator (=, <, <=, >, >=, between, like, is null or is not null) after the field \"{field}\""
                 ),
                 t.offset,
             )),
@@ -815,6 +826,10 @@ mod tests {
         assert_eq!(parse("city IS Null"), Ok(pred("city", Op::IsNull)));
         assert_eq!(parse("is is null"), Ok(pred("is", Op::IsNull)));
         assert_eq!(fails("a is nul", "null").offset, 5);
+        assert_eq!(parse("city is NOT null"), Ok(pred("city", Op::IsNotNull)));
+        assert_eq!(parse("not is not null"), Ok(pred("not", Op::IsNotNull)));
+        assert_eq!(fails("a is not nul", "after \"is not\"").offset, 9);
+        assert_eq!(fails("a is not", "after \"is not\"").offset, 8);
     }
 
     #[test]
@@ -1040,6 +1055,7 @@ mod tests {
             (literal(), literal()).prop_map(|(a, b)| Op::Between(a, b)),
             "[a-z\"\\\\ é]{1,8}".prop_map(Op::Like),
             Just(Op::IsNull),
+            Just(Op::IsNotNull),
         ]
     }
 
