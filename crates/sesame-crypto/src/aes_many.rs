@@ -75,6 +75,8 @@ mod x86 {
     use core::arch::x86_64::*;
     use core::hint::black_box;
 
+    use zeroize::Zeroize;
+
     /// AVX-512 with VAES (and AES-NI, which VAES extends).
     pub(super) fn vaes() -> bool {
         std::arch::is_x86_feature_detected!("aes")
@@ -107,56 +109,70 @@ mod x86 {
     const VAES_KEYS: usize = 16;
 
     pub(super) fn each_vaes<const P: usize>(keys: &[[u8; 16]], blocks: &mut [[u8; 16]]) {
-        for (k, b) in keys.chunks(VAES_KEYS).zip(blocks.chunks_mut(VAES_KEYS * P)) {
+        // The kernel's operands, padded with zeros to whole registers.
+        let mut k = [[0u8; 16]; VAES_KEYS];
+        let mut b = [[[0u8; 16]; VAES_KEYS]; P];
+        for (keys, blocks) in keys.chunks(VAES_KEYS).zip(blocks.chunks_mut(VAES_KEYS * P)) {
+            k[..keys.len()].copy_from_slice(keys);
+            for (i, per_key) in blocks.chunks_exact(P).enumerate() {
+                for (bp, block) in b.iter_mut().zip(per_key) {
+                    bp[i] = *block;
+                }
+            }
             // SAFETY: `vaes()` found every feature the kernels enable.
             unsafe {
-                match k.len() {
-                    1..=4 => vaes_kernel::<1, P>(k, b),
-                    5..=8 => vaes_kernel::<2, P>(k, b),
-                    9..=12 => vaes_kernel::<3, P>(k, b),
-                    _ => vaes_kernel::<4, P>(k, b),
+                match keys.len() {
+                    1..=4 => vaes_kernel::<1, P>(&k, &mut b),
+                    5..=8 => vaes_kernel::<2, P>(&k, &mut b),
+                    9..=12 => vaes_kernel::<3, P>(&k, &mut b),
+                    _ => vaes_kernel::<4, P>(&k, &mut b),
+                }
+            }
+            for (i, per_key) in blocks.chunks_exact_mut(P).enumerate() {
+                for (bp, block) in b.iter().zip(per_key) {
+                    *block = bp[i];
                 }
             }
         }
+        k.zeroize();
+        b.zeroize();
     }
 
-    /// Lane `q` (of four) of `v`.
+    /// Blocks `4j..4j + 4` of `from` in one register.
     #[target_feature(enable = "avx512f")]
-    fn lane(v: __m512i, q: usize) -> [u8; 16] {
-        let x = match q {
-            0 => _mm512_extracti32x4_epi32::<0>(v),
-            1 => _mm512_extracti32x4_epi32::<1>(v),
-            2 => _mm512_extracti32x4_epi32::<2>(v),
-            _ => _mm512_extracti32x4_epi32::<3>(v),
-        };
-        join(_mm_cvtsi128_si64(x), _mm_extract_epi64::<1>(x))
+    fn load4(from: &[[u8; 16]; VAES_KEYS], j: usize) -> __m512i {
+        let four: &[[u8; 16]; 4] = from[4 * j..4 * j + 4]
+            .try_into()
+            .expect("four blocks of sixteen");
+        // SAFETY: `four` is 64 readable bytes; the load is unaligned.
+        unsafe { _mm512_loadu_si512(four.as_ptr().cast()) }
     }
 
-    /// Four blocks (absent ones zero) in one register, block `i` in lane
-    /// `i`.
+    /// `v` into blocks `4j..4j + 4` of `to`.
     #[target_feature(enable = "avx512f")]
-    fn gather(get: impl Fn(usize) -> Option<[u8; 16]>) -> __m512i {
-        let [(l0, h0), (l1, h1), (l2, h2), (l3, h3)] =
-            [0, 1, 2, 3].map(|q| get(q).map_or((0, 0), |b| halves(&b)));
-        _mm512_set_epi64(h3, l3, h2, l2, h1, l1, h0, l0)
+    fn store4(to: &mut [[u8; 16]; VAES_KEYS], j: usize, v: __m512i) {
+        let four: &mut [[u8; 16]; 4] = (&mut to[4 * j..4 * j + 4])
+            .try_into()
+            .expect("four blocks of sixteen");
+        // SAFETY: `four` is 64 writable bytes; the store is unaligned.
+        unsafe { _mm512_storeu_si512(four.as_mut_ptr().cast(), v) }
     }
 
-    /// Up to `4 * M` keys (`keys.len() <= 4 * M`), `P` blocks each.
+    /// The first `4 * M` keys of `keys` (`M <= 4`), and for each `P`
+    /// blocks, `blocks[p][i]` under `keys[i]`.
     #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
-    fn vaes_kernel<const M: usize, const P: usize>(keys: &[[u8; 16]], blocks: &mut [[u8; 16]]) {
-        let n = keys.len();
+    fn vaes_kernel<const M: usize, const P: usize>(
+        keys: &[[u8; 16]; VAES_KEYS],
+        blocks: &mut [[[u8; 16]; VAES_KEYS]; P],
+    ) {
         let mut k = [_mm512_setzero_si512(); M];
         for (j, kj) in k.iter_mut().enumerate() {
-            *kj = gather(|q| keys.get(4 * j + q).copied());
+            *kj = load4(keys, j);
         }
         let mut b = [[_mm512_setzero_si512(); M]; P];
-        for (p, bp) in b.iter_mut().enumerate() {
+        for (bp, from) in b.iter_mut().zip(blocks.iter()) {
             for (j, bj) in bp.iter_mut().enumerate() {
-                let v = gather(|q| {
-                    let i = 4 * j + q;
-                    (i < n).then(|| blocks[i * P + p])
-                });
-                *bj = _mm512_xor_si512(v, k[j]);
+                *bj = _mm512_xor_si512(load4(from, j), k[j]);
             }
         }
         // Each 32-bit word of a lane becomes RotWord(w3): bytes 13, 14,
@@ -189,14 +205,9 @@ mod x86 {
                 }
             }
         }
-        for (p, bp) in b.iter().enumerate() {
+        for (bp, to) in b.iter().zip(blocks.iter_mut()) {
             for (j, &v) in bp.iter().enumerate() {
-                for q in 0..4 {
-                    let i = 4 * j + q;
-                    if i < n {
-                        blocks[i * P + p] = lane(v, q);
-                    }
-                }
+                store4(to, j, v);
             }
         }
         // The last round keys, in the frame if they were spilled.
