@@ -30,12 +30,14 @@
 //! are called from safe code (none of them takes a pointer).
 
 /// `blocks[i * P + p]` becomes `AES_{keys[i]}(blocks[i * P + p])`: `P`
-/// blocks under each key. Not counted (callers count in their terms).
+/// blocks under each key. Keys and blocks are 16-byte strings read as
+/// little-endian `u128` ([`block`], [`bytes`]), so that wiping a copy is
+/// one store per block. Not counted (callers count in their terms).
 ///
 /// # Panics
 ///
 /// If `blocks.len() != keys.len() * P` (a caller's invariant).
-pub(crate) fn encrypt_each<const P: usize>(keys: &[[u8; 16]], blocks: &mut [[u8; 16]]) {
+pub(crate) fn encrypt_each<const P: usize>(keys: &[u128], blocks: &mut [u128]) {
     assert_eq!(blocks.len(), keys.len() * P, "P blocks per key");
     #[cfg(target_arch = "x86_64")]
     {
@@ -51,16 +53,32 @@ pub(crate) fn encrypt_each<const P: usize>(keys: &[[u8; 16]], blocks: &mut [[u8;
     portable::each::<P>(keys, blocks);
 }
 
+/// A 16-byte string as [`encrypt_each`] takes it.
+pub(crate) fn block(bytes: &[u8; 16]) -> u128 {
+    u128::from_le_bytes(*bytes)
+}
+
+/// The 16-byte string of a block of [`encrypt_each`].
+pub(crate) fn bytes(block: u128) -> [u8; 16] {
+    block.to_le_bytes()
+}
+
 /// Key by key through the `aes` crate.
 mod portable {
     use aes::cipher::{BlockEncrypt, KeyInit};
     use aes::{Aes128Enc, Block};
+    use zeroize::Zeroize;
 
-    pub(super) fn each<const P: usize>(keys: &[[u8; 16]], blocks: &mut [[u8; 16]]) {
+    pub(super) fn each<const P: usize>(keys: &[u128], blocks: &mut [u128]) {
         for (key, chunk) in keys.iter().zip(blocks.chunks_exact_mut(P)) {
-            let cipher = Aes128Enc::new(key.into());
+            let mut k = super::bytes(*key);
+            let cipher = Aes128Enc::new((&k).into());
+            k.zeroize();
             for b in chunk {
-                cipher.encrypt_block(Block::from_mut_slice(&mut b[..]));
+                let mut x = Block::from(super::bytes(*b));
+                cipher.encrypt_block(&mut x);
+                *b = u128::from_le_bytes(x.into());
+                x.as_mut_slice().zeroize();
             }
         }
     }
@@ -90,30 +108,17 @@ mod x86 {
         std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("sse4.1")
     }
 
-    fn halves(b: &[u8; 16]) -> (i64, i64) {
-        let mut lo = [0u8; 8];
-        let mut hi = [0u8; 8];
-        lo.copy_from_slice(&b[..8]);
-        hi.copy_from_slice(&b[8..]);
-        (i64::from_le_bytes(lo), i64::from_le_bytes(hi))
-    }
-
-    fn join(lo: i64, hi: i64) -> [u8; 16] {
-        let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&lo.to_le_bytes());
-        out[8..].copy_from_slice(&hi.to_le_bytes());
-        out
-    }
-
     /// Keys per call of the VAES kernel: four 512-bit registers of four.
     const VAES_KEYS: usize = 16;
 
-    pub(super) fn each_vaes<const P: usize>(keys: &[[u8; 16]], blocks: &mut [[u8; 16]]) {
+    pub(super) fn each_vaes<const P: usize>(keys: &[u128], blocks: &mut [u128]) {
         // The kernel's operands, padded with zeros to whole registers.
-        let mut k = [[0u8; 16]; VAES_KEYS];
-        let mut b = [[[0u8; 16]; VAES_KEYS]; P];
+        let mut k = [0u128; VAES_KEYS];
+        let mut b = [[0u128; VAES_KEYS]; P];
         for (keys, blocks) in keys.chunks(VAES_KEYS).zip(blocks.chunks_mut(VAES_KEYS * P)) {
-            k[..keys.len()].copy_from_slice(keys);
+            let n = keys.len();
+            k[..n].copy_from_slice(keys);
+            k[n..].fill(0);
             for (i, per_key) in blocks.chunks_exact(P).enumerate() {
                 for (bp, block) in b.iter_mut().zip(per_key) {
                     bp[i] = *block;
@@ -121,7 +126,7 @@ mod x86 {
             }
             // SAFETY: `vaes()` found every feature the kernels enable.
             unsafe {
-                match keys.len() {
+                match n {
                     1..=4 => vaes_kernel::<1, P>(&k, &mut b),
                     5..=8 => vaes_kernel::<2, P>(&k, &mut b),
                     9..=12 => vaes_kernel::<3, P>(&k, &mut b),
@@ -140,8 +145,8 @@ mod x86 {
 
     /// Blocks `4j..4j + 4` of `from` in one register.
     #[target_feature(enable = "avx512f")]
-    fn load4(from: &[[u8; 16]; VAES_KEYS], j: usize) -> __m512i {
-        let four: &[[u8; 16]; 4] = from[4 * j..4 * j + 4]
+    fn load4(from: &[u128; VAES_KEYS], j: usize) -> __m512i {
+        let four: &[u128; 4] = from[4 * j..4 * j + 4]
             .try_into()
             .expect("four blocks of sixteen");
         // SAFETY: `four` is 64 readable bytes; the load is unaligned.
@@ -150,8 +155,8 @@ mod x86 {
 
     /// `v` into blocks `4j..4j + 4` of `to`.
     #[target_feature(enable = "avx512f")]
-    fn store4(to: &mut [[u8; 16]; VAES_KEYS], j: usize, v: __m512i) {
-        let four: &mut [[u8; 16]; 4] = (&mut to[4 * j..4 * j + 4])
+    fn store4(to: &mut [u128; VAES_KEYS], j: usize, v: __m512i) {
+        let four: &mut [u128; 4] = (&mut to[4 * j..4 * j + 4])
             .try_into()
             .expect("four blocks of sixteen");
         // SAFETY: `four` is 64 writable bytes; the store is unaligned.
@@ -162,8 +167,8 @@ mod x86 {
     /// blocks, `blocks[p][i]` under `keys[i]`.
     #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
     fn vaes_kernel<const M: usize, const P: usize>(
-        keys: &[[u8; 16]; VAES_KEYS],
-        blocks: &mut [[[u8; 16]; VAES_KEYS]; P],
+        keys: &[u128; VAES_KEYS],
+        blocks: &mut [[u128; VAES_KEYS]; P],
     ) {
         let mut k = [_mm512_setzero_si512(); M];
         for (j, kj) in k.iter_mut().enumerate() {
@@ -218,7 +223,7 @@ mod x86 {
     /// Keys per call of the AES-NI kernel.
     const NI_KEYS: usize = 8;
 
-    pub(super) fn each_aesni<const P: usize>(keys: &[[u8; 16]], blocks: &mut [[u8; 16]]) {
+    pub(super) fn each_aesni<const P: usize>(keys: &[u128], blocks: &mut [u128]) {
         for (k, b) in keys.chunks(NI_KEYS).zip(blocks.chunks_mut(NI_KEYS * P)) {
             // SAFETY: `aesni()` found every feature the kernels enable.
             unsafe {
@@ -248,12 +253,9 @@ mod x86 {
 
     /// Up to `M` keys (`keys.len() <= M`), `P` blocks each.
     #[target_feature(enable = "aes,sse4.1")]
-    fn ni_kernel<const M: usize, const P: usize>(keys: &[[u8; 16]], blocks: &mut [[u8; 16]]) {
+    fn ni_kernel<const M: usize, const P: usize>(keys: &[u128], blocks: &mut [u128]) {
         let n = keys.len();
-        let load = |b: &[u8; 16]| {
-            let (lo, hi) = halves(b);
-            _mm_set_epi64x(hi, lo)
-        };
+        let load = |b: &u128| _mm_set_epi64x((*b >> 64) as i64, *b as i64);
         let mut k = [_mm_setzero_si128(); M];
         for (kj, key) in k.iter_mut().zip(keys) {
             *kj = load(key);
@@ -286,7 +288,8 @@ mod x86 {
         round!(0x36, _mm_aesenclast_si128);
         for (p, bp) in b.iter().enumerate() {
             for (j, &v) in bp.iter().enumerate().take(n) {
-                blocks[j * P + p] = join(_mm_cvtsi128_si64(v), _mm_extract_epi64::<1>(v));
+                let (lo, hi) = (_mm_cvtsi128_si64(v), _mm_extract_epi64::<1>(v));
+                blocks[j * P + p] = u128::from(lo as u64) | (u128::from(hi as u64) << 64);
             }
         }
         k = [_mm_setzero_si128(); M];
@@ -299,7 +302,7 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    fn random(n: usize, seed: u64) -> Vec<[u8; 16]> {
+    fn random(n: usize, seed: u64) -> Vec<u128> {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
         (0..n).map(|_| rng.gen()).collect()
     }
@@ -307,11 +310,11 @@ mod tests {
     /// FIPS 197, appendix C.1 (AES-128).
     #[test]
     fn fips_197_example() {
-        let key: [u8; 16] = core::array::from_fn(|i| i as u8);
-        let mut block: [u8; 16] = core::array::from_fn(|i| (i as u8) * 0x11);
-        encrypt_each::<1>(&[key], core::slice::from_mut(&mut block));
+        let key = block(&core::array::from_fn(|i| i as u8));
+        let mut out = block(&core::array::from_fn(|i| (i as u8) * 0x11));
+        encrypt_each::<1>(&[key], core::slice::from_mut(&mut out));
         assert_eq!(
-            block,
+            bytes(out),
             [
                 0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30, 0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4,
                 0xc5, 0x5a
@@ -362,6 +365,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "P blocks per key")]
     fn a_wrong_number_of_blocks_is_a_caller_bug() {
-        encrypt_each::<2>(&[[0; 16]], &mut [[0; 16]]);
+        encrypt_each::<2>(&[0], &mut [0]);
     }
 }

@@ -39,11 +39,10 @@ use crate::key::Key;
 /// Deepest supported tree: leaves are `u64`.
 pub const GGM_MAX_DEPTH: u8 = 64;
 
-/// The block a node key encrypts for its child on side `bit`: `0^127 bit`.
-fn side(bit: u8) -> [u8; 16] {
-    let mut block = [0u8; 16];
-    block[15] = bit;
-    block
+/// The block a node key encrypts for its child on side `bit`: `0^127 bit`
+/// (as [`aes_many`] reads 16 bytes: little-endian, byte 15 on top).
+fn side(bit: u8) -> u128 {
+    u128::from(bit) << 120
 }
 
 /// The child of `seed` on side `bit`, `AES_seed(bit)`; one Prg call (the
@@ -51,33 +50,40 @@ fn side(bit: u8) -> [u8; 16] {
 #[cfg(test)]
 fn child(seed: &Key<16>, bit: u8) -> Key<16> {
     counter::record(Primitive::Prg, 1);
-    let mut block = side(bit);
-    aes_many::encrypt_each::<1>(
-        core::slice::from_ref(seed.as_bytes()),
-        core::slice::from_mut(&mut block),
-    );
-    let out = Key::from_bytes(block);
-    block.zeroize();
-    out
+    let mut key = aes_many::block(seed.as_bytes());
+    let mut out = side(bit);
+    aes_many::encrypt_each::<1>(&[key], core::slice::from_mut(&mut out));
+    let child = Key::from_bytes(aes_many::bytes(out));
+    key.zeroize();
+    out.zeroize();
+    child
 }
 
 /// Both children of `seed` with one key schedule; one Prg call.
 fn children(seed: &Key<16>) -> (Key<16>, Key<16>) {
     counter::record(Primitive::Prg, 1);
-    let mut blocks = [side(0), side(1)];
-    aes_many::encrypt_each::<2>(core::slice::from_ref(seed.as_bytes()), &mut blocks);
-    let out = (Key::from_bytes(blocks[0]), Key::from_bytes(blocks[1]));
-    blocks.zeroize();
-    out
+    let mut key = aes_many::block(seed.as_bytes());
+    let mut out = [side(0), side(1)];
+    aes_many::encrypt_each::<2>(&[key], &mut out);
+    let children = (
+        Key::from_bytes(aes_many::bytes(out[0])),
+        Key::from_bytes(aes_many::bytes(out[1])),
+    );
+    key.zeroize();
+    out.zeroize();
+    children
 }
 
 /// Both children of every node key of `seeds`, side by side
 /// ([`aes_many`]): `out[2i]` and `out[2i + 1]` are the left and right
 /// children of `seeds[i]`. One Prg call per seed, as [`children`].
-fn expand_all(seeds: &[[u8; 16]], out: &mut Vec<[u8; 16]>) {
+fn expand_all(seeds: &[u128], out: &mut Vec<u128>) {
     counter::record(Primitive::Prg, seeds.len() as u64);
     out.clear();
-    out.extend(seeds.iter().flat_map(|_| [side(0), side(1)]));
+    out.resize(2 * seeds.len(), 0);
+    for pair in out.chunks_exact_mut(2) {
+        pair[1] = side(1);
+    }
     aes_many::encrypt_each::<2>(seeds, out);
 }
 
@@ -201,8 +207,11 @@ impl GgmTree {
         };
         counter::record(Primitive::Prf, more as u64);
         let _prf = counter::enter(Primitive::Prf);
-        let mut keys: Vec<[u8; 16]> = roots.iter().map(|k| *k.as_bytes()).collect();
-        let mut blocks = vec![[0u8; 16]; keys.len()];
+        let mut keys: Vec<u128> = roots
+            .iter()
+            .map(|k| aes_many::block(k.as_bytes()))
+            .collect();
+        let mut blocks = vec![0u128; keys.len()];
         for level in 0..depth {
             counter::record(Primitive::Prg, keys.len() as u64);
             // level < depth <= 64, so the shift is at most 63.
@@ -213,7 +222,10 @@ impl GgmTree {
             aes_many::encrypt_each::<1>(&keys, &mut blocks);
             core::mem::swap(&mut keys, &mut blocks);
         }
-        let out = keys.iter().map(|k| Key::from_bytes(*k)).collect();
+        let out = keys
+            .iter()
+            .map(|&k| Key::from_bytes(aes_many::bytes(k)))
+            .collect();
         keys.zeroize();
         blocks.zeroize();
         Ok(out)
@@ -264,7 +276,7 @@ impl fmt::Debug for GgmTree {
 fn descend_many(root: &Key<16>, depth: u8, sorted: &[u64]) -> Vec<Key<16>> {
     // The node keys of the current level on the paths, left to right, and
     // their prefixes (the paths' first `level` bits).
-    let mut keys = vec![*root.as_bytes()];
+    let mut keys = vec![aes_many::block(root.as_bytes())];
     let mut prefixes = vec![0u64];
     let mut next_keys = Vec::with_capacity(sorted.len());
     let mut next_prefixes = Vec::with_capacity(sorted.len());
@@ -294,7 +306,10 @@ fn descend_many(root: &Key<16>, depth: u8, sorted: &[u64]) -> Vec<Key<16>> {
         core::mem::swap(&mut keys, &mut next_keys);
         core::mem::swap(&mut prefixes, &mut next_prefixes);
     }
-    let out = keys.iter().map(|k| Key::from_bytes(*k)).collect();
+    let out = keys
+        .iter()
+        .map(|&k| Key::from_bytes(aes_many::bytes(k)))
+        .collect();
     for scratch in [&mut keys, &mut next_keys, &mut both] {
         scratch.zeroize();
     }
@@ -304,20 +319,17 @@ fn descend_many(root: &Key<16>, depth: u8, sorted: &[u64]) -> Vec<Key<16>> {
 /// Key of leaf `i` below the node `(level, key)`; uncounted walk with one
 /// Prg call per level.
 fn descend(key: &Key<16>, depth: u8, level: u8, i: u64) -> Key<16> {
-    let mut cur = *key.as_bytes();
+    let mut cur = aes_many::block(key.as_bytes());
     for l in level..depth {
         counter::record(Primitive::Prg, 1);
         // l < depth <= 64, so the shift is at most 63.
         let bit = ((i >> (depth - 1 - l)) & 1) as u8;
-        let mut block = side(bit);
-        aes_many::encrypt_each::<1>(
-            core::slice::from_ref(&cur),
-            core::slice::from_mut(&mut block),
-        );
-        cur = block;
-        block.zeroize();
+        let mut next = side(bit);
+        aes_many::encrypt_each::<1>(&[cur], core::slice::from_mut(&mut next));
+        cur = next;
+        next.zeroize();
     }
-    let out = Key::from_bytes(cur);
+    let out = Key::from_bytes(aes_many::bytes(cur));
     cur.zeroize();
     out
 }

@@ -96,9 +96,15 @@ impl Aes128Prf {
             });
         }
         counter::record(Primitive::Prf, keys.len() as u64);
-        let mut raw: Vec<[u8; 16]> = keys.iter().map(|k| *k.as_bytes()).collect();
-        crate::aes_many::encrypt_each::<1>(&raw, blocks);
+        use crate::aes_many::{block, bytes, encrypt_each};
+        let mut raw: Vec<u128> = keys.iter().map(|k| block(k.as_bytes())).collect();
+        let mut out: Vec<u128> = blocks.iter().map(block).collect();
+        encrypt_each::<1>(&raw, &mut out);
+        for (b, o) in blocks.iter_mut().zip(&out) {
+            *b = bytes(*o);
+        }
         raw.zeroize();
+        out.zeroize();
         Ok(())
     }
 
