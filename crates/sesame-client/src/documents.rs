@@ -26,27 +26,49 @@ const DOC_OVERHEAD: u64 = 64 << 10;
 /// The forms of a sealed document, told apart by its associated data.
 #[derive(Clone, Copy)]
 enum Form {
-    /// The encoded record sealed as it is (builds before compression).
+    /// The encoded record (path and content) sealed as it is (builds
+    /// before compression).
     V1,
-    /// The record packed ([`crate::stored::pack`]): compressed and padded
-    /// to a length class, or stored as it is behind a header.
+    /// The encoded record (path and content) packed
+    /// ([`crate::stored::pack`]): compressed and padded to a length class,
+    /// or stored as it is behind a header.
     V2,
+    /// The content alone packed ([`crate::stored::pack`]); the path is
+    /// not stored but bound by the associated data, and comes from the
+    /// catalog when the document is opened. A table's record is a few
+    /// dozen bytes, its path (the record's name) as long again: storing
+    /// it once in the catalog instead of in every blob as well saves the
+    /// path and the record encoding's framing (3 bytes) per document.
+    V3,
 }
 
 /// The associated data of a sealed document: it binds the blob to its
-/// form, profile, index and identifier, and, when the session has one, to
+/// form, profile, index and identifier, in form [`Form::V3`] to its path
+/// (which the blob no longer holds), and, when the session has one, to
 /// its context (a table's incarnation: a record of a dropped table of the
 /// same name does not open in the table created after it).
-fn doc_aad(form: Form, profile_id: &str, index: &str, id: DocId, context: &[u8]) -> Vec<u8> {
+fn doc_aad(
+    form: Form,
+    profile_id: &str,
+    index: &str,
+    id: DocId,
+    path: &str,
+    context: &[u8],
+) -> Vec<u8> {
     let mut aad = match form {
         Form::V1 => b"sesame-client/document/v1\0".to_vec(),
         Form::V2 => b"sesame-client/document/v2\0".to_vec(),
+        Form::V3 => b"sesame-client/document/v3\0".to_vec(),
     };
     for part in [profile_id, index] {
         aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
         aad.extend_from_slice(part.as_bytes());
     }
     aad.extend_from_slice(&id.to_be_bytes());
+    if let Form::V3 = form {
+        aad.extend_from_slice(&(path.len() as u64).to_be_bytes());
+        aad.extend_from_slice(path.as_bytes());
+    }
     if !context.is_empty() {
         aad.extend_from_slice(b"context");
         aad.extend_from_slice(&(context.len() as u64).to_be_bytes());
@@ -55,30 +77,41 @@ fn doc_aad(form: Form, profile_id: &str, index: &str, id: DocId, context: &[u8])
     aad
 }
 
-/// Seals a document's record: packed ([`pack`]: compressed, padded to a
-/// length class) under the current form's associated data.
-fn seal_record(
+/// Seals a document's content: packed ([`pack`]: compressed, padded to
+/// a length class) under the associated data of form [`Form::V3`], which
+/// binds its path.
+fn seal_content(
     aead: &Aes256GcmSiv,
     rng: &mut ChaCha20Rng,
     compressor: &mut Compressor,
     aad: &[u8],
-    record: &DocRecord,
+    content: &[u8],
 ) -> Result<Vec<u8>> {
-    let encoded = Zeroizing::new(wire::encode(record)?);
-    let plain = pack(&encoded, compressor)?;
+    let plain = pack(content, compressor)?;
     aead.seal(rng, aad, &plain)
         .map_err(|_| ClientError::InvalidArgument("a document is too large to seal".into()))
 }
 
-/// Opens a sealed document of either form: the current one first, then
-/// the form of builds before compression (so their documents still open:
-/// an AEAD that fails under one associated data is tried under the
-/// other). `None`: it opens under neither, or does not decode.
+/// Opens a sealed document of any form, as the document at `path`: the
+/// current form first, then those of earlier builds (so their documents
+/// still open: an AEAD that fails under one associated data is tried
+/// under the next). `None`: it opens under none, or does not decode. A
+/// blob of form [`Form::V3`] opens only under the path it was sealed
+/// with.
 fn open_record(
     aead: &Aes256GcmSiv,
     aad: impl Fn(Form) -> Vec<u8>,
     blob: &[u8],
+    path: &str,
 ) -> Option<DocRecord> {
+    if let Ok(plain) = aead.open(&aad(Form::V3), blob) {
+        let plain = Zeroizing::new(plain);
+        let mut content = unpack(&plain)?;
+        return Some(DocRecord {
+            path: path.to_owned(),
+            content: std::mem::take(&mut *content),
+        });
+    }
     if let Ok(plain) = aead.open(&aad(Form::V2), blob) {
         let plain = Zeroizing::new(plain);
         return wire::decode(&unpack(&plain)?).ok();
@@ -104,17 +137,21 @@ pub(crate) struct DocWriter {
 
 impl DocWriter {
     fn seal(&mut self, id: DocId, file: &NewFile) -> Result<Vec<u8>> {
-        let record = DocRecord {
-            path: file.path.to_string_lossy().into_owned(),
-            content: file.content.clone(),
-        };
-        let aad = doc_aad(Form::V2, &self.profile_id, &self.index, id, &self.context);
-        seal_record(
+        let path = file.path.to_string_lossy();
+        let aad = doc_aad(
+            Form::V3,
+            &self.profile_id,
+            &self.index,
+            id,
+            &path,
+            &self.context,
+        );
+        seal_content(
             &self.aead,
             &mut self.rng,
             &mut self.compressor,
             &aad,
-            &record,
+            &file.content,
         )
         .map_err(|e| match e {
             ClientError::InvalidArgument(_) => {
@@ -171,9 +208,19 @@ impl Session {
         })
     }
 
-    pub(crate) fn open_document(&self, id: DocId, blob: &[u8]) -> Result<DocRecord> {
-        let aad = |form| doc_aad(form, &self.profile_id, &self.index, id, &self.doc_context);
-        open_record(&self.docs, aad, blob).ok_or(ClientError::DocumentCorrupt(id))
+    /// Opens the sealed blob of document `id`, catalogued at `path`.
+    pub(crate) fn open_document(&self, id: DocId, path: &str, blob: &[u8]) -> Result<DocRecord> {
+        let aad = |form| {
+            doc_aad(
+                form,
+                &self.profile_id,
+                &self.index,
+                id,
+                path,
+                &self.doc_context,
+            )
+        };
+        open_record(&self.docs, aad, blob, path).ok_or(ClientError::DocumentCorrupt(id))
     }
 
     /// What sealing and storing documents needs, taken from the session
@@ -230,7 +277,7 @@ impl Session {
             for (doc, blob) in chunk.iter().zip(blobs) {
                 let record = match blob {
                     Some(blob) => self
-                        .open_document(doc.id, &blob)
+                        .open_document(doc.id, &doc.path, &blob)
                         .and_then(|r| check_digest(doc, r)),
                     None => Err(ClientError::DocumentMissing(doc.id)),
                 };
@@ -257,7 +304,8 @@ impl Session {
         let mut out = Vec::with_capacity(docs.len());
         let extract = std::sync::Arc::clone(&self.extract);
         self.fetch_documents(docs, Phase::Fetching, progress, &mut |_, record| {
-            out.push(extract(&record?.content));
+            let record = record?;
+            out.push(extract(&record.path, &record.content));
             Ok(())
         })?;
         Ok(out)
@@ -322,43 +370,66 @@ fn chunk_by_size(docs: &[DocumentInfo], limit: u64, count: usize) -> Vec<&[Docum
 mod tests {
     use super::*;
 
+    const PATH: &str = "dir/file.txt";
+
     fn record(content: &[u8]) -> DocRecord {
         DocRecord {
-            path: "dir/file.txt".into(),
+            path: PATH.into(),
             content: content.to_vec(),
         }
     }
 
+    /// Documents of every earlier form still open, the current form is the
+    /// shortest, and none opens under another identifier, another path
+    /// (the current form binds it without storing it) or altered.
     #[test]
-    fn documents_sealed_before_compression_still_open() {
+    fn documents_of_every_form_open_and_only_as_sealed() {
         let aead = Aes256GcmSiv::from_slice(&[7; 32]).unwrap();
         let mut rng = ChaCha20Rng::seed_from_u64(1);
-        let aad = |form| doc_aad(form, "p1", "default", 42, b"");
+        let aad = |form| doc_aad(form, "p1", "default", 42, PATH, b"");
         let content = b"the earlier form: the encoded record, sealed as it is ".repeat(40);
         // As builds before compression sealed a document.
         let plain = wire::encode(&record(&content)).unwrap();
-        let old = aead.seal(&mut rng, &aad(Form::V1), &plain).unwrap();
-        let opened = open_record(&aead, aad, &old).unwrap();
+        let v1 = aead.seal(&mut rng, &aad(Form::V1), &plain).unwrap();
+        let opened = open_record(&aead, aad, &v1, PATH).unwrap();
         assert_eq!(opened.content, content);
-        assert_eq!(opened.path, "dir/file.txt");
+        assert_eq!(opened.path, PATH);
 
-        // The current form opens too, and is shorter for text.
+        // As builds before the path left the blob sealed one: packed.
         let mut c = Compressor::new().unwrap();
-        let new = seal_record(&aead, &mut rng, &mut c, &aad(Form::V2), &record(&content)).unwrap();
-        assert!(
-            new.len() * 4 < old.len(),
-            "{} against {}",
-            new.len(),
-            old.len()
-        );
-        assert_eq!(open_record(&aead, aad, &new).unwrap().content, content);
+        let packed = pack(&plain, &mut c).unwrap();
+        let v2 = aead.seal(&mut rng, &aad(Form::V2), &packed).unwrap();
+        assert!(v2.len() * 4 < v1.len(), "{} against {}", v2.len(), v1.len());
+        assert_eq!(open_record(&aead, aad, &v2, PATH).unwrap().content, content);
 
-        // Under another identifier neither opens; nor does an altered blob.
-        let other = |form| doc_aad(form, "p1", "default", 43, b"");
-        assert!(open_record(&aead, other, &old).is_none());
-        assert!(open_record(&aead, other, &new).is_none());
-        let mut altered = new.clone();
+        // The current form: the content alone, the path bound.
+        let v3 = seal_content(&aead, &mut rng, &mut c, &aad(Form::V3), &content).unwrap();
+        let opened = open_record(&aead, aad, &v3, PATH).unwrap();
+        assert_eq!((opened.path.as_str(), &opened.content), (PATH, &content));
+
+        // A small record: the path and the framing are what the current
+        // form saves (a record this short is stored as it is).
+        let small = b"a record of a few dozen bytes".to_vec();
+        let small_v2 = aead
+            .seal(
+                &mut rng,
+                &aad(Form::V2),
+                &pack(&wire::encode(&record(&small)).unwrap(), &mut c).unwrap(),
+            )
+            .unwrap();
+        let small_v3 = seal_content(&aead, &mut rng, &mut c, &aad(Form::V3), &small).unwrap();
+        assert_eq!(small_v2.len() - small_v3.len(), PATH.len() + 3);
+
+        // Under another identifier none opens; the current form not under
+        // another path either; nor does an altered blob.
+        let other = |form| doc_aad(form, "p1", "default", 43, PATH, b"");
+        for blob in [&v1, &v2, &v3] {
+            assert!(open_record(&aead, other, blob, PATH).is_none());
+        }
+        let moved = |form| doc_aad(form, "p1", "default", 42, "dir/other.txt", b"");
+        assert!(open_record(&aead, moved, &v3, "dir/other.txt").is_none());
+        let mut altered = v3.clone();
         altered[20] ^= 1;
-        assert!(open_record(&aead, aad, &altered).is_none());
+        assert!(open_record(&aead, aad, &altered, PATH).is_none());
     }
 }

@@ -553,3 +553,100 @@ fn explain_states_the_keyword_padding() {
         steps[0].leakage
     );
 }
+
+/// The head of each stored record (its key after `d/<index>/`: `h` and
+/// the identifier) with its value, in the store's order.
+fn record_heads(store: &MemoryStore) -> Vec<(Vec<u8>, Vec<u8>)> {
+    snapshot(store, b"d/")
+        .into_iter()
+        .filter(|(k, v)| {
+            let Some(slash) = k[2..].iter().position(|&b| b == b'/') else {
+                return false;
+            };
+            let rest = &k[2 + slash + 1..];
+            rest.len() == 9 && rest[0] == b'h' && !v.is_empty()
+        })
+        .collect()
+}
+
+/// A table's records are stored without their path (the record's key,
+/// which the catalog holds and the blob's associated data binds): a
+/// record's bytes moved under another record, cut short, or a record
+/// replaced and its earlier bytes put back, are refused (the record
+/// named, nothing of the substitute returned), and the records of an
+/// honest store read back whole, keys included.
+#[test]
+fn a_records_bytes_moved_cut_or_put_back_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let store = Arc::new(MemoryStore::new());
+    let schema = Schema::from_toml(
+        r#"
+key = "id"
+[fields.id]
+type = "integer"
+[fields.ssn]
+type = "string"
+[fields.carrier]
+type = "string"
+index = ["equality"]
+"#,
+    )
+    .unwrap();
+    let mut table = Table::create_with(&p, "people", schema, backend(&store)).unwrap();
+    let cells =
+        |id: &'static str, ssn: &'static str| vec![("id", id), ("ssn", ssn), ("carrier", "UA")];
+    let records: Vec<Record> = [cells("1", "111-11-1111"), cells("2", "222-22-2222")]
+        .into_iter()
+        .map(|c| table.record_from_cells(c, None).unwrap())
+        .collect();
+    table.insert(records, &mut |_| {}).unwrap();
+    let mut keys: Vec<String> = table
+        .records()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["1", "2"]);
+    let honest = snapshot(&store, b"d/");
+    let heads = record_heads(&store);
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    let refused = |table: &mut Table, what: &str| {
+        match table.query("carrier = \"UA\"", None) {
+            Ok(a) => panic!("{what}: returned {:?}", ssns(&a.records)),
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    ClientError::DocumentCorrupt(_) | ClientError::DocumentNotAsAdded(_)
+                ),
+                "{what}: {e}"
+            ),
+        }
+        assert!(table.records().is_err(), "{what}");
+    };
+
+    // Record 1's bytes under record 2's key.
+    store.put(&heads[1].0, &heads[0].1).unwrap();
+    refused(&mut table, "moved");
+    restore(&store, &honest);
+    assert_eq!(table.query("carrier = \"UA\"", None).unwrap().total, 2);
+
+    // Cut short by one byte, and to its head alone.
+    for cut in [heads[0].1.len() - 1, 4] {
+        store.put(&heads[0].0, &heads[0].1[..cut]).unwrap();
+        refused(&mut table, &format!("cut to {cut} bytes"));
+    }
+    restore(&store, &honest);
+
+    // Record 2 replaced, then its earlier bytes put back under every
+    // key the store held.
+    let newer = table
+        .record_from_cells(cells("2", "999-99-9999"), None)
+        .unwrap();
+    table.insert(vec![newer], &mut |_| {}).unwrap();
+    for (k, _) in record_heads(&store) {
+        store.put(&k, &heads[1].1).unwrap();
+    }
+    refused(&mut table, "put back");
+}

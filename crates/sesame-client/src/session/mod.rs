@@ -285,7 +285,7 @@ pub(crate) struct SharedHeader {
     ) -> Result<Option<crate::backend::IndexRecordWrite>>,
 }
 
-pub(crate) type Extractor = std::sync::Arc<dyn Fn(&[u8]) -> Vec<String> + Send + Sync>;
+pub(crate) type Extractor = std::sync::Arc<dyn Fn(&str, &[u8]) -> Vec<String> + Send + Sync>;
 
 /// An item for [`Session::put_items`]: a name, its content, its keywords.
 pub(crate) struct Item {
@@ -359,7 +359,7 @@ impl Session {
             stored_gate: None,
             sending: None,
             completed: Vec::new(),
-            extract: std::sync::Arc::new(|c: &[u8]| crate::tokenize::tokenize_bytes(c)),
+            extract: std::sync::Arc::new(|_: &str, c: &[u8]| crate::tokenize::tokenize_bytes(c)),
             intent_docs: INTENT_DOCS,
             doc_context: Vec::new(),
             shared: None,

@@ -213,7 +213,8 @@ impl Session {
         };
         let mut channel = self.backend.document_channel(&self.index)?;
         let blob = self.fetch_blob(channel.as_mut(), id)?;
-        let mut record = crate::stored::check_digest(&doc, self.open_document(id, &blob)?)?;
+        let mut record =
+            crate::stored::check_digest(&doc, self.open_document(id, &doc.path, &blob)?)?;
         Ok(std::mem::take(&mut record.content))
     }
 
@@ -278,7 +279,7 @@ impl Session {
                         verified += 1;
                     }
                     if (position - 1).is_multiple_of(step) && probes.len() < CHECK_PROBES {
-                        let words = extract(&r.content);
+                        let words = extract(&r.path, &r.content);
                         let pick: Vec<String> = [0, words.len() / 2, words.len().saturating_sub(1)]
                             .iter()
                             .filter_map(|&i| words.get(i).cloned())

@@ -81,7 +81,7 @@ impl Session {
         // Already under the new key: an interrupted run rebuilt over them.
         let blob = self.fetch_blob(channel.as_mut(), first.id)?;
         self.docs = Arc::clone(docs);
-        let moved = self.open_document(first.id, &blob).is_ok();
+        let moved = self.open_document(first.id, &first.path, &blob).is_ok();
         self.docs = Arc::clone(&old);
         if moved {
             return Ok(0);
@@ -117,13 +117,13 @@ impl Session {
             let mut files = Vec::with_capacity(batch.len());
             for ((doc, blob), id) in batch.iter().zip(blobs).zip(&ids[start..end]) {
                 let blob = blob.ok_or(ClientError::DocumentMissing(doc.id))?;
-                let record = check_digest(doc, self.open_document(doc.id, &blob)?)?;
+                let record = check_digest(doc, self.open_document(doc.id, &doc.path, &blob)?)?;
                 adds.push((
                     DocumentInfo {
                         id: *id,
                         ..doc.clone()
                     },
-                    (self.extract)(&record.content),
+                    (self.extract)(&record.path, &record.content),
                 ));
                 files.push((
                     *id,

@@ -414,7 +414,7 @@ impl Session {
             let extract = std::sync::Arc::clone(&self.extract);
             self.fetch_documents(&removes, Phase::Fetching, progress, &mut |_, record| {
                 remove_keywords.push(match record {
-                    Ok(r) => extract(&r.content),
+                    Ok(r) => extract(&r.path, &r.content),
                     Err(_) => Vec::new(),
                 });
                 Ok(())

@@ -312,7 +312,13 @@ impl Table {
                     Some((_, digest)) if d.digest.is_some_and(|want| want != digest) => {
                         Err(ClientError::DocumentNotAsAdded(d.id))
                     }
-                    Some((record, _)) => Ok(record),
+                    Some((mut record, _)) => {
+                        // Carried without its key: the catalog's path.
+                        if record.key.is_empty() {
+                            record.key.clone_from(&d.path);
+                        }
+                        Ok(record)
+                    }
                     None => fetched
                         .remove(&d.id)
                         .ok_or(ClientError::DocumentMissing(d.id)),

@@ -599,7 +599,7 @@ impl Table {
                     values: record.values.clone(),
                 };
                 if let Some(d) = legacy.remove(&old.key) {
-                    if d.digest == Some(sesame_crypto::hash::sha256(&wire::encode(&old)?)) {
+                    if crate::table::write::digest_is_of(d.digest, &old)? {
                         stale.push(d);
                     }
                 }

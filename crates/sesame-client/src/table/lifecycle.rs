@@ -354,7 +354,7 @@ impl Table {
             }
         }
         let mut rng = OsRng;
-        let keyword_params = schema.equality.params()?;
+        let keyword_params = space::keyword_params(&schema.equality)?;
         crate::profile::check_scheme(&schema.equality.scheme, &keyword_params)?;
         let mut ranges = Vec::new();
         let mut states = Vec::new();

@@ -390,8 +390,8 @@ impl std::fmt::Debug for Table {
 fn extractor(schema: &Schema, pad: Option<Arc<KeywordPad>>) -> crate::session::Extractor {
     let schema = schema.clone();
     Arc::new(
-        move |content: &[u8]| match wire::decode::<Record>(content) {
-            Ok(r) => padding::keywords(&schema, pad.as_deref(), &r.values, content),
+        move |path: &str, content: &[u8]| match write::decode_record(path, content) {
+            Ok(r) => padding::record_keywords(&schema, pad.as_deref(), &r),
             Err(_) => Vec::new(),
         },
     )

@@ -262,7 +262,7 @@ impl Table {
         self.rows
             .fetch_documents(&docs, Phase::Fetching, progress, &mut |doc, r| {
                 let record = r.and_then(|r| {
-                    wire::decode::<Record>(&r.content)
+                    write::decode_record(&doc.path, &r.content)
                         .map_err(|_| ClientError::DocumentCorrupt(doc.id))
                 })?;
                 all.push((doc.id, record));

@@ -77,8 +77,29 @@ impl KeywordPad {
     }
 }
 
-/// The keywords of a record (`values`, stored as `content`): the schema's,
-/// padded with dummies to the schema's fixed count when `pad` is given.
+/// The keywords of `record`: the schema's, padded with dummies to the
+/// schema's fixed count when `pad` is given, each dummy derived from the
+/// record's whole encoding, its key included ([`keywords`] of the
+/// encoding): the same whether the record is stored with its key (builds
+/// before keyless records) or without it (module `write`,
+/// [`super::write::record_content`]), and different for two records of
+/// the same values under different keys.
+pub(crate) fn record_keywords(
+    schema: &Schema,
+    pad: Option<&KeywordPad>,
+    record: &super::Record,
+) -> Vec<String> {
+    match sesame_core::wire::encode(record) {
+        Ok(whole) => keywords(schema, pad, &record.values, &whole),
+        // Encoding into a vector does not fail; without the encoding the
+        // real keywords are still right (a dummy would not be).
+        Err(_) => schema.keywords(&record.values),
+    }
+}
+
+/// The keywords of a record (`values`, whose whole encoding, key included,
+/// is `content`): the schema's, padded with dummies to the schema's fixed
+/// count when `pad` is given.
 pub(crate) fn keywords(
     schema: &Schema,
     pad: Option<&KeywordPad>,

@@ -1,9 +1,27 @@
 //! Where a table's bytes go in the store ([`Table::space`]): its records
 //! (the keyword index's stored documents), its keyword index, each range
 //! index and the verified group, as keys and values before the store's
-//! own overhead (`sesame compact` and the store's `space` report that).
+//! own overhead (`sesame compact` and the store's `space` report that);
+//! and the compact entry formats a new table's indexes are created with
+//! ([`keyword_params`]). Where each byte of a record and of an index entry
+//! goes, and what each format leaks, is in `docs/tables.md` ("Where a
+//! table's bytes go").
 
 use super::*;
+use sesame_core::Params;
+
+/// The parameters a new table's keyword index is created with: the
+/// schema's, and for FAST, unless the schema chooses, entries under
+/// 16-byte labels (`labels=16`: 41 bytes an entry instead of 57; the
+/// security argument is in `sesame_sse::fast`). Tables created before
+/// keep the form their index's saved state records.
+pub(super) fn keyword_params(binding: &schema::Binding) -> Result<Params> {
+    let mut params = binding.params()?;
+    if binding.scheme == sesame_sse::fast::DESCRIPTOR.name && params.get_or("labels", 0u32)? == 0 {
+        params.set("labels", sesame_sse::fast::SHORT_LABEL_LEN);
+    }
+    Ok(params)
+}
 
 /// Bytes of one part of a table.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,6 +15,50 @@ pub(super) struct Deferred {
     inserts: Vec<RangeRow>,
 }
 
+/// A record as it is stored: its values, and an empty key. Encoded as a
+/// [`Record`] is (postcard: the key's string, then the values).
+#[derive(Serialize)]
+struct StoredRecord<'a> {
+    key: &'a str,
+    values: &'a [Option<Value>],
+}
+
+/// The stored content of `record`: its encoding as a [`Record`] with an
+/// empty key. The key is the record's document path, which the catalog
+/// holds and the sealed blob's associated data binds
+/// (`crate::documents`, form V3): storing it in the content as well took
+/// as many bytes again as the values of a flight (`docs/tables.md`,
+/// "Where a table's bytes go").
+pub(super) fn record_content(record: &Record) -> Result<Vec<u8>> {
+    Ok(wire::encode(&StoredRecord {
+        key: "",
+        values: &record.values,
+    })?)
+}
+
+/// Whether a catalog entry's digest is of `record` stored in either form
+/// (with its key, as builds before stored it, or without).
+pub(super) fn digest_is_of(digest: Option<[u8; 32]>, record: &Record) -> Result<bool> {
+    let Some(digest) = digest else {
+        return Ok(false);
+    };
+    Ok(
+        digest == sesame_crypto::hash::sha256(&wire::encode(record)?)
+            || digest == sesame_crypto::hash::sha256(&record_content(record)?),
+    )
+}
+
+/// The record stored at `path` as `content`: a record stored without its
+/// key ([`record_content`]) takes `path` as its key; one stored with it
+/// (builds before) keeps its own.
+pub(super) fn decode_record(path: &str, content: &[u8]) -> sesame_core::Result<Record> {
+    let mut record: Record = wire::decode(content)?;
+    if record.key.is_empty() {
+        path.clone_into(&mut record.key);
+    }
+    Ok(record)
+}
+
 impl Table {
     /// Reads the cells of one record (`(field, text)` pairs; a field
     /// missing or with a null text has no value) into a [`Record`]. The
@@ -150,12 +194,30 @@ impl Table {
                 .collect();
             self.fetch_range_values(&docs)?
         };
+        // A record the table holds unchanged in the form of earlier
+        // builds (its key in its content) is given in that form, so that
+        // it stays unchanged; every other is stored without its key.
+        let held: HashMap<&str, [u8; 32]> = if self.rows.state.catalog.is_empty() {
+            HashMap::new()
+        } else {
+            self.rows
+                .state
+                .catalog
+                .values()
+                .filter(|d| by_key.contains_key(&d.path))
+                .filter_map(|d| d.digest.map(|g| (d.path.as_str(), g)))
+                .collect()
+        };
         let mut items = Vec::with_capacity(by_key.len());
         for key in &order {
             if let Some(r) = by_key.get(key) {
-                let content = wire::encode(r)?;
+                let whole = wire::encode(r)?;
                 let keywords =
-                    padding::keywords(&self.state.schema, self.pad.as_deref(), &r.values, &content);
+                    padding::keywords(&self.state.schema, self.pad.as_deref(), &r.values, &whole);
+                let keyed = held
+                    .get(key.as_str())
+                    .is_some_and(|d| *d == sesame_crypto::hash::sha256(&whole));
+                let content = if keyed { whole } else { record_content(r)? };
                 items.push(Item {
                     name: key.clone(),
                     content,
@@ -285,19 +347,21 @@ impl Table {
         &mut self,
         docs: &[DocumentInfo],
     ) -> Result<HashMap<DocId, RangeRow>> {
+        // The content as stored: what a payload of an earlier build
+        // carried (such a record was stored with its key).
         let mut records = Vec::new();
         self.rows
             .fetch_documents(docs, Phase::Fetching, &mut |_| {}, &mut |doc, r| {
                 if let Ok(r) = r {
-                    if let Ok(record) = wire::decode::<Record>(&r.content) {
-                        records.push((doc.id, record));
+                    if let Ok(record) = decode_record(&doc.path, &r.content) {
+                        records.push((doc.id, record, r.content.clone()));
                     }
                 }
                 Ok(())
             })?;
         let mut out = HashMap::new();
-        for (id, record) in records {
-            if let (Ok(values), Ok(content)) = (self.range_values(&record), wire::encode(&record)) {
+        for (id, record, content) in records {
+            if let Ok(values) = self.range_values(&record) {
                 out.insert(
                     id,
                     RangeRow {
