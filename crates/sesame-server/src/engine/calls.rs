@@ -18,6 +18,22 @@ use crate::keys;
 use crate::proto;
 use crate::records::IndexMeta;
 
+/// What a run answers, once its writes are planned.
+struct Answer {
+    responses: Vec<Vec<u8>>,
+    report: ServerReport,
+}
+
+impl Run {
+    /// The answer, the transaction's views dropped.
+    fn answer(self) -> Answer {
+        Answer {
+            responses: self.responses,
+            report: self.report,
+        }
+    }
+}
+
 /// What running scheme messages produced.
 struct Run {
     responses: Vec<Vec<u8>>,
@@ -95,6 +111,10 @@ impl Engine {
             let mut writes = WriteBatch::new();
             run.overlay.drain_into(&mut writes);
             let mut batch = self.entry_writes(writes, run.packed.as_deref(), run.write_once)?;
+            // The run's views hold the cached chunks they read: released
+            // before the commit, which carries the cache forward in place
+            // rather than copying it (`chunk_cache.rs`).
+            let run = run.answer();
             meta.updates += 1;
             // The stored answer carries no report (it is not this call's).
             let replay = id.as_ref().zip(digest).map(|(id, digest)| {

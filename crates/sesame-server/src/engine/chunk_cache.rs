@@ -198,19 +198,26 @@ impl ChunkCache {
         if seen.as_deref() != Some(c.token.as_slice()) {
             return;
         }
+        // In place when no request holds the copy any more (a request
+        // drops its views before its commit), else a copy.
         let chunks = Arc::make_mut(&mut c.chunks);
+        let stored = |k: &[u8], v: &[u8]| k.len() + v.len();
         for op in batch.ops() {
             match op {
                 WriteOp::Put { key, value } if key.starts_with(&c.prefix) => {
-                    chunks.insert(key.clone(), value.as_slice().into());
+                    c.bytes += stored(key, value);
+                    if let Some(old) = chunks.insert(key.clone(), value.as_slice().into()) {
+                        c.bytes -= stored(key, &old);
+                    }
                 }
                 WriteOp::Delete { key } if key.starts_with(&c.prefix) => {
-                    chunks.remove(key);
+                    if let Some(old) = chunks.remove(key) {
+                        c.bytes -= stored(key, &old);
+                    }
                 }
                 _ => {}
             }
         }
-        c.bytes = size(chunks);
         if chunks.len() > MAX_INDEX_PAIRS || c.bytes > MAX_BYTES / 4 {
             return;
         }
