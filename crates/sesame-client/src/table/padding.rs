@@ -11,8 +11,10 @@
 //!
 //! A dummy keyword is 32 hexadecimal digits: the first 16 bytes of an
 //! HMAC-SHA256, under a key of the table's incarnation (derived from the
-//! profile's document key), of the record's stored bytes and the dummy's
-//! position. It is the same for the same record (deletions, rebuilds and
+//! profile's document key), of the record's whole encoding (its key
+//! included, as builds before stored it; a record is now stored without
+//! its key, module `write`) and the dummy's position. It is the same for
+//! the same record (deletions, rebuilds and
 //! checks find the keywords a record was inserted with), differs from
 //! record to record (each dummy is updated once: no keyword of the index
 //! collects the padding), and never matches a query: a query's keywords
@@ -165,6 +167,51 @@ mod tests {
             keywords(&schema, None, &[None, t("S"), None], b"b"),
             ["d=S", "d^S"]
         );
+    }
+
+    /// A record stored without its key gives, read back under its path,
+    /// the keywords it was inserted with (so deletions and checks find
+    /// them), as a record stored with its key by builds before does; two
+    /// records of the same values under different keys get different
+    /// dummies.
+    #[test]
+    fn keywords_read_back_are_those_inserted_in_either_form() {
+        use crate::table::write::{decode_record, record_content};
+        let schema = Schema::from_toml(
+            "[fields.c]\ntype = \"string\"\nindex = [\"equality\"]\n\
+             [fields.d]\ntype = \"string\"\nindex = [\"prefix\"]\nprefix_max = 3\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let pad = KeywordPad::new(&Key::from_bytes([7; 32]), "p", [1; 16], true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let record = |key: &str| crate::table::Record {
+            key: key.into(),
+            values: vec![Some(Value::Text("UA".into())), None],
+        };
+        let a = record("rows.csv#0a1b2c:0011223344556677");
+        let inserted = record_keywords(&schema, Some(&pad), &a);
+        assert_eq!(inserted.len(), schema.keyword_slots());
+        let keyless = record_content(&a).unwrap_or_else(|e| panic!("{e}"));
+        let keyed = sesame_core::wire::encode(&a).unwrap_or_else(|e| panic!("{e}"));
+        assert!(keyless.len() + a.key.len() <= keyed.len());
+        for stored in [&keyless, &keyed] {
+            let back = decode_record(&a.key, stored).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(back, a);
+            assert_eq!(record_keywords(&schema, Some(&pad), &back), inserted);
+        }
+        let b = record("rows.csv#0a1b2c:8899aabbccddeeff");
+        assert_eq!(record_content(&b).ok(), Some(keyless));
+        let other = record_keywords(&schema, Some(&pad), &b);
+        let dummies = |k: &[String]| -> Vec<String> {
+            k.iter()
+                .filter(|w| !w.contains(['=', '^', '!']))
+                .cloned()
+                .collect()
+        };
+        assert!(!dummies(&inserted).is_empty());
+        assert!(dummies(&inserted)
+            .iter()
+            .all(|w| !dummies(&other).contains(w)));
     }
 
     #[test]
