@@ -155,6 +155,19 @@ pub trait RangeClient: Send {
         true
     }
 
+    /// Whether [`build`](RangeClient::build) may be called again on the
+    /// structure it built, with records whose values are all at least
+    /// the largest built before (a build in pieces, in value order), and
+    /// give what one build of all of them would: the same entries and the
+    /// same messages (a B+ tree's bulk load appends along its right edge;
+    /// the default build is insertions one by one). A caller with more
+    /// records than it can hold in memory builds in pieces where this
+    /// says so. A protocol whose build writes its whole structure at once
+    /// (Logarithmic-BRC, Kerschbaum-Tueno) says not.
+    fn builds_in_pieces(&self) -> bool {
+        true
+    }
+
     /// The largest record the protocol stores, if it has a limit below
     /// what a message carries (Path ORAM's `record_size`).
     fn max_record(&self) -> Option<usize> {

@@ -385,6 +385,12 @@ impl RangeClient for KtClient {
         &DESCRIPTOR
     }
 
+    /// Its build uploads the whole rotated array at once (a second
+    /// build would insert one by one): not in pieces.
+    fn builds_in_pieces(&self) -> bool {
+        false
+    }
+
     /// Batch construction (the paper notes the structure suits batch
     /// uploads): on an empty server, the client seals every record, sorts
     /// them in the protocol's order, rotates them by a uniform offset and

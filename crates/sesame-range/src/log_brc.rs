@@ -451,6 +451,11 @@ impl RangeClient for LogBrcClient {
         self.bits
     }
 
+    /// Its build writes the whole index: not in pieces.
+    fn builds_in_pieces(&self) -> bool {
+        false
+    }
+
     /// Builds the whole index in one batch (the construction of the paper).
     fn build_checked(&mut self, io: Io<'_>, records: &[Record]) -> Result<()> {
         self.rebuild(io, records)

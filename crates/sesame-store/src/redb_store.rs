@@ -34,12 +34,15 @@ const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0
 /// redb's page cache while a file is inspected before it is opened.
 const PROBE_CACHE_BYTES: usize = 16 << 20;
 
-/// redb's page cache of an open store file: redb's default, 1 GiB. A
-/// bound of 192 MiB was tried against a table import's peak memory and
-/// did not move it (`docs/performance.md`, "The client state as a log of
-/// changes"), while a smaller cache costs every query that reads more
-/// than it holds, so the default stays.
-const CACHE_BYTES: usize = 1 << 30;
+/// redb's page cache of an open store file: 128 MiB (redb keeps 9/10 for
+/// pages read and written, 1/10 for a transaction's dirty pages before
+/// they are written out). redb's default, 1 GiB, kept every page a large
+/// import wrote until it held 1 GiB: the largest part of an import's
+/// peak memory once its other parts were bounded (`docs/performance.md`,
+/// "An import's memory, bounded"). A page the cache no longer holds is
+/// read again from the file, usually from the operating system's page
+/// cache.
+const CACHE_BYTES: usize = 128 << 20;
 
 /// A store in a redb database: the embedded default backend.
 ///

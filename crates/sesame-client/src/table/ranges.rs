@@ -13,6 +13,15 @@
 //! into a fresh generation with fresh keys, switches to it in one state
 //! write and drops the old generation: whatever a crash interrupted, the
 //! index again holds exactly the table's records.
+//!
+//! A first import keeps its range changes aside ([`Spill`]: bounded in
+//! memory, the rest sealed in a temporary file) and fills each index at
+//! the end from them in value order ([`RangeIndex::fill_sorted`]): in
+//! pieces of [`BUILD_PIECE`] records, committed every [`BUILD_COMMIT`],
+//! so that an import's memory does not grow with the file's range
+//! changes (`docs/tables.md`, "Importing files"). A crash between two
+//! commits leaves the index partly built and marked dirty: repaired as
+//! above.
 
 use std::sync::Arc;
 
@@ -29,6 +38,19 @@ use crate::backend::{Backend, SetupChannel};
 use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
 use crate::table::schema::{Binding, Field};
+
+mod spill;
+pub(crate) use spill::Spill;
+
+/// Records of a build sent through one transaction before it is
+/// committed and the next begins. A transaction holds its writes in
+/// memory until its commit (about 100 bytes per record for a B+ tree's
+/// bulk load, more in the store's dirty pages), so this bounds a build's
+/// memory whatever the number of records.
+pub(crate) const BUILD_COMMIT: usize = 1 << 16;
+/// Records per call of the protocol's build: each call holds its
+/// records, their payloads and their ciphertexts in memory.
+pub(crate) const BUILD_PIECE: usize = 1 << 13;
 
 /// What the table's state keeps of one range index.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,6 +203,85 @@ impl HostedIndex for RangeIndex {
 
     fn serve(&self, store: Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>> {
         self.protocol.server(store, &self.params)
+    }
+}
+
+impl RangeIndex {
+    /// Fills this index (its place in `state`) with `pairs` (encoded
+    /// value, record identifier) given in value order, as a build of all
+    /// of them would, without holding them: an empty index is built in
+    /// pieces of [`BUILD_PIECE`] records where its protocol
+    /// [builds in pieces](RangeClient::builds_in_pieces) (else in one
+    /// build of every pair, held in memory); an index that has records
+    /// takes them by insertion. The writes are committed every `commit`
+    /// records, each commit its own transaction: a crash between two
+    /// leaves the index partly filled, which the caller's dirty mark
+    /// repairs (module documentation). `progress` hears of the records
+    /// sent so far. Returns the records added.
+    ///
+    /// What the server sees is what one build shows it: the same
+    /// ciphertexts in the same (value) order; the pieces and commits
+    /// fall at counts of records, which depend on the number of records
+    /// only.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fill_sorted(
+        &mut self,
+        backend: &mut dyn Backend,
+        state: &RangeState,
+        binder: Option<&PayloadBinder>,
+        rng: &mut dyn CryptoRngCore,
+        pairs: &mut dyn Iterator<Item = Result<(u64, DocId)>>,
+        commit: usize,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64> {
+        let empty = state.records == 0;
+        let mut channel = self.transaction(backend, state)?;
+        if empty && !self.client.builds_in_pieces() {
+            let mut records = Vec::new();
+            for pair in pairs {
+                let (v, id) = pair?;
+                records.push((v, self.payload(binder, &state.field, id, v)));
+            }
+            if !records.is_empty() {
+                self.client.build(rng, channel.as_mut(), &records)?;
+            }
+            channel.commit()?;
+            progress(records.len() as u64);
+            return Ok(records.len() as u64);
+        }
+        let commit = commit.max(1);
+        let mut piece: Vec<(u64, Vec<u8>)> = Vec::with_capacity(BUILD_PIECE.min(commit));
+        let (mut added, mut uncommitted) = (0u64, 0usize);
+        loop {
+            let next = pairs.next().transpose()?;
+            if let Some((v, id)) = next {
+                piece.push((v, self.payload(binder, &state.field, id, v)));
+            }
+            let full = piece.len() >= BUILD_PIECE.min(commit);
+            if !piece.is_empty() && (full || next.is_none()) {
+                if empty {
+                    self.client.build(rng, channel.as_mut(), &piece)?;
+                } else {
+                    for (v, payload) in &piece {
+                        self.client.insert(rng, channel.as_mut(), *v, payload)?;
+                    }
+                }
+                added += piece.len() as u64;
+                uncommitted += piece.len();
+                piece.clear();
+                progress(added);
+                if uncommitted >= commit && next.is_some() {
+                    channel.commit()?;
+                    channel = self.transaction(backend, state)?;
+                    uncommitted = 0;
+                }
+            }
+            if next.is_none() {
+                break;
+            }
+        }
+        channel.commit()?;
+        Ok(added)
     }
 }
 
@@ -409,5 +510,109 @@ mod tests {
         assert_eq!((id, content), (7, Some(&b"record"[..])));
         // The value is still checked against what the query asked.
         assert!(open_payload(None, "i", "v", 39, (40, 50), &payload).is_err());
+    }
+    /// A store that remembers the largest batch written to it (bytes of
+    /// keys and values), the size of one commit.
+    struct LargestBatch {
+        inner: sesame_store::MemoryStore,
+        largest: std::sync::atomic::AtomicUsize,
+    }
+
+    impl LargestBatch {
+        fn note(&self, batch: &sesame_core::WriteBatch) {
+            let bytes: usize = batch
+                .ops()
+                .iter()
+                .map(|op| match op {
+                    sesame_core::WriteOp::Put { key, value } => key.len() + value.len(),
+                    sesame_core::WriteOp::Delete { key } => key.len(),
+                })
+                .sum();
+            self.largest
+                .fetch_max(bytes, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl Store for LargestBatch {
+        fn write(&self, batch: sesame_core::WriteBatch) -> sesame_core::Result<()> {
+            self.note(&batch);
+            self.inner.write(batch)
+        }
+        fn write_if(
+            &self,
+            expect: &[(&[u8], Option<&[u8]>)],
+            batch: &sesame_core::WriteBatch,
+        ) -> sesame_core::Result<bool> {
+            self.note(batch);
+            self.inner.write_if(expect, batch)
+        }
+        fn write_if_group(
+            &self,
+            group: &[sesame_core::Conditional<'_>],
+        ) -> sesame_core::Result<Vec<bool>> {
+            for c in group {
+                self.note(c.1);
+            }
+            self.inner.write_if_group(group)
+        }
+        sesame_store::forward_store!(|s| s.inner; get, get_many, scan_prefix, scan_from, io_counts, backend);
+    }
+
+    /// A first import defers its range changes and builds each range
+    /// index at the end: the build is committed in transactions of a
+    /// bounded size (not one holding every record of the file), and
+    /// the index then answers for every record.
+    #[test]
+    fn a_deferred_range_build_commits_in_bounded_transactions() {
+        use crate::table::write::Deferred;
+        use crate::table::{Record, Table, Value};
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let profile = crate::table::write::fast_profile(dir.path());
+        let schema = Schema::from_toml(
+            "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.v]\ntype = \"integer\"\n\
+             index = [\"range\"]\nbits = 16\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let store = Arc::new(LargestBatch {
+            inner: sesame_store::MemoryStore::new(),
+            largest: 0.into(),
+        });
+        let backend = crate::EmbeddedBackend::over(store.clone());
+        let mut table = Table::create_with(&profile, "t", schema, Box::new(backend))
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Transactions of 1,000 records, runs of 3,000 pairs: the build
+        // reads back runs from the file and commits twelve times.
+        let mut deferred = Deferred::default();
+        deferred.inserts = Spill::with_run_pairs(3000);
+        deferred.commit = 1000;
+        let rows = 12_000i64;
+        for batch in 0..6 {
+            let records = (batch * 2000..(batch + 1) * 2000)
+                .map(|k| Record {
+                    key: k.to_string(),
+                    values: vec![Some(Value::Int(k)), Some(Value::Int((k * 7919) % rows))],
+                })
+                .collect();
+            table
+                .insert_batch(records, &mut |_| {}, Some(&mut deferred))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        store.largest.store(0, std::sync::atomic::Ordering::SeqCst);
+        table
+            .finish_deferred(deferred, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+        let largest = store.largest.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            largest <= 256 << 10,
+            "the range build committed {largest} bytes in one transaction"
+        );
+        let answer = table
+            .query("v between 0 and 11999", None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer.total, 12_000);
+        let answer = table
+            .query("v between 100 and 199", None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer.total, 100);
     }
 }

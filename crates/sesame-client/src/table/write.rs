@@ -2,17 +2,38 @@
 //! indexes and the verified group they write to.
 
 use super::*;
+use crate::table::ranges::{Spill, BUILD_COMMIT};
 
 /// The range changes of an import's batches, applied at its end
-/// ([`Table::finish_deferred`]): identifiers and encoded values only (a
-/// payload carries no record), so that they take a few dozen bytes per
-/// record.
-#[derive(Default)]
+/// ([`Table::finish_deferred`]): the insertions as pairs of encoded value
+/// and identifier (a payload carries no record) in a [`Spill`], bounded
+/// in memory whatever the file's size, and built in transactions of
+/// `commit` records.
 pub(super) struct Deferred {
     /// A batch went through (the indexes are marked dirty).
     started: bool,
     deletes: Vec<RangeRow>,
-    inserts: Vec<RangeRow>,
+    pub(super) inserts: Spill,
+    /// Records of a range build per transaction.
+    pub(super) commit: usize,
+}
+
+impl Default for Deferred {
+    fn default() -> Self {
+        Deferred {
+            started: false,
+            deletes: Vec::new(),
+            inserts: Spill::default(),
+            commit: BUILD_COMMIT,
+        }
+    }
+}
+
+/// The insertions [`Table::apply_ranges`] makes: rows in memory, or an
+/// import's pairs kept aside, each index's read back in value order.
+pub(super) enum Inserts<'a> {
+    Rows(&'a [RangeRow]),
+    Spilled { spill: &'a mut Spill, commit: usize },
 }
 
 /// A record as it is stored: its values, and an empty key. Encoded as a
@@ -267,11 +288,17 @@ impl Table {
         if let Some(d) = deferred {
             d.started = true;
             d.deletes.extend(deletes);
-            d.inserts.extend(inserts);
+            for row in &inserts {
+                for (i, v) in row.values.iter().enumerate() {
+                    if let Some(v) = v {
+                        d.inserts.push(&mut self.rng, i, *v, row.id)?;
+                    }
+                }
+            }
             self.compact_group()?;
             return Ok(report);
         }
-        self.apply_ranges(&deletes, &inserts, progress)?;
+        self.apply_ranges(&deletes, Inserts::Rows(&inserts), progress)?;
         self.compact_group()?;
         Ok(report)
     }
@@ -286,7 +313,17 @@ impl Table {
         if !deferred.started || !self.has_side_indexes() {
             return Ok(());
         }
-        self.apply_ranges(&deferred.deletes, &deferred.inserts, progress)?;
+        let Deferred {
+            deletes,
+            mut inserts,
+            commit,
+            ..
+        } = deferred;
+        let inserts = Inserts::Spilled {
+            spill: &mut inserts,
+            commit,
+        };
+        self.apply_ranges(&deletes, inserts, progress)?;
         self.compact_group()
     }
 
@@ -377,14 +414,20 @@ impl Table {
 
     /// Applies deletions then insertions to every range index, the
     /// indexes marked dirty until it ends. An empty index is built in one
-    /// batch (the protocol's `build`).
+    /// batch (the protocol's `build`); spilled insertions are read back in
+    /// value order and built in pieces and transactions of bounded size
+    /// ([`RangeIndex::fill_sorted`]).
     pub(super) fn apply_ranges(
         &mut self,
         deletes: &[RangeRow],
-        inserts: &[RangeRow],
+        mut inserts: Inserts<'_>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<()> {
-        let total = (deletes.len() + inserts.len()) as u64 * self.ranges.len() as u64;
+        let inserted = match &inserts {
+            Inserts::Rows(rows) => rows.len() as u64 * self.ranges.len() as u64,
+            Inserts::Spilled { spill, .. } => (0..self.ranges.len()).map(|i| spill.len(i)).sum(),
+        };
+        let total = deletes.len() as u64 * self.ranges.len() as u64 + inserted;
         let mut done = 0u64;
         let binder = self.binder.as_ref();
         for (i, (index, state)) in self
@@ -421,6 +464,31 @@ impl Table {
                 }
                 done += 1;
             }
+            let inserts = match &mut inserts {
+                Inserts::Rows(rows) => *rows,
+                Inserts::Spilled { spill, commit } => {
+                    channel.commit()?;
+                    let before = done;
+                    let added = index.fill_sorted(
+                        self.rows.backend.as_mut(),
+                        state,
+                        binder,
+                        &mut self.rng,
+                        &mut spill.sorted(i)?,
+                        *commit,
+                        &mut |n| {
+                            progress(Progress {
+                                phase: Phase::Indexing,
+                                done: before + n,
+                                total,
+                            })
+                        },
+                    )?;
+                    done += added;
+                    state.records += added;
+                    continue;
+                }
+            };
             let records: Vec<(u64, Vec<u8>)> = inserts
                 .iter()
                 .filter_map(|row| match row.values.get(i) {
@@ -579,7 +647,7 @@ impl Table {
                 .iter()
                 .filter_map(|d| old.get(&d.id).cloned())
                 .collect();
-            self.apply_ranges(&deletes, &[], &mut |_| {})?;
+            self.apply_ranges(&deletes, Inserts::Rows(&[]), &mut |_| {})?;
             self.compact_group()?;
         }
         Ok(docs.len())
