@@ -521,7 +521,7 @@ impl Window {
 
     /// The chunk whose range holds the key last sought: its full key, its
     /// encoding, and its deltas (full keys and stored values).
-    fn current(&self) -> Option<(&[u8], &[u8], Vec<(&[u8], &[u8])>)> {
+    fn current(&self) -> Option<(&[u8], &[u8], Vec<Pair<'_>>)> {
         let (key, bytes) = self.pairs.front()?;
         let end = self.next_at().unwrap_or(self.pairs.len());
         let deltas = (1..end)
