@@ -384,7 +384,8 @@ impl Table {
     /// `progress` hears of the checking pass ([`Phase::Reading`], rows
     /// checked), of the insertions as rows of the file imported so far
     /// ([`Phase::Imported`], out of the file's rows, never going back,
-    /// several times per batch), then of the range indexes' build at the
+    /// several times per batch; the count reaches the end of a batch once
+    /// the batch is inserted), then of the range indexes' build at the
     /// end of a first import ([`Phase::Indexing`]). An import the server
     /// or the connection cut off is [`ClientError::ImportInterrupted`]:
     /// run it again.
@@ -557,12 +558,15 @@ impl Table {
             // The steps of a batch (its records stored, its keyword
             // updates prepared) are shown as rows of the file imported,
             // never going back: one bar of rows for the whole import.
+            // They stop one row short of the batch's end, which is
+            // shown once the batch is inserted.
             let size = batch.len() as u64;
             let before = (done as u64).saturating_sub(size);
             let mut shown = before;
             let mut within = |p: Progress| {
                 if p.phase == Phase::Indexing && p.total > 0 {
-                    let at = before + p.done.min(p.total) * size / p.total;
+                    let step = p.done.min(p.total) * size / p.total;
+                    let at = before + step.min(size.saturating_sub(1));
                     if at > shown {
                         shown = at;
                         progress(Progress {
@@ -679,7 +683,9 @@ mod tests {
                 &csv,
                 Format::Csv,
                 &mut |p| {
-                    if p.phase == Phase::Imported {
+                    // The end of a batch (the count moves within one,
+                    // and reaches its end once it is inserted).
+                    if p.phase == Phase::Imported && p.done.is_multiple_of(60) {
                         batches += 1;
                         if batches == 3 {
                             panic!("stopped after three batches");
