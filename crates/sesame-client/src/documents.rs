@@ -23,9 +23,6 @@ use crate::stored::{
 /// Bytes of a document request beside the documents (names, ids,
 /// framing), with room to spare.
 const DOC_OVERHEAD: u64 = 64 << 10;
-/// A fetched batch of at least this many documents is opened on two
-/// threads (fewer are not worth starting one).
-const OPEN_IN_TWO: usize = 64;
 /// The forms of a sealed document, told apart by its associated data.
 #[derive(Clone, Copy)]
 enum Form {
@@ -213,18 +210,17 @@ impl Session {
 
     /// Opens the sealed blob of document `id`, catalogued at `path`.
     pub(crate) fn open_document(&self, id: DocId, path: &str, blob: &[u8]) -> Result<DocRecord> {
-        self.opener().open(id, path, blob)
-    }
-
-    /// What opening documents needs, borrowed from the session so that
-    /// two threads can share it.
-    fn opener(&self) -> Opener<'_> {
-        Opener {
-            aead: &self.docs,
-            profile_id: &self.profile_id,
-            index: &self.index,
-            context: &self.doc_context,
-        }
+        let aad = |form| {
+            doc_aad(
+                form,
+                &self.profile_id,
+                &self.index,
+                id,
+                path,
+                &self.doc_context,
+            )
+        };
+        open_record(&self.docs, aad, blob, path).ok_or(ClientError::DocumentCorrupt(id))
     }
 
     /// What sealing and storing documents needs, taken from the session
@@ -278,7 +274,13 @@ impl Session {
             progress(Progress { phase, done, total });
             let bounds: Vec<(DocId, u64)> = chunk.iter().map(|d| (d.id, stored_bound(d))).collect();
             let blobs = DocClient::get_within(channel.as_mut(), &bounds)?;
-            for (doc, record) in chunk.iter().zip(self.opener().open_all(chunk, blobs)) {
+            for (doc, blob) in chunk.iter().zip(blobs) {
+                let record = match blob {
+                    Some(blob) => self
+                        .open_document(doc.id, &doc.path, &blob)
+                        .and_then(|r| check_digest(doc, r)),
+                    None => Err(ClientError::DocumentMissing(doc.id)),
+                };
                 each(doc, record)?;
             }
             done += chunk.len() as u64;
@@ -341,70 +343,6 @@ impl Session {
         }
         self.state.garbage.clear();
         self.save()
-    }
-}
-
-/// The keys and names that open a session's documents.
-struct Opener<'a> {
-    aead: &'a Aes256GcmSiv,
-    profile_id: &'a str,
-    index: &'a str,
-    context: &'a [u8],
-}
-
-impl Opener<'_> {
-    /// Opens the sealed blob of document `id`, catalogued at `path`.
-    fn open(&self, id: DocId, path: &str, blob: &[u8]) -> Result<DocRecord> {
-        let aad = |form| doc_aad(form, self.profile_id, self.index, id, path, self.context);
-        open_record(self.aead, aad, blob, path).ok_or(ClientError::DocumentCorrupt(id))
-    }
-
-    /// Opens fetched blobs (`None`: the store has none) and checks each
-    /// against its catalog entry's digest, in order; a batch of at least
-    /// [`OPEN_IN_TWO`] is opened half on a second thread (whose primitive
-    /// counts are added to this thread's).
-    fn open_all(
-        &self,
-        docs: &[DocumentInfo],
-        blobs: Vec<Option<Vec<u8>>>,
-    ) -> Vec<Result<DocRecord>> {
-        let one = |doc: &DocumentInfo, blob: Option<Vec<u8>>| match blob {
-            Some(blob) => self
-                .open(doc.id, &doc.path, &blob)
-                .and_then(|r| check_digest(doc, r)),
-            None => Err(ClientError::DocumentMissing(doc.id)),
-        };
-        let some = |docs: &[DocumentInfo], blobs: Vec<Option<Vec<u8>>>| {
-            docs.iter()
-                .zip(blobs)
-                .map(|(d, b)| one(d, b))
-                .collect::<Vec<_>>()
-        };
-        if blobs.len() < OPEN_IN_TWO {
-            return some(docs, blobs);
-        }
-        let half = blobs.len() / 2;
-        let mut first = blobs;
-        let second = first.split_off(half);
-        let (docs_first, docs_second) = docs.split_at(half.min(docs.len()));
-        std::thread::scope(|s| {
-            let other = s.spawn(|| sesame_crypto::counter::measure(|| some(docs_second, second)));
-            let mut out = some(docs_first, first);
-            match other.join() {
-                Ok((rest, counts)) => {
-                    sesame_crypto::counter::absorb(&counts);
-                    out.extend(rest);
-                }
-                // The thread cannot panic on input (opening returns
-                // errors); should it, its documents are reported unread.
-                Err(_) => out.extend(
-                    docs_second
-                        .iter()
-                        .map(|d| Err(ClientError::DocumentCorrupt(d.id))),
-                ),
-            }
-            out
-        })
     }
 }
 

@@ -223,54 +223,34 @@ impl Db {
                     .map(|o| (o.name.clone(), o.ty))
                     .collect();
                 reply(Ok(Outcome::Stream(columns, (rx, complete.clone()))));
+                let mut handed = true;
+                let mut skip = plan.offset;
+                let mut left = plan.limit.unwrap_or(usize::MAX);
                 let mut each_plan = plan.clone();
                 each_plan.limit = None;
                 each_plan.offset = 0;
-                let mut handed = true;
                 let result = match self.table(&name) {
                     Ok(t) => {
                         let text = route
                             .as_ref()
                             .and_then(|r| r.index.as_ref())
                             .map(|e| e.to_string());
-                        // The rows of one batch are made and handed over on
-                        // a thread of their own while this one fetches and
-                        // opens the next batch.
-                        let (batches, made) = mpsc::sync_channel::<Vec<Record>>(1);
-                        std::thread::scope(|s| {
-                            let maker = s.spawn(|| {
-                                let mut skip = plan.offset;
-                                let mut left = plan.limit.unwrap_or(usize::MAX);
-                                for records in made {
-                                    if left == 0 {
-                                        break;
-                                    }
-                                    let rows = to_rows(&schema, records, plan.filter.as_ref());
-                                    let mut out = exec::run(&each_plan, rows).rows;
-                                    let dropped = skip.min(out.len());
-                                    out.drain(..dropped);
-                                    skip -= dropped;
-                                    out.truncate(left);
-                                    left -= out.len();
-                                    if !(out.is_empty() || hand_over(&tx, Ok(out))) {
-                                        return false;
-                                    }
-                                }
-                                true
-                            });
-                            // A send fails once the maker has stopped (the
-                            // limit reached, the client gone): no more
-                            // batches are fetched.
-                            let result = t
-                                .query_batches(text.as_deref(), STREAM_BATCH, &mut |records| {
-                                    batches.send(records).is_ok()
-                                })
-                                .map(drop)
-                                .map_err(SqlError::from);
-                            drop(batches);
-                            handed = maker.join().unwrap_or(false);
-                            result
+                        t.query_batches(text.as_deref(), STREAM_BATCH, &mut |records| {
+                            if left == 0 {
+                                return false;
+                            }
+                            let rows = to_rows(&schema, records, plan.filter.as_ref());
+                            let mut out = exec::run(&each_plan, rows).rows;
+                            let dropped = skip.min(out.len());
+                            out.drain(..dropped);
+                            skip -= dropped;
+                            out.truncate(left);
+                            left -= out.len();
+                            handed = out.is_empty() || hand_over(&tx, Ok(out));
+                            handed
                         })
+                        .map(drop)
+                        .map_err(SqlError::from)
                     }
                     Err(e) => Err(e),
                 };
