@@ -27,6 +27,16 @@ pub enum WriteOp {
     },
 }
 
+impl WriteOp {
+    /// Bytes of its key and value (a delete: its key).
+    pub fn bytes(&self) -> usize {
+        match self {
+            WriteOp::Put { key, value } => key.len() + value.len(),
+            WriteOp::Delete { key } => key.len(),
+        }
+    }
+}
+
 /// A list of writes applied all or nothing, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
@@ -84,6 +94,11 @@ impl WriteBatch {
     /// Whether the batch is empty.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    /// Bytes of the keys and values it writes ([`WriteOp::bytes`]).
+    pub fn bytes(&self) -> usize {
+        self.ops.iter().map(WriteOp::bytes).sum()
     }
 }
 
@@ -155,14 +170,7 @@ impl IoCounter {
 
     /// Records the writes of a committed batch.
     pub fn batch(&self, batch: &WriteBatch) {
-        let bytes: usize = batch
-            .ops()
-            .iter()
-            .map(|op| match op {
-                WriteOp::Put { key, value } => key.len() + value.len(),
-                WriteOp::Delete { key } => key.len(),
-            })
-            .sum();
+        let bytes = batch.bytes();
         self.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         self.bytes_written
             .fetch_add(bytes as u64, Ordering::Relaxed);

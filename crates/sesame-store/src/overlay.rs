@@ -30,14 +30,6 @@ fn held(key: &[u8], value: Option<&Vec<u8>>) -> usize {
     key.len() + value.map_or(0, Vec::len)
 }
 
-/// Bytes a write adds, if its key is new.
-fn op_size(op: &WriteOp) -> usize {
-    match op {
-        WriteOp::Put { key, value } => key.len() + value.len(),
-        WriteOp::Delete { key } => key.len(),
-    }
-}
-
 fn into_write(op: WriteOp) -> Write {
     match op {
         WriteOp::Put { key, value } => (key, Some(value)),
@@ -238,7 +230,7 @@ impl Store for Overlay {
             .ops()
             .iter()
             .fold(pending.held.saturating_add(pending.logged), |sum, op| {
-                sum.saturating_add(op_size(op))
+                sum.saturating_add(op.bytes())
             });
         if most <= self.limit {
             // Even if every key were new the limit would hold: nothing is
@@ -258,7 +250,7 @@ impl Store for Overlay {
         // upload holds hundreds of thousands of keys).
         let mut seen: HashMap<&[u8], usize> = HashMap::with_capacity(batch.len());
         for op in batch.ops() {
-            let size = op_size(op);
+            let size = op.bytes();
             let key = match op {
                 WriteOp::Put { key, .. } | WriteOp::Delete { key } => key.as_slice(),
             };

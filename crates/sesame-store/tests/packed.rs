@@ -379,18 +379,6 @@ fn deltas(base: &dyn Store) -> usize {
         .count()
 }
 
-/// Bytes of keys and values a batch puts.
-fn put_bytes(batch: &WriteBatch) -> usize {
-    batch
-        .ops()
-        .iter()
-        .map(|op| match op {
-            sesame_core::WriteOp::Put { key, value } => key.len() + value.len(),
-            sesame_core::WriteOp::Delete { key } => key.len(),
-        })
-        .sum()
-}
-
 /// FAST-like updates (8 pseudorandom labels a batch, each in another
 /// chunk) after a bulk: each is appended as 8 small deltas instead of 8
 /// rewritten chunks, a chunk is rewritten only when its deltas are full,
@@ -420,7 +408,7 @@ fn small_writes_append_deltas_that_lookups_read() {
         }
         let plan = view.plan(&batch).unwrap();
         assert_eq!(plan.overwrites, 0);
-        if put_bytes(&plan.batch) < 2_000 {
+        if plan.batch.bytes() < 2_000 {
             appended += 1;
         } else {
             rewrites += 1;

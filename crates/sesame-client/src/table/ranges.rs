@@ -520,14 +520,7 @@ mod tests {
 
     impl LargestBatch {
         fn note(&self, batch: &sesame_core::WriteBatch) {
-            let bytes: usize = batch
-                .ops()
-                .iter()
-                .map(|op| match op {
-                    sesame_core::WriteOp::Put { key, value } => key.len() + value.len(),
-                    sesame_core::WriteOp::Delete { key } => key.len(),
-                })
-                .sum();
+            let bytes = batch.bytes();
             self.largest
                 .fetch_max(bytes, std::sync::atomic::Ordering::SeqCst);
         }

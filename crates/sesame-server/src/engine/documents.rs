@@ -63,14 +63,7 @@ impl Engine {
         )?;
         let added = new.len() as u64;
         documents::put(batch, &prefix, new);
-        let bytes: usize = batch
-            .ops()
-            .iter()
-            .map(|op| match op {
-                sesame_core::WriteOp::Put { key, value } => key.len() + value.len(),
-                sesame_core::WriteOp::Delete { key } => key.len(),
-            })
-            .sum();
+        let bytes = batch.bytes();
         if bytes > self.limits.max_transaction_bytes {
             return Err(EngineError::ResourceExhausted(format!(
                 "the request writes more than the server's limit of {} bytes per transaction",

@@ -97,7 +97,7 @@ impl GroupCommit {
         batch: &WriteBatch,
     ) -> Result<bool, EngineError> {
         let lanes = store.commit_groups();
-        let bytes = batch_bytes(batch);
+        let bytes = batch.bytes();
         if lanes == 0 || bytes > MAX_GROUP_BYTES {
             self.commits.fetch_add(1, Ordering::Relaxed);
             self.batches.fetch_add(1, Ordering::Relaxed);
@@ -216,17 +216,6 @@ fn take_group(waiting: &mut Vec<Entry>) -> Vec<Entry> {
         n += 1;
     }
     waiting.drain(..n).collect()
-}
-
-fn batch_bytes(batch: &WriteBatch) -> usize {
-    batch
-        .ops()
-        .iter()
-        .map(|op| match op {
-            sesame_core::WriteOp::Put { key, value } => key.len() + value.len(),
-            sesame_core::WriteOp::Delete { key } => key.len(),
-        })
-        .sum()
 }
 
 /// Whether a store error says that nothing was written (so each batch may
