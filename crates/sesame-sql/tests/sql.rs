@@ -132,6 +132,15 @@ fn code(e: &postgres::Error) -> String {
     e.code().map(|c| c.code().to_owned()).unwrap_or_default()
 }
 
+/// The first column of `sql`'s rows, as integers (extended protocol).
+fn ids(c: &mut Client, sql: &str) -> Vec<i64> {
+    c.query(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 /// Runs `sql`, which must be refused as unsupported (SQLSTATE `0A000`,
 /// the connection kept); its message.
 fn refused(c: &mut Client, sql: &str) -> String {
@@ -276,13 +285,6 @@ fn is_null_is_answered_by_the_null_keyword() {
     let (addr, _dir) = server();
     let mut c = connect(addr, PASSWORD).expect("connect");
     let all = rows();
-    let ids = |c: &mut Client, sql: &str| -> Vec<i64> {
-        c.query(sql, &[])
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    };
     let null_city: Vec<i64> = all.iter().filter(|r| r.2.is_none()).map(|r| r.0).collect();
     assert!(!null_city.is_empty());
     assert_eq!(
@@ -357,13 +359,6 @@ fn is_null_is_answered_by_the_null_keyword() {
 fn is_not_null_is_the_catalog_but_the_null_keyword() {
     let (addr, _dir) = server();
     let mut c = connect(addr, PASSWORD).expect("connect");
-    let ids = |c: &mut Client, sql: &str| -> Vec<i64> {
-        c.query(sql, &[])
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
-    };
     let all = rows();
     let with_city: Vec<i64> = all.iter().filter(|r| r.2.is_some()).map(|r| r.0).collect();
     assert_eq!(
