@@ -17,6 +17,17 @@
 //! cargo bench -p sesame-sse --bench single_update
 //! cargo bench -p sesame-sse --bench single_update -- --quick
 //! ```
+//!
+//! With `SINGLE_UPDATE_FIXED=<shape>/<scheme>` set, the binary runs a
+//! fixed workload instead of criterion, for `perf stat -e task-clock`
+//! (CPU time, which the load of a shared machine moves far less than wall
+//! time): `fresh/<scheme>` is 5 fresh indexes of 1,000 updates each,
+//! `in_turn/<scheme>` one index, 1,000 updates to warm up, then 20,000.
+//!
+//! ```text
+//! cargo bench -p sesame-sse --bench single_update --no-run
+//! SINGLE_UPDATE_FIXED=fresh/sdd perf stat -e task-clock target/release/deps/single_update-*
+//! ```
 
 // criterion_group! and criterion_main! generate undocumented items.
 #![allow(missing_docs)]
@@ -25,7 +36,7 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
 
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion, Throughput};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sesame_core::{LocalChannel, Params};
@@ -129,5 +140,53 @@ fn fresh(c: &mut Criterion) {
     g.finish();
 }
 
+/// The fixed workload of `SINGLE_UPDATE_FIXED` (see the module doc).
+fn fixed(spec: &str) {
+    let (shape, name) = spec
+        .split_once('/')
+        .expect("SINGLE_UPDATE_FIXED is <fresh|in_turn>/<scheme>");
+    let scheme = sesame_sse::scheme(name).expect("a registered scheme");
+    let words = keywords();
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let (indexes, warm_up, updates) = match shape {
+        "fresh" => (5, 0, UPDATES),
+        "in_turn" => (1, UPDATES, 20 * UPDATES),
+        other => panic!("unknown shape {other}: fresh or in_turn"),
+    };
+    let mut timed = std::time::Duration::ZERO;
+    for _ in 0..indexes {
+        let mut client = (scheme.new_client)(&mut rng, &Params::new()).expect("client");
+        let server = scheme
+            .server(Arc::new(MemoryStore::new()), &Params::new())
+            .expect("server");
+        let mut ch = LocalChannel::new(server);
+        let mut start = std::time::Instant::now();
+        for doc in 1..=warm_up + updates {
+            if doc == warm_up + 1 {
+                start = std::time::Instant::now();
+            }
+            let w = &words[(doc % UPDATES) as usize];
+            client
+                .update(&mut rng, &mut ch, UpdateOp::Add, doc, w)
+                .expect("update");
+        }
+        timed += start.elapsed();
+        black_box((client, ch));
+    }
+    let n = indexes * updates;
+    println!(
+        "{spec}: {n} updates, {:.2} µs of wall time each",
+        timed.as_secs_f64() * 1e6 / n as f64
+    );
+}
+
 criterion_group!(benches, in_turn, fresh);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(spec) = std::env::var("SINGLE_UPDATE_FIXED") {
+        fixed(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
