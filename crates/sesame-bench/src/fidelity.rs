@@ -113,9 +113,8 @@ fn short(v: f64) -> String {
 pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
     let mut out = Vec::new();
     for rs in sets {
-        // (index into out, group key, ours / paper, the recorded reason) of
-        // the times compared.
-        let mut times: Vec<(usize, String, f64, Option<String>)> = Vec::new();
+        // The times compared, settled once their groups are known.
+        let mut times: Vec<Timed> = Vec::new();
         for row in &rs.rows {
             for p in &row.paper {
                 let Some(measured) = row.figures.get(&p.name).copied() else {
@@ -177,8 +176,16 @@ pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
                 } else if time {
                     // Settled below, once every time of the group is known.
                     if ratio.is_finite() && ratio > 0.0 {
-                        let group = format!("{}|{}", p.source, network(&p.name));
-                        times.push((out.len(), group, ratio, p.why.clone()));
+                        // A time the paper did not take (ratio_to) is
+                        // compared with its partner group's factor.
+                        let source = p.ratio_to.as_deref().unwrap_or(&p.source);
+                        times.push(Timed {
+                            at: out.len(),
+                            group: format!("{source}|{}", network(&p.name)),
+                            ratio,
+                            why: p.why.clone(),
+                            member: p.ratio_to.is_none(),
+                        });
                     }
                     (
                         "not comparable: a lone time".to_owned(),
@@ -223,21 +230,26 @@ pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
                 });
             }
         }
-        for (i, group, ratio, recorded) in &times {
-            let n = times_in(&times, group);
-            if n < 2 {
+        for t in &times {
+            let n = times
+                .iter()
+                .filter(|u| u.member && u.group == t.group)
+                .count();
+            // A member needs another member; a guest one member.
+            if n < 1 + usize::from(t.member) {
                 continue;
             }
-            // Two times: the other one; more: the group's median.
+            // Two members: the other one; more: the members' median; a
+            // guest: the members' median (it does not enter it).
             let mut logs: Vec<f64> = times
                 .iter()
-                .filter(|(j, g, _, _)| g == group && (n > 2 || j != i))
-                .map(|(_, _, r, _)| r.ln())
+                .filter(|u| u.member && u.group == t.group && (n > 2 || !t.member || u.at != t.at))
+                .map(|u| u.ratio.ln())
                 .collect();
-            let others = n - 1;
+            let others = n - usize::from(t.member);
             let factor = median(&mut logs).exp();
-            let relative = ratio / factor;
-            let c = &mut out[*i];
+            let relative = t.ratio / factor;
+            let c = &mut out[t.at];
             c.relative = relative;
             if (1.0 / TOLERANCE..=TOLERANCE).contains(&relative) {
                 c.verdict = "matches".to_owned();
@@ -248,11 +260,13 @@ pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
                     "relative to the {} other time(s) of {} in this run (machine factor {}), \
                      ours is {}x the paper's",
                     others,
-                    c.source,
+                    t.group
+                        .rsplit_once('|')
+                        .map_or(t.group.as_str(), |(s, _)| s),
                     short(factor),
                     short(relative)
                 );
-                c.why = match recorded {
+                c.why = match &t.why {
                     Some(r) => format!("{r} ({measured})"),
                     None => format!("{measured}; no reason recorded yet"),
                 };
@@ -283,9 +297,20 @@ fn network(figure: &str) -> &str {
     }
 }
 
-/// How many times of `group` are compared.
-fn times_in(times: &[(usize, String, f64, Option<String>)], group: &str) -> usize {
-    times.iter().filter(|(_, g, _, _)| g == group).count()
+/// A time compared by its ratio to the other times of its group.
+struct Timed {
+    /// Its index in the comparisons.
+    at: usize,
+    /// The group: the paper's source (or the partner source of
+    /// [`crate::result::PaperFigure::ratio_to`]) and the network.
+    group: String,
+    /// Ours / paper.
+    ratio: f64,
+    /// The reason the experiment recorded.
+    why: Option<String>,
+    /// Whether it enters the group's machine factor: a time the paper did
+    /// not take (compared with a partner group) does not.
+    member: bool,
 }
 
 /// The median of `v` (the mean of the middle two when their number is
@@ -715,6 +740,71 @@ mod tests {
         for row in &mut rs.rows {
             let v = row.figures.get("ms").copied().unwrap();
             row.set("ms", v / 2.0);
+        }
+        let fast = comparisons(&[rs]);
+        assert_eq!(
+            fast.iter().map(|c| c.verdict.as_str()).collect::<Vec<_>>(),
+            verdicts
+        );
+    }
+
+    /// A time of a scheme the paper did not time (its figure the paper's
+    /// value of another scheme) is compared with the machine factor of the
+    /// paper's times it stands beside, which it does not move: the other
+    /// verdicts are those of the run without it, and a faster machine
+    /// leaves its verdict as it is.
+    #[test]
+    fn a_time_the_paper_did_not_take_is_compared_with_its_partner_group() {
+        let mut rs = set("full");
+        rs.rows.clear();
+        for (scheme, ours, paper) in [("a", 10.0, 1.0), ("b", 40.0, 4.0), ("c", 500.0, 10.0)] {
+            let mut row = Row::new().param("scheme", scheme);
+            row.set("ms", ours)
+                .paper("ms", paper, "ms per update", "Fig. 3");
+            rs.rows.push(row);
+        }
+        let without = comparisons(&[rs.clone()]);
+        // Guests beside c's paper figure: one where the paper has c (ratio
+        // 10, the group's factor), one a hundred times faster.
+        for (scheme, ours) in [("g", 100.0), ("h", 1.0)] {
+            let mut row = Row::new().param("scheme", scheme);
+            row.set("ms", ours)
+                .paper("ms", 10.0, "ms per update", "Fig. 3 (the paper's c)")
+                .ratio_to("ms", "Fig. 3");
+            if scheme == "h" {
+                row.why("ms", "the paper has no h");
+            }
+            rs.rows.push(row);
+        }
+        let c = comparisons(&[rs.clone()]);
+        let verdicts: Vec<&str> = c.iter().map(|c| c.verdict.as_str()).collect();
+        assert_eq!(
+            verdicts,
+            ["matches", "matches", "differs", "matches", "differs"]
+        );
+        // The members' factor (10) is not moved by the guests.
+        for (with, alone) in c.iter().zip(&without) {
+            assert_eq!(with.verdict, alone.verdict);
+            assert!((with.relative - alone.relative).abs() < 1e-9);
+        }
+        assert!((c[3].relative - 1.0).abs() < 1e-9);
+        assert!((c[4].relative - 0.01).abs() < 1e-9);
+        assert!(
+            c[4].why
+                .starts_with("the paper has no h (relative to the 3 other time(s) of Fig. 3"),
+            "{}",
+            c[4].why
+        );
+        // Without a member to compare with, a guest stays a lone time.
+        let mut lone = rs.clone();
+        lone.rows.drain(..3);
+        assert!(comparisons(&[lone])
+            .iter()
+            .all(|c| c.verdict == "not comparable: a lone time"));
+        // A machine three times as fast: the same verdicts.
+        for row in &mut rs.rows {
+            let v = row.figures.get("ms").copied().unwrap();
+            row.set("ms", v / 3.0);
         }
         let fast = comparisons(&[rs]);
         assert_eq!(

@@ -211,6 +211,13 @@ pub struct PaperFigure {
     /// [`Growth`] and [`Row::grows`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub growth: Option<Growth>,
+    /// For a time of a scheme or configuration the paper did not time,
+    /// shown beside a paper figure of another one: the source of the
+    /// paper's times (a table or figure of the same experiment) whose
+    /// machine factor it is compared with, without entering that factor
+    /// (see [`Row::ratio_to`] and [`crate::fidelity::comparisons`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_to: Option<String>,
 }
 
 /// How a figure grows with the data size `n`, as the paper states it.
@@ -324,10 +331,11 @@ impl Growth {
 /// The optional columns of a paper figure in a table, after its value,
 /// unit and source: the suffix, and the figure's cell (`None`: empty).
 type Extra = (&'static str, fn(&PaperFigure) -> Option<String>);
-const PAPER_EXTRAS: [Extra; 3] = [
+const PAPER_EXTRAS: [Extra; 4] = [
     (".any_scale", |x| x.any_scale.then(|| "yes".to_owned())),
     (".why", |x| x.why.clone()),
     (".growth", |x| x.growth.as_ref().map(Growth::to_cell)),
+    (".ratio_to", |x| x.ratio_to.clone()),
 ];
 
 /// One measured configuration.
@@ -373,6 +381,7 @@ impl Row {
             any_scale: false,
             why: None,
             growth: None,
+            ratio_to: None,
         });
         self
     }
@@ -382,6 +391,17 @@ impl Row {
     pub fn why(&mut self, name: &str, why: &str) -> &mut Self {
         for p in self.paper.iter_mut().filter(|p| p.name == name) {
             p.why = Some(why.to_owned());
+        }
+        self
+    }
+
+    /// Compares the time `name` (of a scheme or configuration the paper
+    /// did not time, beside the paper's figure of another) with the times
+    /// of `source`: ours / paper divided by that group's machine factor,
+    /// which this time does not enter (see [`PaperFigure::ratio_to`]).
+    pub fn ratio_to(&mut self, name: &str, source: &str) -> &mut Self {
+        for p in self.paper.iter_mut().filter(|p| p.name == name) {
+            p.ratio_to = Some(source.to_owned());
         }
         self
     }
@@ -558,9 +578,10 @@ impl ResultSet {
     /// `paper.NAME`, `paper.NAME.unit` and `paper.NAME.source`, and
     /// `paper.NAME.any_scale` (`yes` or empty) where a row marks it so
     /// (see [`PaperFigure::any_scale`]), `paper.NAME.why` where a row
-    /// gives a reason ([`PaperFigure::why`]) and `paper.NAME.growth` where
-    /// a row states a growth law ([`Growth::to_cell`]). Missing values are
-    /// empty cells.
+    /// gives a reason ([`PaperFigure::why`]), `paper.NAME.growth` where
+    /// a row states a growth law ([`Growth::to_cell`]) and
+    /// `paper.NAME.ratio_to` where a time is compared with another source's
+    /// times ([`PaperFigure::ratio_to`]). Missing values are empty cells.
     pub fn to_table(&self) -> Table {
         let params = self.param_names();
         let figures = self.figure_names();
@@ -663,6 +684,7 @@ impl ResultSet {
                             any_scale: find(".any_scale") == "yes",
                             why: Some(find(".why")).filter(|w| !w.is_empty()),
                             growth: Growth::from_cell(&find(".growth")),
+                            ratio_to: Some(find(".ratio_to")).filter(|w| !w.is_empty()),
                         });
                     } else {
                         row.figures.insert(name.clone(), parse_number(name, cell)?);
