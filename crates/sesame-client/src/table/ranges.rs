@@ -19,9 +19,10 @@
 //! the end from them in value order ([`RangeIndex::fill_sorted`]): in
 //! pieces of [`BUILD_PIECE`] records, committed every [`BUILD_COMMIT`],
 //! so that an import's memory does not grow with the file's range
-//! changes (`docs/tables.md`, "Importing files"). A crash between two
-//! commits leaves the index partly built and marked dirty: repaired as
-//! above.
+//! changes (`docs/tables.md`, "Importing files"), the indexes side by
+//! side on worker threads ([`fill_all`]: module `build`). A crash
+//! between two commits leaves the index partly built and marked dirty:
+//! repaired as above.
 
 use std::sync::Arc;
 
@@ -39,7 +40,9 @@ use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
 use crate::table::schema::{Binding, Field};
 
+mod build;
 mod spill;
+pub(crate) use build::{fill_all, workers, Fill};
 pub(crate) use spill::Spill;
 
 /// Records of a build sent through one transaction before it is
@@ -203,85 +206,6 @@ impl HostedIndex for RangeIndex {
 
     fn serve(&self, store: Arc<dyn Store>) -> sesame_core::Result<Box<dyn Service>> {
         self.protocol.server(store, &self.params)
-    }
-}
-
-impl RangeIndex {
-    /// Fills this index (its place in `state`) with `pairs` (encoded
-    /// value, record identifier) given in value order, as a build of all
-    /// of them would, without holding them: an empty index is built in
-    /// pieces of [`BUILD_PIECE`] records where its protocol
-    /// [builds in pieces](RangeClient::builds_in_pieces) (else in one
-    /// build of every pair, held in memory); an index that has records
-    /// takes them by insertion. The writes are committed every `commit`
-    /// records, each commit its own transaction: a crash between two
-    /// leaves the index partly filled, which the caller's dirty mark
-    /// repairs (module documentation). `progress` hears of the records
-    /// sent so far. Returns the records added.
-    ///
-    /// What the server sees is what one build shows it: the same
-    /// ciphertexts in the same (value) order; the pieces and commits
-    /// fall at counts of records, which depend on the number of records
-    /// only.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn fill_sorted(
-        &mut self,
-        backend: &mut dyn Backend,
-        state: &RangeState,
-        binder: Option<&PayloadBinder>,
-        rng: &mut dyn CryptoRngCore,
-        pairs: &mut dyn Iterator<Item = Result<(u64, DocId)>>,
-        commit: usize,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<u64> {
-        let empty = state.records == 0;
-        let mut channel = self.transaction(backend, state)?;
-        if empty && !self.client.builds_in_pieces() {
-            let mut records = Vec::new();
-            for pair in pairs {
-                let (v, id) = pair?;
-                records.push((v, self.payload(binder, &state.field, id, v)));
-            }
-            if !records.is_empty() {
-                self.client.build(rng, channel.as_mut(), &records)?;
-            }
-            channel.commit()?;
-            progress(records.len() as u64);
-            return Ok(records.len() as u64);
-        }
-        let commit = commit.max(1);
-        let mut piece: Vec<(u64, Vec<u8>)> = Vec::with_capacity(BUILD_PIECE.min(commit));
-        let (mut added, mut uncommitted) = (0u64, 0usize);
-        loop {
-            let next = pairs.next().transpose()?;
-            if let Some((v, id)) = next {
-                piece.push((v, self.payload(binder, &state.field, id, v)));
-            }
-            let full = piece.len() >= BUILD_PIECE.min(commit);
-            if !piece.is_empty() && (full || next.is_none()) {
-                if empty {
-                    self.client.build(rng, channel.as_mut(), &piece)?;
-                } else {
-                    for (v, payload) in &piece {
-                        self.client.insert(rng, channel.as_mut(), *v, payload)?;
-                    }
-                }
-                added += piece.len() as u64;
-                uncommitted += piece.len();
-                piece.clear();
-                progress(added);
-                if uncommitted >= commit && next.is_some() {
-                    channel.commit()?;
-                    channel = self.transaction(backend, state)?;
-                    uncommitted = 0;
-                }
-            }
-            if next.is_none() {
-                break;
-            }
-        }
-        channel.commit()?;
-        Ok(added)
     }
 }
 

@@ -2,7 +2,7 @@
 //! indexes and the verified group they write to.
 
 use super::*;
-use crate::table::ranges::{Spill, BUILD_COMMIT};
+use crate::table::ranges::{self, Fill, Spill, BUILD_COMMIT};
 
 /// The range changes of an import's batches, applied at its end
 /// ([`Table::finish_deferred`]): the insertions as pairs of encoded value
@@ -16,6 +16,9 @@ pub(super) struct Deferred {
     pub(super) inserts: Spill,
     /// Records of a range build per transaction.
     pub(super) commit: usize,
+    /// Threads that fill the range indexes side by side
+    /// ([`ranges::fill_all`]).
+    pub(super) workers: usize,
 }
 
 impl Default for Deferred {
@@ -25,6 +28,7 @@ impl Default for Deferred {
             deletes: Vec::new(),
             inserts: Spill::default(),
             commit: BUILD_COMMIT,
+            workers: ranges::workers(),
         }
     }
 }
@@ -33,7 +37,11 @@ impl Default for Deferred {
 /// import's pairs kept aside, each index's read back in value order.
 pub(super) enum Inserts<'a> {
     Rows(&'a [RangeRow]),
-    Spilled { spill: &'a mut Spill, commit: usize },
+    Spilled {
+        spill: &'a mut Spill,
+        commit: usize,
+        workers: usize,
+    },
 }
 
 /// A record as it is stored: its values, and an empty key. Encoded as a
@@ -317,11 +325,13 @@ impl Table {
             deletes,
             mut inserts,
             commit,
+            workers,
             ..
         } = deferred;
         let inserts = Inserts::Spilled {
             spill: &mut inserts,
             commit,
+            workers,
         };
         self.apply_ranges(&deletes, inserts, progress)?;
         self.compact_group()
@@ -416,11 +426,12 @@ impl Table {
     /// indexes marked dirty until it ends. An empty index is built in one
     /// batch (the protocol's `build`); spilled insertions are read back in
     /// value order and built in pieces and transactions of bounded size
-    /// ([`RangeIndex::fill_sorted`]).
+    /// ([`RangeIndex::fill_sorted`]), the indexes side by side on worker
+    /// threads ([`ranges::fill_all`]).
     pub(super) fn apply_ranges(
         &mut self,
         deletes: &[RangeRow],
-        mut inserts: Inserts<'_>,
+        inserts: Inserts<'_>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<()> {
         let inserted = match &inserts {
@@ -464,30 +475,10 @@ impl Table {
                 }
                 done += 1;
             }
-            let inserts = match &mut inserts {
-                Inserts::Rows(rows) => *rows,
-                Inserts::Spilled { spill, commit } => {
-                    channel.commit()?;
-                    let before = done;
-                    let added = index.fill_sorted(
-                        self.rows.backend.as_mut(),
-                        state,
-                        binder,
-                        &mut self.rng,
-                        &mut spill.sorted(i)?,
-                        *commit,
-                        &mut |n| {
-                            progress(Progress {
-                                phase: Phase::Indexing,
-                                done: before + n,
-                                total,
-                            })
-                        },
-                    )?;
-                    done += added;
-                    state.records += added;
-                    continue;
-                }
+            let Inserts::Rows(inserts) = &inserts else {
+                // Spilled insertions fill every index below, side by side.
+                channel.commit()?;
+                continue;
             };
             let records: Vec<(u64, Vec<u8>)> = inserts
                 .iter()
@@ -519,6 +510,43 @@ impl Table {
             }
             channel.commit()?;
             state.records += records.len() as u64;
+        }
+        if let Inserts::Spilled {
+            spill,
+            commit,
+            workers,
+        } = inserts
+        {
+            let merges = spill.sorted_all(self.ranges.len())?;
+            let fills = self
+                .ranges
+                .iter_mut()
+                .zip(self.state.ranges.iter())
+                .zip(merges)
+                .map(|((index, state), pairs)| Fill {
+                    index,
+                    state,
+                    pairs: Box::new(pairs),
+                })
+                .collect();
+            let filled = ranges::fill_all(
+                self.rows.backend.as_mut(),
+                fills,
+                binder,
+                &mut self.rng,
+                commit,
+                workers,
+                &mut |n| {
+                    progress(Progress {
+                        phase: Phase::Indexing,
+                        done: done + n,
+                        total,
+                    })
+                },
+            )?;
+            for (state, filled) in self.state.ranges.iter_mut().zip(filled) {
+                state.records += filled.added;
+            }
         }
         self.save_ranges(false)
     }

@@ -22,7 +22,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 
 use rand_core::CryptoRngCore;
 use sesame_crypto::aead::Aes256GcmSiv;
@@ -191,7 +191,28 @@ impl Spill {
     /// The pairs of range index `index` in order (by value, then
     /// identifier), each once as pushed. Reads the runs back block by
     /// block; the pairs still in memory are sorted in place.
+    #[cfg(test)]
     pub(crate) fn sorted(&mut self, index: usize) -> Result<Merge<'_>> {
+        let tail = self.take_tail(index);
+        self.merge(index, tail)
+    }
+
+    /// [`Spill::sorted`] of range indexes `0..indexes` at once: merges
+    /// that read the file side by side (each block is read at its
+    /// offset, so that merges may run on threads of their own).
+    pub(crate) fn sorted_all(&mut self, indexes: usize) -> Result<Vec<Merge<'_>>> {
+        let tails: Vec<Vec<Pair>> = (0..indexes).map(|i| self.take_tail(i)).collect();
+        let this = &*self;
+        tails
+            .into_iter()
+            .enumerate()
+            .map(|(i, tail)| this.merge(i, tail))
+            .collect()
+    }
+
+    /// The pairs of range index `index` still in memory, sorted, taken
+    /// out of the buffer.
+    fn take_tail(&mut self, index: usize) -> Vec<Pair> {
         let mut tail = self
             .buffers
             .get_mut(index)
@@ -199,6 +220,11 @@ impl Spill {
             .unwrap_or_default();
         self.buffered = self.buffered.saturating_sub(tail.len());
         tail.sort_unstable();
+        tail
+    }
+
+    /// The merge of range index `index`'s runs and `tail` (sorted).
+    fn merge(&self, index: usize, tail: Vec<Pair>) -> Result<Merge<'_>> {
         let runs = self.runs.get(index).cloned().unwrap_or_default();
         let mut merge = Merge {
             disk: self.disk.as_ref(),
@@ -314,17 +340,14 @@ impl Disk {
     /// already: `run.offset` is where block `n` starts); returns its pairs
     /// and where the next block starts.
     fn read_block(&self, run: &Run, n: u64) -> Result<(Vec<Pair>, u64)> {
-        let mut file = &self.file;
-        file.seek(SeekFrom::Start(run.offset))
-            .map_err(|e| io_error(&e))?;
         let mut len = [0u8; 4];
-        file.read_exact(&mut len).map_err(|_| damaged())?;
+        read_at(&self.file, &mut len, run.offset).map_err(|_| damaged())?;
         let len = u32::from_be_bytes(len) as usize;
         if len > BLOCK_PAIRS * PAIR + Aes256GcmSiv::OVERHEAD {
             return Err(damaged());
         }
         let mut sealed = vec![0u8; len];
-        file.read_exact(&mut sealed).map_err(|_| damaged())?;
+        read_at(&self.file, &mut sealed, run.offset + 4).map_err(|_| damaged())?;
         let plain = self
             .cipher
             .open(&aad(run.first + n), &sealed)
@@ -345,6 +368,29 @@ impl Disk {
     }
 }
 
+/// Fills `buf` from `file` at `offset`, without moving the file's
+/// cursor (merges of several indexes read the same file at once).
+#[cfg(unix)]
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+/// Fills `buf` from `file` at `offset` (see the Unix version).
+#[cfg(windows)]
+fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                let rest = std::mem::take(&mut buf);
+                buf = rest.get_mut(n..).unwrap_or_default();
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Iterator for Merge<'_> {
     type Item = Result<Pair>;
 
@@ -361,6 +407,7 @@ impl Iterator for Merge<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     fn pairs(n: u64) -> Vec<Pair> {
         // Values repeat (ties broken by identifier); not in order.
