@@ -29,8 +29,8 @@
 //! feature is detected at run time just before. The intrinsics themselves
 //! are called from safe code (none of them takes a pointer).
 
-/// `blocks[i * P + p]` becomes `AES_{keys[i]}(blocks[i * P + p])`: `P`
-/// blocks under each key. Keys and blocks are 16-byte strings read as
+/// `blocks[i * P + p]` becomes `AES-128_{keys[i]}(blocks[i * P + p])`:
+/// `P` blocks under each key. Keys and blocks are 16-byte strings read as
 /// little-endian `u128` ([`block`], [`bytes`]), so that wiping a copy is
 /// one store per block. Not counted (callers count in their terms).
 ///
@@ -38,19 +38,38 @@
 ///
 /// If `blocks.len() != keys.len() * P` (a caller's invariant).
 pub(crate) fn encrypt_each<const P: usize>(keys: &[u128], blocks: &mut [u128]) {
+    let (keys, []) = keys.as_chunks::<1>() else {
+        unreachable!("chunks of one")
+    };
+    each::<1, P>(keys, blocks);
+}
+
+/// [`encrypt_each`] for AES-256: a key is its two 16-byte halves, in
+/// order, each read as [`block`] reads it.
+///
+/// # Panics
+///
+/// If `blocks.len() != keys.len() * P` (a caller's invariant).
+pub(crate) fn encrypt_each_256<const P: usize>(keys: &[[u128; 2]], blocks: &mut [u128]) {
+    each::<2, P>(keys, blocks);
+}
+
+/// AES with keys of `NK` blocks (1: AES-128, 2: AES-256), `P` blocks per
+/// key, on the best path this CPU has.
+fn each<const NK: usize, const P: usize>(keys: &[[u128; NK]], blocks: &mut [u128]) {
     assert_eq!(blocks.len(), keys.len() * P, "P blocks per key");
     #[cfg(target_arch = "x86_64")]
     {
         if x86::vaes() {
-            x86::each_vaes::<P>(keys, blocks);
+            x86::each_vaes::<NK, P>(keys, blocks);
             return;
         }
         if x86::aesni() {
-            x86::each_aesni::<P>(keys, blocks);
+            x86::each_aesni::<NK, P>(keys, blocks);
             return;
         }
     }
-    portable::each::<P>(keys, blocks);
+    portable::each::<NK, P>(keys, blocks);
 }
 
 /// A 16-byte string as [`encrypt_each`] takes it.
@@ -63,23 +82,41 @@ pub(crate) fn bytes(block: u128) -> [u8; 16] {
     block.to_le_bytes()
 }
 
+/// Rounds of AES with a key of `NK` blocks: 10 (AES-128), 14 (AES-256).
+const fn rounds(nk: usize) -> usize {
+    6 + 4 * nk
+}
+
+/// FIPS 197's round constants (AES-128 uses ten, AES-256 seven).
+const RCON: [i32; 10] = [0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x1b, 0x36];
+
 /// Key by key through the `aes` crate.
 mod portable {
+    use aes::cipher::consts::U16;
     use aes::cipher::{BlockEncrypt, KeyInit};
-    use aes::{Aes128Enc, Block};
+    use aes::{Aes128Enc, Aes256Enc, Block};
     use zeroize::Zeroize;
 
-    pub(super) fn each<const P: usize>(keys: &[u128], blocks: &mut [u128]) {
+    pub(super) fn each<const NK: usize, const P: usize>(keys: &[[u128; NK]], blocks: &mut [u128]) {
         for (key, chunk) in keys.iter().zip(blocks.chunks_exact_mut(P)) {
-            let mut k = super::bytes(*key);
-            let cipher = Aes128Enc::new((&k).into());
-            k.zeroize();
-            for b in chunk {
-                let mut x = Block::from(super::bytes(*b));
-                cipher.encrypt_block(&mut x);
-                *b = u128::from_le_bytes(x.into());
-                x.as_mut_slice().zeroize();
+            let mut k = [0u8; 32];
+            for (to, half) in k.chunks_exact_mut(16).zip(key) {
+                to.copy_from_slice(&super::bytes(*half));
             }
+            match NK {
+                1 => run(&Aes128Enc::new(k[..16].into()), chunk),
+                _ => run(&Aes256Enc::new((&k).into()), chunk),
+            }
+            k.zeroize();
+        }
+    }
+
+    fn run(cipher: &impl BlockEncrypt<BlockSize = U16>, chunk: &mut [u128]) {
+        for b in chunk {
+            let mut x = Block::from(super::bytes(*b));
+            cipher.encrypt_block(&mut x);
+            *b = u128::from_le_bytes(x.into());
+            x.as_mut_slice().zeroize();
         }
     }
 
@@ -95,6 +132,8 @@ mod x86 {
 
     use zeroize::Zeroize;
 
+    use super::{rounds, RCON};
+
     /// AVX-512 with VAES (and AES-NI, which VAES extends).
     pub(super) fn vaes() -> bool {
         std::arch::is_x86_feature_detected!("aes")
@@ -103,22 +142,32 @@ mod x86 {
             && std::arch::is_x86_feature_detected!("vaes")
     }
 
-    /// AES-NI (and SSE4.1 to move words in and out).
+    /// AES-NI (and SSSE3 and SSE4.1 to shuffle and move words).
     pub(super) fn aesni() -> bool {
-        std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("sse4.1")
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("ssse3")
+            && std::arch::is_x86_feature_detected!("sse4.1")
     }
 
     /// Keys per call of the VAES kernel: four 512-bit registers of four.
     const VAES_KEYS: usize = 16;
 
-    pub(super) fn each_vaes<const P: usize>(keys: &[u128], blocks: &mut [u128]) {
-        // The kernel's operands, padded with zeros to whole registers.
-        let mut k = [0u128; VAES_KEYS];
+    pub(super) fn each_vaes<const NK: usize, const P: usize>(
+        keys: &[[u128; NK]],
+        blocks: &mut [u128],
+    ) {
+        // The kernel's operands, padded with zeros to whole registers:
+        // `k[h][i]` is block `h` of key `i`.
+        let mut k = [[0u128; VAES_KEYS]; NK];
         let mut b = [[0u128; VAES_KEYS]; P];
         for (keys, blocks) in keys.chunks(VAES_KEYS).zip(blocks.chunks_mut(VAES_KEYS * P)) {
             let n = keys.len();
-            k[..n].copy_from_slice(keys);
-            k[n..].fill(0);
+            for (h, kh) in k.iter_mut().enumerate() {
+                for (to, key) in kh.iter_mut().zip(keys) {
+                    *to = key[h];
+                }
+                kh[n..].fill(0);
+            }
             for (i, per_key) in blocks.chunks_exact(P).enumerate() {
                 for (bp, block) in b.iter_mut().zip(per_key) {
                     bp[i] = *block;
@@ -127,10 +176,10 @@ mod x86 {
             // SAFETY: `vaes()` found every feature the kernels enable.
             unsafe {
                 match n {
-                    1..=4 => vaes_kernel::<1, P>(&k, &mut b),
-                    5..=8 => vaes_kernel::<2, P>(&k, &mut b),
-                    9..=12 => vaes_kernel::<3, P>(&k, &mut b),
-                    _ => vaes_kernel::<4, P>(&k, &mut b),
+                    1..=4 => vaes_kernel::<NK, 1, P>(&k, &mut b),
+                    5..=8 => vaes_kernel::<NK, 2, P>(&k, &mut b),
+                    9..=12 => vaes_kernel::<NK, 3, P>(&k, &mut b),
+                    _ => vaes_kernel::<NK, 4, P>(&k, &mut b),
                 }
             }
             for (i, per_key) in blocks.chunks_exact_mut(P).enumerate() {
@@ -163,137 +212,266 @@ mod x86 {
         unsafe { _mm512_storeu_si512(four.as_mut_ptr().cast(), v) }
     }
 
-    /// The first `4 * M` keys of `keys` (`M <= 4`), and for each `P`
-    /// blocks, `blocks[p][i]` under `keys[i]`.
-    #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
-    fn vaes_kernel<const M: usize, const P: usize>(
-        keys: &[u128; VAES_KEYS],
-        blocks: &mut [[u128; VAES_KEYS]; P],
+    /// The key schedule and the rounds, on 128-bit lanes of whatever
+    /// width: `V` is a register of one or four lanes (AES-NI, VAES).
+    /// The schedule step is the `aesenclast` form (Gueron's white paper,
+    /// "key expansion using AESENCLAST"): each 32-bit word of `last`
+    /// shuffled to `RotWord(w3)` (or `w3`, AES-256's odd steps), then one
+    /// `aesenclast` with the round constant in every word: every column
+    /// equal, ShiftRows is the identity, so each word is
+    /// `SubWord(RotWord(w3)) ^ rcon`.
+    trait Lanes: Copy {
+        /// Each word of every lane `RotWord(w3)` (`rot`) or `w3`.
+        fn w3(self, rot: bool) -> Self;
+        /// `aesenclast(self, rcon in every word)`.
+        fn sub(self, rcon: i32) -> Self;
+        /// `w0, w0^w1, w0^w1^w2, w0^w1^w2^w3` in every lane.
+        fn prefix_xor(self) -> Self;
+        fn xor(self, other: Self) -> Self;
+        fn enc(self, round_key: Self) -> Self;
+        fn enc_last(self, round_key: Self) -> Self;
+        fn zero() -> Self;
+    }
+
+    /// One step of the schedule: the round key after the last `NK`,
+    /// `w[0]` the oldest; step `i` counted from 0.
+    #[inline(always)]
+    fn schedule_step<const NK: usize, V: Lanes>(w: &mut [V; NK], i: usize) -> V {
+        let last = w[NK - 1];
+        let t = if i.is_multiple_of(NK) {
+            last.w3(true).sub(RCON[i / NK])
+        } else {
+            last.w3(false).sub(0)
+        };
+        let new = w[0].prefix_xor().xor(t);
+        w.copy_within(1.., 0);
+        w[NK - 1] = new;
+        new
+    }
+
+    /// Expands `M` keys (`k[h][j]`: block `h` of key `j`) and encrypts
+    /// `b[p][j]` under key `j`, for every `p`, round by round.
+    #[inline(always)]
+    fn rounds_on<const NK: usize, const M: usize, const P: usize, V: Lanes>(
+        mut k: [[V; M]; NK],
+        b: &mut [[V; M]; P],
     ) {
-        let mut k = [_mm512_setzero_si512(); M];
-        for (j, kj) in k.iter_mut().enumerate() {
-            *kj = load4(keys, j);
-        }
-        let mut b = [[_mm512_setzero_si512(); M]; P];
-        for (bp, from) in b.iter_mut().zip(blocks.iter()) {
-            for (j, bj) in bp.iter_mut().enumerate() {
-                *bj = _mm512_xor_si512(load4(from, j), k[j]);
+        for bp in b.iter_mut() {
+            for (x, k0) in bp.iter_mut().zip(&k[0]) {
+                *x = x.xor(*k0);
             }
         }
-        // Each 32-bit word of a lane becomes RotWord(w3): bytes 13, 14,
-        // 15, 12 of the lane.
-        let rot = _mm512_broadcast_i32x4(_mm_set_epi8(
-            12, 15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13,
-        ));
-        const RCON: [i32; 10] = [0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x1b, 0x36];
-        for (round, rc) in RCON.into_iter().enumerate() {
-            let rcon = _mm512_set1_epi32(rc);
+        let last = rounds(NK);
+        for r in 1..=last {
             for j in 0..M {
-                // Every column equal, so ShiftRows is the identity:
-                // SubWord(RotWord(w3)) ^ rcon in each word.
-                let t = _mm512_aesenclast_epi128(_mm512_shuffle_epi8(k[j], rot), rcon);
-                // w0, w0^w1, w0^w1^w2, w0^w1^w2^w3.
-                let mut x = k[j];
+                let rk = if r < NK {
+                    k[r][j]
+                } else {
+                    let mut w: [V; NK] = core::array::from_fn(|h| k[h][j]);
+                    let rk = schedule_step(&mut w, r - NK);
+                    for (h, wh) in w.into_iter().enumerate() {
+                        k[h][j] = wh;
+                    }
+                    rk
+                };
+                for bp in b.iter_mut() {
+                    bp[j] = if r == last {
+                        bp[j].enc_last(rk)
+                    } else {
+                        bp[j].enc(rk)
+                    };
+                }
+            }
+        }
+        // The last round keys, in the frame if they were spilled.
+        k = [[V::zero(); M]; NK];
+        black_box(&k);
+    }
+
+    /// Four 128-bit lanes (VAES).
+    #[derive(Clone, Copy)]
+    struct Zmm(__m512i);
+
+    impl Lanes for Zmm {
+        #[inline(always)]
+        fn w3(self, rot: bool) -> Self {
+            // SAFETY: only called from the VAES kernel, which enables
+            // every feature used here.
+            unsafe {
+                let order = if rot {
+                    _mm_set_epi8(
+                        12, 15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13,
+                    )
+                } else {
+                    _mm_set_epi8(
+                        15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13, 12,
+                    )
+                };
+                Zmm(_mm512_shuffle_epi8(self.0, _mm512_broadcast_i32x4(order)))
+            }
+        }
+        #[inline(always)]
+        fn sub(self, rcon: i32) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Zmm(_mm512_aesenclast_epi128(self.0, _mm512_set1_epi32(rcon))) }
+        }
+        #[inline(always)]
+        fn prefix_xor(self) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe {
+                let mut x = self.0;
                 let mut s = _mm512_bslli_epi128::<4>(x);
                 x = _mm512_xor_si512(x, s);
                 s = _mm512_bslli_epi128::<4>(s);
                 x = _mm512_xor_si512(x, s);
                 s = _mm512_bslli_epi128::<4>(s);
-                x = _mm512_xor_si512(x, s);
-                k[j] = _mm512_xor_si512(x, t);
-                for bp in b.iter_mut() {
-                    bp[j] = if round == 9 {
-                        _mm512_aesenclast_epi128(bp[j], k[j])
-                    } else {
-                        _mm512_aesenc_epi128(bp[j], k[j])
-                    };
-                }
+                Zmm(_mm512_xor_si512(x, s))
             }
         }
+        #[inline(always)]
+        fn xor(self, other: Self) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Zmm(_mm512_xor_si512(self.0, other.0)) }
+        }
+        #[inline(always)]
+        fn enc(self, round_key: Self) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Zmm(_mm512_aesenc_epi128(self.0, round_key.0)) }
+        }
+        #[inline(always)]
+        fn enc_last(self, round_key: Self) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Zmm(_mm512_aesenclast_epi128(self.0, round_key.0)) }
+        }
+        #[inline(always)]
+        fn zero() -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Zmm(_mm512_setzero_si512()) }
+        }
+    }
+
+    /// The first `4 * M` keys of `keys` (`M <= 4`), and for each `P`
+    /// blocks, `blocks[p][i]` under `keys[i]`.
+    #[target_feature(enable = "aes,avx512f,avx512bw,vaes")]
+    fn vaes_kernel<const NK: usize, const M: usize, const P: usize>(
+        keys: &[[u128; VAES_KEYS]; NK],
+        blocks: &mut [[u128; VAES_KEYS]; P],
+    ) {
+        let k: [[Zmm; M]; NK] =
+            core::array::from_fn(|h| core::array::from_fn(|j| Zmm(load4(&keys[h], j))));
+        let mut b: [[Zmm; M]; P] =
+            core::array::from_fn(|p| core::array::from_fn(|j| Zmm(load4(&blocks[p], j))));
+        rounds_on::<NK, M, P, Zmm>(k, &mut b);
         for (bp, to) in b.iter().zip(blocks.iter_mut()) {
-            for (j, &v) in bp.iter().enumerate() {
-                store4(to, j, v);
+            for (j, v) in bp.iter().enumerate() {
+                store4(to, j, v.0);
             }
         }
-        // The last round keys, in the frame if they were spilled.
-        k = [_mm512_setzero_si512(); M];
-        black_box(&k);
     }
 
     /// Keys per call of the AES-NI kernel.
     const NI_KEYS: usize = 8;
 
-    pub(super) fn each_aesni<const P: usize>(keys: &[u128], blocks: &mut [u128]) {
+    pub(super) fn each_aesni<const NK: usize, const P: usize>(
+        keys: &[[u128; NK]],
+        blocks: &mut [u128],
+    ) {
         for (k, b) in keys.chunks(NI_KEYS).zip(blocks.chunks_mut(NI_KEYS * P)) {
             // SAFETY: `aesni()` found every feature the kernels enable.
             unsafe {
                 match k.len() {
-                    1 => ni_kernel::<1, P>(k, b),
-                    2 => ni_kernel::<2, P>(k, b),
-                    3 | 4 => ni_kernel::<4, P>(k, b),
-                    _ => ni_kernel::<8, P>(k, b),
+                    1 => ni_kernel::<NK, 1, P>(k, b),
+                    2 => ni_kernel::<NK, 2, P>(k, b),
+                    3 | 4 => ni_kernel::<NK, 4, P>(k, b),
+                    _ => ni_kernel::<NK, 8, P>(k, b),
                 }
             }
         }
     }
 
-    /// One key schedule step with `aeskeygenassist` (round constant `RC`).
-    #[target_feature(enable = "aes,sse4.1")]
-    fn ni_step<const RC: i32>(key: __m128i) -> __m128i {
-        let t = _mm_shuffle_epi32::<0xff>(_mm_aeskeygenassist_si128::<RC>(key));
-        let mut x = key;
-        let mut s = _mm_slli_si128::<4>(x);
-        x = _mm_xor_si128(x, s);
-        s = _mm_slli_si128::<4>(s);
-        x = _mm_xor_si128(x, s);
-        s = _mm_slli_si128::<4>(s);
-        x = _mm_xor_si128(x, s);
-        _mm_xor_si128(x, t)
+    /// One 128-bit lane (AES-NI).
+    #[derive(Clone, Copy)]
+    struct Xmm(__m128i);
+
+    impl Lanes for Xmm {
+        #[inline(always)]
+        fn w3(self, rot: bool) -> Self {
+            // SAFETY: only called from the AES-NI kernel, which enables
+            // every feature used here.
+            unsafe {
+                let order = if rot {
+                    _mm_set_epi8(
+                        12, 15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13,
+                    )
+                } else {
+                    _mm_set_epi8(
+                        15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13, 12, 15, 14, 13, 12,
+                    )
+                };
+                Xmm(_mm_shuffle_epi8(self.0, order))
+            }
+        }
+        #[inline(always)]
+        fn sub(self, rcon: i32) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Xmm(_mm_aesenclast_si128(self.0, _mm_set1_epi32(rcon))) }
+        }
+        #[inline(always)]
+        fn prefix_xor(self) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe {
+                let mut x = self.0;
+                let mut s = _mm_slli_si128::<4>(x);
+                x = _mm_xor_si128(x, s);
+                s = _mm_slli_si128::<4>(s);
+                x = _mm_xor_si128(x, s);
+                s = _mm_slli_si128::<4>(s);
+                Xmm(_mm_xor_si128(x, s))
+            }
+        }
+        #[inline(always)]
+        fn xor(self, other: Self) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Xmm(_mm_xor_si128(self.0, other.0)) }
+        }
+        #[inline(always)]
+        fn enc(self, round_key: Self) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Xmm(_mm_aesenc_si128(self.0, round_key.0)) }
+        }
+        #[inline(always)]
+        fn enc_last(self, round_key: Self) -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Xmm(_mm_aesenclast_si128(self.0, round_key.0)) }
+        }
+        #[inline(always)]
+        fn zero() -> Self {
+            // SAFETY: as for `w3`.
+            unsafe { Xmm(_mm_setzero_si128()) }
+        }
     }
 
     /// Up to `M` keys (`keys.len() <= M`), `P` blocks each.
-    #[target_feature(enable = "aes,sse4.1")]
-    fn ni_kernel<const M: usize, const P: usize>(keys: &[u128], blocks: &mut [u128]) {
+    #[target_feature(enable = "aes,ssse3,sse4.1")]
+    fn ni_kernel<const NK: usize, const M: usize, const P: usize>(
+        keys: &[[u128; NK]],
+        blocks: &mut [u128],
+    ) {
         let n = keys.len();
-        let load = |b: &u128| _mm_set_epi64x((*b >> 64) as i64, *b as i64);
-        let mut k = [_mm_setzero_si128(); M];
-        for (kj, key) in k.iter_mut().zip(keys) {
-            *kj = load(key);
-        }
-        let mut b = [[_mm_setzero_si128(); M]; P];
-        for (p, bp) in b.iter_mut().enumerate() {
-            for (j, bj) in bp.iter_mut().enumerate().take(n) {
-                *bj = _mm_xor_si128(load(&blocks[j * P + p]), k[j]);
-            }
-        }
-        macro_rules! round {
-            ($rc:literal, $enc:ident) => {
-                for j in 0..M {
-                    k[j] = ni_step::<$rc>(k[j]);
-                    for bp in b.iter_mut() {
-                        bp[j] = $enc(bp[j], k[j]);
-                    }
-                }
-            };
-        }
-        round!(0x01, _mm_aesenc_si128);
-        round!(0x02, _mm_aesenc_si128);
-        round!(0x04, _mm_aesenc_si128);
-        round!(0x08, _mm_aesenc_si128);
-        round!(0x10, _mm_aesenc_si128);
-        round!(0x20, _mm_aesenc_si128);
-        round!(0x40, _mm_aesenc_si128);
-        round!(0x80, _mm_aesenc_si128);
-        round!(0x1b, _mm_aesenc_si128);
-        round!(0x36, _mm_aesenclast_si128);
+        let load = |b: u128| Xmm(_mm_set_epi64x((b >> 64) as i64, b as i64));
+        let k: [[Xmm; M]; NK] = core::array::from_fn(|h| {
+            core::array::from_fn(|j| load(keys.get(j).map_or(0, |key| key[h])))
+        });
+        let mut b: [[Xmm; M]; P] = core::array::from_fn(|p| {
+            core::array::from_fn(|j| load(if j < n { blocks[j * P + p] } else { 0 }))
+        });
+        rounds_on::<NK, M, P, Xmm>(k, &mut b);
         for (p, bp) in b.iter().enumerate() {
-            for (j, &v) in bp.iter().enumerate().take(n) {
-                let (lo, hi) = (_mm_cvtsi128_si64(v), _mm_extract_epi64::<1>(v));
+            for (j, v) in bp.iter().enumerate().take(n) {
+                let (lo, hi) = (_mm_cvtsi128_si64(v.0), _mm_extract_epi64::<1>(v.0));
                 blocks[j * P + p] = u128::from(lo as u64) | (u128::from(hi as u64) << 64);
             }
         }
-        k = [_mm_setzero_si128(); M];
-        black_box(&k);
     }
 }
 
@@ -322,43 +500,76 @@ mod tests {
         );
     }
 
-    /// Every path this CPU has gives the `aes` crate's blocks, for every
-    /// number of keys up to two kernels' worth and one or two blocks each.
+    /// FIPS 197, appendix C.3 (AES-256).
+    #[test]
+    fn fips_197_example_256() {
+        let key: [u8; 32] = core::array::from_fn(|i| i as u8);
+        let halves = [
+            block(key[..16].try_into().expect("16")),
+            block(key[16..].try_into().expect("16")),
+        ];
+        let mut out = block(&core::array::from_fn(|i| (i as u8) * 0x11));
+        encrypt_each_256::<1>(&[halves], core::slice::from_mut(&mut out));
+        assert_eq!(
+            bytes(out),
+            [
+                0x8e, 0xa2, 0xb7, 0xca, 0x51, 0x67, 0x45, 0xbf, 0xea, 0xfc, 0x49, 0x90, 0x4b, 0x49,
+                0x60, 0x89
+            ]
+        );
+    }
+
+    /// The blocks of every path this CPU has, against the `aes` crate's.
+    fn every_path<const NK: usize, const P: usize>(keys: &[[u128; NK]], blocks: &[u128]) {
+        let what = format!(
+            "AES with {NK}-block keys, {} keys, {P} blocks each",
+            keys.len()
+        );
+        let mut expected = blocks.to_vec();
+        portable::reference::<NK, P>(keys, &mut expected);
+        let mut got = blocks.to_vec();
+        each::<NK, P>(keys, &mut got);
+        assert_eq!(got, expected, "{what}");
+        #[cfg(target_arch = "x86_64")]
+        {
+            if x86::aesni() {
+                let mut got = blocks.to_vec();
+                x86::each_aesni::<NK, P>(keys, &mut got);
+                assert_eq!(got, expected, "AES-NI, {what}");
+            }
+            if x86::vaes() {
+                let mut got = blocks.to_vec();
+                x86::each_vaes::<NK, P>(keys, &mut got);
+                assert_eq!(got, expected, "VAES, {what}");
+            }
+        }
+    }
+
+    /// Every path this CPU has gives the `aes` crate's blocks, AES-128
+    /// and AES-256, for every number of keys up to two kernels' worth and
+    /// one, two, four or six blocks each.
     #[test]
     fn every_path_equals_the_aes_crate() {
         for n in 0..40 {
-            let keys = random(n, n as u64);
-            let one = random(n, 100 + n as u64);
-            let two = random(2 * n, 200 + n as u64);
-            let mut expected_one = one.clone();
-            portable::reference::<1>(&keys, &mut expected_one);
-            let mut expected_two = two.clone();
-            portable::reference::<2>(&keys, &mut expected_two);
-            let mut got = one.clone();
+            let seed = n as u64;
+            let keys = random(n, seed);
+            let keys128: Vec<[u128; 1]> = keys.iter().map(|&k| [k]).collect();
+            let keys256: Vec<[u128; 2]> = keys
+                .iter()
+                .zip(random(n, 300 + seed))
+                .map(|(&a, b)| [a, b])
+                .collect();
+            every_path::<1, 1>(&keys128, &random(n, 100 + seed));
+            every_path::<1, 2>(&keys128, &random(2 * n, 200 + seed));
+            every_path::<2, 1>(&keys256, &random(n, 400 + seed));
+            every_path::<2, 2>(&keys256, &random(2 * n, 500 + seed));
+            every_path::<2, 4>(&keys256, &random(4 * n, 600 + seed));
+            every_path::<2, 6>(&keys256, &random(6 * n, 700 + seed));
+            let mut got = random(n, 100 + seed);
+            let mut expected = got.clone();
             encrypt_each::<1>(&keys, &mut got);
-            assert_eq!(got, expected_one, "{n} keys, one block");
-            let mut got = two.clone();
-            encrypt_each::<2>(&keys, &mut got);
-            assert_eq!(got, expected_two, "{n} keys, two blocks");
-            #[cfg(target_arch = "x86_64")]
-            {
-                if x86::aesni() {
-                    let mut got = two.clone();
-                    x86::each_aesni::<2>(&keys, &mut got);
-                    assert_eq!(got, expected_two, "AES-NI, {n} keys");
-                    let mut got = one.clone();
-                    x86::each_aesni::<1>(&keys, &mut got);
-                    assert_eq!(got, expected_one, "AES-NI, {n} keys");
-                }
-                if x86::vaes() {
-                    let mut got = two.clone();
-                    x86::each_vaes::<2>(&keys, &mut got);
-                    assert_eq!(got, expected_two, "VAES, {n} keys");
-                    let mut got = one.clone();
-                    x86::each_vaes::<1>(&keys, &mut got);
-                    assert_eq!(got, expected_one, "VAES, {n} keys");
-                }
-            }
+            portable::reference::<1, 1>(&keys128, &mut expected);
+            assert_eq!(got, expected, "encrypt_each, {n} keys");
         }
     }
 
