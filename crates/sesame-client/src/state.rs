@@ -31,9 +31,12 @@ use zeroize::{Zeroize, Zeroizing};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 
+mod catalog;
 mod log;
+pub(crate) use catalog::Catalog;
+use catalog::Change;
+pub(crate) use log::remove_logs;
 use log::{lock, LogAt};
-pub(crate) use log::{remove_logs, Catalog};
 
 /// Name of the directory of index states (in a profile directory).
 pub const INDEX_DIR: &str = "indexes";
