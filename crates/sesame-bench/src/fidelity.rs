@@ -131,9 +131,41 @@ pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
                 };
                 let time = is_time(&p.unit);
                 let (verdict, why) = if let (Some(g), None) = (&p.growth, factor) {
-                    // Ours can only grow up to the paper's size: above the
-                    // band already, it differs there too.
-                    if !time && p.value > 0.0 && ours > TOLERANCE * p.value {
+                    // Ours at the paper's size lies in [low, high]: the
+                    // law's range (from ours up, without bound, for a law
+                    // that only says it does not shrink).
+                    let (low, high) = g.range(measured).unwrap_or((measured, f64::INFINITY));
+                    let judged = !time && p.value > 0.0;
+                    let within_reason = || -> String {
+                        let rule = if high.is_finite() {
+                            format!(
+                                "by the law, ours at the paper's {} {} is between {} and {} \
+                                 ({}x to {}x the paper's), not all of it within the factor \
+                                 {TOLERANCE} nor all outside it: the full run (--full) \
+                                 compares it",
+                                g.paper,
+                                g.of,
+                                short(low),
+                                short(high),
+                                short(low / p.value),
+                                short(high / p.value)
+                            )
+                        } else {
+                            format!(
+                                "ours at {} {} is within the paper's band or below it, \
+                                 and the paper states no law by which it grows to its {} \
+                                 {}: the full run (--full) compares it",
+                                g.ours, g.of, g.paper, g.of
+                            )
+                        };
+                        match &p.why {
+                            Some(r) => format!("{r}; {rule}"),
+                            None => rule,
+                        }
+                    };
+                    if judged && low > TOLERANCE * p.value {
+                        // Ours can only grow up to the paper's size: above
+                        // the band already, it differs there too.
                         (
                             "differs".to_owned(),
                             p.why.clone().unwrap_or_else(|| {
@@ -148,19 +180,26 @@ pub fn comparisons(sets: &[ResultSet]) -> Vec<Comparison> {
                                 )
                             }),
                         )
+                    } else if judged && high < p.value / TOLERANCE {
+                        (
+                            "differs".to_owned(),
+                            p.why.clone().unwrap_or_else(|| {
+                                format!(
+                                    "grown by the law to the paper's {} {}, ours is at most \
+                                     {}x the paper's",
+                                    g.paper,
+                                    g.of,
+                                    short(high / p.value)
+                                )
+                            }),
+                        )
+                    } else if judged && within(low, p.value) && within(high, p.value) {
+                        ("matches".to_owned(), String::new())
                     } else {
-                        (format!("not comparable: {} scale", rs.scale), {
-                            let rule = format!(
-                                "ours at {} {} is within the paper's band or below it, \
-                                     and the paper states no law by which it grows to its {} \
-                                     {}: the full run (--full) compares it",
-                                g.ours, g.of, g.paper, g.of
-                            );
-                            match &p.why {
-                                Some(r) => format!("{r}; {rule}"),
-                                None => rule,
-                            }
-                        })
+                        (
+                            format!("not comparable: {} scale", rs.scale),
+                            within_reason(),
+                        )
                     }
                 } else if rs.scale != "full" && !p.any_scale && factor.is_none() {
                     (
@@ -676,6 +715,64 @@ mod tests {
         let plain = comparisons(&[set("standard")]);
         assert_eq!(plain[0].verdict, "not comparable: standard scale");
         assert!(plain[0].scaled.is_empty());
+    }
+
+    /// A figure that does not shrink and grows at most linearly beyond a
+    /// part that does not grow (CHLH15's reads: the results the row
+    /// fixes, and false positives at a fixed rate per document) is judged
+    /// where its whole range at the paper's size is on one side of the
+    /// band or inside it, and stays not comparable where it is not.
+    #[test]
+    fn a_figure_growing_at_most_linearly_is_judged_by_its_range() {
+        let mut rs = set("standard");
+        let (ours, paper) = (300_000.0, 1_000_000.0);
+        let mut row = Row::new().param("scheme", "x");
+        // (name, measured, fixed part, paper): 1,166 reads for 1,000
+        // results: at most 1,000 + 166 x 10/3 = 1,553 at the paper's size.
+        let cases = [
+            ("fp", 1166.0, 1000.0, 1000.0),
+            ("exact", 10_000.0, 10_000.0, 10_000.0),
+            ("all_grows", 1166.0, 0.0, 1000.0),
+            ("above", 208.0, 1.0, 1.0),
+            ("below", 100.0, 0.0, 1000.0),
+        ];
+        for (name, measured, fixed, value) in cases {
+            row.set(name, measured)
+                .paper(name, value, "reads", "§4.3")
+                .grows_at_most_linearly(name, fixed, "pairs", ours, paper);
+        }
+        rs.rows = vec![row];
+        let c = comparisons(&[rs]);
+        let verdicts: Vec<&str> = c.iter().map(|c| c.verdict.as_str()).collect();
+        assert_eq!(
+            verdicts,
+            [
+                "matches",
+                "matches",
+                // 1,166 to 3,887 against 1,000: one end in the band.
+                "not comparable: standard scale",
+                "differs",
+                // At most 333 against 1,000.
+                "differs",
+            ]
+        );
+        assert!(c[2].why.contains("between 1166 and 3887"), "{}", c[2].why);
+        assert!(c[4].why.contains("at most 0.33x"), "{}", c[4].why);
+        assert!(c[0]
+            .scaled
+            .starts_with("non-decreasing, at most O(n) beyond 1000 from 300000"));
+        for c in &c {
+            assert_eq!(c.why.is_empty(), c.verdict == "matches", "{c:?}");
+        }
+        // The law and its fixed part survive the CSV's growth cell.
+        let g = Growth {
+            law: Law::AtMostLinear,
+            of: "pairs".into(),
+            ours,
+            paper,
+            fixed: 1000.0,
+        };
+        assert_eq!(Growth::from_cell(&g.to_cell()), Some(g));
     }
 
     #[test]

@@ -236,6 +236,13 @@ pub enum Law {
     /// already above the paper's band at a smaller size differs at the
     /// paper's size; below it, it cannot be judged.
     NonDecreasing,
+    /// It never shrinks as `n` grows and grows at most linearly beyond a
+    /// part that does not grow ([`Growth::fixed`]): at the paper's size
+    /// ours lies between ours as measured and `fixed + (ours - fixed)
+    /// paper / ours` (e.g. a Bloom filter's false positives, at a fixed
+    /// rate per document, beside the results the row fixes). Judged when
+    /// the whole range is on one side of the band or inside it.
+    AtMostLinear,
 }
 
 impl Law {
@@ -247,12 +254,13 @@ impl Law {
             Law::LogSquared => "O(log\u{b2} n)",
             Law::Linear => "O(n)",
             Law::NonDecreasing => "non-decreasing in n",
+            Law::AtMostLinear => "non-decreasing, at most O(n)",
         }
     }
 
     fn at(self, n: f64) -> f64 {
         match self {
-            Law::Constant | Law::NonDecreasing => 1.0,
+            Law::Constant | Law::NonDecreasing | Law::AtMostLinear => 1.0,
             Law::Log => n.max(2.0).log2(),
             Law::LogSquared => n.max(2.0).log2().powi(2),
             Law::Linear => n,
@@ -273,6 +281,14 @@ pub struct Growth {
     pub ours: f64,
     /// The paper's `n`.
     pub paper: f64,
+    /// The part of ours that does not grow with `n`, for
+    /// [`Law::AtMostLinear`] (0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fixed: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl Growth {
@@ -283,25 +299,57 @@ impl Growth {
         if !(self.ours > 0.0 && self.paper > 0.0) {
             return None;
         }
-        if self.law == Law::NonDecreasing && self.ours < self.paper {
+        if matches!(self.law, Law::NonDecreasing | Law::AtMostLinear) && self.ours < self.paper {
             return None;
         }
         Some(self.law.at(self.paper) / self.law.at(self.ours))
     }
 
-    /// As a table cell: `LAW OF OURS PAPER` (`log records 40000 247000`).
+    /// Where `measured` (ours at our size) lies at the paper's size, low
+    /// and high: one value by [`Growth::factor`]; for [`Law::NonDecreasing`]
+    /// from `measured` up, without bound; for [`Law::AtMostLinear`] up to
+    /// `fixed + (measured - fixed) paper / ours`. `None` for a size that is
+    /// not positive.
+    pub fn range(&self, measured: f64) -> Option<(f64, f64)> {
+        if let Some(f) = self.factor() {
+            return Some((measured * f, measured * f));
+        }
+        if !(self.ours > 0.0 && self.paper > 0.0) {
+            return None;
+        }
+        match self.law {
+            Law::AtMostLinear => {
+                let grows = (measured - self.fixed).max(0.0);
+                Some((measured, measured - grows + grows * self.paper / self.ours))
+            }
+            _ => Some((measured, f64::INFINITY)),
+        }
+    }
+
+    /// As a table cell: `LAW OF OURS PAPER` (`log records 40000 247000`),
+    /// and `fixed F` after it where a part does not grow.
     pub fn to_cell(&self) -> String {
         let law = serde_json::to_value(self.law)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        format!("{law} {} {} {}", self.of, self.ours, self.paper)
+        let fixed = if self.fixed == 0.0 {
+            String::new()
+        } else {
+            format!(" fixed {}", self.fixed)
+        };
+        format!("{law} {} {} {}{fixed}", self.of, self.ours, self.paper)
     }
 
     /// Reads [`Growth::to_cell`]'s text; `None` for an empty or malformed
     /// cell.
     pub fn from_cell(cell: &str) -> Option<Growth> {
-        let words: Vec<&str> = cell.split_whitespace().collect();
+        let mut words: Vec<&str> = cell.split_whitespace().collect();
+        let mut fixed = 0.0;
+        if let [.., "fixed", f] = words.as_slice() {
+            fixed = f.parse().ok()?;
+            words.truncate(words.len() - 2);
+        }
         let [law, of @ .., ours, paper] = words.as_slice() else {
             return None;
         };
@@ -310,16 +358,26 @@ impl Growth {
             of: of.join(" "),
             ours: ours.parse().ok()?,
             paper: paper.parse().ok()?,
+            fixed,
         })
     }
 
     /// The scaling in words, for the fidelity table's `scaled` column.
     pub fn describe(&self) -> String {
-        let f = self
-            .factor()
-            .map_or_else(String::new, |f| format!(": x{f:.3}"));
+        let f = match (self.factor(), self.range(1.0)) {
+            (Some(f), _) => format!(": x{f:.3}"),
+            (None, Some((_, hi))) if self.law == Law::AtMostLinear && self.fixed == 0.0 => {
+                format!(": x1 to x{hi:.3}")
+            }
+            _ => String::new(),
+        };
+        let beyond = if self.fixed == 0.0 {
+            String::new()
+        } else {
+            format!(" beyond {}", self.fixed)
+        };
         format!(
-            "{} from {} to the paper's {} {}{f}",
+            "{}{beyond} from {} to the paper's {} {}{f}",
             self.law.name(),
             self.ours,
             self.paper,
@@ -434,7 +492,28 @@ impl Row {
                 of: of.to_owned(),
                 ours,
                 paper,
+                fixed: 0.0,
             });
+        }
+        self
+    }
+
+    /// As [`Row::grows`] with [`Law::AtMostLinear`]: the figure `name`
+    /// never shrinks and grows at most linearly in `of` beyond `fixed`, a
+    /// part of ours that does not grow (the results the row fixes).
+    pub fn grows_at_most_linearly(
+        &mut self,
+        name: &str,
+        fixed: f64,
+        of: &str,
+        ours: f64,
+        paper: f64,
+    ) -> &mut Self {
+        self.grows(name, Law::AtMostLinear, of, ours, paper);
+        for p in self.paper.iter_mut().filter(|p| p.name == name) {
+            if let Some(g) = p.growth.as_mut() {
+                g.fixed = fixed;
+            }
         }
         self
     }

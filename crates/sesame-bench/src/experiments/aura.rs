@@ -681,6 +681,14 @@ impl Experiment for Aura {
              revoked key, Table V's quantity); result_kb = the identifiers returned"
         ));
         rs.notes.push(
+            "Axes: seed 002's text does not state the axes of its Figs. 2-5, and the original \
+             figures could not be read here; its Tables III and V are tables. The charts here \
+             put d (10 to 10,000, steps of ten) on a logarithmic axis, one step per decade as \
+             the paper's four panels of d, and times and kilobytes on logarithmic axes, since \
+             they span decades over d; they are our choice, not the paper's drawing."
+                .to_owned(),
+        );
+        rs.notes.push(
             "sdd rows: SDd (de-amortised, two rounds per update: fetch the next entries of \
              each ongoing merge, put the merged entries and the new one); sda rows: the \
              amortised SDa (rebuilds by fetch + upload), with the paper's SDd figures beside \

@@ -351,7 +351,11 @@ fn fig1_rows(scheme: &str, dataset: &str, st: &Stats) -> Vec<Row> {
                  does not print): the figure's other bars give no second number of the same \
                  benchmark to take a ratio with, and the paper's only other time (CLOZ's \
                  1.9 s, §3.4) is of a separate C++ implementation over PBC, where Fig. 1 is \
-                 of its C# library; a time alone depends on the machine",
+                 of its C# library. The authors' repository (dbogatov/ore-benchmark) keeps \
+                 no results, only values commented out in its plotting script \
+                 (tools/plots/schemes-benchmark-v2.py: BCLO 29,334, CLWW 892 µs per \
+                 encryption), ten times the figure's BCLO and not said to be the figure's: \
+                 no partner is taken from them; a time alone depends on the machine",
             );
         }
         rows.push(row);
@@ -764,6 +768,18 @@ impl Experiment for Ore {
              (sesame_ore::insecure), as the paper did; the cloz-pairing row is the real PPH \
              on BLS12-381. FH-OPE state: state_bits_3nN counts 3n bits per node (plaintext + \
              64-bit ciphertext, seed 004 Table 1), state_bits our compacted encoding."
+                .to_owned(),
+        );
+        rs.notes.push(
+            "Axes: Fig. 1's schemes chart has a logarithmic time axis, as the paper says \
+             (§5.3.2, \"note the logarithmic scale\") and as the authors' plotting script \
+             draws it (dbogatov/ore-benchmark, tools/plots/schemes-benchmark-v2.py: bars of \
+             encryption and comparison per scheme, log y); ours groups the same bars by \
+             operation. The paper draws Lewi-Wu's block sizes as three bars (16, 8, 4) and its \
+             primitives as bars on a linear axis (tools/plots/primitives-benchmark.py, \
+             nanoseconds); the Lewi-Wu and PRP charts here are ours (every block size, every \
+             domain width, on a log time axis: their times span decades), not redrawings of \
+             a panel of the paper."
                 .to_owned(),
         );
         let data = datasets(ctx, &plan, &mut rs)?;

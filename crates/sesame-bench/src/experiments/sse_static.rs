@@ -346,23 +346,38 @@ fn search_rows(
             // VASST16's server walks the keyword's list until a label is
             // missing, as PiBas does one label at a time: its reads do
             // not depend on the database (the same counts at 9,500 and
-            // 300,000 pairs). Other schemes' reads may grow with the
-            // database (CHLH15 tests one Bloom filter per document), by
-            // no law the paper states: they never shrink as it grows, so
-            // ours above the bound already differs at the paper's size.
-            let law = if v.scheme.descriptor.name.starts_with("vasst16") {
-                Law::Constant
-            } else {
-                Law::NonDecreasing
-            };
+            // 300,000 pairs). CHLH15's reads are the documents whose
+            // filter passes: the result's, which the row fixes, and false
+            // positives, at a fixed rate per document (seed 001 §4.3: one
+            // filter per document), so at most linear in the documents,
+            // which the generator makes in proportion to the pairs. Other
+            // schemes' reads never shrink as the database grows: ours above
+            // the bound already differs at the paper's size.
             let pairs = synth::pair_count(db) as f64;
-            row.paper("store_reads", bound, unit, source).grows(
-                "store_reads",
-                law,
-                "pairs",
-                pairs,
-                PAPER_PAIRS,
-            );
+            row.paper("store_reads", bound, unit, source);
+            match v.scheme.descriptor.name {
+                n if n.starts_with("vasst16") => {
+                    row.grows("store_reads", Law::Constant, "pairs", pairs, PAPER_PAIRS);
+                }
+                "chlh15" => {
+                    row.grows_at_most_linearly(
+                        "store_reads",
+                        level.matches() as f64,
+                        "pairs",
+                        pairs,
+                        PAPER_PAIRS,
+                    );
+                }
+                _ => {
+                    row.grows(
+                        "store_reads",
+                        Law::NonDecreasing,
+                        "pairs",
+                        pairs,
+                        PAPER_PAIRS,
+                    );
+                }
+            }
             if v.scheme.descriptor.name.starts_with("vasst16") {
                 row.why(
                     "store_reads",
@@ -377,10 +392,13 @@ fn search_rows(
             if v.scheme.descriptor.name == "chlh15" {
                 row.why(
                     "store_reads",
-                    "CHLH15 is not the paper's scheme: its server tests one Bloom filter per \
-                     document of the database, so a search reads every document's filter \
-                     whatever the result size; Cash et al.'s bound is for an index of one list \
-                     per keyword",
+                    "CHLH15 is not the paper's scheme: its server scans every document's \
+                     Bloom filter (one scan of the database, figure store_scanned) and reads \
+                     the keyword list of each document whose filter passes: the result's, \
+                     one read each as Cash et al. count, and the false positives, each filter \
+                     sized for a rate of at most 0.001, so that they grow at most linearly \
+                     with the documents (compared so at the paper's size); Cash et al.'s \
+                     bound is for an index of one list per keyword",
                 );
             }
         }

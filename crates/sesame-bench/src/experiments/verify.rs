@@ -746,6 +746,14 @@ impl Experiment for Verify {
              160-bit group order, 512-bit field)"
                 .to_owned(),
         );
+        rs.notes.push(
+            "Axes: seed 003's text names each figure's parameter (n, t, V, |L_D|) but not its \
+             axes, and the original paper could not be retrieved; the charts here are our \
+             choice: n, t and |L_D|, in equal steps, on linear axes, V (powers of two, 2^3 to \
+             2^10) on a logarithmic one, and times on logarithmic axes, since the schemes \
+             differ by decades."
+                .to_owned(),
+        );
         rs.notes.push(format!(
             "Fig. 3/4 treat every one of the |L_D| encrypted documents as a result (the proof and \
              the verification cost the same for a match and a non-match); t = {} there; \
