@@ -110,6 +110,11 @@ impl LevelKeys {
         }
     }
 
+    /// The PRF of `keyword`'s labels ([`label`]) in this level version.
+    pub(super) fn label_prf(&self, keyword: &[u8]) -> Aes128Prf {
+        Aes128Prf::new(&Key::from_bytes(self.label_key(keyword)))
+    }
+
     pub(super) fn label_key(&self, keyword: &[u8]) -> [u8; 16] {
         let full = self.labels.eval_bytes(keyword);
         let mut k = [0u8; 16];

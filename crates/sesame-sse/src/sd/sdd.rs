@@ -48,6 +48,9 @@
 #[path = "schedule.rs"]
 mod schedule;
 use schedule::{Op, Schedule};
+#[path = "seals.rs"]
+mod seals;
+use seals::Seals;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -98,6 +101,10 @@ pub fn scheme() -> KeywordScheme {
 /// starts `SDD3`, format 2 (every pass one compare-exchange at a time)
 /// `SDD2`; a state without either is format 1.
 const STATE_V4: &[u8; 4] = b"SDD4";
+/// Entries a setup seals per batch (so that it holds at most this many
+/// plaintexts besides the sealed entries).
+const SETUP_SEALS: usize = 4096;
+
 /// Prefix of a format-3 state.
 const STATE_V3: &[u8; 4] = b"SDD3";
 /// Prefix of a format-2 state.
@@ -387,66 +394,6 @@ impl SddClient {
         LevelKeys::derive(self.prf.eval_bytes(&buffer.to_le_bytes()))
     }
 
-    /// A searchable entry of `buffer`: its label (the `count`-th of its
-    /// keyword) and the sealed update.
-    fn seal_labelled(
-        &self,
-        rng: &mut dyn CryptoRngCore,
-        keys: &LevelKeys,
-        buffer: u64,
-        count: u64,
-        u: &Update,
-    ) -> Result<(u64, [u8; LABEL_LEN], Sealed)> {
-        let prf = Aes128Prf::new(&Key::from_bytes(keys.label_key(&u.keyword)));
-        let sealed = seal_searchable(rng, keys, buffer, u)?;
-        Ok((buffer, label(&prf, count), sealed))
-    }
-
-    /// An array entry of `buffer` at `position`: the label it will have
-    /// (zeros before the count scan) and the update, sealed with the
-    /// buffer and position as associated data.
-    fn seal_positional(
-        &self,
-        rng: &mut dyn CryptoRngCore,
-        keys: &LevelKeys,
-        buffer: u64,
-        position: u64,
-        entry: &Entry,
-    ) -> Result<(u64, u64, Sealed)> {
-        let mut plain = Vec::with_capacity(LABEL_LEN + 64);
-        plain.extend_from_slice(&entry.label);
-        entry.update.encode_into(&mut plain);
-        let sealed = keys
-            .aead
-            .seal(rng, &positional_ad(buffer, position), &plain)?;
-        Ok((buffer, position, Sealed(sealed)))
-    }
-
-    /// Opens an array entry. Format-1 arrays held the searchable entry's
-    /// bytes (no label, the buffer alone as associated data).
-    fn open_positional(
-        &self,
-        keys: &LevelKeys,
-        buffer: u64,
-        position: u64,
-        sealed: &[u8],
-    ) -> Result<Entry> {
-        if let Ok(plain) = keys.aead.open(&positional_ad(buffer, position), sealed) {
-            let (label, update) = plain
-                .split_first_chunk::<LABEL_LEN>()
-                .ok_or_else(|| Error::Protocol("SDd array entry too short".into()))?;
-            return Ok(Entry {
-                label: *label,
-                update: Update::decode(update)?,
-            });
-        }
-        let plain = keys.aead.open(&buffer.to_le_bytes(), sealed)?;
-        Ok(Entry {
-            label: [0; LABEL_LEN],
-            update: Update::decode(&plain)?,
-        })
-    }
-
     fn open(&self, buffer: u64, sealed: &[u8]) -> Result<Update> {
         let plain = self.keys(buffer).aead.open(&buffer.to_le_bytes(), sealed)?;
         Update::decode(&plain)
@@ -491,11 +438,18 @@ impl SddClient {
         let keys = self.keys(buffer);
         let mut sorted: Vec<&Update> = updates.iter().collect();
         sorted.sort_by(|x, y| x.keyword.cmp(&y.keyword));
-        let mut positional = Vec::with_capacity(sorted.len());
-        let mut labelled = Vec::with_capacity(sorted.len());
+        let mut seals = Seals::default();
+        // The sealing keys, derived in the first batch.
+        let mut cache = KeyCache::default();
+        let (mut positional, mut labelled) = (Vec::new(), Vec::new());
         let mut count = 0;
         let mut prf: Option<(&[u8], Aes128Prf)> = None;
         for (p, u) in (0u64..).zip(sorted) {
+            if seals.len() >= SETUP_SEALS {
+                let (a, d) = std::mem::take(&mut seals).seal(self, &mut cache)?;
+                positional.extend(a);
+                labelled.extend(d);
+            }
             let prf = match &prf {
                 Some((w, prf)) if *w == u.keyword.as_slice() => {
                     count += 1;
@@ -503,18 +457,20 @@ impl SddClient {
                 }
                 _ => {
                     count = 0;
-                    let key = Key::from_bytes(keys.label_key(&u.keyword));
-                    &prf.insert((u.keyword.as_slice(), Aes128Prf::new(&key))).1
+                    &prf.insert((u.keyword.as_slice(), keys.label_prf(&u.keyword)))
+                        .1
                 }
             };
-            let sealed = seal_searchable(rng, &keys, buffer, u)?;
-            labelled.push((buffer, label(prf, count), sealed));
+            seals.labelled(rng, buffer, label(prf, count), u);
             let entry = Entry {
                 label: [0; LABEL_LEN],
                 update: u.clone(),
             };
-            positional.push(self.seal_positional(rng, &keys, buffer, p, &entry)?);
+            seals.positional(rng, buffer, p, &entry);
         }
+        let (a, d) = seals.seal(self, &mut cache)?;
+        positional.extend(a);
+        labelled.extend(d);
         labelled.sort_unstable_by_key(|e| e.1);
         // The array, then the labelled entries, each in requests of about
         // a chunk.
@@ -579,25 +535,39 @@ impl SddClient {
         let mut cache = std::mem::take(&mut self.key_cache);
         let mut work: BTreeMap<(u64, u64), Entry> = BTreeMap::new();
         if !items.is_empty() {
-            let got = match channel::call(
-                channel,
-                &SddRequest::Fetch {
-                    items: items.clone(),
-                },
-            )? {
-                SddResponse::Items(v) if v.len() == items.len() => v,
+            let fetch = SddRequest::Fetch { items };
+            let got = match channel::call(channel, &fetch)? {
+                SddResponse::Items(v) => v,
                 other => return Err(Error::unexpected("SDd", &other)),
             };
-            for (&(b, p), sealed) in items.iter().zip(got) {
-                let sealed = sealed
-                    .ok_or_else(|| Error::Protocol(format!("SDd buffer {b} lacks entry {p}")))?;
-                let keys = cache.get(self, b);
-                work.insert((b, p), self.open_positional(keys, b, p, &sealed)?);
+            let SddRequest::Fetch { items } = fetch else {
+                unreachable!("the fetch just sent")
+            };
+            if got.len() != items.len() {
+                return Err(Error::Protocol(format!(
+                    "SDd fetch answered {} entries for {}",
+                    got.len(),
+                    items.len()
+                )));
+            }
+            let fetched = items
+                .into_iter()
+                .zip(got)
+                .map(|((b, p), sealed)| {
+                    let sealed = sealed.ok_or_else(|| {
+                        Error::Protocol(format!("SDd buffer {b} lacks entry {p}"))
+                    })?;
+                    Ok(((b, p), sealed))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let entries = seals::open_positional(self, &mut cache, &fetched)?;
+            for ((at, _), e) in fetched.into_iter().zip(entries) {
+                work.insert(at, e);
             }
         }
         // The steps, on the entries in hand.
         let mut dirty: Vec<(u64, u64)> = Vec::new();
-        let mut labelled = Vec::new();
+        let mut seals = Seals::default();
         let mut drop = Vec::new();
         // Top level first, so that a finished merge below finds room above.
         for (l, ops) in plan.into_iter().rev() {
@@ -654,17 +624,13 @@ impl SddClient {
                                 0
                             }
                         };
-                        let prf = Aes128Prf::new(&Key::from_bytes(
-                            target_keys.label_key(&e.update.keyword),
-                        ));
-                        e.label = label(&prf, count);
+                        e.label = label(&target_keys.label_prf(&e.update.keyword), count);
                         work.insert(to, e);
                         dirty.push(to);
                     }
                     Op::Publish { from } => {
                         let e = take(&mut work, from)?;
-                        let sealed = seal_searchable(rng, target_keys, m.target, &e.update)?;
-                        labelled.push((m.target, e.label, sealed));
+                        seals.labelled(rng, m.target, e.label, &e.update);
                     }
                     Op::Whole { .. } => {
                         let inputs = op
@@ -679,10 +645,8 @@ impl SddClient {
                             let prf = match &prf {
                                 Some((w, prf)) if *w == e.update.keyword => prf,
                                 _ => {
-                                    let key =
-                                        Key::from_bytes(target_keys.label_key(&e.update.keyword));
-                                    &prf.insert((e.update.keyword.clone(), Aes128Prf::new(&key)))
-                                        .1
+                                    let key = target_keys.label_prf(&e.update.keyword);
+                                    &prf.insert((e.update.keyword.clone(), key)).1
                                 }
                             };
                             label(prf, count)
@@ -692,8 +656,7 @@ impl SddClient {
                             dirty.push(at);
                         }
                         for e in published {
-                            let sealed = seal_searchable(rng, target_keys, m.target, &e.update)?;
-                            labelled.push((m.target, e.label, sealed));
+                            seals.labelled(rng, m.target, e.label, &e.update);
                         }
                     }
                 }
@@ -715,7 +678,6 @@ impl SddClient {
             }
         }
         // What the steps wrote, each array entry sealed afresh once.
-        let mut positional = Vec::new();
         dirty.sort_unstable();
         dirty.dedup();
         for at in dirty {
@@ -723,20 +685,20 @@ impl SddClient {
                 continue;
             }
             if let Some(e) = work.get(&at) {
-                let keys = cache.get(self, at.0);
-                positional.push(self.seal_positional(rng, keys, at.0, at.1, e)?);
+                seals.positional(rng, at.0, at.1, e);
             }
         }
         // The new entry is a buffer of one at level 0, in both copies.
         let buffer = self.next_buffer;
         self.next_buffer += 1;
-        let keys = cache.get(self, buffer);
-        labelled.push(self.seal_labelled(rng, keys, buffer, 0, &update)?);
+        let first = label(&cache.get(self, buffer).label_prf(&update.keyword), 0);
+        seals.labelled(rng, buffer, first, &update);
         let entry = Entry {
             label: [0; LABEL_LEN],
             update,
         };
-        positional.push(self.seal_positional(rng, keys, buffer, 0, &entry)?);
+        seals.positional(rng, buffer, 0, &entry);
+        let (positional, labelled) = seals.seal(self, &mut cache)?;
         self.place(0, buffer)?;
         // Full OLDEST and OLDER start a merge into a fresh buffer.
         for l in 0..self.levels.len() {
@@ -780,19 +742,25 @@ impl KeyCache {
         self.0.entry(buffer).or_insert_with(|| client.keys(buffer))
     }
 
-    /// Drops the keys of every buffer that no level holds or merges.
+    /// The keys of `buffer`, derived before by [`get`](Self::get).
+    fn peek(&self, buffer: u64) -> Result<&LevelKeys> {
+        self.0
+            .get(&buffer)
+            .ok_or_else(|| Error::Protocol(format!("SDd keys of buffer {buffer} not derived")))
+    }
+
+    /// Drops the keys of every buffer that no level holds or merges (a
+    /// few tens of buffers and levels: compared in place).
     fn retain(&mut self, levels: &[Level]) {
-        let live: BTreeSet<u64> = levels
-            .iter()
-            .flat_map(|l| {
-                let merge = l
-                    .merge
-                    .iter()
-                    .flat_map(|m| [m.target, m.scratch, m.from[0], m.from[1]]);
-                l.slots.iter().flatten().copied().chain(merge)
+        let live = |b: u64| {
+            levels.iter().any(|l| {
+                l.slots.contains(&Some(b))
+                    || l.merge
+                        .as_ref()
+                        .is_some_and(|m| [m.target, m.scratch, m.from[0], m.from[1]].contains(&b))
             })
-            .collect();
-        self.0.retain(|b, _| live.contains(b));
+        };
+        self.0.retain(|&b, _| live(b));
     }
 }
 
@@ -870,33 +838,6 @@ fn merge_whole(
     published.sort_unstable_by_key(|e| e.label);
     (entries, published)
 }
-
-/// The sealed update of a searchable entry of `buffer` (the buffer as
-/// associated data), what a search opens.
-fn seal_searchable(
-    rng: &mut dyn CryptoRngCore,
-    keys: &LevelKeys,
-    buffer: u64,
-    u: &Update,
-) -> Result<Sealed> {
-    Ok(Sealed(keys.aead.seal(
-        rng,
-        &buffer.to_le_bytes(),
-        &u.encode(),
-    )?))
-}
-
-/// The associated data of an array entry.
-fn positional_ad(buffer: u64, position: u64) -> [u8; ARRAY_AD.len() + 16] {
-    let mut ad = [0u8; ARRAY_AD.len() + 16];
-    ad[..ARRAY_AD.len()].copy_from_slice(ARRAY_AD);
-    ad[ARRAY_AD.len()..ARRAY_AD.len() + 8].copy_from_slice(&buffer.to_le_bytes());
-    ad[ARRAY_AD.len() + 8..].copy_from_slice(&position.to_le_bytes());
-    ad
-}
-
-/// The prefix of an array entry's associated data.
-const ARRAY_AD: &[u8] = b"sesame-sse/sdd/array\0";
 
 /// A merge of `from` under way in an older format, as
 /// [`SddClient::restarted`] takes it: its inputs, and the buffers to drop
