@@ -703,3 +703,65 @@ fn psql_describe_of_any_oid_answers_and_keeps_the_server() {
         vec![vec![Some("40".to_owned())]]
     );
 }
+
+/// Every file of the profile (but its lock files) with its bytes.
+fn profile_files(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read the profile") {
+            let path = e.expect("an entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_none_or(|x| x != "lock") {
+                out.insert(path.clone(), std::fs::read(&path).expect("read a file"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn reads_write_nothing() {
+    // A query changes no byte of the profile: not the store file (no
+    // write transaction, no fsync), not the tables' or indexes' state,
+    // whichever protocol and whichever index answers it.
+    let (addr, dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    assert_eq!(ids(&mut c, "SELECT id FROM t WHERE id = 7"), vec![7]);
+    let before = profile_files(dir.path());
+    for sql in [
+        "SELECT * FROM t WHERE id = 7",
+        "SELECT * FROM t WHERE qty BETWEEN 3 AND 9",
+        "SELECT * FROM t WHERE name LIKE 'ann%' OR city = 'sf'",
+        "SELECT count(*) FROM t WHERE qty > 4",
+        "SELECT id FROM t WHERE qty < 10 ORDER BY qty, id LIMIT 3",
+        "SELECT city, count(*) FROM t WHERE id IN (1, 2, 3) GROUP BY city",
+        "SELECT * FROM t WHERE city IS NULL",
+        "SELECT * FROM t",
+        "EXPLAIN SELECT * FROM t WHERE id = 7",
+    ] {
+        c.simple_query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        c.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let bound = c
+        .query(
+            "SELECT id FROM t WHERE qty BETWEEN $1 AND $2",
+            &[&3i64, &9i64],
+        )
+        .expect("a prepared statement");
+    assert!(!bound.is_empty());
+    let after = profile_files(dir.path());
+    let changed: Vec<_> = before
+        .iter()
+        .filter(|(p, bytes)| after.get(*p) != Some(*bytes))
+        .map(|(p, _)| p.display().to_string())
+        .chain(
+            after
+                .keys()
+                .filter(|p| !before.contains_key(*p))
+                .map(|p| p.display().to_string()),
+        )
+        .collect();
+    assert!(changed.is_empty(), "queries changed {changed:?}");
+}

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -43,6 +43,13 @@ const PROBE_CACHE_BYTES: usize = 16 << 20;
 /// read again from the file, usually from the operating system's page
 /// cache.
 const CACHE_BYTES: usize = 128 << 20;
+
+/// The page cache of the store files this process opens from now on
+/// ([`RedbStore::set_cache_bytes`]; [`CACHE_BYTES`] unless set).
+static CACHE: AtomicUsize = AtomicUsize::new(CACHE_BYTES);
+
+/// The smallest page cache [`RedbStore::set_cache_bytes`] sets.
+const MIN_CACHE_BYTES: usize = 1 << 20;
 
 /// A store in a redb database: the embedded default backend.
 ///
@@ -129,6 +136,24 @@ impl RedbStore {
         Self::open_file(path.as_ref(), true)
     }
 
+    /// Sets redb's page cache for the store files this process opens
+    /// from now on (at least 1 MiB; 128 MiB unless set). A process that
+    /// opens one profile and answers many queries from it (`sesame sql`)
+    /// sets a cache that holds its working set: a page the cache lacks
+    /// is read from the file again (a system call, a copy and an
+    /// allocation each), which was half of a point query's time in
+    /// `sesame sql` (`docs/performance.md`). The cache fills only as
+    /// pages are read or written, up to this size.
+    pub fn set_cache_bytes(bytes: usize) {
+        CACHE.store(bytes.max(MIN_CACHE_BYTES), Ordering::Relaxed);
+    }
+
+    /// The page cache a store file opened now gets
+    /// ([`RedbStore::set_cache_bytes`]).
+    pub fn cache_bytes() -> usize {
+        CACHE.load(Ordering::Relaxed)
+    }
+
     /// A new, empty store held in memory by redb: the redb code paths without
     /// a file, for tests.
     pub fn open_in_memory() -> Result<Self> {
@@ -164,7 +189,7 @@ impl RedbStore {
         guard(&label, || probe(path, &label, verify))?;
         let db = guard(&label, || {
             Builder::new()
-                .set_cache_size(CACHE_BYTES)
+                .set_cache_size(Self::cache_bytes())
                 .open(path)
                 .map_err(|e| from_redb(&label, e))
         })?;
@@ -235,7 +260,7 @@ impl RedbStore {
         let label = &self.label;
         *guard = guard_open(|| {
             Builder::new()
-                .set_cache_size(CACHE_BYTES)
+                .set_cache_size(Self::cache_bytes())
                 .open(path)
                 .map_err(|e| from_redb(label, e))
         })
@@ -886,5 +911,63 @@ mod tests {
         // The handle was leaked, so the file is still locked here.
         let err = RedbStore::open(&path).unwrap_err();
         assert!(matches!(err, Error::StoreBusy(_)), "{err:?}");
+    }
+
+    /// Read system calls this thread has made (`/proc/thread-self/io`).
+    fn reads_by_this_thread() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("syscr: "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Reads every key twice; returns the file reads of the second pass.
+    fn second_pass_reads(path: &Path, keys: &[[u8; 8]]) -> u64 {
+        let store = RedbStore::open(path).unwrap();
+        let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        for chunk in keys.chunks(64) {
+            assert!(store.get_many(chunk).unwrap().iter().all(Option::is_some));
+        }
+        let before = reads_by_this_thread();
+        for chunk in keys.chunks(64) {
+            assert!(store.get_many(chunk).unwrap().iter().all(Option::is_some));
+        }
+        reads_by_this_thread() - before
+    }
+
+    /// A store opened after `set_cache_bytes` keeps that much of the file
+    /// in memory: the pages read once are not read from the file again
+    /// (where the cache holds them all), and are (where it does not).
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_page_cache_set_holds_what_was_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.redb");
+        // About 4 MiB of values under scattered keys.
+        let keys: Vec<[u8; 8]> = (0u64..4096)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes())
+            .collect();
+        {
+            let store = RedbStore::open(&path).unwrap();
+            let mut batch = WriteBatch::new();
+            for (i, k) in keys.iter().enumerate() {
+                batch.put(k.to_vec(), vec![i as u8; 1000]);
+            }
+            store.write(batch).unwrap();
+        }
+        let default = RedbStore::cache_bytes();
+        RedbStore::set_cache_bytes(0);
+        assert_eq!(RedbStore::cache_bytes(), MIN_CACHE_BYTES);
+        let small = second_pass_reads(&path, &keys);
+        RedbStore::set_cache_bytes(64 << 20);
+        let large = second_pass_reads(&path, &keys);
+        RedbStore::set_cache_bytes(default);
+        // A few reads that redb makes outside its page cache remain.
+        assert!(small > 500, "a 1 MiB cache read {small} pages again");
+        assert!(large <= 8, "a 64 MiB cache read {large} pages again");
+        eprintln!("second pass: {small} file reads with 1 MiB, {large} with 64 MiB");
     }
 }
