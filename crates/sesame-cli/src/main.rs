@@ -24,6 +24,7 @@
 
 mod args;
 mod error;
+mod malloc;
 mod passphrase;
 mod progress;
 mod schemes;
@@ -50,6 +51,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
+    // Before any thread starts (module `malloc`); not for the server,
+    // whose threads serve many clients at once.
+    if !matches!(cli.command, Command::Serve(_)) {
+        malloc::cap_arenas();
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -147,6 +147,7 @@ impl Entries {
     /// Bytes the entries hold on the heap: the chunks' room and each
     /// path's (what [`CHUNK`]'s choice and the tests measure; the
     /// allocator's own overhead is not counted).
+    #[cfg(test)]
     pub(crate) fn heap_bytes(&self) -> usize {
         let pair = std::mem::size_of::<(u64, DocumentInfo)>();
         let chunks = self.chunks.capacity() * std::mem::size_of::<Vec<(u64, DocumentInfo)>>();
