@@ -4,7 +4,9 @@
 //! An import reads the file twice: the first pass checks every record
 //! (types, range domains, keys, sizes) and counts them, so a bad line is
 //! an error naming the file and line before anything is saved or sent;
-//! the second inserts them in batches. Running the same import again
+//! the second inserts them in batches, the file read and its records
+//! made on a thread of its own one batch ahead of the batch being
+//! inserted (at most that one batch more in memory). Running the same import again
 //! after an interruption skips what is already there and inserts each
 //! record exactly once; an import the server cut off says so
 //! ([`ClientError::ImportInterrupted`]). Columns the schema does not name
@@ -41,14 +43,17 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use sesame_core::wire;
+use sesame_crypto::hash::KeyedHash;
 
 use crate::error::{ClientError, Result};
 use crate::session::{Phase, Progress};
 use crate::state::DocumentInfo;
-use crate::table::{InsertReport, Record, Table, Value};
+use crate::table::write::record_values;
+use crate::table::{InsertReport, Record, Schema, Table, Value};
 
 /// Records per insertion of an import (a static keyword scheme, and a
 /// table with an empty range index, take the whole file in one).
@@ -335,9 +340,10 @@ impl Naming {
         })
     }
 
-    /// The name of the next row, of values `values`.
-    fn name(&mut self, table: &Table, values: &[Option<Value>]) -> Result<String> {
-        let digest = table.name_digest("sesame-client/import-row/v1", &[&wire::encode(values)?]);
+    /// The name of the next row, of values `values`, under the table's
+    /// naming key `names`.
+    fn name(&mut self, names: &KeyedHash, values: &[Option<Value>]) -> Result<String> {
+        let digest = names.hash("sesame-client/import-row/v1", &[&wire::encode(values)?]);
         let mut short = [0u8; 8];
         short.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
         let repeat = self.seen.entry(short).or_insert(0);
@@ -353,6 +359,41 @@ impl Naming {
     /// Whether `name` is one of this source's records.
     fn owns(&self, name: &str) -> bool {
         name.starts_with(&self.prefix)
+    }
+}
+
+/// Turns a file's rows into records, apart from the table (its schema
+/// and naming key copied), so that the second pass reads ahead on a
+/// thread of its own.
+struct RowReader<'a> {
+    path: &'a Path,
+    /// The fields of the schema (other columns are skipped).
+    known: &'a BTreeSet<String>,
+    schema: Schema,
+    /// The table's naming key ([`Table::name_digest`]).
+    names: KeyedHash,
+}
+
+impl RowReader<'_> {
+    /// `FILE:LINE: e`.
+    fn at(&self, line: u64, e: &dyn std::fmt::Display) -> ClientError {
+        ClientError::InvalidArgument(format!("{}:{line}: {e}", self.path.display()))
+    }
+
+    /// The record of `row`: named by its key field, else by `naming`.
+    fn record(&self, naming: &mut Option<Naming>, row: &Row) -> Result<Record> {
+        let cells = row
+            .cells
+            .iter()
+            .filter(|(k, _)| self.known.contains(k))
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        let (values, key) =
+            record_values(&self.schema, cells).map_err(|e| self.at(row.line, &e))?;
+        let key = match naming.as_mut() {
+            Some(naming) => naming.name(&self.names, &values)?,
+            None => key.unwrap_or_default(),
+        };
+        Ok(Record { key, values })
     }
 }
 
@@ -437,24 +478,13 @@ impl Table {
         } else {
             Some(Naming::new(self, path, &base)?)
         };
-        let at = |line: u64, e: &dyn std::fmt::Display| {
-            ClientError::InvalidArgument(format!("{}:{line}: {e}", path.display()))
+        let reader = RowReader {
+            path,
+            known: &known,
+            schema: self.schema().clone(),
+            names: KeyedHash::new(&self.naming_key()),
         };
-        let record_of =
-            |table: &mut Table, naming: &mut Option<Naming>, row: &Row| -> Result<Record> {
-                let cells = row
-                    .cells
-                    .iter()
-                    .filter(|(k, _)| known.contains(k))
-                    .map(|(k, v)| (k.as_str(), v.as_str()));
-                let mut record = table
-                    .record_from_cells(cells, Some(String::new()))
-                    .map_err(|e| at(row.line, &e))?;
-                if let Some(naming) = naming.as_mut() {
-                    record.key = naming.name(table, &record.values)?;
-                }
-                Ok(record)
-            };
+        let at = |line: u64, e: &dyn std::fmt::Display| reader.at(line, e);
 
         // First pass: check everything, count.
         let mut total = 0u64;
@@ -468,7 +498,7 @@ impl Table {
             seen: HashMap::new(),
         });
         let columns = each_row(path, format, &mut |row| {
-            let record = record_of(self, &mut first, &row)?;
+            let record = reader.record(&mut first, &row)?;
             self.range_values(&record).map_err(|e| at(row.line, &e))?;
             let size = wire::encode(&record)?.len() as u64;
             let max = self.rows.max_document(&record.key);
@@ -592,32 +622,54 @@ impl Table {
         };
         let mut read = 0usize;
         let mut stale: Vec<DocumentInfo> = Vec::new();
-        each_row(path, format, &mut |row| {
-            let record = record_of(self, &mut naming, &row)?;
-            if naming.is_some() {
-                earlier.remove(&record.key);
-                // The same values under the name an earlier build gave
-                // this line: that record is this one.
-                let old = Record {
-                    key: format!("{base}:{}", row.line),
-                    values: record.values.clone(),
-                };
-                if let Some(d) = legacy.remove(&old.key) {
-                    if crate::table::write::digest_is_of(d.digest, &old)? {
-                        stale.push(d);
+        // The file is read and its records made on a thread of its own,
+        // one batch ahead of the batch being inserted (a rendezvous: at
+        // most that one batch more in memory).
+        std::thread::scope(|scope| -> Result<()> {
+            let (ahead, batches) = mpsc::sync_channel::<Result<Vec<(u64, Record)>>>(0);
+            let reader = &reader;
+            scope.spawn(move || {
+                let mut rows = Vec::new();
+                let read = each_row(path, format, &mut |row| {
+                    rows.push((row.line, reader.record(&mut naming, &row)?));
+                    if rows.len() >= batch_size {
+                        ahead.send(Ok(std::mem::take(&mut rows))).map_err(|_| {
+                            ClientError::InvalidArgument("the import stopped".into())
+                        })?;
                     }
+                    Ok(())
+                });
+                let last = match read {
+                    Ok(_) if rows.is_empty() => return,
+                    Ok(_) => Ok(rows),
+                    Err(e) => Err(e),
+                };
+                // The importing thread may have stopped: it has its error.
+                let _ = ahead.send(last);
+            });
+            for rows in batches {
+                for (line, record) in rows? {
+                    if !has_key {
+                        earlier.remove(&record.key);
+                        // The same values under the name an earlier build
+                        // gave this line: that record is this one.
+                        let old = Record {
+                            key: format!("{base}:{line}"),
+                            values: record.values.clone(),
+                        };
+                        if let Some(d) = legacy.remove(&old.key) {
+                            if crate::table::write::digest_is_of(d.digest, &old)? {
+                                stale.push(d);
+                            }
+                        }
+                    }
+                    batch.push(record);
+                    read += 1;
                 }
-            }
-            batch.push(record);
-            read += 1;
-            if batch.len() >= batch_size {
                 flush(self, &mut batch, read)?;
             }
             Ok(())
         })?;
-        if !batch.is_empty() {
-            flush(self, &mut batch, read)?;
-        }
         if let Some(d) = deferred {
             self.finish_deferred(d, progress)?;
         }

@@ -88,6 +88,53 @@ pub(super) fn decode_record(path: &str, content: &[u8]) -> sesame_core::Result<R
     Ok(record)
 }
 
+/// The values of one record's cells (`(field, text)` pairs, see
+/// [`Table::record_from_cells`]) under `schema`, and its key field's
+/// value (`None` for a schema without a key field).
+pub(super) fn record_values<'a>(
+    schema: &Schema,
+    cells: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(Vec<Option<Value>>, Option<String>)> {
+    let mut values: Vec<Option<Value>> = vec![None; schema.fields.len()];
+    for (name, text) in cells {
+        let Some(position) = schema.fields.iter().position(|f| f.name == name) else {
+            return Err(ClientError::InvalidArgument(format!(
+                "the table has no field {name:?} (fields: {})",
+                schema
+                    .fields
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let field = schema
+            .fields
+            .get(position)
+            .ok_or_else(|| ClientError::InvalidArgument(format!("field {name:?} vanished")))?;
+        if let Some(slot) = values.get_mut(position) {
+            *slot = field.parse(text, &schema.nulls)?;
+        }
+    }
+    let Some(k) = &schema.key else {
+        return Ok((values, None));
+    };
+    let position = schema
+        .fields
+        .iter()
+        .position(|f| &f.name == k)
+        .ok_or_else(|| ClientError::InvalidArgument(format!("key {k:?} vanished")))?;
+    let key = match (values.get(position), schema.fields.get(position)) {
+        (Some(Some(v)), Some(f)) => f.display(v),
+        _ => {
+            return Err(ClientError::InvalidArgument(format!(
+                "a record has no value for the key field {k:?}"
+            )))
+        }
+    };
+    Ok((values, Some(key)))
+}
+
 impl Table {
     /// Reads the cells of one record (`(field, text)` pairs; a field
     /// missing or with a null text has no value) into a [`Record`]. The
@@ -98,52 +145,14 @@ impl Table {
         cells: impl IntoIterator<Item = (&'a str, &'a str)>,
         default_key: Option<String>,
     ) -> Result<Record> {
-        let schema = &self.state.schema;
-        let mut values: Vec<Option<Value>> = vec![None; schema.fields.len()];
-        for (name, text) in cells {
-            let Some(position) = schema.fields.iter().position(|f| f.name == name) else {
-                return Err(ClientError::InvalidArgument(format!(
-                    "the table has no field {name:?} (fields: {})",
-                    schema
-                        .fields
-                        .iter()
-                        .map(|f| f.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            };
-            let field = schema
-                .fields
-                .get(position)
-                .ok_or_else(|| ClientError::InvalidArgument(format!("field {name:?} vanished")))?;
-            if let Some(slot) = values.get_mut(position) {
-                *slot = field.parse(text, &schema.nulls)?;
+        let (values, key) = record_values(&self.state.schema, cells)?;
+        let key = match key.or(default_key) {
+            Some(k) => k,
+            None => {
+                let k = format!("#{}", self.state.next_row);
+                self.state.next_row += 1;
+                k
             }
-        }
-        let key = match &schema.key {
-            Some(k) => {
-                let position = schema
-                    .fields
-                    .iter()
-                    .position(|f| &f.name == k)
-                    .ok_or_else(|| ClientError::InvalidArgument(format!("key {k:?} vanished")))?;
-                match (values.get(position), schema.fields.get(position)) {
-                    (Some(Some(v)), Some(f)) => f.display(v),
-                    _ => {
-                        return Err(ClientError::InvalidArgument(format!(
-                            "a record has no value for the key field {k:?}"
-                        )))
-                    }
-                }
-            }
-            None => match default_key {
-                Some(k) => k,
-                None => {
-                    let k = format!("#{}", self.state.next_row);
-                    self.state.next_row += 1;
-                    k
-                }
-            },
         };
         Ok(Record { key, values })
     }
