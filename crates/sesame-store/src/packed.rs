@@ -36,6 +36,10 @@
 //! read, whatever it cost below); the base store's counts show the probes
 //! and chunk writes that really happened.
 //!
+//! A run of lookups with no write between them (a search) may read
+//! through [`Store::read_memo`], which keeps the chunks it has read and
+//! answers later lookups in their ranges from memory (module `reads`).
+//!
 //! What it costs: a lookup reads one chunk (up to 16 KB; a cold read
 //! from the file costs more than a plain pair's page) where a plain store
 //! reads one value, and a second read when a delta of the chunk lies
@@ -49,6 +53,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+
+mod reads;
+pub use reads::MEMO_BYTES;
 
 /// The byte that follows an index generation's prefix where its chunks
 /// lie: the embedded backend and the server keep a packed generation
@@ -813,6 +820,13 @@ impl Store for Packed {
         stored.extend(self.base.scan_prefix(&full)?);
         let pairs = unpack(self.prefix.len(), &stored, |k| k.starts_with(prefix))?;
         crate::counted_scan(&self.io, pairs.into_iter().collect())
+    }
+
+    /// The chunks a run of lookups reads, kept for its later lookups
+    /// (module `reads`): a search reads each chunk once or twice, not
+    /// once per entry.
+    fn read_memo(&self) -> Option<Box<dyn Store + '_>> {
+        Some(Box::new(reads::Memo::new(self)))
     }
 
     fn io_counts(&self) -> IoCounts {
