@@ -10,7 +10,10 @@
 //! a small cache of its own (glibc's tcache) in front of it. Measured on
 //! the flights (`MALLOC_ARENA_MAX` set outside, the same binary): peak
 //! resident set 439 MB with one arena, 634 MB with two and with glibc's
-//! default. It must run before any thread starts: the cap applies to
+//! default; the time of an import of 150,000 generated rows was 1.19
+//! times glibc's default's on that loaded machine (`docs/performance.md`,
+//! "An import's memory: one malloc arena, the catalog in chunks"). It
+//! must run before any thread starts: the cap applies to
 //! arenas made after it. A `MALLOC_ARENA_MAX` in the environment is left to
 //! glibc, which reads it itself. Elsewhere than on glibc, nothing is done.
 
