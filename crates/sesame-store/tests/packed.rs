@@ -482,7 +482,7 @@ fn a_run_of_reads_answers_as_the_view(
     keys.extend([Vec::new(), vec![b'e'], vec![0xFF; 40]]);
     let shuffled = {
         let mut k = keys.clone();
-        k.sort_by(|a, b| label_of(a).cmp(&label_of(b)));
+        k.sort_by_key(|key| label_of(key));
         k
     };
     for order in [&shuffled, &keys] {
