@@ -21,6 +21,10 @@
 //! starts, in the order of the table's range fields: which thread runs
 //! which index, and when, changes nothing drawn.
 //!
+//! A calling thread that stops (an error, a panic) ends every worker's
+//! wait: each question carries the only sender of its answer
+//! (`tests::a_panic_on_the_calling_thread_stops_the_workers`).
+//!
 //! Memory: each worker holds one index's piece of
 //! [`BUILD_PIECE`](super::BUILD_PIECE) records and its merge's blocks, and
 //! the calling thread at most one open transaction per worker (each
@@ -219,12 +223,13 @@ enum Answer {
 }
 
 /// A worker's transaction on index `k`: its requests and its commit
-/// go to the calling thread, which holds the real one.
+/// go to the calling thread, which holds the real one. Each question
+/// carries the only sender of its answer's channel, so that a calling
+/// thread that stops (an error, a panic) ends the wait instead of
+/// leaving the worker waiting forever.
 struct Proxy {
     k: usize,
     asks: mpsc::Sender<Ask>,
-    reply: mpsc::Sender<Answer>,
-    answers: mpsc::Receiver<Answer>,
     meter: Meter,
 }
 
@@ -237,12 +242,9 @@ fn host_gone() -> &'static str {
 
 impl Proxy {
     fn open(k: usize, asks: &mpsc::Sender<Ask>, meter: &Meter) -> Result<Box<dyn SetupChannel>> {
-        let (reply, answers) = mpsc::channel();
         let proxy = Proxy {
             k,
             asks: asks.clone(),
-            reply,
-            answers,
             meter: meter.clone(),
         };
         match proxy.ask(Op::Open) {
@@ -252,14 +254,15 @@ impl Proxy {
     }
 
     fn ask(&self, op: Op) -> Option<Answer> {
+        let (reply, answer) = mpsc::channel();
         self.asks
             .send(Ask {
                 k: self.k,
                 op,
-                reply: Some(self.reply.clone()),
+                reply: Some(reply),
             })
             .ok()?;
-        self.answers.recv().ok()
+        answer.recv().ok()
     }
 }
 
@@ -467,6 +470,11 @@ mod tests {
     /// pairs, through a spill that wrote runs to its file, with `workers`
     /// workers, into an in-memory store.
     fn build(workers: usize) -> Built {
+        build_with(workers, &mut |_| {})
+    }
+
+    /// [`build`] with `progress` hearing of the fill.
+    fn build_with(workers: usize, progress: &mut dyn FnMut(u64)) -> Built {
         let schema = Schema::from_toml(SCHEMA).unwrap_or_else(|e| panic!("{e}"));
         let mut keys = ChaCha20Rng::seed_from_u64(7);
         let mut indexes: Vec<RangeIndex> = schema
@@ -518,7 +526,10 @@ mod tests {
             &mut ChaCha20Rng::seed_from_u64(9),
             1000,
             workers,
-            &mut |n| last = n,
+            &mut |n| {
+                last = n;
+                progress(n);
+            },
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
@@ -569,5 +580,21 @@ mod tests {
             assert!(t.iter().all(|t| *t != me), "{workers} workers: {t:?}");
             assert_eq!(l, 9000);
         }
+    }
+
+    /// The calling thread stopped by a panic while the workers wait on
+    /// it (here its progress callback; a caller's own fault): the panic
+    /// reaches the caller once the workers stopped, and nothing waits
+    /// forever.
+    #[test]
+    fn a_panic_on_the_calling_thread_stops_the_workers() {
+        let stopped = std::panic::catch_unwind(|| {
+            build_with(2, &mut |n| {
+                if n > 0 {
+                    panic!("stopped at {n} records");
+                }
+            })
+        });
+        assert!(stopped.is_err(), "the build was not stopped");
     }
 }
