@@ -1,33 +1,42 @@
-//! AES-128 under many keys at once: each key's schedule expanded and its
-//! blocks encrypted side by side, for the GGM tree (one key per node) and
-//! the schemes that key AES with a GGM leaf.
+//! AES-128 and AES-256 under many keys at once: each key's schedule
+//! expanded and its blocks encrypted side by side, for the GGM tree (one
+//! AES-128 key per node), the schemes that key AES with a GGM leaf, and
+//! batches of AES-256-GCM-SIV messages (one key-generating key and one
+//! message key per message, `aead::Aes256GcmSiv::seal_each`).
 //!
-//! The `aes` crate expands one key at a time: about 46 ns a key here
-//! through its autodetecting `Aes128Enc` (ten dependent `aeskeygenassist`
-//! steps, and a copy of its 704-byte key schedule union on every `new`),
-//! whatever the caller does around it. A GGM level or an Aura entry has
-//! tens of independent keys; expanding them side by side lets the CPU
-//! overlap them:
+//! The `aes` crate expands one key at a time: about 46 ns an AES-128 key
+//! here through its autodetecting `Aes128Enc` (ten dependent
+//! `aeskeygenassist` steps, and a copy of its key schedule union on every
+//! `new`; thirteen steps for AES-256), whatever the caller does around it.
+//! A GGM level, an Aura entry or an SDd update has tens of independent
+//! keys; expanding them side by side lets the CPU overlap them:
 //!
 //! - with AVX-512 and VAES, four keys per 512-bit register and up to
-//!   sixteen in flight; the schedule step is the `aesenclast` form
-//!   (`SubWord(RotWord(w3)) ^ rcon` by a byte shuffle and one
-//!   `aesenclast`, Gueron's white paper, section "key expansion using
-//!   AESENCLAST"), which the VAES registers take four keys at a time;
-//! - with AES-NI alone, up to eight keys in 128-bit registers with
-//!   `aeskeygenassist` (as the `aes` crate does, interleaved);
+//!   sixteen in flight;
+//! - with AES-NI alone, up to eight keys in 128-bit registers;
 //! - otherwise, through the `aes` crate, key by key.
 //!
-//! All three compute FIPS 197 AES-128, byte for byte the `aes` crate's
-//! (the tests compare them on random keys and blocks, every path this CPU
-//! has). The round keys live in registers and in the stack frame of the
+//! Both instruction-set kernels are one generic kernel (`rounds_on`) over
+//! the register width and the key length (one block, AES-128; two,
+//! AES-256), and step the schedule in the `aesenclast` form (Gueron's
+//! white paper, section "key expansion using AESENCLAST"): the last round
+//! key's `w3` shuffled into every word (rotated, or not for AES-256's odd
+//! steps), then one `aesenclast` with the round constant in every word.
+//!
+//! All three compute FIPS 197 AES-128 and AES-256, byte for byte the
+//! `aes` crate's (the tests compare them on random keys and blocks, every
+//! path this CPU has). The round keys live in registers and in the stack frame of the
 //! call; the frame's copies are overwritten before it returns.
 //!
 //! `unsafe` here: the one call into the function compiled for the
 //! detected instruction set (Rust requires `unsafe` to call a
 //! `#[target_feature]` function from code that lacks the feature); the
-//! feature is detected at run time just before. The intrinsics themselves
-//! are called from safe code (none of them takes a pointer).
+//! feature is detected at run time just before. The register types'
+//! methods (`Zmm`, `Xmm`) call their intrinsics in `unsafe` blocks too:
+//! they have no `target_feature` of their own, are private, and are only
+//! called (inlined) from the kernel of their instruction set, after the
+//! same detection. The unaligned 64-byte loads and stores of the VAES
+//! kernel read and write arrays of exactly that size.
 
 /// `blocks[i * P + p]` becomes `AES-128_{keys[i]}(blocks[i * P + p])`:
 /// `P` blocks under each key. Keys and blocks are 16-byte strings read as

@@ -2,8 +2,9 @@
 //!
 //! Every primitive is built on RustCrypto crates (`aes`, `sha2`, `hmac`,
 //! `hkdf`, `aes-gcm-siv`); nothing here implements a cipher or a hash,
-//! except that AES-128 under many keys at once (a GGM level's nodes, an
-//! Aura entry's pads) runs on the CPU's AES instructions side by side
+//! except that AES-128 and AES-256 under many keys at once (a GGM level's
+//! nodes, an Aura entry's pads, the message keys of a batch of AEAD
+//! messages) run on the CPU's AES instructions side by side
 //! (`aes_many`, private: byte for byte the `aes` crate's AES, which it
 //! falls back to on a CPU without them). That module is the crate's only
 //! `unsafe` code: calling the functions compiled for the instruction set
@@ -15,7 +16,7 @@
 //! | [`prf`] | [`Aes128Prf`] (one block, batch), [`HmacPrf`] | `aes`, `hmac` | Prf per output block |
 //! | [`prg`] | [`AesCtrPrg`] (buffered AES-128-CTR, `RngCore`) | `ctr`, `aes` | Prg per request, AES blocks as nested Prf |
 //! | [`prp`] | [`KnuthPrp`] (table, `n <= 2^16`), [`FeistelPrp`] (10 rounds, cycle walking) | `aes` | Prp per point; Feistel AES calls nested Prf |
-//! | [`aead`] | [`Aes256GcmSiv`] | `aes-gcm-siv` | Ske per seal/open |
+//! | [`aead`] | [`Aes256GcmSiv`] (one message, or a batch: `seal_each`, `open_each`) | `aes`, `polyval` (RFC 8452; batches through `aes_many`) | Ske per message sealed/opened |
 //! | [`hash`] | [`sha256`](hash::sha256), [`ro`](hash::ro), [`KeyedHash`] | `sha2`, `hmac` | Hash per digest |
 //! | [`bloom`] | [`BloomFilter`], [`BloomKey`] (double hashing) | `hmac` | Prf per item hashed |
 //! | [`ggm`] | [`GgmTree`], [`GgmNode`], [`PuncturedKey`] | AES instructions (`aes_many`), else `aes` | Prf per leaf/cover, Prg per node expansion (nested) |
