@@ -1,8 +1,9 @@
 //! Group commit: the conditional commits of requests to different indexes
 //! that arrive while the store is busy with a commit share the next one
 //! ([`sesame_core::Store::write_if_group`]), so many clients updating
-//! their own indexes pay one durable commit (one `fsync` on redb, one WAL
-//! flush on PostgreSQL) between them instead of one each.
+//! their own indexes pay one durable commit (one redb commit, two
+//! `fdatasync`s under its two-phase commit; one WAL flush on PostgreSQL)
+//! between them instead of one each.
 //!
 //! Leader and followers: a request queues its batch; if fewer than the
 //! store's [`sesame_core::Store::commit_groups`] groups are being
@@ -39,7 +40,10 @@
 //!   it was each one's when they committed alone: the client sends the
 //!   request again under the same id, which is idempotent.
 //!
-//! Tests: `crates/sesame-server/tests/group_commit.rs`.
+//! Tests: `crates/sesame-server/tests/group_commit.rs`; gathering, in
+//! this module (`requests_in_flight_share_the_next_commit`,
+//! `a_lone_request_is_committed_without_waiting`,
+//! `a_request_that_leaves_without_writing_ends_the_wait`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
