@@ -179,6 +179,12 @@ impl GroupCommit {
         std::ptr::from_ref(self) as usize
     }
 
+    /// Requests in flight that have not queued a batch yet.
+    #[cfg(test)]
+    pub(super) fn in_flight(&self) -> usize {
+        self.lock().in_flight
+    }
+
     /// Leaders that waited for requests in flight to join their group,
     /// and those whose wait ran to its bound.
     #[cfg(test)]
