@@ -13,6 +13,7 @@ mod postgres_store;
 mod postgres_tls;
 mod probe;
 mod redb_error;
+mod redb_header;
 mod redb_store;
 #[cfg(feature = "redis")]
 mod redis_cluster;

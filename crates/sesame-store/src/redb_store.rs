@@ -1,7 +1,7 @@
 //! The redb backend: one file, one write transaction per batch.
 
 use std::fmt;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::backends::InMemoryBackend;
+use redb::backends::{FileBackend, InMemoryBackend};
 use redb::{Builder, Database, ReadableTable, TableDefinition, TableError, WriteTransaction};
 use sesame_core::{Conditional, Error, IoCounter, Result, Store, WriteBatch, WriteOp};
 
 use crate::probe::ProbeBackend;
 use crate::redb_error::{from_redb, from_redb_probe, guard, panicked};
+use crate::redb_header::require_repair_if_longer;
 use crate::{counted_group, RangeScan};
 
 /// The key of the format marker in the metadata table `sesame.meta`.
@@ -123,6 +124,11 @@ impl RedbStore {
     /// where the damage hides that it is a redb file); a file open elsewhere
     /// gives [`Error::StoreIo`].
     ///
+    /// A store left by a process killed during redb's repair on open (its
+    /// header marked clean over a file longer than the header's layout) is
+    /// marked for repair first and recovered from its last commit, where
+    /// redb alone would panic on every open (see `redb_header`).
+    ///
     /// This does not read every page: redb verifies page checksums only when
     /// it recovers from a crash. Use [`RedbStore::open_checked`] to verify the
     /// whole file.
@@ -188,12 +194,7 @@ impl RedbStore {
         }
         check_magic(path, &label)?;
         guard(&label, || probe(path, &label, verify))?;
-        let db = guard(&label, || {
-            Builder::new()
-                .set_cache_size(Self::cache_bytes())
-                .open(path)
-                .map_err(|e| from_redb(&label, e))
-        })?;
+        let db = guard(&label, || open_db(path, &label))?;
         let store = Self::new(db, Some(path.to_path_buf()), label);
         // The probe saw the marker; checking again costs little and catches a
         // file swapped in between.
@@ -258,14 +259,7 @@ impl RedbStore {
         if let Some(old) = guard.take() {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(old)));
         }
-        let label = &self.label;
-        *guard = guard_open(|| {
-            Builder::new()
-                .set_cache_size(Self::cache_bytes())
-                .open(path)
-                .map_err(|e| from_redb(label, e))
-        })
-        .ok();
+        *guard = guard_open(|| open_db(path, &self.label)).ok();
     }
 
     /// Asks redb to compact the file (move live pages down and shrink it):
@@ -629,12 +623,35 @@ fn check_magic(path: &Path, label: &str) -> Result<()> {
     Ok(())
 }
 
+/// Opens the store file with redb (its page cache
+/// [`RedbStore::cache_bytes`]), once a header marked clean over a longer
+/// file has been marked for repair (see [`crate::redb_header`]).
+fn open_db(path: &Path, label: &str) -> Result<Database> {
+    let io = |e: std::io::Error| Error::StoreIo(format!("{label}: {e}"));
+    {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
+        // Holds redb's lock on the file while the header is read and marked.
+        let file = FileBackend::new(file).map_err(|e| from_redb(label, e))?;
+        require_repair_if_longer(&file).map_err(io)?;
+    }
+    Builder::new()
+        .set_cache_size(RedbStore::cache_bytes())
+        .open(path)
+        .map_err(|e| from_redb(label, e))
+}
+
 /// Opens the file read-only through a copy-on-write view and checks the
 /// marker (and, if `verify`, every checksum), so that nothing is written to a
 /// file that is not ours or not sound.
 fn probe(path: &Path, label: &str, verify: bool) -> Result<()> {
     let file = File::open(path).map_err(|e| Error::StoreIo(format!("{label}: {e}")))?;
     let backend = ProbeBackend::new(file).map_err(|e| from_redb_probe(label, e))?;
+    // The mark lands in the view only; `open_db` writes it to the file.
+    require_repair_if_longer(&backend).map_err(|e| from_redb_probe(label, e))?;
     let mut db = Builder::new()
         .set_cache_size(PROBE_CACHE_BYTES)
         .create_with_backend(backend)

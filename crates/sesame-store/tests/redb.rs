@@ -308,3 +308,43 @@ fn vacuum_of_a_store_in_memory_is_refused() {
     assert!(matches!(store.vacuum(), Err(Error::InvalidArgument(_))));
     assert_eq!(store.get(b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+/// The state a process killed while opening a crashed store can leave:
+/// redb's repair on open commits with the header marked clean and a
+/// layout shrunk to drop the free pages at the end, then truncates the
+/// file; killed between the two, the header says "clean" and the file is
+/// longer than the header's layout. (Here: a cleanly closed store with
+/// free pages appended.) Opening it must recover the store, not panic.
+#[test]
+fn a_clean_header_over_a_longer_file_is_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.redb");
+    let want;
+    {
+        let store = RedbStore::open(&path).unwrap();
+        let mut batch = WriteBatch::new();
+        for i in 0..500u32 {
+            batch.put(i.to_be_bytes().to_vec(), vec![i as u8; 200]);
+        }
+        store.write(batch).unwrap();
+        want = store.scan_prefix(b"").unwrap();
+    }
+    let len = std::fs::metadata(&path).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(len + 64 * 4096).unwrap();
+    drop(file);
+    for round in 0..2 {
+        let store = RedbStore::open(&path)
+            .unwrap_or_else(|e| panic!("open {round} of the longer file: {e}"));
+        let mut got = store.scan_prefix(b"").unwrap();
+        got.retain(|(k, _)| k != b"after");
+        assert!(got == want, "open {round}: the pairs changed");
+        store.put(b"after", b"recovery").unwrap();
+        assert_eq!(
+            store.get(b"after").unwrap().as_deref(),
+            Some(&b"recovery"[..])
+        );
+    }
+    let store = RedbStore::open_checked(&path).unwrap();
+    assert_eq!(store.scan_prefix(b"").unwrap().len(), want.len() + 1);
+}
