@@ -826,7 +826,7 @@ impl Store for Packed {
     /// (module `reads`): a search reads each chunk once or twice, not
     /// once per entry.
     fn read_memo(&self) -> Option<Box<dyn Store + '_>> {
-        Some(Box::new(reads::Memo::new(self)))
+        Some(Box::new(self.run_of_reads(MEMO_BYTES)))
     }
 
     fn io_counts(&self) -> IoCounts {
@@ -853,6 +853,13 @@ impl Store for Packed {
 }
 
 impl Packed {
+    /// A run of reads ([`Store::read_memo`]) that holds at most `limit`
+    /// bytes of chunks ([`MEMO_BYTES`] there): past it, the oldest are
+    /// dropped and read again when a lookup needs them.
+    pub fn run_of_reads(&self, limit: usize) -> impl Store + '_ {
+        reads::Memo::new(self, limit)
+    }
+
     /// Decodes every chunk and delta under the view and checks it:
     /// lengths, key order, every key within its chunk's range, every delta
     /// naming the chunk before it, at most [`MAX_DELTAS`] deltas a chunk.

@@ -127,9 +127,17 @@ struct Held {
     /// Chunks read but whose deltas and end are not: by fence, their full
     /// key and encoding.
     pending: BTreeMap<Vec<u8>, (Vec<u8>, Vec<u8>)>,
-    /// Fences in the order they were kept, for dropping the oldest.
-    order: VecDeque<Vec<u8>>,
+    /// Fences in the order they were kept, each with the number it was
+    /// kept under, for dropping the oldest.
+    order: VecDeque<(u64, Vec<u8>)>,
+    /// The number each fence held now was last kept under (an entry of
+    /// `order` with another number is stale: the fence was kept again).
+    kept: BTreeMap<Vec<u8>, u64>,
+    /// How many times a chunk was kept.
+    count: u64,
     bytes: usize,
+    /// The most bytes held.
+    limit: usize,
 }
 
 impl Held {
@@ -166,8 +174,7 @@ impl Held {
         }
         self.bytes += chunk.0.len() + chunk.1.len();
         self.pending.insert(fence.to_vec(), chunk);
-        self.order.push_back(fence.to_vec());
-        self.make_room();
+        self.note(fence);
     }
 
     fn take_pending(&mut self, fence: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
@@ -178,24 +185,35 @@ impl Held {
 
     fn keep_span(&mut self, fence: Vec<u8>, span: Span) {
         self.bytes += span.bytes();
-        self.order.push_back(fence.clone());
-        if let Some(old) = self.spans.insert(fence, span) {
+        if let Some(old) = self.spans.insert(fence.clone(), span) {
             self.bytes -= old.bytes();
         }
-        self.make_room();
+        self.note(&fence);
     }
 
-    /// Drops the oldest chunks while more than [`MEMO_BYTES`] are held
-    /// (the newest always stays).
-    fn make_room(&mut self) {
-        while self.bytes > MEMO_BYTES && self.order.len() > 1 {
-            let Some(fence) = self.order.pop_front() else {
+    /// Notes that the chunk of `fence` was kept now, and drops the oldest
+    /// chunks while more than the limit is held (never the one just
+    /// kept).
+    fn note(&mut self, fence: &[u8]) {
+        self.count += 1;
+        self.kept.insert(fence.to_vec(), self.count);
+        self.order.push_back((self.count, fence.to_vec()));
+        while self.bytes > self.limit {
+            let Some((count, oldest)) = self.order.pop_front() else {
                 return;
             };
-            if let Some(span) = self.spans.remove(&fence) {
+            if count == self.count {
+                self.order.push_front((count, oldest));
+                return;
+            }
+            if self.kept.get(&oldest) != Some(&count) {
+                continue;
+            }
+            self.kept.remove(&oldest);
+            if let Some(span) = self.spans.remove(&oldest) {
                 self.bytes -= span.bytes();
             }
-            self.take_pending(&fence);
+            self.take_pending(&oldest);
         }
     }
 }
@@ -207,10 +225,14 @@ pub(super) struct Memo<'a> {
 }
 
 impl<'a> Memo<'a> {
-    pub(super) fn new(view: &'a Packed) -> Self {
+    /// A run holding at most `limit` bytes of chunks.
+    pub(super) fn new(view: &'a Packed, limit: usize) -> Self {
         Self {
             view,
-            held: Mutex::new(Held::default()),
+            held: Mutex::new(Held {
+                limit,
+                ..Held::default()
+            }),
         }
     }
 
