@@ -9,14 +9,20 @@
 //!   same run;
 //! - `differs`: it is not (the `why` column and the experiment's page say
 //!   why);
-//! - `not comparable: a lone time`: a time with no other of its group;
+//! - `not comparable: a lone time`: a time with no other of its group
+//!   (a time the paper did not take, marked with
+//!   [`crate::result::Row::ratio_to`], is compared with its partner
+//!   group's machine factor, which it does not enter);
 //! - `not comparable: <scale> scale`: a run below the papers' sizes, for a
 //!   figure that grows with the data size and whose paper states no law
 //!   of that growth. Figures marked
 //!   [`crate::result::PaperFigure::any_scale`] (counts per operation,
 //!   sizes whose configuration the row's parameters fix) are compared at
 //!   every scale; figures with a [`crate::result::Growth`] are compared at
-//!   the paper's size, ours scaled by the paper's law (column `scaled`).
+//!   the paper's size, ours scaled by the paper's law (column `scaled`);
+//!   where the law bounds the growth instead ([`crate::growth::Law::NonDecreasing`],
+//!   [`crate::growth::Law::AtMostLinear`]), by the range ours lies in
+//!   there: matched or differing only when the whole range is.
 
 use std::fmt::Write as _;
 use std::path::Path;

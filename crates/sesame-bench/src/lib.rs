@@ -7,6 +7,7 @@ pub mod experiment;
 pub mod experiments;
 pub mod explore;
 pub mod fidelity;
+pub mod growth;
 pub mod measure;
 pub mod plot;
 pub mod report;
