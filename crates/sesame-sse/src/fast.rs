@@ -589,19 +589,12 @@ impl FastServer {
     ) -> Result<Vec<DocId>> {
         let mut ids = Vec::new();
         let mut deleted: HashSet<DocId> = HashSet::new();
-        // The walk writes nothing: a packed store keeps the chunks it
-        // reads for the walk's later labels (`Store::read_memo`).
-        let memo = self.store.read_memo();
-        let store: &dyn Store = match &memo {
-            Some(memo) => memo.as_ref(),
-            None => self.store.as_ref(),
-        };
         loop {
             let label = oracle(H1, &tw, &st);
             let value = if short {
-                store.get(&short_entry_key(&short_label(&label)))?
+                self.store.get(&short_entry_key(&short_label(&label)))?
             } else {
-                store.get(&entry_key(&label))?
+                self.store.get(&entry_key(&label))?
             };
             let Some(value) = value else {
                 break;
@@ -695,59 +688,6 @@ impl Handler for FastServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
-    use rand::{RngCore, SeedableRng};
-    use sesame_store::packed::Packed;
-    use sesame_store::MemoryStore;
-
-    /// A store that counts, per packed chunk (a value of format byte 1),
-    /// how many times a read returned its bytes.
-    #[derive(Default)]
-    struct ChunkReads {
-        inner: MemoryStore,
-        reads: Mutex<HashMap<Vec<u8>, usize>>,
-    }
-
-    impl ChunkReads {
-        fn count(&self, key: &[u8], value: &[u8]) {
-            if value.first() == Some(&1) {
-                let mut reads = self.reads.lock().unwrap();
-                *reads.entry(key.to_vec()).or_default() += 1;
-            }
-        }
-
-        fn take(&self) -> HashMap<Vec<u8>, usize> {
-            std::mem::take(&mut *self.reads.lock().unwrap())
-        }
-    }
-
-    impl Store for ChunkReads {
-        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-            let value = self.inner.get(key)?;
-            if let Some(v) = &value {
-                self.count(key, v);
-            }
-            Ok(value)
-        }
-
-        fn scan_from(
-            &self,
-            prefix: &[u8],
-            from: &[u8],
-            descending: bool,
-            limit: usize,
-        ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-            let pairs = self.inner.scan_from(prefix, from, descending, limit)?;
-            for (k, v) in &pairs {
-                self.count(k, v);
-            }
-            Ok(pairs)
-        }
-
-        sesame_store::forward_store!(|s| s.inner; write, scan_prefix, ordered_probes, io_counts, backend);
-    }
 
     #[test]
     fn permutation_inverts() {
@@ -755,70 +695,5 @@ mod tests {
         let st = [9u8; LAMBDA];
         assert_eq!(unpermute(&k, &permute(&k, &st)), st);
         assert_ne!(permute(&k, &st), st);
-    }
-
-    /// A search walks its keyword's chain one label at a time, and the
-    /// labels fall into the packed chunks at random: a search of 3,040
-    /// entries over 56 chunks read them 3,001 times (one 66 times) when
-    /// every lookup read its chunk again. Here each chunk is read at most
-    /// twice per search (once for its own range, at most once more as the
-    /// chunk that ends the range of the one before it), and the answer is
-    /// the same.
-    #[test]
-    fn a_search_reads_each_packed_chunk_at_most_twice() {
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(38);
-        let base = Arc::new(ChunkReads::default());
-        let view = Arc::new(Packed::new(base.clone(), b"g#".to_vec()));
-        let tw = [7u8; LAMBDA];
-        let mut st = [0u8; LAMBDA];
-        rng.fill_bytes(&mut st);
-        let mut batch = WriteBatch::new();
-        let mut expected = Vec::new();
-        for doc in 0..3_000u64 {
-            let ((label, value), next) = seal(&mut rng, UpdateOp::Add, doc, &tw, &st);
-            st = next;
-            batch.put(entry_key(&label).to_vec(), value.to_vec());
-            expected.push(doc);
-        }
-        // Other keywords' entries: the chunks hold mostly those.
-        for _ in 0..12_000 {
-            let mut label = [0u8; LABEL_LEN];
-            let mut value = [0u8; VALUE_LEN];
-            rng.fill_bytes(&mut label);
-            rng.fill_bytes(&mut value);
-            batch.put(entry_key(&label).to_vec(), value.to_vec());
-        }
-        view.write(batch).unwrap();
-        // Later updates one at a time: deltas beside the chunks.
-        for doc in 3_000..3_040u64 {
-            let ((label, value), next) = seal(&mut rng, UpdateOp::Add, doc, &tw, &st);
-            st = next;
-            let mut one = WriteBatch::new();
-            one.put(entry_key(&label).to_vec(), value.to_vec());
-            view.write(one).unwrap();
-            expected.push(doc);
-        }
-        let chunks = base
-            .inner
-            .scan_prefix(b"g#")
-            .unwrap()
-            .iter()
-            .filter(|(_, v)| v.first() == Some(&1))
-            .count();
-        base.take();
-        let server = FastServer::new(view.clone());
-        let reads_before = view.io_counts().reads;
-        assert_eq!(server.search(tw, st).unwrap(), expected);
-        // The view counts one read per lookup, as before.
-        assert_eq!(view.io_counts().reads - reads_before, 3_041);
-        let reads = base.take();
-        let total: usize = reads.values().sum();
-        let most = reads.values().copied().max().unwrap_or(0);
-        assert!(
-            most <= 2 && total <= 2 * chunks,
-            "a search of 3,040 entries over {chunks} chunks read {} of them {total} times, one \
-             of them {most} times",
-            reads.len()
-        );
     }
 }
