@@ -321,7 +321,8 @@ pub trait Store: Send + Sync {
     /// them (a search that walks an index's entries one lookup at a time),
     /// which may keep what it reads and answer the run's later reads from
     /// it: the packed view keeps the chunks it has read, so that a chain of
-    /// lookups reads each chunk once rather than once per entry. Its
+    /// lookups reads each chunk at most twice rather than once per lookup
+    /// (no scheme reads through it yet: `sesame_store::packed`). Its
     /// answers are this store's, its counts are this store's, and it
     /// refuses writes; the caller drops it before anything writes. `None`
     /// (the default): nothing to keep, read the store itself. A wrapper

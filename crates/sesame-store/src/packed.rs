@@ -823,8 +823,8 @@ impl Store for Packed {
     }
 
     /// The chunks a run of lookups reads, kept for its later lookups
-    /// (module `reads`): a search reads each chunk once or twice, not
-    /// once per entry.
+    /// (module `reads`): a run reads each chunk at most twice, not once
+    /// per lookup (no scheme reads through it yet: module `reads`).
     fn read_memo(&self) -> Option<Box<dyn Store + '_>> {
         Some(Box::new(self.run_of_reads(MEMO_BYTES)))
     }

@@ -4,11 +4,8 @@
 //! A keyword search of FAST walks a chain whose next label follows from
 //! the entry just read; the labels are pseudorandom, so consecutive
 //! entries fall into chunks at random, and a search of `n` entries over
-//! `c` chunks read each chunk about `n / c` times (a 20,536-entry search
-//! of the flights table: 20,536 lookups, each a probe that copies a
-//! chunk of up to 16 KB and searches it, about 1.7 chunk reads a lookup
-//! with deltas). Here a lookup first looks among the chunks the run has
-//! read:
+//! `c` chunks reads each chunk about `n / c` times. Here a lookup first
+//! looks among the chunks the run has read:
 //!
 //! - a **span** is a chunk whose range is known: its fence, the fence of
 //!   the chunk after it (its end), its pairs (decoded once and checked for
@@ -25,9 +22,15 @@
 //!   lands in it: its deltas and end are then read from just after it.
 //!
 //! So each chunk's bytes are read at most once for its own range, and
-//! again only when an ascending probe for another chunk's deltas passes
-//! over it after it was kept: `fast::tests::a_search_reads_each_packed_chunk_at_most_twice`
-//! (sesame-sse) counts the reads.
+//! again only when the probe for the end of the chunk before it returns
+//! it after it was kept.
+//!
+//! **Not used by any scheme**: FAST's search through it was slower on
+//! the flights index than one lookup per entry (`docs/performance.md`,
+//! "A run of reads over packed chunks"): with about 11 deltas a chunk,
+//! one range probe per delta costs more than the chunk reads it saves.
+//! Reading a chunk's deltas and end in one probe needs a scan bounded by
+//! a key, which [`Store::scan_from`] does not offer.
 //!
 //! The same checks as the view's other reads: a chunk that does not
 //! decode (now the whole chunk, in order), a delta that does not decode,
