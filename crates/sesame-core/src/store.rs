@@ -317,20 +317,6 @@ pub trait Store: Send + Sync {
         false
     }
 
-    /// A view of this store for one run of reads with no write between
-    /// them (a search that walks an index's entries one lookup at a time),
-    /// which may keep what it reads and answer the run's later reads from
-    /// it: the packed view keeps the chunks it has read, so that a chain of
-    /// lookups reads each chunk at most twice rather than once per lookup
-    /// (no scheme reads through it yet: `sesame_store::packed`). Its
-    /// answers are this store's, its counts are this store's, and it
-    /// refuses writes; the caller drops it before anything writes. `None`
-    /// (the default): nothing to keep, read the store itself. A wrapper
-    /// that does not forward it reads through itself, as before.
-    fn read_memo(&self) -> Option<Box<dyn Store + '_>> {
-        None
-    }
-
     /// Operation counts since the store was opened.
     fn io_counts(&self) -> IoCounts;
 
@@ -387,7 +373,6 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
         fn scan_from(&self, prefix: &[u8], from: &[u8], descending: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
         fn ordered_probes(&self) -> bool;
-        fn read_memo(&self) -> Option<Box<dyn Store + '_>>;
         fn io_counts(&self) -> IoCounts;
         fn flush(&self) -> Result<()>;
         fn backend(&self) -> &'static str;

@@ -36,10 +36,6 @@
 //! read, whatever it cost below); the base store's counts show the probes
 //! and chunk writes that really happened.
 //!
-//! A run of lookups with no write between them (a search) may read
-//! through [`Store::read_memo`], which keeps the chunks it has read and
-//! answers later lookups in their ranges from memory (module `reads`).
-//!
 //! What it costs: a lookup reads one chunk (up to 16 KB; a cold read
 //! from the file costs more than a plain pair's page) where a plain store
 //! reads one value, and a second read when a delta of the chunk lies
@@ -53,9 +49,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
-
-mod reads;
-pub use reads::MEMO_BYTES;
 
 /// The byte that follows an index generation's prefix where its chunks
 /// lie: the embedded backend and the server keep a packed generation
@@ -822,13 +815,6 @@ impl Store for Packed {
         crate::counted_scan(&self.io, pairs.into_iter().collect())
     }
 
-    /// The chunks a run of lookups reads, kept for its later lookups
-    /// (module `reads`): a run reads each chunk at most twice, not once
-    /// per lookup (no scheme reads through it yet: module `reads`).
-    fn read_memo(&self) -> Option<Box<dyn Store + '_>> {
-        Some(Box::new(self.run_of_reads(MEMO_BYTES)))
-    }
-
     fn io_counts(&self) -> IoCounts {
         self.io.counts()
     }
@@ -853,13 +839,6 @@ impl Store for Packed {
 }
 
 impl Packed {
-    /// A run of reads ([`Store::read_memo`]) that holds at most `limit`
-    /// bytes of chunks ([`MEMO_BYTES`] there): past it, the oldest are
-    /// dropped and read again when a lookup needs them.
-    pub fn run_of_reads(&self, limit: usize) -> impl Store + '_ {
-        reads::Memo::new(self, limit)
-    }
-
     /// Decodes every chunk and delta under the view and checks it:
     /// lengths, key order, every key within its chunk's range, every delta
     /// naming the chunk before it, at most [`MAX_DELTAS`] deltas a chunk.

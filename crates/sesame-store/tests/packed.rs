@@ -338,7 +338,6 @@ fn damaged_chunks_are_errors_not_panics() {
         // reads through every damage here.
         let errors = [
             view.get(&last).map(drop),
-            view.read_memo().unwrap().get(&probe).map(drop),
             view.scan_prefix(b"").map(drop),
             view.verify(),
             view.plan(&{
@@ -365,7 +364,6 @@ fn damaged_chunks_are_errors_not_panics() {
         .run(&prop::collection::vec(any::<u8>(), 0..200), |bytes| {
             base.put(&chunk_key, &bytes).unwrap();
             let _ = view.get(&probe);
-            let _ = view.read_memo().unwrap().get(&probe);
             let _ = view.scan_prefix(b"e");
             let _ = view.verify();
             Ok(())
@@ -465,75 +463,6 @@ fn small_writes_append_deltas_that_lookups_read() {
         "pairs_under counts each pair once"
     );
     assert!(listed.iter().all(|p| oracle.contains_key(&p.0[6..])));
-    a_run_of_reads_answers_as_the_view(&view, base.as_ref(), &oracle);
-}
-
-/// A run of reads (`Store::read_memo`) over chunks with deltas answers
-/// every key as the view does, in a random order and in key order, keys
-/// absent and below every fence included; it reads each chunk at most
-/// twice, counts one read a lookup as the view does, and refuses writes.
-fn a_run_of_reads_answers_as_the_view(
-    view: &Packed,
-    base: &dyn Store,
-    oracle: &BTreeMap<Vec<u8>, Vec<u8>>,
-) {
-    let mut keys: Vec<Vec<u8>> = oracle.keys().cloned().collect();
-    keys.extend((200_000..200_500).map(label));
-    keys.extend([Vec::new(), vec![b'e'], vec![0xFF; 40]]);
-    let shuffled = {
-        let mut k = keys.clone();
-        k.sort_by_key(|key| label_of(key));
-        k
-    };
-    // A run that holds a few chunks only drops the oldest as it goes (a
-    // run of the real flights index failed with "packed delta ...: it
-    // does not name the chunk before it" when it dropped the chunk it had
-    // just kept) and answers the same.
-    let small = view.run_of_reads(3 * CHUNK_BYTES);
-    for key in &shuffled {
-        assert_eq!(
-            small.get(key).unwrap(),
-            oracle.get(key).cloned(),
-            "a run of three chunks, key {key:02x?}"
-        );
-    }
-    for order in [&shuffled, &keys] {
-        let reads_before = view.io_counts().reads;
-        let scans_before = base.io_counts();
-        let memo = view
-            .read_memo()
-            .expect("a packed view keeps a run's chunks");
-        for key in order {
-            assert_eq!(
-                memo.get(key).unwrap(),
-                oracle.get(key).cloned(),
-                "key {key:02x?}"
-            );
-        }
-        assert_eq!(view.io_counts().reads - reads_before, order.len() as u64);
-        let stored = chunks(base).len() as u64;
-        let probes = base.io_counts().since(&scans_before);
-        // A probe per chunk for its range, one per delta and one for its
-        // end, reads of chunks named by deltas: far fewer than lookups.
-        assert!(
-            probes.scans + probes.reads <= 3 * stored,
-            "{probes:?} for {} lookups over {stored} stored pairs",
-            order.len()
-        );
-        assert!(matches!(
-            memo.write(WriteBatch::new()),
-            Err(Error::Unsupported(_))
-        ));
-    }
-}
-
-/// A key's sort position in a fixed pseudorandom order.
-fn label_of(key: &[u8]) -> Vec<u8> {
-    let mut x = 0u32;
-    for &b in key {
-        x = x.wrapping_mul(31).wrapping_add(u32::from(b));
-    }
-    label(x)
 }
 
 /// One chunk's deltas: up to `MAX_DELTAS` appends stay beside it (an
@@ -727,12 +656,6 @@ fn damaged_deltas_are_errors_not_panics() {
         let reads = [
             ("verify", view.verify()),
             ("scan", view.scan_prefix(b"").map(drop)),
-            // A run of reads reads the chunk's deltas and its end too: it
-            // sees every case.
-            (
-                "run of reads",
-                view.read_memo().unwrap().get(&later).map(drop),
-            ),
         ];
         for (path, err) in reads {
             assert!(
@@ -776,7 +699,6 @@ fn damaged_deltas_are_errors_not_panics() {
             base.put(&stored_key(b"b"), &bytes).unwrap();
             let _ = view.get(b"b");
             let _ = view.get(b"c");
-            let _ = view.read_memo().unwrap().get(b"c");
             let _ = view.scan_prefix(b"");
             let _ = view.verify();
             let _ = view.plan(&{
