@@ -12,8 +12,10 @@
 //! resident set 439 MB with one arena, 634 MB with two and with glibc's
 //! default; the time of an import of 150,000 generated rows was 1.19
 //! times glibc's default's on that loaded machine (`docs/performance.md`,
-//! "An import's memory: one malloc arena, the catalog in chunks"). It
-//! must run before any thread starts: the cap applies to
+//! "An import's memory: one malloc arena, the catalog in chunks"). `sesame sql` beside PostgreSQL (`sesame bench
+//! sql`, quiet machine) took 20-30% longer with one arena (COPY 28.2 s
+//! against 21.7 s with `MALLOC_ARENA_MAX=8`), so only `sesame import`
+//! caps them. It must run before any thread starts: the cap applies to
 //! arenas made after it. A `MALLOC_ARENA_MAX` in the environment is left to
 //! glibc, which reads it itself. Elsewhere than on glibc, nothing is done.
 
