@@ -174,6 +174,19 @@ pub trait RangeClient: Send {
         None
     }
 
+    /// Whether every record reaches the server sealed
+    /// ([`crate::record::RecordKey`]: AES-256-GCM-SIV over the value and
+    /// the record) under a key of this client alone, drawn when the
+    /// client is made: then a record the server moves from another
+    /// structure (another client's, an earlier build's), alters or makes
+    /// up does not open, and a query fails with [`Error::Crypto`] instead
+    /// of answering with it. A caller may then leave out a binding of its
+    /// own. The default says not (the plaintext baseline stores records
+    /// in the clear; Path ORAM seals blocks, not records).
+    fn seals_records(&self) -> bool {
+        false
+    }
+
     /// Bytes of client storage: keys and persistent state (position map
     /// and stash for Path ORAM, counters, ...), as seed 004 reports it.
     fn client_storage_bytes(&self) -> u64;

@@ -385,6 +385,10 @@ impl RangeClient for KtClient {
         &DESCRIPTOR
     }
 
+    fn seals_records(&self) -> bool {
+        true
+    }
+
     /// Its build uploads the whole rotated array at once (a second
     /// build would insert one by one): not in pieces.
     fn builds_in_pieces(&self) -> bool {

@@ -447,6 +447,10 @@ impl RangeClient for LogBrcClient {
         self.base.descriptor()
     }
 
+    fn seals_records(&self) -> bool {
+        true
+    }
+
     fn bits(&self) -> u32 {
         self.bits
     }

@@ -518,6 +518,10 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         C::descriptor()
     }
 
+    fn seals_records(&self) -> bool {
+        C::sealed()
+    }
+
     fn bits(&self) -> u32 {
         self.layout.bits
     }

@@ -303,6 +303,10 @@ impl RangeClient for PopeClient {
         &DESCRIPTOR
     }
 
+    fn seals_records(&self) -> bool {
+        true
+    }
+
     fn bits(&self) -> u32 {
         self.bits
     }
