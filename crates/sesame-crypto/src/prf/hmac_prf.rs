@@ -8,6 +8,7 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::counter::{self, Primitive};
 use crate::error::{Error, Result};
+use crate::hash::Sha256Midstate;
 use crate::key::Key;
 use crate::prf::Prf;
 
@@ -16,13 +17,16 @@ const BLOCK_LEN: usize = 64;
 
 /// HMAC-SHA256 (RFC 2104) as a PRF `{0,1}* -> {0,1}^256`.
 ///
-/// Stores only the key, padded to the SHA-256 block as HMAC prescribes
-/// (`K0` of FIPS 198-1), and wipes it on drop. The `hmac` crate's
-/// precomputed inner and outer states cannot be wiped, so they are rebuilt
-/// on each call: two extra SHA-256 compressions per evaluation, the price of
-/// keeping no unwipeable copy of key-equivalent state.
+/// Stores the key, padded to the SHA-256 block as HMAC prescribes (`K0`
+/// of FIPS 198-1), and the SHA-256 states after `K0 ^ ipad` and `K0 ^
+/// opad`, computed once ([`Sha256Midstate`]): an evaluation is then the
+/// compressions of the message and of the inner hash alone, two fewer than
+/// keying HMAC again. All three are wiped on drop (the `hmac` crate's own
+/// precomputed states cannot be wiped, so they are not kept).
 pub struct HmacPrf {
     k0: [u8; BLOCK_LEN],
+    inner: Sha256Midstate,
+    outer: Sha256Midstate,
 }
 
 impl HmacPrf {
@@ -33,7 +37,19 @@ impl HmacPrf {
     pub fn new(key: &Key<32>) -> Self {
         let mut k0 = [0u8; BLOCK_LEN];
         k0[..32].copy_from_slice(key.as_bytes());
-        HmacPrf { k0 }
+        Self::keyed(k0)
+    }
+
+    /// The PRF of the padded key `k0` (wiped here once copied).
+    fn keyed(mut k0: [u8; BLOCK_LEN]) -> Self {
+        let mut pad = k0.map(|b| b ^ 0x36);
+        let inner = Sha256Midstate::after(&pad);
+        pad = k0.map(|b| b ^ 0x5c);
+        let outer = Sha256Midstate::after(&pad);
+        pad.zeroize();
+        let prf = HmacPrf { k0, inner, outer };
+        k0.zeroize();
+        prf
     }
 
     /// Keys HMAC with a key of any non-empty length, as RFC 2104 allows
@@ -55,7 +71,7 @@ impl HmacPrf {
         } else {
             k0[..key.len()].copy_from_slice(key);
         }
-        Ok(HmacPrf { k0 })
+        Ok(Self::keyed(k0))
     }
 
     /// HMAC-SHA256 of `input`; one counted call.
@@ -78,11 +94,10 @@ impl HmacPrf {
     }
 
     pub(crate) fn eval_parts_uncounted(&self, parts: &[&[u8]]) -> [u8; 32] {
-        let mut mac = self.mac_uncounted();
-        for p in parts {
-            mac.update(p);
-        }
-        mac.finalize().into_bytes().into()
+        let mut inner = self.inner.finish(parts);
+        let out = self.outer.finish(&[&inner]);
+        inner.zeroize();
+        out
     }
 }
 
@@ -104,6 +119,8 @@ impl HmacPrf {
     /// Overwrites the padded key with zeros: what dropping it does.
     fn wipe(&mut self) {
         self.k0.zeroize();
+        self.inner.wipe();
+        self.outer.wipe();
     }
 }
 
@@ -125,13 +142,35 @@ impl fmt::Debug for HmacPrf {
 mod tests {
     use super::*;
 
-    /// What dropping the PRF runs leaves its padded key zero.
+    /// What dropping the PRF runs leaves its padded key and its keyed
+    /// states zero.
     #[test]
     fn wipe_zeroes_the_padded_key() {
         let mut prf = HmacPrf::new(&Key::<32>::from_bytes([3; 32]));
         assert!(prf.k0.iter().any(|b| *b != 0));
+        assert!(!prf.inner.is_zero() && !prf.outer.is_zero());
         prf.wipe();
         assert!(prf.k0.iter().all(|b| *b == 0));
+        assert!(prf.inner.is_zero() && prf.outer.is_zero());
+    }
+
+    /// The keyed states give the `hmac` crate's HMAC-SHA256, for keys of
+    /// every kind `from_slice` takes and messages across several blocks.
+    #[test]
+    fn keyed_states_give_the_hmac_crate_bytes() {
+        let message: Vec<u8> = (0..300u32).map(|i| (i * 31 + 7) as u8).collect();
+        for key_len in [1, 20, 32, 63, 64, 65, 131] {
+            let key: Vec<u8> = (0..key_len).map(|i| (i * 3 + 1) as u8).collect();
+            let prf = HmacPrf::from_slice(&key).expect("non-empty");
+            for len in (0..message.len()).step_by(7) {
+                let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&key).expect("any length");
+                mac.update(&message[..len]);
+                let expected: [u8; 32] = mac.finalize().into_bytes().into();
+                assert_eq!(prf.eval_bytes(&message[..len]), expected, "{key_len} {len}");
+                let (a, b) = message[..len].split_at(len / 3);
+                assert_eq!(prf.eval_concat(&[a, b]), expected, "{key_len} {len}");
+            }
+        }
     }
 
     #[test]

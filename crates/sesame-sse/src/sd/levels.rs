@@ -115,6 +115,31 @@ impl LevelKeys {
         Aes128Prf::new(&Key::from_bytes(self.label_key(keyword)))
     }
 
+    /// The labels of `(keyword, c)` pairs: [`label`] under each keyword's
+    /// [`label_prf`](Self::label_prf), its key derived once per run of
+    /// equal keywords and the AES key schedules expanded side by side
+    /// (`Aes128Prf::eval_each`); the same bytes and PRF calls.
+    pub(super) fn labels<'a>(
+        &self,
+        entries: impl Iterator<Item = (&'a [u8], u64)>,
+    ) -> Result<Vec<[u8; LABEL_LEN]>> {
+        let (mut keys, mut blocks) = (Vec::new(), Vec::new());
+        let mut last: Option<(&[u8], Key<16>)> = None;
+        for (keyword, c) in entries {
+            let key = match &last {
+                Some((w, key)) if *w == keyword => key,
+                _ => {
+                    let key = Key::from_bytes(self.label_key(keyword));
+                    &last.insert((keyword, key)).1
+                }
+            };
+            keys.push(key.clone_secret());
+            blocks.push(common::block(Tag::Label, c, 0));
+        }
+        Aes128Prf::eval_each(&keys, &mut blocks)?;
+        Ok(blocks)
+    }
+
     pub(super) fn label_key(&self, keyword: &[u8]) -> [u8; 16] {
         let full = self.labels.eval_bytes(keyword);
         let mut k = [0u8; 16];

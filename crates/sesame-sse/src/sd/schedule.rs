@@ -3,6 +3,8 @@
 //! the level and the update count alone, so that what the server sees does
 //! not depend on the keywords (module `sdd`).
 
+use std::ops::Range;
+
 use super::*;
 
 /// One step of a merge, as positions (buffer, index): which it reads and
@@ -39,29 +41,44 @@ pub(super) enum Op {
 }
 
 impl Op {
-    pub(super) fn reads(&self) -> Vec<(u64, u64)> {
-        match *self {
-            Op::Exchange { a, b, .. } => vec![a, b],
-            Op::Block {
-                array, start, len, ..
-            } => (start..start + len).map(|p| (array, p)).collect(),
-            Op::Count { from, .. } | Op::Publish { from } => vec![from],
-            Op::Whole { from, n, .. } => from
-                .iter()
-                .flat_map(|&b| (0..n).map(move |p| (b, p)))
-                .collect(),
-        }
+    /// The positions the step reads.
+    pub(super) fn reads(&self) -> impl Iterator<Item = (u64, u64)> {
+        positions(self.spans(false))
     }
 
-    pub(super) fn writes(&self) -> Vec<(u64, u64)> {
-        match *self {
-            Op::Exchange { to, .. } => vec![to.0, to.1],
-            Op::Block { .. } => self.reads(),
-            Op::Count { from, to } => vec![from, to],
-            Op::Publish { .. } => Vec::new(),
-            Op::Whole { target, n, .. } => (0..2 * n).map(|p| (target, p)).collect(),
+    /// The positions the step writes.
+    pub(super) fn writes(&self) -> impl Iterator<Item = (u64, u64)> {
+        positions(self.spans(true))
+    }
+
+    /// What the step reads (or writes) as up to two runs of positions,
+    /// `(buffer, range)`: no allocation per step.
+    fn spans(&self, writes: bool) -> [(u64, Range<u64>); 2] {
+        let one = |(b, p): (u64, u64)| (b, p..p + 1);
+        let none = (0, 0..0);
+        match (*self, writes) {
+            (Op::Exchange { a, b, .. }, false) => [one(a), one(b)],
+            (Op::Exchange { to, .. }, true) => [one(to.0), one(to.1)],
+            (
+                Op::Block {
+                    array, start, len, ..
+                },
+                _,
+            ) => [(array, start..start + len), none],
+            (Op::Count { from, .. } | Op::Publish { from }, false) => [one(from), none],
+            (Op::Count { from, to }, true) => [one(from), one(to)],
+            (Op::Publish { .. }, true) => [none.clone(), none],
+            (Op::Whole { from, n, .. }, false) => [(from[0], 0..n), (from[1], 0..n)],
+            (Op::Whole { target, n, .. }, true) => [(target, 0..2 * n), none],
         }
     }
+}
+
+/// The positions of [`Op::spans`], in order.
+fn positions(spans: [(u64, Range<u64>); 2]) -> impl Iterator<Item = (u64, u64)> {
+    spans
+        .into_iter()
+        .flat_map(|(b, range)| range.map(move |p| (b, p)))
 }
 
 /// Log2 of the entries a merge unit holds in the client's hands at once.

@@ -51,8 +51,11 @@ use schedule::{Op, Schedule};
 #[path = "seals.rs"]
 mod seals;
 use seals::Seals;
+#[path = "work.rs"]
+mod work;
+use work::Work;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rand_core::CryptoRngCore;
@@ -517,23 +520,24 @@ impl SddClient {
         }
         // Round 1: every array entry a step reads that no earlier step of
         // this update wrote.
-        let mut written: BTreeSet<(u64, u64)> = BTreeSet::new();
-        let mut requested: BTreeSet<(u64, u64)> = BTreeSet::new();
+        let mut work = Work::of(plan.iter().flat_map(|(_, ops)| ops));
         let mut items = Vec::new();
         for (_, ops) in &plan {
             for op in ops {
                 for at in op.reads() {
-                    if !written.contains(&at) && requested.insert(at) {
+                    if work.fetches(at)? {
                         items.push(at);
                     }
                 }
-                written.extend(op.writes());
+                for at in op.writes() {
+                    work.plan_write(at)?;
+                }
             }
         }
+        work.planned();
         // The keys of each buffer this update touches, derived once and
         // kept while the buffer lives.
         let mut cache = std::mem::take(&mut self.key_cache);
-        let mut work: BTreeMap<(u64, u64), Entry> = BTreeMap::new();
         if !items.is_empty() {
             let fetch = SddRequest::Fetch { items };
             let got = match channel::call(channel, &fetch)? {
@@ -562,11 +566,10 @@ impl SddClient {
                 .collect::<Result<Vec<_>>>()?;
             let entries = seals::open_positional(self, &mut cache, &fetched)?;
             for ((at, _), e) in fetched.into_iter().zip(entries) {
-                work.insert(at, e);
+                work.put(at, e, false)?;
             }
         }
         // The steps, on the entries in hand.
-        let mut dirty: Vec<(u64, u64)> = Vec::new();
         let mut seals = Seals::default();
         let mut drop = Vec::new();
         // Top level first, so that a finished merge below finds room above.
@@ -576,22 +579,16 @@ impl SddClient {
             };
             let target_keys = cache.get(self, m.target);
             for op in ops {
-                let take = |work: &mut BTreeMap<(u64, u64), Entry>, at: (u64, u64)| {
-                    work.remove(&at).ok_or_else(|| {
-                        Error::Protocol(format!("SDd step lacks entry {} of buffer {}", at.1, at.0))
-                    })
-                };
                 match op {
                     Op::Exchange { a, b, to, by_label } => {
-                        let (x, y) = (take(&mut work, a)?, take(&mut work, b)?);
+                        let (x, y) = (work.take(a)?, work.take(b)?);
                         let (lo, hi) = if x.greater(&y, by_label) {
                             (y, x)
                         } else {
                             (x, y)
                         };
-                        work.insert(to.0, lo);
-                        work.insert(to.1, hi);
-                        dirty.extend([to.0, to.1]);
+                        work.put(to.0, lo, true)?;
+                        work.put(to.1, hi, true)?;
                     }
                     Op::Block {
                         array,
@@ -602,18 +599,17 @@ impl SddClient {
                         by_label,
                     } => {
                         let mut block = (start..start + len)
-                            .map(|p| take(&mut work, (array, p)))
+                            .map(|p| work.take((array, p)))
                             .collect::<Result<Vec<Entry>>>()?;
                         sort_block(&mut block, start, k, top, by_label);
                         for (p, e) in (start..).zip(block) {
-                            work.insert((array, p), e);
-                            dirty.push((array, p));
+                            work.put((array, p), e, true)?;
                         }
                     }
                     Op::Count { from, to } => {
-                        let mut e = take(&mut work, from)?;
+                        let mut e = work.take(from)?;
                         // The array entry stays for the next merge.
-                        work.insert(from, e.clone());
+                        work.put(from, e.clone(), false)?;
                         let count = match &mut m.last {
                             Some((w, c)) if *w == e.update.keyword => {
                                 *c += 1;
@@ -625,38 +621,25 @@ impl SddClient {
                             }
                         };
                         e.label = label(&target_keys.label_prf(&e.update.keyword), count);
-                        work.insert(to, e);
-                        dirty.push(to);
+                        work.put(to, e, true)?;
                     }
                     Op::Publish { from } => {
-                        let e = take(&mut work, from)?;
+                        let e = work.take(from)?;
                         seals.labelled(rng, m.target, e.label, &e.update);
                     }
                     Op::Whole { .. } => {
                         let inputs = op
                             .reads()
                             .into_iter()
-                            .map(|at| take(&mut work, at))
+                            .map(|at| work.take(at))
                             .collect::<Result<Vec<Entry>>>()?;
-                        // One label key per keyword (the inputs' entries
-                        // of a keyword are consecutive once merged).
-                        let mut prf: Option<(Vec<u8>, Aes128Prf)> = None;
-                        let (array, published) = merge_whole(inputs, |e, count| {
-                            let prf = match &prf {
-                                Some((w, prf)) if *w == e.update.keyword => prf,
-                                _ => {
-                                    let key = target_keys.label_prf(&e.update.keyword);
-                                    &prf.insert((e.update.keyword.clone(), key)).1
-                                }
-                            };
-                            label(prf, count)
-                        });
-                        for (at, e) in op.writes().into_iter().zip(array) {
-                            work.insert(at, e);
-                            dirty.push(at);
+                        let (array, published) =
+                            merge_whole(inputs, |entries| target_keys.labels(entries))?;
+                        for &(label, i) in &published {
+                            seals.labelled(rng, m.target, label, &array[i].update);
                         }
-                        for e in published {
-                            seals.labelled(rng, m.target, e.label, &e.update);
+                        for (at, e) in op.writes().zip(array) {
+                            work.put(at, e, true)?;
                         }
                     }
                 }
@@ -678,21 +661,18 @@ impl SddClient {
             }
         }
         // What the steps wrote, each array entry sealed afresh once.
-        dirty.sort_unstable();
-        dirty.dedup();
-        for at in dirty {
-            if drop.contains(&at.0) {
-                continue;
-            }
-            if let Some(e) = work.get(&at) {
+        for (at, e) in work.written() {
+            if !drop.contains(&at.0) {
                 seals.positional(rng, at.0, at.1, e);
             }
         }
         // The new entry is a buffer of one at level 0, in both copies.
         let buffer = self.next_buffer;
         self.next_buffer += 1;
-        let first = label(&cache.get(self, buffer).label_prf(&update.keyword), 0);
-        seals.labelled(rng, buffer, first, &update);
+        let first = cache
+            .get(self, buffer)
+            .labels([(update.keyword.as_slice(), 0)].into_iter())?;
+        seals.labelled(rng, buffer, first[0], &update);
         let entry = Entry {
             label: [0; LABEL_LEN],
             update,
@@ -816,27 +796,35 @@ fn sort_block(block: &mut [Entry], start: u64, k: (u64, u64), top: u64, by_label
 
 /// A whole merge in the client's hands ([`Op::Whole`]): the entries of
 /// both inputs in keyword order (NEW's array, labels zero as every array
-/// entry), and the same entries labelled (`label_of(entry, c)`, `c` its
-/// rank among its keyword's entries) in label order, to publish.
+/// entry), and, in label order, each entry's label and place in that
+/// array, to publish. `labels_of` labels the entries, given as (keyword,
+/// `c`: the entry's rank among its keyword's entries), in array order.
+#[allow(clippy::type_complexity)]
 fn merge_whole(
     mut entries: Vec<Entry>,
-    mut label_of: impl FnMut(&Entry, u64) -> [u8; LABEL_LEN],
-) -> (Vec<Entry>, Vec<Entry>) {
+    labels_of: impl FnOnce(&mut dyn Iterator<Item = (&[u8], u64)>) -> Result<Vec<[u8; LABEL_LEN]>>,
+) -> Result<(Vec<Entry>, Vec<([u8; LABEL_LEN], usize)>)> {
     entries.sort_by(|x, y| x.update.keyword.cmp(&y.update.keyword));
-    let mut published: Vec<Entry> = Vec::with_capacity(entries.len());
     let mut count = 0;
-    for e in &mut entries {
-        e.label = [0; LABEL_LEN];
-        count = match published.last() {
+    let mut ranked = entries.iter().enumerate().map(|(i, e)| {
+        count = match i.checked_sub(1).map(|p| &entries[p]) {
             Some(last) if last.update.keyword == e.update.keyword => count + 1,
             _ => 0,
         };
-        let mut p = e.clone();
-        p.label = label_of(e, count);
-        published.push(p);
+        (e.update.keyword.as_slice(), count)
+    });
+    let labels = labels_of(&mut ranked)?;
+    if labels.len() != entries.len() {
+        return Err(Error::Protocol(
+            "SDd merge labelled the wrong number of entries".into(),
+        ));
     }
-    published.sort_unstable_by_key(|e| e.label);
-    (entries, published)
+    let mut published: Vec<([u8; LABEL_LEN], usize)> = labels.into_iter().zip(0..).collect();
+    published.sort_unstable_by_key(|e| e.0);
+    for e in &mut entries {
+        e.label = [0; LABEL_LEN];
+    }
+    Ok((entries, published))
 }
 
 /// A merge of `from` under way in an older format, as
@@ -951,15 +939,16 @@ impl Handler for SddServer {
                 Ok(SddResponse::Done)
             }
             SddRequest::Fetch { items } => {
-                let mut out = Vec::with_capacity(items.len());
-                for (b, p) in items {
-                    out.push(
-                        self.store
-                            .get(&buffer_key(b'a', b, &p.to_be_bytes()))?
-                            .map(Sealed),
-                    );
-                }
-                Ok(SddResponse::Items(out))
+                // One read of the store for all of them.
+                let keys: Vec<Vec<u8>> = items
+                    .iter()
+                    .map(|&(b, p)| buffer_key(b'a', b, &p.to_be_bytes()))
+                    .collect();
+                let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                let values = self.store.get_many(&keys)?;
+                Ok(SddResponse::Items(
+                    values.into_iter().map(|v| v.map(Sealed)).collect(),
+                ))
             }
             SddRequest::Put {
                 positional,

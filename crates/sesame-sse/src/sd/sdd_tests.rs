@@ -176,11 +176,13 @@ fn every_schedule_sorts_and_ends_in_time() {
                     Op::Publish { from } => published.push(take(from).label),
                     Op::Whole { .. } => {
                         let inputs = op.reads().into_iter().map(&mut take).collect();
-                        let (array, labelled) = merge_whole(inputs, |_, _| rng.gen());
-                        for (at, e) in op.writes().into_iter().zip(array) {
+                        let (array, labelled) =
+                            merge_whole(inputs, |entries| Ok(entries.map(|_| rng.gen()).collect()))
+                                .unwrap();
+                        for (at, e) in op.writes().zip(array) {
                             work.insert(at, e);
                         }
-                        published.extend(labelled.iter().map(|e| e.label));
+                        published.extend(labelled.iter().map(|e| e.0));
                     }
                 }
             }
