@@ -21,8 +21,15 @@ pub const WIRE_VERSION: u8 = 1;
 pub const MAX_MESSAGE: usize = 256 << 20;
 
 /// Encodes `value` as a versioned message.
+///
+/// The message's size is computed first (a pass that copies nothing), so
+/// that it is written into one buffer of that size instead of one that
+/// grows, and is copied, as it fills.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
-    let out = vec![WIRE_VERSION];
+    let size = postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())
+        .map_err(|e| Error::Encode(e.to_string()))?;
+    let mut out = Vec::with_capacity(1 + size);
+    out.push(WIRE_VERSION);
     postcard::to_extend(value, out).map_err(|e| Error::Encode(e.to_string()))
 }
 

@@ -509,20 +509,20 @@ impl SddClient {
     ) -> Result<()> {
         // This update's steps, per level: fixed by the level and the step
         // counter, never by the data.
-        let mut plan: Vec<(usize, Vec<Op>)> = Vec::new();
+        let mut plan: Vec<(usize, Schedule, Vec<Op>)> = Vec::new();
         for (l, level) in self.levels.iter().enumerate() {
             if let Some(m) = &level.merge {
                 let schedule = Schedule::of(l);
                 let end = schedule.done_after(m.updates + 1);
                 let ops = (m.step..end).flat_map(|u| schedule.unit(m, u)).collect();
-                plan.push((l, ops));
+                plan.push((l, schedule, ops));
             }
         }
         // Round 1: every array entry a step reads that no earlier step of
         // this update wrote.
-        let mut work = Work::of(plan.iter().flat_map(|(_, ops)| ops));
+        let mut work = Work::of(plan.iter().flat_map(|(_, _, ops)| ops));
         let mut items = Vec::new();
-        for (_, ops) in &plan {
+        for (_, _, ops) in &plan {
             for op in ops {
                 for at in op.reads() {
                     if work.fetches(at)? {
@@ -569,11 +569,12 @@ impl SddClient {
                 work.put(at, e, false)?;
             }
         }
-        // The steps, on the entries in hand.
-        let mut seals = Seals::default();
+        // The steps, on the entries in hand (about one entry sealed per
+        // position held, and the new entry's two).
+        let mut seals = Seals::with_capacity(work.len() + 2);
         let mut drop = Vec::new();
         // Top level first, so that a finished merge below finds room above.
-        for (l, ops) in plan.into_iter().rev() {
+        for (l, schedule, ops) in plan.into_iter().rev() {
             let Some(mut m) = self.levels[l].merge.take() else {
                 continue;
             };
@@ -644,7 +645,6 @@ impl SddClient {
                     }
                 }
             }
-            let schedule = Schedule::of(l);
             m.updates += 1;
             m.step = schedule.done_after(m.updates);
             if m.step == schedule.len() {

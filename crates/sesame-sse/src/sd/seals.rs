@@ -53,6 +53,13 @@ pub(super) struct Seals {
 pub(super) type SealedEntries = (Vec<(u64, u64, Sealed)>, Vec<(u64, [u8; LABEL_LEN], Sealed)>);
 
 impl Seals {
+    /// Room for `n` entries.
+    pub(super) fn with_capacity(n: usize) -> Self {
+        Seals {
+            jobs: Vec::with_capacity(n),
+        }
+    }
+
     /// Entries queued.
     pub(super) fn len(&self) -> usize {
         self.jobs.len()
@@ -118,8 +125,13 @@ impl Seals {
             })
             .collect::<Result<Vec<_>>>()?;
         let sealed = Aes256GcmSiv::seal_each(&items)?;
-        let mut positional = Vec::new();
-        let mut labelled = Vec::new();
+        let positional_jobs = self
+            .jobs
+            .iter()
+            .filter(|job| matches!(job.to, To::Positional(_)))
+            .count();
+        let mut positional = Vec::with_capacity(positional_jobs);
+        let mut labelled = Vec::with_capacity(self.jobs.len() - positional_jobs);
         for (job, sealed) in self.jobs.into_iter().zip(sealed) {
             match job.to {
                 To::Positional(p) => positional.push((job.buffer, p, Sealed(sealed))),

@@ -34,6 +34,11 @@ impl Work {
         }
     }
 
+    /// Positions planned.
+    pub(super) fn len(&self) -> usize {
+        self.at.len()
+    }
+
     fn slot(&self, (b, p): (u64, u64)) -> Result<usize> {
         self.at.binary_search(&(b, p)).map_err(|_| {
             Error::Protocol(format!(
