@@ -261,16 +261,10 @@ impl Table {
                 let mut ids = BTreeSet::new();
                 for (v, p) in &answer.records {
                     // Each record is checked against what the query asked
-                    // and, by its tag, against its field, identifier and
-                    // value in this table's incarnation.
-                    let (id, content) = ranges::open_payload(
-                        binder,
-                        &state.index,
-                        &state.field,
-                        *v,
-                        (*lo, *hi),
-                        p,
-                    )?;
+                    // and bound to its field, identifier and value in this
+                    // table's incarnation (by the protocol's seal under
+                    // this index's own key, or by its tag).
+                    let (id, content) = index.open_payload(binder, state, *v, (*lo, *hi), p)?;
                     if let Some(c) = content {
                         if let Ok(record) = wire::decode::<Record>(c) {
                             covered.insert(id, (record, sesame_crypto::hash::sha256(c)));

@@ -45,9 +45,7 @@ impl Table {
                 let mut ids = BTreeSet::new();
                 for (v, p) in &answer.records {
                     let binder = self.binder.as_ref();
-                    ids.insert(
-                        ranges::open_payload(binder, &state.index, &state.field, *v, (0, hi), p)?.0,
-                    );
+                    ids.insert(index.open_payload(binder, state, *v, (0, hi), p)?.0);
                 }
                 Ok(ids)
             })();

@@ -108,9 +108,15 @@ pub const TABLE_DIR: &str = "tables";
 /// waits.
 const INTENT_RECORDS: usize = import::IMPORT_BATCH;
 /// The format of a table's state this build writes (the first field):
-/// 4 says whether its records carry null keywords, 3 holds the table's
-/// naming key, 2 does not.
-const TABLE_FORMAT: u8 = 4;
+/// 5 is the layout of 4 for a table whose range payloads carry no tag
+/// where the protocol seals its records ([`PayloadBinder`]); 4 says
+/// whether its records carry null keywords, 3 holds the table's naming
+/// key, 2 does not.
+const TABLE_FORMAT: u8 = 5;
+/// The format of a table's state written by builds before untagged
+/// range payloads: the layout of [`TABLE_FORMAT`], every payload tagged.
+/// A state of an earlier format is read as this one and keeps it.
+const TABLE_FORMAT_V4: u8 = 4;
 /// The format of a table's state written by builds before null keywords.
 const TABLE_FORMAT_V3: u8 = 3;
 /// The format of a table's state written by builds before naming keys.
@@ -173,8 +179,10 @@ pub struct Step {
 
 #[derive(Serialize, Deserialize)]
 struct TableState {
-    /// [`TABLE_FORMAT`]: a state of an earlier build starts with its
-    /// schema's key (an option: 0 or 1), never with this.
+    /// [`TABLE_FORMAT`], or [`TABLE_FORMAT_V4`] for a table whose range
+    /// payloads are all tagged (kept as long as the table lives): a state
+    /// of an earlier build starts with its schema's key (an option: 0 or
+    /// 1), never with these.
     format: u8,
     schema: Schema,
     ranges: Vec<RangeState>,
@@ -268,7 +276,7 @@ impl TableState {
     /// as insecure, and says so.
     fn decode(plain: &[u8]) -> Option<TableState> {
         if let Ok(state) = wire::decode::<TableState>(plain) {
-            if state.format == TABLE_FORMAT {
+            if state.format == TABLE_FORMAT || state.format == TABLE_FORMAT_V4 {
                 return Some(state);
             }
         }
@@ -320,10 +328,10 @@ impl TableStateV2 {
 }
 
 impl TableStateV3 {
-    /// In the current form: no null keywords.
+    /// In the current layout: no null keywords, tagged range payloads.
     fn current(self) -> TableState {
         TableState {
-            format: TABLE_FORMAT,
+            format: TABLE_FORMAT_V4,
             schema: self.schema,
             ranges: self.ranges,
             group: self.group,

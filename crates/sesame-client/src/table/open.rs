@@ -145,7 +145,8 @@ impl Table {
         let binder = state
             .incarnation
             .map(|i| PayloadBinder::new(profile.doc_key(), profile.id(), i))
-            .transpose()?;
+            .transpose()?
+            .map(|b| b.with_tags(state.format != TABLE_FORMAT));
         let pad = state
             .incarnation
             .map(|i| {

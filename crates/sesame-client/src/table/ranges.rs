@@ -217,20 +217,32 @@ const TAG_LEN: usize = 16;
 /// Domain of the binding tags.
 const TAG_DOMAIN: &str = "sesame-client/table-range-payload/v1";
 
-/// Binds a table's range payloads to their place. The range protocols
-/// seal each record with their own key and only the protocol's name as
-/// associated data; the table adds, inside the sealed payload, a tag: an
-/// HMAC-SHA256 (truncated to 16 bytes) under a key of the table's
-/// incarnation (derived from the profile's document key) over the
-/// profile id, the incarnation, the field's name, the record identifier
-/// (a record's identifier changes with every version: it names the
-/// version), the encoded value and the record bytes the payload carries.
-/// A payload moved to another field, record, value, table incarnation or
-/// profile fails its tag.
+/// Binds a table's range payloads to their place.
+///
+/// Where the protocol seals its records ([`RangeClient::seals_records`]:
+/// every protocol but the plaintext baseline and Path ORAM), a payload
+/// is the record identifier alone (8 bytes): the protocol's AEAD, under
+/// a key drawn for this index's generation alone (a fresh key for each
+/// field, each rebuild, each incarnation of the table, each profile),
+/// covers the encoded value and the identifier (a record's identifier
+/// changes with every version: it names the version), so a payload
+/// moved to another field, record, value, generation, table incarnation
+/// or profile does not open, and the query fails.
+///
+/// Elsewhere, and in every table whose state predates untagged payloads
+/// ([`TABLE_FORMAT_V4`](super::TABLE_FORMAT_V4): `tags`), the table adds
+/// inside the payload a tag: an HMAC-SHA256 (truncated to 16 bytes)
+/// under a key of the table's incarnation (derived from the profile's
+/// document key) over the profile id, the incarnation, the field's name,
+/// the record identifier, the encoded value and the record bytes the
+/// payload carries. A payload moved to another field, record, value,
+/// table incarnation or profile fails its tag.
 pub(crate) struct PayloadBinder {
     mac: KeyedHash,
     profile_id: String,
     incarnation: [u8; 16],
+    /// Every payload carries a tag (a table of an earlier build).
+    tags: bool,
 }
 
 impl PayloadBinder {
@@ -247,7 +259,15 @@ impl PayloadBinder {
             mac: KeyedHash::new(&key),
             profile_id: profile_id.to_owned(),
             incarnation,
+            tags: false,
         })
+    }
+
+    /// The binder of a table whose every payload carries a tag (`tags`:
+    /// a state of format 4 or earlier), or this one.
+    pub(crate) fn with_tags(mut self, tags: bool) -> Self {
+        self.tags = tags;
+        self
     }
 
     fn tag(&self, field: &str, id: DocId, value: u64, content: &[u8]) -> [u8; TAG_LEN] {
@@ -269,9 +289,17 @@ impl PayloadBinder {
 }
 
 impl RangeIndex {
-    /// The payload of a record in this index: its identifier and the tag
-    /// of `binder` (a table with an incarnation) over an empty record.
-    /// The record itself is not carried: a query fetches the records it
+    /// Whether this index's payloads carry `binder`'s tag: where the
+    /// table's state says so, or where the protocol does not seal its
+    /// records under a key of its own.
+    fn tagged(&self, binder: &PayloadBinder) -> bool {
+        binder.tags || !self.client.seals_records()
+    }
+
+    /// The payload of a record in this index: its identifier, and the
+    /// tag of `binder` (a table with an incarnation) over an empty record
+    /// where this index's payloads carry one ([`PayloadBinder`]). The
+    /// record itself is not carried: a query fetches the records it
     /// matches from the keyword index's document store, so that each
     /// record is stored once (builds before this one carried a copy in
     /// every range index: see [`RangeIndex::carrying_payload`]).
@@ -283,10 +311,39 @@ impl RangeIndex {
         value: u64,
     ) -> Vec<u8> {
         let mut out = id.to_be_bytes().to_vec();
-        if let Some(b) = binder {
+        if let Some(b) = binder.filter(|b| self.tagged(b)) {
             out.extend_from_slice(&b.tag(field, id, value, &[]));
         }
         out
+    }
+
+    /// The identifier in a payload this index returned for value `value`
+    /// to a query of `[lo, hi]`, and the record's stored bytes when the
+    /// payload carries them: [`open_payload`] where the payloads carry a
+    /// tag (or, without a binder, the layout of a table of a build before
+    /// incarnations); else the identifier alone, the protocol having
+    /// opened the sealed record. A value outside what the query asked, or
+    /// a payload not of its form, is [`ClientError::AnswerNotVerified`]
+    /// naming the index.
+    pub(crate) fn open_payload<'a>(
+        &self,
+        binder: Option<&PayloadBinder>,
+        state: &RangeState,
+        value: u64,
+        (lo, hi): (u64, u64),
+        payload: &'a [u8],
+    ) -> Result<(DocId, Option<&'a [u8]>)> {
+        match binder {
+            Some(b) if !self.tagged(b) => {
+                let refused = || ClientError::AnswerNotVerified(state.index.clone());
+                if value < lo || value > hi {
+                    return Err(refused());
+                }
+                let id = <[u8; 8]>::try_from(payload).map_err(|_| refused())?;
+                Ok((u64::from_be_bytes(id), None))
+            }
+            _ => open_payload(binder, &state.index, &state.field, value, (lo, hi), payload),
+        }
     }
 
     /// The payload builds before [`RangeIndex::payload`] wrote: the
@@ -321,13 +378,14 @@ impl RangeIndex {
     }
 }
 
-/// The identifier in a range index's payload returned for value `value`
-/// by a query of `[lo, hi]` on field `field`, and the record's stored
-/// bytes when the payload carries them. A value outside what the query
+/// The identifier in a tagged range index's payload (or one of a table
+/// without an incarnation) returned for value `value` by a query of
+/// `[lo, hi]` on field `field`, and the record's stored bytes when the
+/// payload carries them. A value outside what the query
 /// asked, or (with a binder) a payload whose tag does not match its
 /// field, identifier, value and bytes, is
 /// [`ClientError::AnswerNotVerified`] naming `index`.
-pub(crate) fn open_payload<'a>(
+fn open_payload<'a>(
     binder: Option<&PayloadBinder>,
     index: &str,
     field: &str,
@@ -358,6 +416,7 @@ pub(crate) fn open_payload<'a>(
 mod tests {
     use super::*;
     use crate::table::schema::Schema;
+    use sesame_core::LocalChannel;
 
     fn index() -> RangeIndex {
         let schema = Schema::from_toml("[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n")
@@ -404,13 +463,13 @@ mod tests {
         }
     }
 
-    /// A payload carries the identifier and tag only (24 bytes with a
-    /// binder, 8 without), whatever the record's size, and opens to the
-    /// identifier with no record; it too is bound to its place.
+    /// A tagged payload carries the identifier and tag only (24 bytes
+    /// with a binder, 8 without), whatever the record's size, and opens
+    /// to the identifier with no record; it too is bound to its place.
     #[test]
     fn a_payload_carries_no_copy_of_the_record() {
         let index = index();
-        let b = binder(1);
+        let b = binder(1).with_tags(true);
         let payload = index.payload(Some(&b), "v", 7, 40);
         assert_eq!(payload.len(), 8 + TAG_LEN);
         assert_eq!(
@@ -422,6 +481,176 @@ mod tests {
         assert!(open_payload(Some(&b), "i", "v", 41, (0, 100), &payload).is_err());
         assert!(open_payload(Some(&b), "i", "w", 40, (0, 100), &payload).is_err());
         assert_eq!(index.payload(None, "v", 7, 40), 7u64.to_be_bytes().to_vec());
+    }
+
+    /// The two range indexes of fields `a` and `b` over `protocol`, each
+    /// with its own server over a store of its own, and their states.
+    fn two_indexes(
+        protocol: &str,
+    ) -> Vec<(RangeIndex, RangeState, LocalChannel<Box<dyn Service>>)> {
+        let schema = Schema::from_toml(&format!(
+            "insecure = true\n[fields.a]\ntype = \"integer\"\nindex = [\"range\"]\n\
+             range = \"{protocol}\"\nbits = 16\n[fields.b]\ntype = \"integer\"\n\
+             index = [\"range\"]\nrange = \"{protocol}\"\nbits = 16\n"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        schema
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(position, field)| {
+                let index = RangeIndex::fresh(position, field, &mut rand_core::OsRng)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let server = index
+                    .serve(Arc::new(sesame_store::MemoryStore::new()))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let state = RangeState {
+                    field: field.name.clone(),
+                    index: format!("i-{}", field.name),
+                    generation: 0,
+                    client: Vec::new(),
+                    records: 0,
+                    dirty: false,
+                };
+                (index, state, LocalChannel::new(server))
+            })
+            .collect()
+    }
+
+    /// A server that answers every request with the bytes it holds.
+    struct Replay(Vec<u8>, sesame_core::Meter);
+
+    impl Channel for Replay {
+        fn call(&mut self, _: &[u8]) -> sesame_core::Result<Vec<u8>> {
+            Ok(self.0.clone())
+        }
+        fn meter(&self) -> &sesame_core::Meter {
+            &self.1
+        }
+    }
+
+    /// A channel that keeps the last answer it got.
+    struct Keep<'a>(&'a mut dyn Channel, Vec<u8>);
+
+    impl Channel for Keep<'_> {
+        fn call(&mut self, request: &[u8]) -> sesame_core::Result<Vec<u8>> {
+            let answer = self.0.call(request)?;
+            self.1.clone_from(&answer);
+            Ok(answer)
+        }
+        fn meter(&self) -> &sesame_core::Meter {
+            self.0.meter()
+        }
+    }
+
+    /// The identifiers a table takes from a query of `[lo, hi]`: the
+    /// protocol's answer, each payload opened in its place.
+    fn ids(
+        index: &mut RangeIndex,
+        state: &RangeState,
+        binder: &PayloadBinder,
+        channel: &mut dyn Channel,
+        (lo, hi): (u64, u64),
+    ) -> Result<Vec<DocId>> {
+        let answer = index.client.query(&mut rand_core::OsRng, channel, lo, hi)?;
+        let mut out = Vec::new();
+        for (v, p) in &answer.records {
+            out.push(index.open_payload(Some(binder), state, *v, (lo, hi), p)?.0);
+        }
+        Ok(out)
+    }
+
+    /// A hostile server answers a query on one range index with the
+    /// entries of another (another field of the same table, the same
+    /// protocol and values), or with entries of the same index for
+    /// other values: refused with payloads of the identifier alone
+    /// (Lewi-Wu: the protocol's seal under the index's own key) as with
+    /// tagged ones (the plaintext baseline: the table's tag), never
+    /// answered with another index's records. An honest answer is read.
+    #[test]
+    fn an_index_answered_with_another_indexs_entries_is_refused() {
+        for (protocol, payload_len) in [("bplus-lewi-wu", 8), ("bplus-plain", 8 + TAG_LEN)] {
+            let b = binder(1);
+            let mut indexes = two_indexes(protocol);
+            let mut lengths = std::collections::BTreeSet::new();
+            for (index, state, channel) in &mut indexes {
+                let records: Vec<_> = (1..=20u64)
+                    .map(|id| (id * 3, index.payload(Some(&b), &state.field, id, id * 3)))
+                    .collect();
+                lengths.extend(records.iter().map(|(_, p)| p.len()));
+                index
+                    .client
+                    .build(&mut rand_core::OsRng, channel, &records)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            let [(a, sa, ca), (bi, sb, cb)] = &mut indexes[..] else {
+                unreachable!()
+            };
+            let mut keep = Keep(ca, Vec::new());
+            let honest = ids(a, sa, &b, &mut keep, (0, 30)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(honest, (1..=10).collect::<Vec<_>>(), "{protocol}");
+            let of_a = keep.1;
+            // Index a's answer served for index b.
+            let got = ids(
+                bi,
+                sb,
+                &b,
+                &mut Replay(of_a, sesame_core::Meter::new()),
+                (0, 30),
+            );
+            assert!(
+                got.is_err(),
+                "{protocol}: b answered with a's entries: {got:?}"
+            );
+            // Index b's answer for [30, 60] served for [0, 30].
+            let mut keep = Keep(cb, Vec::new());
+            ids(bi, sb, &b, &mut keep, (30, 60)).unwrap_or_else(|e| panic!("{e}"));
+            let other = keep.1;
+            let got = ids(
+                bi,
+                sb,
+                &b,
+                &mut Replay(other, sesame_core::Meter::new()),
+                (0, 29),
+            );
+            assert!(got.is_err(), "{protocol}: other values accepted: {got:?}");
+            assert_eq!(lengths, [payload_len].into(), "{protocol}");
+        }
+    }
+
+    /// A table of an earlier build (state format 4) keeps tagging its
+    /// payloads, and refuses an untagged one; a current table's payload
+    /// over a sealing protocol is the identifier alone and a longer one
+    /// is refused.
+    #[test]
+    fn payload_forms_follow_the_tables_format() {
+        let index = index();
+        let state = RangeState {
+            field: "v".into(),
+            index: "i".into(),
+            generation: 0,
+            client: Vec::new(),
+            records: 0,
+            dirty: false,
+        };
+        let old = binder(1).with_tags(true);
+        let new = binder(1);
+        let tagged = index.payload(Some(&old), "v", 7, 40);
+        let bare = index.payload(Some(&new), "v", 7, 40);
+        assert_eq!((tagged.len(), bare.len()), (8 + TAG_LEN, 8));
+        let open = |b: &PayloadBinder, p: &[u8]| {
+            index
+                .open_payload(Some(b), &state, 40, (0, 100), p)
+                .map(|(id, c)| (id, c.is_none()))
+        };
+        assert_eq!(open(&old, &tagged).ok(), Some((7, true)));
+        assert_eq!(open(&new, &bare).ok(), Some((7, true)));
+        for (b, p) in [(&old, &bare), (&new, &tagged)] {
+            assert!(matches!(open(b, p), Err(ClientError::AnswerNotVerified(ref i)) if i == "i"));
+        }
+        assert!(index
+            .open_payload(Some(&new), &state, 41, (0, 40), &bare)
+            .is_err());
     }
 
     #[test]
