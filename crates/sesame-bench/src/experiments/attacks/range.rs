@@ -2,7 +2,7 @@
 //! the volume attack from the records each range query returned.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -10,7 +10,7 @@ use sesame_core::view::{Event, RecordingService, RecordingStore, View};
 use sesame_core::{LocalChannel, Params, Store};
 use sesame_store::MemoryStore;
 
-use super::returned::{log_brc_records, returned_records, values_from_intervals};
+use super::returned::{log_brc_records, values_from_intervals, Returned};
 use super::{bits_for, pct, scheme_err, Plan, RANGE_PROTOCOLS};
 use crate::data::Flights;
 use crate::error::BenchError;
@@ -132,30 +132,39 @@ pub(super) fn range_rows(ctx: &Ctx, plan: &Plan, rs: &mut ResultSet) -> Result<(
         } else {
             &queries[..]
         };
-        let mut responses = Vec::with_capacity(queries.len());
-        let start = Instant::now();
+        // Each query's responses are read as they come: only the records
+        // they returned are kept.
+        let records = insertions.len();
+        let mut returned = Returned::new(&insertions);
+        drop(insertions);
+        let mut sets = Vec::with_capacity(queries.len());
+        // The queries' time, not the reading of their responses.
+        let mut elapsed = Duration::ZERO;
         for (a, b) in queries {
             view.take();
+            let start = Instant::now();
             client
                 .query(&mut rng, &mut ch, *a, *b)
                 .map_err(|e| scheme_err(name, "query", e))?;
-            responses.push(
-                view.take()
-                    .into_iter()
-                    .filter_map(|e| match e {
-                        Event::Response(r) => Some(r),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>(),
-            );
+            elapsed += start.elapsed();
+            let responses: Vec<Vec<u8>> = view
+                .take()
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::Response(r) => Some(r),
+                    _ => None,
+                })
+                .collect();
+            sets.push(returned.query(&responses));
         }
-        let query_ms = start.elapsed().as_secs_f64() * 1e3 / queries.len().max(1) as f64;
+        let query_ms = elapsed.as_secs_f64() * 1e3 / queries.len().max(1) as f64;
         view.stop();
-        let (sets, identified) = returned_records(&insertions, &responses);
+        let identified = returned.identified();
+        drop(returned);
         // A batch build's records are in an order the client chose: their
         // values, for scoring, come from the intervals that returned them.
         let truth = if batch {
-            values_from_intervals(insertions.len(), &sets, queries, lo, hi)
+            values_from_intervals(records, &sets, queries, lo, hi)
         } else {
             truth.clone()
         };
