@@ -731,7 +731,7 @@ impl Profile {
 
     /// Every document of the index.
     fn documents(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
-        let docs = self.with_session(py, |s| Ok(s.documents()))?;
+        let docs = self.with_session(py, |s| s.documents())?;
         docs.iter().map(|d| doc_dict(py, d)).collect()
     }
 

@@ -370,7 +370,7 @@ fn join(dir: &std::path::Path, binding: &ServerBinding, remote: &str) -> Result<
          server {}\n",
         dir.display(),
         session.scheme().name,
-        session.documents().len(),
+        session.documents()?.len(),
         binding.url
     );
     write_stdout(out.as_bytes())
@@ -438,7 +438,7 @@ fn restore(dir: &std::path::Path, backup: &std::path::Path) -> Result<(), CliErr
     let key = key_file()?;
     let profile =
         sesame_client::restore_with_key_file(backup, dir, &pass, key.as_deref().map(|k| &k[..]))?;
-    let documents = profile.session(DEFAULT_INDEX)?.documents().len();
+    let documents = profile.session(DEFAULT_INDEX)?.documents()?.len();
     write_stdout(
         format!(
             "restored {} into {} ({documents} documents in the default index)\n",
@@ -881,7 +881,7 @@ fn list(dir: &std::path::Path) -> Result<(), CliError> {
     let session = open(dir)?;
     warn_pending(session.pending_documents(), "document");
     let mut out = String::new();
-    for d in session.documents() {
+    for d in session.documents()? {
         out.push_str(&format!("{}\t{}\t{}\n", d.id, d.size, d.path));
     }
     write_stdout(out.as_bytes())

@@ -247,9 +247,9 @@ impl Session {
         let doc = self
             .state
             .catalog
-            .get(&id)
+            .get(&id)?
             .ok_or(ClientError::UnknownDocument(id))?;
-        DocClient::get_within(channel, &[(id, stored_bound(doc))])?
+        DocClient::get_within(channel, &[(id, stored_bound(&doc))])?
             .pop()
             .flatten()
             .ok_or(ClientError::DocumentMissing(id))

@@ -33,10 +33,14 @@ use crate::fsutil;
 
 mod catalog;
 mod log;
+mod runs;
 pub(crate) use catalog::Catalog;
-use catalog::Change;
+use catalog::{CatalogLocal, Change, LocalCatalog};
 pub(crate) use log::remove_logs;
 use log::{lock, LogAt};
+pub(crate) use runs::remove_runs;
+use runs::RunStore;
+use std::sync::Arc;
 
 /// Name of the directory of index states (in a profile directory).
 pub const INDEX_DIR: &str = "indexes";
@@ -44,8 +48,16 @@ pub const INDEX_DIR: &str = "indexes";
 /// First bytes of a state file saved whole (name and format version).
 const MAGIC: &[u8; 8] = b"SSMIDX03";
 /// First bytes of a state file that is the head of a log of changes
-/// (module `state_log`).
-const MAGIC_LOGGED: &[u8; 8] = b"SSMIDX04";
+/// (module `log`), format 4 (read, never written).
+const MAGIC_LOGGED_V4: &[u8; 8] = b"SSMIDX04";
+/// First bytes of a state file saved whole whose catalog is in runs
+/// beside it (format 5).
+const MAGIC_V5: &[u8; 8] = b"SSMIDX05";
+/// First bytes of a state file that is the head of a log of changes
+/// whose catalog is in runs beside it (format 6).
+const MAGIC_LOGGED: &[u8; 8] = b"SSMIDX06";
+/// Most bytes of the catalog's blocks read from disk kept in memory.
+const CATALOG_CACHE: usize = 16 << 20;
 /// Encoded states from this size on are saved as a snapshot and a log of
 /// changes: below it, writing the whole state costs less than the head
 /// file's extra writes.
@@ -230,8 +242,82 @@ impl IndexState {
     }
 
     /// The catalog's documents added from `path`, by identifier.
-    pub(crate) fn documents_at(&self, path: &str) -> Vec<&DocumentInfo> {
-        self.catalog.values().filter(|d| d.path == path).collect()
+    pub(crate) fn documents_at(&self, path: &str) -> Result<Vec<DocumentInfo>> {
+        self.catalog.with_paths(&[path].into_iter().collect())
+    }
+}
+
+/// An [`IndexState`] as formats 5 and 6 encode it: the catalog as the
+/// runs it names and its overlay ([`LocalCatalog`]).
+#[derive(Serialize)]
+struct LocalRef<'a> {
+    scheme: &'a str,
+    params: &'a Params,
+    generation: u64,
+    next_doc: u64,
+    client: &'a [u8],
+    catalog: LocalCatalog<'a>,
+    pending: &'a [PendingRef],
+    reserved: &'a [u64],
+    garbage: &'a [u64],
+}
+
+impl<'a> LocalRef<'a> {
+    fn of(state: &'a IndexState) -> Self {
+        LocalRef {
+            scheme: &state.scheme,
+            params: &state.params,
+            generation: state.generation,
+            next_doc: state.next_doc,
+            client: &state.client,
+            catalog: LocalCatalog(&state.catalog),
+            pending: &state.pending,
+            reserved: &state.reserved,
+            garbage: &state.garbage,
+        }
+    }
+}
+
+/// [`LocalRef`] as read back.
+#[derive(Deserialize)]
+struct LocalState {
+    scheme: String,
+    params: Params,
+    generation: u64,
+    next_doc: u64,
+    client: Vec<u8>,
+    catalog: CatalogLocal,
+    pending: Vec<PendingRef>,
+    reserved: Vec<u64>,
+    garbage: Vec<u64>,
+}
+
+impl LocalState {
+    /// The state, its catalog's runs opened in `store`.
+    fn into_state(self, store: Arc<RunStore>) -> Result<IndexState> {
+        let (mut state, catalog) = self.split();
+        state.catalog = Catalog::from_local(catalog, store)?;
+        Ok(state)
+    }
+
+    /// The state with an empty catalog, and its catalog as named.
+    fn split(mut self) -> (IndexState, CatalogLocal) {
+        let mut state =
+            IndexState::new(&self.scheme, &self.params, std::mem::take(&mut self.client));
+        state.generation = self.generation;
+        state.next_doc = self.next_doc;
+        state.pending = std::mem::take(&mut self.pending);
+        state.reserved = std::mem::take(&mut self.reserved);
+        state.garbage = std::mem::take(&mut self.garbage);
+        let catalog = std::mem::replace(
+            &mut self.catalog,
+            CatalogLocal {
+                runs: Vec::new(),
+                len: 0,
+                overlay: Vec::new(),
+            },
+        );
+        (state, catalog)
     }
 }
 
@@ -249,6 +335,7 @@ macro_rules! zeroize_on_drop {
 zeroize_on_drop!(
     IndexStateOld<Tail> => client,
     IndexState => client,
+    LocalState => client,
     SharedPlainOf<C> => state,
 );
 
@@ -337,6 +424,7 @@ impl SharedFormat for () {
 /// formats (for the fuzz targets).
 pub(crate) fn parse_plain(bytes: &[u8]) {
     let _ = wire::decode::<IndexState>(bytes);
+    let _ = wire::decode::<LocalState>(bytes);
     let _ = wire::decode::<IndexStateV2>(bytes);
     let _ = wire::decode::<IndexStateV1>(bytes);
 }
@@ -363,6 +451,12 @@ pub(crate) struct StateCipher {
     /// Encoded states of at least this many bytes are saved as a
     /// snapshot and a log of changes ([`LOG_FROM`]).
     log_from: usize,
+    /// The key of the catalogs' runs (module `runs`).
+    catalog_key: Key<32>,
+    /// Entries of a catalog's overlay from which a save writes a run.
+    flush_at: usize,
+    /// Bytes of a catalog's blocks kept in memory.
+    cache_bytes: usize,
 }
 
 impl StateCipher {
@@ -374,7 +468,32 @@ impl StateCipher {
             names: sesame_crypto::hash::KeyedHash::new(&names_key),
             names_key,
             log_from: LOG_FROM,
+            catalog_key: key.derive("sesame-client/catalog"),
+            flush_at: catalog::FLUSH_AT,
+            cache_bytes: CATALOG_CACHE,
         }
+    }
+
+    /// The cipher writing a catalog's overlay as a run from `flush_at`
+    /// entries and keeping `cache_bytes` of its blocks in memory (tests
+    /// of the catalog on disk).
+    #[cfg(test)]
+    pub(crate) fn with_catalog(mut self, flush_at: usize, cache_bytes: usize) -> Self {
+        self.flush_at = flush_at;
+        self.cache_bytes = cache_bytes;
+        self
+    }
+
+    /// The store of the catalog runs of `index`, whose state is at
+    /// `path`.
+    fn run_store(&self, path: &Path, index: &str) -> Arc<RunStore> {
+        Arc::new(RunStore::new(
+            &self.catalog_key,
+            &self.profile_id,
+            index,
+            path,
+            self.cache_bytes,
+        ))
     }
 
     /// The cipher saving states of `log_from` encoded bytes and more as
@@ -411,18 +530,28 @@ impl StateCipher {
         index: &str,
         state: &IndexState,
     ) -> Result<()> {
+        // The overlay written as a run first: the state saved next names
+        // it (a kill in between leaves a run no state names).
+        let flushed = state
+            .catalog
+            .flush(rng, self.run_store(path, index), self.flush_at)?;
         let mut log = lock(&state.log);
         let mut changes = lock(&state.catalog.changes);
         if let (Some(at), Some(list)) = (log.as_mut(), changes.as_mut()) {
             if at.path == path {
-                if let Some(head) = self.append_change(rng, at, index, state, list)? {
+                if flushed {
+                    list.clear();
+                }
+                if let Some(head) = self.append_change(rng, at, index, state, list, flushed)? {
                     at.head = head;
                     list.clear();
+                    drop((log, changes));
+                    self.remove_unnamed_runs(path, state);
                     return Ok(());
                 }
             }
         }
-        let plain = Zeroizing::new(wire::encode(state)?);
+        let plain = Zeroizing::new(wire::encode(&LocalRef::of(state))?);
         if plain.len() < self.log_from {
             self.save_whole(rng, path, index, state, &plain)?;
             remove_logs(path, None);
@@ -433,14 +562,25 @@ impl StateCipher {
             *log = Some(LogAt {
                 path: path.to_path_buf(),
                 head,
+                format: 6,
             });
         }
         *changes = Some(Vec::new());
+        drop((log, changes));
+        self.remove_unnamed_runs(path, state);
         Ok(())
     }
 
-    /// Format 3: `plain` (the encoded `state`) sealed whole, written
-    /// atomically.
+    /// Deletes the catalog runs beside `path` that the state just saved
+    /// does not name (merged away, or written by a save that did not
+    /// complete).
+    fn remove_unnamed_runs(&self, path: &Path, state: &IndexState) {
+        let named: Vec<[u8; 16]> = state.catalog.run_refs().iter().map(|r| r.id).collect();
+        remove_runs(path, &named);
+    }
+
+    /// Format 5: `plain` (the encoded `state`, its catalog as the runs
+    /// it names and its overlay) sealed whole, written atomically.
     fn save_whole(
         &self,
         rng: &mut dyn CryptoRngCore,
@@ -455,10 +595,10 @@ impl StateCipher {
         })?;
         let sealed = self
             .aead
-            .seal(rng, &self.aad(3, index, &state.scheme), plain)
+            .seal(rng, &self.aad(5, index, &state.scheme), plain)
             .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
-        let mut file = Vec::with_capacity(MAGIC.len() + 1 + scheme.len() + sealed.len());
-        file.extend_from_slice(MAGIC);
+        let mut file = Vec::with_capacity(MAGIC_V5.len() + 1 + scheme.len() + sealed.len());
+        file.extend_from_slice(MAGIC_V5);
         file.push(scheme_len);
         file.extend_from_slice(scheme);
         file.extend_from_slice(&sealed);
@@ -664,13 +804,15 @@ impl StateCipher {
             index: index.to_owned(),
             path: PathBuf::from(path),
         };
-        if let Some(rest) = file.strip_prefix(MAGIC_LOGGED.as_slice()) {
-            let (scheme, sealed) = split_scheme(rest).ok_or_else(corrupt)?;
-            return self
-                .load_logged(path, index, scheme, sealed)
-                .ok_or_else(corrupt);
+        for (magic, format) in [(MAGIC_LOGGED, 6), (MAGIC_LOGGED_V4, 4)] {
+            if let Some(rest) = file.strip_prefix(magic.as_slice()) {
+                let (scheme, sealed) = split_scheme(rest).ok_or_else(corrupt)?;
+                return self.load_logged(path, index, format, scheme, sealed);
+            }
         }
-        let (version, rest) = if let Some(rest) = file.strip_prefix(MAGIC.as_slice()) {
+        let (version, rest) = if let Some(rest) = file.strip_prefix(MAGIC_V5.as_slice()) {
+            (5, rest)
+        } else if let Some(rest) = file.strip_prefix(MAGIC.as_slice()) {
             (3, rest)
         } else if let Some(rest) = file.strip_prefix(MAGIC_V2.as_slice()) {
             (2, rest)
@@ -687,6 +829,13 @@ impl StateCipher {
                 .map_err(|_| corrupt())?,
         );
         let state: IndexState = match version {
+            5 => {
+                let local: LocalState = wire::decode(&plain).map_err(|_| corrupt())?;
+                if local.scheme != scheme {
+                    return Err(corrupt());
+                }
+                local.into_state(self.run_store(path, index))?
+            }
             3 => wire::decode(&plain).map_err(|_| corrupt())?,
             2 => {
                 let mut v2: IndexStateV2 = wire::decode(&plain).map_err(|_| corrupt())?;
@@ -877,7 +1026,7 @@ mod tests {
                 size: 10,
                 digest: None,
             };
-            assert_eq!(state.catalog.get(&3), Some(&doc));
+            assert_eq!(state.catalog.get(&3).ok().flatten(), Some(doc));
             let legacy: Vec<_> = state
                 .legacy
                 .iter()
@@ -926,7 +1075,10 @@ mod tests {
         let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(loaded.catalog.len(), 20_003);
         assert_eq!(loaded.next_doc, 20_004);
-        assert_eq!(loaded.catalog.get(&20_002), Some(&doc(20_002)));
+        assert_eq!(
+            loaded.catalog.get(&20_002).ok().flatten(),
+            Some(doc(20_002))
+        );
     }
 
     /// The log of changes after the snapshot, as its file holds it:
@@ -962,7 +1114,8 @@ mod tests {
     fn a_dropped_replayed_or_reordered_change_is_refused() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("t.state");
-        let cipher = cipher();
+        // The catalog kept in the state, so that the log holds it.
+        let cipher = cipher().with_catalog(usize::MAX, 1 << 20);
         let mut state = state_of(20_000);
         save(&cipher, &path, &state);
         for id in 20_001..=20_003 {
@@ -1025,12 +1178,12 @@ mod tests {
         save(&cipher, &path, &state);
         std::fs::write(&path, &head).unwrap_or_else(|e| panic!("{e}"));
         let mut older = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
-        assert!(older.catalog.contains_key(&20_001));
-        assert!(!older.catalog.contains_key(&20_002));
+        assert!(older.catalog.contains_key(&20_001).unwrap_or(false));
+        assert!(!older.catalog.contains_key(&20_002).unwrap_or(true));
         older.catalog.insert(20_003, doc(20_003));
         save(&cipher, &path, &older);
         let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
-        let ids: Vec<u64> = loaded.catalog.keys().copied().skip(19_999).collect();
+        let ids: Vec<u64> = loaded.catalog.keys().flatten().skip(19_999).collect();
         assert_eq!(ids, [20_000, 20_001, 20_003]);
     }
 
@@ -1074,5 +1227,330 @@ mod tests {
         assert!(logs().is_empty());
         let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(loaded.next_doc, 9);
+    }
+}
+
+/// Tests of the catalog on disk (module `runs`): its memory, its answers
+/// across saves, the formats before it, and what a restored, swapped or
+/// half-written catalog file does.
+#[cfg(test)]
+mod catalog_tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_core::OsRng;
+
+    fn doc(id: u64) -> DocumentInfo {
+        DocumentInfo {
+            id,
+            path: format!("flights.csv#0a1b2c3d4e5f:{id:016x}"),
+            size: 200,
+            digest: Some([id as u8; 32]),
+        }
+    }
+
+    fn state_of(n: u64) -> IndexState {
+        let mut state = IndexState::new("fast", &Params::new(), vec![7; 64]);
+        for id in 1..=n {
+            state.catalog.insert(id, doc(id));
+        }
+        state.next_doc = n + 1;
+        state
+    }
+
+    fn save(cipher: &StateCipher, path: &Path, state: &IndexState) {
+        cipher
+            .save(&mut OsRng, path, "t", state)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn load(cipher: &StateCipher, path: &Path) -> IndexState {
+        cipher.load(path, "t").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The catalog files beside the state file `path`, by name.
+    fn runs(path: &Path) -> Vec<PathBuf> {
+        let dir = path.parent().unwrap_or_else(|| panic!("no folder"));
+        let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "catalog"))
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn entries(state: &IndexState) -> Vec<(u64, DocumentInfo)> {
+        state
+            .catalog
+            .iter()
+            .collect::<Result<_>>()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A catalog saved and loaded again, then read whole, holds at most
+    /// a bounded number of bytes in memory whatever its size: its
+    /// entries are on disk beside the state, a bounded cache of them in
+    /// memory.
+    #[test]
+    fn a_loaded_catalog_holds_bounded_memory_whatever_its_size() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p");
+        for n in [50_000u64, 400_000] {
+            save(&cipher, &path, &state_of(n));
+            let loaded = load(&cipher, &path);
+            assert_eq!(loaded.catalog.len(), n as usize);
+            assert_eq!(loaded.catalog.values().flatten().count(), n as usize);
+            assert_eq!(
+                loaded.catalog.get(&(n / 2)).ok().flatten(),
+                Some(doc(n / 2))
+            );
+            let bytes = loaded.catalog.heap_bytes();
+            assert!(
+                bytes <= 24 << 20,
+                "{bytes} bytes of catalog in memory for {n} entries ({} per entry)",
+                bytes as u64 / n
+            );
+        }
+    }
+
+    /// Random puts and removals (mostly new identifiers, some replaced,
+    /// some removed), saved every few hundred changes with runs written
+    /// from 200 overlay entries and merged, answer as a `BTreeMap` after
+    /// every load; merged runs' files are deleted.
+    #[test]
+    fn the_catalog_on_disk_answers_as_a_btreemap_across_saves() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p")
+            .with_catalog(200, 64 * 1024)
+            .with_log_from(4 * 1024);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(39);
+        let mut oracle = BTreeMap::new();
+        let mut state = state_of(0);
+        for round in 0..12u64 {
+            for step in 0..250u64 {
+                let id = match rng.gen_range(0..10) {
+                    0..=6 => 1_000 + round * 250 + step,
+                    _ => rng.gen_range(0..1_000 + round * 250),
+                };
+                if rng.gen_range(0..5) == 0 {
+                    assert_eq!(state.catalog.remove(&id), oracle.remove(&id));
+                } else {
+                    assert_eq!(
+                        state.catalog.insert(id, doc(id)),
+                        oracle.insert(id, doc(id))
+                    );
+                }
+            }
+            save(&cipher, &path, &state);
+            if round % 3 == 2 {
+                state = load(&cipher, &path);
+            }
+            assert_eq!(state.catalog.len(), oracle.len(), "round {round}");
+            let want: Vec<(u64, DocumentInfo)> =
+                oracle.iter().map(|(k, v)| (*k, v.clone())).collect();
+            assert!(entries(&state) == want, "round {round}");
+            for id in (0..1_000 + round * 250).step_by(13) {
+                assert_eq!(
+                    state.catalog.get(&id).ok().flatten().as_ref(),
+                    oracle.get(&id)
+                );
+            }
+        }
+        let named = state.catalog.run_refs();
+        assert!(named.len() >= 2, "{} runs", named.len());
+        assert!(
+            named.len() <= 8,
+            "{} runs: merging keeps about log2 of them",
+            named.len()
+        );
+        assert_eq!(
+            runs(&path).len(),
+            named.len(),
+            "files of merged runs were left"
+        );
+    }
+
+    /// States of formats 3 and 4 (the catalog inside the state), as the
+    /// code before the catalog on disk wrote them, load with their
+    /// catalog; the first save writes format 5 or 6 and the catalog as
+    /// runs, and loads as it was.
+    #[test]
+    fn states_of_formats_3_and_4_load_and_are_migrated_by_the_next_save() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p").with_catalog(1_000, 1 << 20);
+        for format in [3u8, 4] {
+            for f in runs(&path) {
+                let _ = std::fs::remove_file(f);
+            }
+            let old = state_of(5_000);
+            let plain = wire::encode(&old).unwrap_or_else(|e| panic!("{e}"));
+            if format == 3 {
+                let sealed = cipher
+                    .aead
+                    .seal(&mut OsRng, &cipher.aad(3, "t", "fast"), &plain)
+                    .unwrap_or_else(|e| panic!("{e:?}"));
+                let file = [MAGIC.as_slice(), &[4], b"fast", &sealed].concat();
+                std::fs::write(&path, file).unwrap_or_else(|e| panic!("{e}"));
+            } else {
+                cipher
+                    .start_log_as(&mut OsRng, 4, &path, "t", "fast", &plain)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            let loaded = load(&cipher, &path);
+            assert!(entries(&loaded) == entries(&old), "format {format}");
+            assert_eq!(loaded.next_doc, 5_001);
+            save(&cipher, &path, &loaded);
+            let magic = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                magic.starts_with(MAGIC_V5) || magic.starts_with(MAGIC_LOGGED),
+                "format {format} was not migrated"
+            );
+            assert_eq!(
+                runs(&path).len(),
+                1,
+                "format {format}: the catalog as a run"
+            );
+            let again = load(&cipher, &path);
+            assert!(
+                entries(&again) == entries(&old),
+                "format {format} after migration"
+            );
+        }
+    }
+
+    /// What a state refuses of its catalog files: a run missing (the
+    /// catalog folder restored from a copy older than the state), a run
+    /// of an earlier save put back under the name of the current one, and
+    /// a block of another run or position swapped in: each is
+    /// [`ClientError::StateCorrupt`] or a clear error naming the file,
+    /// and no entry of it is used.
+    #[test]
+    fn a_restored_or_swapped_catalog_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p").with_catalog(2_000, 1 << 20);
+        let mut state = state_of(3_000);
+        save(&cipher, &path, &state);
+        let first = runs(&path);
+        assert_eq!(first.len(), 1);
+        let old_bytes = std::fs::read(&first[0]).unwrap_or_else(|e| panic!("{e}"));
+        let old_state = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+        for id in 3_001..=6_000 {
+            state.catalog.insert(id, doc(id));
+            state.catalog.remove(&(id - 2_999));
+        }
+        save(&cipher, &path, &state);
+        let now = runs(&path);
+        assert!(!now.contains(&first[0]), "the first run was merged away");
+        let good: Vec<(PathBuf, Vec<u8>)> = now
+            .iter()
+            .map(|p| {
+                (
+                    p.clone(),
+                    std::fs::read(p).unwrap_or_else(|e| panic!("{e}")),
+                )
+            })
+            .collect();
+        let put_back = || {
+            for f in runs(&path) {
+                let _ = std::fs::remove_file(f);
+            }
+            for (p, b) in &good {
+                std::fs::write(p, b).unwrap_or_else(|e| panic!("{e}"));
+            }
+        };
+
+        // The catalog folder as it was after the first save.
+        for f in runs(&path) {
+            let _ = std::fs::remove_file(f);
+        }
+        std::fs::write(&first[0], &old_bytes).unwrap_or_else(|e| panic!("{e}"));
+        match cipher.load(&path, "t") {
+            Err(e) => assert!(e.to_string().contains("is missing"), "{e}"),
+            Ok(s) => panic!("an older catalog opened, with {} entries", s.catalog.len()),
+        }
+        // The older run under the current run's name.
+        put_back();
+        let (newest, _) = good.last().unwrap_or_else(|| panic!("no run"));
+        std::fs::write(newest, &old_bytes).unwrap_or_else(|e| panic!("{e}"));
+        match cipher.load(&path, "t") {
+            Err(ClientError::StateCorrupt { path: p, .. }) => assert_eq!(&p, newest),
+            Err(e) => panic!("{e}"),
+            Ok(s) => panic!("an older catalog opened, with {} entries", s.catalog.len()),
+        }
+        // A block of the same size from elsewhere in the file (the
+        // footer left as it was): found when the block is read.
+        put_back();
+        let (p, bytes) = good.last().unwrap_or_else(|| panic!("no run"));
+        let mut swapped = bytes.clone();
+        let block = 1_000;
+        let (a, b) = (8..8 + block, 8 + block..8 + 2 * block);
+        let first_part = swapped[a.clone()].to_vec();
+        swapped.copy_within(b.clone(), a.start);
+        swapped[b].copy_from_slice(&first_part);
+        std::fs::write(p, &swapped).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = load(&cipher, &path);
+        let read: Result<Vec<DocumentInfo>> = loaded.catalog.values().collect();
+        match read {
+            Err(ClientError::StateCorrupt { path: at, .. }) => assert_eq!(&at, p),
+            Err(e) => panic!("{e}"),
+            Ok(v) => panic!("a swapped block read as {} entries", v.len()),
+        }
+        // The older state file with the newer catalog: its run is gone.
+        put_back();
+        std::fs::write(&path, &old_state).unwrap_or_else(|e| panic!("{e}"));
+        assert!(cipher.load(&path, "t").is_err(), "an older state opened");
+    }
+
+    /// A save stopped between writing its runs and replacing the state
+    /// file (the state file and the runs of the save before put back
+    /// beside the new runs: what a kill there leaves) loads as the state
+    /// before it, the new runs named by no state; the next save deletes
+    /// them.
+    #[test]
+    fn a_save_stopped_between_its_run_and_its_state_leaves_the_state_before_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p").with_catalog(1_000, 1 << 20);
+        let mut state = state_of(1_500);
+        save(&cipher, &path, &state);
+        let before: Vec<(PathBuf, Vec<u8>)> = runs(&path)
+            .into_iter()
+            .chain([path.clone()])
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{e}"));
+                (p, bytes)
+            })
+            .collect();
+        for id in 1_501..=3_000 {
+            state.catalog.insert(id, doc(id));
+        }
+        state.next_doc = 3_001;
+        save(&cipher, &path, &state);
+        let written = runs(&path);
+        for (p, bytes) in &before {
+            std::fs::write(p, bytes).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert!(
+            runs(&path).len() > written.len(),
+            "the merged runs were not deleted"
+        );
+        let mut older = load(&cipher, &path);
+        assert_eq!(older.catalog.len(), 1_500);
+        assert_eq!(older.next_doc, 1_501);
+        assert_eq!(older.catalog.get(&2_000).ok().flatten(), None);
+        older.catalog.insert(9_000, doc(9_000));
+        save(&cipher, &path, &older);
+        assert_eq!(runs(&path).len(), older.catalog.run_refs().len());
+        assert!(
+            written.iter().all(|p| !p.exists()),
+            "a run no state names was kept"
+        );
+        let again = load(&cipher, &path);
+        assert_eq!(again.catalog.len(), 1_501);
     }
 }

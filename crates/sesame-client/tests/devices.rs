@@ -153,8 +153,18 @@ fn two_devices_take_turns_and_each_sees_the_others_documents() {
         }
         oracle.retain(|_, v| !v.is_empty());
         assert!(a.search("doc0").unwrap().is_empty(), "{scheme}");
-        let ids_a: Vec<u64> = a.documents().iter().map(|d| d.id).collect();
-        let ids_b: Vec<u64> = b.documents().iter().map(|d| d.id).collect();
+        let ids_a: Vec<u64> = a
+            .documents()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .map(|d| d.id)
+            .collect();
+        let ids_b: Vec<u64> = b
+            .documents()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .iter()
+            .map(|d| d.id)
+            .collect();
         assert_eq!(ids_a, ids_b, "{scheme}: one catalog");
         drop((a, b));
         check(&laptop, &oracle, scheme);
@@ -212,6 +222,7 @@ fn two_devices_adding_at_the_same_time_lose_nothing() {
             .session(DEFAULT_INDEX)
             .unwrap()
             .documents()
+            .unwrap_or_else(|e| panic!("{e}"))
             .iter()
             .map(|d| d.id)
             .collect();

@@ -55,6 +55,7 @@ fn stored(dir: &Path) -> (Profile, Arc<MemoryStore>, Docs) {
     s.add_documents(&[&files], &mut |_| {}).unwrap();
     let docs = s
         .documents()
+        .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .map(|d| (d.id, fs::read(&d.path).unwrap()))
         .collect();
@@ -204,7 +205,7 @@ fn documents_are_stored_compressed_and_read_back_whole() {
         "{sealed} sealed bytes stored for {plain} bytes of text"
     );
     // Every document reads back whole, and `check` finds nothing wrong.
-    for d in s.documents() {
+    for d in s.documents().unwrap_or_else(|e| panic!("{e}")) {
         assert_eq!(s.get(d.id).unwrap(), fs::read(&d.path).unwrap());
     }
     let report = s.check(&mut |_| {}).unwrap();

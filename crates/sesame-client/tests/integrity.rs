@@ -99,7 +99,12 @@ fn session(p: &Profile, store: &Arc<FaultyStore>) -> Session {
 /// word's search equal to the oracle (ids listed once, paths once).
 fn check_exact(p: &Profile, store: &Arc<FaultyStore>, corpus: &Corpus, what: &str) {
     let mut s = session(p, store);
-    let listed: Vec<String> = s.documents().into_iter().map(|d| d.path).collect();
+    let listed: Vec<String> = s
+        .documents()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|d| d.path)
+        .collect();
     let unique: BTreeSet<&String> = listed.iter().collect();
     assert_eq!(unique.len(), listed.len(), "{what}: a path listed twice");
     let expected: BTreeSet<&String> = corpus.files.keys().collect();
@@ -194,8 +199,10 @@ fn add_is_a_sync_and_rm_removes() {
         assert_eq!((r.replaced.len(), r.removed.len(), r.unchanged), (2, 2, 9));
         let mut s = session(&p, &store);
         s.remove_documents(&[gone]).unwrap();
-        let id = s.documents()[0].id;
-        let first = s.documents()[0].path.clone();
+        let id = s.documents().unwrap_or_else(|e| panic!("{e}"))[0].id;
+        let first = s.documents().unwrap_or_else(|e| panic!("{e}"))[0]
+            .path
+            .clone();
         s.remove_documents(&[id.to_string()]).unwrap();
         drop(s);
         fs::remove_file(&first).unwrap();
@@ -452,7 +459,10 @@ fn a_search_completes_an_interrupted_add_and_says_so() {
     let query = sesame_client::parse_query("all").unwrap();
     let hits = s.answer(&query).unwrap();
     assert_eq!(hits.resumed, pending);
-    assert_eq!(hits.documents.len(), s.documents().len());
+    assert_eq!(
+        hits.documents.len(),
+        s.documents().unwrap_or_else(|e| panic!("{e}")).len()
+    );
     assert_eq!(s.pending_documents(), 0);
     assert_eq!(s.answer(&query).unwrap().resumed, 0);
 }

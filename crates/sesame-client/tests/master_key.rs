@@ -127,7 +127,7 @@ fn files(tmp: &std::path::Path, n: usize) -> std::path::PathBuf {
 /// Every document's path and content, read through a session.
 fn contents(p: &Profile) -> BTreeMap<String, Vec<u8>> {
     let mut s = p.session(DEFAULT_INDEX).unwrap();
-    let docs: Vec<_> = s.documents().to_vec();
+    let docs: Vec<_> = s.documents().unwrap_or_else(|e| panic!("{e}")).to_vec();
     let mut out = BTreeMap::new();
     for d in docs {
         out.insert(d.path.clone(), s.get(d.id).unwrap());

@@ -191,7 +191,7 @@ fn reads_answer_the_committed_documents(served: bool, fault: Fault) {
     assert_eq!(s.found("doc3").0.len(), 1);
     let mut session = s.session();
     assert_eq!(session.pending_documents(), 6);
-    let listed = session.documents();
+    let listed = session.documents().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(listed.len(), 10);
     let doc = listed.iter().find(|d| d.path.ends_with("f3.txt")).unwrap();
     assert_eq!(session.get(doc.id).unwrap(), b"all mod0 doc3");
@@ -264,7 +264,14 @@ fn a_scheme_whose_search_writes_says_it_must_send_the_pending_update_first() {
         let text = err.to_string();
         assert!(text.contains(&format!("scheme {scheme}")), "{text}");
         assert!(text.contains("search writes"), "{text}");
-        assert_eq!(s.session().documents().len(), 4, "{scheme}");
+        assert_eq!(
+            s.session()
+                .documents()
+                .unwrap_or_else(|e| panic!("{e}"))
+                .len(),
+            4,
+            "{scheme}"
+        );
 
         s.store.heal();
         let (found, pending) = s.found("all");

@@ -113,7 +113,12 @@ fn nothing_pending_left(dir: &Path, w: &Watched, what: &str) {
 }
 
 fn check(s: &mut Session, oracle: &BTreeMap<String, BTreeSet<String>>, what: &str) {
-    let listed: Vec<String> = s.documents().into_iter().map(|d| d.path).collect();
+    let listed: Vec<String> = s
+        .documents()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|d| d.path)
+        .collect();
     assert_eq!(listed.len(), FILES, "{what}: the listing");
     for (word, paths) in oracle {
         let found: Vec<String> = s

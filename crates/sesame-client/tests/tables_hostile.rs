@@ -158,7 +158,7 @@ fn a_document_served_in_an_older_version_is_refused() {
     fs::write(&first, "pay alice 100 euros").unwrap();
     let mut s = p.session_with(DEFAULT_INDEX, backend(&store)).unwrap();
     s.add_documents(&[&first], &mut |_| {}).unwrap();
-    let id = s.documents()[0].id;
+    let id = s.documents().unwrap_or_else(|e| panic!("{e}"))[0].id;
     let saved = snapshot(&store, b"d/");
     drop(s);
 
@@ -178,7 +178,7 @@ fn a_document_served_in_an_older_version_is_refused() {
     fs::write(&first, "pay mallory 9000 eu").unwrap();
     let mut s = p.session_with(DEFAULT_INDEX, backend(&store)).unwrap();
     s.add_documents(&[&first], &mut |_| {}).unwrap();
-    assert_eq!(s.documents()[0].id, id);
+    assert_eq!(s.documents().unwrap_or_else(|e| panic!("{e}"))[0].id, id);
     assert_eq!(s.get(id).unwrap(), b"pay mallory 9000 eu");
 
     // The server puts its old copy back.
@@ -244,6 +244,7 @@ fn alice_and_bobby(
         table
             .keyword_index()
             .documents()
+            .unwrap_or_else(|e| panic!("{e}"))
             .iter()
             .find(|d| d.path == key)
             .unwrap()

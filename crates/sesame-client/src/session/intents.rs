@@ -46,14 +46,12 @@ impl Session {
             self.complete_intent(intent)?;
         }
         if !self.state.reserved.is_empty() {
-            let catalog = &self.state.catalog;
-            let orphans: Vec<DocId> = self
-                .state
-                .reserved
-                .iter()
-                .copied()
-                .filter(|id| !catalog.contains_key(id))
-                .collect();
+            let mut orphans: Vec<DocId> = Vec::new();
+            for id in &self.state.reserved {
+                if !self.state.catalog.contains_key(id)? {
+                    orphans.push(*id);
+                }
+            }
             self.state.garbage.extend(orphans);
             self.state.reserved.clear();
             self.save()?;

@@ -403,12 +403,12 @@ impl Session {
     }
 
     /// The documents of the index, by identifier.
-    pub fn documents(&self) -> Vec<DocumentInfo> {
-        self.state.catalog.values().cloned().collect()
+    pub fn documents(&self) -> Result<Vec<DocumentInfo>> {
+        self.state.catalog.values().collect()
     }
 
     /// The document `id`, if the index has it.
-    pub fn document(&self, id: DocId) -> Option<&DocumentInfo> {
+    pub fn document(&self, id: DocId) -> Result<Option<DocumentInfo>> {
         self.state.catalog.get(&id)
     }
 

@@ -95,8 +95,8 @@ impl Session {
         for (i, id) in result.ids.iter().enumerate() {
             // An identifier the catalog lacks belongs to a document that
             // was removed (schemes without deletion) or never completed.
-            if let Some(doc) = self.state.catalog.get(id) {
-                documents.push(doc.clone());
+            if let Some(doc) = self.state.catalog.get(id)? {
+                documents.push(doc);
                 if let Some(s) = result.scores.get(i) {
                     scores.push(*s);
                 }
@@ -208,7 +208,7 @@ impl Session {
     /// ([`Session::pending_documents`]).
     pub fn get(&mut self, id: DocId) -> Result<Vec<u8>> {
         self.refresh()?;
-        let Some(doc) = self.state.catalog.get(&id).cloned() else {
+        let Some(doc) = self.state.catalog.get(&id)? else {
             return Err(ClientError::UnknownDocument(id));
         };
         let mut channel = self.backend.document_channel(&self.index)?;
@@ -249,16 +249,18 @@ impl Session {
         let mut channel = self.backend.document_channel(&self.index)?;
         let stored: HashSet<DocId> = DocClient::list(channel.as_mut())?.into_iter().collect();
         drop(channel);
-        let extra = stored
-            .iter()
-            .filter(|id| !self.state.catalog.contains_key(id))
-            .count();
+        let mut extra = 0;
+        for id in &stored {
+            if !self.state.catalog.contains_key(id)? {
+                extra += 1;
+            }
+        }
         if extra > 0 {
             report.problems.push(format!(
                 "{extra} stored document(s) belong to no document of the index"
             ));
         }
-        let docs = self.documents();
+        let docs = self.documents()?;
         let step = (docs.len() / CHECK_PROBES).max(1);
         let mut probes: Vec<(DocId, Vec<String>)> = Vec::new();
         let mut problems = Vec::new();

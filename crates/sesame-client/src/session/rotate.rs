@@ -72,7 +72,7 @@ impl Session {
         docs: &Arc<Aes256GcmSiv>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<usize> {
-        let all: Vec<DocumentInfo> = self.state.catalog.values().cloned().collect();
+        let all: Vec<DocumentInfo> = self.state.catalog.values().collect::<Result<_>>()?;
         let Some(first) = all.first() else {
             return Ok(0);
         };

@@ -111,20 +111,24 @@ impl Session {
         };
 
         // Compare with the catalog: skip, replace or add.
-        let mut by_path: HashMap<&str, Vec<&DocumentInfo>> = HashMap::new();
-        for doc in self.state.catalog.values() {
-            by_path.entry(doc.path.as_str()).or_default().push(doc);
+        // One pass over the catalog, keeping the entries of these paths
+        // only (the catalog may be far larger than memory holds).
+        let paths: Vec<String> = incoming
+            .iter()
+            .map(|item| item.file.path.to_string_lossy().into_owned())
+            .collect();
+        let mut by_path: HashMap<String, Vec<DocumentInfo>> = HashMap::new();
+        for doc in self
+            .state
+            .catalog
+            .with_paths(&paths.iter().map(String::as_str).collect())?
+        {
+            by_path.entry(doc.path.clone()).or_default().push(doc);
         }
-        let mut current: Vec<Vec<DocumentInfo>> = Vec::with_capacity(incoming.len());
-        for item in &incoming {
-            let path = item.file.path.to_string_lossy();
-            current.push(
-                by_path
-                    .get(path.as_ref())
-                    .map(|docs| docs.iter().map(|d| (*d).clone()).collect())
-                    .unwrap_or_default(),
-            );
-        }
+        let current: Vec<Vec<DocumentInfo>> = paths
+            .iter()
+            .map(|p| by_path.get(p).cloned().unwrap_or_default())
+            .collect();
         drop(by_path);
         let mut fresh: Vec<(Incoming, bool)> = Vec::new();
         let mut removes: Vec<DocumentInfo> = Vec::new();
@@ -334,18 +338,21 @@ impl Session {
         self.recover()?;
         let mut ids = BTreeSet::new();
         for name in names {
-            let by_id = name
-                .trim()
-                .parse::<DocId>()
-                .ok()
-                .filter(|id| self.state.catalog.contains_key(id));
+            let by_id = match name.trim().parse::<DocId>() {
+                Ok(id) if self.state.catalog.contains_key(&id)? => Some(id),
+                _ => None,
+            };
             match by_id {
                 Some(id) => {
                     ids.insert(id);
                 }
                 None => {
-                    let at: Vec<DocId> =
-                        self.state.documents_at(name).iter().map(|d| d.id).collect();
+                    let at: Vec<DocId> = self
+                        .state
+                        .documents_at(name)?
+                        .iter()
+                        .map(|d| d.id)
+                        .collect();
                     if at.is_empty() {
                         return Err(ClientError::NotInIndex(name.clone()));
                     }
@@ -353,10 +360,10 @@ impl Session {
                 }
             }
         }
-        let removes: Vec<DocumentInfo> = ids
-            .iter()
-            .filter_map(|id| self.state.catalog.get(id).cloned())
-            .collect();
+        let mut removes: Vec<DocumentInfo> = Vec::new();
+        for id in &ids {
+            removes.extend(self.state.catalog.get(id)?);
+        }
         let mut report = RemoveReport {
             removed: removes.clone(),
             ..RemoveReport::default()
@@ -645,9 +652,8 @@ impl Session {
             .state
             .catalog
             .values()
-            .filter(|d| !gone.contains(&d.id))
-            .cloned()
-            .collect();
+            .filter(|d| d.as_ref().map_or(true, |d| !gone.contains(&d.id)))
+            .collect::<Result<_>>()?;
         // Gathered by hash, then sorted once into the multimap: a B-tree
         // insert per pair compared keywords about 16 times each.
         let mut db: HashMap<Vec<u8>, Vec<DocId>> = HashMap::new();

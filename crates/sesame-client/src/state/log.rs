@@ -60,10 +60,28 @@ pub(super) struct Head {
 pub(super) struct LogAt {
     pub path: PathBuf,
     pub head: Head,
+    /// The format of the log: 4 (read, never appended to) or 6.
+    pub format: u8,
+}
+
+/// One save's changes to the catalog in format 6: the runs and overlay
+/// whole when the save wrote runs (then `changes` is empty), and the
+/// entries changed.
+#[derive(Serialize)]
+struct CatalogDeltaRef<'a> {
+    runs: Option<LocalCatalog<'a>>,
+    changes: &'a [Change],
+}
+
+/// [`CatalogDeltaRef`] as read back.
+#[derive(Deserialize)]
+struct CatalogDelta {
+    runs: Option<CatalogLocal>,
+    changes: Vec<Change>,
 }
 
 /// One save's changes: the state's fields but the catalog, and the
-/// catalog's changes.
+/// catalog's changes (format 6).
 #[derive(Serialize)]
 struct DeltaRef<'a> {
     scheme: &'a str,
@@ -74,12 +92,13 @@ struct DeltaRef<'a> {
     pending: &'a [PendingRef],
     reserved: &'a [u64],
     garbage: &'a [u64],
-    changes: &'a [Change],
+    catalog: CatalogDeltaRef<'a>,
 }
 
-/// [`DeltaRef`] as read back.
+/// [`DeltaRef`] as read back: `C` is the catalog's changes, a list of
+/// them in format 4, [`CatalogDelta`] in format 6.
 #[derive(Deserialize)]
-struct Delta {
+struct Delta<C> {
     scheme: String,
     params: Params,
     generation: u64,
@@ -88,10 +107,10 @@ struct Delta {
     pending: Vec<PendingRef>,
     reserved: Vec<u64>,
     garbage: Vec<u64>,
-    changes: Vec<Change>,
+    changes: C,
 }
 
-impl Drop for Delta {
+impl<C> Drop for Delta<C> {
     fn drop(&mut self) {
         self.client.zeroize();
     }
@@ -146,17 +165,19 @@ fn start(log: &[u8; 16]) -> [u8; 32] {
 }
 
 impl StateCipher {
-    /// The associated data of record `seq` of log `log`, after records of
-    /// digest `prev`.
+    /// The associated data of record `seq` of log `log` of format
+    /// `format`, after records of digest `prev`.
+    #[allow(clippy::too_many_arguments)]
     fn record_aad(
         &self,
+        format: u8,
         index: &str,
         scheme: &str,
         log: &[u8; 16],
         seq: u64,
         prev: &[u8; 32],
     ) -> Vec<u8> {
-        let mut aad = self.aad(4, index, scheme);
+        let mut aad = self.aad(format, index, scheme);
         aad.extend_from_slice(b"record\0");
         aad.extend_from_slice(log);
         aad.extend_from_slice(&seq.to_be_bytes());
@@ -165,16 +186,18 @@ impl StateCipher {
     }
 
     /// `u32 length || sealed` of record `seq` holding `plain`.
+    #[allow(clippy::too_many_arguments)]
     fn frame(
         &self,
         rng: &mut dyn CryptoRngCore,
+        format: u8,
         index: &str,
         scheme: &str,
         head: &Head,
         plain: &[u8],
     ) -> Result<Vec<u8>> {
         let too_large = || ClientError::InvalidArgument("client state is too large".into());
-        let aad = self.record_aad(index, scheme, &head.log, head.records, &head.digest);
+        let aad = self.record_aad(format, index, scheme, &head.log, head.records, &head.digest);
         let sealed = self.aead.seal(rng, &aad, plain).map_err(|_| too_large())?;
         let len = u32::try_from(sealed.len()).map_err(|_| too_large())?;
         let mut framed = Vec::with_capacity(4 + sealed.len());
@@ -183,10 +206,11 @@ impl StateCipher {
         Ok(framed)
     }
 
-    /// The head file's bytes for `head`.
+    /// The head file's bytes for `head`, in format `format`.
     fn head_file(
         &self,
         rng: &mut dyn CryptoRngCore,
+        format: u8,
         index: &str,
         scheme: &str,
         head: &Head,
@@ -196,9 +220,14 @@ impl StateCipher {
         })?;
         let sealed = self
             .aead
-            .seal(rng, &self.aad(4, index, scheme), &wire::encode(head)?)
+            .seal(rng, &self.aad(format, index, scheme), &wire::encode(head)?)
             .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
-        let mut file = MAGIC_LOGGED.to_vec();
+        let magic = if format == 4 {
+            MAGIC_LOGGED_V4
+        } else {
+            MAGIC_LOGGED
+        };
+        let mut file = magic.to_vec();
         file.push(scheme_len);
         file.extend_from_slice(scheme.as_bytes());
         file.extend_from_slice(&sealed);
@@ -213,7 +242,7 @@ impl StateCipher {
         if said != scheme {
             return None;
         }
-        let plain = self.aead.open(&self.aad(4, index, scheme), sealed).ok()?;
+        let plain = self.aead.open(&self.aad(6, index, scheme), sealed).ok()?;
         wire::decode(&plain).ok()
     }
 
@@ -222,6 +251,20 @@ impl StateCipher {
     pub(super) fn start_log(
         &self,
         rng: &mut dyn CryptoRngCore,
+        path: &Path,
+        index: &str,
+        scheme: &str,
+        plain: &[u8],
+    ) -> Result<Head> {
+        self.start_log_as(rng, 6, path, index, scheme, plain)
+    }
+
+    /// [`StateCipher::start_log`] in format `format` (4: the format
+    /// before the catalog on disk, written by tests of its migration).
+    pub(super) fn start_log_as(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        format: u8,
         path: &Path,
         index: &str,
         scheme: &str,
@@ -236,7 +279,7 @@ impl StateCipher {
             digest: start(&log),
             snapshot: 0,
         };
-        let framed = self.frame(rng, index, scheme, &empty, plain)?;
+        let framed = self.frame(rng, format, index, scheme, &empty, plain)?;
         fsutil::write_atomic(&log_path(path, &log), &framed)?;
         let head = Head {
             log,
@@ -245,7 +288,7 @@ impl StateCipher {
             digest: chain(&empty.digest, &framed),
             snapshot: framed.len() as u64,
         };
-        fsutil::write_atomic(path, &self.head_file(rng, index, scheme, &head)?)?;
+        fsutil::write_atomic(path, &self.head_file(rng, format, index, scheme, &head)?)?;
         Ok(head)
     }
 
@@ -260,9 +303,10 @@ impl StateCipher {
         index: &str,
         state: &IndexState,
         changes: &[Change],
+        flushed: bool,
     ) -> Result<Option<Head>> {
         let head = at.head;
-        if self.read_head(&at.path, index, &state.scheme) != Some(head) {
+        if at.format != 6 || self.read_head(&at.path, index, &state.scheme) != Some(head) {
             return Ok(None);
         }
         let plain = Zeroizing::new(wire::encode(&DeltaRef {
@@ -274,13 +318,16 @@ impl StateCipher {
             pending: &state.pending,
             reserved: &state.reserved,
             garbage: &state.garbage,
-            changes,
+            catalog: CatalogDeltaRef {
+                runs: flushed.then_some(LocalCatalog(&state.catalog)),
+                changes,
+            },
         })?);
         let logged = head.bytes - head.snapshot + plain.len() as u64;
         if logged > head.snapshot {
             return Ok(None);
         }
-        let framed = self.frame(rng, index, &state.scheme, &head, &plain)?;
+        let framed = self.frame(rng, 6, index, &state.scheme, &head, &plain)?;
         let log = log_path(&at.path, &head.log);
         let io = |e: std::io::Error| ClientError::io("write", &log, &e);
         let mut f = std::fs::OpenOptions::new()
@@ -298,20 +345,64 @@ impl StateCipher {
             digest: chain(&head.digest, &framed),
             ..head
         };
-        fsutil::write_atomic(&at.path, &self.head_file(rng, index, &state.scheme, &next)?)?;
+        fsutil::write_atomic(
+            &at.path,
+            &self.head_file(rng, 6, index, &state.scheme, &next)?,
+        )?;
         Ok(Some(next))
     }
 
-    /// Reads a logged state whose head file holds `sealed` (after the
-    /// magic and the scheme); `None` if anything does not open or match.
+    /// Reads a logged state of format `format` (4 or 6) whose head file
+    /// holds `sealed` (after the magic and the scheme). Anything that
+    /// does not open or match is [`ClientError::StateCorrupt`]; a run of
+    /// the catalog missing or not the one named is refused as module
+    /// `runs` says.
     pub(super) fn load_logged(
         &self,
         path: &Path,
         index: &str,
+        format: u8,
         scheme: &str,
         sealed: &[u8],
-    ) -> Option<IndexState> {
-        let plain = self.aead.open(&self.aad(4, index, scheme), sealed).ok()?;
+    ) -> Result<IndexState> {
+        let corrupt = || ClientError::StateCorrupt {
+            index: index.to_owned(),
+            path: PathBuf::from(path),
+        };
+        let (mut state, head, runs, changes) = self
+            .read_logged(path, index, format, scheme, sealed)
+            .ok_or_else(corrupt)?;
+        if let Some(local) = runs {
+            let mut catalog = Catalog::from_local(local, self.run_store(path, index))?;
+            catalog.apply(changes);
+            state.catalog = catalog;
+        }
+        *lock(&state.catalog.changes) = Some(Vec::new());
+        *lock(&state.log) = Some(LogAt {
+            path: path.to_path_buf(),
+            head,
+            format,
+        });
+        Ok(state)
+    }
+
+    /// The records of a logged state: the state (in format 6 without its
+    /// catalog), its head, and in format 6 the catalog's last runs and
+    /// overlay and the changes after them (opened by the caller, once:
+    /// runs named by earlier records may since have been merged away).
+    #[allow(clippy::type_complexity)]
+    fn read_logged(
+        &self,
+        path: &Path,
+        index: &str,
+        format: u8,
+        scheme: &str,
+        sealed: &[u8],
+    ) -> Option<(IndexState, Head, Option<CatalogLocal>, Vec<Change>)> {
+        let plain = self
+            .aead
+            .open(&self.aad(format, index, scheme), sealed)
+            .ok()?;
         let head: Head = wire::decode(&plain).ok()?;
         let bytes = std::fs::read(log_path(path, &head.log)).ok()?;
         let body = bytes.get(..usize::try_from(head.bytes).ok()?)?;
@@ -319,28 +410,47 @@ impl StateCipher {
         let mut seq = 0u64;
         let mut rest = body;
         let mut state: Option<IndexState> = None;
+        let mut runs: Option<CatalogLocal> = None;
+        let mut changes: Vec<Change> = Vec::new();
         while !rest.is_empty() {
             let (len, tail) = rest.split_first_chunk::<4>()?;
             let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
             let (record, tail) = tail.split_at_checked(len)?;
             let framed = rest.get(..4 + len)?;
-            let aad = self.record_aad(index, scheme, &head.log, seq, &digest);
+            let aad = self.record_aad(format, index, scheme, &head.log, seq, &digest);
             let plain = Zeroizing::new(self.aead.open(&aad, record).ok()?);
             match state.as_mut() {
+                None if format == 6 => {
+                    let (s, local) = wire::decode::<LocalState>(&plain).ok()?.split();
+                    state = Some(s);
+                    runs = Some(local);
+                }
                 None => state = Some(wire::decode::<IndexState>(&plain).ok()?),
                 Some(s) => {
-                    let mut d: Delta = wire::decode(&plain).ok()?;
-                    if d.scheme != scheme {
-                        return None;
+                    let catalog = if format == 6 {
+                        let mut d: Delta<CatalogDelta> = wire::decode(&plain).ok()?;
+                        let c = std::mem::replace(
+                            &mut d.changes,
+                            CatalogDelta {
+                                runs: None,
+                                changes: Vec::new(),
+                            },
+                        );
+                        s.take_delta(&mut d, scheme)?;
+                        if c.runs.is_some() {
+                            runs = c.runs;
+                            changes.clear();
+                        }
+                        changes.extend(c.changes);
+                        None
+                    } else {
+                        let mut d: Delta<Vec<Change>> = wire::decode(&plain).ok()?;
+                        s.take_delta(&mut d, scheme)?;
+                        Some(std::mem::take(&mut d.changes))
+                    };
+                    if let Some(c) = catalog {
+                        s.catalog.apply(c);
                     }
-                    s.params = d.params.clone();
-                    s.generation = d.generation;
-                    s.next_doc = d.next_doc;
-                    s.client = std::mem::take(&mut d.client);
-                    s.pending = std::mem::take(&mut d.pending);
-                    s.reserved = std::mem::take(&mut d.reserved);
-                    s.garbage = std::mem::take(&mut d.garbage);
-                    s.catalog.apply(std::mem::take(&mut d.changes));
                 }
             }
             digest = chain(&digest, framed);
@@ -354,11 +464,24 @@ impl StateCipher {
         if state.scheme != scheme {
             return None;
         }
-        *lock(&state.catalog.changes) = Some(Vec::new());
-        *lock(&state.log) = Some(LogAt {
-            path: path.to_path_buf(),
-            head,
-        });
-        Some(state)
+        Some((state, head, runs, changes))
+    }
+}
+
+impl IndexState {
+    /// Takes a logged save's fields but the catalog; `None` when the
+    /// record is of another scheme.
+    fn take_delta<C>(&mut self, d: &mut Delta<C>, scheme: &str) -> Option<()> {
+        if d.scheme != scheme {
+            return None;
+        }
+        self.params = d.params.clone();
+        self.generation = d.generation;
+        self.next_doc = d.next_doc;
+        self.client = std::mem::take(&mut d.client);
+        self.pending = std::mem::take(&mut d.pending);
+        self.reserved = std::mem::take(&mut d.reserved);
+        self.garbage = std::mem::take(&mut d.garbage);
+        Some(())
     }
 }

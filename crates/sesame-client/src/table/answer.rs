@@ -195,10 +195,11 @@ impl Table {
         }
         // An identifier the catalog lacks belongs to a record deleted or
         // replaced (an index without deletion still holds it).
-        Ok(ids?
-            .iter()
-            .filter_map(|id| self.rows.state.catalog.get(id).cloned())
-            .collect())
+        let mut docs = Vec::new();
+        for id in ids?.iter() {
+            docs.extend(self.rows.state.catalog.get(id)?);
+        }
+        Ok(docs)
     }
 
     pub(super) fn matching_ids(&mut self, plan: &Plan) -> Result<BTreeSet<DocId>> {
@@ -274,7 +275,7 @@ impl Table {
                 }
                 Ok(ids)
             }
-            Access::Every => Ok(rows.state.catalog.keys().copied().collect()),
+            Access::Every => rows.state.catalog.keys().collect(),
             // Split by `Plan::evaluate` into its inner access and `Every`.
             Access::Nothing | Access::Complement(_) => Ok(BTreeSet::new()),
         })

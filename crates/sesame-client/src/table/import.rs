@@ -548,6 +548,7 @@ impl Table {
         if let Some(n) = &naming {
             resumed = self.recover()?.len();
             for d in self.rows.state.catalog.values() {
+                let d = d?;
                 if n.owns(&d.path) {
                     earlier.insert(d.path.clone(), d.clone());
                 } else if d

@@ -140,11 +140,12 @@ pub(super) fn remove_file(p: &std::path::Path) -> Result<()> {
     }
 }
 
-/// Removes this device's files of keyword index `rows`: its state, its
-/// shared-state note and its intents.
+/// Removes this device's files of keyword index `rows`: its state (its
+/// log and its catalog's runs), its shared-state note and its intents.
 pub(super) fn remove_local_rows(profile: &Profile, rows: &str) -> Result<()> {
     remove_file(&profile.state_path(rows))?;
     crate::state::remove_logs(&profile.state_path(rows), None);
+    crate::state::remove_runs(&profile.state_path(rows), &[]);
     remove_file(&profile.shared_sidecar(rows))?;
     let intents = profile
         .dir()

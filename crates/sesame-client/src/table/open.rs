@@ -258,7 +258,7 @@ impl Table {
         &mut self,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<(DocId, Record)>> {
-        let docs: Vec<DocumentInfo> = self.rows.state.catalog.values().cloned().collect();
+        let docs: Vec<DocumentInfo> = self.rows.state.catalog.values().collect::<Result<_>>()?;
         let mut all: Vec<(DocId, Record)> = Vec::with_capacity(docs.len());
         self.rows
             .fetch_documents(&docs, Phase::Fetching, progress, &mut |doc, r| {

@@ -20,7 +20,7 @@ impl Table {
         let docs: Vec<DocumentInfo> = match text {
             None => {
                 self.rows.resume_pending()?;
-                self.rows.state.catalog.values().cloned().collect()
+                self.rows.state.catalog.values().collect::<Result<_>>()?
             }
             Some(text) => {
                 let plan = self.plan(text)?;

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::table::ranges::{self, Fill, Spill, BUILD_COMMIT};
+use std::collections::HashSet;
 
 /// The range changes of an import's batches, applied at its end
 /// ([`Table::finish_deferred`]): the insertions as pairs of encoded value
@@ -221,29 +222,23 @@ impl Table {
         let old = if self.ranges.is_empty() {
             HashMap::new()
         } else {
-            let names: BTreeSet<&str> = by_key.keys().map(String::as_str).collect();
-            let docs: Vec<DocumentInfo> = self
-                .rows
-                .state
-                .catalog
-                .values()
-                .filter(|d| names.contains(d.path.as_str()))
-                .cloned()
-                .collect();
+            let names: HashSet<&str> = by_key.keys().map(String::as_str).collect();
+            let docs = self.rows.state.catalog.with_paths(&names)?;
             self.fetch_range_values(&docs)?
         };
         // A record the table holds unchanged in the form of earlier
         // builds (its key in its content) is given in that form, so that
         // it stays unchanged; every other is stored without its key.
-        let held: HashMap<&str, [u8; 32]> = if self.rows.state.catalog.is_empty() {
+        let held: HashMap<String, [u8; 32]> = if self.rows.state.catalog.is_empty() {
             HashMap::new()
         } else {
+            let names: HashSet<&str> = by_key.keys().map(String::as_str).collect();
             self.rows
                 .state
                 .catalog
-                .values()
-                .filter(|d| by_key.contains_key(&d.path))
-                .filter_map(|d| d.digest.map(|g| (d.path.as_str(), g)))
+                .with_paths(&names)?
+                .into_iter()
+                .filter_map(|d| d.digest.map(|g| (d.path, g)))
                 .collect()
         };
         let mut items = Vec::with_capacity(by_key.len());
@@ -654,10 +649,10 @@ impl Table {
             self.covered.clear();
             ids
         };
-        let docs: Vec<DocumentInfo> = answer_ids
-            .iter()
-            .filter_map(|id| self.rows.state.catalog.get(id).cloned())
-            .collect();
+        let mut docs: Vec<DocumentInfo> = Vec::new();
+        for id in &answer_ids {
+            docs.extend(self.rows.state.catalog.get(id)?);
+        }
         if docs.is_empty() {
             if self.has_side_indexes() {
                 self.save_ranges(false)?;
@@ -693,7 +688,7 @@ impl Table {
     /// Every record, in insertion order (for export and checks).
     pub fn records(&mut self) -> Result<Vec<Record>> {
         self.rows.resume_pending()?;
-        let docs: Vec<DocumentInfo> = self.rows.state.catalog.values().cloned().collect();
+        let docs: Vec<DocumentInfo> = self.rows.state.catalog.values().collect::<Result<_>>()?;
         self.fetch_records(&docs)
     }
 }
@@ -740,7 +735,13 @@ mod tests {
         let ok = |r: Result<InsertReport>| r.unwrap_or_else(|e| panic!("{e}"));
         ok(table.insert((0..6).map(|k| record(k, 10 + k)).collect(), &mut |_| {}));
         // Rewrite every entry as an earlier build wrote it.
-        let docs: Vec<DocumentInfo> = table.rows.state.catalog.values().cloned().collect();
+        let docs: Vec<DocumentInfo> = table
+            .rows
+            .state
+            .catalog
+            .values()
+            .collect::<Result<_>>()
+            .unwrap_or_else(|e| panic!("{e}"));
         let rows = table
             .fetch_range_values(&docs)
             .unwrap_or_else(|e| panic!("{e}"));

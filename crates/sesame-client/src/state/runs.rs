@@ -1,0 +1,525 @@
+//! The catalog's entries on disk: sealed sorted runs beside the state
+//! file, read through a bounded cache.
+//!
+//! A run is an immutable file `indexes/NAME.<run id>.catalog`:
+//! `"SSMCAT01" || block* || footer || u32 footer length`. A block holds up
+//! to [`BLOCK`] entries in identifier order (an identifier and its origin,
+//! or a removal that hides the entry of an older run), sealed with
+//! AES-256-GCM-SIV under the catalog key (derived from the state key) with
+//! the profile, the index, the run id and the block's number in the
+//! associated data; the footer lists the blocks (first and last
+//! identifier, offset, length), sealed with the run id. The state names
+//! each run of its catalog ([`RunRef`]: id, entries, identifier range and
+//! the SHA-256 of the sealed footer), so a run opens only as the run the
+//! state was saved with: a run file missing, replaced by another run's
+//! (an older copy of the catalog put back), or with a block moved, swapped
+//! or taken from another run or index is refused
+//! ([`ClientError::StateCorrupt`], naming the file). Run ids are random
+//! and a run is never rewritten: a new or merged run is a new file, named
+//! by the state only once its bytes are synced, and the files the saved
+//! state no longer names are deleted after the save.
+
+use super::*;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::sync::Arc;
+
+/// First bytes of a run file.
+const RUN_MAGIC: &[u8; 8] = b"SSMCAT01";
+/// Entries in a block of a run.
+pub(super) const BLOCK: usize = 1024;
+
+/// An entry of a run: an identifier and its origin, or `None`: removed
+/// (hiding the entry of an older run).
+pub(super) type Entry = (u64, Option<DocumentInfo>);
+
+/// A run as the state names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct RunRef {
+    /// The run's random identifier (names its file).
+    pub id: [u8; 16],
+    /// Entries it holds, removals included.
+    pub entries: u64,
+    /// Its first and last identifier.
+    pub first: u64,
+    pub last: u64,
+    /// SHA-256 of its sealed footer.
+    pub footer: [u8; 32],
+}
+
+/// A block of a run, as its footer lists it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct BlockRef {
+    first: u64,
+    last: u64,
+    offset: u64,
+    len: u32,
+}
+
+/// An open run: its reference, its blocks and its file.
+pub(super) struct Run {
+    pub r: RunRef,
+    blocks: Vec<BlockRef>,
+    file: Mutex<File>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run").field("r", &self.r).finish()
+    }
+}
+
+/// Decoded blocks kept in memory, least recently used dropped first.
+#[derive(Default)]
+struct Cache {
+    blocks: HashMap<([u8; 16], usize), (Arc<Vec<Entry>>, u64, usize)>,
+    bytes: usize,
+    tick: u64,
+}
+
+/// Bytes a decoded block takes on the heap (as the cache counts them).
+fn block_bytes(entries: &[Entry]) -> usize {
+    entries.len() * std::mem::size_of::<Entry>()
+        + entries
+            .iter()
+            .map(|(_, d)| d.as_ref().map_or(0, |d| d.path.capacity()))
+            .sum::<usize>()
+}
+
+/// Seals, opens and reads the runs of one index's catalog.
+pub(crate) struct RunStore {
+    aead: Aes256GcmSiv,
+    profile_id: String,
+    index: String,
+    /// The index's state file: runs are named after it.
+    state: PathBuf,
+    cache: Mutex<Cache>,
+    /// Most bytes of decoded blocks the cache holds.
+    cache_bytes: usize,
+    /// A digest of the catalog key, telling stores of another key apart.
+    key_id: [u8; 32],
+}
+
+impl std::fmt::Debug for RunStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunStore")
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+/// The run file of id `id` beside the state file `state`.
+pub(super) fn run_path(state: &Path, id: &[u8; 16]) -> PathBuf {
+    let name = state
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".state").unwrap_or(&name);
+    state.with_file_name(format!("{stem}.{}.catalog", hex::encode(id)))
+}
+
+/// Deletes the run files beside the state file `state` but those of
+/// `keep` (what a save leaves behind: merged runs, a run written by a
+/// save that did not complete); failures only leave a file that takes
+/// room.
+pub(crate) fn remove_runs(state: &Path, keep: &[[u8; 16]]) {
+    let (Some(dir), Some(name)) = (state.parent(), state.file_name()) else {
+        return;
+    };
+    let name = name.to_string_lossy();
+    let stem = name.strip_suffix(".state").unwrap_or(&name);
+    let prefix = format!("{stem}.");
+    let kept: Vec<PathBuf> = keep.iter().map(|k| run_path(state, k)).collect();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        let ours = file
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".catalog"))
+            .is_some_and(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()));
+        if ours && !kept.contains(&entry.path()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+impl RunStore {
+    pub(super) fn new(
+        key: &Key<32>,
+        profile_id: &str,
+        index: &str,
+        state: &Path,
+        cache_bytes: usize,
+    ) -> Self {
+        RunStore {
+            aead: Aes256GcmSiv::new(key),
+            profile_id: profile_id.to_owned(),
+            index: index.to_owned(),
+            state: state.to_path_buf(),
+            cache: Mutex::new(Cache::default()),
+            cache_bytes,
+            key_id: sesame_crypto::hash::ro("sesame-client/catalog-key-id/v1", &[key.as_bytes()]),
+        }
+    }
+
+    /// Whether `other` reads and writes the same runs (the same file,
+    /// index, profile and key).
+    pub(super) fn same_as(&self, other: &RunStore) -> bool {
+        self.state == other.state
+            && self.index == other.index
+            && self.profile_id == other.profile_id
+            && self.key_id == other.key_id
+    }
+
+    fn aad(&self, run: &[u8; 16], what: &str, seq: u64) -> Vec<u8> {
+        let mut aad = b"sesame-client/catalog-run/v1\0".to_vec();
+        for part in [
+            self.profile_id.as_bytes(),
+            self.index.as_bytes(),
+            run,
+            what.as_bytes(),
+        ] {
+            aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            aad.extend_from_slice(part);
+        }
+        aad.extend_from_slice(&seq.to_be_bytes());
+        aad
+    }
+
+    fn corrupt(&self, path: &Path) -> ClientError {
+        ClientError::StateCorrupt {
+            index: self.index.clone(),
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Writes `entries` (in increasing identifier order) as a new run and
+    /// syncs it; `None` when there are none.
+    pub(super) fn write(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        entries: impl Iterator<Item = Result<Entry>>,
+    ) -> Result<Option<RunRef>> {
+        let mut id = [0u8; 16];
+        rng.fill_bytes(&mut id);
+        let path = run_path(&self.state, &id);
+        let written = self.write_to(rng, &id, &path, entries);
+        if !matches!(written, Ok(Some(_))) {
+            let _ = std::fs::remove_file(&path);
+        }
+        if written.is_ok() {
+            if let Some(dir) = path.parent() {
+                fsutil::sync_dir(dir)?;
+            }
+        }
+        written
+    }
+
+    fn write_to(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        id: &[u8; 16],
+        path: &Path,
+        mut entries: impl Iterator<Item = Result<Entry>>,
+    ) -> Result<Option<RunRef>> {
+        let io = |e: std::io::Error| ClientError::io("write", path, &e);
+        let too_large = || ClientError::InvalidArgument("catalog block is too large".into());
+        let file = File::create(path).map_err(io)?;
+        let mut out = BufWriter::new(file);
+        out.write_all(RUN_MAGIC).map_err(io)?;
+        let mut offset = RUN_MAGIC.len() as u64;
+        let mut blocks: Vec<BlockRef> = Vec::new();
+        let mut count = 0u64;
+        let mut block: Vec<Entry> = Vec::with_capacity(BLOCK);
+        let mut last_id: Option<u64> = None;
+        loop {
+            let next = entries.next().transpose()?;
+            if let Some((i, _)) = &next {
+                if last_id.is_some_and(|l| l >= *i) {
+                    return Err(ClientError::InvalidArgument(
+                        "catalog entries out of order".into(),
+                    ));
+                }
+                last_id = Some(*i);
+            }
+            let done = next.is_none();
+            if let Some(e) = next {
+                block.push(e);
+            }
+            if block.len() == BLOCK || (done && !block.is_empty()) {
+                let plain = Zeroizing::new(wire::encode(&block)?);
+                let aad = self.aad(id, "block", blocks.len() as u64);
+                let sealed = self.aead.seal(rng, &aad, &plain).map_err(|_| too_large())?;
+                let len = u32::try_from(sealed.len()).map_err(|_| too_large())?;
+                out.write_all(&sealed).map_err(io)?;
+                blocks.push(BlockRef {
+                    first: block.first().map_or(0, |e| e.0),
+                    last: block.last().map_or(0, |e| e.0),
+                    offset,
+                    len,
+                });
+                offset += u64::from(len);
+                count += block.len() as u64;
+                block.clear();
+            }
+            if done {
+                break;
+            }
+        }
+        let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
+            return Ok(None);
+        };
+        let (first, last) = (first.first, last.last);
+        let footer = self
+            .aead
+            .seal(rng, &self.aad(id, "footer", count), &wire::encode(&blocks)?)
+            .map_err(|_| too_large())?;
+        let footer_len = u32::try_from(footer.len()).map_err(|_| too_large())?;
+        out.write_all(&footer).map_err(io)?;
+        out.write_all(&footer_len.to_be_bytes()).map_err(io)?;
+        let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        Ok(Some(RunRef {
+            id: *id,
+            entries: count,
+            first,
+            last,
+            footer: sesame_crypto::hash::sha256(&footer),
+        }))
+    }
+
+    /// Opens the run the state names `r`: its file must hold exactly the
+    /// footer `r` names.
+    pub(super) fn open(&self, r: &RunRef) -> Result<Run> {
+        let path = run_path(&self.state, &r.id);
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ClientError::InvalidArgument(format!(
+                    "{} is missing: the client state of index {:?} names it as part of its \
+                     catalog (the catalog files were removed or restored from an older copy; \
+                     restore the profile's indexes folder whole from one backup)",
+                    path.display(),
+                    self.index
+                )))
+            }
+            Err(e) => return Err(ClientError::io("read", &path, &e)),
+        };
+        let corrupt = || self.corrupt(&path);
+        let io = |e: std::io::Error| ClientError::io("read", &path, &e);
+        let size = file.seek(SeekFrom::End(0)).map_err(io)?;
+        let tail = size.checked_sub(4).ok_or_else(corrupt)?;
+        let mut len = [0u8; 4];
+        file.seek(SeekFrom::Start(tail)).map_err(io)?;
+        file.read_exact(&mut len).map_err(io)?;
+        let footer_len = u64::from(u32::from_be_bytes(len));
+        let at = tail.checked_sub(footer_len).ok_or_else(corrupt)?;
+        let mut footer = vec![0u8; usize::try_from(footer_len).map_err(|_| corrupt())?];
+        file.seek(SeekFrom::Start(at)).map_err(io)?;
+        file.read_exact(&mut footer).map_err(io)?;
+        if sesame_crypto::hash::sha256(&footer) != r.footer {
+            return Err(corrupt());
+        }
+        let plain = self
+            .aead
+            .open(&self.aad(&r.id, "footer", r.entries), &footer)
+            .map_err(|_| corrupt())?;
+        let blocks: Vec<BlockRef> = wire::decode(&plain).map_err(|_| corrupt())?;
+        Ok(Run {
+            r: r.clone(),
+            blocks,
+            file: Mutex::new(file),
+            path,
+        })
+    }
+
+    /// Block `b` of `run`, from the cache or the file.
+    pub(super) fn block(&self, run: &Run, b: usize) -> Result<Arc<Vec<Entry>>> {
+        {
+            let mut cache = lock(&self.cache);
+            cache.tick += 1;
+            let tick = cache.tick;
+            if let Some((entries, used, _)) = cache.blocks.get_mut(&(run.r.id, b)) {
+                *used = tick;
+                return Ok(entries.clone());
+            }
+        }
+        let corrupt = || self.corrupt(&run.path);
+        let at = run.blocks.get(b).ok_or_else(corrupt)?;
+        let mut sealed = vec![0u8; at.len as usize];
+        {
+            let io = |e: std::io::Error| ClientError::io("read", &run.path, &e);
+            let mut file = lock(&run.file);
+            file.seek(SeekFrom::Start(at.offset)).map_err(io)?;
+            file.read_exact(&mut sealed).map_err(io)?;
+        }
+        let plain = Zeroizing::new(
+            self.aead
+                .open(&self.aad(&run.r.id, "block", b as u64), &sealed)
+                .map_err(|_| corrupt())?,
+        );
+        let entries: Vec<Entry> = wire::decode(&plain).map_err(|_| corrupt())?;
+        let ordered = entries.windows(2).all(|w| w[0].0 < w[1].0);
+        if !ordered
+            || entries.first().map(|e| e.0) != Some(at.first)
+            || entries.last().map(|e| e.0) != Some(at.last)
+        {
+            return Err(corrupt());
+        }
+        let entries = Arc::new(entries);
+        let bytes = block_bytes(&entries);
+        let mut cache = lock(&self.cache);
+        let tick = cache.tick;
+        cache.bytes += bytes;
+        cache
+            .blocks
+            .insert((run.r.id, b), (entries.clone(), tick, bytes));
+        while cache.bytes > self.cache_bytes && cache.blocks.len() > 1 {
+            let Some(oldest) = cache
+                .blocks
+                .iter()
+                .min_by_key(|(_, (_, used, _))| *used)
+                .map(|(k, _)| *k)
+            else {
+                break;
+            };
+            if let Some((_, _, b)) = cache.blocks.remove(&oldest) {
+                cache.bytes -= b;
+            }
+        }
+        Ok(entries)
+    }
+
+    /// The entry of `id` in `run`: `None` when the run says nothing of
+    /// it, `Some(None)` when it removes it.
+    pub(super) fn find(&self, run: &Run, id: u64) -> Result<Option<Option<DocumentInfo>>> {
+        if id < run.r.first || id > run.r.last {
+            return Ok(None);
+        }
+        let b = run.blocks.partition_point(|blk| blk.last < id);
+        if run.blocks.get(b).is_none_or(|blk| blk.first > id) {
+            return Ok(None);
+        }
+        let block = self.block(run, b)?;
+        Ok(block
+            .binary_search_by_key(&id, |e| e.0)
+            .ok()
+            .and_then(|at| block.get(at))
+            .map(|e| e.1.clone()))
+    }
+
+    /// Bytes held in memory: the cache and the runs' block lists.
+    #[cfg(test)]
+    pub(super) fn heap_bytes(&self, runs: &[Arc<Run>]) -> usize {
+        lock(&self.cache).bytes
+            + runs
+                .iter()
+                .map(|r| r.blocks.capacity() * std::mem::size_of::<BlockRef>())
+                .sum::<usize>()
+    }
+}
+
+/// The entries of one run in order, a block at a time.
+pub(super) struct RunIter {
+    store: Arc<RunStore>,
+    run: Arc<Run>,
+    block: usize,
+    at: usize,
+    current: Option<Arc<Vec<Entry>>>,
+}
+
+impl RunIter {
+    pub(super) fn new(store: Arc<RunStore>, run: Arc<Run>) -> Self {
+        RunIter {
+            store,
+            run,
+            block: 0,
+            at: 0,
+            current: None,
+        }
+    }
+}
+
+impl Iterator for RunIter {
+    type Item = Result<Entry>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(block) = &self.current {
+                if let Some(e) = block.get(self.at) {
+                    self.at += 1;
+                    return Some(Ok(e.clone()));
+                }
+                self.current = None;
+                self.block += 1;
+                self.at = 0;
+            }
+            if self.block >= self.run.blocks.len() {
+                return None;
+            }
+            match self.store.block(&self.run, self.block) {
+                Ok(b) => self.current = Some(b),
+                Err(e) => {
+                    self.block = usize::MAX;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// Merges sources of entries, each in increasing identifier order, the
+/// first source the newest: each identifier once, as the newest source
+/// holding it says.
+pub(super) struct Merge {
+    heads: Vec<Option<Entry>>,
+    sources: Vec<Box<dyn Iterator<Item = Result<Entry>> + Send>>,
+    failed: bool,
+}
+
+impl Merge {
+    pub(super) fn new(
+        mut sources: Vec<Box<dyn Iterator<Item = Result<Entry>> + Send>>,
+    ) -> Result<Self> {
+        let heads = sources
+            .iter_mut()
+            .map(|s| s.next().transpose())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Merge {
+            heads,
+            sources,
+            failed: false,
+        })
+    }
+}
+
+impl Iterator for Merge {
+    type Item = Result<Entry>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let least = self.heads.iter().flatten().map(|e| e.0).min()?;
+        let mut taken: Option<Entry> = None;
+        for (head, source) in self.heads.iter_mut().zip(self.sources.iter_mut()) {
+            if head.as_ref().is_some_and(|e| e.0 == least) {
+                let e = head.take();
+                if taken.is_none() {
+                    taken = e;
+                }
+                match source.next().transpose() {
+                    Ok(next) => *head = next,
+                    Err(err) => {
+                        self.failed = true;
+                        return Some(Err(err));
+                    }
+                }
+            }
+        }
+        taken.map(Ok)
+    }
+}
