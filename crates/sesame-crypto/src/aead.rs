@@ -231,10 +231,10 @@ impl Aes256GcmSiv {
         }
         counter::record(Primitive::Ske, short.len() as u64);
         let mut keys = BatchKeys::derive(short.iter().map(|&i| (items[i].aead, &items[i].nonce)));
-        let inputs = short.iter().zip(&keys.mac).map(|(&i, mac)| {
+        let inputs = keys.tag_inputs(short.iter().map(|&i| {
             let item = &items[i];
-            tag_input(mac.clone(), &item.nonce, item.aad, item.plaintext)
-        });
+            (&item.nonce, item.aad, item.plaintext)
+        }));
         let tags = keys.tags(inputs);
         let mut bodies: Vec<&mut [u8]> = Vec::with_capacity(short.len());
         let mut at = short.iter().peekable();
@@ -294,10 +294,10 @@ impl Aes256GcmSiv {
             }
         }
         keys.ctr(&received, &mut bodies);
-        let inputs = short.iter().zip(&keys.mac).map(|(&(i, nonce, _), mac)| {
+        let inputs = keys.tag_inputs(short.iter().map(|&(i, nonce, _)| {
             let plaintext = out[i].as_deref().unwrap_or_default();
-            tag_input(mac.clone(), nonce, items[i].aad, plaintext)
-        });
+            (nonce, items[i].aad, plaintext)
+        }));
         let expected = keys.tags(inputs);
         for (&(i, _, tag), expected) in short.iter().zip(&expected) {
             if !bool::from(expected.ct_eq(tag)) {
@@ -311,10 +311,10 @@ impl Aes256GcmSiv {
     }
 }
 
-/// The keys of a batch's messages: POLYVAL's, keyed, and the message
-/// encryption keys as [`aes_many`] takes them (wiped on drop).
+/// The keys of a batch's messages: POLYVAL's and the message encryption
+/// keys, as [`aes_many`] takes them (wiped on drop).
 struct BatchKeys {
-    mac: Vec<Polyval>,
+    mac: Vec<u128>,
     enc: Vec<[u128; 2]>,
 }
 
@@ -337,11 +337,7 @@ impl BatchKeys {
         let mut mac = Vec::with_capacity(n);
         let mut enc = Vec::with_capacity(n);
         for b in blocks.chunks_exact(6) {
-            let mut key = aes_many::bytes(low(b[0]) | (low(b[1]) << 64));
-            mac.push(<Polyval as polyval::universal_hash::KeyInit>::new(
-                &key.into(),
-            ));
-            key.zeroize();
+            mac.push(low(b[0]) | (low(b[1]) << 64));
             enc.push([low(b[2]) | (low(b[3]) << 64), low(b[4]) | (low(b[5]) << 64)]);
         }
         kgks.zeroize();
@@ -349,9 +345,48 @@ impl BatchKeys {
         BatchKeys { mac, enc }
     }
 
+    /// Each message's [`tag_input`] from its (nonce, associated data,
+    /// plaintext), the POLYVAL of every message side by side
+    /// ([`aes_many::polyval_each`]).
+    fn tag_inputs<'a>(
+        &self,
+        messages: impl ExactSizeIterator<Item = (&'a [u8; 12], &'a [u8], &'a [u8])>,
+    ) -> Vec<u128> {
+        let n = messages.len();
+        let (mut blocks, mut spans, mut nonces) =
+            (Vec::new(), Vec::with_capacity(n), Vec::with_capacity(n));
+        for (nonce, aad, plaintext) in messages {
+            let start = blocks.len();
+            for data in [aad, plaintext] {
+                blocks.extend(data.chunks(16).map(|chunk| {
+                    let mut b = [0u8; 16];
+                    b[..chunk.len()].copy_from_slice(chunk);
+                    let block = aes_many::block(&b);
+                    b.zeroize();
+                    block
+                }));
+            }
+            // The lengths in bits: associated data, then plaintext.
+            blocks.push(
+                u128::from(aad.len() as u64 * 8) | (u128::from(plaintext.len() as u64 * 8) << 64),
+            );
+            spans.push((start, blocks.len() - start));
+            nonces.push(nonce);
+        }
+        let mut sums = vec![0; n];
+        aes_many::polyval_each(&self.mac, &blocks, &spans, &mut sums);
+        blocks.zeroize();
+        for (s, nonce) in sums.iter_mut().zip(nonces) {
+            let mut padded = [0u8; 16];
+            padded[..12].copy_from_slice(nonce);
+            *s ^= aes_many::block(&padded);
+            *s &= !(1 << 127);
+        }
+        sums
+    }
+
     /// The tag of each message from its [`tag_input`].
-    fn tags(&self, inputs: impl Iterator<Item = [u8; 16]>) -> Vec<[u8; 16]> {
-        let mut blocks: Vec<u128> = inputs.map(|s| aes_many::block(&s)).collect();
+    fn tags(&self, mut blocks: Vec<u128>) -> Vec<[u8; 16]> {
         aes_many::encrypt_each_256::<1>(&self.enc, &mut blocks);
         let tags = blocks.iter().map(|&b| aes_many::bytes(b)).collect();
         blocks.zeroize();
@@ -406,6 +441,7 @@ impl BatchKeys {
 
 impl Drop for BatchKeys {
     fn drop(&mut self) {
+        self.mac.zeroize();
         self.enc.zeroize();
     }
 }

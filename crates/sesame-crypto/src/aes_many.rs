@@ -23,6 +23,12 @@
 //! key's `w3` shuffled into every word (rotated, or not for AES-256's odd
 //! steps), then one `aesenclast` with the round constant in every word.
 //!
+//! The same batches' POLYVAL (RFC 8452), each message under its own key,
+//! runs here too ([`polyval_each`]): with PCLMULQDQ, the `polyval` crate's
+//! multiplication on several messages in turn, so that their independent
+//! multiplications overlap; otherwise through that crate. Tested against
+//! it and RFC 8452's example.
+//!
 //! All three compute FIPS 197 AES-128 and AES-256, byte for byte the
 //! `aes` crate's (the tests compare them on random keys and blocks, every
 //! path this CPU has). The round keys live in registers and in the stack frame of the
@@ -81,6 +87,41 @@ fn each<const NK: usize, const P: usize>(keys: &[[u128; NK]], blocks: &mut [u128
     portable::each::<NK, P>(keys, blocks);
 }
 
+/// POLYVAL (RFC 8452) of many messages, each under its own key,
+/// side by side: `out[i]` becomes POLYVAL under `keys[i]` of the blocks
+/// `blocks[start..start + len]`, `(start, len) = spans[i]` (keys, blocks
+/// and results read as [`block`] reads a 16-byte string). The batches of
+/// AES-256-GCM-SIV messages (`aead::Aes256GcmSiv::seal_each`) hash each
+/// message under a fresh key, so no precomputed powers of a key pay off;
+/// but one message's multiplications depend each on the one before, and
+/// those of several messages do not, so the CPU overlaps them. With
+/// PCLMULQDQ, the `polyval` crate's multiplication, several messages in
+/// turn; otherwise, through the `polyval` crate, message by message.
+///
+/// # Panics
+///
+/// If the lengths of `keys`, `spans` and `out` differ, or a span is
+/// outside `blocks` (a caller's invariant).
+pub(crate) fn polyval_each(
+    keys: &[u128],
+    blocks: &[u128],
+    spans: &[(usize, usize)],
+    out: &mut [u128],
+) {
+    assert!(
+        keys.len() == spans.len() && spans.len() == out.len(),
+        "a key, a span and a result per message"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if x86::clmul() {
+            x86::polyval_each(keys, blocks, spans, out);
+            return;
+        }
+    }
+    portable::polyval_each(keys, blocks, spans, out);
+}
+
 /// A 16-byte string as [`encrypt_each`] takes it.
 pub(crate) fn block(bytes: &[u8; 16]) -> u128 {
     u128::from_le_bytes(*bytes)
@@ -129,8 +170,27 @@ mod portable {
         }
     }
 
+    /// [`super::polyval_each`] through the `polyval` crate.
+    pub(super) fn polyval_each(
+        keys: &[u128],
+        blocks: &[u128],
+        spans: &[(usize, usize)],
+        out: &mut [u128],
+    ) {
+        use polyval::universal_hash::{KeyInit, UniversalHash};
+        for ((key, &(start, len)), out) in keys.iter().zip(spans).zip(out) {
+            let mut mac = polyval::Polyval::new(&super::bytes(*key).into());
+            for b in &blocks[start..start + len] {
+                mac.update(&[super::bytes(*b).into()]);
+            }
+            *out = super::block(&mac.finalize().into());
+        }
+    }
+
     #[cfg(test)]
     pub(super) use each as reference;
+    #[cfg(test)]
+    pub(super) use polyval_each as polyval_reference;
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -482,6 +542,111 @@ mod x86 {
             }
         }
     }
+
+    /// PCLMULQDQ (and SSE2).
+    pub(super) fn clmul() -> bool {
+        std::arch::is_x86_feature_detected!("pclmulqdq")
+            && std::arch::is_x86_feature_detected!("sse2")
+    }
+
+    /// Messages hashed in turn, block by block.
+    const POLYVAL_LANES: usize = 8;
+
+    pub(super) fn polyval_each(
+        keys: &[u128],
+        blocks: &[u128],
+        spans: &[(usize, usize)],
+        out: &mut [u128],
+    ) {
+        for ((keys, spans), out) in keys
+            .chunks(POLYVAL_LANES)
+            .zip(spans.chunks(POLYVAL_LANES))
+            .zip(out.chunks_mut(POLYVAL_LANES))
+        {
+            // SAFETY: `clmul()` found every feature the kernel enables;
+            // the spans are inside `blocks` (checked by slicing).
+            unsafe { polyval_kernel(keys, blocks, spans, out) }
+        }
+    }
+
+    /// Up to [`POLYVAL_LANES`] messages: at each block index, one
+    /// multiplication for each message that has a block there.
+    #[target_feature(enable = "pclmulqdq,sse2")]
+    unsafe fn polyval_kernel(
+        keys: &[u128],
+        blocks: &[u128],
+        spans: &[(usize, usize)],
+        out: &mut [u128],
+    ) {
+        let load = |b: u128| _mm_set_epi64x((b >> 64) as i64, b as i64);
+        let mut h = [_mm_setzero_si128(); POLYVAL_LANES];
+        let mut y = [_mm_setzero_si128(); POLYVAL_LANES];
+        let mut message: [&[u128]; POLYVAL_LANES] = [&[]; POLYVAL_LANES];
+        for (j, (key, &(start, len))) in keys.iter().zip(spans).enumerate() {
+            h[j] = load(*key);
+            message[j] = &blocks[start..start + len];
+        }
+        let longest = message.iter().map(|m| m.len()).max().unwrap_or(0);
+        for i in 0..longest {
+            for j in 0..POLYVAL_LANES {
+                if let Some(&x) = message[j].get(i) {
+                    y[j] = polyval_mul(_mm_xor_si128(y[j], load(x)), h[j]);
+                }
+            }
+        }
+        for (o, v) in out.iter_mut().zip(&y) {
+            let (lo, hi) = (_mm_cvtsi128_si64(*v), _mm_extract_epi64::<1>(*v));
+            *o = u128::from(lo as u64) | (u128::from(hi as u64) << 64);
+        }
+        // The keys' and the sums' copies in this frame.
+        for v in h.iter_mut().chain(y.iter_mut()) {
+            *v = black_box(_mm_setzero_si128());
+        }
+    }
+
+    /// `y * h` in POLYVAL's field (RFC 8452: the product times `x^-128`
+    /// modulo `x^128 + x^127 + x^126 + x^121 + 1`), as the `polyval`
+    /// crate's PCLMULQDQ backend computes it (Karatsuba, then the
+    /// reduction by shifts).
+    #[inline(always)]
+    unsafe fn polyval_mul(y: __m128i, h: __m128i) -> __m128i {
+        let h1 = _mm_shuffle_epi32(h, 0x0E);
+        let h2 = _mm_xor_si128(h, h1);
+        let y1 = _mm_shuffle_epi32(y, 0x0E);
+        let y2 = _mm_xor_si128(y, y1);
+        let t0 = _mm_clmulepi64_si128(y, h, 0x00);
+        let t1 = _mm_clmulepi64_si128(y, h, 0x11);
+        let t2 = _mm_clmulepi64_si128(y2, h2, 0x00);
+        let t2 = _mm_xor_si128(t2, _mm_xor_si128(t0, t1));
+        let v0 = t0;
+        let v1 = _mm_xor_si128(_mm_shuffle_epi32(t0, 0x0E), t2);
+        let v2 = _mm_xor_si128(t1, _mm_shuffle_epi32(t2, 0x0E));
+        let v3 = _mm_shuffle_epi32(t1, 0x0E);
+        let x = |a, b| _mm_xor_si128(a, b);
+        let v2 = x(
+            x(v2, v0),
+            x(
+                x(_mm_srli_epi64(v0, 1), _mm_srli_epi64(v0, 2)),
+                _mm_srli_epi64(v0, 7),
+            ),
+        );
+        let v1 = x(
+            x(v1, _mm_slli_epi64(v0, 63)),
+            x(_mm_slli_epi64(v0, 62), _mm_slli_epi64(v0, 57)),
+        );
+        let v3 = x(
+            x(v3, v1),
+            x(
+                x(_mm_srli_epi64(v1, 1), _mm_srli_epi64(v1, 2)),
+                _mm_srli_epi64(v1, 7),
+            ),
+        );
+        let v2 = x(
+            x(v2, _mm_slli_epi64(v1, 63)),
+            x(_mm_slli_epi64(v1, 62), _mm_slli_epi64(v1, 57)),
+        );
+        _mm_unpacklo_epi64(v2, v3)
+    }
 }
 
 #[cfg(test)]
@@ -580,6 +745,44 @@ mod tests {
             portable::reference::<1, 1>(&keys128, &mut expected);
             assert_eq!(got, expected, "encrypt_each, {n} keys");
         }
+    }
+
+    /// POLYVAL of every path this CPU has equals the `polyval` crate's,
+    /// for batches of every size up to three kernels' worth, messages of
+    /// 0 to 12 blocks; and RFC 8452's POLYVAL example (appendix A).
+    #[test]
+    fn polyval_of_every_path_equals_the_polyval_crate() {
+        for n in 0..26usize {
+            let seed = 800 + n as u64;
+            let keys = random(n, seed);
+            let lens: Vec<usize> = (0..n).map(|i| (i * 7 + n) % 13).collect();
+            let blocks = random(lens.iter().sum(), seed + 1000);
+            let mut spans = Vec::new();
+            let mut start = 0;
+            for len in &lens {
+                spans.push((start, *len));
+                start += len;
+            }
+            let mut expected = vec![0; n];
+            portable::polyval_reference(&keys, &blocks, &spans, &mut expected);
+            let mut got = vec![1; n];
+            polyval_each(&keys, &blocks, &spans, &mut got);
+            assert_eq!(got, expected, "{n} messages");
+        }
+        let hex = |s: &str| -> u128 {
+            let b: Vec<u8> = (0..16)
+                .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
+                .collect();
+            block(b.as_slice().try_into().expect("16 bytes"))
+        };
+        let key = hex("25629347589242761d31f826ba4b757b");
+        let blocks = [
+            hex("4f4f95668c83dfb6401762bb2d01a262"),
+            hex("d1a24ddd2721d006bbe45f20d3c9f362"),
+        ];
+        let mut got = [0];
+        polyval_each(&[key], &blocks, &[(0, 2)], &mut got);
+        assert_eq!(got[0], hex("f7a3b47b846119fae5b7866cf5e5b77e"));
     }
 
     #[test]

@@ -6,9 +6,13 @@
 //! nodes, an Aura entry's pads, the message keys of a batch of AEAD
 //! messages) run on the CPU's AES instructions side by side
 //! (`aes_many`, private: byte for byte the `aes` crate's AES, which it
-//! falls back to on a CPU without them). That module is the crate's only
+//! falls back to on a CPU without them; and those batches' POLYVAL,
+//! several messages in turn with PCLMULQDQ, else the `polyval` crate's).
+//! That module is the crate's only
 //! `unsafe` code: calling the functions compiled for the instruction set
-//! detected at run time.
+//! detected at run time. HMAC-SHA256 keeps its keyed inner and outer
+//! states and resumes SHA-256 from them with `sha2`'s compression
+//! function (`hash`, checked against the `hmac` and `sha2` crates).
 //!
 //! | Module | Types | Backed by | Counted as |
 //! |---|---|---|---|

@@ -5,6 +5,8 @@
 //! in the order the entries were sealed one at a time before, so the bytes
 //! sent are the same (`seeded_updates_exchange_the_same_bytes`).
 
+use std::ops::Range;
+
 use rand_core::CryptoRngCore;
 use sesame_core::{Error, Result};
 use sesame_crypto::aead::{Aes256GcmSiv, OpenItem, SealItem};
@@ -26,7 +28,8 @@ struct Job {
     buffer: u64,
     to: To,
     nonce: [u8; Aes256GcmSiv::NONCE_LEN],
-    plain: Vec<u8>,
+    /// Its plaintext in [`Seals::plain`].
+    plain: Range<usize>,
 }
 
 /// The associated data of a job: the buffer (a searchable entry) or
@@ -42,10 +45,12 @@ fn ad(job: &Job) -> ([u8; ARRAY_AD.len() + 16], usize) {
     }
 }
 
-/// The entries queued to seal, in the order their nonces were drawn.
+/// The entries queued to seal, in the order their nonces were drawn,
+/// their plaintexts one after the other in one buffer.
 #[derive(Default)]
 pub(super) struct Seals {
     jobs: Vec<Job>,
+    plain: Vec<u8>,
 }
 
 /// Sealed array entries (buffer, position, entry) and searchable entries
@@ -57,6 +62,7 @@ impl Seals {
     pub(super) fn with_capacity(n: usize) -> Self {
         Seals {
             jobs: Vec::with_capacity(n),
+            plain: Vec::with_capacity(n * (LABEL_LEN + 64)),
         }
     }
 
@@ -65,14 +71,15 @@ impl Seals {
         self.jobs.len()
     }
 
-    fn push(&mut self, rng: &mut dyn CryptoRngCore, buffer: u64, to: To, plain: Vec<u8>) {
+    /// Queues the plaintext `self.plain[start..]`.
+    fn push(&mut self, rng: &mut dyn CryptoRngCore, buffer: u64, to: To, start: usize) {
         let mut nonce = [0u8; Aes256GcmSiv::NONCE_LEN];
         rng.fill_bytes(&mut nonce);
         self.jobs.push(Job {
             buffer,
             to,
             nonce,
-            plain,
+            plain: start..self.plain.len(),
         });
     }
 
@@ -85,7 +92,9 @@ impl Seals {
         label: [u8; LABEL_LEN],
         u: &Update,
     ) {
-        self.push(rng, buffer, To::Labelled(label), u.encode());
+        let start = self.plain.len();
+        u.encode_into(&mut self.plain);
+        self.push(rng, buffer, To::Labelled(label), start);
     }
 
     /// An array entry of `buffer` at `position`: the label it will have
@@ -98,10 +107,10 @@ impl Seals {
         position: u64,
         entry: &Entry,
     ) {
-        let mut plain = Vec::with_capacity(LABEL_LEN + 64);
-        plain.extend_from_slice(&entry.label);
-        entry.update.encode_into(&mut plain);
-        self.push(rng, buffer, To::Positional(position), plain);
+        let start = self.plain.len();
+        self.plain.extend_from_slice(&entry.label);
+        entry.update.encode_into(&mut self.plain);
+        self.push(rng, buffer, To::Positional(position), start);
     }
 
     /// Seals every queued entry in one batch, under the keys of its
@@ -120,7 +129,7 @@ impl Seals {
                     aead: &cache.peek(job.buffer)?.aead,
                     nonce: job.nonce,
                     aad: &ad[..*len],
-                    plaintext: &job.plain,
+                    plaintext: &self.plain[job.plain.clone()],
                 })
             })
             .collect::<Result<Vec<_>>>()?;
