@@ -82,8 +82,6 @@ impl Engine {
         let replay = id.as_ref().zip(digest.as_ref());
         let first = {
             let _g = lock.read();
-            // In flight while it holds the lock (`group.rs`, "Gathering").
-            let _in_flight = self.group.enter();
             let (run, seen, meta) = self.read_and_run(tenant, &req, replay)?;
             if !run.overlay.has_writes() {
                 return Ok(proto::CallResponse {
@@ -96,7 +94,6 @@ impl Engine {
         // It writes: commit alone in this server, conditionally on the
         // token the run saw; run again when another commit came in since.
         let _g = lock.write();
-        let _in_flight = self.group.enter();
         let start = Instant::now();
         let first_ns = first.0.report.handle_ns;
         let mut first = Some(first);

@@ -112,8 +112,6 @@ impl Engine {
     ) -> Result<T, EngineError> {
         let lock = self.lock_of(tenant, index);
         let _g = lock.write();
-        // In flight once it holds the lock (`group.rs`, "Gathering").
-        let _in_flight = self.group.enter();
         self.until_committed(attempt)
     }
 

@@ -10,20 +10,10 @@
 //! committed, it leads: it takes everything queued (itself included) and
 //! commits it as one group, else it waits.
 //!
-//! Gathering: a group grows with what arrives while the commit before it
-//! runs, and, before a leader takes the queue, with the requests *in
-//! flight*: those that hold their index's lock on a path that may write
-//! ([`GroupCommit::enter`]: a call from the moment it holds its index's
-//! lock, a write of documents, records or uploads under its index's
-//! exclusive lock). A leader that finds requests in flight that have not
-//! queued yet waits for each to queue or to leave (a search leaves without
-//! writing), at most the duration of the last commit and never more than
-//! [`MAX_GATHER`]: so a request waits at most about one commit's time more
-//! than it did, and many requests share the `fsync`s of one commit. A lone
-//! request is never held: with nobody else in flight there is nothing to
-//! wait for. A request blocked on another index's lock is not in flight
-//! (it holds no lock), so a leader never waits for a request that waits
-//! for it.
+//! A group holds what queued while the commit before it ran; a leader
+//! that finds the lane free commits at once what is queued (it does not
+//! wait for requests still on their way: that wait, tried, showed no gain,
+//! `docs/scaling.md`, "Group commit"). A lone request is committed alone.
 //!
 //! What each request is promised is what its own `write_if` promised:
 //!
@@ -40,16 +30,11 @@
 //!   it was each one's when they committed alone: the client sends the
 //!   request again under the same id, which is idempotent.
 //!
-//! Tests: `crates/sesame-server/tests/group_commit.rs`; gathering, in
-//! this module (`requests_in_flight_share_the_next_commit`,
-//! `a_lone_request_is_committed_without_waiting`,
-//! `a_request_that_leaves_without_writing_ends_the_wait`).
+//! Tests: `crates/sesame-server/tests/group_commit.rs`.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
 
 use sesame_core::{Conditional, Error, Store, WriteBatch};
 
@@ -61,9 +46,6 @@ const MAX_GROUP: usize = 64;
 /// The most bytes of writes one group commits (a batch bigger than this
 /// is committed alone).
 const MAX_GROUP_BYTES: usize = 32 << 20;
-
-/// The longest a leader waits for requests in flight to join its group.
-const MAX_GATHER: Duration = Duration::from_millis(1);
 
 /// One queued conditional batch.
 struct Entry {
@@ -81,37 +63,17 @@ struct Queue {
     committing: usize,
     /// Answers not yet taken by their request.
     settled: HashMap<u64, Result<bool, Error>>,
-    /// Requests in flight ([`GroupCommit::enter`]) that have not queued a
-    /// batch yet.
-    in_flight: usize,
-    /// A leader waits for requests in flight to queue.
-    gathering: bool,
-    /// How long the last group's commit took (`None` before the first).
-    last_commit: Option<Duration>,
 }
 
 /// The group committer of one engine.
+#[derive(Default)]
 pub(super) struct GroupCommit {
     queue: Mutex<Queue>,
     settled: Condvar,
-    /// Signalled, while a leader gathers, when a request queues or leaves.
-    arrived: Condvar,
-    /// The longest a leader waits for requests in flight.
-    max_gather: Duration,
     /// Store commits made (each group or lone batch is one).
     commits: AtomicU64,
     /// Batches committed through groups.
     batches: AtomicU64,
-    /// Leaders that waited for requests in flight, and those whose wait
-    /// ran to its bound.
-    gathers: AtomicU64,
-    gathers_timed_out: AtomicU64,
-}
-
-impl Default for GroupCommit {
-    fn default() -> Self {
-        GroupCommit::with_gather(MAX_GATHER)
-    }
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -120,81 +82,7 @@ impl std::fmt::Debug for GroupCommit {
     }
 }
 
-/// A request in flight ([`GroupCommit::enter`]): until it queues its first
-/// batch or leaves, a leader that finds the lane free waits for it.
-pub(super) struct InFlight<'a>(Option<&'a GroupCommit>);
-
-thread_local! {
-    /// The group committer (its address) this thread's request is in
-    /// flight on and has not queued on yet; 0 when none. Engine requests
-    /// run on one thread from start to answer.
-    static NOT_QUEUED: Cell<usize> = const { Cell::new(0) };
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        let Some(group) = self.0 else { return };
-        if NOT_QUEUED.with(|q| q.replace(0)) != group.address() {
-            return; // it queued: counted out then
-        }
-        let mut queue = group.lock();
-        queue.in_flight = queue.in_flight.saturating_sub(1);
-        if queue.gathering {
-            group.arrived.notify_one();
-        }
-    }
-}
-
 impl GroupCommit {
-    /// A group committer that waits at most `max_gather` for requests in
-    /// flight to join a commit.
-    fn with_gather(max_gather: Duration) -> Self {
-        GroupCommit {
-            queue: Mutex::default(),
-            settled: Condvar::new(),
-            arrived: Condvar::new(),
-            max_gather,
-            commits: AtomicU64::new(0),
-            batches: AtomicU64::new(0),
-            gathers: AtomicU64::new(0),
-            gathers_timed_out: AtomicU64::new(0),
-        }
-    }
-
-    /// Marks a request as in flight until the guard is dropped: one that
-    /// holds its index's lock on a path that may write. A leader of a
-    /// group waits (briefly) for it to queue its batch or to leave, so it
-    /// must not be taken by a request that then waits for a lock another
-    /// request holds while committing.
-    pub(super) fn enter(&self) -> InFlight<'_> {
-        if NOT_QUEUED.with(|q| q.get()) != 0 {
-            return InFlight(None); // in flight already
-        }
-        NOT_QUEUED.with(|q| q.set(self.address()));
-        self.lock().in_flight += 1;
-        InFlight(Some(self))
-    }
-
-    fn address(&self) -> usize {
-        std::ptr::from_ref(self) as usize
-    }
-
-    /// Requests in flight that have not queued a batch yet.
-    #[cfg(test)]
-    pub(super) fn in_flight(&self) -> usize {
-        self.lock().in_flight
-    }
-
-    /// Leaders that waited for requests in flight to join their group,
-    /// and those whose wait ran to its bound.
-    #[cfg(test)]
-    fn gathers(&self) -> (u64, u64) {
-        (
-            self.gathers.load(Ordering::Relaxed),
-            self.gathers_timed_out.load(Ordering::Relaxed),
-        )
-    }
-
     /// Store commits and batches so far.
     pub(super) fn counts(&self) -> (u64, u64) {
         (
@@ -232,29 +120,18 @@ impl GroupCommit {
         let id = queue.next;
         queue.next += 1;
         queue.waiting.push(Entry { id, ..entry });
-        if NOT_QUEUED.with(|q| q.get()) == self.address() {
-            NOT_QUEUED.with(|q| q.set(0));
-            queue.in_flight = queue.in_flight.saturating_sub(1);
-        }
-        if queue.gathering {
-            self.arrived.notify_one();
-        }
         loop {
             if let Some(answer) = queue.settled.remove(&id) {
                 drop(queue);
                 return Ok(answer?);
             }
-            if queue.committing < lanes && !queue.gathering && !queue.waiting.is_empty() {
+            if queue.committing < lanes && !queue.waiting.is_empty() {
                 queue.committing += 1;
-                queue = self.gather(queue);
                 let group = take_group(&mut queue.waiting);
                 drop(queue);
-                let start = Instant::now();
                 let answers = self.commit(store, &group);
-                let took = start.elapsed();
                 queue = self.lock();
                 queue.committing -= 1;
-                queue.last_commit = Some(took);
                 for (entry, answer) in group.iter().zip(answers) {
                     queue.settled.insert(entry.id, answer);
                 }
@@ -266,37 +143,6 @@ impl GroupCommit {
                 .wait(queue)
                 .unwrap_or_else(PoisonError::into_inner);
         }
-    }
-
-    /// Waits, as the leader of the next group (its lane taken), for the
-    /// requests in flight that have not queued yet to queue or leave: at
-    /// most the last commit's duration and [`GroupCommit::max_gather`],
-    /// and not once the group is full.
-    fn gather<'a>(&self, mut queue: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
-        let missing = |q: &Queue| q.in_flight > 0 && q.waiting.len() < MAX_GROUP;
-        if !missing(&queue) {
-            return queue;
-        }
-        let bound = queue
-            .last_commit
-            .map_or(self.max_gather, |d| d.min(self.max_gather));
-        let deadline = Instant::now() + bound;
-        self.gathers.fetch_add(1, Ordering::Relaxed);
-        queue.gathering = true;
-        while missing(&queue) {
-            let now = Instant::now();
-            if now >= deadline {
-                self.gathers_timed_out.fetch_add(1, Ordering::Relaxed);
-                break;
-            }
-            queue = self
-                .arrived
-                .wait_timeout(queue, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        queue.gathering = false;
-        queue
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -397,97 +243,5 @@ fn duplicate(e: &Error) -> Error {
         Error::StoreForeign(m) => Error::StoreForeign(m.clone()),
         Error::Transport(m) => Error::Transport(m.clone()),
         other => Error::StoreIo(format!("the group's commit failed: {other}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sesame_store::RedbStore;
-    use std::sync::{Arc, Barrier};
-    use std::time::Duration;
-
-    /// A bound no test reaches: a wait that ends does so because every
-    /// request in flight joined or left.
-    const LONG: Duration = Duration::from_secs(20);
-
-    /// `n` threads, each in flight, then each committing a batch of its
-    /// own key (`round`, thread); every batch must be applied.
-    fn commit_from(group: &Arc<GroupCommit>, store: &Arc<RedbStore>, round: usize, n: usize) {
-        let barrier = Arc::new(Barrier::new(n));
-        let threads: Vec<_> = (0..n)
-            .map(|i| {
-                let (group, store, barrier) = (group.clone(), store.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    let _in_flight = group.enter();
-                    barrier.wait();
-                    let key = format!("k{round}/{i}").into_bytes();
-                    let mut batch = WriteBatch::new();
-                    batch.put(key.clone(), b"v".to_vec());
-                    let expect: [Condition<'_>; 1] = [(key.as_slice(), None)];
-                    group
-                        .write_if(&*store, &expect, &batch)
-                        .map_err(|e| e.to_string())
-                })
-            })
-            .collect();
-        for t in threads {
-            assert_eq!(t.join().expect("a committing thread"), Ok(true));
-        }
-    }
-
-    #[test]
-    fn requests_in_flight_share_the_next_commit() {
-        let store = Arc::new(RedbStore::open_in_memory().unwrap());
-        let group = Arc::new(GroupCommit::with_gather(LONG));
-        commit_from(&group, &store, 0, 16);
-        assert_eq!(
-            group.counts(),
-            (1, 16),
-            "16 requests in flight when the lane was free: one commit holds them all"
-        );
-        assert_eq!(
-            group.gathers(),
-            (1, 0),
-            "one wait, ended by the last arrival"
-        );
-    }
-
-    #[test]
-    fn a_lone_request_is_committed_without_waiting() {
-        let store = Arc::new(RedbStore::open_in_memory().unwrap());
-        let group = Arc::new(GroupCommit::with_gather(LONG));
-        for round in 0..3 {
-            commit_from(&group, &store, round, 1);
-        }
-        assert_eq!(group.counts(), (3, 3));
-        assert_eq!(group.gathers(), (0, 0), "nothing to wait for");
-    }
-
-    #[test]
-    fn a_request_that_leaves_without_writing_ends_the_wait() {
-        let store = RedbStore::open_in_memory().unwrap();
-        let group = GroupCommit::with_gather(LONG);
-        let reader = group.enter();
-        std::thread::scope(|s| {
-            let writer = s.spawn(|| {
-                let _in_flight = group.enter();
-                let mut batch = WriteBatch::new();
-                batch.put(b"k".to_vec(), b"v".to_vec());
-                group
-                    .write_if(&store, &[], &batch)
-                    .map_err(|e| e.to_string())
-            });
-            while group.gathers().0 == 0 && !writer.is_finished() {
-                std::thread::yield_now();
-            }
-            drop(reader);
-            assert_eq!(writer.join().expect("the writer"), Ok(true));
-        });
-        assert_eq!(
-            group.gathers(),
-            (1, 0),
-            "the wait ended when the reader left"
-        );
     }
 }

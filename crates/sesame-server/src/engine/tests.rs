@@ -1,6 +1,6 @@
 //! The engine's unit tests: two engines over one store (two servers on
 //! one database), replay records, compare-and-swap records, generations,
-//! write-once batches, the group committer's count of requests in flight.
+//! write-once batches.
 
 use super::indexes::RESERVATION_TTL_SECS;
 use super::*;
@@ -516,62 +516,4 @@ fn a_second_server_sharing_the_store_is_seen_through_the_chunk_cache() {
     assert_eq!(entry(9), Some(vec![2; 25]), "b's entry");
     assert_eq!(entry(10), Some(vec![1; 25]), "a's later entry");
     assert_eq!(entry(0), Some(vec![1; 25]), "a's first entry");
-}
-
-/// Every request that may write counts itself in flight for the group
-/// committer once, and no longer when it has queued or left: a count left
-/// behind would hold every later commit for its full wait
-/// (`engine/group.rs`, "Gathering"). Calls that write, calls that only
-/// read, document puts, over redb (whose commits are grouped).
-#[test]
-fn requests_leave_no_count_in_flight_behind() {
-    let store: Arc<dyn Store> =
-        Arc::new(sesame_store::RedbStore::open_in_memory().expect("an in-memory redb"));
-    let engine = Engine::new(store, Limits::default()).expect("a fresh engine");
-    for i in 0..4 {
-        create(&engine, &format!("i{i}"), "fast").expect("created");
-    }
-    std::thread::scope(|scope| {
-        for t in 0..4u8 {
-            let engine = &engine;
-            scope.spawn(move || {
-                let index = format!("i{t}");
-                for n in 0..10u8 {
-                    fast_put(engine, &index, vec![([t * 16 + n; 32], [n; 25])]).expect("a put");
-                    let search = sesame_sse::fast::Request::Search {
-                        tw: [t; 16],
-                        st: [n; 16],
-                    };
-                    let _ = engine.call(
-                        "t",
-                        proto::CallRequest {
-                            index: index.clone(),
-                            scheme: "fast".into(),
-                            generation: 0,
-                            request_id: Vec::new(),
-                            messages: vec![wire::encode(&search).expect("encoded")],
-                        },
-                    );
-                    engine
-                        .put_documents(
-                            "t",
-                            proto::PutDocumentsRequest {
-                                index: index.clone(),
-                                request_id: Vec::new(),
-                                documents: vec![proto::Document {
-                                    id: u64::from(n),
-                                    blob: vec![n; 8],
-                                }],
-                            },
-                        )
-                        .expect("a document put");
-                }
-            });
-        }
-    });
-    assert_eq!(
-        engine.group.in_flight(),
-        0,
-        "a request left a count in flight"
-    );
 }
