@@ -631,7 +631,6 @@ impl SddClient {
                     Op::Whole { .. } => {
                         let inputs = op
                             .reads()
-                            .into_iter()
                             .map(|at| work.take(at))
                             .collect::<Result<Vec<Entry>>>()?;
                         let (array, published) =

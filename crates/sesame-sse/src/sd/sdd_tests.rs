@@ -175,7 +175,7 @@ fn every_schedule_sorts_and_ends_in_time() {
                     }
                     Op::Publish { from } => published.push(take(from).label),
                     Op::Whole { .. } => {
-                        let inputs = op.reads().into_iter().map(&mut take).collect();
+                        let inputs = op.reads().map(&mut take).collect();
                         let (array, labelled) =
                             merge_whole(inputs, |entries| Ok(entries.map(|_| rng.gen()).collect()))
                                 .unwrap();
