@@ -43,7 +43,8 @@
 //! more. A whole small merge reads 2 and writes 4 per update on average.
 //!
 //! The client keeps the keys of live buffers between updates
-//! (`KeyCache`), in memory only.
+//! (`KeyCache`), in memory only. Within an update, the entries in hand
+//! sit in one slot per position the update's plan touches (`Work`).
 
 #[path = "schedule.rs"]
 mod schedule;
