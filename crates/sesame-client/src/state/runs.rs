@@ -71,17 +71,21 @@ impl std::fmt::Debug for Run {
     }
 }
 
-/// Decoded blocks kept in memory, least recently used dropped first.
+/// A cached block: its entries, when it was last used, its bytes.
+type Cached = (Arc<Vec<Entry>>, u64, usize);
+
+/// Decoded blocks kept in memory (by run and block), least recently used
+/// dropped first.
 #[derive(Default)]
 struct Cache {
-    blocks: HashMap<([u8; 16], usize), (Arc<Vec<Entry>>, u64, usize)>,
+    blocks: HashMap<([u8; 16], usize), Cached>,
     bytes: usize,
     tick: u64,
 }
 
 /// Bytes a decoded block takes on the heap (as the cache counts them).
 fn block_bytes(entries: &[Entry]) -> usize {
-    entries.len() * std::mem::size_of::<Entry>()
+    std::mem::size_of_val(entries)
         + entries
             .iter()
             .map(|(_, d)| d.as_ref().map_or(0, |d| d.path.capacity()))
