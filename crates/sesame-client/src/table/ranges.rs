@@ -483,11 +483,12 @@ mod tests {
         assert_eq!(index.payload(None, "v", 7, 40), 7u64.to_be_bytes().to_vec());
     }
 
+    /// A range index, its state and a channel to its server.
+    type Served = (RangeIndex, RangeState, LocalChannel<Box<dyn Service>>);
+
     /// The two range indexes of fields `a` and `b` over `protocol`, each
     /// with its own server over a store of its own, and their states.
-    fn two_indexes(
-        protocol: &str,
-    ) -> Vec<(RangeIndex, RangeState, LocalChannel<Box<dyn Service>>)> {
+    fn two_indexes(protocol: &str) -> Vec<Served> {
         let schema = Schema::from_toml(&format!(
             "insecure = true\n[fields.a]\ntype = \"integer\"\nindex = [\"range\"]\n\
              range = \"{protocol}\"\nbits = 16\n[fields.b]\ntype = \"integer\"\n\

@@ -732,6 +732,9 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let mut table = Table::create(&profile, "t", schema).unwrap_or_else(|e| panic!("{e}"));
+        // A table of those builds: its payloads tagged (state format 4).
+        table.state.format = super::TABLE_FORMAT_V4;
+        table.binder = table.binder.take().map(|b| b.with_tags(true));
         let ok = |r: Result<InsertReport>| r.unwrap_or_else(|e| panic!("{e}"));
         ok(table.insert((0..6).map(|k| record(k, 10 + k)).collect(), &mut |_| {}));
         // Rewrite every entry as an earlier build wrote it.
