@@ -15,7 +15,10 @@
 //! "An import's memory: one malloc arena, the catalog in chunks"). `sesame sql` beside PostgreSQL (`sesame bench
 //! sql`, quiet machine) took 20-30% longer with one arena (COPY 28.2 s
 //! against 21.7 s with `MALLOC_ARENA_MAX=8`), so only `sesame import`
-//! caps them. It must run before any thread starts: the cap applies to
+//! caps them. With the client's catalog on disk the cap is still what
+//! keeps the flights under 400 MB: 367 MB with one arena, 568 MB with
+//! `MALLOC_ARENA_MAX=8` (`docs/performance.md`, "An import's memory:
+//! the catalog on disk"). It must run before any thread starts: the cap applies to
 //! arenas made after it. A `MALLOC_ARENA_MAX` in the environment is left to
 //! glibc, which reads it itself. Elsewhere than on glibc, nothing is done.
 

@@ -17,6 +17,13 @@
 //! Format 4 (`SSMIDX04`): a state whose encoding reaches [`LOG_FROM`] is
 //! saved as a snapshot and a log of changes, each save appending what
 //! changed (module `log`, which says what it guarantees).
+//!
+//! Formats 5 (`SSMIDX05`, whole) and 6 (`SSMIDX06`, a head and a log):
+//! the catalog is on disk in sealed sorted runs beside the state (module
+//! `runs`), the state naming them and holding the entries changed since
+//! they were written; what a restored, swapped or half-written run does
+//! is said there and tested by `state::catalog_tests`. Formats 1 to 4 are
+//! still read, and the next save writes format 5 or 6.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,7 +52,8 @@ use std::sync::Arc;
 /// Name of the directory of index states (in a profile directory).
 pub const INDEX_DIR: &str = "indexes";
 
-/// First bytes of a state file saved whole (name and format version).
+/// First bytes of a state file saved whole, format 3 (read, never
+/// written).
 const MAGIC: &[u8; 8] = b"SSMIDX03";
 /// First bytes of a state file that is the head of a log of changes
 /// (module `log`), format 4 (read, never written).

@@ -1,15 +1,17 @@
 //! The catalog of an [`IndexState`]: identifier to origin, one entry per
-//! document or table record, held in memory.
+//! document or table record. Its entries are on disk in sorted runs
+//! (module `runs`); in memory are the entries changed since the runs
+//! were last written (the overlay, kept in the [`Entries`] below), a
+//! bounded cache of blocks read and each run's list of blocks
+//! (`state::catalog_tests`; `docs/client.md`, "The catalog on disk").
 //!
-//! Its entries are kept in sorted chunks of at most [`CHUNK`] pairs
+//! The overlay's entries are kept in sorted chunks of at most [`CHUNK`] pairs
 //! ([`Entries`]) rather than a `BTreeMap`: a map filled in the order of
 //! its identifiers (every add and import hands out increasing ones) leaves
 //! its nodes part full, 166 bytes of node per entry of 88 (counted by an
 //! allocator, 20,000 to 336,776 entries);
 //! a chunk filled in order is full, 88 bytes per entry, and the path's
-//! own bytes on the heap beside it. What grows with a table is still an
-//! entry per record (`docs/performance.md`, "An import's memory,
-//! bounded", says how much): the catalog is not kept on disk. Tested by
+//! own bytes on the heap beside it. Tested by
 //! `state::catalog::tests`: the same answers as a `BTreeMap` under any
 //! sequence of changes, and [`Entries::heap_bytes`] per entry at N and 4N
 //! entries.
