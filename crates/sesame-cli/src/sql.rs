@@ -16,6 +16,14 @@ use crate::open_profile;
 /// sets another size.
 const SQL_CACHE_BYTES: usize = 1 << 30;
 
+/// The catalog cache of each table `sesame sql` opens (256 MiB, against
+/// 16 MiB for the other commands): a point query's records lie scattered
+/// over the table, and each one whose catalog block is not in memory
+/// costs the decryption of a block of 1,024 entries (the flights' point
+/// queries: 15.4 ms against 2.3 ms with the catalog in memory). The
+/// flights' whole catalog fits.
+const SQL_CATALOG_CACHE_BYTES: usize = 256 << 20;
+
 /// The page cache: `SESAME_SQL_CACHE_MIB` (mebibytes) when set, else
 /// [`SQL_CACHE_BYTES`].
 fn cache_bytes() -> Result<usize, CliError> {
@@ -49,6 +57,7 @@ pub(crate) fn sql(
     // A long-running reader of one profile: a page cache that holds the
     // pages its queries read (see `SQL_CACHE_BYTES`).
     sesame_store::RedbStore::set_cache_bytes(cache_bytes()?);
+    sesame_client::set_catalog_cache_bytes(SQL_CATALOG_CACHE_BYTES);
     let profile = open_profile(dir)?;
     let config = sesame_sql::Config {
         listen,

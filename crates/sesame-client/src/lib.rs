@@ -39,6 +39,6 @@ pub use profile::{
 };
 pub use session::shared::{shared_view, DeviceWrite, SharedView};
 pub use session::{AddReport, CheckReport, Phase, Progress, QueryHits, RemoveReport, Session};
-pub use state::DocumentInfo;
+pub use state::{set_catalog_cache_bytes, DocumentInfo};
 pub use table::{Answer, InsertReport, Record, Schema, Table};
 pub use tokenize::{parse_query, query_keyword, tokenize, tokenize_bytes};

@@ -27,6 +27,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use rand_core::CryptoRngCore;
@@ -64,8 +65,22 @@ const MAGIC_V5: &[u8; 8] = b"SSMIDX05";
 /// First bytes of a state file that is the head of a log of changes
 /// whose catalog is in runs beside it (format 6).
 const MAGIC_LOGGED: &[u8; 8] = b"SSMIDX06";
-/// Most bytes of the catalog's blocks read from disk kept in memory.
+/// Most bytes of a catalog's blocks read from disk kept in memory,
+/// unless [`set_catalog_cache_bytes`] says otherwise.
 const CATALOG_CACHE: usize = 16 << 20;
+
+/// The catalog cache of the states this process opens from now on
+/// ([`set_catalog_cache_bytes`]; [`CATALOG_CACHE`] unless set).
+static CATALOG_CACHE_SET: AtomicUsize = AtomicUsize::new(CATALOG_CACHE);
+
+/// Sets the bytes of decoded catalog blocks that each index state opened
+/// from now on keeps in memory (16 MiB unless set; at least 1 MiB). A
+/// long-running reader such as `sesame sql` keeps a table's whole
+/// catalog: a query fetching records scattered over the table otherwise
+/// decrypts one block of 1,024 entries for nearly every record.
+pub fn set_catalog_cache_bytes(bytes: usize) {
+    CATALOG_CACHE_SET.store(bytes.max(1 << 20), Ordering::Relaxed);
+}
 /// Encoded states from this size on are saved as a snapshot and a log of
 /// changes: below it, writing the whole state costs less than the head
 /// file's extra writes.
@@ -478,7 +493,7 @@ impl StateCipher {
             log_from: LOG_FROM,
             catalog_key: key.derive("sesame-client/catalog"),
             flush_at: catalog::FLUSH_AT,
-            cache_bytes: CATALOG_CACHE,
+            cache_bytes: CATALOG_CACHE_SET.load(Ordering::Relaxed),
         }
     }
 
