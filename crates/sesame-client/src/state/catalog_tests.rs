@@ -6,23 +6,7 @@ use super::*;
 use rand::{Rng, SeedableRng};
 use rand_core::OsRng;
 
-fn doc(id: u64) -> DocumentInfo {
-    DocumentInfo {
-        id,
-        path: format!("flights.csv#0a1b2c3d4e5f:{id:016x}"),
-        size: 200,
-        digest: Some([id as u8; 32]),
-    }
-}
-
-fn state_of(n: u64) -> IndexState {
-    let mut state = IndexState::new("fast", &Params::new(), vec![7; 64]);
-    for id in 1..=n {
-        state.catalog.insert(id, doc(id));
-    }
-    state.next_doc = n + 1;
-    state
-}
+use super::tests::{doc, state_of};
 
 fn save(cipher: &StateCipher, path: &Path, state: &IndexState) {
     cipher

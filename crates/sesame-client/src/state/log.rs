@@ -118,25 +118,38 @@ impl<C> Drop for Delta<C> {
 
 /// The log file of `head`'s state file `path` with log id `log`.
 fn log_path(path: &Path, log: &[u8; 16]) -> PathBuf {
-    let name = path
+    sibling_path(path, log, "statelog")
+}
+
+/// The file `STEM.<id in hex>.SUFFIX` beside the state file `state`
+/// (`STEM.state`): a log of changes or a catalog run.
+pub(super) fn sibling_path(state: &Path, id: &[u8; 16], suffix: &str) -> PathBuf {
+    let name = state
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let stem = name.strip_suffix(".state").unwrap_or(&name);
-    path.with_file_name(format!("{stem}.{}.statelog", hex::encode(log)))
+    state.with_file_name(format!("{stem}.{}.{suffix}", hex::encode(id)))
 }
 
 /// Deletes the log files of the state file `path` but `keep`'s (what a
 /// new snapshot, a state saved whole, or a removed index leaves);
 /// failures only leave a file that takes room.
 pub(crate) fn remove_logs(path: &Path, keep: Option<&[u8; 16]>) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+    let kept: Vec<PathBuf> = keep.iter().map(|k| log_path(path, k)).collect();
+    remove_siblings(path, "statelog", &kept);
+}
+
+/// Deletes the files `STEM.<32 hex digits>.SUFFIX` beside the state file
+/// `state` but those in `kept`; failures only leave a file that takes
+/// room.
+pub(super) fn remove_siblings(state: &Path, suffix: &str, kept: &[PathBuf]) {
+    let (Some(dir), Some(name)) = (state.parent(), state.file_name()) else {
         return;
     };
     let name = name.to_string_lossy();
     let stem = name.strip_suffix(".state").unwrap_or(&name);
     let prefix = format!("{stem}.");
-    let kept = keep.map(|k| log_path(path, k));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -145,9 +158,10 @@ pub(crate) fn remove_logs(path: &Path, keep: Option<&[u8; 16]>) {
         let file = file.to_string_lossy();
         let ours = file
             .strip_prefix(&prefix)
-            .and_then(|rest| rest.strip_suffix(".statelog"))
+            .and_then(|rest| rest.strip_suffix(suffix))
+            .and_then(|rest| rest.strip_suffix('.'))
             .is_some_and(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()));
-        if ours && kept.as_deref() != Some(entry.path().as_path()) {
+        if ours && !kept.contains(&entry.path()) {
             let _ = std::fs::remove_file(entry.path());
         }
     }

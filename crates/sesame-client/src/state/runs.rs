@@ -116,12 +116,7 @@ impl std::fmt::Debug for RunStore {
 
 /// The run file of id `id` beside the state file `state`.
 pub(super) fn run_path(state: &Path, id: &[u8; 16]) -> PathBuf {
-    let name = state
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stem = name.strip_suffix(".state").unwrap_or(&name);
-    state.with_file_name(format!("{stem}.{}.catalog", hex::encode(id)))
+    super::log::sibling_path(state, id, "catalog")
 }
 
 /// Deletes the run files beside the state file `state` but those of
@@ -129,27 +124,8 @@ pub(super) fn run_path(state: &Path, id: &[u8; 16]) -> PathBuf {
 /// save that did not complete); failures only leave a file that takes
 /// room.
 pub(crate) fn remove_runs(state: &Path, keep: &[[u8; 16]]) {
-    let (Some(dir), Some(name)) = (state.parent(), state.file_name()) else {
-        return;
-    };
-    let name = name.to_string_lossy();
-    let stem = name.strip_suffix(".state").unwrap_or(&name);
-    let prefix = format!("{stem}.");
     let kept: Vec<PathBuf> = keep.iter().map(|k| run_path(state, k)).collect();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file = entry.file_name();
-        let file = file.to_string_lossy();
-        let ours = file
-            .strip_prefix(&prefix)
-            .and_then(|rest| rest.strip_suffix(".catalog"))
-            .is_some_and(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()));
-        if ours && !kept.contains(&entry.path()) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    super::log::remove_siblings(state, "catalog", &kept);
 }
 
 impl RunStore {

@@ -4,7 +4,7 @@ use super::*;
 use rand_core::OsRng;
 
 /// A state holding `n` documents.
-fn state_of(n: u64) -> IndexState {
+pub(super) fn state_of(n: u64) -> IndexState {
     let mut state = IndexState::new("fast", &Params::new(), vec![7; 64]);
     for id in 1..=n {
         state.catalog.insert(id, doc(id));
@@ -13,7 +13,7 @@ fn state_of(n: u64) -> IndexState {
     state
 }
 
-fn doc(id: u64) -> DocumentInfo {
+pub(super) fn doc(id: u64) -> DocumentInfo {
     DocumentInfo {
         id,
         path: format!("flights.csv#0a1b2c3d4e5f:{id:016x}"),
