@@ -218,29 +218,27 @@ impl Table {
         for (key, r) in &by_key {
             encoded.insert(key.clone(), self.range_values(r)?);
         }
+        // The records the batch replaces, found in one pass over the
+        // catalog (on disk, a pass reads every block).
+        let replaced = if self.rows.state.catalog.is_empty() {
+            Vec::new()
+        } else {
+            let names: HashSet<&str> = by_key.keys().map(String::as_str).collect();
+            self.rows.state.catalog.with_paths(&names)?
+        };
         // What the replaced records held, for their range deletions.
         let old = if self.ranges.is_empty() {
             HashMap::new()
         } else {
-            let names: HashSet<&str> = by_key.keys().map(String::as_str).collect();
-            let docs = self.rows.state.catalog.with_paths(&names)?;
-            self.fetch_range_values(&docs)?
+            self.fetch_range_values(&replaced)?
         };
         // A record the table holds unchanged in the form of earlier
         // builds (its key in its content) is given in that form, so that
         // it stays unchanged; every other is stored without its key.
-        let held: HashMap<String, [u8; 32]> = if self.rows.state.catalog.is_empty() {
-            HashMap::new()
-        } else {
-            let names: HashSet<&str> = by_key.keys().map(String::as_str).collect();
-            self.rows
-                .state
-                .catalog
-                .with_paths(&names)?
-                .into_iter()
-                .filter_map(|d| d.digest.map(|g| (d.path, g)))
-                .collect()
-        };
+        let held: HashMap<String, [u8; 32]> = replaced
+            .into_iter()
+            .filter_map(|d| d.digest.map(|g| (d.path, g)))
+            .collect();
         let mut items = Vec::with_capacity(by_key.len());
         for key in &order {
             if let Some(r) = by_key.get(key) {
