@@ -174,21 +174,36 @@ start_node() {
 
 # Starts again a node of the cluster in DIR that has stopped (after a
 # crash test): it rejoins from its nodes.conf and AOF, as a replica if
-# another node took over its slots.
+# another node took over its slots. A node that exits at start or does
+# not answer within 15 s is started again, up to three times in all (a
+# start can fail for a moment after a SIGKILL, e.g. while the port is
+# still held); the error then quotes the end of its log.
 restart_node() {
     local dir=$1 p=$2
     [ -f "$dir/$p/nodes.conf" ] || die "$dir/$p holds no node"
     local pid
     pid=$(cat "$dir/$p/redis.pid" 2>/dev/null || true)
     if ours "$pid"; then die "node $p is running (pid $pid)"; fi
-    rm -f "$dir/$p/redis.pid"
-    start_node "$dir" "$p" || die "redis-server on port $p did not start (see $dir/$p/redis.log)"
-    local i
-    for i in $(seq 100); do
-        cli "$dir" -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG && return 0
-        sleep 0.1
+    local attempt i
+    for attempt in 1 2 3; do
+        rm -f "$dir/$p/redis.pid"
+        if start_node "$dir" "$p"; then
+            for i in $(seq 150); do
+                cli "$dir" -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG && return 0
+                # Once the node wrote its pid file, a pid that is gone
+                # means it exited: no need to wait for the rest.
+                pid=$(cat "$dir/$p/redis.pid" 2>/dev/null || true)
+                if [ -n "$pid" ] && ! ours "$pid"; then break; fi
+                sleep 0.1
+            done
+        fi
+        pid=$(cat "$dir/$p/redis.pid" 2>/dev/null || true)
+        if ours "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+        echo "redis-cluster.sh: node $p did not answer after start $attempt of 3" >&2
+        sleep 1
     done
-    die "node $p does not answer (see $dir/$p/redis.log)"
+    die "node $p does not answer after three starts; the end of $dir/$p/redis.log:
+$(tail -n 20 "$dir/$p/redis.log" 2>/dev/null)"
 }
 
 start_cluster() {
