@@ -119,4 +119,18 @@ pub trait Experiment: Send + Sync {
 
     /// Runs the experiment and returns what it measured.
     fn run(&self, ctx: &Ctx) -> Result<ResultSet, BenchError>;
+
+    /// Sets the papers' figures beside ours on the rows of `rs` (values,
+    /// units, sources, growth laws and the reasons where ours departs),
+    /// from each row's parameters and measured figures alone, replacing
+    /// the ones `rs` holds. An experiment that implements it ends its
+    /// [`Experiment::run`] with it, and a run that reads a stored result
+    /// set back (`--resume`, the front page's other experiments: see
+    /// [`crate::resume::rejudge`]) calls it, so that the fidelity table's
+    /// verdicts and reasons are the current code's, not those of the build
+    /// that measured. The default keeps the stored figures (experiments
+    /// that set them while measuring).
+    fn annotate(&self, rs: &mut ResultSet) {
+        let _ = rs;
+    }
 }

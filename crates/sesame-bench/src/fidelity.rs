@@ -453,8 +453,10 @@ fn number(v: f64) -> String {
     }
 }
 
-/// The result sets of the reports under `out` (`*/results.json`); a file
-/// that does not read as one is left out.
+/// The result sets of the reports under `out` (`*/results.json`), their
+/// papers' figures and reasons set by the current code
+/// ([`crate::resume::rejudge`]); a file that does not read as one is left
+/// out.
 pub fn reports_in(out: &Path) -> Vec<ResultSet> {
     let Ok(entries) = std::fs::read_dir(out) else {
         return Vec::new();
@@ -463,6 +465,10 @@ pub fn reports_in(out: &Path) -> Vec<ResultSet> {
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("results.json")).ok())
         .filter_map(|t| serde_json::from_str(&t).ok())
+        .map(|mut rs| {
+            crate::resume::rejudge(&mut rs);
+            rs
+        })
         .collect();
     sets.sort_by(|a, b| a.experiment.cmp(&b.experiment));
     sets

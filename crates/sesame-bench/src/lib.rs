@@ -210,12 +210,22 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<Vec<ResultSet>, B
     for (k, e) in chosen.into_iter().enumerate() {
         let dir = args.out.join(e.name());
         if args.resume {
-            if let Some((rs, secs)) = resume::finished(&dir, e.name(), scale, args) {
+            if let Some((mut rs, secs)) = resume::finished(&dir, e.name(), scale, args) {
+                // Judged by this build: its report shows the same.
+                let rejudged = resume::rejudge(&mut rs);
+                if rejudged {
+                    report::write_all(&rs, &dir)?;
+                }
                 writeln!(
                     out,
-                    "== {}: finished by an earlier run ({}), skipped (--resume)\n",
+                    "== {}: finished by an earlier run ({}), skipped (--resume){}\n",
                     e.name(),
-                    dir.display()
+                    dir.display(),
+                    if rejudged {
+                        "; the papers' figures and reasons set anew by this build"
+                    } else {
+                        ""
+                    }
                 )
                 .map_err(stdout_err)?;
                 seconds.push((rs.experiment.clone(), secs));

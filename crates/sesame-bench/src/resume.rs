@@ -6,6 +6,13 @@
 //! (the process killed, the machine stopped) has no record: its record is
 //! removed before it starts and written only after its whole report is,
 //! so it runs again.
+//!
+//! A result set read back is judged by the current code, not by the build
+//! that measured it: [`rejudge`] sets the papers' figures and the reasons
+//! anew from each row's parameters and measured values (for the
+//! experiments that implement [`crate::Experiment::annotate`]), and the
+//! front page's fidelity table computes every verdict from them (test:
+//! `a_resumed_run_judges_stored_results_with_the_current_code`).
 
 use std::path::Path;
 
@@ -85,4 +92,18 @@ pub fn forget(dir: &Path) -> Result<(), BenchError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(BenchError::io("remove", path, e)),
     }
+}
+
+/// Sets the papers' figures and reasons of a stored result set `rs` by the
+/// current code ([`crate::Experiment::annotate`] of its experiment);
+/// returns whether any changed (then its report is written again). A set
+/// of an experiment no longer registered is left as it is.
+pub fn rejudge(rs: &mut ResultSet) -> bool {
+    let Some(e) = crate::experiments::experiment(&rs.experiment) else {
+        return false;
+    };
+    let before: Vec<Vec<crate::result::PaperFigure>> =
+        rs.rows.iter().map(|r| r.paper.clone()).collect();
+    e.annotate(rs);
+    rs.rows.iter().map(|r| &r.paper).ne(before.iter())
 }

@@ -36,13 +36,15 @@ use sesame_store::MemoryStore;
 use crate::data::{synth, Flights};
 use crate::error::BenchError;
 use crate::experiment::{Ctx, Experiment};
-use crate::result::{Axis, Chart, Law, ResultSet, Row, Value};
+use crate::result::{Axis, Chart, ResultSet, Row, Value};
+
+mod table3;
+
+use table3::BPLUS_ORE_MEAN;
 
 /// The `range` experiment.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Range;
-
-const TABLE3: &str = "seed 004 Table 3 (California salaries, 247,000 records)";
 
 /// Above this many records Kerschbaum-Tueno is bulk-loaded and only its
 /// last [`KT_SAMPLE`] insertions are measured.
@@ -53,29 +55,6 @@ const KT_SAMPLE: usize = 1000;
 
 /// Bytes of the record payload: the row's index, 8 bytes.
 const PAYLOAD: usize = 8;
-
-/// Seed 004's Table 3: construction I/O, query I/O, construction
-/// messages, query messages, construction bytes, query bytes (results
-/// excluded); `NaN` where the paper gives none.
-fn paper_table3(protocol: &str) -> Option<[f64; 6]> {
-    let nan = f64::NAN;
-    Some(match protocol {
-        // "Values for ORE based protocols are averaged" (§5.3.3): the
-        // paper's B+ tree row is the mean over its ORE schemes, compared
-        // with the mean of ours (BPLUS_ORE_MEAN), not with each scheme.
-        BPLUS_ORE_MEAN => [3.0, 44.0, 2.0, 2.0, 177.0, 342.0],
-        "kerschbaum-tueno" => [494.0, 7.0, 40.0, 86.0, 671.0, 1453.0],
-        "pope" => [1.0, 300.0, 2.0, 914.0, 32.0, 43331.0],
-        p if p.starts_with("log-brc") => [nan, 40.0, 1.0, 2.0, nan, 391.0],
-        "path-oram" => [31.0, 185.0, 143.0, 490.0, 18254.0, 62662.0],
-        _ => return None,
-    })
-}
-
-/// The row that stands for seed 004's "B+ tree w. ORE" (Table 3): the
-/// mean of our B+ trees over the ORE schemes (the plaintext baseline is
-/// not an ORE scheme and has no row in Table 3).
-const BPLUS_ORE_MEAN: &str = "bplus-ore-mean";
 
 /// The Table 3 figures averaged into [`BPLUS_ORE_MEAN`].
 const TABLE3_FIGURES: [&str; 6] = [
@@ -117,12 +96,8 @@ fn bplus_ore_mean(rows: &[Row], records: usize) -> Option<Row> {
             row.set(name, mean(values.into_iter()));
         }
     }
-    paper_figures(&mut row, BPLUS_ORE_MEAN, records);
     Some(row)
 }
-
-/// Seed 004's cold POPE query: I/O, messages, bytes.
-const PAPER_POPE_COLD: [f64; 3] = [2175.0, 497_722.0, 9_056_644.0];
 
 /// The knobs of one run.
 #[derive(Clone, Debug)]
@@ -500,171 +475,6 @@ fn query_figures(row: &mut Row, costs: &[QueryCost], per_record: f64) {
     }
 }
 
-/// The records of seed 004's Table 3 (California salaries).
-const PAPER_RECORDS: f64 = 247_000.0;
-
-/// How Table 3's `figure` grows with the records `N` for `protocol`, as
-/// seed 004 states it: its Table 2 (B+ tree and Logarithmic-BRC messages,
-/// B+ tree communication without the results and POPE's construction do
-/// not grow; the others are logarithmic) and §5.3.3 on Fig. 3
-/// ("Kerschbaum construction I/Os and cold POPE query values grow
-/// linearly with inputs, while the other protocols grow logarithmically,
-/// square-logarithmically, or do not grow": Path ORAM the square).
-fn table3_law(protocol: &str, figure: &str) -> Law {
-    let messages = figure.ends_with("_messages");
-    let bytes = figure.ends_with("_bytes") || figure.ends_with("_no_results");
-    let construction = figure.starts_with("construction_");
-    match protocol {
-        _ if figure.starts_with("cold_query_") => Law::Linear,
-        "kerschbaum-tueno" if figure == "construction_io" => Law::Linear,
-        "path-oram" => Law::LogSquared,
-        "pope" if construction => Law::Constant,
-        p if p.starts_with("bplus-") && (messages || bytes) => Law::Constant,
-        p if p.starts_with("log-brc") && messages => Law::Constant,
-        _ => Law::Log,
-    }
-}
-
-fn paper_figures(row: &mut Row, protocol: &str, records: usize) {
-    let Some(p) = paper_table3(protocol) else {
-        return;
-    };
-    let names = [
-        ("construction_io", "I/O"),
-        ("query_io", "I/O"),
-        ("construction_messages", "messages"),
-        ("query_messages", "messages"),
-        ("construction_bytes", "bytes"),
-        ("query_bytes_no_results", "bytes"),
-    ];
-    for ((name, unit), v) in names.iter().zip(p) {
-        if v.is_finite() {
-            row.paper(name, v, unit, TABLE3);
-        }
-    }
-    if protocol == "pope" {
-        row.paper("cold_query_io", PAPER_POPE_COLD[0], "I/O", TABLE3);
-        row.paper(
-            "cold_query_messages",
-            PAPER_POPE_COLD[1],
-            "messages",
-            TABLE3,
-        );
-        row.paper("cold_query_bytes", PAPER_POPE_COLD[2], "bytes", TABLE3);
-    }
-    if protocol.starts_with("bplus-") {
-        row.why(
-            "query_io",
-            "seed 004's Table 3 counts I/O requests with the result records included, and its \
-             records are rows of the California salaries table; our leaves hold the key and \
-             an 8-byte row number, so the about 1,235 records of a 0.5 % query at 247,000 \
-             records fill far fewer pages (our count is the tree's descent and the leaves \
-             scanned, after the 128-page cache)",
-        );
-    }
-    for (figure, why) in table3_reasons(protocol) {
-        row.why(figure, why);
-    }
-    let figures: Vec<String> = row.paper.iter().map(|f| f.name.clone()).collect();
-    for name in figures {
-        let law = table3_law(protocol, &name);
-        row.grows(&name, law, "records", records as f64, PAPER_RECORDS);
-    }
-}
-
-/// Why ours departs from seed 004's Table 3, per protocol and figure, as
-/// far as the paper and our implementation (`docs/schemes/`) tell; the
-/// fidelity table shows it where the verdict is `differs`.
-fn table3_reasons(protocol: &str) -> Vec<(&'static str, &'static str)> {
-    const POPE_ROUNDS: &str = "seed 004 counts every request-response as a round and, \
-        unlike POPE's authors, not a stream of records as one round (§4.3.1): its cold query's \
-        497,722 messages for 247,000 records are 2.01 per record, about one round trip per \
-        record sent; ours sends a buffer, and a node's labels, in chunks of up to L = 75 \
-        records (4 KiB pages) per round trip (docs/schemes/pope.md, Messages per operation), \
-        so the same records take about L times fewer messages";
-    const ORAM_SHAPE: &str = "here a bucket, not a block, is one 4 KiB page, so a B+ tree \
-        node holds about 1 KiB and the tree is deeper than with 4 KiB nodes; every node \
-        visited is one ORAM access that reads and writes the L + 1 buckets of a path \
-        (docs/schemes/path_oram.md, Deviations from seed 004); seed 004 gives no ORAM \
-        parameter beyond its 4 KiB pages and 128-block cache";
-    const ORAM_MESSAGES: &str = "seed 004 states that the ORAM protocol's communication \
-        volume, in messages, is O(log^2 N) like its I/O (§4.5.2): a message per bucket of each \
-        path, L + 1 buckets read and L + 1 written per ORAM access, for O(log N) node accesses; \
-        ours counts two messages per round trip, and an ORAM access is two round trips (read \
-        the path, write it back) whatever L, so 4 messages per node access, O(log N) per \
-        operation (docs/schemes/path_oram.md); the ratio of a query's messages to an \
-        insertion's, which does not depend on that unit, is within a factor of 2 of the \
-        paper's (ours about 5.7 at 40,000 records, the paper's 490 / 143 = 3.4)";
-    match protocol {
-        "kerschbaum-tueno" => vec![(
-            "construction_io",
-            "ours is measured at the full size: above 20,000 records the array is bulk-loaded \
-             and only the last 1,000 insertions are made one by one, each reading and writing \
-             the whole array; the paper's figure is the mean per insertion over a construction \
-             from an empty array, about half the cost at the full size for a cost linear in \
-             the array: that explains a factor of 2; the rest is not reconciled (the paper \
-             does not say how its simulator counts the rotation's pages)",
-        )],
-        "pope" => vec![
-            ("query_messages", POPE_ROUNDS),
-            ("cold_query_messages", POPE_ROUNDS),
-            (
-                "query_io",
-                "seed 004's POPE tree \"is not optimized for I/O\": a node's buffer of \
-                 arbitrary size is not guaranteed to fit one block (§4.3.1); ours keeps every \
-                 buffer in dense page-sized chunks, and a warm query reads the nodes on both \
-                 paths and the result's chunks (docs/schemes/pope.md, I/O layout)",
-            ),
-            (
-                "cold_query_io",
-                "our flush reads each page-sized chunk of a buffer twice (streamed to the \
-                 client, then again when its records are partitioned) and writes every record \
-                 into its child's chunks, again at every level and every leaf split \
-                 (docs/schemes/pope.md, I/O layout); the paper's 2,175 I/O for 247,000 records \
-                 is one I/O per 114 records",
-            ),
-        ],
-        "log-brc-pibas" => vec![(
-            "query_io",
-            "ours reads one page per result record (each sealed record is its own store \
-             value: packing records by value would tell the server their rank) and, PiBas \
-             without the pack extension, one page per identifier of each cover node; seed \
-             004 uses the 2Lev scheme [13] with the pack extension and counts identifiers \
-             packed in pages (§4.4.1; docs/schemes/log_brc.md, I/O and Deviations)",
-        )],
-        "log-brc-2lev" => vec![(
-            "query_io",
-            "ours reads one page per result record (each sealed record is its own store \
-             value: packing records by value would tell the server their rank), 0.5 % of the \
-             records per query, most of our count; seed 004's figure counts the identifiers packed \
-             in pages (§4.4.1; docs/schemes/log_brc.md, Deviations)",
-        )],
-        "path-oram" => vec![
-            ("construction_messages", ORAM_MESSAGES),
-            ("query_messages", ORAM_MESSAGES),
-            ("construction_io", ORAM_SHAPE),
-            ("query_io", ORAM_SHAPE),
-            (
-                "construction_bytes",
-                "a Path ORAM access moves 2 (L + 1) whole buckets, here 4 KiB each, and an \
-                 insertion is several accesses (one per node visited); seed 004 gives neither \
-                 its bucket size nor how its simulator counts bytes, and its 18,254 bytes per \
-                 insertion could not be reconciled with 2 (L + 1) buckets per access \
-                 (docs/schemes/path_oram.md)",
-            ),
-            (
-                "query_bytes_no_results",
-                "a Path ORAM access moves 2 (L + 1) whole buckets, here 4 KiB each, and a \
-                 query is several accesses (one per node visited); seed 004 gives neither its \
-                 bucket size nor how its simulator counts bytes, and its 62,662 bytes per \
-                 query could not be reconciled with 2 (L + 1) buckets per access \
-                 (docs/schemes/path_oram.md)",
-            ),
-        ],
-        _ => Vec::new(),
-    }
-}
-
 /// The protocols of the main runs, and those run apart: the B+ tree over
 /// CLOZ with pairings (a second per comparison) runs a few records only;
 /// `bplus-cloz-insecure` (seed 004's correctness-only CLOZ, same sizes)
@@ -675,7 +485,7 @@ fn selected() -> (Vec<RangeProtocol>, Vec<RangeProtocol>) {
         .partition(|p| p.descriptor.name != "bplus-cloz")
 }
 
-fn base_row(table: &str, dataset: &str, protocol: &str, n: usize) -> Row {
+pub(super) fn base_row(table: &str, dataset: &str, protocol: &str, n: usize) -> Row {
     Row::new()
         .param("table", table)
         .param("dataset", dataset)
@@ -740,9 +550,6 @@ impl Experiment for Range {
                     .param("bits", i64::from(domain_bits(&d.values)));
                 construction_figures(&mut row, &b);
                 query_figures(&mut row, &costs, b.per_record());
-                if d.name == "real" {
-                    paper_figures(&mut row, name, knobs.records);
-                }
                 rs.rows.push(row);
                 if d.name == fluctuation_set {
                     for (i, q) in costs.iter().take(fig4b_points).enumerate() {
@@ -850,7 +657,15 @@ impl Experiment for Range {
             .map(|s| (*s).to_owned())
             .collect();
         rs.charts = charts();
+        self.annotate(&mut rs);
         Ok(rs)
+    }
+
+    /// Seed 004's Table 3 beside the real data set's Fig. 2 rows and the
+    /// B+ tree mean (`table3::annotate`): the run's and a stored run's the
+    /// same.
+    fn annotate(&self, rs: &mut ResultSet) {
+        table3::annotate(rs);
     }
 }
 
@@ -958,6 +773,7 @@ fn charts() -> Vec<Chart> {
 
 #[cfg(test)]
 mod tests {
+    use super::table3::paper_figures;
     use super::*;
     use sesame_range::CachePolicy;
 
@@ -1002,7 +818,8 @@ mod tests {
         // Seed 004's Table 3 has one B+ tree row, averaged over its ORE
         // schemes: no scheme's own row is compared with it.
         assert!(rows.iter().all(|r| r.paper.is_empty()));
-        let mean = bplus_ore_mean(&rows, 1000).unwrap();
+        let mut mean = bplus_ore_mean(&rows, 1000).unwrap();
+        paper_figures(&mut mean, BPLUS_ORE_MEAN, 1000);
         assert_eq!(mean.number("query_io"), Some(20.0));
         assert_eq!(
             mean.params.get("averaged"),
@@ -1010,26 +827,6 @@ mod tests {
         );
         assert_eq!(mean.paper.len(), 6);
         assert!(bplus_ore_mean(&rows[..1], 1000).is_none());
-    }
-
-    #[test]
-    fn every_reason_names_a_figure_of_table3() {
-        for p in [
-            "kerschbaum-tueno",
-            "pope",
-            "log-brc-pibas",
-            "log-brc-2lev",
-            "path-oram",
-        ] {
-            let mut r = base_row("fig2", "real", p, 1000);
-            paper_figures(&mut r, p, 1000);
-            let reasons = table3_reasons(p);
-            assert!(!reasons.is_empty(), "{p}");
-            for (figure, _) in reasons {
-                let f = r.paper.iter().find(|f| f.name == figure);
-                assert!(f.is_some_and(|f| f.why.is_some()), "{p}: {figure}");
-            }
-        }
     }
 
     #[test]
