@@ -41,6 +41,7 @@ use crate::fsutil;
 
 mod catalog;
 mod log;
+mod names;
 mod runs;
 pub(crate) use catalog::Catalog;
 use catalog::{CatalogLocal, Change, LocalCatalog};

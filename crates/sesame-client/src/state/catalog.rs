@@ -355,17 +355,51 @@ impl Catalog {
         self.iter().map(|e| e.map(|(_, d)| d))
     }
 
-    /// The entries whose path is one of `paths`, in identifier order
-    /// (one pass over the catalog).
+    /// The entries whose path is one of `paths`, in identifier order.
+    ///
+    /// Each run's name index (module `names`) gives the identifiers
+    /// that may bear these names, in the blocks that can hold them: a
+    /// batch reads about a block per name and run, then the entry of
+    /// each identifier found, whatever the catalog's size; a run written
+    /// before the name index is read whole. The overlay (in memory) is
+    /// read whole.
     pub(crate) fn with_paths(&self, paths: &HashSet<&str>) -> Result<Vec<DocumentInfo>> {
         if paths.is_empty() {
             return Ok(Vec::new());
         }
+        let core = lock(&self.core);
+        let mut ids: BTreeSet<u64> = core
+            .overlay
+            .puts
+            .iter()
+            .filter(|(_, d)| paths.contains(d.path.as_str()))
+            .map(|(id, _)| *id)
+            .collect();
+        if let Some(store) = &core.store {
+            let mut hashes: Vec<u64> = paths.iter().map(|p| store.name_hash(p)).collect();
+            hashes.sort_unstable();
+            hashes.dedup();
+            for run in &core.runs {
+                if !store.named(run, &hashes, &mut ids)? {
+                    for e in RunIter::new(store.clone(), run.clone()) {
+                        if let (id, Some(d)) = e? {
+                            if paths.contains(d.path.as_str()) {
+                                ids.insert(id);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Each identifier found as the newest source says (a newer run
+        // or the overlay may have replaced or removed it; two names may
+        // share a hash).
         let mut out = Vec::new();
-        for d in self.values() {
-            let d = d?;
-            if paths.contains(d.path.as_str()) {
-                out.push(d);
+        for id in ids {
+            if let Some(d) = core.lookup(id)? {
+                if paths.contains(d.path.as_str()) {
+                    out.push(d);
+                }
             }
         }
         Ok(out)
@@ -541,6 +575,23 @@ impl Catalog {
             core: Mutex::new(core),
             changes: Mutex::new(None),
         })
+    }
+
+    /// Where the name blocks of each run are (offset and length), oldest
+    /// run first; `None` for a run without a name index.
+    #[cfg(test)]
+    pub(crate) fn name_blocks(&self) -> Vec<Option<Vec<(u64, u32)>>> {
+        let core = lock(&self.core);
+        core.runs.iter().map(|r| RunStore::name_blocks(r)).collect()
+    }
+
+    /// Blocks its runs have read from their files so far.
+    #[cfg(test)]
+    pub(crate) fn blocks_read(&self) -> u64 {
+        lock(&self.core)
+            .store
+            .as_ref()
+            .map_or(0, |s| s.blocks_read())
     }
 
     /// Bytes the catalog holds in memory: the overlay, the cache of

@@ -5,6 +5,7 @@
 use super::*;
 use rand::{Rng, SeedableRng};
 use rand_core::OsRng;
+use std::collections::HashSet;
 
 use super::tests::{doc, state_of};
 
@@ -302,4 +303,230 @@ fn a_save_stopped_between_its_run_and_its_state_leaves_the_state_before_it() {
     );
     let again = load(&cipher, &path);
     assert_eq!(again.catalog.len(), 1_501);
+}
+
+/// Finding a batch of names (`with_paths`, what each import batch and
+/// `add` do) reads a number of catalog blocks bounded by the batch and
+/// the number of runs, not by the catalog's size: at 100,000 and
+/// 400,000 entries (nearly: 15/16 of it), in 4 runs, for a batch of 16 names (some present,
+/// some not), at most 2 blocks per name and run are read, and the
+/// answer is the entries of those names in identifier order.
+#[test]
+fn a_batch_finds_its_names_in_blocks_bounded_by_the_batch() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("t.state");
+    // A cache of one block: every block a lookup needs is read.
+    let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p").with_catalog(2_048, 1);
+    for n in [100_000u64, 400_000] {
+        let mut state = state_of(n / 2);
+        save(&cipher, &path, &state);
+        // More runs (of n/4, n/8 and n/16 entries: none merged), some
+        // entries removed or renamed in later runs.
+        let mut top = n / 2;
+        for step in 0..3u64 {
+            for id in top + 1..=top + ((n / 4) >> step) {
+                state.catalog.insert(id, doc(id));
+            }
+            top += (n / 4) >> step;
+            state.catalog.remove(&(7 + step));
+            let mut renamed = doc(11 + step);
+            renamed.path = format!("renamed {step}");
+            state.catalog.insert(11 + step, renamed);
+            save(&cipher, &path, &state);
+        }
+        let loaded = load(&cipher, &path);
+        let runs_named = loaded.catalog.run_refs().len() as u64;
+        let wanted: Vec<u64> = vec![3, 7, 9, 11, 12, n / 3, n / 2, n / 2 + 1, top - 1, top];
+        let mut names: Vec<String> = wanted.iter().map(|id| doc(*id).path).collect();
+        names.extend((0..5).map(|i| format!("absent {i}")));
+        names.push("renamed 1".into());
+        let set: HashSet<&str> = names.iter().map(String::as_str).collect();
+        let before = loaded.catalog.blocks_read();
+        let found = loaded
+            .catalog
+            .with_paths(&set)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let read = loaded.catalog.blocks_read() - before;
+        let ids: Vec<u64> = found.iter().map(|d| d.id).collect();
+        // 7 and 9 removed, 11 and 12 renamed ("renamed 1" is 12).
+        assert_eq!(ids, vec![3, 12, n / 3, n / 2, n / 2 + 1, top - 1, top]);
+        assert_eq!(runs_named, 4);
+        let bound = 2 * set.len() as u64 * runs_named;
+        assert!(
+            read <= bound,
+            "{read} blocks read to find {} names in {n} entries ({runs_named} runs; at most {bound})",
+            set.len()
+        );
+    }
+}
+
+/// Every name of a catalog of `n` entries (a batch reading every name
+/// block).
+fn all_names(n: u64) -> Vec<String> {
+    (1..=n).map(|id| doc(id).path).collect()
+}
+
+/// What a catalog refuses of its name index (module `names`): a name
+/// block swapped with another of the same run, one taken from another
+/// run (of the same index and key) at the place of one of this run, and one cut short (half
+/// written): each is [`ClientError::StateCorrupt`] naming the run's
+/// file when a batch reads it, and nothing of it is used.
+#[test]
+fn a_swapped_or_cut_name_block_is_refused() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("t.state");
+    let elsewhere = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let other = elsewhere.path().join("t.state");
+    let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p").with_catalog(2_000, 1 << 20);
+    let n = 20_000;
+    save(&cipher, &path, &state_of(n));
+    save(&cipher, &other, &state_of(n));
+    let (file, other_file) = (runs(&path)[0].clone(), runs(&other)[0].clone());
+    assert_ne!(file, other_file);
+    let blocks_of = |p: &Path| {
+        load(&cipher, p).catalog.name_blocks()[0]
+            .clone()
+            .unwrap_or_else(|| panic!("no name index"))
+    };
+    let (ours, theirs) = (blocks_of(&path), blocks_of(&other));
+    assert!(ours.len() >= 50, "{} name blocks", ours.len());
+    let good = std::fs::read(&file).unwrap_or_else(|e| panic!("{e}"));
+    let theirs_bytes = std::fs::read(&other_file).unwrap_or_else(|e| panic!("{e}"));
+    let names = all_names(n);
+    let set: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let refused = |what: &str, bytes: &[u8]| {
+        std::fs::write(&file, bytes).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = load(&cipher, &path);
+        match loaded.catalog.with_paths(&set) {
+            Err(ClientError::StateCorrupt { path: at, .. }) => assert_eq!(at, file, "{what}"),
+            Err(e) => panic!("{what}: {e}"),
+            Ok(found) => panic!("{what}: read as {} entries", found.len()),
+        }
+    };
+    let range = |(offset, len): (u64, u32)| offset as usize..offset as usize + len as usize;
+    // Two blocks of the same length swapped.
+    let (i, j) = (0..ours.len())
+        .flat_map(|i| (i + 1..ours.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| ours[i].1 == ours[j].1)
+        .unwrap_or_else(|| panic!("no two name blocks of one length"));
+    let mut swapped = good.clone();
+    let (a, b) = (range(ours[i]), range(ours[j]));
+    let first = swapped[a.clone()].to_vec();
+    swapped.copy_within(b.clone(), a.start);
+    swapped[b].copy_from_slice(&first);
+    refused("swapped", &swapped);
+    // A block of another run (of another index state) in its place.
+    let (i, j) = (0..ours.len())
+        .flat_map(|i| (0..theirs.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| ours[i].1 == theirs[j].1)
+        .unwrap_or_else(|| panic!("no name blocks of one length"));
+    let mut taken = good.clone();
+    taken[range(ours[i])].copy_from_slice(&theirs_bytes[range(theirs[j])]);
+    refused("taken from another run", &taken);
+    // The second half of a block never written.
+    let mut cut = good.clone();
+    let half = range(ours[ours.len() / 2]);
+    cut[half.start + half.len() / 2..half.end].fill(0);
+    refused("half written", &cut);
+    // As written, every name is found.
+    std::fs::write(&file, &good).unwrap_or_else(|e| panic!("{e}"));
+    let found = load(&cipher, &path)
+        .catalog
+        .with_paths(&set)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(found.len(), n as usize);
+}
+
+/// States of formats 5 and 6 whose runs were written before the name
+/// index (`SSMCAT01`, as earlier builds wrote them) load, and a batch
+/// finds its names in them (reading them whole); the runs a later save
+/// merges are written with a name index, and answer the same.
+#[test]
+fn states_of_formats_5_and_6_with_runs_before_the_name_index_load_and_migrate() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("t.state");
+    let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p")
+        .with_catalog(1_000, 1 << 20)
+        .with_log_from(4 * 1024);
+    runs::WRITE_V1.with(|w| w.set(true));
+    let mut state = state_of(4_000);
+    save(&cipher, &path, &state);
+    for id in 4_001..=5_000 {
+        state.catalog.insert(id, doc(id));
+    }
+    save(&cipher, &path, &state);
+    runs::WRITE_V1.with(|w| w.set(false));
+    let wanted = |state: &IndexState| {
+        let names: Vec<String> = [1u64, 2_500, 4_000, 4_001, 5_000]
+            .iter()
+            .map(|id| doc(*id).path)
+            .collect();
+        let set: HashSet<&str> = names.iter().map(String::as_str).collect();
+        let found = state
+            .catalog
+            .with_paths(&set)
+            .unwrap_or_else(|e| panic!("{e}"));
+        found.iter().map(|d| d.id).collect::<Vec<u64>>()
+    };
+    let mut loaded = load(&cipher, &path);
+    let before = loaded.catalog.name_blocks();
+    assert_eq!(before.len(), 2, "two runs");
+    assert!(
+        before.iter().all(Option::is_none),
+        "runs of the earlier layout"
+    );
+    assert_eq!(wanted(&loaded), vec![1, 2_500, 4_000, 4_001, 5_000]);
+    // A run as large as the newest: the newest runs merge into one.
+    for id in 5_001..=9_000 {
+        loaded.catalog.insert(id, doc(id));
+    }
+    save(&cipher, &path, &loaded);
+    let again = load(&cipher, &path);
+    let after = again.catalog.name_blocks();
+    assert_eq!(after.len(), 1, "merged into one run");
+    assert!(
+        after.iter().all(Option::is_some),
+        "the merged run has a name index"
+    );
+    assert_eq!(wanted(&again), vec![1, 2_500, 4_000, 4_001, 5_000]);
+    assert_eq!(again.catalog.len(), 9_000);
+}
+
+/// A run of more name pairs than its writer sorts in memory
+/// ([`names::SPILL_AT`], 5,000 in tests) sorts them in segments on
+/// disk: every name is found, and the spill file is gone once the run
+/// is written; one a killed writer left is deleted by the next save.
+#[test]
+fn a_run_larger_than_memory_sorts_its_names_in_segments() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("t.state");
+    let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p").with_catalog(1_000, 1 << 20);
+    let n = 5 * names::SPILL_AT as u64 + 123;
+    let mut state = state_of(n);
+    save(&cipher, &path, &state);
+    let spills = || {
+        std::fs::read_dir(dir.path())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".namespill"))
+            .count()
+    };
+    assert_eq!(spills(), 0, "a spill file was left");
+    let names = all_names(n);
+    let set: HashSet<&str> = names.iter().step_by(7).map(String::as_str).collect();
+    let loaded = load(&cipher, &path);
+    let found = loaded
+        .catalog
+        .with_paths(&set)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let want: Vec<u64> = (1..=n).step_by(7).collect();
+    assert!(found.iter().map(|d| d.id).eq(want.iter().copied()));
+    // What a writer killed while it spilled leaves.
+    let left = names::spill_path(&path, &[7; 16]);
+    std::fs::write(&left, b"half a segment").unwrap_or_else(|e| panic!("{e}"));
+    for id in n + 1..=n + 1_000 {
+        state.catalog.insert(id, doc(id));
+    }
+    save(&cipher, &path, &state);
+    assert_eq!(spills(), 0, "a killed writer's spill file was left");
 }

@@ -19,16 +19,35 @@
 //! by the state only once its bytes are synced, and the files the saved
 //! state no longer names are deleted after the save.
 
+use super::names::NameSorter;
 use super::*;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
-/// First bytes of a run file.
-const RUN_MAGIC: &[u8; 8] = b"SSMCAT01";
+/// First bytes of a run file written with a name index (module
+/// `names`).
+const RUN_MAGIC: &[u8; 8] = b"SSMCAT02";
+/// First bytes of a run file written before the name index: still read.
+const RUN_MAGIC_V1: &[u8; 8] = b"SSMCAT01";
 /// Entries in a block of a run.
 pub(super) const BLOCK: usize = 1024;
+
+#[cfg(test)]
+thread_local! {
+    /// Runs this thread writes are written as before the name index
+    /// (`SSMCAT01`): the tests make the runs of earlier builds.
+    pub(super) static WRITE_V1: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether runs are written as before the name index (tests only).
+fn write_v1() -> bool {
+    #[cfg(test)]
+    return WRITE_V1.with(|w| w.get());
+    #[cfg(not(test))]
+    false
+}
 
 /// An entry of a run: an identifier and its origin, or `None`: removed
 /// (hiding the entry of an older run).
@@ -48,21 +67,31 @@ pub(super) struct RunRef {
     pub footer: [u8; 32],
 }
 
-/// A block of a run, as its footer lists it.
+/// A block of a run, as its footer lists it: its first and last
+/// identifier (or, in the name index, hash), where it is.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-struct BlockRef {
-    first: u64,
-    last: u64,
-    offset: u64,
-    len: u32,
+pub(super) struct BlockRef {
+    pub first: u64,
+    pub last: u64,
+    pub offset: u64,
+    pub len: u32,
 }
 
-/// An open run: its reference, its blocks and its file.
+/// The footer of a run with a name index.
+#[derive(Serialize, Deserialize)]
+struct Footer {
+    blocks: Vec<BlockRef>,
+    names: Vec<BlockRef>,
+}
+
+/// An open run: its reference, its blocks, its name index's blocks
+/// (`None`: written before the name index) and its file.
 pub(super) struct Run {
     pub r: RunRef,
     blocks: Vec<BlockRef>,
-    file: Mutex<File>,
-    path: PathBuf,
+    pub(super) names: Option<Vec<BlockRef>>,
+    pub(super) file: Mutex<File>,
+    pub(super) path: PathBuf,
 }
 
 impl std::fmt::Debug for Run {
@@ -104,6 +133,11 @@ pub(crate) struct RunStore {
     cache_bytes: usize,
     /// A digest of the catalog key, telling stores of another key apart.
     key_id: [u8; 32],
+    /// Hashes the names of the name index (module `names`).
+    names: sesame_crypto::hash::KeyedHash,
+    /// Blocks read from run files and opened so far (what a lookup
+    /// costs; the tests count it).
+    reads: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for RunStore {
@@ -121,11 +155,13 @@ pub(super) fn run_path(state: &Path, id: &[u8; 16]) -> PathBuf {
 
 /// Deletes the run files beside the state file `state` but those of
 /// `keep` (what a save leaves behind: merged runs, a run written by a
-/// save that did not complete); failures only leave a file that takes
+/// save that did not complete), and the name index's spill files; failures only leave a file that takes
 /// room.
 pub(crate) fn remove_runs(state: &Path, keep: &[[u8; 16]]) {
     let kept: Vec<PathBuf> = keep.iter().map(|k| run_path(state, k)).collect();
     super::log::remove_siblings(state, "catalog", &kept);
+    // Name index spills of runs a killed process was writing.
+    super::log::remove_siblings(state, "namespill", &[]);
 }
 
 impl RunStore {
@@ -144,6 +180,8 @@ impl RunStore {
             cache: Mutex::new(Cache::default()),
             cache_bytes,
             key_id: sesame_crypto::hash::ro("sesame-client/catalog-key-id/v1", &[key.as_bytes()]),
+            reads: std::sync::atomic::AtomicU64::new(0),
+            names: sesame_crypto::hash::KeyedHash::new(&key.derive("sesame-client/catalog-names")),
         }
     }
 
@@ -156,7 +194,89 @@ impl RunStore {
             && self.key_id == other.key_id
     }
 
-    fn aad(&self, run: &[u8; 16], what: &str, seq: u64) -> Vec<u8> {
+    /// The state file the runs are named after.
+    pub(super) fn state_path(&self) -> &Path {
+        &self.state
+    }
+
+    /// The keyed hash of an entry's name in the name index.
+    pub(super) fn name_hash(&self, name: &str) -> u64 {
+        let h = self
+            .names
+            .hash("sesame-client/catalog-name/v1", &[name.as_bytes()]);
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&h[..8]);
+        u64::from_be_bytes(first)
+    }
+
+    /// Counts a block read from a run file.
+    pub(super) fn count_read(&self) {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Seals `items` (keyed by `key`, in order) as a block written to
+    /// `out` at `offset`; where it is.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn seal_block<T: Serialize>(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        out: &mut impl Write,
+        path: &Path,
+        aad: &[u8],
+        items: &[T],
+        offset: u64,
+        key: impl Fn(&T) -> u64,
+    ) -> Result<BlockRef> {
+        let too_large = || ClientError::InvalidArgument("catalog block is too large".into());
+        let plain = Zeroizing::new(wire::encode(items)?);
+        let sealed = self.aead.seal(rng, aad, &plain).map_err(|_| too_large())?;
+        let len = u32::try_from(sealed.len()).map_err(|_| too_large())?;
+        out.write_all(&sealed)
+            .map_err(|e| ClientError::io("write", path, &e))?;
+        Ok(BlockRef {
+            first: items.first().map_or(0, &key),
+            last: items.last().map_or(0, &key),
+            offset,
+            len,
+        })
+    }
+
+    /// Reads and opens the block `at` of `file` (at `path`), sealed with
+    /// `aad`: its items, whose keys must run from `at.first` to
+    /// `at.last` without decreasing.
+    pub(super) fn open_block<T: serde::de::DeserializeOwned>(
+        &self,
+        file: &mut File,
+        path: &Path,
+        at: &BlockRef,
+        aad: &[u8],
+        key: impl Fn(&T) -> u64,
+    ) -> Result<Vec<T>> {
+        let corrupt = || self.corrupt(path);
+        let io = |e: std::io::Error| ClientError::io("read", path, &e);
+        let mut sealed = vec![0u8; at.len as usize];
+        file.seek(SeekFrom::Start(at.offset)).map_err(io)?;
+        file.read_exact(&mut sealed).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                corrupt()
+            } else {
+                io(e)
+            }
+        })?;
+        let plain = Zeroizing::new(self.aead.open(aad, &sealed).map_err(|_| corrupt())?);
+        let items: Vec<T> = wire::decode(&plain).map_err(|_| corrupt())?;
+        let ordered = items.windows(2).all(|w| key(&w[0]) <= key(&w[1]));
+        if !ordered
+            || items.first().map(&key) != Some(at.first)
+            || items.last().map(&key) != Some(at.last)
+        {
+            return Err(corrupt());
+        }
+        Ok(items)
+    }
+
+    pub(super) fn aad(&self, run: &[u8; 16], what: &str, seq: u64) -> Vec<u8> {
         let mut aad = b"sesame-client/catalog-run/v1\0".to_vec();
         for part in [
             self.profile_id.as_bytes(),
@@ -211,39 +331,37 @@ impl RunStore {
         let too_large = || ClientError::InvalidArgument("catalog block is too large".into());
         let file = File::create(path).map_err(io)?;
         let mut out = BufWriter::new(file);
-        out.write_all(RUN_MAGIC).map_err(io)?;
+        let v1 = write_v1();
+        out.write_all(if v1 { RUN_MAGIC_V1 } else { RUN_MAGIC })
+            .map_err(io)?;
         let mut offset = RUN_MAGIC.len() as u64;
         let mut blocks: Vec<BlockRef> = Vec::new();
+        let mut names = NameSorter::new(self, id);
         let mut count = 0u64;
         let mut block: Vec<Entry> = Vec::with_capacity(BLOCK);
         let mut last_id: Option<u64> = None;
         loop {
             let next = entries.next().transpose()?;
-            if let Some((i, _)) = &next {
+            if let Some((i, d)) = &next {
                 if last_id.is_some_and(|l| l >= *i) {
                     return Err(ClientError::InvalidArgument(
                         "catalog entries out of order".into(),
                     ));
                 }
                 last_id = Some(*i);
+                if let Some(d) = d.as_ref().filter(|_| !v1) {
+                    names.push(self, rng, &d.path, *i)?;
+                }
             }
             let done = next.is_none();
             if let Some(e) = next {
                 block.push(e);
             }
             if block.len() == BLOCK || (done && !block.is_empty()) {
-                let plain = Zeroizing::new(wire::encode(&block)?);
                 let aad = self.aad(id, "block", blocks.len() as u64);
-                let sealed = self.aead.seal(rng, &aad, &plain).map_err(|_| too_large())?;
-                let len = u32::try_from(sealed.len()).map_err(|_| too_large())?;
-                out.write_all(&sealed).map_err(io)?;
-                blocks.push(BlockRef {
-                    first: block.first().map_or(0, |e| e.0),
-                    last: block.last().map_or(0, |e| e.0),
-                    offset,
-                    len,
-                });
-                offset += u64::from(len);
+                let at = self.seal_block(rng, &mut out, path, &aad, &block, offset, |e| e.0)?;
+                offset += u64::from(at.len);
+                blocks.push(at);
                 count += block.len() as u64;
                 block.clear();
             }
@@ -255,9 +373,15 @@ impl RunStore {
             return Ok(None);
         };
         let (first, last) = (first.first, last.last);
+        let names = names.write(self, rng, &mut out, path, offset)?;
+        let (what, plain) = if v1 {
+            ("footer", wire::encode(&blocks)?)
+        } else {
+            ("footer/names", wire::encode(&Footer { blocks, names })?)
+        };
         let footer = self
             .aead
-            .seal(rng, &self.aad(id, "footer", count), &wire::encode(&blocks)?)
+            .seal(rng, &self.aad(id, what, count), &plain)
             .map_err(|_| too_large())?;
         let footer_len = u32::try_from(footer.len()).map_err(|_| too_large())?;
         out.write_all(&footer).map_err(io)?;
@@ -292,6 +416,8 @@ impl RunStore {
         };
         let corrupt = || self.corrupt(&path);
         let io = |e: std::io::Error| ClientError::io("read", &path, &e);
+        let mut magic = [0u8; 8];
+        file.read_exact(&mut magic).map_err(|_| corrupt())?;
         let size = file.seek(SeekFrom::End(0)).map_err(io)?;
         let tail = size.checked_sub(4).ok_or_else(corrupt)?;
         let mut len = [0u8; 4];
@@ -305,14 +431,28 @@ impl RunStore {
         if sesame_crypto::hash::sha256(&footer) != r.footer {
             return Err(corrupt());
         }
-        let plain = self
-            .aead
-            .open(&self.aad(&r.id, "footer", r.entries), &footer)
-            .map_err(|_| corrupt())?;
-        let blocks: Vec<BlockRef> = wire::decode(&plain).map_err(|_| corrupt())?;
+        // The footer's associated data says which layout it is: a run's
+        // first bytes cannot make it read as the other.
+        let (blocks, names) = if &magic == RUN_MAGIC {
+            let plain = self
+                .aead
+                .open(&self.aad(&r.id, "footer/names", r.entries), &footer)
+                .map_err(|_| corrupt())?;
+            let f: Footer = wire::decode(&plain).map_err(|_| corrupt())?;
+            (f.blocks, Some(f.names))
+        } else if &magic == RUN_MAGIC_V1 {
+            let plain = self
+                .aead
+                .open(&self.aad(&r.id, "footer", r.entries), &footer)
+                .map_err(|_| corrupt())?;
+            (wire::decode(&plain).map_err(|_| corrupt())?, None)
+        } else {
+            return Err(corrupt());
+        };
         Ok(Run {
             r: r.clone(),
             blocks,
+            names,
             file: Mutex::new(file),
             path,
         })
@@ -329,27 +469,15 @@ impl RunStore {
                 return Ok(entries.clone());
             }
         }
-        let corrupt = || self.corrupt(&run.path);
-        let at = run.blocks.get(b).ok_or_else(corrupt)?;
-        let mut sealed = vec![0u8; at.len as usize];
-        {
-            let io = |e: std::io::Error| ClientError::io("read", &run.path, &e);
+        let at = run.blocks.get(b).ok_or_else(|| self.corrupt(&run.path))?;
+        self.count_read();
+        let entries: Vec<Entry> = {
             let mut file = lock(&run.file);
-            file.seek(SeekFrom::Start(at.offset)).map_err(io)?;
-            file.read_exact(&mut sealed).map_err(io)?;
-        }
-        let plain = Zeroizing::new(
-            self.aead
-                .open(&self.aad(&run.r.id, "block", b as u64), &sealed)
-                .map_err(|_| corrupt())?,
-        );
-        let entries: Vec<Entry> = wire::decode(&plain).map_err(|_| corrupt())?;
-        let ordered = entries.windows(2).all(|w| w[0].0 < w[1].0);
-        if !ordered
-            || entries.first().map(|e| e.0) != Some(at.first)
-            || entries.last().map(|e| e.0) != Some(at.last)
-        {
-            return Err(corrupt());
+            let aad = self.aad(&run.r.id, "block", b as u64);
+            self.open_block(&mut file, &run.path, at, &aad, |e: &Entry| e.0)?
+        };
+        if !entries.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Err(self.corrupt(&run.path));
         }
         let entries = Arc::new(entries);
         let bytes = block_bytes(&entries);
@@ -391,6 +519,20 @@ impl RunStore {
             .ok()
             .and_then(|at| block.get(at))
             .map(|e| e.1.clone()))
+    }
+
+    /// The blocks of the name index of `run` (`None`: it has none).
+    #[cfg(test)]
+    pub(super) fn name_blocks(run: &Run) -> Option<Vec<(u64, u32)>> {
+        run.names
+            .as_ref()
+            .map(|n| n.iter().map(|b| (b.offset, b.len)).collect())
+    }
+
+    /// Blocks read from run files so far.
+    #[cfg(test)]
+    pub(super) fn blocks_read(&self) -> u64 {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bytes held in memory: the cache and the runs' block lists.
