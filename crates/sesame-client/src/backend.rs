@@ -101,6 +101,22 @@ pub trait Backend {
         Ok(())
     }
 
+    /// Merges the deltas of generation `generation` of index `index` into
+    /// their chunks where this backend packs its entries in a store of its
+    /// own ([`Packed::compact`]: the embedded store), so that each lookup
+    /// of a search is one read of the store; returns how many chunks were
+    /// rewritten. `Ok(0)` where there is nothing to merge here (a server
+    /// keeps its store's layout itself).
+    fn compact_index(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<usize> {
+        let _ = (index, generation, scheme);
+        Ok(0)
+    }
+
     /// Where the bytes of the store's file go ([`sesame_store::Space`]);
     /// `None` where the backend has no file of its own (a server keeps
     /// its store; a store in memory).
@@ -734,6 +750,18 @@ impl Backend for EmbeddedBackend {
             view.check_chunks()?;
         }
         Ok(())
+    }
+
+    fn compact_index(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<usize> {
+        match self.entries(index, generation, scheme)? {
+            Entries::Packed(view) => Ok(view.compact()?),
+            Entries::Plain(_) => Ok(0),
+        }
     }
 
     fn space(&mut self) -> Result<Option<Space>> {

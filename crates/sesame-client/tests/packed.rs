@@ -256,3 +256,74 @@ fn check_finds_a_damaged_chunk() {
         report.problems
     );
 }
+
+/// Packed deltas of keyword generations (`i/<index>/<generation>/#...`
+/// holding a value that starts with `0x02`) in the whole store.
+fn keyword_deltas(store: &dyn Store) -> usize {
+    store
+        .scan_prefix(b"i/")
+        .unwrap()
+        .iter()
+        .filter(|(key, value)| {
+            let mut parts = key.splitn(4, |&b| b == b'/');
+            let (_, _, generation, rest) = (parts.next(), parts.next(), parts.next(), parts.next());
+            generation.is_some_and(|g| !g.is_empty() && g.iter().all(u8::is_ascii_digit))
+                && rest.is_some_and(|r| r.first() == Some(&b'#'))
+                && value.first() == Some(&2)
+        })
+        .count()
+}
+
+/// A table's second import appends its keyword entries beside the chunks
+/// the first one wrote (deltas, which make most lookups read a chunk
+/// twice); the import ends by merging them into their chunks
+/// (`Table::compact_index`), and every answer is as before.
+#[test]
+fn an_import_leaves_no_delta_beside_the_keyword_chunks() {
+    use sesame_client::table::import::Format;
+    use sesame_client::table::{Schema, Table};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let p = profile(&tmp.path().join("p"));
+    let store = Arc::new(MemoryStore::new());
+    let backend = || Box::new(EmbeddedBackend::over(store.clone() as Arc<dyn Store>));
+    let schema = Schema::from_toml(
+        "key = \"id\"\n[fields.id]\ntype = \"integer\"\n[fields.tail]\ntype = \"string\"\n\
+         index = [\"equality\"]\n",
+    )
+    .unwrap();
+    let mut table = Table::create_with(&p, "t", schema, backend()).unwrap();
+    let csv = |name: &str, rows: std::ops::Range<usize>| {
+        let path = tmp.path().join(name);
+        let mut text = String::from("id,tail\n");
+        for i in rows {
+            text.push_str(&format!("{i},N{}\n", i % 97));
+        }
+        fs::write(&path, text).unwrap();
+        path
+    };
+    table
+        .import(&csv("a.csv", 0..3_000), Format::Csv, &mut |_| {})
+        .unwrap();
+    table
+        .import(&csv("b.csv", 3_000..3_040), Format::Csv, &mut |_| {})
+        .unwrap();
+    assert_eq!(
+        keyword_deltas(store.as_ref()),
+        0,
+        "deltas left beside the keyword chunks after an import"
+    );
+    for tail in [0, 5, 96] {
+        let answer = table.query(&format!("tail = \"N{tail}\""), None).unwrap();
+        let want = (0..3_040).filter(|i| i % 97 == tail).count();
+        assert_eq!(answer.records.len(), want, "N{tail}");
+    }
+    drop(table);
+    let mut again = Table::open_with(&p, "t", backend()).unwrap();
+    assert_eq!(
+        again.query("tail = \"N1\"", None).unwrap().records.len(),
+        32
+    );
+    let (_, problems) = again.check().unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+}

@@ -838,7 +838,111 @@ impl Store for Packed {
     }
 }
 
+/// How many stored pairs (chunks and deltas) [`Packed::compact`] reads a
+/// probe.
+const COMPACT_PAGE: usize = 128;
+
+/// The bytes of rewritten chunks [`Packed::compact`] puts in one batch of
+/// the base store.
+const COMPACT_BATCH_BYTES: usize = 4 << 20;
+
 impl Packed {
+    /// Merges every chunk's deltas into the chunk: each chunk that has
+    /// deltas is written again with them in it (split as a plan splits a
+    /// chunk that outgrows [`CHUNK_BYTES`]) and its deltas are deleted.
+    /// Returns how many chunks were rewritten.
+    ///
+    /// Why: a lookup whose probe lands on another delta of its chunk reads
+    /// the chunk a second time (after an import, most lookups: an import
+    /// appends each batch's entries as deltas); after this, every lookup is
+    /// one probe.
+    ///
+    /// What it changes: the layout, not the pairs (every lookup and scan
+    /// answers as before), in batches of the base store of at most
+    /// [`COMPACT_BATCH_BYTES`] of chunks, each atomic: a run cut short
+    /// leaves some chunks merged and the rest as they were, both valid.
+    /// What a reader of the store learns: the pairs it already held, in
+    /// other chunks; which chunks had deltas, which it saw already. The
+    /// writes wait for this view's other writes, as [`Packed::plan`]'s do
+    /// (the host keeps other writers of the prefix apart).
+    pub fn compact(&self) -> Result<usize> {
+        let _one_at_a_time = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut from = self.prefix.clone();
+        // The chunk being read and its deltas so far.
+        let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut batch = WriteBatch::new();
+        let mut rewritten = 0;
+        loop {
+            let page = self
+                .base
+                .scan_from(&self.prefix, &from, false, COMPACT_PAGE)?;
+            let last_page = page.len() < COMPACT_PAGE;
+            if let Some((key, _)) = page.last() {
+                from.clone_from(key);
+                from.push(0);
+            }
+            for (key, value) in page {
+                if is_delta(&value) {
+                    if group.is_empty() {
+                        return Err(damaged_delta(&key, "it lies before every chunk"));
+                    }
+                } else {
+                    rewritten += usize::from(self.merge_group(&group, &mut batch)?);
+                    group.clear();
+                }
+                group.push((key, value));
+            }
+            // Every rewritten chunk lies before the group still open, so
+            // before `from`: the scan goes on past what is written.
+            if batch.bytes() >= COMPACT_BATCH_BYTES {
+                self.base.write(std::mem::take(&mut batch))?;
+            }
+            if last_page {
+                break;
+            }
+        }
+        rewritten += usize::from(self.merge_group(&group, &mut batch)?);
+        if !batch.is_empty() {
+            self.base.write(batch)?;
+        }
+        Ok(rewritten)
+    }
+
+    /// Puts in `batch` the rewrite of `group` (a chunk, then its deltas)
+    /// with its deltas merged in; whether there were any.
+    fn merge_group(&self, group: &[(Vec<u8>, Vec<u8>)], batch: &mut WriteBatch) -> Result<bool> {
+        let Some(((chunk_key, bytes), deltas)) = group.split_first() else {
+            return Ok(false);
+        };
+        if deltas.is_empty() {
+            return Ok(false);
+        }
+        let plen = self.prefix.len();
+        let fence = &chunk_key[plen..];
+        let mut appended = Vec::with_capacity(deltas.len());
+        for (key, stored) in deltas {
+            let (named, value) = decode_delta(stored, key, plen)?;
+            if named != fence {
+                return Err(damaged_delta(key, "it does not name the chunk before it"));
+            }
+            appended.push((&key[plen..], Some(value)));
+        }
+        let (merged, _) = merge(&decode(bytes, chunk_key)?, &appended);
+        batch.delete(chunk_key.clone());
+        for (key, _) in deltas {
+            batch.delete(key.clone());
+        }
+        let mut out = Emitter {
+            fence: Some(fence.to_vec()),
+            ..Emitter::default()
+        };
+        for (key, value) in merged {
+            out.push(self, batch, key, value)?;
+        }
+        out.finish(self, batch)?;
+        Ok(true)
+    }
+
     /// Decodes every chunk and delta under the view and checks it:
     /// lengths, key order, every key within its chunk's range, every delta
     /// naming the chunk before it, at most [`MAX_DELTAS`] deltas a chunk.

@@ -710,3 +710,81 @@ fn damaged_deltas_are_errors_not_panics() {
         })
         .unwrap();
 }
+
+/// After FAST-like small updates (an import's batches), most lookups land
+/// on another delta of their chunk and read the chunk a second time;
+/// `Packed::compact` merges every chunk's deltas into it, after which each
+/// lookup is one probe of the base store and no point read, and every
+/// answer (lookups, scans, `pairs_under`) is the oracle's as before.
+#[test]
+fn compacting_merges_deltas_so_a_lookup_is_one_probe() {
+    let base: Arc<dyn Store> = Arc::new(RedbStore::open_in_memory().unwrap());
+    let view = over(base.clone());
+    let mut oracle = BTreeMap::new();
+    let mut bulk = WriteBatch::new();
+    for i in 0..8_000 {
+        bulk.put(label(i), vec![i as u8; 25]);
+        oracle.insert(label(i), vec![i as u8; 25]);
+    }
+    view.write(bulk).unwrap();
+    for update in 0..400u32 {
+        let mut batch = WriteBatch::new();
+        for j in 0..8 {
+            let i = 100_000 + update * 8 + j;
+            batch.put(label(i), vec![j as u8; 25]);
+            oracle.insert(label(i), vec![j as u8; 25]);
+        }
+        view.write(batch).unwrap();
+    }
+    let before = deltas(base.as_ref());
+    assert!(before > 500, "{before} deltas");
+    let lookups = |oracle: &BTreeMap<Vec<u8>, Vec<u8>>| {
+        let start = base.io_counts();
+        for (k, v) in oracle {
+            assert_eq!(view.get(k).unwrap().as_ref(), Some(v));
+        }
+        assert_eq!(view.get(&label(99_999)).unwrap(), None);
+        base.io_counts().since(&start)
+    };
+    let io = lookups(&oracle);
+    println!(
+        "before compacting: {} second reads in {} lookups, {before} deltas",
+        io.reads,
+        oracle.len() + 1
+    );
+    assert!(
+        io.reads > oracle.len() as u64 / 4,
+        "{} second reads of {} lookups",
+        io.reads,
+        oracle.len()
+    );
+    let rewritten = view.compact().unwrap();
+    println!("compacting rewrote {rewritten} chunks");
+    assert!(rewritten > 0);
+    assert_eq!(deltas(base.as_ref()), 0, "deltas left after compacting");
+    view.verify().unwrap();
+    let io = lookups(&oracle);
+    assert_eq!(io.reads, 0, "a lookup read a chunk a second time");
+    assert_eq!(io.scans, oracle.len() as u64 + 1, "one probe a lookup");
+    let all: Vec<(Vec<u8>, Vec<u8>)> = oracle.clone().into_iter().collect();
+    assert_eq!(view.scan_prefix(b"").unwrap(), all);
+    let listed = sesame_store::packed::pairs_under(base.as_ref(), b"i/x/1/").unwrap();
+    assert_eq!(
+        listed.len(),
+        oracle.len() + 2,
+        "the pairs and the two neighbours"
+    );
+    assert_eq!(base.get(b"i/x/1/\"").unwrap(), Some(b"before".to_vec()));
+    assert_eq!(base.get(b"i/x/1/$").unwrap(), Some(b"after".to_vec()));
+    // Nothing left to merge; later writes append deltas again.
+    assert_eq!(view.compact().unwrap(), 0);
+    view.put(&label(7), b"again").unwrap();
+    oracle.insert(label(7), b"again".to_vec());
+    assert_eq!(deltas(base.as_ref()), 1);
+    lookups(&oracle);
+    // A delta before every chunk is refused, not merged into nothing.
+    let lone: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    lone.put(&stored_key(b"k"), &delta_of(b"a", b"v")).unwrap();
+    let err = Packed::new(lone, PREFIX).compact().unwrap_err();
+    assert!(err.to_string().contains("before every chunk"), "{err}");
+}

@@ -316,4 +316,12 @@ impl Session {
         }
         Ok(report)
     }
+
+    /// Merges the index's packed deltas into their chunks
+    /// ([`crate::backend::Backend::compact_index`]: the embedded store;
+    /// nothing over a server); how many chunks were rewritten.
+    pub(crate) fn compact_entries(&mut self) -> Result<usize> {
+        self.backend
+            .compact_index(&self.index, self.state.generation, &self.scheme)
+    }
 }

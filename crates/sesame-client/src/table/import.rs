@@ -437,6 +437,8 @@ impl Table {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ImportReport> {
         self.import_file(path, format, progress, IMPORT_BATCH)
+            // Each lookup of a later search one read (`compact.rs`).
+            .and_then(|report| self.compact_index().map(|_| report))
             .map_err(|e| {
                 if is_transport(&e) {
                     let cause = match e {

@@ -67,6 +67,7 @@ use sesame_crypto::Key;
 
 mod answer;
 mod check;
+mod compact;
 pub mod import;
 #[cfg(test)]
 mod legacy_tests;
