@@ -30,6 +30,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::BenchError;
+use crate::measure::median;
 use crate::report::escape;
 use crate::result::{csv_cell, Growth, ResultSet};
 
@@ -356,20 +357,6 @@ struct Timed {
     /// Whether it enters the group's machine factor: a time the paper did
     /// not take (compared with a partner group) does not.
     member: bool,
-}
-
-/// The median of `v` (the mean of the middle two when their number is
-/// even); `v` is sorted.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// Where and when the run happened.

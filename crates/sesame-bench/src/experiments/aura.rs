@@ -22,7 +22,7 @@ use sesame_sse::{KeywordClient, KeywordScheme, Multimap, UpdateOp};
 
 use crate::error::BenchError;
 use crate::experiment::{Ctx, Experiment};
-use crate::measure::{add_snapshot, local_channel, Backend};
+use crate::measure::{add_snapshot, local_channel, median, without_waits, Backend, OnCpu};
 use crate::result::{Axis, Chart, Law, ResultSet, Row, Value};
 
 /// The `aura` experiment.
@@ -209,8 +209,20 @@ fn insert_all(
     Ok(span.finish())
 }
 
+/// What [`measure_deletions`] measured.
+struct Deletions {
+    /// The meter over all of them.
+    snap: sesame_core::Snapshot,
+    /// The mean time of a deletion, µs.
+    mean_us: f64,
+    /// The median time of a deletion, µs, each timed alone: a deletion
+    /// that waited for a CPU while other work held the machine's cores
+    /// does not move it (Aura's deletions all do the same work).
+    median_us: f64,
+}
+
 /// Deletes `docs` from keyword `w`, one update each, and returns what the
-/// meter saw over them with the per-deletion time in µs.
+/// meter saw over them with the per-deletion times.
 fn measure_deletions(
     client: &mut dyn KeywordClient,
     ch: &mut dyn Channel,
@@ -218,16 +230,22 @@ fn measure_deletions(
     w: &[Vec<u8>],
     docs: &[u64],
     what: &str,
-) -> Result<(sesame_core::Snapshot, f64), BenchError> {
+) -> Result<Deletions, BenchError> {
     let span = ch.meter().span();
+    let mut each = Vec::with_capacity(docs.len());
     for &doc in docs {
+        let one = ch.meter().span();
         client
             .update(rng, ch, UpdateOp::Delete, doc, w)
             .map_err(|e| BenchError::scheme(format!("{what}: deletion"), e))?;
+        each.push(one.finish().wall_ns as f64 / 1e3);
     }
     let snap = span.finish();
-    let us = snap.wall_ns as f64 / 1e3 / docs.len().max(1) as f64;
-    Ok((snap, us))
+    Ok(Deletions {
+        snap,
+        mean_us: snap.wall_ns as f64 / 1e3 / docs.len().max(1) as f64,
+        median_us: median(&mut each),
+    })
 }
 
 /// search rows.
@@ -257,7 +275,9 @@ fn aura_rows(ctx: &Ctx, h: u8, n: usize, d: usize) -> Result<Vec<Row>, BenchErro
     };
     let mut rows = Vec::new();
 
-    let snap = insert_all(client.as_mut(), &mut ch, &mut rng, &w, n, "aura")?;
+    let on_cpu = OnCpu::start();
+    let mut snap = insert_all(client.as_mut(), &mut ch, &mut rng, &w, n, "aura")?;
+    without_waits(&mut snap, on_cpu.elapsed());
     let mut row = label("insert");
     add_snapshot(&mut row, &snap, n as u64);
     rows.push(row);
@@ -265,11 +285,11 @@ fn aura_rows(ctx: &Ctx, h: u8, n: usize, d: usize) -> Result<Vec<Row>, BenchErro
     // Deletions spread over the identifiers.
     let step = (n / d.max(1)).max(1);
     let deleted: Vec<u64> = (0..d).map(|i| (i * step) as u64).collect();
-    let (snap, us) = measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &deleted, "aura")?;
+    let del = measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &deleted, "aura")?;
     let mut row = label("delete");
-    add_snapshot(&mut row, &snap, d as u64);
-    row.set("us_per_deletion", us)
-        .set("deletion_bytes", snap.bytes() as f64);
+    add_snapshot(&mut row, &del.snap, d as u64);
+    row.set("us_per_deletion", del.median_us)
+        .set("deletion_bytes", del.snap.bytes() as f64);
     rows.push(row);
 
     let span = ch.meter().span();
@@ -341,7 +361,9 @@ fn sd_rows(ctx: &Ctx, name: &str, n: usize, deletions: &[usize]) -> Result<Vec<R
             .param("insertions", n)
     };
     let mut rows = Vec::new();
-    let snap = insert_all(client.as_mut(), &mut ch, &mut rng, &w, n, "sd")?;
+    let on_cpu = OnCpu::start();
+    let mut snap = insert_all(client.as_mut(), &mut ch, &mut rng, &w, n, "sd")?;
+    without_waits(&mut snap, on_cpu.elapsed());
     let mut row = label("insert", 0);
     add_snapshot(&mut row, &snap, n as u64);
     rows.push(row);
@@ -352,7 +374,9 @@ fn sd_rows(ctx: &Ctx, name: &str, n: usize, deletions: &[usize]) -> Result<Vec<R
             .map(|i| (i * step) as u64)
             .filter(|x| deleted.binary_search(x).is_err())
             .collect();
-        let (snap, us) = measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &stage, "sd")?;
+        let Deletions {
+            snap, mean_us: us, ..
+        } = measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &stage, "sd")?;
         deleted.extend(&stage);
         deleted.sort_unstable();
         let mut row = label("delete", d);
@@ -420,8 +444,9 @@ fn janus_rows(ctx: &Ctx, n: usize, d: usize) -> Result<Vec<Row>, BenchError> {
     // d deletions: the first min(n, d) identifiers, then absent ones (a
     // deletion costs the same either way).
     let deleted: Vec<u64> = (0..d as u64).collect();
-    let (snap, us) =
-        measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &deleted, "janus-pp")?;
+    let Deletions {
+        snap, mean_us: us, ..
+    } = measure_deletions(client.as_mut(), &mut ch, &mut rng, &w, &deleted, "janus-pp")?;
     let mut row = label("delete");
     add_snapshot(&mut row, &snap, d as u64);
     row.set("us_per_deletion", us)

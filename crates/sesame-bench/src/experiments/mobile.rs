@@ -28,7 +28,7 @@ use sesame_store::MemoryStore;
 use crate::data::{Corpus, SPAMASSASSIN_DIR};
 use crate::error::BenchError;
 use crate::experiment::{Ctx, Experiment};
-use crate::measure::{add_snapshot, local_channel};
+use crate::measure::{add_snapshot, local_channel, without_waits, OnCpu};
 use crate::result::{Axis, Chart, Law, ResultSet, Row, Value};
 
 /// The `mobile` experiment.
@@ -260,6 +260,7 @@ fn time_queries(
 ) -> Result<Row, BenchError> {
     let mut row = row;
     let mut removed = 0usize;
+    let on_cpu = OnCpu::start();
     let span = run.ch.meter().span();
     let mut answers = Vec::with_capacity(queries.len());
     for q in queries {
@@ -267,7 +268,8 @@ fn time_queries(
         removed += r.false_positives_removed;
         answers.push(r.ids);
     }
-    let snap = span.finish();
+    let mut snap = span.finish();
+    without_waits(&mut snap, on_cpu.elapsed());
     if check {
         for (q, got) in queries.iter().zip(&answers) {
             if *got != oracle(db, q) {
@@ -351,11 +353,15 @@ fn rows_for_size(
                 .param("docs", n)
         };
 
+        // Client and server share this thread: its waits for a CPU while
+        // other work holds the cores are left out (`without_waits`).
+        let on_cpu = OnCpu::start();
         let span = run.ch.meter().span();
         run.client
             .setup(&mut rng, &mut run.ch, &db)
             .map_err(|e| BenchError::scheme(format!("mobile: {name} setup"), e))?;
-        let snap = span.finish();
+        let mut snap = span.finish();
+        without_waits(&mut snap, on_cpu.elapsed());
         let mut row = label("index");
         add_snapshot(&mut row, &snap, n as u64);
         let stored = bytes_stored(store.as_ref())?;

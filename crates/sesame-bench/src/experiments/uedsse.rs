@@ -26,7 +26,7 @@ use sesame_sse::{KeywordClient, KeywordScheme, Multimap, UpdateOp};
 
 use crate::error::BenchError;
 use crate::experiment::{Ctx, Experiment};
-use crate::measure::{add_snapshot, local_channel, Backend};
+use crate::measure::{add_snapshot, local_channel, without_waits, Backend, OnCpu};
 use crate::result::{Axis, Chart, ResultSet, Row, Value};
 
 /// The `uedsse` experiment.
@@ -160,19 +160,27 @@ fn ue_row(ctx: &Ctx, n: usize) -> Result<Row, BenchError> {
     Ok(row)
 }
 
-/// `f` over every item, and the time it took; a failure is `fail()`.
+/// `f` over every item, and the time it took on the CPU (the wall-clock
+/// time less the thread's waits for a CPU, [`without_waits`]); a failure
+/// is `fail()`.
 fn timed_all<I, T, E>(
     items: &[I],
     f: impl Fn(&I) -> Result<T, E>,
     fail: impl Fn() -> BenchError,
 ) -> Result<(Vec<T>, Duration), BenchError> {
+    let on_cpu = OnCpu::start();
     let t = Instant::now();
     let out = items
         .iter()
         .map(f)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| fail())?;
-    Ok((out, t.elapsed()))
+    let mut span = Snapshot {
+        wall_ns: u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        ..Snapshot::default()
+    };
+    without_waits(&mut span, on_cpu.elapsed());
+    Ok((out, Duration::from_nanos(span.wall_ns)))
 }
 
 /// Rounds of the UE timing at `n` documents: 7 for small `n`, down to 3
