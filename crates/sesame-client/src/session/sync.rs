@@ -48,7 +48,7 @@ impl Session {
         let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
         let files = collect::list_files(&paths, &self.profile_dir)?;
         let incoming = self.read_files(&files, progress)?;
-        self.sync_incoming(incoming, progress)
+        self.sync_incoming(incoming, false, progress)
     }
 
     /// Syncs named items whose keywords the caller gives (the records of
@@ -57,10 +57,15 @@ impl Session {
     /// with other content replaces the old, a new name is added, and an
     /// interrupted call run again adds each item exactly once. The
     /// session's keyword extractor must give the same keywords for the
-    /// content (it is what deletions and rebuilds use).
+    /// content (it is what deletions and rebuilds use). With `new_names`
+    /// the caller vouches that the index holds none of the items' names
+    /// (a first import into an empty table): the pass over the catalog
+    /// that finds the names it holds is skipped, unless the index is
+    /// shared or a pending operation was completed first.
     pub(crate) fn put_items(
         &mut self,
         items: Vec<Item>,
+        new_names: bool,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<AddReport> {
         let mut incoming = Vec::with_capacity(items.len());
@@ -83,7 +88,7 @@ impl Session {
                 digest,
             });
         }
-        self.sync_incoming(incoming, progress)
+        self.sync_incoming(incoming, new_names, progress)
     }
 
     /// Runs the sync; with a shared state, again from the start when
@@ -92,17 +97,19 @@ impl Session {
     fn sync_incoming(
         &mut self,
         incoming: Vec<Incoming>,
+        new_names: bool,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<AddReport> {
         if !self.is_shared() {
-            return self.sync_once(incoming, progress);
+            return self.sync_once(incoming, new_names, progress);
         }
-        self.shared_op(|s| s.sync_once(incoming.clone(), progress))
+        self.shared_op(|s| s.sync_once(incoming.clone(), false, progress))
     }
 
     fn sync_once(
         &mut self,
         incoming: Vec<Incoming>,
+        new_names: bool,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<AddReport> {
         let mut report = AddReport {
@@ -112,17 +119,21 @@ impl Session {
 
         // Compare with the catalog: skip, replace or add.
         // One pass over the catalog, keeping the entries of these paths
-        // only (the catalog may be far larger than memory holds).
+        // only (the catalog may be far larger than memory holds); none
+        // when the caller vouches that the names are new.
         let paths: Vec<String> = incoming
             .iter()
             .map(|item| item.file.path.to_string_lossy().into_owned())
             .collect();
         let mut by_path: HashMap<String, Vec<DocumentInfo>> = HashMap::new();
-        for doc in self
-            .state
-            .catalog
-            .with_paths(&paths.iter().map(String::as_str).collect())?
-        {
+        let held = if new_names && report.resumed == 0 {
+            Vec::new()
+        } else {
+            self.state
+                .catalog
+                .with_paths(&paths.iter().map(String::as_str).collect())?
+        };
+        for doc in held {
             by_path.entry(doc.path.clone()).or_default().push(doc);
         }
         let current: Vec<Vec<DocumentInfo>> = paths

@@ -546,9 +546,8 @@ impl Table {
         let mut naming = naming;
         let mut earlier: HashMap<String, DocumentInfo> = HashMap::new();
         let mut legacy: HashMap<String, DocumentInfo> = HashMap::new();
-        let mut resumed = 0;
+        let resumed = self.recover()?.len();
         if let Some(n) = &naming {
-            resumed = self.recover()?.len();
             for d in self.rows.state.catalog.values() {
                 let d = d?;
                 if n.owns(&d.path) {
@@ -586,8 +585,21 @@ impl Table {
             removed: 0,
         };
         report.insert.resumed = resumed;
+        // A table empty once the interrupted operations are completed
+        // holds none of the file's names: they are distinct (a key given
+        // twice was refused above, and a name made for a table without a
+        // key counts its repeats), so the batches need not look for the
+        // records they replace in the catalog. The file is read again
+        // below: a key that now repeats (the file changed in between)
+        // ends that shortcut for the rest of the import.
+        let mut new_names = self.is_empty();
+        let mut keys_seen: HashSet<[u8; 16]> = HashSet::new();
         let mut batch = Vec::new();
-        let mut flush = |table: &mut Table, batch: &mut Vec<Record>, done: usize| -> Result<()> {
+        let mut flush = |table: &mut Table,
+                         batch: &mut Vec<Record>,
+                         done: usize,
+                         new_names: bool|
+         -> Result<()> {
             // The steps of a batch (its records stored, its keyword
             // updates prepared) are shown as rows of the file imported,
             // never going back: one bar of rows for the whole import.
@@ -610,7 +622,12 @@ impl Table {
                     }
                 }
             };
-            let r = table.insert_batch(std::mem::take(batch), &mut within, deferred.as_mut())?;
+            let r = table.insert_batch(
+                std::mem::take(batch),
+                &mut within,
+                deferred.as_mut(),
+                new_names,
+            )?;
             report.insert.inserted += r.inserted;
             report.insert.replaced += r.replaced;
             report.insert.unchanged += r.unchanged;
@@ -666,10 +683,14 @@ impl Table {
                             }
                         }
                     }
+                    if new_names && has_key && !keys_seen.insert(key_digest(&record.key)) {
+                        new_names = false;
+                        keys_seen = HashSet::new();
+                    }
                     batch.push(record);
                     read += 1;
                 }
-                flush(self, &mut batch, read)?;
+                flush(self, &mut batch, read, new_names)?;
             }
             Ok(())
         })?;
@@ -701,6 +722,72 @@ impl Table {
 mod tests {
     use super::*;
     use crate::session::Phase;
+
+    /// A first import into an empty table skips the catalog's look-ups
+    /// for the records a batch replaces, its keys being distinct. A file
+    /// that changes between the two passes (a line appended that gives a
+    /// key again, with other values) ends that shortcut: the key is held
+    /// once, with the values read last, as when the two lines are in one
+    /// batch.
+    #[test]
+    fn a_key_repeated_by_a_file_changed_during_the_import_is_held_once() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let profile = crate::table::write::fast_profile(dir.path());
+        let schema = crate::table::Schema::from_toml(
+            "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.c]\ntype = \"string\"\n\
+             index = [\"equality\"]\n[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n\
+             bits = 10\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let csv = dir.path().join("rows.csv");
+        let mut text = String::from("k,c,v\n");
+        for k in 0..500 {
+            text.push_str(&format!("{k},{},{}\n", ["a", "b"][k % 2], k % 97));
+        }
+        std::fs::write(&csv, text).unwrap_or_else(|e| panic!("{e}"));
+        let mut table = Table::create(&profile, "t", schema).unwrap_or_else(|e| panic!("{e}"));
+        let mut appended = false;
+        let report = table
+            .import_file(
+                &csv,
+                Format::Csv,
+                &mut |p| {
+                    // Once the first batch is in: the second pass is
+                    // under way, the first pass long over.
+                    if p.phase == Phase::Imported && !appended {
+                        appended = true;
+                        let mut f = std::fs::OpenOptions::new()
+                            .append(true)
+                            .open(&csv)
+                            .unwrap_or_else(|e| panic!("{e}"));
+                        std::io::Write::write_all(&mut f, b"0,z,5\n")
+                            .unwrap_or_else(|e| panic!("{e}"));
+                    }
+                },
+                60,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(appended);
+        assert_eq!(report.read, 501);
+        let check = |table: &mut Table| {
+            assert_eq!(table.len(), 500, "each key once");
+            let z = table
+                .query("c = \"z\"", None)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(z.records.len(), 1, "the values read last");
+            let a = table
+                .query("c = \"a\"", None)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(a.records.len(), 249);
+            let v = table.query("v between 5 and 5", None);
+            let v = v.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(v.total, (0..500).filter(|k| k % 97 == 5).count() + 1);
+        };
+        check(&mut table);
+        drop(table);
+        let mut table = Table::open(&profile, "t").unwrap_or_else(|e| panic!("{e}"));
+        check(&mut table);
+    }
 
     /// An import whose range changes are deferred (a first import, in
     /// batches), stopped dead between two batches (a panic in its

@@ -741,7 +741,7 @@ mod tests {
                 })
                 .collect();
             table
-                .insert_batch(records, &mut |_| {}, Some(&mut deferred))
+                .insert_batch(records, &mut |_| {}, Some(&mut deferred), false)
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         store.largest.store(0, std::sync::atomic::Ordering::SeqCst);

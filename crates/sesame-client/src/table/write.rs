@@ -170,7 +170,7 @@ impl Table {
         records: Vec<Record>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<InsertReport> {
-        self.insert_batch(records, progress, None)
+        self.insert_batch(records, progress, None, false)
     }
 
     /// As [`Table::insert`]; with `deferred`, the range indexes' changes
@@ -178,12 +178,17 @@ impl Table {
     /// (a crash before [`Table::finish_deferred`] rebuilds them from the
     /// records), so that an import applies them all at once: an empty
     /// index is then built in one go (the protocol's `build`, a bulk load
-    /// for the B+ trees) while the records go in by batches.
+    /// for the B+ trees) while the records go in by batches. With
+    /// `new_names` the caller vouches that the table holds none of the
+    /// records' keys (an import into a table that was empty, whose keys
+    /// are distinct): the passes over the catalog that look for the
+    /// records they replace are skipped (a shared index still looks).
     pub(super) fn insert_batch(
         &mut self,
         records: Vec<Record>,
         progress: &mut dyn FnMut(Progress),
         deferred: Option<&mut Deferred>,
+        new_names: bool,
     ) -> Result<InsertReport> {
         let mut report = InsertReport::default();
         // Batches after the first of a deferred import find the range
@@ -220,7 +225,8 @@ impl Table {
         }
         // The records the batch replaces, found in one pass over the
         // catalog (on disk, a pass reads every block).
-        let replaced = if self.rows.state.catalog.is_empty() {
+        let new_names = new_names && !self.rows.is_shared();
+        let replaced = if new_names || self.rows.state.catalog.is_empty() {
             Vec::new()
         } else {
             let names: HashSet<&str> = by_key.keys().map(String::as_str).collect();
@@ -259,7 +265,7 @@ impl Table {
         if self.has_side_indexes() {
             self.save_ranges(true)?;
         }
-        let added = self.rows.put_items(items, progress)?;
+        let added = self.rows.put_items(items, new_names, progress)?;
         report.inserted = added.added.len();
         report.replaced = added.replaced.len();
         report.unchanged = added.unchanged;
