@@ -119,7 +119,8 @@ pub struct LewiWuLeft {
 pub struct LewiWuRight {
     /// The nonce `r`.
     pub nonce: [u8; 16],
-    /// The packed trits.
+    /// The packed trits (written in one piece: `wire::bytes`).
+    #[serde(with = "sesame_core::wire::bytes")]
     pub trits: Vec<u8>,
 }
 

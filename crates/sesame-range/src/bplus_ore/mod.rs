@@ -159,6 +159,7 @@ pub enum Request<F, P> {
         /// The value's ciphertext.
         ciphertext: F,
         /// The sealed record.
+        #[serde(with = "sesame_core::wire::bytes")]
         record: Vec<u8>,
     },
     /// Returns the sealed records whose keys lie in `[lo, hi]`.
@@ -179,6 +180,7 @@ pub enum Request<F, P> {
         /// Upper endpoint.
         hi: P,
         /// The sealed record, byte for byte.
+        #[serde(with = "sesame_core::wire::bytes")]
         record: Vec<u8>,
     },
     /// Replaces stored ciphertexts after an FH-OPE rebalance.
@@ -196,8 +198,48 @@ pub enum Request<F, P> {
         /// Scheme parameters.
         layout: Layout,
         /// `(ciphertext, sealed record)` pairs, in value order.
+        #[serde(with = "entries")]
         entries: Vec<(F, Vec<u8>)>,
     },
+}
+
+/// An append's entries, each sealed record through
+/// [`sesame_core::wire::bytes`]: the encoding of a `Vec<(F, Vec<u8>)>`,
+/// its records copied in one piece.
+mod entries {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// A sealed record, borrowed to be written.
+    struct Record<'a>(&'a [u8]);
+
+    impl Serialize for Record<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            sesame_core::wire::bytes::serialize(self.0, s)
+        }
+    }
+
+    /// A sealed record, read.
+    struct Owned(Vec<u8>);
+
+    impl<'de> Deserialize<'de> for Owned {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Owned, D::Error> {
+            sesame_core::wire::bytes::deserialize(d).map(Owned)
+        }
+    }
+
+    pub(super) fn serialize<F: Serialize, S: Serializer>(
+        entries: &[(F, Vec<u8>)],
+        s: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(entries.iter().map(|(f, r)| (f, Record(r))))
+    }
+
+    pub(super) fn deserialize<'de, F: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> std::result::Result<Vec<(F, Vec<u8>)>, D::Error> {
+        let read: Vec<(F, Owned)> = Vec::deserialize(d)?;
+        Ok(read.into_iter().map(|(f, r)| (f, r.0)).collect())
+    }
 }
 
 /// A response of the B+ tree protocols.
@@ -346,5 +388,128 @@ mod tests {
             wire::encode_raw_into(&c.right, Vec::new()).unwrap().len(),
             ClozComparator::<PairingPph>::key_bytes(&two)
         );
+    }
+
+    /// The requests and ciphertexts whose bytes go through
+    /// `wire::bytes` (sealed records, Lewi-Wu's trits) encode byte for
+    /// byte as their derived encoding of plain `Vec<u8>` fields did, and
+    /// read back: stored pages and messages of earlier builds still read.
+    #[test]
+    fn byte_strings_keep_the_encoding_of_vectors() {
+        use sesame_ore::lewi_wu::{LeftBlock, LewiWuCiphertext};
+        #[derive(Serialize)]
+        struct Right<'a> {
+            nonce: [u8; 16],
+            trits: &'a Vec<u8>,
+        }
+        #[derive(Serialize)]
+        struct Ct<'a> {
+            left: &'a Vec<LeftBlock>,
+            right: Right<'a>,
+        }
+        #[derive(Serialize)]
+        enum Old<'a> {
+            Insert {
+                layout: Layout,
+                ciphertext: Ct<'a>,
+                record: Vec<u8>,
+            },
+            Query,
+            Delete {
+                layout: Layout,
+                lo: Ct<'a>,
+                hi: Ct<'a>,
+                record: Vec<u8>,
+            },
+            Reencode,
+            Append {
+                layout: Layout,
+                entries: Vec<(Ct<'a>, Vec<u8>)>,
+            },
+        }
+        fn old(c: &LewiWuCiphertext) -> Ct<'_> {
+            Ct {
+                left: &c.left.blocks,
+                right: Right {
+                    nonce: c.right.nonce,
+                    trits: &c.right.trits,
+                },
+            }
+        }
+        let mut rng = rand_chacha::ChaCha20Rng::from_seed([5; 32]);
+        let params = LewiWuParams {
+            bits: 16,
+            block_bits: 8,
+        };
+        let mut lw = LewiWu::generate(&mut rng, params).unwrap();
+        let layout = Layout {
+            bits: 16,
+            extra: 8,
+            payload: 16,
+        };
+        let cts: Vec<LewiWuCiphertext> = (0..3)
+            .map(|x| OreScheme::encrypt(&mut lw, &mut rng, x * 1000).unwrap())
+            .collect();
+        let records: Vec<Vec<u8>> = (0..3usize).map(|i| vec![i as u8; 40 + 100 * i]).collect();
+        type Req = Request<LewiWuCiphertext, LewiWuCiphertext>;
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (
+                wire::encode(&Req::Insert {
+                    layout,
+                    ciphertext: cts[0].clone(),
+                    record: records[1].clone(),
+                })
+                .unwrap(),
+                wire::encode(&Old::Insert {
+                    layout,
+                    ciphertext: old(&cts[0]),
+                    record: records[1].clone(),
+                })
+                .unwrap(),
+            ),
+            (
+                wire::encode(&Req::Delete {
+                    layout,
+                    lo: cts[0].clone(),
+                    hi: cts[1].clone(),
+                    record: records[2].clone(),
+                })
+                .unwrap(),
+                wire::encode(&Old::Delete {
+                    layout,
+                    lo: old(&cts[0]),
+                    hi: old(&cts[1]),
+                    record: records[2].clone(),
+                })
+                .unwrap(),
+            ),
+            (
+                wire::encode(&Req::Append {
+                    layout,
+                    entries: cts.iter().cloned().zip(records.iter().cloned()).collect(),
+                })
+                .unwrap(),
+                wire::encode(&Old::Append {
+                    layout,
+                    entries: cts.iter().map(old).zip(records.iter().cloned()).collect(),
+                })
+                .unwrap(),
+            ),
+        ];
+        for (new, was) in &pairs {
+            assert_eq!(new, was);
+            let back: Req = wire::decode(new).unwrap();
+            assert_eq!(&wire::encode(&back).unwrap(), new);
+        }
+        let back: Req = wire::decode(&pairs[2].0).unwrap();
+        assert_eq!(
+            back,
+            Req::Append {
+                layout,
+                entries: cts.into_iter().zip(records).collect(),
+            }
+        );
+        // Unused forms of the old enum keep its variants' indexes.
+        let _ = (Old::Query, Old::Reencode);
     }
 }

@@ -94,42 +94,13 @@ pub struct Bytes(pub Vec<u8>);
 
 impl Serialize for Bytes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_bytes(&self.0)
-    }
-}
-
-struct BytesVisitor;
-
-impl<'de> serde::de::Visitor<'de> for BytesVisitor {
-    type Value = Bytes;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a byte string")
-    }
-
-    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> std::result::Result<Bytes, E> {
-        Ok(Bytes(v.to_vec()))
-    }
-
-    fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> std::result::Result<Bytes, E> {
-        Ok(Bytes(v))
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        mut seq: A,
-    ) -> std::result::Result<Bytes, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
-        while let Some(b) = seq.next_element::<u8>()? {
-            out.push(b);
-        }
-        Ok(Bytes(out))
+        sesame_core::wire::bytes::serialize(&self.0, s)
     }
 }
 
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Bytes, D::Error> {
-        d.deserialize_byte_buf(BytesVisitor)
+        sesame_core::wire::bytes::deserialize(d).map(Bytes)
     }
 }
 
