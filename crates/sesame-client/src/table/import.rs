@@ -43,7 +43,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use sesame_core::wire;
@@ -113,16 +113,19 @@ pub struct ImportReport {
     pub removed: usize,
 }
 
-/// One record of a file: its line and its cells.
+/// One record of a file: its line and its cells, of the columns the
+/// schema names (a column's name shared by every row).
 struct Row {
     line: u64,
-    cells: Vec<(String, String)>,
+    cells: Vec<(Arc<str>, String)>,
 }
 
-/// Reads the rows of a file one at a time.
+/// Reads the rows of a file one at a time, keeping the cells of the
+/// columns in `known`; returns every column the file names.
 fn each_row(
     path: &Path,
     format: Format,
+    known: &BTreeSet<String>,
     each: &mut dyn FnMut(Row) -> Result<()>,
 ) -> Result<BTreeSet<String>> {
     let file = std::fs::File::open(path).map_err(|e| ClientError::io("read", path, &e))?;
@@ -149,6 +152,13 @@ fn each_row(
                 }
             }
             columns.extend(header.iter().cloned());
+            // The columns kept, by position.
+            let kept: Vec<(usize, Arc<str>)> = header
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| known.contains(*h))
+                .map(|(i, h)| (i, Arc::from(h.as_str())))
+                .collect();
             let mut record = csv::StringRecord::new();
             // The last record read, held back until the next one shows
             // that its quotes closed (or the end of the file is checked).
@@ -159,10 +169,11 @@ fn each_row(
                     Ok(true) => {
                         let (line, byte) =
                             record.position().map_or((0, 0), |p| (p.line(), p.byte()));
-                        let cells = header
+                        let cells = kept
                             .iter()
-                            .zip(record.iter())
-                            .map(|(h, v)| (h.clone(), v.to_owned()))
+                            .filter_map(|(i, h)| {
+                                record.get(*i).map(|v| (Arc::clone(h), v.to_owned()))
+                            })
                             .collect();
                         if let Some((row, _)) = held.replace((Row { line, cells }, byte)) {
                             each(row)?;
@@ -228,8 +239,10 @@ fn each_row(
                             ))
                         }
                     };
-                    columns.insert(k.clone());
-                    cells.push((k, text));
+                    if known.contains(&k) {
+                        cells.push((Arc::from(k.as_str()), text));
+                    }
+                    columns.insert(k);
                 }
                 each(Row {
                     line: number,
@@ -367,8 +380,6 @@ impl Naming {
 /// thread of its own.
 struct RowReader<'a> {
     path: &'a Path,
-    /// The fields of the schema (other columns are skipped).
-    known: &'a BTreeSet<String>,
     schema: Schema,
     /// The table's naming key ([`Table::name_digest`]).
     names: KeyedHash,
@@ -382,11 +393,7 @@ impl RowReader<'_> {
 
     /// The record of `row`: named by its key field, else by `naming`.
     fn record(&self, naming: &mut Option<Naming>, row: &Row) -> Result<Record> {
-        let cells = row
-            .cells
-            .iter()
-            .filter(|(k, _)| self.known.contains(k))
-            .map(|(k, v)| (k.as_str(), v.as_str()));
+        let cells = row.cells.iter().map(|(k, v)| (&**k, v.as_str()));
         let (values, key) =
             record_values(&self.schema, cells).map_err(|e| self.at(row.line, &e))?;
         let key = match naming.as_mut() {
@@ -482,7 +489,6 @@ impl Table {
         };
         let reader = RowReader {
             path,
-            known: &known,
             schema: self.schema().clone(),
             names: KeyedHash::new(&self.naming_key()),
         };
@@ -499,7 +505,7 @@ impl Table {
             base: n.base.clone(),
             seen: HashMap::new(),
         });
-        let columns = each_row(path, format, &mut |row| {
+        let columns = each_row(path, format, &known, &mut |row| {
             let record = reader.record(&mut first, &row)?;
             self.range_values(&record).map_err(|e| at(row.line, &e))?;
             let size = wire::encode(&record)?.len() as u64;
@@ -508,7 +514,6 @@ impl Table {
                 let widest = row
                     .cells
                     .iter()
-                    .filter(|(k, _)| known.contains(k))
                     .max_by_key(|(_, v)| v.len())
                     .map(|(k, v)| format!("; its largest cell, {k:?}, holds {} bytes", v.len()))
                     .unwrap_or_default();
@@ -650,7 +655,7 @@ impl Table {
             let reader = &reader;
             scope.spawn(move || {
                 let mut rows = Vec::new();
-                let read = each_row(path, format, &mut |row| {
+                let read = each_row(path, format, &known, &mut |row| {
                     rows.push((row.line, reader.record(&mut naming, &row)?));
                     if rows.len() >= batch_size {
                         ahead.send(Ok(std::mem::take(&mut rows))).map_err(|_| {
