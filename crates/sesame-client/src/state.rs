@@ -23,7 +23,10 @@
 //! `runs`), the state naming them and holding the entries changed since
 //! they were written; what a restored, swapped or half-written run does
 //! is said there and tested by `state::catalog_tests`. Formats 1 to 4 are
-//! still read, and the next save writes format 5 or 6.
+//! still read, and the next save writes format 5 or 6. Runs written
+//! since carry a name index (module `names`) in a layout of their own
+//! (`SSMCAT02`), which the state's format does not change: the state
+//! names a run by the digest of its sealed footer either way.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,11 @@
 //! file, read through a bounded cache.
 //!
 //! A run is an immutable file `indexes/NAME.<run id>.catalog`:
-//! `"SSMCAT01" || block* || footer || u32 footer length`. A block holds up
+//! `"SSMCAT02" || block* || name block* || footer || u32 footer length`
+//! (the name blocks: module `names`; a run written before them,
+//! `"SSMCAT01" || block* || footer || u32 footer length`, is still read,
+//! its footer sealed as `"footer"` rather than `"footer/names"`, so that
+//! neither opens as the other). A block holds up
 //! to [`BLOCK`] entries in identifier order (an identifier and its origin,
 //! or a removal that hides the entry of an older run), sealed with
 //! AES-256-GCM-SIV under the catalog key (derived from the state key) with
