@@ -788,3 +788,48 @@ fn compacting_merges_deltas_so_a_lookup_is_one_probe() {
     let err = Packed::new(lone, PREFIX).compact().unwrap_err();
     assert!(err.to_string().contains("before every chunk"), "{err}");
 }
+
+/// A compaction whose write is refused (a full disk) changes nothing; one
+/// whose answer is lost after the write (a process killed as it commits)
+/// leaves the merged layout: either way every lookup answers as before,
+/// the chunks verify, and running it again finishes the work.
+#[test]
+fn a_compaction_cut_short_leaves_a_valid_layout() {
+    use sesame_store::faulty::{Fault, FaultyStore};
+    for fault in [Fault::Refused, Fault::AnswerLost] {
+        let faulty = Arc::new(FaultyStore::new());
+        let base: Arc<dyn Store> = faulty.clone();
+        let view = over(base.clone());
+        let mut oracle = BTreeMap::new();
+        let mut bulk = WriteBatch::new();
+        for i in 0..2_000 {
+            bulk.put(label(i), vec![i as u8; 25]);
+            oracle.insert(label(i), vec![i as u8; 25]);
+        }
+        view.write(bulk).unwrap();
+        for i in 100_000..100_200 {
+            view.put(&label(i), b"late").unwrap();
+            oracle.insert(label(i), b"late".to_vec());
+        }
+        let before = deltas(base.as_ref());
+        assert!(before > 0);
+        faulty.fail(fault, 0);
+        assert!(
+            view.compact().is_err(),
+            "{fault:?}: the write's failure is reported"
+        );
+        faulty.heal();
+        match fault {
+            Fault::Refused => assert_eq!(deltas(base.as_ref()), before),
+            _ => assert_eq!(deltas(base.as_ref()), 0),
+        }
+        view.verify().unwrap();
+        for (k, v) in &oracle {
+            assert_eq!(view.get(k).unwrap().as_ref(), Some(v), "{fault:?}");
+        }
+        view.compact().unwrap();
+        assert_eq!(deltas(base.as_ref()), 0);
+        let all: Vec<(Vec<u8>, Vec<u8>)> = oracle.into_iter().collect();
+        assert_eq!(view.scan_prefix(b"").unwrap(), all);
+    }
+}
