@@ -216,7 +216,9 @@ impl Journal {
             .write_all_at(&record, self.len)
             .and_then(|()| self.file.sync_data());
         if let Err(e) = written {
+            // Cut now, or before the next append.
             self.cut = true;
+            let _ = self.cut_to(self.len);
             return Err(self.io(e));
         }
         self.len += record.len() as u64;
