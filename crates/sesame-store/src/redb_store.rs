@@ -62,6 +62,10 @@ static JOURNAL: AtomicBool = AtomicBool::new(false);
 /// once `write` returns, and all or nothing if the process or machine dies
 /// during it. Writers queue for redb's single write transaction; readers
 /// never wait (each read runs in its own read transaction, a snapshot).
+/// With the journal on ([`RedbStore::set_journal`], off by default), a
+/// batch is durable once its record in the journal beside the file is
+/// synced, and the file catches up at checkpoints (`docs/storage.md`,
+/// "The journal").
 ///
 /// [`RedbStore::open`] refuses, without writing to it, any file that is not a
 /// Sesame store (see the crate docs and `docs/storage.md`).
