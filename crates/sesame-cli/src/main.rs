@@ -212,13 +212,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             })?;
             Ok(sesame_bench::sql::run(&args, &exe)?)
         }
-        Command::Bench(args) => {
-            if args.experiment == "server" {
-                // The store of the server measured, as `sesame serve`'s.
-                serve::redb_journal();
-            }
-            Ok(sesame_bench::run(&args)?)
-        }
+        Command::Bench(args) => Ok(sesame_bench::run(&args)?),
         Command::Serve(args) => serve::serve(args),
         Command::Sql {
             listen,

@@ -141,7 +141,6 @@ pub(crate) fn serve(args: ServeArgs) -> Result<(), CliError> {
              non-loopback address"
         );
     }
-    redb_journal();
     let store = sesame_store::open_store(&args.store)
         .map_err(|e| CliError::Other(format!("store {}: {e}", redact(&args.store))))?;
     let tenants = config.tokens.tenants().len();
@@ -186,15 +185,6 @@ pub(crate) fn serve(args: ServeArgs) -> Result<(), CliError> {
 }
 
 /// A store spec without a password.
-/// A server's redb store writes through its journal (one `fdatasync` a
-/// commit instead of two; `docs/storage.md`, "The journal") only with
-/// `SESAME_REDB_JOURNAL=on`: off by default, since it measured no faster
-/// (`docs/scaling.md`, "Group commit").
-pub(crate) fn redb_journal() {
-    let on = std::env::var("SESAME_REDB_JOURNAL").is_ok_and(|v| v == "on");
-    sesame_store::RedbStore::set_journal(on);
-}
-
 fn redact(spec: &str) -> String {
     match (spec.find("://"), spec.rfind('@')) {
         (Some(s), Some(at)) if at > s => {

@@ -14,7 +14,6 @@ mod postgres_tls;
 mod probe;
 mod redb_error;
 mod redb_header;
-mod redb_journal;
 mod redb_store;
 #[cfg(feature = "redis")]
 mod redis_cluster;
@@ -29,9 +28,6 @@ pub mod test_cluster;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres_store::{PostgresStore, DEFAULT_NAMESPACE, META_TABLE};
-pub use redb_journal::{journal_path, CHECKPOINT_BYTES, CHECKPOINT_COMMITS};
-#[cfg(feature = "test-suite")]
-pub use redb_journal::{set_journal_hook, JournalPoint};
 pub use redb_store::{RedbStore, Space, FORMAT_KEY, FORMAT_VERSION, VACUUM_BATCH_BYTES};
 #[cfg(feature = "redis")]
 pub use redis_cluster::{

@@ -6,17 +6,16 @@ use std::io::{ErrorKind, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::backends::{FileBackend, InMemoryBackend};
-use redb::{Builder, Database, Durability, ReadableTable, TableError, WriteTransaction};
+use redb::{Builder, Database, ReadableTable, TableDefinition, TableError, WriteTransaction};
 use sesame_core::{Conditional, Error, IoCounter, Result, Store, WriteBatch, WriteOp};
 
 use crate::probe::ProbeBackend;
 use crate::redb_error::{from_redb, from_redb_probe, guard, panicked};
 use crate::redb_header::require_repair_if_longer;
-use crate::redb_journal::{encode_op, recover, Journal, DATA, META};
 use crate::{counted_group, RangeScan};
 
 /// The key of the format marker in the metadata table `sesame.meta`.
@@ -26,6 +25,9 @@ pub const FORMAT_KEY: &str = "sesame.format";
 /// [`FORMAT_KEY`]. A file with another `sesame-store/N` is refused with
 /// [`Error::StoreForeign`].
 pub const FORMAT_VERSION: &str = "sesame-store/1";
+
+const META: TableDefinition<&str, &str> = TableDefinition::new("sesame.meta");
+const DATA: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sesame.data");
 
 /// The first bytes of every redb file (redb 2, `header.rs`).
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
@@ -51,10 +53,6 @@ static CACHE: AtomicUsize = AtomicUsize::new(CACHE_BYTES);
 /// The smallest page cache [`RedbStore::set_cache_bytes`] sets.
 const MIN_CACHE_BYTES: usize = 1 << 20;
 
-/// Whether the store files this process opens from now on write a
-/// journal ([`RedbStore::set_journal`]; off unless set).
-static JOURNAL: AtomicBool = AtomicBool::new(false);
-
 /// A store in a redb database: the embedded default backend.
 ///
 /// Each [`Store::write`] is one redb write transaction, committed with
@@ -62,10 +60,6 @@ static JOURNAL: AtomicBool = AtomicBool::new(false);
 /// once `write` returns, and all or nothing if the process or machine dies
 /// during it. Writers queue for redb's single write transaction; readers
 /// never wait (each read runs in its own read transaction, a snapshot).
-/// With the journal on ([`RedbStore::set_journal`], off by default), a
-/// batch is durable once its record in the journal beside the file is
-/// synced, and the file catches up at checkpoints (`docs/storage.md`,
-/// "The journal").
 ///
 /// [`RedbStore::open`] refuses, without writing to it, any file that is not a
 /// Sesame store (see the crate docs and `docs/storage.md`).
@@ -83,17 +77,10 @@ pub struct RedbStore {
     path: Option<PathBuf>,
     label: String,
     io: IoCounter,
-    /// The write-ahead journal (`crate::redb_journal`), where it is on.
-    /// Taken before redb's write transaction, never after.
-    journal: Mutex<Option<Journal>>,
 }
 
 impl Drop for RedbStore {
     fn drop(&mut self) {
-        if !self.poisoned.load(Ordering::Acquire) {
-            // A store closed cleanly leaves its file whole on its own.
-            let _ = self.run(|db| self.checkpoint(db));
-        }
         let Some(db) = self
             .db
             .get_mut()
@@ -168,22 +155,6 @@ impl RedbStore {
         CACHE.store(bytes.max(MIN_CACHE_BYTES), Ordering::Relaxed);
     }
 
-    /// Turns the write-ahead journal on or off for the store files this
-    /// process opens from now on (off unless set): with it, a commit is
-    /// durable after one `fdatasync` of the journal beside the file
-    /// (`NAME-journal`) instead of redb's two (see `crate::redb_journal`
-    /// and `docs/storage.md`, "The journal"). A store whose file has a
-    /// journal beside it replays it on open either way.
-    pub fn set_journal(on: bool) {
-        JOURNAL.store(on, Ordering::Relaxed);
-    }
-
-    /// Whether a store file opened now writes a journal
-    /// ([`RedbStore::set_journal`]).
-    pub fn journal() -> bool {
-        JOURNAL.load(Ordering::Relaxed)
-    }
-
     /// The page cache a store file opened now gets
     /// ([`RedbStore::set_cache_bytes`]).
     pub fn cache_bytes() -> usize {
@@ -228,8 +199,6 @@ impl RedbStore {
         // The probe saw the marker; checking again costs little and catches a
         // file swapped in between.
         store.run(|db| check_marker(db, &store.label, from_redb))?;
-        let journal = store.run(|db| recover(db, path, &store.label, Self::journal()))?;
-        *store.journal.lock().unwrap_or_else(PoisonError::into_inner) = journal;
         Ok(store)
     }
 
@@ -240,7 +209,6 @@ impl RedbStore {
             path,
             label,
             io: IoCounter::default(),
-            journal: Mutex::new(None),
         }
     }
 
@@ -291,33 +259,7 @@ impl RedbStore {
         if let Some(old) = guard.take() {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(old)));
         }
-        let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
-        let on = journal.is_some();
-        // The journal is replayed into the file opened again: a journaled
-        // commit is in the journal, not yet in the file.
-        *journal = None;
-        *guard = guard_open(|| {
-            let db = open_db(path, &self.label)?;
-            *journal = recover(&db, path, &self.label, on)?;
-            Ok(db)
-        })
-        .ok();
-    }
-
-    /// Makes every journaled commit durable in the redb file and resets
-    /// the journal (a checkpoint; nothing to do without a journal or
-    /// without a commit since the last one).
-    fn checkpoint(&self, db: &Database) -> Result<()> {
-        // The journal first, then redb's write transaction, as every commit.
-        let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(journal) = journal.as_mut().filter(|j| j.dirty()) else {
-            return Ok(());
-        };
-        let txn = self.begin_write(db)?;
-        let epoch = journal.checkpoint(&txn)?;
-        txn.commit().map_err(|e| from_redb(&self.label, e))?;
-        journal.reset(epoch)?;
-        journal.confirm(db)
+        *guard = guard_open(|| open_db(path, &self.label)).ok();
     }
 
     /// Asks redb to compact the file (move live pages down and shrink it):
@@ -330,7 +272,6 @@ impl RedbStore {
     pub fn compact(&self) -> Result<bool> {
         let label = &self.label;
         self.run_exclusive(|db| {
-            self.checkpoint(db)?;
             db.compact()
                 .map_err(|e| Error::StoreIo(format!("{label}: compaction: {e}")))
         })
@@ -381,8 +322,6 @@ impl RedbStore {
         tmp_name.push(std::process::id().to_string());
         let tmp = dir.join(tmp_name);
         self.run_exclusive(|db| {
-            // The copy then holds every commit, and the journal none.
-            self.checkpoint(db)?;
             let copy = guard(&label, || copy_into(db, &tmp, &label));
             let copy = match copy {
                 Ok(copy) => copy,
@@ -852,12 +791,7 @@ impl Store for RedbStore {
         let applied = self.run(|db| {
             // redb has one write transaction at a time: the checks below
             // and the writes cannot interleave with another batch.
-            // The journal first (its lock also orders the commits), then
-            // redb's write transaction.
-            let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut txn = self.begin_write(db)?;
-            // The record of what this commit writes, where a journal is on.
-            let mut record = journal.as_ref().map(|_| Vec::new());
+            let txn = self.begin_write(db)?;
             let mut applied = Vec::with_capacity(group.len());
             {
                 let mut table = txn.open_table(DATA).map_err(|e| map(e.into()))?;
@@ -877,9 +811,6 @@ impl Store for RedbStore {
                         continue;
                     }
                     for op in batch.ops() {
-                        if let Some(record) = record.as_mut() {
-                            encode_op(record, op);
-                        }
                         match op {
                             WriteOp::Put { key, value } => {
                                 table
@@ -893,39 +824,10 @@ impl Store for RedbStore {
                     }
                 }
             }
-            if !applied.iter().any(|a| *a) {
+            if applied.iter().any(|a| *a) {
+                txn.commit().map_err(|e| map(e.into()))?;
+            } else {
                 txn.abort().map_err(|e| map(e.into()))?;
-                return Ok(applied);
-            }
-            match (journal.as_mut(), record) {
-                (Some(journal), Some(record)) if !journal.due() => {
-                    // Durable once the record is synced; the transaction
-                    // then only makes it visible (redb writes its pages,
-                    // the file's header is not touched).
-                    journal.stamp(&txn)?;
-                    let mark = journal.append(&record)?;
-                    txn.set_durability(Durability::None);
-                    if let Err(e) = txn.commit() {
-                        journal.take_back(mark);
-                        return Err(map(e.into()));
-                    }
-                }
-                (Some(journal), _) => {
-                    // A checkpoint: this commit is durable in the file, with
-                    // every journaled one before it.
-                    let epoch = journal.checkpoint(&txn)?;
-                    txn.commit().map_err(|e| map(e.into()))?;
-                    // The commit is durable: a failed reset is tried again
-                    // at the next commit (a checkpoint too), and the
-                    // journal left of the previous epoch is discarded on
-                    // open; a failed confirmation only weakens the
-                    // refusal of a restored older journal (see
-                    // `Journal::confirm`).
-                    if journal.reset(epoch).is_ok() {
-                        let _ = journal.confirm(db);
-                    }
-                }
-                (None, _) => txn.commit().map_err(|e| map(e.into()))?,
             }
             Ok(applied)
         })?;
