@@ -156,6 +156,29 @@ pub fn without_waits(s: &mut Snapshot, cpu_ns: Option<u64>) {
     s.server_ns = scale(s.server_ns);
 }
 
+/// A snapshot's wall, client and server times scaled to the median of
+/// its operations timed one by one (`each_ns`, one sample per operation
+/// of the span): each multiplied by `median * count / wall_ns` when that
+/// is below 1. For a span too short for [`without_waits`] (a reading
+/// lags by a scheduler tick) whose operations all do the same work: an
+/// operation of tens of µs mostly runs inside one time slice, so the
+/// waits for a CPU land on a few operations, which the median leaves
+/// out. Sorts `each_ns`; a span without samples keeps its times.
+pub fn without_bursts(s: &mut Snapshot, each_ns: &mut [f64]) {
+    if each_ns.is_empty() || s.wall_ns == 0 {
+        return;
+    }
+    let typical = median(each_ns) * each_ns.len() as f64;
+    let share = typical / s.wall_ns as f64;
+    if !(share < 1.0) {
+        return;
+    }
+    let scale = |ns: u64| (ns as f64 * share).round() as u64;
+    s.wall_ns = scale(s.wall_ns);
+    s.client_ns = scale(s.client_ns);
+    s.server_ns = scale(s.server_ns);
+}
+
 /// The median of `v` (the mean of the middle two when their number is
 /// even; NaN when empty); sorts `v`. One sample slowed by a burst of
 /// other work does not move it.
@@ -213,6 +236,35 @@ mod tests {
             }
             assert!(x > 0 && on.elapsed().is_some_and(|ns| ns > 0));
         }
+    }
+
+    /// Ten operations of 40 µs whose span took twice that (two of them
+    /// waited for a CPU) are brought back to 400 µs; a span no longer
+    /// than its operations' median, or without samples, keeps its times.
+    #[test]
+    fn bursts_of_waiting_are_left_out_of_a_span_of_like_operations() {
+        let span = Snapshot {
+            wall_ns: 800_000,
+            client_ns: 600_000,
+            server_ns: 200_000,
+            rounds: 10,
+            ..Snapshot::default()
+        };
+        let mut each = [40_000.0; 10];
+        each[3] = 200_000.0;
+        each[7] = 200_000.0;
+        let mut s = span;
+        without_bursts(&mut s, &mut each);
+        assert_eq!(
+            (s.wall_ns, s.client_ns, s.server_ns, s.rounds),
+            (400_000, 300_000, 100_000, 10)
+        );
+        let mut s = span;
+        without_bursts(&mut s, &mut [80_000.0; 10]);
+        assert_eq!(s, span);
+        let mut s = span;
+        without_bursts(&mut s, &mut []);
+        assert_eq!(s, span);
     }
 
     /// Two configurations timed per operation, the paper's ratio between
