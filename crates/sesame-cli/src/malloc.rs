@@ -23,13 +23,7 @@
 //! glibc, which reads it itself. Elsewhere than on glibc, nothing is done.
 
 /// Caps the number of malloc arenas at one, unless `MALLOC_ARENA_MAX` is
-/// set; whether the cap was set. With the cap, glibc's fast bins are
-/// turned off (`M_MXFAST` 0, unless `GLIBC_TUNABLES` names `mxfast`):
-/// small chunks freed then go to the per-thread cache and the ordinary
-/// bins, and the arena no longer consolidates fast bins on each large
-/// request (`malloc_consolidate` and `unlink_chunk` were about 9% of an
-/// import's samples; `docs/performance.md`, "An import's profile on a
-/// loaded machine").
+/// set; whether the cap was set.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 pub(crate) fn cap_arenas() -> bool {
@@ -37,15 +31,10 @@ pub(crate) fn cap_arenas() -> bool {
         return false;
     }
     // SAFETY: `mallopt` takes two integers and changes one parameter of
-    // glibc's allocator under its own lock; M_ARENA_MAX and M_MXFAST are
-    // parameters glibc knows. No pointer is passed and nothing is
-    // returned but a status.
+    // glibc's allocator under its own lock; M_ARENA_MAX is a parameter
+    // glibc knows. No pointer is passed and nothing is returned but a
+    // status.
     let done = unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
-    let tuned = std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mxfast"));
-    if done == 1 && !tuned {
-        // SAFETY: as above.
-        unsafe { libc::mallopt(libc::M_MXFAST, 0) };
-    }
     done == 1
 }
 
