@@ -170,7 +170,7 @@ pub fn without_bursts(s: &mut Snapshot, each_ns: &mut [f64]) {
     }
     let typical = median(each_ns) * each_ns.len() as f64;
     let share = typical / s.wall_ns as f64;
-    if !(share < 1.0) {
+    if share.is_nan() || share >= 1.0 {
         return;
     }
     let scale = |ns: u64| (ns as f64 * share).round() as u64;
