@@ -60,6 +60,17 @@ mod redb_base {
 }
 
 /// A FAST-like key: `e` and 32 bytes that look random (splitmix64).
+/// A batch putting `label(i)` to 25 bytes of `i` for each `i` of `ids`,
+/// each pair also put in `oracle`.
+fn bulk_of(ids: std::ops::Range<u32>, oracle: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> WriteBatch {
+    let mut bulk = WriteBatch::new();
+    for i in ids {
+        bulk.put(label(i), vec![i as u8; 25]);
+        oracle.insert(label(i), vec![i as u8; 25]);
+    }
+    bulk
+}
+
 fn label(i: u32) -> Vec<u8> {
     let mut k = vec![b'e'];
     let mut x = u64::from(i);
@@ -88,11 +99,7 @@ fn entries_pack_into_few_bounded_chunks_and_read_back() {
     let view = Packed::new(base.clone(), PREFIX);
     let mut oracle = BTreeMap::new();
     // One bulk upload, then small updates landing all over the key space.
-    let mut bulk = WriteBatch::new();
-    for i in 0..20_000 {
-        bulk.put(label(i), vec![i as u8; 25]);
-        oracle.insert(label(i), vec![i as u8; 25]);
-    }
+    let bulk = bulk_of(0..20_000, &mut oracle);
     view.write(bulk).unwrap();
     for round in 0..40u32 {
         let mut batch = WriteBatch::new();
@@ -109,11 +116,7 @@ fn entries_pack_into_few_bounded_chunks_and_read_back() {
         view.write(batch).unwrap();
     }
     // A second bulk lands in every chunk: read ahead, many at a time.
-    let mut bulk = WriteBatch::new();
-    for i in 40_000..55_000 {
-        bulk.put(label(i), vec![i as u8; 25]);
-        oracle.insert(label(i), vec![i as u8; 25]);
-    }
+    let bulk = bulk_of(40_000..55_000, &mut oracle);
     let probes = base.io_counts().scans;
     view.write(bulk).unwrap();
     let probes = base.io_counts().scans - probes;
@@ -389,11 +392,7 @@ fn small_writes_append_deltas_that_lookups_read() {
     let base: Arc<dyn Store> = Arc::new(RedbStore::open_in_memory().unwrap());
     let view = Packed::new(base.clone(), PREFIX);
     let mut oracle = BTreeMap::new();
-    let mut bulk = WriteBatch::new();
-    for i in 0..8_000 {
-        bulk.put(label(i), vec![i as u8; 25]);
-        oracle.insert(label(i), vec![i as u8; 25]);
-    }
+    let bulk = bulk_of(0..8_000, &mut oracle);
     view.write(bulk).unwrap();
     assert_eq!(deltas(base.as_ref()), 0, "a bulk upload wrote deltas");
     let chunk_count = chunks(base.as_ref()).len();
@@ -721,11 +720,7 @@ fn compacting_merges_deltas_so_a_lookup_is_one_probe() {
     let base: Arc<dyn Store> = Arc::new(RedbStore::open_in_memory().unwrap());
     let view = over(base.clone());
     let mut oracle = BTreeMap::new();
-    let mut bulk = WriteBatch::new();
-    for i in 0..8_000 {
-        bulk.put(label(i), vec![i as u8; 25]);
-        oracle.insert(label(i), vec![i as u8; 25]);
-    }
+    let bulk = bulk_of(0..8_000, &mut oracle);
     view.write(bulk).unwrap();
     for update in 0..400u32 {
         let mut batch = WriteBatch::new();
@@ -801,11 +796,7 @@ fn a_compaction_cut_short_leaves_a_valid_layout() {
         let base: Arc<dyn Store> = faulty.clone();
         let view = over(base.clone());
         let mut oracle = BTreeMap::new();
-        let mut bulk = WriteBatch::new();
-        for i in 0..2_000 {
-            bulk.put(label(i), vec![i as u8; 25]);
-            oracle.insert(label(i), vec![i as u8; 25]);
-        }
+        let bulk = bulk_of(0..2_000, &mut oracle);
         view.write(bulk).unwrap();
         for i in 100_000..100_200 {
             view.put(&label(i), b"late").unwrap();
