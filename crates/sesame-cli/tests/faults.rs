@@ -3,7 +3,8 @@
 //! repeated interruptions of the same command, concurrent writers on one
 //! profile, a filesystem that fills up under the store (when run as root:
 //! the profile, or the server's store, on a small tmpfs whose size is cut
-//! to a random point above what it holds before each `add`), and a
+//! to no room at all before a run's first `add`, and to a random point
+//! above what it holds after each interrupted `add`), and a
 //! changing directory (`add` as a sync, `rm`), with every
 //! search checked against a plaintext oracle and `list` checked for
 //! duplicates after each round.
@@ -514,38 +515,27 @@ impl<'a> Run<'a> {
         self.changed_bytes = 0;
         self.change(files);
         let add = ["--dir", "p", "add", "c"];
+        // The first round of a run on a filling filesystem cuts it to no
+        // room at all before any add of the round: that add has the
+        // round's files to write and must fail with a clear error (a cut
+        // after an interrupted add may meet an add that the interrupted
+        // one left with little or nothing to write).
+        let sure_fill = round == 0;
+        if sure_fill {
+            self.add_on_a_cut_filesystem(&add, 0);
+        }
         if self.rng.gen_bool(0.25) {
             self.concurrent_adds();
         }
         self.interrupt(&add);
-        if let Some(fs) = self.tmpfs.take() {
+        if !sure_fill {
             // Cut the filesystem to a random point between what it holds
             // and that plus the bytes of this round's changed files (the
             // store needs more than that for them): the add may fit, or
             // fail at that point with a clear error; either way, with room
             // given back, the next add completes it.
             let room = self.rng.gen_range(0..=self.changed_bytes);
-            fs.cut(room);
-            let out = self.output(&add);
-            let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            if !out.status.success() {
-                // A clear error: what happened and what to do.
-                if err.contains("space")
-                    && err.contains("run the command again")
-                    && !err.contains("panicked")
-                {
-                    if std::env::var_os("SESAME_FAULT_SHOW").is_some() {
-                        eprintln!("{}: full: {}", self.scheme, err.trim());
-                    }
-                    self.totals.full += 1;
-                } else {
-                    self.totals
-                        .stuck
-                        .push(format!("{}: add on a full filesystem: {err}", self.scheme));
-                }
-            }
-            fs.resize(ROOMY);
-            self.tmpfs = Some(fs);
+            self.add_on_a_cut_filesystem(&add, room);
         }
         self.complete(&add, None);
         for path in std::mem::take(&mut self.deleted) {
@@ -556,6 +546,36 @@ impl<'a> Run<'a> {
             self.complete(&rm, Some("in the index"));
         }
         self.check(round);
+    }
+    /// On a filling filesystem (none: nothing to do), leaves `room` bytes
+    /// free and runs `add`: it fits, or fails with a clear error (what
+    /// happened and what to do, counted in `full`); then gives the room
+    /// back.
+    fn add_on_a_cut_filesystem(&mut self, add: &[&str], room: u64) {
+        let Some(fs) = self.tmpfs.take() else {
+            return;
+        };
+        fs.cut(room);
+        let out = self.output(add);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            // A clear error: what happened and what to do.
+            if err.contains("space")
+                && err.contains("run the command again")
+                && !err.contains("panicked")
+            {
+                if std::env::var_os("SESAME_FAULT_SHOW").is_some() {
+                    eprintln!("{}: full: {}", self.scheme, err.trim());
+                }
+                self.totals.full += 1;
+            } else {
+                self.totals
+                    .stuck
+                    .push(format!("{}: add on a full filesystem: {err}", self.scheme));
+            }
+        }
+        fs.resize(ROOMY);
+        self.tmpfs = Some(fs);
     }
 }
 
@@ -617,7 +637,13 @@ fn harness(settings: &Settings, server: bool, fill: bool) {
     );
     assert!(totals.kills > 0, "no command was killed while running");
     if fill {
-        assert!(totals.full > 0, "the filesystem never filled up");
+        // Each run's first add meets a filesystem with no room left.
+        assert!(
+            totals.full >= settings.schemes.len() as u64,
+            "the filesystem filled up under {} of {} first adds",
+            totals.full,
+            settings.schemes.len()
+        );
     }
 }
 
