@@ -84,41 +84,17 @@ impl From<Sealed> for Vec<u8> {
     }
 }
 
+// A byte string on the wire, copied in one piece
+// (`sesame_core::wire::bytes`: the same bytes as a plain `Vec<u8>`).
 impl Serialize for Sealed {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_bytes(&self.0)
+        sesame_core::wire::bytes::serialize(&self.0, s)
     }
 }
 
 impl<'de> Deserialize<'de> for Sealed {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct Bytes;
-        impl<'de> serde::de::Visitor<'de> for Bytes {
-            type Value = Sealed;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> std::result::Result<Sealed, E> {
-                Ok(Sealed(v.to_vec()))
-            }
-            fn visit_byte_buf<E: serde::de::Error>(
-                self,
-                v: Vec<u8>,
-            ) -> std::result::Result<Sealed, E> {
-                Ok(Sealed(v))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> std::result::Result<Sealed, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-                while let Some(b) = seq.next_element()? {
-                    out.push(b);
-                }
-                Ok(Sealed(out))
-            }
-        }
-        d.deserialize_byte_buf(Bytes)
+        sesame_core::wire::bytes::deserialize(d).map(Sealed)
     }
 }
 
