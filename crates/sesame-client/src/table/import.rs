@@ -42,7 +42,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{mpsc, Arc};
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
@@ -53,7 +53,10 @@ use crate::error::{ClientError, Result};
 use crate::session::{Phase, Progress};
 use crate::state::DocumentInfo;
 use crate::table::write::record_values;
-use crate::table::{InsertReport, Record, Schema, Table, Value};
+use crate::table::{InsertReport, Record, Schema, Table};
+
+mod naming;
+use naming::{key_digest, Naming};
 
 /// Records per insertion of an import (a static keyword scheme, and a
 /// table with an empty range index, take the whole file in one).
@@ -324,57 +327,6 @@ impl<'de> Deserialize<'de> for Members {
     }
 }
 
-/// Names the records of one file of a table without a key (see the
-/// module documentation).
-struct Naming {
-    /// `NAME#SOURCE:`.
-    prefix: String,
-    /// The file's name, for the names of earlier builds (`NAME:LINE`).
-    base: String,
-    /// Repeats of each row digest so far.
-    seen: HashMap<[u8; 8], u32>,
-}
-
-impl Naming {
-    fn new(table: &Table, path: &Path, base: &str) -> Result<Naming> {
-        let canonical: PathBuf =
-            std::fs::canonicalize(path).map_err(|e| ClientError::io("read", path, &e))?;
-        let source = table.name_digest(
-            "sesame-client/import-source/v1",
-            &[canonical.as_os_str().as_encoded_bytes()],
-        );
-        Ok(Naming {
-            prefix: format!(
-                "{base}#{}:",
-                hex::encode(source.get(..6).unwrap_or_default())
-            ),
-            base: base.to_owned(),
-            seen: HashMap::new(),
-        })
-    }
-
-    /// The name of the next row, of values `values`, under the table's
-    /// naming key `names`.
-    fn name(&mut self, names: &KeyedHash, values: &[Option<Value>]) -> Result<String> {
-        let digest = names.hash("sesame-client/import-row/v1", &[&wire::encode(values)?]);
-        let mut short = [0u8; 8];
-        short.copy_from_slice(digest.get(..8).unwrap_or(&[0; 8]));
-        let repeat = self.seen.entry(short).or_insert(0);
-        let k = *repeat;
-        *repeat += 1;
-        Ok(if k == 0 {
-            format!("{}{}", self.prefix, hex::encode(short))
-        } else {
-            format!("{}{}.{k}", self.prefix, hex::encode(short))
-        })
-    }
-
-    /// Whether `name` is one of this source's records.
-    fn owns(&self, name: &str) -> bool {
-        name.starts_with(&self.prefix)
-    }
-}
-
 /// Turns a file's rows into records, apart from the table (its schema
 /// and naming key copied), so that the second pass reads ahead on a
 /// thread of its own.
@@ -402,17 +354,6 @@ impl RowReader<'_> {
         };
         Ok(Record { key, values })
     }
-}
-
-/// What the first pass of an import keeps of a key to refuse a repeat.
-fn key_digest(key: &str) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    out.copy_from_slice(
-        sesame_crypto::hash::sha256(key.as_bytes())
-            .get(..16)
-            .unwrap_or(&[0; 16]),
-    );
-    out
 }
 
 /// Whether `e` comes from the transport (the server or the connection
