@@ -56,7 +56,7 @@ use crate::table::write::record_values;
 use crate::table::{InsertReport, Record, Schema, Table};
 
 mod naming;
-use naming::{key_digest, Naming};
+use naming::{Keys, Naming};
 
 /// Records per insertion of an import (a static keyword scheme, and a
 /// table with an empty range index, take the whole file in one).
@@ -423,10 +423,11 @@ impl Table {
             .map(|f| f.name.clone())
             .collect();
         let has_key = self.schema().key.is_some();
-        let naming = if has_key {
+        let run_pairs = naming::run_pairs()?;
+        let mut first = if has_key {
             None
         } else {
-            Some(Naming::new(self, path, &base)?)
+            Some(Naming::new(self, path, &base, run_pairs)?)
         };
         let reader = RowReader {
             path,
@@ -437,15 +438,10 @@ impl Table {
 
         // First pass: check everything, count.
         let mut total = 0u64;
-        // 16 bytes of SHA-256 per key, not the key: the set stays small
-        // whatever the keys' length (two keys that differ share a
-        // digest with a chance of about n^2 / 2^129).
-        let mut keys: HashSet<[u8; 16]> = HashSet::new();
-        let mut first = naming.as_ref().map(|n| Naming {
-            prefix: n.prefix.clone(),
-            base: n.base.clone(),
-            seen: HashMap::new(),
-        });
+        // 16 bytes of SHA-256 per key, not the key, kept in sorted runs
+        // on disk: memory stays bounded whatever the file (two keys
+        // that differ share a digest with a chance of about n^2 / 2^129).
+        let mut keys = has_key.then(|| Keys::new(run_pairs));
         let columns = each_row(path, format, &known, &mut |row| {
             let record = reader.record(&mut first, &row)?;
             self.range_values(&record).map_err(|e| at(row.line, &e))?;
@@ -466,11 +462,8 @@ impl Table {
                     ),
                 ));
             }
-            if has_key && !keys.insert(key_digest(&record.key)) {
-                return Err(at(
-                    row.line,
-                    &format!("key {:?} appears twice in the file", record.key),
-                ));
+            if let Some(keys) = keys.as_mut() {
+                keys.add(&record.key)?;
             }
             total += 1;
             if total.is_multiple_of(10_000) {
@@ -482,14 +475,35 @@ impl Table {
             }
             Ok(())
         })?;
-        drop(keys);
-        drop(first);
+        if let Some(keys) = keys.as_mut() {
+            let repeated = keys.repeated()?;
+            if !repeated.is_empty() {
+                // Their lines: the file read once more.
+                let mut seen = HashSet::new();
+                each_row(path, format, &known, &mut |row| {
+                    let record = reader.record(&mut None, &row)?;
+                    let d = naming::key_digest(&record.key);
+                    if repeated.contains(&d) && !seen.insert(d) {
+                        return Err(at(
+                            row.line,
+                            &format!("key {:?} appears twice in the file", record.key),
+                        ));
+                    }
+                    Ok(())
+                })?;
+                return Err(ClientError::InvalidArgument(format!(
+                    "{}: the file changed while it was checked; run the same import again",
+                    path.display()
+                )));
+            }
+        }
+        let mut plan = first.map(Naming::plan).transpose()?;
         let ignored_columns: Vec<String> = columns.difference(&known).cloned().collect();
 
         // Records of this source (a table without a key) the file may no
         // longer hold, and those an earlier build named by line, once an
         // interrupted operation's records are in the catalog.
-        let mut naming = naming;
+        let mut naming = plan.as_mut().map(naming::Plan::replay).transpose()?;
         let mut earlier: HashMap<String, DocumentInfo> = HashMap::new();
         let mut legacy: HashMap<String, DocumentInfo> = HashMap::new();
         let resumed = self.recover()?.len();
@@ -500,7 +514,7 @@ impl Table {
                     earlier.insert(d.path.clone(), d.clone());
                 } else if d
                     .path
-                    .strip_prefix(&n.base)
+                    .strip_prefix(n.base())
                     .and_then(|rest| rest.strip_prefix(':'))
                     .is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
                 {
@@ -539,7 +553,12 @@ impl Table {
         // below: a key that now repeats (the file changed in between)
         // ends that shortcut for the rest of the import.
         let mut new_names = self.is_empty();
-        let mut keys_seen: HashSet<[u8; 16]> = HashSet::new();
+        // The keys read in the same order as in the first pass: those
+        // checked distinct (see `naming.rs`).
+        let mut same_keys = match keys.as_mut() {
+            Some(keys) if new_names => Some(keys.replay()?),
+            _ => None,
+        };
         let mut batch = Vec::new();
         let mut flush = |table: &mut Table,
                          batch: &mut Vec<Record>,
@@ -629,9 +648,8 @@ impl Table {
                             }
                         }
                     }
-                    if new_names && has_key && !keys_seen.insert(key_digest(&record.key)) {
-                        new_names = false;
-                        keys_seen = HashSet::new();
+                    if let Some(keys) = same_keys.as_mut().filter(|_| new_names) {
+                        new_names = keys.same(&record.key)?;
                     }
                     batch.push(record);
                     read += 1;
