@@ -25,6 +25,10 @@ use crate::doc_service::{DocRequest, DocResponse};
 use crate::error::{ClientError, Result};
 use crate::fsutil;
 
+/// `CompactIndex` requests in a row that may merge nothing (another
+/// commit came first each time) before a compaction gives up.
+const COMPACT_IDLE_REQUESTS: u32 = 16;
+
 /// Name of the server binding in a profile directory.
 pub const SERVER_FILE: &str = "server.json";
 
@@ -445,6 +449,51 @@ impl Backend for NetworkBackend {
 
     fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()> {
         self.drop_generations(index, keep, false)
+    }
+
+    /// `CompactIndex` until the server answers that no delta is left: each
+    /// request merges for a bounded time, in atomic batches
+    /// (`crates/sesame-server/src/engine/compact.rs`), so a request cut
+    /// short leaves a valid layout and the next one goes on. A server from
+    /// before the request has nothing merged (`Ok(0)`).
+    fn compact_index(
+        &mut self,
+        index: &str,
+        generation: u64,
+        scheme: &KeywordScheme,
+    ) -> Result<usize> {
+        let _ = scheme;
+        let index = self.remote(index)?;
+        let index = index.as_str();
+        let mut written = 0u64;
+        let mut idle = 0;
+        loop {
+            let r = match self
+                .conn
+                .with_retries(|mut c| async move { c.compact_index(index, generation).await })
+            {
+                Ok(r) => r,
+                // A server from before the request knows no such method.
+                Err(s)
+                    if s.code() == Code::Unimplemented && s.message().starts_with("no method") =>
+                {
+                    return Ok(0)
+                }
+                Err(s) => return Err(status_error(&s)),
+            };
+            written = written.saturating_add(r.chunks_written);
+            if r.done {
+                return Ok(usize::try_from(written).unwrap_or(usize::MAX));
+            }
+            idle = if r.chunks_written == 0 { idle + 1 } else { 0 };
+            if idle >= COMPACT_IDLE_REQUESTS {
+                return Err(ClientError::Core(sesame_core::Error::Server(format!(
+                    "the server merged nothing in {COMPACT_IDLE_REQUESTS} compaction requests in \
+                     a row (other clients keep writing the index); the index answers as \
+                     before: run the import again later to merge its chunks"
+                ))));
+            }
+        }
     }
 
     fn drop_older_generations(&mut self, index: &str, keep: u64) -> Result<()> {

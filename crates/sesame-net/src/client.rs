@@ -472,6 +472,20 @@ impl SesameClient {
         self.unary(path::DROP_GENERATIONS, r).await
     }
 
+    /// `CompactIndex`: one bounded run of the merge of generation
+    /// `generation`'s deltas into their chunks.
+    pub async fn compact_index(
+        &mut self,
+        index: &str,
+        generation: u64,
+    ) -> Result<proto::CompactIndexResponse, Status> {
+        let r = proto::CompactIndexRequest {
+            index: index.into(),
+            generation,
+        };
+        self.unary(path::COMPACT_INDEX, r).await
+    }
+
     /// `ReadRecords`.
     pub async fn read_records(
         &mut self,

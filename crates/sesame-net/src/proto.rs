@@ -42,9 +42,11 @@ pub mod path {
     pub const READ_RECORDS: &str = "/sesame.v1.Sesame/ReadRecords";
     /// Writes records kept beside an index, compare-and-swap.
     pub const WRITE_RECORDS: &str = "/sesame.v1.Sesame/WriteRecords";
+    /// Merges a packed generation's deltas into their chunks.
+    pub const COMPACT_INDEX: &str = "/sesame.v1.Sesame/CompactIndex";
 
     /// Every method path, for metrics and the protocol test.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 15] = [
         HEALTH,
         CREATE_INDEX,
         DROP_INDEX,
@@ -59,6 +61,7 @@ pub mod path {
         STATS,
         READ_RECORDS,
         WRITE_RECORDS,
+        COMPACT_INDEX,
     ];
 }
 

@@ -62,6 +62,7 @@ use crate::records::IndexMeta;
 mod calls;
 mod chunk_cache;
 mod commit;
+mod compact;
 mod documents;
 mod group;
 mod indexes;

@@ -217,6 +217,9 @@ pub fn server_request(data: &[u8]) {
             if let Ok(r) = proto::ListDocumentsRequest::decode(body) {
                 let _ = e.list_documents(TENANT, r);
             }
+            if let Ok(r) = proto::CompactIndexRequest::decode(body) {
+                let _ = e.compact_index(TENANT, r);
+            }
             let _ = proto::ListIndexesRequest::decode(body);
             let _ = proto::StatsRequest::decode(body);
             let _ = proto::HealthRequest::decode(body);
@@ -284,6 +287,7 @@ pub fn client_response(data: &[u8]) {
     let _ = proto::DropGenerationsResponse::decode(data);
     let _ = proto::ReadRecordsResponse::decode(data);
     let _ = proto::WriteRecordsResponse::decode(data);
+    let _ = proto::CompactIndexResponse::decode(data);
     let _ = wire::decode::<ServerReport>(data);
 
     let answers: Vec<Vec<u8>> = split(data);

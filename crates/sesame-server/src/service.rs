@@ -598,6 +598,9 @@ impl SesameService {
             path::WRITE_RECORDS => {
                 self.unary(request, path::WRITE_RECORDS, true, Engine::write_records)
             }
+            path::COMPACT_INDEX => {
+                self.unary(request, path::COMPACT_INDEX, true, Engine::compact_index)
+            }
             path::UPLOAD => {
                 let svc = UploadMethod {
                     shared: self.shared.clone(),
