@@ -72,8 +72,10 @@ impl Store for MemoryStore {
         if batch.is_empty() {
             return Ok(());
         }
-        self.io.batch(&batch);
+        // Counted under the write lock: a reader that sees the new count
+        // reads after the write is applied (`packed::ChunkMemo`).
         let mut map = self.write_map();
+        self.io.batch(&batch);
         for op in batch.into_ops() {
             match op {
                 WriteOp::Put { key, value } => {

@@ -50,6 +50,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
 
+#[path = "packed_memo.rs"]
+mod memo;
+pub use memo::ChunkMemo;
+
 /// The byte that follows an index generation's prefix where its chunks
 /// lie: the embedded backend and the server keep a packed generation
 /// `G` under `G ‖ '#'`.
@@ -138,6 +142,8 @@ pub struct Packed {
     io: IoCounter,
     /// Held from a write's plan to its commit.
     writer: Mutex<()>,
+    /// Chunks kept between lookups ([`Packed::with_memo`]).
+    memo: Option<Arc<ChunkMemo>>,
 }
 
 impl std::fmt::Debug for Packed {
@@ -171,6 +177,21 @@ impl Packed {
             prefix: prefix.into(),
             io: IoCounter::default(),
             writer: Mutex::new(()),
+            memo: None,
+        }
+    }
+
+    /// The view of [`Packed::new`] whose lookups keep the chunks they
+    /// read in `memo` and answer from it while the base store is
+    /// unwritten (`packed_memo.rs`: which base stores it serves).
+    pub fn with_memo(
+        base: Arc<dyn Store>,
+        prefix: impl Into<Vec<u8>>,
+        memo: Arc<ChunkMemo>,
+    ) -> Self {
+        Self {
+            memo: Some(memo),
+            ..Self::new(base, prefix)
         }
     }
 
@@ -762,11 +783,16 @@ fn find_checked(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec
     Ok(found)
 }
 
-impl Store for Packed {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let full = self.full(key);
-        let at = self.base.scan_from(&self.prefix, &full, true, 1)?;
-        let value = match at.into_iter().next() {
+impl Packed {
+    /// The value of `key` (full key `full`) given the stored pair at or
+    /// before `full` (`at`).
+    fn answer(
+        &self,
+        key: &[u8],
+        full: &[u8],
+        at: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Option<Vec<u8>>> {
+        Ok(match at {
             Some((stored, bytes)) if is_delta(&bytes) => {
                 let (fence, value) = decode_delta(&bytes, &stored, self.prefix.len())?;
                 if stored == full {
@@ -779,6 +805,19 @@ impl Store for Packed {
             }
             Some((chunk_key, bytes)) => find(&bytes, &chunk_key, key)?,
             None => None,
+        })
+    }
+}
+
+impl Store for Packed {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let full = self.full(key);
+        let value = match &self.memo {
+            Some(memo) => self.get_through(memo, key, &full)?,
+            None => {
+                let at = self.base.scan_from(&self.prefix, &full, true, 1)?;
+                self.answer(key, &full, at.into_iter().next())?
+            }
         };
         self.io.read(value.as_ref().map_or(0, Vec::len));
         Ok(value)
