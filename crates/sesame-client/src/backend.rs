@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sesame_core::{
@@ -15,7 +16,7 @@ use sesame_core::{
 };
 use sesame_sse::KeywordScheme;
 use sesame_store::overlay::Overlay;
-use sesame_store::packed::Packed;
+use sesame_store::packed::{ChunkMemo, Packed};
 use sesame_store::{MemoryStore, RedbStore, Space};
 
 use crate::doc_service::DocServer;
@@ -369,6 +370,25 @@ pub struct EmbeddedBackend {
     /// Whether a generation's entries are packed, by (index, generation,
     /// scheme): found once per process (see [`EmbeddedBackend::packs`]).
     packed: HashMap<(String, u64, String), bool>,
+    /// Packed chunks kept between lookups, on a store file this process
+    /// holds locked ([`set_chunk_memo_bytes`]).
+    memo: Option<Arc<ChunkMemo>>,
+}
+
+/// The bytes of packed chunks an embedded backend keeps in memory
+/// between lookups; 0 (the default): none.
+static CHUNK_MEMO_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps up to `bytes` of packed index chunks in memory in each embedded
+/// backend opened from now on ([`sesame_store::packed::ChunkMemo`]), so
+/// that a lookup in a chunk read before probes nothing; 0 turns it off.
+/// A long-running reader such as `sesame sql` sets it: a one-off command
+/// reads most chunks once, and pays a second probe for each (the stored
+/// key after the chunk) to hold it. Held chunks are dropped on every
+/// write of the store; other processes cannot write it while it is open
+/// (its file is locked).
+pub fn set_chunk_memo_bytes(bytes: usize) {
+    CHUNK_MEMO_BYTES.store(bytes, Ordering::Relaxed);
 }
 
 impl std::fmt::Debug for EmbeddedBackend {
@@ -394,6 +414,8 @@ impl EmbeddedBackend {
         let store = Arc::new(store);
         let mut backend = Self::over(store.clone());
         backend.file = Some(store);
+        let memo = CHUNK_MEMO_BYTES.load(Ordering::Relaxed);
+        backend.memo = (memo > 0).then(|| Arc::new(ChunkMemo::new(memo)));
         Ok(backend)
     }
 
@@ -404,6 +426,7 @@ impl EmbeddedBackend {
             file: None,
             meter: Meter::new(),
             packed: HashMap::new(),
+            memo: None,
         }
     }
 
@@ -448,7 +471,10 @@ impl EmbeddedBackend {
         let mut prefix = generation_prefix(index, generation);
         Ok(if self.packs(index, generation, scheme)? {
             prefix.extend_from_slice(PACKED);
-            Entries::Packed(Arc::new(Packed::new(self.store.clone(), prefix)))
+            Entries::Packed(Arc::new(match &self.memo {
+                Some(memo) => Packed::with_memo(self.store.clone(), prefix, memo.clone()),
+                None => Packed::new(self.store.clone(), prefix),
+            }))
         } else {
             Entries::Plain(Arc::new(Prefixed::new(self.store.clone(), prefix)))
         })

@@ -51,6 +51,11 @@ pub use auth::{check_listen, load_password};
 /// kernel's accept queue until one closes.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
+/// The bytes of packed index chunks each embedded table keeps in memory
+/// between lookups (`sesame_store::packed::ChunkMemo`; docs/sql.md,
+/// "Memory"): the flights' keyword index is about 105 MB.
+pub const CHUNK_MEMO_BYTES: usize = 256 << 20;
+
 /// How `sesame sql` listens.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -98,6 +103,9 @@ impl PgWireServerHandlers for Handlers {
 /// calling thread; the connections run on a runtime of their own.
 pub fn run(profile: Profile, config: Config, ready: impl FnOnce(SocketAddr)) -> Result<(), String> {
     check_listen(&config.listen, config.tls.is_some())?;
+    // A long-running reader: the index chunks its queries read stay in
+    // memory between statements (see `CHUNK_MEMO_BYTES`).
+    sesame_client::set_chunk_memo_bytes(CHUNK_MEMO_BYTES);
     let tls = match &config.tls {
         Some((cert, key)) => Some(auth::tls(cert, key)?),
         None => None,

@@ -765,3 +765,61 @@ fn reads_write_nothing() {
         .collect();
     assert!(changed.is_empty(), "queries changed {changed:?}");
 }
+
+/// `sesame sql` keeps the keyword index's chunks in memory between
+/// statements (`sesame_store::packed::ChunkMemo`): every equality after
+/// each INSERT, DELETE and UPDATE of the same server answers as the rows
+/// now are, never as a chunk held before the write.
+#[test]
+fn equalities_after_each_write_see_it_through_the_chunk_memo() {
+    let (addr, _dir) = server();
+    let mut c = connect(addr, PASSWORD).expect("connect");
+    // The rows of `t` by id: (name, city).
+    let mut now: std::collections::BTreeMap<i64, (String, Option<String>)> = rows()
+        .into_iter()
+        .map(|(id, name, city, _, _)| (id, (name, city.map(str::to_owned))))
+        .collect();
+    let check = |c: &mut Client,
+                 now: &std::collections::BTreeMap<i64, (String, Option<String>)>| {
+        for name in ["ann3", "bob4", "zed", "zoe"] {
+            let want: Vec<i64> = now
+                .iter()
+                .filter(|(_, (n, _))| n == name)
+                .map(|(id, _)| *id)
+                .collect();
+            let sql = format!("SELECT id FROM t WHERE name = '{name}' ORDER BY id");
+            assert_eq!(ids(c, &sql), want, "{sql}");
+        }
+        for city in ["sf", "la", "ny", "rome"] {
+            let want: Vec<i64> = now
+                .iter()
+                .filter(|(_, (_, ct))| ct.as_deref() == Some(city))
+                .map(|(id, _)| *id)
+                .collect();
+            let sql = format!("SELECT id FROM t WHERE city = '{city}' ORDER BY id");
+            assert_eq!(ids(c, &sql), want, "{sql}");
+        }
+    };
+    check(&mut c, &now);
+    for round in 0..4i64 {
+        let id = 100 + round;
+        c.batch_execute(&format!(
+            "INSERT INTO t (id, name, city, qty) VALUES ({id}, 'zed', 'rome', 1)"
+        ))
+        .expect("insert");
+        now.insert(id, ("zed".into(), Some("rome".into())));
+        check(&mut c, &now);
+        let gone = 4 + round;
+        c.batch_execute(&format!("DELETE FROM t WHERE id = {gone}"))
+            .expect("delete");
+        now.remove(&gone);
+        check(&mut c, &now);
+        let moved = 9 + round * 2;
+        c.batch_execute(&format!("UPDATE t SET city = 'rome' WHERE id = {moved}"))
+            .expect("update");
+        if let Some(row) = now.get_mut(&moved) {
+            row.1 = Some("rome".into());
+        }
+        check(&mut c, &now);
+    }
+}
