@@ -518,9 +518,16 @@ impl RunStore {
             return Ok(None);
         }
         let block = self.block(run, b)?;
-        Ok(block
-            .binary_search_by_key(&id, |e| e.0)
-            .ok()
+        // Identifiers are handed out in order, so most blocks hold a run
+        // of consecutive ones: look where `id` is in such a block first,
+        // then search. (The search's scattered loads were most of the
+        // catalog's time in a point query of `sesame sql`.)
+        let dense = block
+            .first()
+            .and_then(|first| usize::try_from(id.checked_sub(first.0)?).ok())
+            .filter(|&at| block.get(at).is_some_and(|e| e.0 == id));
+        Ok(dense
+            .or_else(|| block.binary_search_by_key(&id, |e| e.0).ok())
             .and_then(|at| block.get(at))
             .map(|e| e.1.clone()))
     }
