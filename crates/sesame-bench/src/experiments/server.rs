@@ -58,6 +58,8 @@ pub struct Plan {
     pub preload: usize,
     /// Timed operations per client and phase.
     pub ops: usize,
+    /// Whether the search phase runs.
+    pub searches: bool,
 }
 
 impl Plan {
@@ -70,7 +72,34 @@ impl Plan {
             clients: ctx.pick(vec![1, 4, 16], vec![1, 4, 16], vec![1, 4, 16], vec![1, 4]),
             preload: ctx.pick(1000, 1000, 100, 20),
             ops: ctx.pick(200, 200, 30, 5),
+            searches: true,
         }
+        .narrowed()
+    }
+
+    /// The plan narrowed for profiling one phase, by the environment:
+    /// `SESAME_BENCH_SERVER_CLIENTS` (client counts, comma-separated),
+    /// `SESAME_BENCH_SERVER_OPS` (operations per client and phase) and
+    /// `SESAME_BENCH_SERVER_SEARCHES=off` (updates only).
+    fn narrowed(mut self) -> Plan {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if let Some(list) = var("SESAME_BENCH_SERVER_CLIENTS") {
+            let clients: Vec<usize> = list
+                .split(',')
+                .filter_map(|c| c.trim().parse().ok())
+                .filter(|&c| c > 0)
+                .collect();
+            if !clients.is_empty() {
+                self.clients = clients;
+            }
+        }
+        if let Some(ops) = var("SESAME_BENCH_SERVER_OPS").and_then(|o| o.parse().ok()) {
+            self.ops = ops;
+        }
+        if var("SESAME_BENCH_SERVER_SEARCHES").as_deref() == Some("off") {
+            self.searches = false;
+        }
+        self
     }
 }
 
@@ -242,6 +271,7 @@ fn run_clients(
         let config = configs[i % configs.len()].clone();
         let (barrier, results) = (barrier.clone(), results.clone());
         let (preload, ops) = (plan.preload, plan.ops);
+        let search_ops = if plan.searches { ops } else { 0 };
         handles.push(std::thread::spawn(move || {
             let outcome = (|| {
                 let mut c =
@@ -267,7 +297,7 @@ fn run_clients(
             let phases = phases.and_then(|(mut c, updates)| {
                 let span = c.meter.span();
                 let mut searches = Phase::default();
-                for q in 0..ops {
+                for q in 0..search_ops {
                     searches.latencies.push(c.search(q)?);
                 }
                 searches.snapshot = span.finish();

@@ -32,9 +32,8 @@
 //!
 //! Tests: `crates/sesame-server/tests/group_commit.rs`.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use sesame_core::{Conditional, Error, Store, WriteBatch};
 
@@ -49,27 +48,79 @@ const MAX_GROUP_BYTES: usize = 32 << 20;
 
 /// One queued conditional batch.
 struct Entry {
-    id: u64,
     expect: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     batch: WriteBatch,
     bytes: usize,
+    /// Where its request waits for its answer.
+    slot: Arc<Slot>,
+}
+
+/// What a queued request is told.
+enum Signal {
+    /// Nothing yet.
+    Wait,
+    /// A lane came free: lead the next group if nobody has.
+    Lead,
+    /// Its batch's answer.
+    Done(Result<bool, Error>),
+}
+
+/// One waiting request's signal: each request is woken alone, by the
+/// leader that has its answer or that hands it the lane (a wake-up of
+/// every waiter on each commit woke, at 16 clients, the threads of the
+/// groups still queued for nothing).
+struct Slot {
+    signal: Mutex<Signal>,
+    ready: Condvar,
+}
+
+impl Slot {
+    fn new() -> Self {
+        Slot {
+            signal: Mutex::new(Signal::Wait),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn tell(&self, signal: Signal) {
+        let mut held = self.signal.lock().unwrap_or_else(PoisonError::into_inner);
+        // An answer is never replaced by a call to lead.
+        if !matches!(*held, Signal::Done(_)) {
+            *held = signal;
+        }
+        drop(held);
+        self.ready.notify_one();
+    }
+
+    /// Waits for a signal: the answer, or `None` when asked to lead.
+    fn wait(&self) -> Option<Result<bool, Error>> {
+        let mut held = self.signal.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match std::mem::replace(&mut *held, Signal::Wait) {
+                Signal::Done(answer) => return Some(answer),
+                Signal::Lead => return None,
+                Signal::Wait => {
+                    held = self
+                        .ready
+                        .wait(held)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    }
 }
 
 #[derive(Default)]
 struct Queue {
-    next: u64,
     waiting: Vec<Entry>,
     /// Groups being committed now.
     committing: usize,
-    /// Answers not yet taken by their request.
-    settled: HashMap<u64, Result<bool, Error>>,
 }
 
 /// The group committer of one engine.
 #[derive(Default)]
 pub(super) struct GroupCommit {
     queue: Mutex<Queue>,
-    settled: Condvar,
     /// Store commits made (each group or lone batch is one).
     commits: AtomicU64,
     /// Batches committed through groups.
@@ -107,24 +158,19 @@ impl GroupCommit {
             self.batches.fetch_add(1, Ordering::Relaxed);
             return Ok(store.write_if(expect, batch)?);
         }
+        let slot = Arc::new(Slot::new());
         let entry = Entry {
-            id: 0,
             expect: expect
                 .iter()
                 .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
                 .collect(),
             batch: batch.clone(),
             bytes,
+            slot: slot.clone(),
         };
         let mut queue = self.lock();
-        let id = queue.next;
-        queue.next += 1;
-        queue.waiting.push(Entry { id, ..entry });
+        queue.waiting.push(entry);
         loop {
-            if let Some(answer) = queue.settled.remove(&id) {
-                drop(queue);
-                return Ok(answer?);
-            }
             if queue.committing < lanes && !queue.waiting.is_empty() {
                 queue.committing += 1;
                 let group = take_group(&mut queue.waiting);
@@ -132,16 +178,22 @@ impl GroupCommit {
                 let answers = self.commit(store, &group);
                 queue = self.lock();
                 queue.committing -= 1;
-                for (entry, answer) in group.iter().zip(answers) {
-                    queue.settled.insert(entry.id, answer);
+                // The lane first (the next group waits on it), then the
+                // answers: the oldest waiting request leads the next group.
+                if let Some(next) = queue.waiting.first() {
+                    next.slot.tell(Signal::Lead);
                 }
-                self.settled.notify_all();
-                continue;
+                drop(queue);
+                for (entry, answer) in group.into_iter().zip(answers) {
+                    entry.slot.tell(Signal::Done(answer));
+                }
+            } else {
+                drop(queue);
             }
-            queue = self
-                .settled
-                .wait(queue)
-                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(answer) = slot.wait() {
+                return Ok(answer?);
+            }
+            queue = self.lock();
         }
     }
 
@@ -243,5 +295,101 @@ fn duplicate(e: &Error) -> Error {
         Error::StoreForeign(m) => Error::StoreForeign(m.clone()),
         Error::Transport(m) => Error::Transport(m.clone()),
         other => Error::StoreIo(format!("the group's commit failed: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use sesame_store::MemoryStore;
+
+    use super::*;
+
+    /// One commit lane whose first commit waits until `open` is set, and
+    /// that counts the batches of each commit.
+    #[derive(Default)]
+    struct Gated {
+        inner: MemoryStore,
+        open: AtomicBool,
+        commits: Mutex<Vec<usize>>,
+    }
+
+    impl Gated {
+        fn hold(&self, batches: usize) {
+            self.commits.lock().unwrap().push(batches);
+            while !self.open.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    impl Store for Gated {
+        sesame_store::forward_store!(|s| s.inner;
+            get, get_many, scan_prefix, scan_from, ordered_probes, io_counts, write, backend);
+        fn write_if(
+            &self,
+            expect: &[(&[u8], Option<&[u8]>)],
+            batch: &WriteBatch,
+        ) -> sesame_core::Result<bool> {
+            self.hold(1);
+            self.inner.write_if(expect, batch)
+        }
+        fn write_if_group(&self, group: &[Conditional<'_>]) -> sesame_core::Result<Vec<bool>> {
+            self.hold(group.len());
+            group
+                .iter()
+                .map(|(expect, batch)| self.inner.write_if(expect, batch))
+                .collect()
+        }
+        fn commit_groups(&self) -> usize {
+            1
+        }
+    }
+
+    #[test]
+    fn requests_queued_behind_a_busy_lane_are_handed_it_and_share_a_commit() {
+        let store = Arc::new(Gated::default());
+        let group = Arc::new(GroupCommit::default());
+        let (tx, rx) = mpsc::channel();
+        let send = |i: u8| {
+            let (store, group, tx) = (store.clone(), group.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let mut batch = WriteBatch::new();
+                batch.put(vec![i], vec![i]);
+                let answer = group.write_if(&*store, &[(&[i][..], None)], &batch);
+                tx.send((i, answer.map_err(|e| e.to_string()))).unwrap();
+            });
+        };
+        // The first request leads and holds the lane.
+        send(0);
+        while store.commits.lock().unwrap().is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Three more queue behind it.
+        for i in 1..4 {
+            send(i);
+        }
+        while group.lock().waiting.len() < 3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        store.open.store(true, Ordering::SeqCst);
+        let mut answered = Vec::new();
+        for _ in 0..4 {
+            let (i, answer) = rx
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("requests never answered; answered: {answered:?}"));
+            assert_eq!(answer, Ok(true), "request {i}");
+            answered.push(i);
+        }
+        // The lone leader's commit, then the three queued in one.
+        assert_eq!(*store.commits.lock().unwrap(), vec![1, 3]);
+        for i in 0..4u8 {
+            assert_eq!(store.inner.get(&[i]).unwrap(), Some(vec![i]));
+        }
     }
 }
