@@ -488,7 +488,13 @@ mod tests {
             .map(|v| second.name(&names, v).unwrap_or_else(|e| panic!("{e}")))
             .collect();
         let want = in_memory(&prefix, &names, &values);
-        assert_eq!(got, want);
+        let differ = got.iter().zip(&want).position(|(g, w)| g != w);
+        let differ = differ.map(|i| (i, &got[i], &want[i]));
+        assert_eq!(
+            differ, None,
+            "the first name that differs (row, spilled, in memory)"
+        );
+        assert_eq!(got.len(), want.len());
         assert!(got.iter().any(|n| n.ends_with(".4")));
     }
 
@@ -522,7 +528,13 @@ mod tests {
             .collect::<Result<_>>()
             .unwrap_or_else(|e| panic!("{e}"));
         got.sort();
-        assert_eq!(got, want);
+        let differ = got.iter().zip(&want).position(|(g, w)| g != w);
+        let differ = differ.map(|i| (&got[i], &want[i]));
+        assert_eq!(
+            differ, None,
+            "the first name that differs (stored, in memory)"
+        );
+        assert_eq!(got.len(), want.len());
         let again = table
             .import_file(&csv, Format::Csv, &mut |_| {}, 300)
             .unwrap_or_else(|e| panic!("{e}"));
@@ -551,7 +563,8 @@ mod tests {
             .unwrap_or_default();
         assert!(
             e.ends_with("rows.csv:2502: key \"7\" appears twice in the file"),
-            "{e}"
+            "the import's error: {e:?}; {} records stored",
+            table.len()
         );
         assert_eq!(table.len(), 0);
         rows[2500].1 = 2500;
@@ -592,7 +605,11 @@ mod tests {
             300,
         );
         let e = e.err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(e.contains("the file changed while it was imported"), "{e}");
+        assert!(
+            e.contains("the file changed while it was imported"),
+            "the import's error: {e:?}; {} records stored",
+            table.len()
+        );
         assert!(table.len() < rows.len());
         let again = table
             .import_file(&csv, Format::Csv, &mut |_| {}, 300)
