@@ -17,7 +17,7 @@ use rand_core::OsRng;
 use sesame_client::table::import::Format;
 use sesame_client::table::{Schema, Table};
 use sesame_client::{NetworkBackend, ServerBinding, DEFAULT_INDEX};
-use sesame_core::{Conditional, IoCounts, Params, Store, WriteBatch, WriteOp};
+use sesame_core::{Conditional, Params, Store, WriteBatch, WriteOp};
 use sesame_net::blocking::Connection;
 use sesame_net::ClientConfig;
 use sesame_server::{RunningServer, Tokens};
@@ -91,17 +91,9 @@ impl Wrapped {
 }
 
 impl Store for Wrapped {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.inner.get_many(keys)
-    }
-
-    fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
-        self.inner.write(batch)
-    }
+    sesame_store::forward_store!(|s| s.inner;
+        get, get_many, write, commit_groups, scan_prefix, scan_from, ordered_probes, io_counts,
+        backend);
 
     fn write_if(
         &self,
@@ -117,36 +109,6 @@ impl Store for Wrapped {
             self.faulty(expect, batch)?;
         }
         self.inner.write_if_group(group)
-    }
-
-    fn commit_groups(&self) -> usize {
-        self.inner.commit_groups()
-    }
-
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_prefix(prefix)
-    }
-
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.inner.scan_from(prefix, from, descending, limit)
-    }
-
-    fn ordered_probes(&self) -> bool {
-        self.inner.ordered_probes()
-    }
-
-    fn io_counts(&self) -> IoCounts {
-        self.inner.io_counts()
-    }
-
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
     }
 }
 

@@ -29,7 +29,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use sesame_core::{IoCounts, Store, WriteBatch, WriteOp};
+use sesame_core::{Store, WriteBatch, WriteOp};
 use sesame_store::packed::Packed;
 
 use super::{Engine, Token};
@@ -54,13 +54,8 @@ struct Handed {
 }
 
 impl Store for Handed {
-    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
-        self.base.get(key)
-    }
-
-    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
-        self.base.get_many(keys)
-    }
+    sesame_store::forward_store!(|s| s.base;
+        get, get_many, scan_prefix, scan_from, ordered_probes, io_counts, backend);
 
     fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
         let stop = || sesame_core::Error::Server(STOP.into());
@@ -76,32 +71,6 @@ impl Store for Handed {
         } else {
             Err(stop())
         }
-    }
-
-    fn scan_prefix(&self, prefix: &[u8]) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.base.scan_prefix(prefix)
-    }
-
-    fn scan_from(
-        &self,
-        prefix: &[u8],
-        from: &[u8],
-        descending: bool,
-        limit: usize,
-    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.base.scan_from(prefix, from, descending, limit)
-    }
-
-    fn ordered_probes(&self) -> bool {
-        self.base.ordered_probes()
-    }
-
-    fn io_counts(&self) -> IoCounts {
-        self.base.io_counts()
-    }
-
-    fn backend(&self) -> &'static str {
-        self.base.backend()
     }
 }
 
