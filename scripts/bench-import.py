@@ -163,7 +163,7 @@ def main():
     ap.add_argument("--generate-gb", type=float, default=0,
                     help="generate a CSV of about GB x 10^9 bytes")
     ap.add_argument("--env", action="append", default=[],
-                    help="NAME=VALUE for sesame's environment (e.g. MALLOC_ARENA_MAX=2)")
+                    help="NAME=VALUE for sesame's environment (e.g. _RJEM_MALLOC_CONF=narenas:2)")
     ap.add_argument("--keep", default=None, help="keep the profile and files in DIR")
     ap.add_argument("--no-sqlite", action="store_true")
     args = ap.parse_args()

@@ -51,12 +51,6 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
-    // Before any thread starts (module `malloc`); only for an import,
-    // whose peak memory is bounded by it: elsewhere (`sql`'s COPY and
-    // queries, the benches, the server) one arena cost 20-30% of the time.
-    if matches!(cli.command, Command::Import { .. }) {
-        malloc::cap_arenas();
-    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
