@@ -340,39 +340,19 @@ impl Engine {
     /// The index's commit token and metadata, read together (one read of
     /// the store, one snapshot) before anything a commit depends on.
     fn token_and_meta(&self, tenant: &str, index: &str) -> Result<(Token, IndexMeta), EngineError> {
-        let (seen, meta, _) = self.token_meta_and(tenant, index, None)?;
-        Ok((seen, meta))
-    }
-
-    /// [`Engine::token_and_meta`], and the value of `also` in the same
-    /// read (a request's replay record: one read of the store per request
-    /// rather than two).
-    pub(super) fn token_meta_and(
-        &self,
-        tenant: &str,
-        index: &str,
-        also: Option<&[u8]>,
-    ) -> Result<(Token, IndexMeta, Option<Vec<u8>>), EngineError> {
         let token = keys::commit_key(tenant, index);
         let meta = keys::meta_key(tenant, index);
-        let mut keys = vec![token.as_slice(), meta.as_slice()];
-        keys.extend(also);
-        let wanted = keys.len();
-        let got = self.store.get_many(&keys)?;
-        if got.len() != wanted {
-            return Err(EngineError::Internal(format!(
-                "the store answered a read of {wanted} keys with {} values",
-                got.len()
-            )));
-        }
-        let mut got = got.into_iter();
-        let (Some(seen), Some(meta), extra) = (got.next(), got.next(), got.next().flatten()) else {
+        let mut got = self
+            .store
+            .get_many(&[token.as_slice(), meta.as_slice()])?
+            .into_iter();
+        let (Some(seen), Some(meta)) = (got.next(), got.next()) else {
             return Err(EngineError::Internal(
                 "the store answered a read of two keys with fewer values".into(),
             ));
         };
         match meta {
-            Some(bytes) => Ok((seen, IndexMeta::decode(&bytes)?, extra)),
+            Some(bytes) => Ok((seen, IndexMeta::decode(&bytes)?)),
             None => Err(EngineError::NotFound(format!("no index named {index:?}"))),
         }
     }

@@ -149,12 +149,10 @@ impl Engine {
         req: &proto::CallRequest,
         replay: Option<(&[u8; 16], &[u8; 32])>,
     ) -> Result<(Run, Token, IndexMeta), EngineError> {
-        let replay_key = replay.map(|(id, _)| keys::replay_key(tenant, &req.index, id));
-        let (seen, meta, stored) =
-            self.token_meta_and(tenant, &req.index, replay_key.as_deref())?;
+        let (seen, meta) = self.token_and_meta(tenant, &req.index)?;
         let scheme = Self::scheme_of(&meta, &req.index, &req.scheme)?;
-        if let Some(replay) = replay {
-            if let Some(e) = self.replayed(tenant, &req.index, replay, stored)? {
+        if let Some((id, digest)) = replay {
+            if let Some(e) = self.replayed(tenant, &req.index, id, digest)? {
                 return Err(e);
             }
         }

@@ -126,27 +126,23 @@ impl Engine {
         index: &str,
         replay: Option<(&[u8; 16], &[u8; 32])>,
     ) -> Result<(Token, IndexMeta), EngineError> {
-        let replay_key = replay.map(|(id, _)| keys::replay_key(tenant, index, id));
-        let (seen, meta, stored) = self.token_meta_and(tenant, index, replay_key.as_deref())?;
+        let (seen, meta) = self.token_and_meta(tenant, index)?;
         if let Some((id, digest)) = replay {
-            if let Some(e) = self.replayed(tenant, index, (id, digest), stored)? {
+            if let Some(e) = self.replayed(tenant, index, id, digest)? {
                 return Err(e);
             }
         }
         Ok((seen, meta))
     }
 
-    /// What a request with id `id` and digest `digest` is answered when
-    /// its replay record, read as `stored`, exists: the first answer for
-    /// an exact repeat, a refusal for another request under the same id.
     pub(super) fn replayed(
         &self,
         tenant: &str,
         index: &str,
-        (id, digest): (&[u8; 16], &[u8; 32]),
-        stored: Option<Vec<u8>>,
+        id: &[u8; 16],
+        digest: &[u8; 32],
     ) -> Result<Option<EngineError>, EngineError> {
-        let Some(bytes) = stored else {
+        let Some(bytes) = self.store.get(&keys::replay_key(tenant, index, id))? else {
             return Ok(None);
         };
         let record = ReplayRecord::decode(&bytes)?;

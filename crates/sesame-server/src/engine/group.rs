@@ -32,8 +32,9 @@
 //!
 //! Tests: `crates/sesame-server/tests/group_commit.rs`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use sesame_core::{Conditional, Error, Store, WriteBatch};
 
@@ -48,79 +49,27 @@ const MAX_GROUP_BYTES: usize = 32 << 20;
 
 /// One queued conditional batch.
 struct Entry {
+    id: u64,
     expect: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     batch: WriteBatch,
     bytes: usize,
-    /// Where its request waits for its answer.
-    slot: Arc<Slot>,
-}
-
-/// What a queued request is told.
-enum Signal {
-    /// Nothing yet.
-    Wait,
-    /// A lane came free: lead the next group if nobody has.
-    Lead,
-    /// Its batch's answer.
-    Done(Result<bool, Error>),
-}
-
-/// One waiting request's signal: each request is woken alone, by the
-/// leader that has its answer or that hands it the lane (a wake-up of
-/// every waiter on each commit woke, at 16 clients, the threads of the
-/// groups still queued for nothing).
-struct Slot {
-    signal: Mutex<Signal>,
-    ready: Condvar,
-}
-
-impl Slot {
-    fn new() -> Self {
-        Slot {
-            signal: Mutex::new(Signal::Wait),
-            ready: Condvar::new(),
-        }
-    }
-
-    fn tell(&self, signal: Signal) {
-        let mut held = self.signal.lock().unwrap_or_else(PoisonError::into_inner);
-        // An answer is never replaced by a call to lead.
-        if !matches!(*held, Signal::Done(_)) {
-            *held = signal;
-        }
-        drop(held);
-        self.ready.notify_one();
-    }
-
-    /// Waits for a signal: the answer, or `None` when asked to lead.
-    fn wait(&self) -> Option<Result<bool, Error>> {
-        let mut held = self.signal.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            match std::mem::replace(&mut *held, Signal::Wait) {
-                Signal::Done(answer) => return Some(answer),
-                Signal::Lead => return None,
-                Signal::Wait => {
-                    held = self
-                        .ready
-                        .wait(held)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-            }
-        }
-    }
 }
 
 #[derive(Default)]
 struct Queue {
+    next: u64,
     waiting: Vec<Entry>,
     /// Groups being committed now.
     committing: usize,
+    /// Answers not yet taken by their request.
+    settled: HashMap<u64, Result<bool, Error>>,
 }
 
 /// The group committer of one engine.
 #[derive(Default)]
 pub(super) struct GroupCommit {
     queue: Mutex<Queue>,
+    settled: Condvar,
     /// Store commits made (each group or lone batch is one).
     commits: AtomicU64,
     /// Batches committed through groups.
@@ -158,19 +107,24 @@ impl GroupCommit {
             self.batches.fetch_add(1, Ordering::Relaxed);
             return Ok(store.write_if(expect, batch)?);
         }
-        let slot = Arc::new(Slot::new());
         let entry = Entry {
+            id: 0,
             expect: expect
                 .iter()
                 .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
                 .collect(),
             batch: batch.clone(),
             bytes,
-            slot: slot.clone(),
         };
         let mut queue = self.lock();
-        queue.waiting.push(entry);
+        let id = queue.next;
+        queue.next += 1;
+        queue.waiting.push(Entry { id, ..entry });
         loop {
+            if let Some(answer) = queue.settled.remove(&id) {
+                drop(queue);
+                return Ok(answer?);
+            }
             if queue.committing < lanes && !queue.waiting.is_empty() {
                 queue.committing += 1;
                 let group = take_group(&mut queue.waiting);
@@ -178,22 +132,16 @@ impl GroupCommit {
                 let answers = self.commit(store, &group);
                 queue = self.lock();
                 queue.committing -= 1;
-                // The lane first (the next group waits on it), then the
-                // answers: the oldest waiting request leads the next group.
-                if let Some(next) = queue.waiting.first() {
-                    next.slot.tell(Signal::Lead);
+                for (entry, answer) in group.iter().zip(answers) {
+                    queue.settled.insert(entry.id, answer);
                 }
-                drop(queue);
-                for (entry, answer) in group.into_iter().zip(answers) {
-                    entry.slot.tell(Signal::Done(answer));
-                }
-            } else {
-                drop(queue);
+                self.settled.notify_all();
+                continue;
             }
-            if let Some(answer) = slot.wait() {
-                return Ok(answer?);
-            }
-            queue = self.lock();
+            queue = self
+                .settled
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -303,7 +251,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use std::sync::atomic::AtomicBool;
-    use std::sync::mpsc;
+    use std::sync::{mpsc, Arc};
     use std::time::Duration;
 
     use sesame_store::MemoryStore;
@@ -352,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn requests_queued_behind_a_busy_lane_are_handed_it_and_share_a_commit() {
+    fn requests_queued_behind_a_busy_lane_share_the_next_commit() {
         let store = Arc::new(Gated::default());
         let group = Arc::new(GroupCommit::default());
         let (tx, rx) = mpsc::channel();
