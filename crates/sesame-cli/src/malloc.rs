@@ -3,7 +3,7 @@
 //!
 //! glibc's allocator was a third of an import's time: in a profile of the
 //! flights' import (`docs/performance.md`, "An import on jemalloc"),
-//! `_int_malloc`, `unlink_chunk`, `malloc_consolidate` and `free` took 30%
+//! `_int_malloc`, `unlink_chunk`, `_int_free`, `free` and `malloc` took 33%
 //! of the calling thread's samples and 44% `malloc_consolidate` alone of
 //! the threads that send intents, and their share grew with the heap (the
 //! free lists of one fragmented arena): 2.0, 4.6 and 10.2 s of CPU for the
