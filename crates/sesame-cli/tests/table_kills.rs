@@ -211,3 +211,117 @@ fn imports_and_deletes_killed_at_random_converge() {
     harness("bplus-lewi-wu", 1);
     harness("pope", 2);
 }
+
+const KEYLESS: &str = r#"
+[fields.carrier]
+type = "string"
+index = ["equality"]
+[fields.v]
+type = "integer"
+index = ["range"]
+bits = 12
+"#;
+
+/// A table without a key (records named after their values and repeat
+/// index), its rows repeating each other, imported with the naming's
+/// spill writing runs of 64 digests (`SESAME_IMPORT_SPILL_PAIRS`),
+/// killed at random: the table converges to the file's rows, each as
+/// many times as the file gives it, and no spill file is left in TMPDIR
+/// (the spills are anonymous files, gone with the process).
+#[test]
+fn a_keyless_import_with_spilled_runs_killed_at_random_converges() {
+    let site = tempfile::tempdir().unwrap();
+    let dir = site.path();
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(39);
+    let cmd = |args: &[&str]| {
+        let mut c = sesame(dir);
+        c.env("SESAME_IMPORT_SPILL_PAIRS", "64")
+            .env("TMPDIR", &tmp)
+            .args(args);
+        c
+    };
+    let ok = |args: &[&str]| {
+        let out = cmd(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !err.contains("panicked"),
+            "sesame {args:?}: {err}"
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    ok(&["init", "--dir", "p", "--scheme", "fast"]);
+    std::fs::write(dir.join("schema.toml"), KEYLESS).unwrap();
+    ok(&[
+        "--dir",
+        "p",
+        "table",
+        "create",
+        "t",
+        "--schema",
+        "schema.toml",
+    ]);
+    let csv = dir.join("rows.csv");
+    let mut rows: Vec<(String, i64)> = Vec::new();
+    let mut kills = 0;
+    let mut typical = Duration::from_millis(300);
+    for round in 0..4 {
+        // New rows, most of them repeating others, and rows gone.
+        for _ in 0..400 {
+            let c = ["UA", "B6", "AA"][rng.gen_range(0..3)].to_owned();
+            rows.push((c, rng.gen_range(-20..20)));
+        }
+        for _ in 0..30 {
+            let i = rng.gen_range(0..rows.len());
+            rows.swap_remove(i);
+        }
+        let mut text = String::from("carrier,v\n");
+        for (c, v) in &rows {
+            text.push_str(&format!("{c},{v}\n"));
+        }
+        std::fs::write(&csv, text).unwrap();
+        for _ in 0..rng.gen_range(1..=3) {
+            let delay =
+                Duration::from_micros(rng.gen_range(0..typical.as_micros().max(1000) as u64));
+            let mut child = cmd(&["--dir", "p", "import", "t", "rows.csv"])
+                .spawn()
+                .unwrap();
+            std::thread::sleep(delay);
+            if child.try_wait().unwrap().is_none() {
+                kills += 1;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let start = Instant::now();
+        ok(&["--dir", "p", "import", "t", "rows.csv"]);
+        typical = start.elapsed();
+        let mut want: BTreeMap<(String, i64), usize> = BTreeMap::new();
+        for r in &rows {
+            *want.entry(r.clone()).or_default() += 1;
+        }
+        let out = ok(&[
+            "--dir",
+            "p",
+            "query",
+            "t",
+            "v between -2048 and 2047",
+            "--format",
+            "csv",
+        ]);
+        let mut got: BTreeMap<(String, i64), usize> = BTreeMap::new();
+        for line in out.lines().skip(1) {
+            let (c, v) = line.split_once(',').unwrap();
+            *got.entry((c.to_owned(), v.parse().unwrap())).or_default() += 1;
+        }
+        assert_eq!(got, want, "round {round}: the table is not the file");
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(
+            left.is_empty(),
+            "round {round}: files left in TMPDIR: {left:?}"
+        );
+    }
+    eprintln!("keyless table kills: {kills} imports killed while running");
+    assert!(kills > 0, "no import was killed while running");
+}
