@@ -30,7 +30,8 @@
 //!   it was each one's when they committed alone: the client sends the
 //!   request again under the same id, which is idempotent.
 //!
-//! Tests: `crates/sesame-server/tests/group_commit.rs`.
+//! Tests: `crates/sesame-server/tests/group_commit.rs`, and below
+//! (`requests_queued_behind_a_busy_lane_share_the_next_commit`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
