@@ -35,6 +35,10 @@
 //! are taken as this import's and renamed. The format is tested in
 //! `tests/import.rs`.
 //!
+//! The repeats that name rows without a key, and the check of a key
+//! given twice, keep digests in sorted runs on disk, not maps of the
+//! file's rows: memory bounded whatever the file's size (`naming.rs`).
+//!
 //! CSV is read as RFC 4180 with the `csv` crate's leniency, except that a
 //! quoted cell never closed (which would swallow the rest of the file) is
 //! refused; JSON Lines refuses an object that names a member twice. A
