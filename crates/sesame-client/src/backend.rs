@@ -103,11 +103,12 @@ pub trait Backend {
     }
 
     /// Merges the deltas of generation `generation` of index `index` into
-    /// their chunks ([`Packed::compact`]: on the embedded store here, on a
-    /// server by its `CompactIndex` request), so that each lookup of a
-    /// search is one read of the store; returns how many chunks were
-    /// rewritten (on a server: written). `Ok(0)` where there is nothing to
-    /// merge (plain entries, a server from before the request).
+    /// their chunks where this backend packs its entries in a store of its
+    /// own ([`Packed::compact`]: the embedded store), so that each lookup
+    /// of a search is one read of the store; returns how many chunks were
+    /// rewritten. `Ok(0)` where there is nothing to merge here. A server
+    /// merges on request (`NetworkBackend::compact_on_server`), which an
+    /// import does not send: measured slower there.
     fn compact_index(
         &mut self,
         index: &str,

@@ -1,9 +1,9 @@
-//! A table's import through a Sesame server ends with the keyword index's
-//! deltas merged into their chunks on the server (`CompactIndex`,
-//! `crates/sesame-server/src/engine/compact.rs`): a lookup is then one
-//! probe of the server's store, a compaction cut short leaves a valid
-//! layout that the next one finishes, and a token of another tenant, or
-//! none, compacts nothing.
+//! A table's keyword index merged into its chunks on a Sesame server
+//! (`CompactIndex`, `crates/sesame-server/src/engine/compact.rs`,
+//! `NetworkBackend::compact_on_server`): no delta is left and every answer
+//! is as before, a compaction cut short leaves a valid layout that the
+//! next one finishes, and a token of another tenant, or none, compacts
+//! nothing.
 
 #![allow(clippy::unwrap_used)]
 
@@ -130,15 +130,15 @@ struct Setup {
     alice: String,
     bob: String,
     table: Table,
-    csv: std::path::PathBuf,
+    backend: NetworkBackend,
 }
 
 const ROWS: usize = 3_000;
 
 /// A server over a wrapped store with tenants alice and bob; alice's
 /// profile bound to it with a table of one equality field, 3,000 rows
-/// imported; a second file of 40 rows ready to import (whose keyword
-/// entries land beside the chunks as deltas).
+/// imported, then 40 more (whose keyword entries land beside the chunks
+/// as deltas).
 fn setup() -> Setup {
     let store = Arc::new(Wrapped::new());
     let certs = sesame_server::certs::localhost().unwrap();
@@ -178,7 +178,10 @@ fn setup() -> Setup {
     table
         .import(&csv("a.csv", 0..ROWS), Format::Csv, &mut |_| {})
         .unwrap();
-    let second = csv("b.csv", ROWS..ROWS + 40);
+    table
+        .import(&csv("b.csv", ROWS..ROWS + 40), Format::Csv, &mut |_| {})
+        .unwrap();
+    let backend = NetworkBackend::connect(&binding).unwrap();
     Setup {
         _tmp: tmp,
         store,
@@ -187,8 +190,29 @@ fn setup() -> Setup {
         alice,
         bob,
         table,
-        csv: second,
+        backend,
     }
+}
+
+/// Alice's indexes on the server, by their full names there.
+fn server_names(store: &dyn Store) -> Vec<String> {
+    store
+        .scan_prefix(b"x/alice/")
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| String::from_utf8(k[b"x/alice/".len()..].to_vec()).unwrap())
+        .collect()
+}
+
+/// Compacts every index of the profile on the server (generation 0): the
+/// chunks written.
+fn compact_all(s: &Setup) -> sesame_client::Result<usize> {
+    let mut written = 0;
+    for name in server_names(s.store.as_ref()) {
+        let name = name.strip_prefix("p1-").unwrap();
+        written += s.backend.compact_on_server(name, 0)?;
+    }
+    Ok(written)
 }
 
 /// Every tail's query answers as the rows say.
@@ -200,20 +224,20 @@ fn answers_right(table: &mut Table, rows: usize, what: &str) {
     }
 }
 
-/// After an import through a server, no delta is left beside the keyword
-/// index's chunks: a lookup's probe lands on its key's chunk, which it
-/// reads once. (The server's chunk cache serves the second read of a
-/// chunk that a delta names, so reads of the store would not show it.)
+/// After a compaction through the server, no delta is left beside the
+/// keyword index's chunks (a lookup's probe lands on its key's chunk,
+/// which it reads once), and every answer is as before.
 #[test]
-fn an_import_through_a_server_leaves_no_delta_and_a_lookup_is_one_probe() {
+fn a_compaction_on_the_server_leaves_no_delta_and_the_same_answers() {
     let mut s = setup();
-    s.table.import(&s.csv, Format::Csv, &mut |_| {}).unwrap();
+    assert!(deltas(s.store.as_ref()) > 0, "no delta to merge");
+    assert!(compact_all(&s).unwrap() > 0);
     assert_eq!(
         deltas(s.store.as_ref()),
         0,
-        "deltas left beside the keyword chunks on the server after an import"
+        "deltas left beside the keyword chunks on the server after a compaction"
     );
-    answers_right(&mut s.table, ROWS + 40, "after the import");
+    answers_right(&mut s.table, ROWS + 40, "after the compaction");
     let (_, problems) = s.table.check().unwrap();
     assert!(problems.is_empty(), "{problems:?}");
 }
@@ -223,25 +247,27 @@ fn an_import_through_a_server_leaves_no_delta_and_a_lookup_is_one_probe() {
 /// finishes.
 #[test]
 fn a_compaction_cut_short_on_a_server_leaves_a_valid_layout() {
-    // Refused on every attempt: the import's records are in, its
-    // compaction failed (the client retried, then gave up).
+    // Refused on every attempt: the client retried, then gave up.
     let mut s = setup();
-    s.store.set_fault(Some(Fault::Refused));
-    let failed = s.table.import(&s.csv, Format::Csv, &mut |_| {});
-    assert!(failed.is_err(), "a refused compaction was not reported");
-    assert!(s.store.faults.load(Ordering::SeqCst) > 0);
     let left = deltas(s.store.as_ref());
-    assert!(left > 0, "no delta left to merge");
+    assert!(left > 0, "no delta to merge");
+    s.store.set_fault(Some(Fault::Refused));
+    assert!(
+        compact_all(&s).is_err(),
+        "a refused compaction was not reported"
+    );
+    assert!(s.store.faults.load(Ordering::SeqCst) > 0);
+    assert_eq!(deltas(s.store.as_ref()), left);
     s.store.set_fault(None);
     answers_right(&mut s.table, ROWS + 40, "after a refused compaction");
-    assert!(s.table.compact_index().unwrap() > 0);
+    assert!(compact_all(&s).unwrap() > 0);
     assert_eq!(deltas(s.store.as_ref()), 0, "after a second compaction");
     answers_right(&mut s.table, ROWS + 40, "after a second compaction");
 
     // Written, its answer lost: the client's retry finds nothing left.
     let mut s = setup();
     s.store.set_fault(Some(Fault::AnswerLost));
-    s.table.import(&s.csv, Format::Csv, &mut |_| {}).unwrap();
+    compact_all(&s).unwrap();
     assert!(s.store.faults.load(Ordering::SeqCst) > 0);
     assert_eq!(
         deltas(s.store.as_ref()),
@@ -259,20 +285,9 @@ fn a_compaction_cut_short_on_a_server_leaves_a_valid_layout() {
 #[test]
 fn a_compaction_without_the_tenants_token_is_refused() {
     let mut s = setup();
-    // The second import's deltas, left by a refused compaction.
-    s.store.set_fault(Some(Fault::Refused));
-    assert!(s.table.import(&s.csv, Format::Csv, &mut |_| {}).is_err());
-    s.store.set_fault(None);
     let left = deltas(s.store.as_ref());
     assert!(left > 0);
-    // Alice's indexes, by their names on the server.
-    let names: Vec<String> = s
-        .store
-        .scan_prefix(b"x/alice/")
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| String::from_utf8(k[b"x/alice/".len()..].to_vec()).unwrap())
-        .collect();
+    let names = server_names(s.store.as_ref());
     assert!(!names.is_empty());
     let ask = |token: &str, index: &str| {
         let config =

@@ -2,9 +2,11 @@
 //! on the server, as [`Packed::compact`] does on an embedded store.
 //!
 //! An import through a server appends each batch's entries beside their
-//! chunks as deltas (`sesame_store::packed`), so after it most lookups
-//! read their chunk twice. The client ends an import with this request
-//! (`sesame_client`'s network backend, `Backend::compact_index`).
+//! chunks as deltas (`sesame_store::packed`). The client sends this
+//! request on demand (`NetworkBackend::compact_on_server`); an import does
+//! not send it, as the merged layout measured slower for point queries on
+//! the server (`docs/performance.md`, "The flights' import over loopback
+//! TLS").
 //!
 //! How: [`Packed::compact`] runs on a thread of its own over the store,
 //! with its writes handed back to the request's thread, which commits each
