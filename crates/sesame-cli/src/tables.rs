@@ -173,6 +173,9 @@ pub(crate) fn import(
         Some(f) => Format::parse(f)?,
         None => Format::of(file)?,
     };
+    // A writer of many pages that reads few back: a smaller page cache
+    // (see `IMPORT_CACHE_BYTES`).
+    sesame_store::RedbStore::set_cache_bytes(table::import::IMPORT_CACHE_BYTES);
     let profile = open_profile(dir)?;
     let mut t = Table::open(&profile, table)?;
     let mut bar = progress::Bar::rows();
@@ -353,4 +356,25 @@ fn as_csv(t: &Table, answer: &Answer) -> Result<String, CliError> {
         .into_inner()
         .map_err(|e| CliError::Other(format!("cannot write CSV: {e}")))?;
     String::from_utf8(bytes).map_err(|e| CliError::Other(format!("cannot write CSV: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sesame import` sets the import's page cache before it opens the
+    /// profile (here a missing one: the error comes after the setting).
+    #[test]
+    fn an_import_opens_its_store_with_the_import_cache() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let csv = dir.path().join("rows.csv");
+        std::fs::write(&csv, "a\n1\n").expect("a file");
+        sesame_store::RedbStore::set_cache_bytes(7 << 20);
+        let r = import(&dir.path().join("no-profile"), "t", &csv, None);
+        assert!(r.is_err(), "no profile there");
+        assert_eq!(
+            sesame_store::RedbStore::cache_bytes(),
+            table::import::IMPORT_CACHE_BYTES
+        );
+    }
 }

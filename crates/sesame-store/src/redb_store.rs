@@ -43,7 +43,8 @@ const PROBE_CACHE_BYTES: usize = 16 << 20;
 /// "An import's memory, bounded"). A page the cache no longer holds is
 /// read again from the file, usually from the operating system's page
 /// cache. A process that mostly reads sets a larger one with
-/// [`RedbStore::set_cache_bytes`] (`sesame sql`: 1 GiB).
+/// [`RedbStore::set_cache_bytes`] (`sesame sql`: 1 GiB); `sesame import`,
+/// which writes far more pages than it reads back, a smaller one (32 MiB).
 const CACHE_BYTES: usize = 128 << 20;
 
 /// The page cache of the store files this process opens from now on

@@ -66,6 +66,16 @@ use naming::{Keys, Naming};
 /// table with an empty range index, take the whole file in one).
 pub const IMPORT_BATCH: usize = 20_000;
 
+/// redb's page cache of the store an import opens (`sesame import`
+/// sets it before the profile is opened): 32 MiB instead of the store's
+/// 128 MiB. An import writes pages far more than it reads them back, and
+/// the larger cache was the largest bounded part of its peak: the
+/// flights' peak resident set 416 MB with 128 MiB, 287 to 294 MB with
+/// 32 MiB, a generated million rows 437 to 439 MB against 294 to 313
+/// MB, at no more CPU time (`docs/performance.md`, "An import's page
+/// cache").
+pub const IMPORT_CACHE_BYTES: usize = 32 << 20;
+
 /// The format of a file to import.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
