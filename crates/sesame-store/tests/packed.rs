@@ -14,6 +14,9 @@ use sesame_core::{Error, Store, WriteBatch};
 use sesame_store::packed::{Packed, CHUNK_BYTES, DELTA_BYTES, MAX_DELTAS};
 use sesame_store::{MemoryStore, RedbStore};
 
+mod support;
+use support::label;
+
 const PREFIX: &[u8] = b"i/x/1/#";
 
 fn over(base: Arc<dyn Store>) -> Packed {
@@ -69,19 +72,6 @@ fn bulk_of(ids: std::ops::Range<u32>, oracle: &mut BTreeMap<Vec<u8>, Vec<u8>>) -
         oracle.insert(label(i), vec![i as u8; 25]);
     }
     bulk
-}
-
-fn label(i: u32) -> Vec<u8> {
-    let mut k = vec![b'e'];
-    let mut x = u64::from(i);
-    for _ in 0..4 {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        k.extend_from_slice(&(z ^ (z >> 31)).to_be_bytes());
-    }
-    k
 }
 
 fn chunks(base: &dyn Store) -> Vec<(Vec<u8>, Vec<u8>)> {
