@@ -536,4 +536,42 @@ mod tests {
         write_all(&mut f, &bytes[..bytes.len() - 100]);
         refused(&mut spill);
     }
+
+    /// What an onlooker of the temporary directory reads: the spilled
+    /// pairs (an import's value digests and row numbers) never appear in
+    /// the file as they were pushed, in either byte order.
+    #[test]
+    fn a_spill_file_holds_no_pair_in_clear() {
+        let mut rng = rand_core::OsRng;
+        let mut spill = Spill::with_run_pairs(BLOCK_PAIRS);
+        let pushed: Vec<Pair> = (0..BLOCK_PAIRS as u64 * 3)
+            .map(|i| (0x5E5A_4E00_0000_0000 | i, i))
+            .collect();
+        for p in &pushed {
+            spill
+                .push(&mut rng, 0, p.0, p.1)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut f = spill
+            .disk
+            .as_ref()
+            .map(|d| d.file.try_clone().unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|| panic!("nothing was spilled"));
+        let mut bytes = Vec::new();
+        f.seek(SeekFrom::Start(0)).unwrap_or_else(|e| panic!("{e}"));
+        f.read_to_end(&mut bytes).unwrap_or_else(|e| panic!("{e}"));
+        assert!(bytes.len() >= pushed.len() * 16, "{} bytes", bytes.len());
+        for (value, _) in &pushed {
+            for needle in [value.to_be_bytes(), value.to_le_bytes()] {
+                assert!(
+                    !bytes.windows(8).any(|w| w == needle),
+                    "the value {value:#x} is in the file in clear"
+                );
+            }
+        }
+        assert_eq!(
+            merged(&mut spill, 0).unwrap_or_else(|e| panic!("{e}")),
+            pushed
+        );
+    }
 }
