@@ -62,9 +62,30 @@ use crate::table::{InsertReport, Record, Schema, Table};
 mod naming;
 use naming::{Keys, Naming};
 
-/// Records per insertion of an import (a static keyword scheme, and a
-/// table with an empty range index, take the whole file in one).
+/// Records per insertion of an import (a static keyword scheme takes
+/// the whole file in one), unless `SESAME_IMPORT_BATCH` says otherwise
+/// (the kill tests import in small batches, so that a kill falls between
+/// two of them).
 pub const IMPORT_BATCH: usize = 20_000;
+
+/// A positive count from the environment variable `var`, else
+/// `default` (unset or empty); `what` says what it counts, for the error
+/// when it is not a positive whole number.
+fn env_count(var: &str, default: usize, what: &str) -> Result<usize> {
+    match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Ok(v) if v.trim().is_empty() => Ok(default),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(ClientError::InvalidArgument(format!(
+                "{var}={v:?} is not a positive whole number ({what}; unset it for {default})"
+            ))),
+        },
+        Err(std::env::VarError::NotUnicode(_)) => Err(ClientError::InvalidArgument(format!(
+            "{var} is not valid UTF-8"
+        ))),
+    }
+}
 
 /// redb's page cache of the store an import opens (`sesame import`
 /// sets it before the profile is opened): 32 MiB instead of the store's
@@ -398,7 +419,13 @@ impl Table {
         format: Format,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ImportReport> {
-        self.import_file(path, format, progress, IMPORT_BATCH)
+        let batch = env_count(
+            "SESAME_IMPORT_BATCH",
+            IMPORT_BATCH,
+            "records per insertion of an import",
+        );
+        batch
+            .and_then(|batch| self.import_file(path, format, progress, batch))
             // Each lookup of a later search one read (`compact.rs`).
             .and_then(|report| self.compact_index().map(|_| report))
             .map_err(|e| {
@@ -624,7 +651,11 @@ impl Table {
         // The file is read and its records made on a thread of its own,
         // one batch ahead of the batch being inserted (a rendezvous: at
         // most that one batch more in memory).
-        std::thread::scope(|scope| -> Result<()> {
+        // Each batch's last keyword update is left sending while the
+        // next batch is prepared (`Session::leave_last_sending`): the
+        // store's writes and this thread's work overlap across batches.
+        self.rows.leave_last_sending(true);
+        let inserted = std::thread::scope(|scope| -> Result<()> {
             let (ahead, batches) = mpsc::sync_channel::<Result<Vec<(u64, Record)>>>(0);
             let reader = &reader;
             scope.spawn(move || {
@@ -671,7 +702,12 @@ impl Table {
                 flush(self, &mut batch, read, new_names)?;
             }
             Ok(())
-        })?;
+        });
+        self.rows.leave_last_sending(false);
+        // The last update completed, whatever stopped the loop.
+        let settled = self.rows.settle_sent();
+        inserted?;
+        settled?;
         if let Some(d) = deferred {
             self.finish_deferred(d, progress)?;
         }
@@ -764,6 +800,82 @@ mod tests {
         check(&mut table);
         drop(table);
         let mut table = Table::open(&profile, "t").unwrap_or_else(|e| panic!("{e}"));
+        check(&mut table);
+    }
+
+    /// Records which thread runs each update of the keyword index.
+    struct Threads(Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl crate::intercept::Hook for Threads {
+        fn update_job(
+            &mut self,
+            inner: &mut dyn crate::Backend,
+            update: crate::intercept::Update<'_>,
+        ) -> Result<crate::UpdateJob> {
+            let job = update.send(inner)?;
+            let threads = Arc::clone(&self.0);
+            Ok(Box::new(move || {
+                let name = std::thread::current().name().unwrap_or("").to_owned();
+                threads.lock().unwrap_or_else(|e| panic!("{e}")).push(name);
+                job()
+            }))
+        }
+    }
+
+    /// An import in batches leaves each batch's last keyword update
+    /// sending on its own thread while the next batch is read, checked,
+    /// stored and prepared, instead of waiting for it at the end of each
+    /// batch: every update is sent on the sending thread, the last
+    /// batch's too, and each is completed before the import returns (the
+    /// catalog holds every record, the table opened again too).
+    #[test]
+    fn each_batchs_last_update_is_sent_while_the_next_batch_is_prepared() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let profile = crate::table::write::fast_profile(dir.path());
+        let schema = crate::table::Schema::from_toml(
+            "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.c]\ntype = \"string\"\n\
+             index = [\"equality\"]\n[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n\
+             bits = 10\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let csv = dir.path().join("rows.csv");
+        let mut text = String::from("k,c,v\n");
+        for k in 0..500 {
+            text.push_str(&format!("{k},{},{}\n", ["a", "b"][k % 2], k % 97));
+        }
+        std::fs::write(&csv, text).unwrap_or_else(|e| panic!("{e}"));
+        let store: Arc<dyn sesame_core::Store> = Arc::new(sesame_store::MemoryStore::new());
+        let threads = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let backend = || {
+            Box::new(crate::intercept::Intercepted::new(
+                Box::new(crate::EmbeddedBackend::over(Arc::clone(&store))),
+                Threads(Arc::clone(&threads)),
+            ))
+        };
+        let mut table =
+            Table::create_with(&profile, "t", schema, backend()).unwrap_or_else(|e| panic!("{e}"));
+        let report = table
+            .import_file(&csv, Format::Csv, &mut |_| {}, 100)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(report.insert.inserted, 500);
+        let sent = threads.lock().unwrap_or_else(|e| panic!("{e}")).clone();
+        assert_eq!(sent.len(), 5, "one update per batch: {sent:?}");
+        assert!(
+            sent.iter().all(|t| t == "sesame-send"),
+            "an update was sent by the importing thread, which waited for it: {sent:?}"
+        );
+        let check = |table: &mut Table| {
+            assert_eq!(table.len(), 500);
+            let a = table.query("c = \"a\"", None);
+            assert_eq!(a.unwrap_or_else(|e| panic!("{e}")).records.len(), 250);
+            let v = table.query("v between 5 and 9", None);
+            let want = (0..500).filter(|k| (5..=9).contains(&(k % 97))).count();
+            assert_eq!(v.unwrap_or_else(|e| panic!("{e}")).total, want);
+        };
+        check(&mut table);
+        drop(table);
+        let mut table =
+            Table::open_with(&profile, "t", backend()).unwrap_or_else(|e| panic!("{e}"));
         check(&mut table);
     }
 

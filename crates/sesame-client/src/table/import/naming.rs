@@ -63,21 +63,11 @@ pub(super) fn run_pairs() -> Result<usize> {
     if let Some(n) = TEST_RUN_PAIRS.with(std::cell::Cell::get) {
         return Ok(n);
     }
-    const VAR: &str = "SESAME_IMPORT_SPILL_PAIRS";
-    match std::env::var(VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(RUN_PAIRS),
-        Ok(v) if v.trim().is_empty() => Ok(RUN_PAIRS),
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(ClientError::InvalidArgument(format!(
-                "{VAR}={v:?} is not a positive whole number (pairs of digests an import \
-                 holds in memory before writing them to disk; unset it for {RUN_PAIRS})"
-            ))),
-        },
-        Err(std::env::VarError::NotUnicode(_)) => Err(ClientError::InvalidArgument(format!(
-            "{VAR} is not valid UTF-8"
-        ))),
-    }
+    super::env_count(
+        "SESAME_IMPORT_SPILL_PAIRS",
+        RUN_PAIRS,
+        "pairs of digests an import holds in memory before writing them to disk",
+    )
 }
 
 /// The file changed between the two passes.
