@@ -208,7 +208,7 @@ impl Datum {
             // 2000-01-01 (the wire form of timestamptz).
             (Datum::Timestamp(t), ColType::Timestamp) => match format {
                 FieldFormat::Text => enc.encode_field_with_type_and_format(
-                    &format_timestamp(*t),
+                    &TimestampText::of(*t).as_str(),
                     &Type::TEXT,
                     FieldFormat::Text,
                     &FormatOptions::default(),
@@ -221,6 +221,8 @@ impl Datum {
                 ),
             },
             (Datum::Bool(b), ColType::Bool) => enc.encode_field(b),
+            // Written from the value itself, not a copy.
+            (Datum::Text(s), ColType::Text) => enc.encode_field(&s.as_str()),
             (d, ColType::Float) => enc.encode_field(&d.float()),
             (d, _) => enc.encode_field(&d.text()),
         }
@@ -233,6 +235,54 @@ const PG_EPOCH: i64 = 946_684_800;
 /// A timestamp as PostgreSQL writes a `timestamptz` in UTC
 /// (`2013-01-01 05:00:00+00`).
 pub(crate) fn format_timestamp(secs: i64) -> String {
+    TimestampText::of(secs).as_str().to_owned()
+}
+
+/// [`format_timestamp`]'s text, written into a buffer of its own (no
+/// allocation per value for a year of four digits, the common case).
+pub(crate) enum TimestampText {
+    /// `YYYY-MM-DD HH:MM:SS+00`.
+    Short([u8; 22]),
+    /// Any other year.
+    Long(String),
+}
+
+impl TimestampText {
+    pub(crate) fn of(secs: i64) -> Self {
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        if !(0..=9999).contains(&y) {
+            return TimestampText::Long(long_timestamp(secs));
+        }
+        let mut out = *b"0000-00-00 00:00:00+00";
+        let mut put = |at: usize, v: i64, width: usize| {
+            let mut v = v;
+            for i in (0..width).rev() {
+                // `v` is in 0..10^width: each digit is 0..=9.
+                out[at + i] = b'0' + u8::try_from(v % 10).unwrap_or(0);
+                v /= 10;
+            }
+        };
+        put(0, y, 4);
+        put(5, m, 2);
+        put(8, d, 2);
+        put(11, rem / 3600, 2);
+        put(14, (rem / 60) % 60, 2);
+        put(17, rem % 60, 2);
+        TimestampText::Short(out)
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            // Only ASCII digits and separators are written.
+            TimestampText::Short(b) => std::str::from_utf8(b).unwrap_or_default(),
+            TimestampText::Long(s) => s,
+        }
+    }
+}
+
+fn long_timestamp(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
@@ -268,6 +318,30 @@ mod tests {
         assert_eq!(format_timestamp(0), "1970-01-01 00:00:00+00");
         assert_eq!(format_timestamp(1_357_016_400), "2013-01-01 05:00:00+00");
         assert_eq!(format_timestamp(-1), "1969-12-31 23:59:59+00");
+    }
+
+    #[test]
+    fn timestamps_written_in_place_read_as_formatted() {
+        // Years 0 to 9999 are written digit by digit; others by `format!`.
+        let edges = [
+            -62_167_219_200, // 0000-01-01 00:00:00
+            -62_167_219_201, // the second before: year -1
+            253_402_300_799, // 9999-12-31 23:59:59
+            253_402_300_800, // 10000-01-01
+            951_782_400,     // 2000-02-29
+            i64::MAX / 1_000_000,
+            i64::MIN / 1_000_000,
+        ];
+        let mut x: i64 = 88_172_645_463_325_252;
+        let drawn = (0..2000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 400_000_000_000
+        });
+        for t in edges.into_iter().chain(drawn) {
+            assert_eq!(TimestampText::of(t).as_str(), long_timestamp(t), "{t}");
+        }
     }
 
     #[test]

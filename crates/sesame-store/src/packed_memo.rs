@@ -32,20 +32,35 @@
 //! sees a subset of the chunk reads it saw before, each chunk once while
 //! no write intervenes, plus the chunk that follows each one read.
 //!
-//! Bounded: all held chunks together take at most the bytes given to
-//! [`ChunkMemo::new`]; when a chunk would pass that, the memo is emptied
-//! and filled again.
+//! How a held key is found: besides the chunks by their keys, the memo
+//! keeps one hash table over every held pair (the hash of its view's
+//! prefix and its key, under a key drawn per memo, to its chunk and its
+//! place there), so that a lookup of a held key is a probe of that table
+//! and one comparison of the key and of the view, not a search down the
+//! chunks and through one (a dozen cache misses each in a memo of a few
+//! hundred megabytes). A key the table does not send to its own pair in
+//! its own view (a key not held, or two held keys sharing a hash) is
+//! looked up through its chunk as before; so the table only shortens the
+//! way to an answer the held chunk gives, and is emptied with the chunks.
+//!
+//! Bounded: all held chunks together (with their entries in the hash
+//! table) take at most the bytes given to [`ChunkMemo::new`]; when a
+//! chunk would pass that, the memo is emptied and filled again.
 //!
 //! Tests (`tests/packed_memo.rs`):
 //! `a_memo_answers_as_the_store_after_writes_by_another_handle`,
 //! `a_reader_beside_a_writer_sees_every_write_that_returned`,
 //! `a_memo_never_holds_a_chunk_with_deltas`, `a_memo_refuses_a_damaged_chunk`,
 //! `a_memo_keeps_the_chunks_of_two_views_apart`,
-//! `a_memo_reads_only_chunks_a_plain_view_reads_and_their_successors`.
+//! `a_memo_reads_only_chunks_a_plain_view_reads_and_their_successors`;
+//! and of the hash table (this module):
+//! `a_key_whose_hash_is_shared_is_answered_through_its_chunk`,
+//! `the_index_never_answers_a_key_of_another_view`.
 //!
 //! [`Packed`]: crate::packed::Packed
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -66,8 +81,8 @@ impl Packed {
         // Read before the store: a write after it moves the count, and
         // what is read now is then never used again.
         let count = self.base.io_counts().writes;
-        if let Some(held) = memo.chunk_for(&self.prefix, full, count) {
-            return Ok(held.find(key));
+        if let Some(value) = memo.lookup(&self.prefix, key, full, count) {
+            return Ok(value);
         }
         let at = self.base.scan_from(&self.prefix, full, true, 1)?;
         let (chunk_key, bytes) = match at.into_iter().next() {
@@ -143,7 +158,15 @@ impl Held {
         chunk_key.len()
             + self.end.as_ref().map_or(0, Vec::len)
             + self.bytes.len()
-            + self.pairs.len() * std::mem::size_of::<(Range<u32>, Range<u32>)>()
+            + self.pairs.len()
+                * (std::mem::size_of::<(Range<u32>, Range<u32>)>() + INDEX_BYTES_PER_PAIR)
+    }
+
+    /// The key (without its view's prefix) and the value of pair `i`.
+    fn pair(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        let (k, v) = self.pairs.get(i)?;
+        let at = |r: &Range<u32>| self.bytes.get(r.start as usize..r.end as usize);
+        Some((at(k)?, at(v)?))
     }
 
     /// The value of `key` (the view's key, without its prefix).
@@ -156,13 +179,61 @@ impl Held {
     }
 }
 
+/// What one pair costs in [`Chunks::index`] (its entry and the hash
+/// table's spare room), counted against the memo's bound.
+const INDEX_BYTES_PER_PAIR: usize = 24;
+
+/// An entry of [`Chunks::index`] that two held keys share the hash of:
+/// those keys are found through their chunks.
+const SHARED: u32 = u32::MAX;
+
 #[derive(Default)]
 struct Chunks {
     /// The base store's write count the chunks were read at.
     label: u64,
     /// By full chunk key.
     held: BTreeMap<Vec<u8>, Arc<Held>>,
+    /// The held chunks in the order they were held, each with its view
+    /// (a place in `views`): what [`Chunks::index`] points into.
+    list: Vec<(u32, Arc<Held>)>,
+    /// The prefixes of the views whose chunks are held.
+    views: Vec<Vec<u8>>,
+    /// Per held pair, by the hash of its full key: its chunk in `list`
+    /// and its place in the chunk, so that a lookup of a held key is one
+    /// probe of this table and one comparison of the key, not a search
+    /// down `held` and through the chunk (each step a cache miss in a
+    /// memo of hundreds of megabytes). A hit is checked against the
+    /// stored key and view; a miss is looked up through `held`.
+    index: HashMap<u64, (u32, u32), BuildHasherDefault<Spread>>,
     bytes: usize,
+}
+
+impl Chunks {
+    /// The place of the view `prefix` in `views`.
+    fn view(&self, prefix: &[u8]) -> Option<usize> {
+        self.views.iter().position(|v| v == prefix)
+    }
+}
+
+/// The hasher of [`Chunks::index`], whose keys are already hashes (by
+/// [`ChunkMemo::key_hash`], keyed per memo): taken as they are.
+#[derive(Default)]
+struct Spread(u64);
+
+impl Hasher for Spread {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// Chunks of packed views held between lookups (see the module's docs).
@@ -171,6 +242,8 @@ struct Chunks {
 pub struct ChunkMemo {
     max_bytes: usize,
     chunks: Mutex<Chunks>,
+    /// Hashes full keys for [`Chunks::index`] (keyed per memo).
+    hasher: RandomState,
 }
 
 impl std::fmt::Debug for ChunkMemo {
@@ -187,11 +260,55 @@ impl ChunkMemo {
         Self {
             max_bytes,
             chunks: Mutex::new(Chunks::default()),
+            hasher: RandomState::new(),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Chunks> {
         self.chunks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The answer of the held chunks for `key` of the view `prefix`
+    /// (`full`: the two together), while the base store's write count is
+    /// still `count`: `None` when no held chunk's range holds the key.
+    pub(crate) fn lookup(
+        &self,
+        prefix: &[u8],
+        key: &[u8],
+        full: &[u8],
+        count: u64,
+    ) -> Option<Option<Vec<u8>>> {
+        {
+            let hash = self.key_hash(prefix, key);
+            let chunks = self.lock();
+            if chunks.label == count {
+                if let Some(&(at, i)) = chunks.index.get(&hash) {
+                    let view = chunks.view(prefix);
+                    let found = (at != SHARED)
+                        .then(|| chunks.list.get(at as usize))
+                        .flatten()
+                        .and_then(|(of, held)| {
+                            let ours = view == Some(*of as usize);
+                            let (k, v) = held.pair(i as usize)?;
+                            (ours && k == key).then(|| v.to_vec())
+                        });
+                    if found.is_some() {
+                        return Some(found);
+                    }
+                }
+            }
+        }
+        self.chunk_for(prefix, full, count)
+            .map(|held| held.find(key))
+    }
+
+    /// The hash of the key `key` of the view `prefix` in
+    /// [`Chunks::index`].
+    fn key_hash(&self, prefix: &[u8], key: &[u8]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write(prefix);
+        h.write(key);
+        h.finish()
     }
 
     /// The held chunk whose range holds `full` (a full key), while the
@@ -232,14 +349,132 @@ impl ChunkMemo {
                 ..Chunks::default()
             };
         }
-        chunks.bytes += size;
-        if let Some(old) = chunks.held.insert(chunk_key.clone(), Arc::new(chunk)) {
-            chunks.bytes -= old.size(&chunk_key);
+        // Read twice at one count (two readers at once): the same bytes,
+        // held once.
+        if chunks.held.contains_key(&chunk_key) {
+            return;
         }
+        let Ok(at) = u32::try_from(chunks.list.len()) else {
+            return;
+        };
+        let prefix = chunk_key.get(..chunk.prefix_len).unwrap_or_default();
+        let view = match chunks.view(prefix) {
+            Some(v) => v,
+            None => {
+                chunks.views.push(prefix.to_vec());
+                chunks.views.len() - 1
+            }
+        };
+        let Ok(view) = u32::try_from(view) else {
+            return;
+        };
+        let chunk = Arc::new(chunk);
+        chunks.index.reserve(chunk.pairs.len());
+        for i in 0..chunk.pairs.len() {
+            let (Some((key, _)), Ok(i)) = (chunk.pair(i), u32::try_from(i)) else {
+                continue;
+            };
+            chunks
+                .index
+                .entry(self.key_hash(prefix, key))
+                .and_modify(|e| *e = (SHARED, 0))
+                .or_insert((at, i));
+        }
+        chunks.bytes += size;
+        chunks.list.push((view, chunk.clone()));
+        chunks.held.insert(chunk_key, chunk);
     }
 
     /// How many chunks are held now.
     pub fn held(&self) -> usize {
         self.lock().held.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryStore;
+    use sesame_core::WriteBatch;
+
+    /// Distinct keys in no particular order (an odd multiplier is a
+    /// bijection of `u64`).
+    fn key(i: u32) -> Vec<u8> {
+        let mut k = u64::from(i)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .to_be_bytes()
+            .to_vec();
+        k.extend_from_slice(&i.to_le_bytes());
+        k
+    }
+
+    /// `n` pairs written under `prefix` through a plain view of `base`,
+    /// each value naming `tag`.
+    fn fill(base: &Arc<dyn Store>, prefix: &[u8], n: u32, tag: u8) {
+        let mut batch = WriteBatch::new();
+        for i in 0..n {
+            batch.put(key(i), vec![tag; 1 + (i % 40) as usize]);
+        }
+        Packed::new(base.clone(), prefix)
+            .write(batch)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn get(view: &Packed, i: u32) -> Option<Vec<u8>> {
+        view.get(&key(i)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A key whose hash another held key shares (made so here for every
+    /// key) is still answered, through its chunk, as the store answers.
+    #[test]
+    fn a_key_whose_hash_is_shared_is_answered_through_its_chunk() {
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        fill(&base, b"a/", 3_000, 1);
+        let memo = Arc::new(ChunkMemo::new(64 << 20));
+        let view = Packed::with_memo(base.clone(), b"a/", memo.clone());
+        let plain = Packed::new(base, b"a/");
+        for i in 0..3_100 {
+            assert_eq!(get(&view, i), get(&plain, i), "key {i}");
+        }
+        assert!(memo.held() > 1, "the chunks are held");
+        for e in memo.lock().index.values_mut() {
+            *e = (SHARED, 0);
+        }
+        for i in 0..3_100 {
+            assert_eq!(get(&view, i), get(&plain, i), "key {i}, hashes shared");
+        }
+    }
+
+    /// Two views of one store share a memo and hold the same keys: each
+    /// key's lookup answers its own view's value, never the other's held
+    /// pair, whichever view was read first, even when the index sends a
+    /// key of one view to the same key's pair in the other (a collision
+    /// of hashes, made so here for every key).
+    #[test]
+    fn the_index_never_answers_a_key_of_another_view() {
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        fill(&base, b"a/", 2_000, 1);
+        fill(&base, b"b/", 1_000, 2);
+        let memo = Arc::new(ChunkMemo::new(64 << 20));
+        let a = Packed::with_memo(base.clone(), b"a/", memo.clone());
+        let b = Packed::with_memo(base, b"b/", memo.clone());
+        let first = |v: Option<Vec<u8>>| v.and_then(|v| v.first().copied());
+        for i in 0..2_000 {
+            assert_eq!(first(get(&a, i)), Some(1));
+        }
+        {
+            let mut chunks = memo.lock();
+            for i in 0..2_000 {
+                let at = chunks.index.get(&memo.key_hash(b"a/", &key(i))).copied();
+                if let Some(at) = at {
+                    chunks.index.insert(memo.key_hash(b"b/", &key(i)), at);
+                }
+            }
+        }
+        for i in 0..2_000 {
+            let want = (i < 1_000).then_some(2);
+            assert_eq!(first(get(&b, i)), want, "key {i}");
+            assert_eq!(first(get(&a, i)), Some(1));
+        }
     }
 }

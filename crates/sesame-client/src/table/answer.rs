@@ -163,7 +163,9 @@ impl Table {
             .into_iter()
             .take(limit.unwrap_or(usize::MAX))
             .collect();
-        let records = self.fetch_records(&docs)?;
+        let records = self.fetch_records(&docs);
+        self.covered.clear();
+        let records = records?;
         Ok(Answer {
             total,
             records,
@@ -281,45 +283,54 @@ impl Table {
         })
     }
 
-    /// Fetches and decrypts records.
+    /// Fetches and decrypts records. A record that the last query's
+    /// range index returned with its identifier (`covered`) is taken from
+    /// there (and removed from it) instead of fetched a second time, so
+    /// that the batches of [`Table::query_batches`] all use them; the
+    /// caller clears what is left when its answer is done.
     pub(super) fn fetch_records(&mut self, docs: &[DocumentInfo]) -> Result<Vec<Record>> {
-        // Records a range index returned with their identifiers need no
-        // second fetch.
-        let covered = std::mem::take(&mut self.covered);
-        if !covered.is_empty() {
-            let missing: Vec<DocumentInfo> = docs
-                .iter()
-                .filter(|d| !covered.contains_key(&d.id))
-                .cloned()
-                .collect();
-            let mut fetched: HashMap<DocId, Record> = HashMap::new();
-            if !missing.is_empty() {
-                for (d, r) in missing.iter().zip(self.fetch_records(&missing)?) {
-                    fetched.insert(d.id, r);
-                }
-            }
-            let mut covered = covered;
-            return docs
-                .iter()
-                .map(|d| match covered.remove(&d.id) {
-                    // A record carried by a range payload is the one the
-                    // catalog recorded, or nothing of it is used.
-                    Some((_, digest)) if d.digest.is_some_and(|want| want != digest) => {
-                        Err(ClientError::DocumentNotAsAdded(d.id))
-                    }
-                    Some((mut record, _)) => {
-                        // Carried without its key: the catalog's path.
-                        if record.key.is_empty() {
-                            record.key.clone_from(&d.path);
-                        }
-                        Ok(record)
-                    }
-                    None => fetched
-                        .remove(&d.id)
-                        .ok_or(ClientError::DocumentMissing(d.id)),
-                })
-                .collect();
+        if self.covered.is_empty() {
+            return self.fetch_stored(docs);
         }
+        let mut taken: HashMap<DocId, (Record, [u8; 32])> = HashMap::new();
+        let mut missing: Vec<DocumentInfo> = Vec::new();
+        for d in docs {
+            match self.covered.remove(&d.id) {
+                Some(c) => {
+                    taken.insert(d.id, c);
+                }
+                None => missing.push(d.clone()),
+            }
+        }
+        let mut fetched: HashMap<DocId, Record> = HashMap::new();
+        if !missing.is_empty() {
+            for (d, r) in missing.iter().zip(self.fetch_stored(&missing)?) {
+                fetched.insert(d.id, r);
+            }
+        }
+        docs.iter()
+            .map(|d| match taken.remove(&d.id) {
+                // A record carried by a range payload is the one the
+                // catalog recorded, or nothing of it is used.
+                Some((_, digest)) if d.digest.is_some_and(|want| want != digest) => {
+                    Err(ClientError::DocumentNotAsAdded(d.id))
+                }
+                Some((mut record, _)) => {
+                    // Carried without its key: the catalog's path.
+                    if record.key.is_empty() {
+                        record.key.clone_from(&d.path);
+                    }
+                    Ok(record)
+                }
+                None => fetched
+                    .remove(&d.id)
+                    .ok_or(ClientError::DocumentMissing(d.id)),
+            })
+            .collect()
+    }
+
+    /// Fetches and decrypts records from the records store.
+    fn fetch_stored(&mut self, docs: &[DocumentInfo]) -> Result<Vec<Record>> {
         let mut out = Vec::with_capacity(docs.len());
         self.rows
             .fetch_documents(docs, Phase::Fetching, &mut |_| {}, &mut |doc, r| {

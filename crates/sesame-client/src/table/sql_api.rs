@@ -28,13 +28,23 @@ impl Table {
             }
         };
         let total = docs.len();
+        let mut handed = Ok(());
         for chunk in docs.chunks(batch.max(1)) {
-            let records = self.fetch_records(chunk)?;
-            if !each(records) {
-                break;
+            match self.fetch_records(chunk) {
+                Ok(records) => {
+                    if !each(records) {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    handed = Err(e);
+                    break;
+                }
             }
         }
+        // The range payloads of records not handed (a reader that
+        // stopped) are not kept past the answer.
         self.covered.clear();
-        Ok(total)
+        handed.map(|()| total)
     }
 }
