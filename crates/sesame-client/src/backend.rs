@@ -392,6 +392,12 @@ pub fn set_chunk_memo_bytes(bytes: usize) {
     CHUNK_MEMO_BYTES.store(bytes, Ordering::Relaxed);
 }
 
+/// The bytes of packed chunks each embedded backend opened from now on
+/// keeps in memory ([`set_chunk_memo_bytes`]; 0: none).
+pub fn chunk_memo_bytes() -> usize {
+    CHUNK_MEMO_BYTES.load(Ordering::Relaxed)
+}
+
 impl std::fmt::Debug for EmbeddedBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmbeddedBackend")

@@ -25,8 +25,8 @@ pub mod table;
 pub mod tokenize;
 
 pub use backend::{
-    set_chunk_memo_bytes, Backend, EmbeddedBackend, IndexRecord, IndexRecordWrite, SetupChannel,
-    UpdateJob,
+    chunk_memo_bytes, set_chunk_memo_bytes, Backend, EmbeddedBackend, IndexRecord,
+    IndexRecordWrite, SetupChannel, UpdateJob,
 };
 pub use backup::{restore, restore_with_key_file, BackupReport, MANIFEST};
 pub use collect::MAX_DOCUMENT;

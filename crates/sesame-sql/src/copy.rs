@@ -38,7 +38,9 @@ struct Pending {
     table: String,
     columns: Vec<String>,
     header: bool,
-    file: std::fs::File,
+    /// Buffered: a client may send a row per `CopyData` message (psql
+    /// does), which unbuffered was a write system call per row.
+    file: std::io::BufWriter<std::fs::File>,
     path: PathBuf,
     hash: Sha256,
     bytes: u64,
@@ -148,7 +150,7 @@ impl CopyIn {
                 table,
                 columns,
                 header,
-                file,
+                file: std::io::BufWriter::with_capacity(1 << 20, file),
                 path,
                 hash: Sha256::new(),
                 bytes: 0,
@@ -197,43 +199,51 @@ impl CopyIn {
             hash,
             ..
         } = p;
-        drop(file);
         let io = |e: std::io::Error| SqlError::new(INTERNAL, format!("COPY: {e}"));
-        let result = (|| {
-            let digest = hex::encode(hash.finalize());
-            let dest = path.with_file_name(format!(
-                "{table}-{}.csv",
-                digest.get(..32).unwrap_or(&digest)
-            ));
-            let raw = std::fs::File::open(&path).map_err(io)?;
-            let mut reader = std::io::BufReader::new(raw);
-            let mut out = std::io::BufWriter::new(std::fs::File::create(&dest).map_err(io)?);
-            let mut w = csv::Writer::from_writer(Vec::new());
-            w.write_record(&columns)
-                .map_err(|e| SqlError::new(INTERNAL, e.to_string()))?;
-            let head = w
-                .into_inner()
-                .map_err(|e| SqlError::new(INTERNAL, e.to_string()))?;
-            out.write_all(&head).map_err(io)?;
-            if header {
-                // The client's header line is replaced by the names.
-                let mut skip = csv::ReaderBuilder::new()
-                    .has_headers(false)
-                    .from_path(&path)
+        // Files are read and written on a blocking thread, not on the
+        // runtime's workers that serve the other connections.
+        let name = table.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let result = (|| {
+                file.into_inner().map_err(|e| io(e.into_error()))?;
+                let digest = hex::encode(hash.finalize());
+                let dest = path.with_file_name(format!(
+                    "{name}-{}.csv",
+                    digest.get(..32).unwrap_or(&digest)
+                ));
+                let raw = std::fs::File::open(&path).map_err(io)?;
+                let mut reader = std::io::BufReader::new(raw);
+                let mut out = std::io::BufWriter::new(std::fs::File::create(&dest).map_err(io)?);
+                let mut w = csv::Writer::from_writer(Vec::new());
+                w.write_record(&columns)
                     .map_err(|e| SqlError::new(INTERNAL, e.to_string()))?;
-                let mut first = csv::ByteRecord::new();
-                skip.read_byte_record(&mut first)
-                    .map_err(|e| SqlError::new(crate::error::BAD_VALUE, e.to_string()))?;
-                let at = skip.position().byte();
-                std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(at)).map_err(io)?;
-            }
-            std::io::copy(&mut reader, &mut out).map_err(io)?;
-            out.flush().map_err(io)?;
-            drop(out);
-            Ok::<_, SqlError>(dest)
-        })();
-        let _ = std::fs::remove_file(&path);
-        let dest = result?;
+                let head = w
+                    .into_inner()
+                    .map_err(|e| SqlError::new(INTERNAL, e.to_string()))?;
+                out.write_all(&head).map_err(io)?;
+                if header {
+                    // The client's header line is replaced by the names.
+                    let mut skip = csv::ReaderBuilder::new()
+                        .has_headers(false)
+                        .from_path(&path)
+                        .map_err(|e| SqlError::new(INTERNAL, e.to_string()))?;
+                    let mut first = csv::ByteRecord::new();
+                    skip.read_byte_record(&mut first)
+                        .map_err(|e| SqlError::new(crate::error::BAD_VALUE, e.to_string()))?;
+                    let at = skip.position().byte();
+                    std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(at)).map_err(io)?;
+                }
+                std::io::copy(&mut reader, &mut out).map_err(io)?;
+                out.flush().map_err(io)?;
+                drop(out);
+                Ok::<_, SqlError>(dest)
+            })();
+            let _ = std::fs::remove_file(&path);
+            result
+        });
+        let dest = work
+            .await
+            .map_err(|e| SqlError::new(INTERNAL, format!("COPY: {e}")))??;
         let d = dest.clone();
         let n = engine.call(move |db| db.import(&table, &d)).await?;
         if n.is_ok() {
@@ -294,5 +304,74 @@ impl CopyHandler for Conn {
             "57014",
             format!("COPY from stdin failed: {}", fail.message),
         ))
+    }
+}
+
+/// The settings `sesame import` opens a table's store with, in force
+/// while a COPY's import opens its table (`Db::import`); `sesame sql`'s
+/// own come back when this is dropped. `sesame sql` serves with a
+/// gigabyte of redb page cache and a chunk memo (`crate::CHUNK_MEMO_BYTES`)
+/// for its queries; an import under those ran at 1.2 times the CPU time
+/// of `sesame import` (the cache's fresh pages zeroed as it filled to a
+/// gigabyte; every write dropping the memo) with a peak of 966 against
+/// 263 MB (`docs/performance.md`, "COPY at the import's speed"). The
+/// settings are read when a store is opened, and every table of `sesame
+/// sql` is opened on its engine thread, so none opens under the wrong
+/// ones.
+pub(crate) struct ImportSettings {
+    cache: usize,
+    memo: usize,
+}
+
+impl ImportSettings {
+    /// Applies the import's settings until the value is dropped.
+    pub(crate) fn apply() -> Self {
+        let saved = ImportSettings {
+            cache: sesame_store::RedbStore::cache_bytes(),
+            memo: sesame_client::chunk_memo_bytes(),
+        };
+        sesame_store::RedbStore::set_cache_bytes(sesame_client::table::import::IMPORT_CACHE_BYTES);
+        sesame_client::set_chunk_memo_bytes(0);
+        saved
+    }
+}
+
+impl Drop for ImportSettings {
+    fn drop(&mut self) {
+        sesame_store::RedbStore::set_cache_bytes(self.cache);
+        sesame_client::set_chunk_memo_bytes(self.memo);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sesame_client::table::import::IMPORT_CACHE_BYTES;
+    use sesame_store::RedbStore;
+
+    /// A COPY's import opens its table's store as `sesame import` does:
+    /// redb's 32 MiB page cache (not `sesame sql`'s gigabyte) and no
+    /// chunk memo (every write of the import would drop it); the serving
+    /// settings are back afterwards.
+    #[test]
+    fn a_copy_imports_with_the_import_settings_and_serves_with_its_own_after() {
+        let serving_cache = 1 << 30;
+        RedbStore::set_cache_bytes(serving_cache);
+        sesame_client::set_chunk_memo_bytes(crate::CHUNK_MEMO_BYTES);
+        {
+            let _import = ImportSettings::apply();
+            assert_eq!(
+                RedbStore::cache_bytes(),
+                IMPORT_CACHE_BYTES,
+                "a COPY's import opens its store with another page cache than `sesame import`"
+            );
+            assert_eq!(
+                sesame_client::chunk_memo_bytes(),
+                0,
+                "a COPY's import opens its store with a chunk memo"
+            );
+        }
+        assert_eq!(RedbStore::cache_bytes(), serving_cache);
+        assert_eq!(sesame_client::chunk_memo_bytes(), crate::CHUNK_MEMO_BYTES);
     }
 }

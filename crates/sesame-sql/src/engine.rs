@@ -722,8 +722,14 @@ impl Db {
     /// those holes and ran at twice the CPU time of a fresh process (the
     /// flights: a 0.5% range 12 to 17 against 7 ms a query,
     /// `docs/performance.md`, "A table closed after a COPY").
+    ///
+    /// The table is opened afresh for the import, with the settings
+    /// `sesame import` uses ([`crate::copy::ImportSettings`]).
     pub(crate) fn import(&mut self, name: &str, path: &Path) -> Result<usize, SqlError> {
+        self.tables.remove(name);
+        let settings = crate::copy::ImportSettings::apply();
         let t = self.table(name)?;
+        drop(settings);
         let report = t.import(path, table::import::Format::Csv, &mut |_| {});
         self.tables.remove(name);
         Ok(report?.read)
