@@ -28,6 +28,9 @@ use sesame_range::{LocalRange, PageConfig};
 use sesame_sse::query::Query;
 use sesame_sse::{KeywordClient, KeywordScheme, Multimap, UpdateOp};
 
+mod held;
+use held::Held;
+
 create_exception!(
     _sesame,
     SesameError,
@@ -622,7 +625,9 @@ fn bench_run(py: Python<'_>, name: &str, scale: &str, seed: u64, data: &str) -> 
 /// it, so a CLI on the same profile waits for the call, never interleaves.
 #[pyclass(module = "sesame")]
 struct Profile {
-    inner: Mutex<sesame_client::Profile>,
+    inner: Arc<Mutex<sesame_client::Profile>>,
+    /// The table a `with` block keeps open (module `held`).
+    held: Mutex<Option<Held>>,
 }
 
 fn doc_dict(py: Python<'_>, d: &sesame_client::DocumentInfo) -> PyResult<PyObject> {
@@ -640,6 +645,10 @@ impl Profile {
         op: impl FnOnce(&mut sesame_client::Session) -> sesame_client::Result<T> + Send,
     ) -> PyResult<T> {
         let inner = &self.inner;
+        let held = lock(&self.held);
+        if let Some(h) = held.as_ref() {
+            return Err(err(held::busy(&h.name, "the profile's documents")));
+        }
         py.allow_threads(|| {
             let profile = lock(inner);
             let mut session = profile.session(sesame_client::DEFAULT_INDEX)?;
@@ -677,7 +686,8 @@ impl Profile {
             })
             .map_err(err)?;
         Ok(Profile {
-            inner: Mutex::new(profile),
+            inner: Arc::new(Mutex::new(profile)),
+            held: Mutex::new(None),
         })
     }
 
@@ -696,7 +706,8 @@ impl Profile {
             })
             .map_err(err)?;
         Ok(Profile {
-            inner: Mutex::new(profile),
+            inner: Arc::new(Mutex::new(profile)),
+            held: Mutex::new(None),
         })
     }
 
@@ -766,7 +777,8 @@ impl Profile {
 }
 
 /// An encrypted table of a profile (see docs/tables.md). Each call opens
-/// the table and closes it, as `sesame query` does.
+/// the table and closes it, as `sesame query` does, except inside a
+/// `with` block of the table, which keeps it open (module `held`).
 #[pyclass(module = "sesame")]
 struct Table {
     profile: Py<Profile>,
@@ -774,20 +786,26 @@ struct Table {
 }
 
 impl Table {
-    fn with_table<T: Send>(
+    fn with_table<T: Send + 'static>(
         &self,
         py: Python<'_>,
-        op: impl FnOnce(&mut sesame_client::Table) -> sesame_client::Result<T> + Send,
+        op: impl FnOnce(&mut sesame_client::Table) -> sesame_client::Result<T> + Send + 'static,
     ) -> PyResult<T> {
         let profile = self.profile.borrow(py);
         let inner = &profile.inner;
+        let held = &profile.held;
         let name = &self.name;
         py.allow_threads(|| {
+            let mut held = lock(held);
+            match held.as_mut() {
+                Some(h) if h.name == *name => return h.run(op).map_err(err),
+                Some(h) => return Err(err(held::busy(&h.name, &format!("table {name:?}")))),
+                None => {}
+            }
             let profile = lock(inner);
-            let mut table = sesame_client::Table::open(&profile, name)?;
-            op(&mut table)
+            let mut table = sesame_client::Table::open(&profile, name).map_err(err)?;
+            op(&mut table).map_err(err)
         })
-        .map_err(err)
     }
 }
 
@@ -979,6 +997,44 @@ impl Table {
     /// Deletes the records matching a query; returns how many.
     fn delete(&self, py: Python<'_>, text: String) -> PyResult<usize> {
         self.with_table(py, move |t| t.delete(&text))
+    }
+
+    /// `with table:` keeps the table open until the block ends, with the
+    /// chunk memo `sesame sql` keeps, and the profile's store locked
+    /// against other processes meanwhile (module `held`).
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        {
+            let me = slf.borrow(py);
+            let profile = me.profile.borrow(py);
+            let (inner, held, name) = (&profile.inner, &profile.held, &me.name);
+            py.allow_threads(|| {
+                let mut held = lock(held);
+                match held.as_mut() {
+                    Some(h) if h.name == *name => h.blocks += 1,
+                    Some(h) => return Err(err(held::busy(&h.name, &format!("table {name:?}")))),
+                    None => *held = Some(Held::open(inner.clone(), name).map_err(err)?),
+                }
+                Ok(())
+            })?;
+        }
+        Ok(slf)
+    }
+
+    /// The end of a `with` block: the last one closes the table.
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        let profile = self.profile.borrow(py);
+        let held = &profile.held;
+        py.allow_threads(|| {
+            let mut held = lock(held);
+            if let Some(h) = held.as_mut().filter(|h| h.name == self.name) {
+                h.blocks -= 1;
+                if h.blocks == 0 {
+                    *held = None;
+                }
+            }
+        });
+        false
     }
 }
 

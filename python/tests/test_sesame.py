@@ -402,3 +402,88 @@ def test_a_table_answers_like_a_python_filter(tmp_path, protocol):
         t.insert([{"id": 99, "carrier": "UA", "delay": 5000, "price": "1.00"}])
     with pytest.raises(sesame.SesameError, match="no table"):
         p.table("nope")
+
+
+MEMO_SCHEMA = """
+key = "id"
+[fields.id]
+type = "integer"
+index = ["equality"]
+[fields.name]
+type = "string"
+index = ["equality"]
+"""
+
+
+def imported_table(tmp_path, rows):
+    """A profile whose table `t` was imported (its keyword chunks packed)."""
+    p = sesame.Profile.create(str(tmp_path / "p"), "pw", insecure_fast_kdf=True)
+    t = p.create_table("t", MEMO_SCHEMA)
+    csv = tmp_path / "rows.csv"
+    csv.write_text("id,name\n" + "".join(f"{i},n{i % 50}\n" for i in range(rows)))
+    assert t.import_file(str(csv))["inserted"] == rows
+    return p, t
+
+
+def test_a_held_table_sees_every_write_through_its_chunk_memo(tmp_path):
+    # `with t:` keeps the table open with sesame sql's chunk memo: every
+    # equality after each write, through this handle or another handle of
+    # the same table, answers as the rows now are, never from a chunk
+    # held before the write.
+    p, t = imported_table(tmp_path, 3000)
+    now = {i: f"n{i % 50}" for i in range(3000)}
+    other = p.table("t")
+
+    def check():
+        for name in ["n3", "n17", "zed"]:
+            got = sorted(r["id"] for r in t.query(f'name = "{name}"'))
+            assert got == sorted(k for k, v in now.items() if v == name), name
+
+    with t:
+        check()
+        for step in range(3):
+            other.insert([{"id": 5000 + step, "name": "zed"}])
+            now[5000 + step] = "zed"
+            check()
+            t.insert([{"id": 3 + 50 * step, "name": "zed"}])
+            now[3 + 50 * step] = "zed"
+            check()
+            gone = 17 + 50 * step
+            assert other.delete(f"id = {gone}") == 1
+            del now[gone]
+            check()
+        with pytest.raises(sesame.SesameError, match="held open by a `with` block"):
+            p.search("anything")
+    check()
+    assert len(t) == len(now)
+
+
+def insert_elsewhere(profile_dir, record_id, name):
+    """Inserts a record from another process."""
+    code = (
+        "import sys, sesame\n"
+        "p = sesame.Profile.open(sys.argv[1], 'pw')\n"
+        "p.table('t').insert([{'id': int(sys.argv[2]), 'name': sys.argv[3]}])\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, profile_dir, str(record_id), name],
+        capture_output=True, text=True, timeout=300)
+
+
+def test_a_held_table_keeps_other_processes_out_until_its_block_ends(tmp_path):
+    # While a `with` block holds the table, another process cannot write
+    # the profile's store (refused as busy, nothing lost); a row it writes
+    # after the block is seen by the next block's queries.
+    p, t = imported_table(tmp_path, 500)
+    with t:
+        assert t.query('name = "zed"') == []
+        refused = insert_elsewhere(str(tmp_path / "p"), 9001, "zed")
+        assert refused.returncode != 0
+        assert "in use by another Sesame process" in refused.stderr, refused.stderr
+        assert t.query('name = "zed"') == []
+    done = insert_elsewhere(str(tmp_path / "p"), 9001, "zed")
+    assert done.returncode == 0, done.stderr
+    with t:
+        assert [r["id"] for r in t.query('name = "zed"')] == [9001]
+        assert [r["id"] for r in t.query('name = "n7"')][:2] == [7, 57]
+    assert [r["id"] for r in t.query('name = "zed"')] == [9001]
