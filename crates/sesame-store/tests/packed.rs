@@ -17,6 +17,9 @@ use sesame_store::{MemoryStore, RedbStore};
 mod support;
 use support::label;
 
+#[path = "packed_writes/mod.rs"]
+mod writes;
+
 const PREFIX: &[u8] = b"i/x/1/#";
 
 fn over(base: Arc<dyn Store>) -> Packed {
