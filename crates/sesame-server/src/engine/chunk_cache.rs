@@ -38,6 +38,7 @@
 //! and `two_engines_writing_one_packed_index_lose_no_entry`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -275,7 +276,7 @@ impl Store for CachedChunks {
         }
         Ok(self
             .chunks
-            .range(prefix.to_vec()..)
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, v)| (k.clone(), v.to_vec()))
             .collect())
@@ -296,7 +297,7 @@ impl Store for CachedChunks {
         let within = |(k, _): &(&Vec<u8>, &Arc<[u8]>)| k.starts_with(prefix);
         Ok(if descending {
             self.chunks
-                .range(..=from.to_vec())
+                .range::<[u8], _>((Bound::Unbounded, Bound::Included(from)))
                 .rev()
                 .filter(within)
                 .take(limit)
@@ -304,7 +305,7 @@ impl Store for CachedChunks {
                 .collect()
         } else {
             self.chunks
-                .range(from.to_vec()..)
+                .range::<[u8], _>((Bound::Included(from), Bound::Unbounded))
                 .filter(within)
                 .take(limit)
                 .map(pair)
@@ -318,4 +319,67 @@ impl Store for CachedChunks {
 
     sesame_store::forward_store!(|s| s.base; write, write_if, write_if_group, commit_groups,
         io_counts, backend, flush, health, verify);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use sesame_store::MemoryStore;
+
+    use super::*;
+
+    const PREFIX: &[u8] = b"t/i/0#";
+
+    fn key(k: &[u8]) -> Vec<u8> {
+        [PREFIX, k].concat()
+    }
+
+    #[test]
+    fn a_view_keeps_the_bytes_it_was_given_when_a_commit_changes_the_cache() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut first = WriteBatch::new();
+        first.put(key(b"a"), b"old chunk".to_vec());
+        first.put(key(b"b"), b"other".to_vec());
+        store.write(first).unwrap();
+        let cache = ChunkCache::default();
+        let (seen, fresh) = (Some(b"T1".to_vec()), b"T2".to_vec());
+        let view = cache.view(&store, ("t", "i"), PREFIX, &seen);
+        assert_eq!(view.get(&key(b"a")).unwrap(), Some(b"old chunk".to_vec()));
+        // A commit of this server on the token the view read: the store
+        // and the cache move on while the view is still held.
+        let mut batch = WriteBatch::new();
+        batch.put(key(b"a"), b"new chunk".to_vec());
+        batch.delete(key(b"b"));
+        store.write(batch.clone()).unwrap();
+        cache.committed(("t", "i"), &seen, &fresh, &batch);
+        assert_eq!(
+            view.get(&key(b"a")).unwrap(),
+            Some(b"old chunk".to_vec()),
+            "the held view's chunk"
+        );
+        let scanned = view.scan_from(PREFIX, PREFIX, false, 10).unwrap();
+        assert_eq!(
+            scanned,
+            vec![
+                (key(b"a"), b"old chunk".to_vec()),
+                (key(b"b"), b"other".to_vec())
+            ],
+            "the held view's scan"
+        );
+        // A request on the fresh token sees the commit, from the cache.
+        let (hits, _) = cache.counts();
+        let after = cache.view(&store, ("t", "i"), PREFIX, &Some(fresh.clone()));
+        assert_eq!(cache.counts().0, hits + 1, "served from the cache");
+        assert_eq!(after.get(&key(b"a")).unwrap(), Some(b"new chunk".to_vec()));
+        assert_eq!(after.get(&key(b"b")).unwrap(), None);
+        let before = after.scan_from(PREFIX, &key(b"z"), true, 1).unwrap();
+        assert_eq!(before, vec![(key(b"a"), b"new chunk".to_vec())]);
+        // The old token is no longer a label: a request on it reads the
+        // store.
+        let (_, misses) = cache.counts();
+        let stale = cache.view(&store, ("t", "i"), PREFIX, &seen);
+        assert_eq!(cache.counts().1, misses + 1, "a miss");
+        assert_eq!(stale.get(&key(b"a")).unwrap(), Some(b"new chunk".to_vec()));
+    }
 }

@@ -15,6 +15,15 @@
 //! wait for requests still on their way: that wait, tried, showed no gain,
 //! `docs/scaling.md`, "Group commit"). A lone request is committed alone.
 //!
+//! Wake-ups: a waiting request sleeps on its own thread (parked); a leader
+//! whose commit returned wakes the first request still queued (the next
+//! leader) first, then the members of its group, and no one else. (A
+//! shared condition variable woke every waiting request after each commit,
+//! most of them to find nothing and sleep again.) A request woken early
+//! looks for its answer and sleeps again: no wake-up is lost, because a
+//! wake-up given before the request sleeps ends its next sleep at once
+//! (`std::thread::park`).
+//!
 //! What each request is promised is what its own `write_if` promised:
 //!
 //! - **exactly once, all or nothing**: each batch is written whole, or not
@@ -31,11 +40,13 @@
 //!   request again under the same id, which is idempotent.
 //!
 //! Tests: `crates/sesame-server/tests/group_commit.rs`, and below
-//! (`requests_queued_behind_a_busy_lane_share_the_next_commit`).
+//! (`requests_queued_behind_a_busy_lane_share_the_next_commit`,
+//! `each_request_of_many_groups_gets_its_own_answer_once`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread::Thread;
 
 use sesame_core::{Conditional, Error, Store, WriteBatch};
 
@@ -51,6 +62,9 @@ const MAX_GROUP_BYTES: usize = 32 << 20;
 /// One queued conditional batch.
 struct Entry {
     id: u64,
+    /// The request's thread, woken when its answer is settled or when it
+    /// is next to lead.
+    waker: Thread,
     expect: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     batch: WriteBatch,
     bytes: usize,
@@ -70,7 +84,6 @@ struct Queue {
 #[derive(Default)]
 pub(super) struct GroupCommit {
     queue: Mutex<Queue>,
-    settled: Condvar,
     /// Store commits made (each group or lone batch is one).
     commits: AtomicU64,
     /// Batches committed through groups.
@@ -110,6 +123,7 @@ impl GroupCommit {
         }
         let entry = Entry {
             id: 0,
+            waker: std::thread::current(),
             expect: expect
                 .iter()
                 .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
@@ -136,13 +150,19 @@ impl GroupCommit {
                 for (entry, answer) in group.iter().zip(answers) {
                     queue.settled.insert(entry.id, answer);
                 }
-                self.settled.notify_all();
+                // The next leader first, so that the lane does not idle
+                // while the members wake.
+                if let Some(next) = queue.waiting.first() {
+                    next.waker.unpark();
+                }
+                for entry in group.iter().filter(|e| e.id != id) {
+                    entry.waker.unpark();
+                }
                 continue;
             }
-            queue = self
-                .settled
-                .wait(queue)
-                .unwrap_or_else(PoisonError::into_inner);
+            drop(queue);
+            std::thread::park();
+            queue = self.lock();
         }
     }
 
@@ -298,6 +318,103 @@ mod tests {
         fn commit_groups(&self) -> usize {
             1
         }
+    }
+
+    /// A store of `lanes` commit lanes whose commits take a moment (as
+    /// a disk's `fsync` does), so that requests queue and share commits.
+    #[derive(Default)]
+    struct Slow {
+        inner: MemoryStore,
+        commits: AtomicU64,
+        lanes: usize,
+    }
+
+    impl Store for Slow {
+        sesame_store::forward_store!(|s| s.inner;
+            get, get_many, scan_prefix, scan_from, ordered_probes, io_counts, write, backend);
+        fn write_if(
+            &self,
+            expect: &[(&[u8], Option<&[u8]>)],
+            batch: &WriteBatch,
+        ) -> sesame_core::Result<bool> {
+            self.write_if_group(&[(expect, batch)]).map(|a| a[0])
+        }
+        fn write_if_group(&self, group: &[Conditional<'_>]) -> sesame_core::Result<Vec<bool>> {
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_micros(300));
+            group
+                .iter()
+                .map(|(expect, batch)| self.inner.write_if(expect, batch))
+                .collect()
+        }
+        fn commit_groups(&self) -> usize {
+            self.lanes
+        }
+    }
+
+    #[test]
+    fn each_request_of_many_groups_gets_its_own_answer_once() {
+        // One lane (redb) and four (PostgreSQL).
+        for lanes in [1, 4] {
+            many_groups(lanes);
+        }
+    }
+
+    /// Threads send requests one after another; every third one's
+    /// condition fails (it expects a value its key never held). Each must
+    /// be answered, with its own answer, and write once.
+    fn many_groups(lanes: usize) {
+        const THREADS: u8 = 12;
+        const EACH: u8 = 40;
+        let store = Arc::new(Slow {
+            lanes,
+            ..Slow::default()
+        });
+        let group = Arc::new(GroupCommit::default());
+        let (tx, rx) = mpsc::channel();
+        for t in 0..THREADS {
+            let (store, group, tx) = (store.clone(), group.clone(), tx.clone());
+            std::thread::spawn(move || {
+                for n in 0..EACH {
+                    let key = [t, n];
+                    let mut batch = WriteBatch::new();
+                    batch.put(key.to_vec(), vec![t, n, 1]);
+                    let refused = n % 3 == 2;
+                    let expect: &[u8] = &[9];
+                    let want = if refused { Some(expect) } else { None };
+                    let answer = group.write_if(&*store, &[(&key[..], want)], &batch);
+                    tx.send((key, refused, answer.map_err(|e| e.to_string())))
+                        .unwrap();
+                }
+            });
+        }
+        drop(tx);
+        let mut answered = std::collections::HashSet::new();
+        for _ in 0..usize::from(THREADS) * usize::from(EACH) {
+            let (key, refused, answer) =
+                rx.recv_timeout(Duration::from_secs(60))
+                    .unwrap_or_else(|_| {
+                        panic!(
+                            "{lanes} lanes: a request was never answered ({} were)",
+                            answered.len()
+                        )
+                    });
+            assert_eq!(answer, Ok(!refused), "{lanes} lanes: request {key:?}");
+            assert!(answered.insert(key), "request {key:?} answered twice");
+            let stored = store.inner.get(&key).unwrap();
+            assert_eq!(
+                stored,
+                (!refused).then(|| vec![key[0], key[1], 1]),
+                "key {key:?}"
+            );
+        }
+        let (commits, batches) = group.counts();
+        assert_eq!(batches, u64::from(THREADS) * u64::from(EACH));
+        assert_eq!(commits, store.commits.load(Ordering::SeqCst));
+        assert!(
+            commits < batches,
+            "{lanes} lanes: no commit was shared: {commits} commits"
+        );
     }
 
     #[test]
