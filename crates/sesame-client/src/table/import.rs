@@ -6,7 +6,10 @@
 //! an error naming the file and line before anything is saved or sent;
 //! the second inserts them in batches, the file read and its records
 //! made on a thread of its own one batch ahead of the batch being
-//! inserted (at most that one batch more in memory). Running the same import again
+//! inserted (at most that one batch more in memory), and each batch's
+//! last keyword update still being sent (written to the store) while the
+//! next batch is prepared (`Session::leave_last_sending`; its requests
+//! held until it is completed). Running the same import again
 //! after an interruption skips what is already there and inserts each
 //! record exactly once; an import the server cut off says so
 //! ([`ClientError::ImportInterrupted`]). Columns the schema does not name
