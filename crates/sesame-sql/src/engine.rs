@@ -810,8 +810,8 @@ fn to_rows(schema: &Schema, records: Vec<Record>, filter: Option<&Cond>) -> Vec<
             schema
                 .fields
                 .iter()
-                .zip(&r.values)
-                .map(|(f, v)| Datum::of(f, v.as_ref()))
+                .zip(r.values)
+                .map(|(f, v)| Datum::of_owned(f, v))
                 .collect::<Vec<_>>()
         })
         .filter(|row| filter.is_none_or(|c| exec::matches(c, row)))

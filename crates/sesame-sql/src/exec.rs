@@ -189,8 +189,19 @@ impl Acc {
 
 /// Runs `plan` over `rows` (already filtered by its `WHERE`).
 pub(crate) fn run(plan: &SelectPlan, rows: Vec<Vec<Datum>>) -> Rows {
+    // `SELECT *` (each column once, in order): the rows as they are.
+    let whole = |rows: &[Vec<Datum>]| {
+        rows.iter().all(|r| r.len() == plan.outputs.len())
+            && plan
+                .outputs
+                .iter()
+                .enumerate()
+                .all(|(i, o)| matches!(o.expr, Scalar::Col(c) if c == i))
+    };
     let mut out: Vec<Vec<Datum>> = if plan.aggregates() {
         aggregate(plan, rows)
+    } else if whole(&rows) {
+        rows
     } else {
         rows.into_iter()
             .map(|row| {

@@ -102,6 +102,15 @@ impl Datum {
         }
     }
 
+    /// As [`Datum::of`], taking the value (a string is moved, not
+    /// copied).
+    pub(crate) fn of_owned(field: &Field, value: Option<Value>) -> Datum {
+        match value {
+            Some(Value::Text(s)) => Datum::Text(s),
+            other => Datum::of(field, other.as_ref()),
+        }
+    }
+
     /// Whether it is `NULL`.
     pub(crate) fn is_null(&self) -> bool {
         matches!(self, Datum::Null)
