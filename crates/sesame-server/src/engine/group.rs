@@ -15,15 +15,6 @@
 //! wait for requests still on their way: that wait, tried, showed no gain,
 //! `docs/scaling.md`, "Group commit"). A lone request is committed alone.
 //!
-//! Wake-ups: a waiting request sleeps on its own thread (parked); a leader
-//! whose commit returned wakes the first request still queued (the next
-//! leader) first, then the members of its group, and no one else. (A
-//! shared condition variable woke every waiting request after each commit,
-//! most of them to find nothing and sleep again.) A request woken early
-//! looks for its answer and sleeps again: no wake-up is lost, because a
-//! wake-up given before the request sleeps ends its next sleep at once
-//! (`std::thread::park`).
-//!
 //! What each request is promised is what its own `write_if` promised:
 //!
 //! - **exactly once, all or nothing**: each batch is written whole, or not
@@ -45,8 +36,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::thread::Thread;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use sesame_core::{Conditional, Error, Store, WriteBatch};
 
@@ -62,9 +52,6 @@ const MAX_GROUP_BYTES: usize = 32 << 20;
 /// One queued conditional batch.
 struct Entry {
     id: u64,
-    /// The request's thread, woken when its answer is settled or when it
-    /// is next to lead.
-    waker: Thread,
     expect: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     batch: WriteBatch,
     bytes: usize,
@@ -84,6 +71,7 @@ struct Queue {
 #[derive(Default)]
 pub(super) struct GroupCommit {
     queue: Mutex<Queue>,
+    settled: Condvar,
     /// Store commits made (each group or lone batch is one).
     commits: AtomicU64,
     /// Batches committed through groups.
@@ -123,7 +111,6 @@ impl GroupCommit {
         }
         let entry = Entry {
             id: 0,
-            waker: std::thread::current(),
             expect: expect
                 .iter()
                 .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
@@ -150,19 +137,13 @@ impl GroupCommit {
                 for (entry, answer) in group.iter().zip(answers) {
                     queue.settled.insert(entry.id, answer);
                 }
-                // The next leader first, so that the lane does not idle
-                // while the members wake.
-                if let Some(next) = queue.waiting.first() {
-                    next.waker.unpark();
-                }
-                for entry in group.iter().filter(|e| e.id != id) {
-                    entry.waker.unpark();
-                }
+                self.settled.notify_all();
                 continue;
             }
-            drop(queue);
-            std::thread::park();
-            queue = self.lock();
+            queue = self
+                .settled
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
