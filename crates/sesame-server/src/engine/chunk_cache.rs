@@ -32,10 +32,18 @@
 //! committing to one index in turn, each request after another server's
 //! commit pays that full read.
 //!
+//! A request's view shares the cached chunks (`Arc`); a commit that
+//! carries the copy forward while a view still holds it changes a copy of
+//! the map, never the bytes a view was given.
+//!
 //! Tests (`engine/tests.rs`):
 //! `a_second_server_sharing_the_store_is_seen_through_the_chunk_cache`
 //! (a second engine's commit is seen by the first, whose copy is stale)
-//! and `two_engines_writing_one_packed_index_lose_no_entry`.
+//! and `two_engines_writing_one_packed_index_lose_no_entry`; below,
+//! `a_view_keeps_the_bytes_it_was_given_when_a_commit_changes_the_cache`
+//! (a view held across a commit reads what it read before; a request on
+//! the fresh token reads the commit from the cache; one on the old token
+//! reads the store).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
