@@ -11,14 +11,17 @@
 //! fence is at most its smallest key and greater than every key of the
 //! chunk before it. So:
 //!
-//! - a batch whose keys fall few to a chunk *appends* them: each pair is
-//!   stored on its own as a *delta* under `prefix ‖ key`, next to its
-//!   chunk, until the chunk has [`MAX_DELTAS`] deltas (or
+//! - a batch whose keys fall few to a chunk (at most [`MAX_APPEND`], and
+//!   as few on average over the chunks it touched before) *appends* them:
+//!   each pair is stored on its own as a *delta* under `prefix ‖ key`,
+//!   next to its chunk, until the chunk has [`MAX_DELTAS`] deltas (or
 //!   [`DELTA_BYTES`] of them); the write that would pass that bound, or
-//!   that deletes a key, or that lands below the chunk's fence, rewrites
-//!   the chunk with its deltas merged in, splitting any that outgrow
-//!   [`CHUNK_BYTES`]; a bulk upload into an empty view writes one stored
-//!   pair per chunk, not one per entry;
+//!   that deletes a key, or that lands below the chunk's fence, or that
+//!   brings more pairs (a bulk: an import's batch), rewrites the chunk
+//!   with its deltas merged in, splitting any that outgrow
+//!   [`CHUNK_BYTES`]: a bulk is one ordered merge pass, each chunk read
+//!   once and each new chunk written once, no delta; a bulk upload into
+//!   an empty view writes one stored pair per chunk, not one per entry;
 //! - a lookup is one bounded probe of the base store
 //!   ([`Store::scan_from`]): the stored pair at or before `prefix ‖ key`, the
 //!   key's own delta (the answer), its chunk (the answer is in it), or
