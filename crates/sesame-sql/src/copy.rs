@@ -343,6 +343,11 @@ impl Drop for ImportSettings {
     }
 }
 
+/// Held by the tests that change or swap the process-wide settings
+/// (they run on threads of one process).
+#[cfg(test)]
+pub(crate) static SETTINGS_IN_TESTS: Mutex<()> = Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +360,9 @@ mod tests {
     /// settings are back afterwards.
     #[test]
     fn a_copy_imports_with_the_import_settings_and_serves_with_its_own_after() {
+        let _alone = SETTINGS_IN_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let serving_cache = 1 << 30;
         RedbStore::set_cache_bytes(serving_cache);
         sesame_client::set_chunk_memo_bytes(crate::CHUNK_MEMO_BYTES);
