@@ -883,6 +883,9 @@ bits = 16
     /// and still answers every row.
     #[test]
     fn a_copy_closes_its_table_and_the_next_statement_reopens_it() {
+        let _alone = crate::copy::SETTINGS_IN_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().expect("temp dir");
         let profile = Profile::create_with_kdf(
             dir.path().join("p"),
