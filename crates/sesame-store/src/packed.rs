@@ -142,8 +142,10 @@ pub const DELTA_BYTES: usize = CHUNK_BYTES / 4;
 /// random key of the base store, which in a B-tree rewrites the leaf
 /// beside the chunk; in `import_batches_cost` (`tests/packed_writes`,
 /// over redb) a delta cost about 47 µs and a rewritten chunk about
-/// 180 µs: four pairs or more are cheaper merged in.
-pub const MAX_APPEND: usize = 3;
+/// 180 µs. An import's batch brings a big index's chunks 20 or more
+/// pairs each; a small import or an update (a few pairs a chunk) still
+/// appends, so its write stays a few small pairs.
+pub const MAX_APPEND: usize = 8;
 
 /// One pair of a chunk, borrowed from its encoding or from a batch.
 type Pair<'a> = (&'a [u8], &'a [u8]);
