@@ -3,9 +3,8 @@
 //! completes or repairs what was left, and the table converges to exactly
 //! the file's records, each once, with every range and equality query
 //! answering as the plaintext does. The imports go in small batches
-//! (`SESAME_IMPORT_BATCH`), each batch's last keyword update still
-//! being sent while the next batch is prepared, so that kills also fall
-//! in that overlap. Bounded: a fixed number of rounds and kills, each
+//! (`SESAME_IMPORT_BATCH`), so that kills also fall between batches.
+//! Bounded: a fixed number of rounds and kills, each
 //! command waited for at most a minute.
 
 #![allow(clippy::unwrap_used)]
@@ -25,8 +24,8 @@ fn sesame(dir: &Path) -> Command {
         .env("SESAME_PASSPHRASE", "kill passphrase")
         .env("SESAME_KDF", "fast")
         // Imports in batches of 250 records, so that kills fall between
-        // batches too, while a batch's last update is still being sent
-        // and the next batch is being prepared.
+        // batches too (with a range index built at the end of a first
+        // import, marked dirty from its first batch).
         .env("SESAME_IMPORT_BATCH", "250")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

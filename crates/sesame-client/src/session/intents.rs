@@ -37,12 +37,6 @@ impl Session {
     }
 
     pub(super) fn recover(&mut self) -> Result<usize> {
-        if self.leave_sending && self.sending_alone() {
-            // The update left sending is this command's own, completed by
-            // its next save (`Session::leave_last_sending`).
-            return Ok(0);
-        }
-        self.settle()?;
         let mut done = 0;
         while let Some(pending) = self.state.pending.first().copied() {
             let intent = self.load_intent(&pending.id)?;
@@ -78,7 +72,7 @@ impl Session {
     /// state this device does not hold, cannot be read around:
     /// [`ClientError::PendingFirst`].
     pub(super) fn recover_for_read(&mut self) -> Result<(usize, Option<Committed>)> {
-        let err = match self.settle().and_then(|()| self.recover()) {
+        let err = match self.recover() {
             Ok(done) => return Ok((done, None)),
             Err(e) => e,
         };
@@ -251,15 +245,6 @@ impl Session {
                 self.finish_intent(intent, sent, Err(e), true).map(drop)
             }
         }
-    }
-
-    /// Whether an update is sending and nothing else is left to
-    /// complete: it is the only pending intent, and no identifier is
-    /// reserved.
-    fn sending_alone(&self) -> bool {
-        self.sending.as_ref().is_some_and(|s| {
-            self.state.pending.iter().all(|p| p.id == s.intent.id) && self.state.reserved.is_empty()
-        })
     }
 
     /// Waits for the update [`Session::send_behind`] sent, if any, and

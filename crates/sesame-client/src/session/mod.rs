@@ -225,9 +225,6 @@ pub struct Session {
     /// An update sent on another thread while the next one is prepared
     /// ([`Session::send_behind`]).
     sending: Option<intents::Sending>,
-    /// Whether an update returns with its last intent still sending
-    /// ([`Session::leave_last_sending`]).
-    leave_sending: bool,
     /// Intents completed since the last save: their files, and the
     /// answers the backend keeps, are removed after the next one.
     completed: Vec<[u8; 16]>,
@@ -361,7 +358,6 @@ impl Session {
             max_documents,
             stored_gate: None,
             sending: None,
-            leave_sending: false,
             completed: Vec::new(),
             extract: std::sync::Arc::new(|_: &str, c: &[u8]| crate::tokenize::tokenize_bytes(c)),
             intent_docs: INTENT_DOCS,
@@ -461,23 +457,6 @@ impl Session {
     pub(crate) fn set_items(&mut self, extract: Extractor, intent_docs: usize) {
         self.extract = extract;
         self.intent_docs = intent_docs.max(1);
-    }
-
-    /// With `on`, an update of an index this device alone keeps returns
-    /// with its last intent still sending on another thread (saved
-    /// first, as every intent is), so that the caller prepares the next
-    /// update meanwhile (an import's next batch): the next update's first
-    /// save, a look-up in the catalog, a read, or
-    /// [`Session::settle_sent`] completes it first. Off: every update is
-    /// completed when it returns.
-    pub(crate) fn leave_last_sending(&mut self, on: bool) {
-        self.leave_sending = on;
-    }
-
-    /// Waits for an update left sending ([`Session::leave_last_sending`])
-    /// and completes it (the state saved).
-    pub(crate) fn settle_sent(&mut self) -> Result<()> {
-        self.settle()
     }
 
     /// The backend, for a new session on the same connection.

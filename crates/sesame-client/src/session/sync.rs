@@ -129,8 +129,6 @@ impl Session {
         let held = if new_names && report.resumed == 0 {
             Vec::new()
         } else {
-            // The catalog holds an update left sending once it is done.
-            self.settle()?;
             self.state
                 .catalog
                 .with_paths(&paths.iter().map(String::as_str).collect())?
@@ -461,13 +459,8 @@ impl Session {
             });
         }
         let done = self.update_groups(groups, progress);
-        // An update still being sent is completed either way, unless the
-        // caller asked to have the last one left sending.
-        let settled = if done.is_ok() && self.leaves_sending() {
-            Ok(())
-        } else {
-            self.settle()
-        };
+        // An update still being sent is completed either way.
+        let settled = self.settle();
         let done = done.and(settled);
         if done.is_err() {
             self.reload_client()?;
@@ -522,11 +515,7 @@ impl Session {
             }
         }
         self.prepare_pending(&mut batch, &mut pending)?;
-        if self.leaves_sending() {
-            self.flush_behind(&mut batch)?;
-        } else {
-            self.flush(&mut batch)?;
-        }
+        self.flush(&mut batch)?;
         progress(Progress {
             phase: Phase::Indexing,
             done: total,
@@ -597,13 +586,6 @@ impl Session {
             batch.requests.extend(requests);
         }
         Ok(())
-    }
-
-    /// Whether this update leaves its last intent sending
-    /// ([`Session::leave_last_sending`]; never for a shared index, whose
-    /// operations may be run again from the start).
-    fn leaves_sending(&self) -> bool {
-        self.leave_sending && !self.is_shared()
     }
 
     /// Waits until the documents `ids` are stored, where an add stores

@@ -6,10 +6,7 @@
 //! an error naming the file and line before anything is saved or sent;
 //! the second inserts them in batches, the file read and its records
 //! made on a thread of its own one batch ahead of the batch being
-//! inserted (at most that one batch more in memory), and each batch's
-//! last keyword update still being sent (written to the store) while the
-//! next batch is prepared (`Session::leave_last_sending`; its requests
-//! held until it is completed). Running the same import again
+//! inserted (at most that one batch more in memory). Running the same import again
 //! after an interruption skips what is already there and inserts each
 //! record exactly once; an import the server cut off says so
 //! ([`ClientError::ImportInterrupted`]). Columns the schema does not name
@@ -654,11 +651,7 @@ impl Table {
         // The file is read and its records made on a thread of its own,
         // one batch ahead of the batch being inserted (a rendezvous: at
         // most that one batch more in memory).
-        // Each batch's last keyword update is left sending while the
-        // next batch is prepared (`Session::leave_last_sending`): the
-        // store's writes and this thread's work overlap across batches.
-        self.rows.leave_last_sending(true);
-        let inserted = std::thread::scope(|scope| -> Result<()> {
+        std::thread::scope(|scope| -> Result<()> {
             let (ahead, batches) = mpsc::sync_channel::<Result<Vec<(u64, Record)>>>(0);
             let reader = &reader;
             scope.spawn(move || {
@@ -705,12 +698,7 @@ impl Table {
                 flush(self, &mut batch, read, new_names)?;
             }
             Ok(())
-        });
-        self.rows.leave_last_sending(false);
-        // The last update completed, whatever stopped the loop.
-        let settled = self.rows.settle_sent();
-        inserted?;
-        settled?;
+        })?;
         if let Some(d) = deferred {
             self.finish_deferred(d, progress)?;
         }
@@ -806,80 +794,29 @@ mod tests {
         check(&mut table);
     }
 
-    /// Records which thread runs each update of the keyword index.
-    struct Threads(Arc<std::sync::Mutex<Vec<String>>>);
-
-    impl crate::intercept::Hook for Threads {
-        fn update_job(
-            &mut self,
-            inner: &mut dyn crate::Backend,
-            update: crate::intercept::Update<'_>,
-        ) -> Result<crate::UpdateJob> {
-            let job = update.send(inner)?;
-            let threads = Arc::clone(&self.0);
-            Ok(Box::new(move || {
-                let name = std::thread::current().name().unwrap_or("").to_owned();
-                threads.lock().unwrap_or_else(|e| panic!("{e}")).push(name);
-                job()
-            }))
-        }
-    }
-
-    /// An import in batches leaves each batch's last keyword update
-    /// sending on its own thread while the next batch is read, checked,
-    /// stored and prepared, instead of waiting for it at the end of each
-    /// batch: every update is sent on the sending thread, the last
-    /// batch's too, and each is completed before the import returns (the
-    /// catalog holds every record, the table opened again too).
+    /// A count from the environment (`SESAME_IMPORT_BATCH`,
+    /// `SESAME_IMPORT_SPILL_PAIRS`): unset or empty is the default, a
+    /// positive number is taken, anything else is an error that names
+    /// the variable and what to do.
     #[test]
-    fn each_batchs_last_update_is_sent_while_the_next_batch_is_prepared() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let profile = crate::table::write::fast_profile(dir.path());
-        let schema = crate::table::Schema::from_toml(
-            "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.c]\ntype = \"string\"\n\
-             index = [\"equality\"]\n[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n\
-             bits = 10\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let csv = dir.path().join("rows.csv");
-        let mut text = String::from("k,c,v\n");
-        for k in 0..500 {
-            text.push_str(&format!("{k},{},{}\n", ["a", "b"][k % 2], k % 97));
+    fn a_count_from_the_environment_is_checked() {
+        const VAR: &str = "SESAME_TEST_IMPORT_ENV_COUNT";
+        let count = || env_count(VAR, 7, "things");
+        std::env::remove_var(VAR);
+        assert_eq!(count().unwrap_or_else(|e| panic!("{e}")), 7);
+        std::env::set_var(VAR, " ");
+        assert_eq!(count().unwrap_or_else(|e| panic!("{e}")), 7);
+        std::env::set_var(VAR, "250");
+        assert_eq!(count().unwrap_or_else(|e| panic!("{e}")), 250);
+        for bad in ["0", "-3", "many"] {
+            std::env::set_var(VAR, bad);
+            let e = count().err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                e.contains(VAR) && e.contains("positive whole number") && e.contains("unset it"),
+                "{bad}: {e}"
+            );
         }
-        std::fs::write(&csv, text).unwrap_or_else(|e| panic!("{e}"));
-        let store: Arc<dyn sesame_core::Store> = Arc::new(sesame_store::MemoryStore::new());
-        let threads = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let backend = || {
-            Box::new(crate::intercept::Intercepted::new(
-                Box::new(crate::EmbeddedBackend::over(Arc::clone(&store))),
-                Threads(Arc::clone(&threads)),
-            ))
-        };
-        let mut table =
-            Table::create_with(&profile, "t", schema, backend()).unwrap_or_else(|e| panic!("{e}"));
-        let report = table
-            .import_file(&csv, Format::Csv, &mut |_| {}, 100)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(report.insert.inserted, 500);
-        let sent = threads.lock().unwrap_or_else(|e| panic!("{e}")).clone();
-        assert_eq!(sent.len(), 5, "one update per batch: {sent:?}");
-        assert!(
-            sent.iter().all(|t| t == "sesame-send"),
-            "an update was sent by the importing thread, which waited for it: {sent:?}"
-        );
-        let check = |table: &mut Table| {
-            assert_eq!(table.len(), 500);
-            let a = table.query("c = \"a\"", None);
-            assert_eq!(a.unwrap_or_else(|e| panic!("{e}")).records.len(), 250);
-            let v = table.query("v between 5 and 9", None);
-            let want = (0..500).filter(|k| (5..=9).contains(&(k % 97))).count();
-            assert_eq!(v.unwrap_or_else(|e| panic!("{e}")).total, want);
-        };
-        check(&mut table);
-        drop(table);
-        let mut table =
-            Table::open_with(&profile, "t", backend()).unwrap_or_else(|e| panic!("{e}"));
-        check(&mut table);
+        std::env::remove_var(VAR);
     }
 
     /// An import whose range changes are deferred (a first import, in

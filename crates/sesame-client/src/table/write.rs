@@ -226,11 +226,6 @@ impl Table {
         // The records the batch replaces, found in one pass over the
         // catalog (on disk, a pass reads every block).
         let new_names = new_names && !self.rows.is_shared();
-        if !new_names {
-            // The catalog holds an import's update left sending once it
-            // is done.
-            self.rows.settle_sent()?;
-        }
         let replaced = if new_names || self.rows.state.catalog.is_empty() {
             Vec::new()
         } else {
@@ -376,10 +371,6 @@ impl Table {
     /// has no deletion).
     pub(super) fn compact_group(&mut self) -> Result<()> {
         let stale = self.state.group.as_ref().map_or(0, |g| g.stale);
-        if stale > 0 {
-            // The records of an update left sending count.
-            self.rows.settle_sent()?;
-        }
         if stale > 0 && stale as usize > self.len() {
             self.rebuild_group()?;
         }
