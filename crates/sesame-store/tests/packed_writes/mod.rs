@@ -157,7 +157,7 @@ fn a_damaged_chunk_stops_the_merge_pass() {
     inside.push(0);
     let mut one = WriteBatch::new();
     one.put(inside, b"beside".to_vec());
-    let all = bulk_of(10_000..10_000 + 8 * stored.len() as u32, &mut oracle);
+    let all = bulk_of(10_000..10_000 + 16 * stored.len() as u32, &mut oracle);
     let written = base.io_counts().writes;
     for (what, batch) in [("a merge pass", all), ("an append", one)] {
         match view.write(batch) {
