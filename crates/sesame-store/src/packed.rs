@@ -147,6 +147,16 @@ pub const DELTA_BYTES: usize = CHUNK_BYTES / 4;
 /// appends, so its write stays a few small pairs.
 pub const MAX_APPEND: usize = 8;
 
+/// The most bytes of stored chunks one write rewrites because its batch is
+/// a bulk ([`MAX_APPEND`]): past them, the batch's other chunks take its
+/// pairs as deltas (up to [`MAX_DELTAS`] a chunk) as a smaller batch's
+/// would, and only a chunk whose deltas are full is rewritten. A write's
+/// plan is held in memory until its commit, so without this bound an
+/// import's batch into a large index would hold the whole index's
+/// rewritten chunks at once (568 MB peak for a table of 1,000,000 rows);
+/// with it the rewrite is spread over the batches that follow.
+pub const MERGE_BYTES: usize = 48 << 20;
+
 /// One pair of a chunk, borrowed from its encoding or from a batch.
 type Pair<'a> = (&'a [u8], &'a [u8]);
 
@@ -159,6 +169,8 @@ pub struct Packed {
     writer: Mutex<()>,
     /// Chunks kept between lookups ([`Packed::with_memo`]).
     memo: Option<Arc<ChunkMemo>>,
+    /// The bulk rewrite's budget of one write ([`MERGE_BYTES`]).
+    merge_bytes: usize,
 }
 
 impl std::fmt::Debug for Packed {
@@ -193,7 +205,15 @@ impl Packed {
             io: IoCounter::default(),
             writer: Mutex::new(()),
             memo: None,
+            merge_bytes: MERGE_BYTES,
         }
+    }
+
+    /// This view with another budget than [`MERGE_BYTES`] for the chunks
+    /// one write rewrites as a bulk (tests use a small one).
+    pub fn with_merge_bytes(mut self, bytes: usize) -> Self {
+        self.merge_bytes = bytes;
+        self
     }
 
     /// The view of [`Packed::new`] whose lookups keep the chunks they
@@ -279,6 +299,8 @@ impl Packed {
         // The chunks this batch touched so far: a batch that brought them
         // more than MAX_APPEND pairs each on average is a bulk.
         let mut touched = 0;
+        // The bytes of chunks rewritten as a bulk so far (MERGE_BYTES).
+        let mut merged_bytes = 0;
         let mut i = 0;
         while i < ops.len() {
             chunks.seek(self, ops[i].0)?;
@@ -292,9 +314,12 @@ impl Packed {
             };
             let here = &ops[i..upto];
             touched += 1;
-            let bulk = upto > MAX_APPEND * touched;
+            let within = merged_bytes < self.merge_bytes;
+            let bulk = upto > MAX_APPEND * touched && within;
+            // A bulk past its budget appends as much as a chunk's deltas hold.
+            let limit = if within { MAX_APPEND } else { MAX_DELTAS };
             if let Some(chunk_key) = chunk_key.filter(|_| !bulk) {
-                if appendable(&chunk_key[plen..], &deltas, here, plen) {
+                if appendable(&chunk_key[plen..], &deltas, here, plen, limit) {
                     // The chunk stays; its new pairs are deltas beside it.
                     out.finish(self, &mut plan.batch)?;
                     follows = None;
@@ -334,6 +359,9 @@ impl Packed {
             };
             let (merged, overwrites) = merge(&old, here);
             plan.overwrites += overwrites;
+            if bulk {
+                merged_bytes += merged.iter().map(|(k, v)| encoded_len(k, v)).sum::<usize>();
+            }
             if chunk_key.is_none() || chunk_key != follows.as_deref() {
                 out.finish(self, &mut plan.batch)?;
                 out.fence = chunk_key.map(|k| k[plen..].to_vec());
@@ -357,7 +385,8 @@ impl Packed {
 
 /// Whether `ops` (sorted, within the range of the chunk of fence `fence`
 /// whose deltas are `deltas`) may be appended as deltas: at most
-/// [`MAX_APPEND`] of them, puts only, every key above the fence (a delta
+/// `limit` of them ([`MAX_APPEND`], or [`MAX_DELTAS`] for a bulk past
+/// [`MERGE_BYTES`]), puts only, every key above the fence (a delta
 /// under the fence would be the chunk's own key), and the chunk's deltas
 /// within [`MAX_DELTAS`] and [`DELTA_BYTES`] afterwards.
 fn appendable(
@@ -365,8 +394,9 @@ fn appendable(
     deltas: &[(&[u8], &[u8])],
     ops: &[(&[u8], Option<&[u8]>)],
     plen: usize,
+    limit: usize,
 ) -> bool {
-    if ops.len() > MAX_APPEND
+    if ops.len() > limit
         || !ops
             .iter()
             .all(|(key, value)| value.is_some() && *key > fence)

@@ -248,3 +248,55 @@ fn import_batches_cost() {
         bytes as f64 / 1e6
     );
 }
+
+/// A bulk batch into an index larger than the merge budget rewrites at
+/// most the budget's bytes of chunks (and, once chunks hold deltas, those
+/// whose deltas are full), appending the other chunks' pairs as deltas,
+/// where without the budget it would rewrite the whole index in one
+/// write; every answer stays the oracle's over many such batches.
+#[test]
+fn a_bulk_into_an_index_past_the_merge_budget_rewrites_at_most_the_budget() {
+    let chunk = sesame_store::packed::CHUNK_BYTES;
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let budget = 24 * chunk;
+    let view = Packed::new(base.clone(), PREFIX).with_merge_bytes(budget);
+    let mut oracle = BTreeMap::new();
+    view.write(bulk_of(0..40_000, &mut oracle)).unwrap();
+    let count = chunks(base.as_ref()).len();
+    assert!(
+        count > 4 * 24,
+        "{count} chunks: the index outgrows the budget"
+    );
+    let mut start = 100_000u32;
+    for round in 0..4 {
+        // About 12 new pairs a chunk: a bulk, as an import's batch.
+        let n = 12 * (chunks(base.as_ref()).len() - deltas(base.as_ref())) as u32;
+        let batch = bulk_of(start..start + n, &mut oracle);
+        start += n;
+        let plan = view.plan(&batch).unwrap();
+        let stored = |form: u8| {
+            plan.batch.ops().iter().filter_map(move |op| match op {
+                WriteOp::Put { value, .. } if value.first() == Some(&form) => Some(value.len()),
+                _ => None,
+            })
+        };
+        let rewritten: usize = stored(1).sum();
+        assert!(
+            stored(2).count() > 0,
+            "round {round}: no pair appended past the budget"
+        );
+        // The first round meets chunks without deltas: it rewrites the
+        // budget and the chunk that crossed it. Later rounds also rewrite
+        // the chunks whose deltas are full (as a batch of few pairs a
+        // chunk does), which the budget does not bound.
+        if round == 0 {
+            assert!(
+                rewritten <= budget + 2 * chunk,
+                "{rewritten} bytes of chunks rewritten in one write (budget {budget}, index {})",
+                count * chunk
+            );
+        }
+        base.write(plan.batch).unwrap();
+        answers_as(&view, &oracle, &[label(99_999)]);
+    }
+}
