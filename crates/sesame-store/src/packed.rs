@@ -27,10 +27,14 @@
 //!   key's own delta (the answer), its chunk (the answer is in it), or
 //!   another delta of the chunk, which names the chunk's fence: then one
 //!   point read of the chunk. So at most two reads, one chunk's bytes;
-//! - a chunk is `0x01` then, per pair in ascending key order, the key's
-//!   length (LEB128), the key, the value's length (LEB128), the value; a
-//!   delta is `0x02`, its chunk's fence's length (LEB128), the fence, then
-//!   the value. A delta's value replaces the chunk's pair of the same key.
+//! - a chunk is its pairs in ascending key order, in the *fixed* form
+//!   (`0x03`, the keys' and the values' common lengths, then keys and
+//!   values back to back) when they all share their lengths (a keyword
+//!   index's entries), else in the *variable* form (`0x01`, then per pair
+//!   the key's length, the key, the value's length, the value); a delta
+//!   is `0x02`, its chunk's fence's length, the fence, then the value
+//!   (lengths in LEB128; `packed_form.rs`). A delta's value replaces the
+//!   chunk's pair of the same key.
 //!
 //! Every write of the view is one batch of the base store, so the base's
 //! atomicity and durability carry over unchanged; [`Packed::plan`] gives
@@ -44,18 +48,27 @@
 //! reads one value, and a second read when a delta of the chunk lies
 //! between the chunk's fence and the key; a write of a few pairs
 //! rewrites a chunk only once the chunk's deltas are full. A damaged chunk or delta is
-//! [`Error::StoreCorrupt`], never a panic. Chunks written before deltas
+//! [`StoreCorrupt`](sesame_core::Error::StoreCorrupt), never a panic. Chunks written before deltas
 //! existed read as they are (a chunk without deltas); a build before
-//! deltas cannot read a view that holds some.
+//! deltas cannot read a view that holds some. Chunks in the variable form
+//! (all chunks of builds before the fixed form) read as they are and are
+//! written in the fixed form when a write rewrites them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use sesame_core::{Error, IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+use sesame_core::{IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
 
 #[path = "packed_memo.rs"]
 mod memo;
 pub use memo::ChunkMemo;
+
+#[path = "packed_form.rs"]
+mod form;
+use form::{
+    damaged, damaged_delta, decode, decode_delta, delta_len, encode, encode_delta, encoded_len,
+    find, is_delta, put_varint, seal, Widths, FORMAT,
+};
 
 /// The byte that follows an index generation's prefix where its chunks
 /// lie: the embedded backend and the server keep a packed generation
@@ -121,12 +134,6 @@ fn unpack(
 
 /// A chunk is split once its encoding exceeds this many bytes.
 pub const CHUNK_BYTES: usize = 16_128;
-
-/// The first byte of every chunk: the format.
-const FORMAT: u8 = 0x01;
-
-/// The first byte of every delta.
-const DELTA: u8 = 0x02;
 
 /// The most deltas a chunk has: a write that would add more rewrites the
 /// chunk with its deltas merged in.
@@ -442,12 +449,44 @@ struct Emitter {
     /// takes it (`None`: the view held no chunk, or it was taken).
     fence: Option<Vec<u8>>,
     /// The full chunk before `cur`, kept until it is known whether `cur`
-    /// will be evened out with it: its fence and encoding.
-    prev: Option<(Vec<u8>, Vec<u8>)>,
-    /// The chunk being filled: its fence and encoding (empty: none).
-    cur: (Vec<u8>, Vec<u8>),
+    /// will be evened out with it.
+    prev: Option<Building>,
+    /// The chunk being filled (no pair: none).
+    cur: Building,
     /// The last key pushed in this run (empty: none yet).
     last: Vec<u8>,
+}
+
+/// A chunk being built: its fence, its pairs in the variable form, and
+/// the lengths they share (the form it is stored in: `packed_form.rs`).
+#[derive(Default)]
+struct Building {
+    fence: Vec<u8>,
+    variable: Vec<u8>,
+    widths: Widths,
+    count: usize,
+}
+
+impl Building {
+    /// Its stored bytes, with one more pair of `key` and `value`.
+    fn stored_len_with(&self, key: &[u8], value: &[u8]) -> usize {
+        self.widths.with(key, value).stored_len(
+            self.count + 1,
+            self.variable.len().max(1) + encoded_len(key, value),
+        )
+    }
+
+    fn stored_len(&self) -> usize {
+        self.widths.stored_len(self.count, self.variable.len())
+    }
+
+    /// Puts the chunk in `batch` in its stored form.
+    fn put(self, view: &Packed, batch: &mut WriteBatch) -> Result<()> {
+        let key = view.full(&self.fence);
+        let bytes = seal(self.variable, self.widths, &key)?;
+        batch.put(key, bytes);
+        Ok(())
+    }
 }
 
 impl Emitter {
@@ -467,26 +506,28 @@ impl Emitter {
         }
         self.last.clear();
         self.last.extend_from_slice(key);
-        let len = encoded_len(key, value);
-        if !self.cur.1.is_empty() && self.cur.1.len() + len > CHUNK_BYTES {
+        if self.cur.count > 0 && self.cur.stored_len_with(key, value) > CHUNK_BYTES {
             let full = std::mem::take(&mut self.cur);
-            if let Some((fence, bytes)) = self.prev.replace(full) {
-                batch.put(view.full(&fence), bytes);
+            if let Some(prev) = self.prev.replace(full) {
+                prev.put(view, batch)?;
             }
         }
-        if self.cur.1.is_empty() {
+        if self.cur.count == 0 {
             // The first chunk keeps the run's old fence while it is still at
             // most its smallest key; every other fence is its first key.
-            self.cur.0 = match self.fence.take() {
+            self.cur.fence = match self.fence.take() {
                 Some(f) if f.as_slice() <= key => f,
                 _ => key.to_vec(),
             };
-            self.cur.1.push(FORMAT);
+            self.cur.variable.push(FORMAT);
         }
-        put_varint(&mut self.cur.1, key.len());
-        self.cur.1.extend_from_slice(key);
-        put_varint(&mut self.cur.1, value.len());
-        self.cur.1.extend_from_slice(value);
+        let cur = &mut self.cur;
+        cur.widths = cur.widths.with(key, value);
+        cur.count += 1;
+        put_varint(&mut cur.variable, key.len());
+        cur.variable.extend_from_slice(key);
+        put_varint(&mut cur.variable, value.len());
+        cur.variable.extend_from_slice(value);
         Ok(())
     }
 
@@ -497,9 +538,9 @@ impl Emitter {
         self.fence = None;
         self.last.clear();
         match prev {
-            Some((fence, bytes)) if !cur.1.is_empty() && cur.1.len() < CHUNK_BYTES / 2 => {
-                let mut pairs = decode(&bytes, &fence)?;
-                pairs.extend(decode(&cur.1, &cur.0)?);
+            Some(prev) if cur.count > 0 && cur.stored_len() < CHUNK_BYTES / 2 => {
+                let mut pairs = decode(&prev.variable, &prev.fence)?;
+                pairs.extend(decode(&cur.variable, &cur.fence)?);
                 let total: usize = pairs.iter().map(|(k, v)| encoded_len(k, v)).sum();
                 let mut size = 0;
                 let mut split = 0;
@@ -508,15 +549,15 @@ impl Emitter {
                     split += 1;
                 }
                 let split = split.max(1);
-                batch.put(view.full(&fence), encode(&pairs[..split]));
+                batch.put(view.full(&prev.fence), encode(&pairs[..split]));
                 batch.put(view.full(pairs[split].0), encode(&pairs[split..]));
             }
             prev => {
-                if let Some((fence, bytes)) = prev {
-                    batch.put(view.full(&fence), bytes);
+                if let Some(prev) = prev {
+                    prev.put(view, batch)?;
                 }
-                if !cur.1.is_empty() {
-                    batch.put(view.full(&cur.0), cur.1);
+                if cur.count > 0 {
+                    cur.put(view, batch)?;
                 }
             }
         }
@@ -642,180 +683,6 @@ fn merge<'a>(old: &[Pair<'a>], ops: &[(&'a [u8], Option<&'a [u8]>)]) -> (Vec<Pai
         b += 1;
     }
     (out, overwrites)
-}
-
-fn varint_len(mut n: usize) -> usize {
-    let mut len = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        len += 1;
-    }
-    len
-}
-
-fn encoded_len(key: &[u8], value: &[u8]) -> usize {
-    varint_len(key.len()) + key.len() + varint_len(value.len()) + value.len()
-}
-
-fn put_varint(out: &mut Vec<u8>, mut n: usize) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn encode(pairs: &[Pair<'_>]) -> Vec<u8> {
-    let size: usize = pairs.iter().map(|(k, v)| encoded_len(k, v)).sum();
-    let mut out = Vec::with_capacity(1 + size);
-    out.push(FORMAT);
-    for (key, value) in pairs {
-        put_varint(&mut out, key.len());
-        out.extend_from_slice(key);
-        put_varint(&mut out, value.len());
-        out.extend_from_slice(value);
-    }
-    out
-}
-
-fn damaged(chunk_key: &[u8], what: &str) -> Error {
-    let shown: String = chunk_key
-        .iter()
-        .take(48)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Error::StoreCorrupt(format!("packed chunk {shown}: {what}"))
-}
-
-fn damaged_delta(key: &[u8], what: &str) -> Error {
-    let shown: String = key.iter().take(48).map(|b| format!("{b:02x}")).collect();
-    Error::StoreCorrupt(format!("packed delta {shown}: {what}"))
-}
-
-fn is_delta(bytes: &[u8]) -> bool {
-    bytes.first() == Some(&DELTA)
-}
-
-/// The stored length of a delta of `value` beside the chunk of `fence`.
-fn delta_len(fence: &[u8], value: &[u8]) -> usize {
-    1 + varint_len(fence.len()) + fence.len() + value.len()
-}
-
-fn encode_delta(fence: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(delta_len(fence, value));
-    out.push(DELTA);
-    put_varint(&mut out, fence.len());
-    out.extend_from_slice(fence);
-    out.extend_from_slice(value);
-    out
-}
-
-/// The fence a delta stored under `key` names and its value, checked: the
-/// fence lies below the delta's own key (`prefix_len` bytes into `key`).
-fn decode_delta<'a>(
-    bytes: &'a [u8],
-    key: &'a [u8],
-    prefix_len: usize,
-) -> Result<(&'a [u8], &'a [u8])> {
-    if !is_delta(bytes) {
-        return Err(damaged_delta(key, "not a delta"));
-    }
-    let mut reader = Reader {
-        bytes,
-        at: 1,
-        chunk_key: key,
-    };
-    let fence = reader
-        .slice()
-        .map_err(|_| damaged_delta(key, "its fence runs past the end"))?;
-    if key.get(prefix_len..).is_none_or(|own| fence >= own) {
-        return Err(damaged_delta(key, "its fence is not below its key"));
-    }
-    Ok((fence, &bytes[reader.at..]))
-}
-
-/// Reads pairs off a chunk's encoding, checking every length.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    chunk_key: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Self> {
-        match bytes.first() {
-            Some(&FORMAT) => Ok(Self {
-                bytes,
-                at: 1,
-                chunk_key,
-            }),
-            Some(other) => Err(damaged(chunk_key, &format!("unknown format {other}"))),
-            None => Err(damaged(chunk_key, "empty")),
-        }
-    }
-
-    fn varint(&mut self) -> Result<usize> {
-        let mut n: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let Some(&b) = self.bytes.get(self.at) else {
-                return Err(damaged(self.chunk_key, "a length runs past the end"));
-            };
-            self.at += 1;
-            n |= u64::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 {
-                return usize::try_from(n).map_err(|_| damaged(self.chunk_key, "a huge length"));
-            }
-        }
-        Err(damaged(self.chunk_key, "a length of more than 64 bits"))
-    }
-
-    fn slice(&mut self) -> Result<&'a [u8]> {
-        let len = self.varint()?;
-        let end = self
-            .at
-            .checked_add(len)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| damaged(self.chunk_key, "a pair runs past the end"))?;
-        let s = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-
-    fn next_pair(&mut self) -> Result<Option<Pair<'a>>> {
-        if self.at == self.bytes.len() {
-            return Ok(None);
-        }
-        let key = self.slice()?;
-        let value = self.slice()?;
-        Ok(Some((key, value)))
-    }
-}
-
-/// Every pair of a chunk, checked to be in strictly ascending order.
-fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pair<'a>>> {
-    let mut reader = Reader::new(bytes, chunk_key)?;
-    let mut pairs: Vec<Pair<'a>> = Vec::new();
-    while let Some(pair) = reader.next_pair()? {
-        if pairs.last().is_some_and(|(last, _)| *last >= pair.0) {
-            return Err(damaged(chunk_key, "keys out of order"));
-        }
-        pairs.push(pair);
-    }
-    Ok(pairs)
-}
-
-/// The value of `key` in a chunk, read up to the key (every length read
-/// is checked; [`Store::verify`] checks whole chunks).
-fn find(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let mut reader = Reader::new(bytes, chunk_key)?;
-    while let Some((k, v)) = reader.next_pair()? {
-        match k.cmp(key) {
-            std::cmp::Ordering::Less => {}
-            std::cmp::Ordering::Equal => return Ok(Some(v.to_vec())),
-            std::cmp::Ordering::Greater => break,
-        }
-    }
-    Ok(None)
 }
 
 impl Packed {
@@ -1020,7 +887,7 @@ impl Packed {
     /// Decodes every chunk and delta under the view and checks it:
     /// lengths, key order, every key within its chunk's range, every delta
     /// naming the chunk before it, at most [`MAX_DELTAS`] deltas a chunk.
-    /// A damaged chunk or delta is [`Error::StoreCorrupt`] naming it.
+    /// A damaged chunk or delta is [`StoreCorrupt`](sesame_core::Error::StoreCorrupt) naming it.
     /// (What [`Store::verify`] adds to the base store's own check.)
     pub fn check_chunks(&self) -> Result<()> {
         let plen = self.prefix.len();

@@ -20,6 +20,9 @@ use support::label;
 #[path = "packed_writes/mod.rs"]
 mod writes;
 
+#[path = "packed_form/mod.rs"]
+mod form;
+
 const PREFIX: &[u8] = b"i/x/1/#";
 
 fn over(base: Arc<dyn Store>) -> Packed {

@@ -227,15 +227,14 @@ fn a_memo_refuses_a_damaged_chunk() {
     writer.write(bulk).unwrap();
     let stored = base.scan_prefix(PREFIX).unwrap();
     let (chunk_key, bytes) = &stored[1];
-    // The chunk's first two pairs swapped: keys out of order.
-    let mut at = 1;
-    let pair_len = |at: usize| {
-        let klen = bytes[at] as usize;
-        let vlen = bytes[at + 1 + klen] as usize;
-        2 + klen + vlen
-    };
+    // The chunk's first two pairs swapped: keys out of order. Its entries
+    // share their lengths: the fixed form (`0x03`, key and value lengths
+    // of one byte each here, then the pairs).
+    assert_eq!(bytes[0], 0x03, "a chunk of entries of one width");
+    let mut at = 3;
+    let pair_len = |_: usize| bytes[1] as usize + bytes[2] as usize;
     let (a, b) = (pair_len(at), pair_len(at + pair_len(at)));
-    let mut swapped = bytes[..1].to_vec();
+    let mut swapped = bytes[..at].to_vec();
     swapped.extend_from_slice(&bytes[at + a..at + a + b]);
     swapped.extend_from_slice(&bytes[at..at + a]);
     swapped.extend_from_slice(&bytes[at + a + b..]);

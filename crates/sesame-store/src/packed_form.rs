@@ -1,0 +1,322 @@
+//! The stored forms of a packed view's chunks and deltas
+//! ([`crate::packed`]), and their checked decoding.
+//!
+//! A chunk is one of two forms, told apart by its first byte:
+//!
+//! - `0x01` (*variable*): per pair in ascending key order, the key's
+//!   length (LEB128), the key, the value's length (LEB128), the value;
+//! - `0x03` (*fixed*): the keys' common length (LEB128), the values'
+//!   common length (LEB128), then per pair in ascending key order the key
+//!   and the value, nothing between. A chunk whose pairs all have one key
+//!   length and one value length (a keyword index's entries: FAST's are
+//!   a 17-byte key and a 25-byte value) is written in this form: 42 bytes
+//!   an entry where the variable form takes 44.
+//!
+//! Both forms hold the same pairs in the same order; which one a chunk is
+//! in says only that its pairs share their lengths, which a reader of the
+//! store learned already from the chunk's length and its pairs' count
+//! (the server sees the keys and values: they are the scheme's entries).
+//! Chunks written before the fixed form existed are in the variable form
+//! and read as they are; a chunk is rewritten in the fixed form when a
+//! write rewrites it. A build before the fixed form refuses a fixed chunk
+//! as damaged ("unknown format 3"), it does not misread it.
+//!
+//! A delta is `0x02`, its chunk's fence's length (LEB128), the fence, then
+//! the value.
+//!
+//! Every length read is checked: a damaged chunk or delta is
+//! [`Error::StoreCorrupt`] naming it, never a panic.
+
+use sesame_core::{Error, Result};
+
+use super::Pair;
+
+/// The first byte of a chunk in the variable form.
+pub(super) const FORMAT: u8 = 0x01;
+
+/// The first byte of every delta.
+const DELTA: u8 = 0x02;
+
+/// The first byte of a chunk in the fixed form.
+const FIXED: u8 = 0x03;
+
+pub(super) fn varint_len(mut n: usize) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+/// The bytes of a pair in the variable form.
+pub(super) fn encoded_len(key: &[u8], value: &[u8]) -> usize {
+    varint_len(key.len()) + key.len() + varint_len(value.len()) + value.len()
+}
+
+pub(super) fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// The lengths that every pair of a chunk being built shares, if any
+/// ([`Widths::stored_len`]: the bytes of the form it will be stored in).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Widths {
+    /// No pair yet.
+    #[default]
+    Empty,
+    /// Every pair so far has this key length and this value length.
+    Uniform(usize, usize),
+    /// Two pairs differ in a length: the variable form.
+    Mixed,
+}
+
+impl Widths {
+    /// With one more pair of `key` and `value`.
+    pub(super) fn with(self, key: &[u8], value: &[u8]) -> Self {
+        match self {
+            Self::Empty => Self::Uniform(key.len(), value.len()),
+            Self::Uniform(k, v) if k == key.len() && v == value.len() => self,
+            _ => Self::Mixed,
+        }
+    }
+
+    /// The stored bytes of a chunk of `count` pairs of these widths whose
+    /// variable form is `variable` bytes long.
+    pub(super) fn stored_len(self, count: usize, variable: usize) -> usize {
+        match self {
+            Self::Uniform(k, v) if k + v > 0 => 1 + varint_len(k) + varint_len(v) + count * (k + v),
+            _ => variable,
+        }
+    }
+}
+
+/// The stored chunk of `pairs` (sorted, each key once): the fixed form
+/// when they share their lengths, else the variable form.
+pub(super) fn encode(pairs: &[Pair<'_>]) -> Vec<u8> {
+    let widths = pairs.iter().fold(Widths::Empty, |w, (k, v)| w.with(k, v));
+    match widths {
+        Widths::Uniform(k, v) if k + v > 0 => {
+            let mut out = Vec::with_capacity(widths.stored_len(pairs.len(), 0));
+            out.push(FIXED);
+            put_varint(&mut out, k);
+            put_varint(&mut out, v);
+            for (key, value) in pairs {
+                out.extend_from_slice(key);
+                out.extend_from_slice(value);
+            }
+            out
+        }
+        _ => encode_variable(pairs),
+    }
+}
+
+/// The chunk of `pairs` in the variable form, whatever their lengths.
+fn encode_variable(pairs: &[Pair<'_>]) -> Vec<u8> {
+    let size: usize = pairs.iter().map(|(k, v)| encoded_len(k, v)).sum();
+    let mut out = Vec::with_capacity(1 + size);
+    out.push(FORMAT);
+    for (key, value) in pairs {
+        put_varint(&mut out, key.len());
+        out.extend_from_slice(key);
+        put_varint(&mut out, value.len());
+        out.extend_from_slice(value);
+    }
+    out
+}
+
+/// A chunk built in the variable form, stored in the form its pairs
+/// allow: the variable form given as it is, or rewritten in the fixed
+/// form.
+pub(super) fn seal(variable: Vec<u8>, widths: Widths, chunk_key: &[u8]) -> Result<Vec<u8>> {
+    match widths {
+        Widths::Uniform(k, v) if k + v > 0 => Ok(encode(&decode(&variable, chunk_key)?)),
+        _ => Ok(variable),
+    }
+}
+
+pub(super) fn damaged(chunk_key: &[u8], what: &str) -> Error {
+    let shown: String = chunk_key
+        .iter()
+        .take(48)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Error::StoreCorrupt(format!("packed chunk {shown}: {what}"))
+}
+
+pub(super) fn damaged_delta(key: &[u8], what: &str) -> Error {
+    let shown: String = key.iter().take(48).map(|b| format!("{b:02x}")).collect();
+    Error::StoreCorrupt(format!("packed delta {shown}: {what}"))
+}
+
+pub(super) fn is_delta(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&DELTA)
+}
+
+/// The stored length of a delta of `value` beside the chunk of `fence`.
+pub(super) fn delta_len(fence: &[u8], value: &[u8]) -> usize {
+    1 + varint_len(fence.len()) + fence.len() + value.len()
+}
+
+pub(super) fn encode_delta(fence: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(delta_len(fence, value));
+    out.push(DELTA);
+    put_varint(&mut out, fence.len());
+    out.extend_from_slice(fence);
+    out.extend_from_slice(value);
+    out
+}
+
+/// The fence a delta stored under `key` names and its value, checked: the
+/// fence lies below the delta's own key (`prefix_len` bytes into `key`).
+pub(super) fn decode_delta<'a>(
+    bytes: &'a [u8],
+    key: &'a [u8],
+    prefix_len: usize,
+) -> Result<(&'a [u8], &'a [u8])> {
+    if !is_delta(bytes) {
+        return Err(damaged_delta(key, "not a delta"));
+    }
+    let mut reader = Reader {
+        bytes,
+        at: 1,
+        chunk_key: key,
+        fixed: None,
+    };
+    let fence = reader
+        .slice()
+        .map_err(|_| damaged_delta(key, "its fence runs past the end"))?;
+    if key.get(prefix_len..).is_none_or(|own| fence >= own) {
+        return Err(damaged_delta(key, "its fence is not below its key"));
+    }
+    Ok((fence, &bytes[reader.at..]))
+}
+
+/// Reads pairs off a chunk's encoding, checking every length.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    chunk_key: &'a [u8],
+    /// The key and value lengths of a chunk in the fixed form.
+    fixed: Option<(usize, usize)>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Self> {
+        let mut reader = Self {
+            bytes,
+            at: 1,
+            chunk_key,
+            fixed: None,
+        };
+        match bytes.first() {
+            Some(&FORMAT) => {}
+            Some(&FIXED) => {
+                let (k, v) = (reader.varint()?, reader.varint()?);
+                let width = k
+                    .checked_add(v)
+                    .filter(|&w| w > 0)
+                    .ok_or_else(|| damaged(chunk_key, "pairs of no length"))?;
+                if !(bytes.len() - reader.at).is_multiple_of(width) {
+                    return Err(damaged(chunk_key, "a pair runs past the end"));
+                }
+                reader.fixed = Some((k, v));
+            }
+            Some(other) => return Err(damaged(chunk_key, &format!("unknown format {other}"))),
+            None => return Err(damaged(chunk_key, "empty")),
+        }
+        Ok(reader)
+    }
+
+    fn varint(&mut self) -> Result<usize> {
+        let mut n: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let Some(&b) = self.bytes.get(self.at) else {
+                return Err(damaged(self.chunk_key, "a length runs past the end"));
+            };
+            self.at += 1;
+            n |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                return usize::try_from(n).map_err(|_| damaged(self.chunk_key, "a huge length"));
+            }
+        }
+        Err(damaged(self.chunk_key, "a length of more than 64 bits"))
+    }
+
+    /// The next `len` bytes.
+    fn take(&mut self, len: usize) -> Result<&'a [u8]> {
+        let end = self
+            .at
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len())
+            .ok_or_else(|| damaged(self.chunk_key, "a pair runs past the end"))?;
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn slice(&mut self) -> Result<&'a [u8]> {
+        let len = self.varint()?;
+        self.take(len)
+    }
+
+    fn next_pair(&mut self) -> Result<Option<Pair<'a>>> {
+        if self.at == self.bytes.len() {
+            return Ok(None);
+        }
+        Ok(Some(match self.fixed {
+            Some((k, v)) => (self.take(k)?, self.take(v)?),
+            None => (self.slice()?, self.slice()?),
+        }))
+    }
+}
+
+/// Every pair of a chunk, checked to be in strictly ascending order.
+pub(super) fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pair<'a>>> {
+    let mut reader = Reader::new(bytes, chunk_key)?;
+    let mut pairs: Vec<Pair<'a>> = Vec::new();
+    while let Some(pair) = reader.next_pair()? {
+        if pairs.last().is_some_and(|(last, _)| *last >= pair.0) {
+            return Err(damaged(chunk_key, "keys out of order"));
+        }
+        pairs.push(pair);
+    }
+    Ok(pairs)
+}
+
+/// The value of `key` in a chunk, read up to the key (every length read
+/// is checked; [`sesame_core::Store::verify`] checks whole chunks).
+pub(super) fn find(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
+    let mut reader = Reader::new(bytes, chunk_key)?;
+    if let Some((k, v)) = reader.fixed {
+        // Pairs of one width: a binary search over them.
+        let body = &bytes[reader.at..];
+        let width = k + v;
+        let count = body.len() / width;
+        let key_at = |i: usize| &body[i * width..i * width + k];
+        let (mut lo, mut hi) = (0, count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match key_at(mid).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    return Ok(Some(body[mid * width + k..(mid + 1) * width].to_vec()))
+                }
+            }
+        }
+        return Ok(None);
+    }
+    while let Some((k, v)) = reader.next_pair()? {
+        match k.cmp(key) {
+            std::cmp::Ordering::Less => {}
+            std::cmp::Ordering::Equal => return Ok(Some(v.to_vec())),
+            std::cmp::Ordering::Greater => break,
+        }
+    }
+    Ok(None)
+}

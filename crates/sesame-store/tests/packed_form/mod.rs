@@ -1,0 +1,188 @@
+//! The stored forms of chunks (a module of `tests/packed.rs`): a chunk
+//! whose pairs share their lengths is written in the fixed form, byte for
+//! byte as `packed_form.rs` documents; a chunk of mixed lengths in the
+//! variable form; a chunk in the variable form (every chunk of a build
+//! before the fixed form) reads and is rewritten in the fixed form; a
+//! damaged fixed chunk is an error, never a panic.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use sesame_core::{Error, Store, WriteBatch};
+use sesame_store::packed::{Packed, CHUNK_BYTES};
+use sesame_store::MemoryStore;
+
+use super::{bulk_of, chunk_of, chunks, label, stored_key, PREFIX};
+
+/// A chunk in the fixed form, as `packed_form.rs` documents it.
+fn fixed_of(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = vec![0x03, pairs[0].0.len() as u8, pairs[0].1.len() as u8];
+    for (k, v) in pairs {
+        out.extend_from_slice(k);
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+/// Pairs of one key length and one value length are stored as `0x03`,
+/// the two lengths, then keys and values back to back: the bytes are
+/// pinned, so that a change of the stored form cannot pass unnoticed.
+#[test]
+fn a_chunk_of_pairs_of_one_width_is_stored_in_the_fixed_form() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut batch = WriteBatch::new();
+    batch.put(b"cd".to_vec(), b"2".to_vec());
+    batch.put(b"ab".to_vec(), b"1".to_vec());
+    view.write(batch).unwrap();
+    assert_eq!(
+        chunks(base.as_ref()),
+        vec![(
+            stored_key(b"ab"),
+            vec![0x03, 2, 1, b'a', b'b', b'1', b'c', b'd', b'2']
+        )]
+    );
+    assert_eq!(view.get(b"cd").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(view.get(b"ab").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(view.get(b"bb").unwrap(), None);
+    view.verify().unwrap();
+}
+
+/// A keyword index's entries (33-byte labels here, 25-byte values): every
+/// chunk of a bulk is in the fixed form, 58 bytes an entry, filled to
+/// `CHUNK_BYTES` in that form, and every entry reads back.
+#[test]
+fn a_bulk_of_entries_is_stored_fixed_and_fills_its_chunks() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut oracle = BTreeMap::new();
+    view.write(bulk_of(0..20_000, &mut oracle)).unwrap();
+    let stored = chunks(base.as_ref());
+    let per_chunk = (CHUNK_BYTES - 3) / 58;
+    for (n, (key, bytes)) in stored.iter().enumerate() {
+        assert_eq!(&bytes[..3], &[0x03, 33, 25], "chunk {key:02x?}");
+        assert_eq!((bytes.len() - 3) % 58, 0, "chunk {key:02x?}");
+        // Every chunk but the run's last two (evened out) is full.
+        if n + 2 < stored.len() {
+            assert_eq!((bytes.len() - 3) / 58, per_chunk, "chunk {n} is not full");
+        }
+    }
+    for (k, v) in &oracle {
+        assert_eq!(view.get(k).unwrap().as_ref(), Some(v));
+    }
+    view.verify().unwrap();
+}
+
+/// Pairs of different lengths stay in the variable form.
+#[test]
+fn a_chunk_of_mixed_widths_is_stored_in_the_variable_form() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut batch = WriteBatch::new();
+    batch.put(b"ab".to_vec(), b"1".to_vec());
+    batch.put(b"cd".to_vec(), b"22".to_vec());
+    view.write(batch).unwrap();
+    assert_eq!(
+        chunks(base.as_ref()),
+        vec![(
+            stored_key(b"ab"),
+            chunk_of(&[(b"ab", b"1"), (b"cd", b"22")])
+        )]
+    );
+    assert_eq!(view.get(b"cd").unwrap(), Some(b"22".to_vec()));
+}
+
+/// A chunk written in the variable form by an earlier build, its pairs of
+/// one width, reads as it is (lookups, scans, the check); a write that
+/// rewrites it (a delete) stores it in the fixed form with the same pairs.
+#[test]
+fn a_chunk_in_the_variable_form_reads_and_is_rewritten_fixed() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let old = chunk_of(&[(b"a1", b"x"), (b"b2", b"y"), (b"c3", b"z")]);
+    base.put(&stored_key(b"a1"), &old).unwrap();
+    let view = Packed::new(base.clone(), PREFIX);
+    view.verify().unwrap();
+    assert_eq!(view.get(b"b2").unwrap(), Some(b"y".to_vec()));
+    assert_eq!(view.get(b"c3").unwrap(), Some(b"z".to_vec()));
+    assert_eq!(view.get(b"b1").unwrap(), None);
+    assert_eq!(
+        view.scan_prefix(b"b").unwrap(),
+        vec![(b"b2".to_vec(), b"y".to_vec())]
+    );
+    view.delete(b"b2").unwrap();
+    assert_eq!(
+        chunks(base.as_ref()),
+        vec![(stored_key(b"a1"), fixed_of(&[(b"a1", b"x"), (b"c3", b"z")]))]
+    );
+    assert_eq!(view.get(b"c3").unwrap(), Some(b"z".to_vec()));
+    assert_eq!(view.get(b"b2").unwrap(), None);
+    view.verify().unwrap();
+}
+
+/// A damaged chunk in the fixed form is a `StoreCorrupt` error naming the
+/// chunk on every path that reads it, never a panic.
+#[test]
+fn damaged_fixed_chunks_are_errors_not_panics() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let key = stored_key(b"a1");
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("no lengths", vec![0x03]),
+        ("no value length", vec![0x03, 2]),
+        ("pairs of no length", vec![0x03, 0, 0]),
+        ("a pair cut short", {
+            let mut b = fixed_of(&[(b"a1", b"x"), (b"c3", b"z")]);
+            b.pop();
+            b
+        }),
+        (
+            "keys out of order",
+            fixed_of(&[(b"c3", b"z"), (b"a1", b"x")]),
+        ),
+        ("an endless length", {
+            let mut b = vec![0x03];
+            b.extend([0xFF; 12]);
+            b
+        }),
+        (
+            "a width past every chunk",
+            vec![0x03, 0xFF, 0xFF, 0xFF, 0x0F, 1, b'a'],
+        ),
+    ];
+    for (what, bytes) in cases {
+        base.put(&key, &bytes).unwrap();
+        let mut reads = vec![view.scan_prefix(b"").map(drop), view.verify()];
+        if what != "keys out of order" {
+            // A lookup reads a chunk only as far as it needs: order is
+            // the check's and the scan's to see.
+            reads.push(view.get(b"c3").map(drop));
+        }
+        for err in reads {
+            assert!(
+                matches!(&err, Err(Error::StoreCorrupt(m)) if m.contains("packed chunk")),
+                "{what}: {err:?}"
+            );
+        }
+    }
+    // A chunk that is fine once more reads.
+    base.put(&key, &fixed_of(&[(b"a1", b"x"), (b"c3", b"z")]))
+        .unwrap();
+    assert_eq!(view.get(b"c3").unwrap(), Some(b"z".to_vec()));
+    // Every cut of a fixed chunk of entries: an answer or an error.
+    let mut oracle = BTreeMap::new();
+    let other: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let entries = Packed::new(other.clone(), PREFIX);
+    entries.write(bulk_of(0..20, &mut oracle)).unwrap();
+    let (chunk_key, good) = chunks(other.as_ref()).remove(0);
+    for cut in 0..good.len() {
+        other.put(&chunk_key, &good[..cut]).unwrap();
+        let _ = entries.get(&label(7));
+        // A cut after a whole pair is a chunk of fewer pairs.
+        if cut <= 3 || (cut - 3) % 58 != 0 {
+            assert!(
+                entries.verify().is_err(),
+                "a chunk cut to {cut} bytes passed"
+            );
+        }
+    }
+}
