@@ -20,14 +20,20 @@
 //! (`scripts/redis-cluster.sh start DIR` prints one); it is measured
 //! through one server (`redis-cluster`) and through two servers over the
 //! same namespace, clients alternating between them (`redis-cluster-2srv`).
+//!
+//! `batches_per_commit`: the requests' batches each store commit carried
+//! during a phase that wrote (the server's group commit shares one commit
+//! among requests to different indexes, `sesame_server`'s
+//! `engine/group.rs`), counted by a wrapper around each server's store.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use sesame_core::{Meter, Params, Snapshot, Store};
+use sesame_core::{Conditional, Meter, Params, Snapshot, Store, WriteBatch};
 use sesame_net::blocking::{new_request_id, Connection};
 use sesame_net::ClientConfig;
 use sesame_server::{RunningServer, ServerConfig, TlsFiles, Tokens};
@@ -118,9 +124,93 @@ fn err(context: &str, e: sesame_core::Error) -> BenchError {
 }
 
 /// One phase of a run: the operation, every client's latencies, the
-/// phase's wall time, the first client's meter snapshot, and the store
-/// round trips of the phase (where the store counts them).
-type PhaseResult = (&'static str, Vec<Duration>, Duration, Snapshot, Option<u64>);
+/// phase's wall time, the first client's meter snapshot, the store
+/// round trips of the phase (where the store counts them), and the store
+/// commits of the phase with the batches they carried.
+type PhaseResult = (
+    &'static str,
+    Vec<Duration>,
+    Duration,
+    Snapshot,
+    Option<u64>,
+    Commits,
+);
+
+/// Store commits asked for and the batches they carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Commits {
+    commits: u64,
+    batches: u64,
+}
+
+impl Commits {
+    fn since(self, earlier: Commits) -> Commits {
+        Commits {
+            commits: self.commits.saturating_sub(earlier.commits),
+            batches: self.batches.saturating_sub(earlier.batches),
+        }
+    }
+
+    /// Batches per commit; `None` when nothing was committed.
+    fn per_commit(self) -> Option<f64> {
+        (self.commits > 0).then(|| self.batches as f64 / self.commits as f64)
+    }
+}
+
+/// The commits of the servers' stores ([`Counted`]), shared by the
+/// wrappers of one configuration.
+#[derive(Debug, Default)]
+struct CommitCount {
+    commits: AtomicU64,
+    batches: AtomicU64,
+}
+
+impl CommitCount {
+    fn add(&self, batches: usize) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.batches.fetch_add(batches as u64, Ordering::Relaxed);
+    }
+
+    fn now(&self) -> Commits {
+        Commits {
+            commits: self.commits.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A server's store that counts its writes ([`CommitCount`]): a write or
+/// a conditional write is one commit of one batch, a group one commit of
+/// the group's batches (whether or not a condition held: each is a store
+/// transaction). Everything else passes through unchanged.
+struct Counted {
+    inner: Arc<dyn Store>,
+    count: Arc<CommitCount>,
+}
+
+impl Store for Counted {
+    fn write(&self, batch: WriteBatch) -> sesame_core::Result<()> {
+        self.count.add(1);
+        self.inner.write(batch)
+    }
+
+    fn write_if(
+        &self,
+        expect: &[(&[u8], Option<&[u8]>)],
+        batch: &WriteBatch,
+    ) -> sesame_core::Result<bool> {
+        self.count.add(1);
+        self.inner.write_if(expect, batch)
+    }
+
+    fn write_if_group(&self, group: &[Conditional<'_>]) -> sesame_core::Result<Vec<bool>> {
+        self.count.add(group.len());
+        self.inner.write_if_group(group)
+    }
+
+    sesame_store::forward_store!(|s| s.inner; get, get_many, commit_groups, scan_prefix,
+        scan_from, ordered_probes, io_counts, flush, backend, health, verify);
+}
 
 /// What each client thread hands back: its number and its two phases.
 type ClientOutcome = Result<(usize, Phase, Phase), BenchError>;
@@ -263,6 +353,7 @@ fn run_clients(
     plan: &Plan,
     seed: u64,
     trips: &dyn Fn() -> Option<u64>,
+    commits: &CommitCount,
 ) -> Result<Vec<PhaseResult>, BenchError> {
     let barrier = Arc::new(Barrier::new(clients + 1));
     let results: Arc<Mutex<Vec<ClientOutcome>>> = Arc::new(Mutex::new(Vec::new()));
@@ -312,16 +403,16 @@ fn run_clients(
     }
     barrier.wait(); // preloaded
     let t0 = Instant::now();
-    let trips0 = trips();
+    let (trips0, commits0) = (trips(), commits.now());
     barrier.wait(); // updates done
     let update_wall = t0.elapsed();
-    let trips1 = trips();
+    let (trips1, commits1) = (trips(), commits.now());
     barrier.wait();
     let t1 = Instant::now();
-    let trips2 = trips();
+    let (trips2, commits2) = (trips(), commits.now());
     barrier.wait(); // searches done
     let search_wall = t1.elapsed();
-    let trips3 = trips();
+    let (trips3, commits3) = (trips(), commits.now());
     let between = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
     for h in handles {
         h.join()
@@ -347,6 +438,7 @@ fn run_clients(
             update_wall,
             snaps.0,
             between(trips0, trips1),
+            commits1.since(commits0),
         ),
         (
             "search",
@@ -354,6 +446,7 @@ fn run_clients(
             search_wall,
             snaps.1,
             between(trips2, trips3),
+            commits3.since(commits2),
         ),
     ])
 }
@@ -549,10 +642,14 @@ impl Experiment for Server {
         for (store_name, make) in &backings {
             for &clients in &plan.clients {
                 let backing = make()?;
+                let count = Arc::new(CommitCount::default());
                 let servers = backing
                     .stores()
                     .into_iter()
-                    .map(|store| loopback_server(&certs, &token, store))
+                    .map(|inner| {
+                        let count = count.clone();
+                        loopback_server(&certs, &token, Arc::new(Counted { inner, count }))
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 let configs: Vec<ClientConfig> = servers
                     .iter()
@@ -561,16 +658,21 @@ impl Experiment for Server {
                             .with_ca(certs.ca_pem.clone().into_bytes())
                     })
                     .collect();
-                let phases = run_clients(&configs, clients, &plan, ctx.seed, &|| {
-                    backing.round_trips()
-                });
+                let phases = run_clients(
+                    &configs,
+                    clients,
+                    &plan,
+                    ctx.seed,
+                    &|| backing.round_trips(),
+                    &count,
+                );
                 let stopped: Vec<_> = servers.into_iter().map(|s| s.shutdown()).collect();
                 backing.finish();
                 let phases = phases?;
                 for stopped in stopped {
                     stopped.map_err(|e| BenchError::InvalidArgument(format!("server: {e}")))?;
                 }
-                for (op, mut lat, wall, snap, trips) in phases {
+                for (op, mut lat, wall, snap, trips, commits) in phases {
                     lat.sort();
                     let n = lat.len();
                     let mut row = Row::new()
@@ -588,6 +690,9 @@ impl Experiment for Server {
                         );
                     if let Some(trips) = trips {
                         row.set("store_trips_per_op", trips as f64 / n.max(1) as f64);
+                    }
+                    if let Some(per) = commits.per_commit() {
+                        row.set("batches_per_commit", per);
                     }
                     if clients == 1 {
                         let mut model = Row::new();
@@ -621,6 +726,7 @@ impl Experiment for Server {
             "p99_ms",
             "loopback_ms",
             "store_trips_per_op",
+            "batches_per_commit",
             "model_lan_ms",
             "client_ms",
             "server_ms",
@@ -700,8 +806,49 @@ mod tests {
             }
             let one = r.params.get("clients") == Some(&Value::Int(1));
             assert_eq!(r.figures.get("model_lan_ms").is_some(), one);
+            if r.params.get("op") == Some(&Value::from("update")) {
+                let per = r.figures.get("batches_per_commit").copied();
+                // One client has nothing to share a commit with.
+                if one {
+                    assert_eq!(per, Some(1.0), "{r:?}");
+                } else {
+                    assert!(per.is_some_and(|p| p >= 1.0), "{r:?}");
+                }
+            }
         }
         assert_eq!(rs.charts.len(), 4);
+    }
+
+    #[test]
+    fn a_group_is_one_commit_of_its_batches() {
+        let count = Arc::new(CommitCount::default());
+        let store = Counted {
+            inner: Arc::new(sesame_store::MemoryStore::new()),
+            count: count.clone(),
+        };
+        let batch = |k: &[u8]| {
+            let mut b = WriteBatch::new();
+            b.put(k.to_vec(), b"v".to_vec());
+            b
+        };
+        let (a, b, c) = (batch(b"a"), batch(b"b"), batch(b"c"));
+        let none: &[(&[u8], Option<&[u8]>)] = &[];
+        let refused: &[(&[u8], Option<&[u8]>)] = &[(b"a", None)];
+        store.write(batch(b"w")).unwrap();
+        assert!(store.write_if(none, &a).unwrap());
+        let group: Vec<Conditional<'_>> = vec![(none, &b), (refused, &a), (none, &c)];
+        assert_eq!(store.write_if_group(&group).unwrap(), [true, false, true]);
+        let counted = count.now();
+        assert_eq!(
+            counted,
+            Commits {
+                commits: 3,
+                batches: 5
+            }
+        );
+        assert_eq!(counted.per_commit(), Some(5.0 / 3.0));
+        assert_eq!(Commits::default().per_commit(), None);
+        assert_eq!(store.get(b"c").unwrap(), Some(b"v".to_vec()));
     }
 
     #[test]

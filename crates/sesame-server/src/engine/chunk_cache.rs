@@ -249,6 +249,15 @@ fn make_room(held: &mut Held, bytes: usize) {
     }
 }
 
+/// The least key above every key that starts with `prefix` (`None`: no
+/// such key, the prefix being all `0xff` bytes).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut end = prefix[..=last].to_vec();
+    end[last] += 1;
+    Some(end)
+}
+
 /// A store whose pairs under `prefix` are a cached copy of one
 /// generation's chunks; reads elsewhere and every write go to `base`.
 struct CachedChunks {
@@ -301,20 +310,34 @@ impl Store for CachedChunks {
             return self.base.scan_from(prefix, from, descending, limit);
         }
         let pair = |(k, v): (&Vec<u8>, &Arc<[u8]>)| (k.clone(), v.to_vec());
-        // At most MAX_INDEX_PAIRS keys: a filter is bounded.
-        let within = |(k, _): &(&Vec<u8>, &Arc<[u8]>)| k.starts_with(prefix);
+        // The keys under `prefix` are one range of the map: bounded by it,
+        // the scan compares no key against the prefix (a packed plan's
+        // read-ahead scans here for every update).
+        let end = prefix_end(prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         Ok(if descending {
+            if from < prefix {
+                return Ok(Vec::new());
+            }
+            let top = match upper {
+                Bound::Excluded(end) if from >= end => Bound::Excluded(end),
+                _ => Bound::Included(from),
+            };
             self.chunks
-                .range::<[u8], _>((Bound::Unbounded, Bound::Included(from)))
+                .range::<[u8], _>((Bound::Included(prefix), top))
                 .rev()
-                .filter(within)
                 .take(limit)
                 .map(pair)
                 .collect()
         } else {
+            let start = from.max(prefix);
+            if let Bound::Excluded(end) = upper {
+                if start >= end {
+                    return Ok(Vec::new());
+                }
+            }
             self.chunks
-                .range::<[u8], _>((Bound::Included(from), Bound::Unbounded))
-                .filter(within)
+                .range::<[u8], _>((Bound::Included(start), upper))
                 .take(limit)
                 .map(pair)
                 .collect()
@@ -341,6 +364,66 @@ mod tests {
 
     fn key(k: &[u8]) -> Vec<u8> {
         [PREFIX, k].concat()
+    }
+
+    /// Scans of the cached copy answer what the store itself answers, at
+    /// the prefix's edges too: `from` before, inside and past the prefix,
+    /// both directions, a prefix that ends in `0xff` bytes, and pairs of
+    /// the copy just outside the prefix asked for.
+    #[test]
+    fn cached_scans_answer_as_the_store_does() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut batch = WriteBatch::new();
+        let keys: Vec<Vec<u8>> = [
+            &b"t/i/0#"[..],
+            b"t/i/0#a",
+            b"t/i/0#a\xff",
+            b"t/i/0#b",
+            b"t/i/0#\xff",
+            b"t/i/0#\xff\xff",
+            b"t/i/0#\xff\xffz",
+            b"t/i/0$",
+        ]
+        .iter()
+        .map(|k| k.to_vec())
+        .collect();
+        for (n, k) in keys.iter().enumerate() {
+            batch.put(k.clone(), vec![n as u8]);
+        }
+        store.write(batch).unwrap();
+        let prefixes: [&[u8]; 4] = [PREFIX, b"t/i/0#a", b"t/i/0#\xff", b"t/i/0#\xff\xff"];
+        let froms: [&[u8]; 10] = [
+            b"",
+            b"t/i/0",
+            b"t/i/0#",
+            b"t/i/0#a",
+            b"t/i/0#a\x00",
+            b"t/i/0#c",
+            b"t/i/0#\xff",
+            b"t/i/0#\xff\xff\xff",
+            b"t/i/0$",
+            b"u",
+        ];
+        for cached in [PREFIX, b"t/i/0"] {
+            let cache = ChunkCache::default();
+            let view = cache.view(&store, ("t", "i"), cached, &Some(b"T".to_vec()));
+            for prefix in prefixes {
+                for from in froms {
+                    for descending in [false, true] {
+                        for limit in [1, 2, 100] {
+                            assert_eq!(
+                                view.scan_from(prefix, from, descending, limit).unwrap(),
+                                store.scan_from(prefix, from, descending, limit).unwrap(),
+                                "cached {cached:?}, prefix {prefix:?}, from {from:?}, \
+                                 descending {descending}, limit {limit}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(prefix_end(b"a\xff\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff"), None);
     }
 
     #[test]
