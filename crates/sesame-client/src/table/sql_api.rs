@@ -48,3 +48,110 @@ impl Table {
         handed.map(|()| total)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Profile;
+
+    /// A profile in a fresh temporary folder and its table `t` holding
+    /// `n` records: `id` (the key), `c` = `id % 3` (equality), `v` = `id`
+    /// (range).
+    fn table(n: i64) -> (tempfile::TempDir, Profile, Table) {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = Profile::create_with_kdf(
+            tmp.path().join("p"),
+            "pw",
+            "fast",
+            &sesame_core::Params::new(),
+            crate::insecure::fast_kdf(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let schema = Schema::from_toml(
+            "key = \"id\"\n[fields.id]\ntype = \"integer\"\nindex = [\"equality\"]\n\
+             [fields.c]\ntype = \"integer\"\nindex = [\"equality\"]\n\
+             [fields.v]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 16\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut t = Table::create(&p, "t", schema).unwrap_or_else(|e| panic!("{e}"));
+        let records = (0..n)
+            .map(|i| {
+                let (id, c) = (i.to_string(), (i % 3).to_string());
+                t.record_from_cells(
+                    [("id", id.as_str()), ("c", c.as_str()), ("v", id.as_str())],
+                    None,
+                )
+                .unwrap_or_else(|e| panic!("{e}"))
+            })
+            .collect();
+        t.insert(records, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+        (tmp, p, t)
+    }
+
+    fn batches(t: &mut Table, text: Option<&str>, batch: usize) -> (Vec<usize>, Vec<Record>) {
+        let (mut sizes, mut all) = (Vec::new(), Vec::new());
+        let total = t
+            .query_batches(text, batch, &mut |records| {
+                sizes.push(records.len());
+                all.extend(records);
+                true
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(total, all.len());
+        (sizes, all)
+    }
+
+    /// Whatever the accesses (the keyword index, whose hits carry their
+    /// catalog entries; the range index; both combined), the batches hold
+    /// the records a plaintext oracle over every record finds, in
+    /// insertion order, after writes that replace and delete records.
+    #[test]
+    fn batches_answer_as_an_oracle_after_replacements_and_deletions() {
+        let (_tmp, _p, mut t) = table(200);
+        let replaced = (0..200)
+            .filter(|i| i % 10 == 0)
+            .map(|i: i64| {
+                let (id, v) = (i.to_string(), (1000 + i).to_string());
+                t.record_from_cells([("id", id.as_str()), ("c", "5"), ("v", v.as_str())], None)
+                    .unwrap_or_else(|e| panic!("{e}"))
+            })
+            .collect();
+        t.insert(replaced, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            t.delete("c = 2 and v < 50")
+                .unwrap_or_else(|e| panic!("{e}")),
+            15
+        );
+        let all = t.records().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(all.len(), 185);
+        let int = |r: &Record, i: usize| match r.values.get(i) {
+            Some(Some(Value::Int(n))) => *n,
+            other => panic!("{other:?}"),
+        };
+        type Pred = fn(i64, i64, i64) -> bool;
+        let cases: [(&str, Pred); 8] = [
+            ("c = 1", |_, c, _| c == 1),
+            ("c = 5", |_, c, _| c == 5),
+            ("c = 2", |_, c, _| c == 2),
+            ("v between 20 and 120", |_, _, v| (20..=120).contains(&v)),
+            ("c = 1 or v >= 1100", |_, c, v| c == 1 || v >= 1100),
+            ("c = 0 and v < 100", |_, c, v| c == 0 && v < 100),
+            ("id = 7", |id, _, _| id == 7),
+            ("id = 10", |id, _, _| id == 10),
+        ];
+        for (text, pred) in cases {
+            // `records` reads the catalog in identifier order: the
+            // insertion order every answer keeps.
+            let want: Vec<&Record> = all
+                .iter()
+                .filter(|r| pred(int(r, 0), int(r, 1), int(r, 2)))
+                .collect();
+            let (_, got) = batches(&mut t, Some(text), 1024);
+            let got: Vec<&Record> = got.iter().collect();
+            assert!(!got.is_empty(), "{text}");
+            assert_eq!(got, want, "{text}");
+        }
+    }
+}
