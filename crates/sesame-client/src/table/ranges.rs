@@ -103,6 +103,19 @@ pub(crate) fn binding(field: &Field) -> Result<(RangeProtocol, Params)> {
     })?;
     let mut params = b.params()?;
     params.set("bits", field.bits);
+    // Each pair a table puts in one index is unique: its payload starts
+    // with the record's identifier, which names one version of one
+    // record, is reserved before use and never handed out again, and a
+    // generation (a key) takes each version once (a crash or a conflict
+    // in between rebuilds into a fresh generation). So the index may seal
+    // without a stored nonce (docs/schemes/bplus_ore.md, "Sealed
+    // records"); a schema that names the sealing keeps its own.
+    let seal = sesame_range::bplus_ore::SEAL_PARAM;
+    if protocol.params.iter().any(|(name, _)| *name == seal)
+        && params.get_or::<String>(seal, String::new())?.is_empty()
+    {
+        params.set(seal, "unique");
+    }
     Ok((protocol, params))
 }
 

@@ -26,6 +26,9 @@ use crate::record::RecordKey;
 
 pub(super) type FullOf<C> = <<C as ClientOrder>::Server as Comparator>::Ciphertext;
 pub(super) type ProbeOf<C> = <<C as ClientOrder>::Server as Comparator>::Left;
+pub(super) type StoredOf<C> = <<C as ClientOrder>::Server as Comparator>::Right;
+/// A request of the protocol of `C`.
+type RequestOf<C> = Request<FullOf<C>, ProbeOf<C>, StoredOf<C>>;
 
 /// A scheme's client side: keys (and state) and how values become
 /// ciphertexts and query endpoints.
@@ -93,6 +96,14 @@ pub trait ClientOrder: Send + Sized + 'static {
     /// The re-encoding the server must apply before the next request.
     fn take_reencoding(&mut self) -> Option<Vec<(u64, u64)>> {
         None
+    }
+
+    /// Whether the server stores a part of each ciphertext that is
+    /// semantically secure on its own (Lewi-Wu's and CLOZ's right halves):
+    /// a build then sends that part alone (`Request::AppendStored`), and
+    /// no left half of a built value reaches the server.
+    fn stores_right_halves() -> bool {
+        false
     }
 
     /// Whether a build may send its ciphertexts sorted by value in one go
@@ -204,6 +215,9 @@ impl ClientOrder for LewiWu {
     fn descriptor() -> &'static SchemeDescriptor {
         &LEWI_WU
     }
+    fn stores_right_halves() -> bool {
+        true
+    }
     fn param_names() -> &'static [&'static str] {
         &["block"]
     }
@@ -243,6 +257,9 @@ impl<P: ClozProtocol> ClientOrder for Cloz<P> {
 
     fn descriptor() -> &'static SchemeDescriptor {
         P::protocol_descriptor()
+    }
+    fn stores_right_halves() -> bool {
+        true
     }
     fn generate(rng: &mut dyn CryptoRngCore, _params: &Params, bits: u32) -> Result<(Self, u32)> {
         Ok((Cloz::generate(rng, bits)?, 0))
@@ -340,6 +357,36 @@ impl ClientOrder for FhOpe {
     }
 }
 
+/// How a client seals its records (the `seal` parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Sealing {
+    /// Under a random nonce, stored with each record: any payloads, the
+    /// same pair any number of times (the default).
+    Random,
+    /// The unique form ([`RecordKey::seal_unique`]): the value in the
+    /// bytes its width needs and no stored nonce, for a caller that
+    /// inserts each (value, payload) pair at most once in the index's
+    /// life (a table's record identifiers). A deletion is then one round.
+    Unique,
+}
+
+impl std::str::FromStr for Sealing {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "random" => Ok(Sealing::Random),
+            "unique" => Ok(Sealing::Unique),
+            _ => Err(Error::InvalidArgument(format!(
+                "seal={s:?}: expected random or unique"
+            ))),
+        }
+    }
+}
+
+/// The saved state of a client that seals under random nonces: the
+/// form every build wrote before the unique form, and still written for
+/// such a client.
 #[derive(Serialize, Deserialize)]
 pub(super) struct SavedClient {
     protocol: String,
@@ -357,11 +404,21 @@ impl Drop for SavedClient {
     }
 }
 
+/// The saved state of a client of another [`Sealing`]: [`SavedClient`]
+/// and the sealing after it (one byte more, so neither form decodes as
+/// the other: the encoding refuses trailing bytes and a missing field).
+#[derive(Serialize, Deserialize)]
+struct SavedSealing {
+    client: SavedClient,
+    sealing: Sealing,
+}
+
 /// The client half of a B+ tree protocol.
 pub struct BplusClient<C: ClientOrder> {
     scheme: C,
     record_key: RecordKey,
     layout: Layout,
+    sealing: Sealing,
 }
 
 impl<C: ClientOrder> std::fmt::Debug for BplusClient<C> {
@@ -375,14 +432,16 @@ impl<C: ClientOrder> std::fmt::Debug for BplusClient<C> {
 
 impl<C: ClientOrder> BplusClient<C> {
     /// A client with fresh keys. Parameters: `bits` (value width, default
-    /// 32), `payload` (record bytes leaves are sized for, default 16) and
-    /// the scheme's own (see [`protocols`](super::protocols)).
+    /// 32), `payload` (record bytes leaves are sized for, default 16),
+    /// `seal` ([`Sealing`]: `random`, the default, or `unique`) and the
+    /// scheme's own (see [`protocols`](super::protocols)).
     pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
-        let mut known = vec!["bits", "payload"];
+        let mut known = vec!["bits", "payload", "seal"];
         known.extend_from_slice(C::param_names());
         params.only(C::descriptor().name, &known)?;
         let bits = bits_param(params)?;
         let payload: u32 = params.get_or("payload", 16)?;
+        let sealing: Sealing = params.get_or("seal", Sealing::Random)?;
         let (scheme, extra) = C::generate(rng, params, bits)?;
         let layout = Layout {
             bits,
@@ -396,12 +455,16 @@ impl<C: ClientOrder> BplusClient<C> {
             scheme,
             record_key: RecordKey::generate(rng),
             layout,
+            sealing,
         })
     }
 
     /// A client from [`RangeClient::save_state`]'s bytes.
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        let saved: SavedClient = wire::decode(bytes)?;
+        let (saved, sealing) = match wire::decode::<SavedSealing>(bytes) {
+            Ok(s) => (s.client, s.sealing),
+            Err(_) => (wire::decode::<SavedClient>(bytes)?, Sealing::Random),
+        };
         if saved.protocol != C::descriptor().name {
             return Err(Error::Malformed(format!(
                 "state of {}, not {}",
@@ -421,16 +484,39 @@ impl<C: ClientOrder> BplusClient<C> {
             scheme: C::restore(&saved.scheme)?,
             record_key: RecordKey::from_bytes(&saved.record_key)?,
             layout,
+            sealing,
         })
+    }
+
+    /// How this client seals its records.
+    pub fn sealing(&self) -> Sealing {
+        self.sealing
     }
 
     fn aad() -> &'static [u8] {
         C::descriptor().name.as_bytes()
     }
 
+    /// Bytes of a value in a record of the unique form.
+    fn value_bytes(&self) -> usize {
+        crate::record::value_bytes(self.layout.bits)
+    }
+
+    /// Whether a record names one entry without a query first: the
+    /// baseline's plain records and the unique form are deterministic.
+    fn deterministic(&self) -> bool {
+        !C::sealed() || self.sealing == Sealing::Unique
+    }
+
     fn seal(&self, rng: &mut dyn CryptoRngCore, value: u64, data: &[u8]) -> Result<Vec<u8>> {
         if C::sealed() {
-            self.record_key.seal(rng, Self::aad(), value, data)
+            match self.sealing {
+                Sealing::Random => self.record_key.seal(rng, Self::aad(), value, data),
+                Sealing::Unique => {
+                    self.record_key
+                        .seal_unique(Self::aad(), value, self.value_bytes(), data)
+                }
+            }
         } else {
             let mut plain = Vec::with_capacity(8 + data.len());
             plain.extend_from_slice(&value.to_be_bytes());
@@ -441,7 +527,13 @@ impl<C: ClientOrder> BplusClient<C> {
 
     fn open(&self, record: &[u8]) -> Result<(u64, Vec<u8>)> {
         if C::sealed() {
-            self.record_key.open(Self::aad(), record)
+            match self.sealing {
+                Sealing::Random => self.record_key.open(Self::aad(), record),
+                Sealing::Unique => {
+                    self.record_key
+                        .open_unique(Self::aad(), self.value_bytes(), record)
+                }
+            }
         } else {
             let (value, data) = record
                 .split_first_chunk::<8>()
@@ -450,11 +542,7 @@ impl<C: ClientOrder> BplusClient<C> {
         }
     }
 
-    fn send(
-        &self,
-        channel: &mut dyn Channel,
-        request: &Request<FullOf<C>, ProbeOf<C>>,
-    ) -> Result<Response> {
+    fn send(&self, channel: &mut dyn Channel, request: &RequestOf<C>) -> Result<Response> {
         channel::call(channel, request)
     }
 
@@ -471,11 +559,7 @@ impl<C: ClientOrder> BplusClient<C> {
     }
 
     /// Sends an update; the server answers [`Response::Done`].
-    fn update(
-        &self,
-        channel: &mut dyn Channel,
-        request: &Request<FullOf<C>, ProbeOf<C>>,
-    ) -> Result<()> {
+    fn update(&self, channel: &mut dyn Channel, request: &RequestOf<C>) -> Result<()> {
         match self.send(channel, request)? {
             Response::Done => Ok(()),
             other => Err(Error::unexpected("B+ tree", &other)),
@@ -531,7 +615,10 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
     /// each page written once. The server sees the same ciphertexts as
     /// insertions one by one would send it (so the same order of the
     /// values), in value order instead of the caller's, and a tree whose
-    /// shape depends on the number of records only.
+    /// shape depends on the number of records only. Where the tree
+    /// stores right halves only, the build sends those alone
+    /// (`AppendStored`): the server learns the values' order from the
+    /// positions, and none of the left halves' leakage.
     fn build_checked(&mut self, mut io: Io<'_>, records: &[Record]) -> Result<()> {
         if !C::bulk() {
             for (value, data) in records {
@@ -542,18 +629,30 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         let Io { rng, channel } = io;
         let mut order: Vec<&Record> = records.iter().collect();
         order.sort_by_key(|r| r.0);
-        let mut entries = Vec::new();
+        let halves = C::stores_right_halves();
+        let (mut entries, mut stored) = (Vec::new(), Vec::new());
         let mut bytes = 0usize;
         let mut rest = order.into_iter().peekable();
         while let Some((value, data)) = rest.next() {
             let ciphertext = self.scheme.encrypt(rng, *value)?;
             let record = self.seal(rng, *value, data)?;
             bytes += record.len() + 64;
-            entries.push((ciphertext, record));
+            if halves {
+                stored.push((C::Server::right(&ciphertext), record));
+            } else {
+                entries.push((ciphertext, record));
+            }
             if bytes >= BULK_BYTES || rest.peek().is_none() {
-                let request = Request::Append {
-                    layout: self.layout,
-                    entries: std::mem::take(&mut entries),
+                let request = if halves {
+                    Request::AppendStored {
+                        layout: self.layout,
+                        entries: std::mem::take(&mut stored),
+                    }
+                } else {
+                    Request::Append {
+                        layout: self.layout,
+                        entries: std::mem::take(&mut entries),
+                    }
                 };
                 bytes = 0;
                 self.update(channel, &request)?;
@@ -576,7 +675,7 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
 
     fn delete_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<bool> {
         let Io { rng, channel } = io;
-        let (lo, hi, record) = if C::sealed() {
+        let (lo, hi, record) = if !self.deterministic() {
             // Round 1: the sealed records of [v, v]; pick the pair's.
             let Some((lo, hi, records)) = self.fetch(rng, channel, value, value)? else {
                 return Ok(false);
@@ -594,7 +693,8 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
             };
             (lo, hi, record)
         } else {
-            // The baseline's records are deterministic: one round.
+            // The baseline's records and the unique form are
+            // deterministic: one round.
             let Some((lo, hi)) = self.scheme.probes(rng, value, value)? else {
                 return Ok(false);
             };
@@ -639,6 +739,13 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
             record_key: *self.record_key.to_bytes(),
             scheme: self.scheme.save()?.to_vec(),
         };
-        wire::encode(&saved)
+        match self.sealing {
+            // The form of earlier builds, which they still read.
+            Sealing::Random => wire::encode(&saved),
+            sealing => wire::encode(&SavedSealing {
+                client: saved,
+                sealing,
+            }),
+        }
     }
 }

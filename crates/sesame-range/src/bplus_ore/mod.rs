@@ -20,11 +20,13 @@
 //!
 //! Messages: an insertion is one round (ciphertext and sealed record); a
 //! build (an empty tree given many records at once) sends them sorted by
-//! value in rounds of a few megabytes (`Append`), and the server fills
-//! the tree bottom up along its right edge, each page written once; a
-//! query is one round (two query ciphertexts; the sealed records come
-//! back); a deletion is two rounds (a query for `[v, v]`, then a delete
-//! naming the sealed record that opens to the pair), one for the baseline.
+//! value in rounds of a few megabytes (`Append`; `AppendStored`, right
+//! halves only, for Lewi-Wu and CLOZ), and the server fills the tree
+//! bottom up along its right edge, each page written once; a query is
+//! one round (two query ciphertexts; the sealed records come back); a
+//! deletion is two rounds (a query for `[v, v]`, then a delete naming the
+//! sealed record that opens to the pair), one for the baseline and for
+//! records sealed in the unique form ([`Sealing::Unique`]).
 
 //!
 //! The module's parts: `layout` (node capacities for a page size),
@@ -114,7 +116,9 @@ pub static LEWI_WU: SchemeDescriptor = descriptor(
      left ciphertexts: a server that keeps them learns, over time, the total order of all \
      inserted values and query endpoints, the index of the first differing d-bit block of \
      every pair, and (left ciphertexts are deterministic) the equality and frequency of \
-     inserted values at upload; plus the access pattern and result sizes.",
+     inserted values at upload; plus the access pattern and result sizes. A build sends \
+     right halves only, in value order: the order of the built values, none of the left \
+     halves' leakage.",
 );
 
 /// B+ tree over CLOZ with the pairing PPH, storing right ciphertexts only.
@@ -125,7 +129,8 @@ pub static CLOZ: SchemeDescriptor = descriptor(
      order) and size. Insertions send the full ciphertext and queries send left halves: a \
      server that keeps them learns, over time, CLOZ's leakage on all inserted values and \
      query endpoints (total order, equality, and the equality pattern of the most \
-     significant differing bits); plus the access pattern and result sizes.",
+     significant differing bits); plus the access pattern and result sizes. A build sends \
+     right halves only, in value order: the order of the built values.",
 );
 
 /// B+ tree over CLOZ with the correctness-only PPH: INSECURE, benchmarks only.
@@ -149,9 +154,16 @@ pub static FH_OPE: SchemeDescriptor = descriptor(
 // ---------------------------------------------------------------------
 // Messages.
 
-/// A request of the B+ tree protocols.
+/// A request of the B+ tree protocols: `F` is the scheme's full
+/// ciphertext, `P` a query endpoint, `R` the part of a ciphertext the
+/// tree stores (Lewi-Wu's and CLOZ's right half; the whole ciphertext
+/// for the others, the default).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Request<F, P> {
+#[serde(bound(
+    serialize = "F: Serialize, P: Serialize, R: Serialize",
+    deserialize = "F: Deserialize<'de>, P: Deserialize<'de>, R: Deserialize<'de>"
+))]
+pub enum Request<F, P, R = F> {
     /// Inserts a ciphertext with its sealed record.
     Insert {
         /// Scheme parameters.
@@ -200,6 +212,20 @@ pub enum Request<F, P> {
         /// `(ciphertext, sealed record)` pairs, in value order.
         #[serde(with = "entries")]
         entries: Vec<(F, Vec<u8>)>,
+    },
+    /// Appends stored halves with their sealed records, sorted by value
+    /// and none below a stored one, along the tree's right edge: a bulk
+    /// build of a scheme that stores right halves only (Lewi-Wu, CLOZ),
+    /// which sends no left half. The server cannot compare two stored
+    /// halves, so it takes the order as given (the client's word, as for
+    /// its own records: an order it breaks misanswers its own queries
+    /// only) and checks the sizes.
+    AppendStored {
+        /// Scheme parameters.
+        layout: Layout,
+        /// `(stored half, sealed record)` pairs, in value order.
+        #[serde(with = "entries")]
+        entries: Vec<(R, Vec<u8>)>,
     },
 }
 
@@ -281,18 +307,35 @@ fn entry<C: ClientOrder>(params: &'static [(&'static str, &'static str)]) -> Ran
     }
 }
 
+/// The name of the parameter that chooses a client's [`Sealing`].
+pub const SEAL_PARAM: &str = "seal";
+
+const SEAL: (&str, &str) = (
+    SEAL_PARAM,
+    "random (records sealed under a stored random nonce) or unique (no stored nonce and \
+     values in the bytes their width needs, for a caller that inserts each (value, payload) \
+     pair at most once; docs/schemes/bplus_ore.md, \"Sealed records\"); the baseline's \
+     records are plain either way",
+);
+
 /// The protocols of this module: the baseline, then one per ORE scheme.
 pub fn protocols() -> Vec<RangeProtocol> {
     vec![
-        entry::<PlainClient>(&[BITS, PAYLOAD]),
-        entry::<Bclo>(&[BITS, PAYLOAD, ("range", "max(48, bits) (ciphertext width)")]),
-        entry::<Clww>(&[BITS, PAYLOAD]),
-        entry::<LewiWu>(&[BITS, PAYLOAD, ("block", "2 (block width d, 1..=16)")]),
-        entry::<Cloz<PairingPph>>(&[BITS, PAYLOAD]),
-        entry::<Cloz<CorrectnessOnlyPph>>(&[BITS, PAYLOAD]),
+        entry::<PlainClient>(&[BITS, PAYLOAD, SEAL]),
+        entry::<Bclo>(&[
+            BITS,
+            PAYLOAD,
+            SEAL,
+            ("range", "max(48, bits) (ciphertext width)"),
+        ]),
+        entry::<Clww>(&[BITS, PAYLOAD, SEAL]),
+        entry::<LewiWu>(&[BITS, PAYLOAD, SEAL, ("block", "2 (block width d, 1..=16)")]),
+        entry::<Cloz<PairingPph>>(&[BITS, PAYLOAD, SEAL]),
+        entry::<Cloz<CorrectnessOnlyPph>>(&[BITS, PAYLOAD, SEAL]),
         entry::<FhOpe>(&[
             BITS,
             PAYLOAD,
+            SEAL,
             ("cipher_bits", "64 (ciphertext width, 2..=64)"),
         ]),
     ]

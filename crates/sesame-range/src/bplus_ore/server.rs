@@ -22,16 +22,22 @@ impl<O: ServerOrder> Ready<O> {
     /// checking the record's size and the stored ciphertext's against the
     /// layout.
     fn stored(&self, full: &O::Ciphertext, record: &[u8]) -> Result<O::Right> {
+        let stored = O::right(full);
+        self.check_stored(&stored, record)?;
+        Ok(stored)
+    }
+
+    /// Checks a record's size and a stored half's against the layout.
+    fn check_stored(&self, stored: &O::Right, record: &[u8]) -> Result<()> {
         if record.len() > MAX_RECORD {
             return Err(Error::Protocol("record too large".into()));
         }
-        let stored = O::right(full);
-        if wire::encode(&stored)?.len() > self.key_bytes + 1 {
+        if wire::encode(stored)?.len() > self.key_bytes + 1 {
             return Err(Error::Protocol(
                 "ciphertext larger than the scheme's parameters allow".into(),
             ));
         }
-        Ok(stored)
+        Ok(())
     }
 }
 
@@ -167,6 +173,21 @@ impl<O: ServerOrder> BplusServer<O> {
         Ok(Response::Done)
     }
 
+    /// Appends stored halves sorted by value along the tree's right edge
+    /// (`Request::AppendStored`): sizes checked, order taken as given.
+    fn append_stored(
+        &mut self,
+        layout: Layout,
+        entries: Vec<(O::Right, Vec<u8>)>,
+    ) -> Result<Response> {
+        let (ready, mut tree) = self.tree(layout)?;
+        for (stored, record) in &entries {
+            ready.check_stored(stored, record)?;
+        }
+        tree.append(entries)?;
+        Ok(Response::Done)
+    }
+
     fn query(&mut self, layout: Layout, lo: O::Left, hi: O::Left) -> Result<Response> {
         let (ready, mut tree) = self.tree(layout)?;
         let order = &ready.order;
@@ -234,7 +255,7 @@ impl<O: ServerOrder> BplusServer<O> {
 }
 
 impl<O: ServerOrder> Handler for BplusServer<O> {
-    type Request = Request<O::Ciphertext, O::Left>;
+    type Request = Request<O::Ciphertext, O::Left, O::Right>;
     type Response = Response;
 
     fn handle(&mut self, request: Self::Request) -> Result<Response> {
@@ -253,6 +274,7 @@ impl<O: ServerOrder> Handler for BplusServer<O> {
             } => self.delete(layout, lo, hi, record),
             Request::Reencode { layout, changes } => self.reencode(layout, changes),
             Request::Append { layout, entries } => self.append(layout, entries),
+            Request::AppendStored { layout, entries } => self.append_stored(layout, entries),
         };
         // Persist the root and id counter even when the operation failed
         // half way: the nodes it wrote are then reachable and consistent.
