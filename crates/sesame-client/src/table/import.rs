@@ -6,7 +6,12 @@
 //! an error naming the file and line before anything is saved or sent;
 //! the second inserts them in batches, the file read and its records
 //! made on a thread of its own one batch ahead of the batch being
-//! inserted (at most that one batch more in memory). Running the same import again
+//! inserted (at most that one batch more in memory). In the first pass
+//! too the file is read and split into rows on a thread of its own, a
+//! few chunks of rows ahead of the checks, so that both passes use two
+//! cores; the checks see the rows in the file's order and the first bad
+//! line is still the error (tested by
+//! `a_pass_read_ahead_sees_the_rows_in_order_up_to_the_first_error`). Running the same import again
 //! after an interruption skips what is already there and inserts each
 //! record exactly once; an import the server cut off says so
 //! ([`ClientError::ImportInterrupted`]). Columns the schema does not name
@@ -292,6 +297,55 @@ fn each_row(
     Ok(columns)
 }
 
+/// Rows a reading thread hands over at a time ([`each_row_ahead`]).
+const ROWS_AHEAD: usize = 1024;
+
+/// As [`each_row`], the file read and split into rows on a thread of its
+/// own while `each` runs on the calling thread, so that a pass over the
+/// file uses two cores. `each` sees the same rows in the same order, and
+/// the first error in the file's order is the one returned: the reader
+/// hands over every row before the line it fails on, and stops when the
+/// calling thread does. At most a few chunks of [`ROWS_AHEAD`] rows are
+/// in memory between the two.
+fn each_row_ahead(
+    path: &Path,
+    format: Format,
+    known: &BTreeSet<String>,
+    each: &mut dyn FnMut(Row) -> Result<()>,
+) -> Result<BTreeSet<String>> {
+    std::thread::scope(|scope| {
+        let (ahead, chunks) = mpsc::sync_channel::<Vec<Row>>(2);
+        let reader = scope.spawn(move || {
+            let mut rows = Vec::with_capacity(ROWS_AHEAD);
+            let stopped = || ClientError::InvalidArgument("the import stopped".into());
+            let read = each_row(path, format, known, &mut |row| {
+                rows.push(row);
+                if rows.len() >= ROWS_AHEAD {
+                    let full = std::mem::replace(&mut rows, Vec::with_capacity(ROWS_AHEAD));
+                    ahead.send(full).map_err(|_| stopped())?;
+                }
+                Ok(())
+            });
+            // The rows before a failing line are checked first, as when
+            // the file is read on one thread; a calling thread that
+            // stopped has its own error.
+            if !rows.is_empty() {
+                let _ = ahead.send(rows);
+            }
+            read
+        });
+        for chunk in chunks.iter() {
+            for row in chunk {
+                // Dropping `chunks` on return stops the reader.
+                each(row)?;
+            }
+        }
+        reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// What an unclosed quote is called.
 const UNCLOSED: &str = "a quoted cell starting in this record is never closed (a closing '\"' \
                         is missing), so the rest of the file would be read as one cell";
@@ -483,7 +537,7 @@ impl Table {
         // on disk: memory stays bounded whatever the file (two keys
         // that differ share a digest with a chance of about n^2 / 2^129).
         let mut keys = has_key.then(|| Keys::new(run_pairs));
-        let columns = each_row(path, format, &known, &mut |row| {
+        let columns = each_row_ahead(path, format, &known, &mut |row| {
             let record = reader.record(&mut first, &row)?;
             self.range_values(&record).map_err(|e| at(row.line, &e))?;
             let size = wire::encode(&record)?.len() as u64;
@@ -677,8 +731,12 @@ impl Table {
                 for (line, record) in rows? {
                     if !has_key {
                         earlier.remove(&record.key);
+                    }
+                    if !has_key && !legacy.is_empty() {
                         // The same values under the name an earlier build
-                        // gave this line: that record is this one.
+                        // gave this line: that record is this one. (Not
+                        // made for every row of a table without such
+                        // records: a copy of its values each.)
                         let old = Record {
                             key: format!("{base}:{line}"),
                             values: record.values.clone(),
@@ -792,6 +850,54 @@ mod tests {
         drop(table);
         let mut table = Table::open(&profile, "t").unwrap_or_else(|e| panic!("{e}"));
         check(&mut table);
+    }
+
+    /// The first pass reads the file on a thread of its own: the
+    /// checking thread sees every row in the file's order, across the
+    /// chunks handed over, up to the line the reader fails on (whose
+    /// error is returned, not a later one), and a check that fails first
+    /// is the error returned, with the rows after it never seen.
+    #[test]
+    fn a_pass_read_ahead_sees_the_rows_in_order_up_to_the_first_error() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let csv = dir.path().join("rows.csv");
+        // Line 1 is the header; row k is on line k + 2; line 2,502 has
+        // a cell too many (a reading error), two chunks and a part in.
+        let mut text = String::from("a,b\n");
+        for k in 0..3_000 {
+            if k == 2_500 {
+                text.push_str("1,2,3\n");
+            } else {
+                text.push_str(&format!("{k},x\n"));
+            }
+        }
+        std::fs::write(&csv, text).unwrap_or_else(|e| panic!("{e}"));
+        let known: BTreeSet<String> = ["a".to_owned()].into();
+        let mut lines = Vec::new();
+        let read = each_row_ahead(&csv, Format::Csv, &known, &mut |row| {
+            assert_eq!(row.cells.len(), 1, "only the known column");
+            lines.push(row.line);
+            Ok(())
+        });
+        let e = read.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("rows.csv:2502"), "{e}");
+        // The row just before the failing line is held back until the
+        // next one is read (`each_row`'s check of an unclosed quote), so
+        // it is not seen either, as when one thread reads and checks.
+        assert_eq!(lines, (2..2_501).collect::<Vec<u64>>());
+
+        // A check failing first: its error, nothing after its row.
+        let mut seen = 0u64;
+        let read = each_row_ahead(&csv, Format::Csv, &known, &mut |row| {
+            seen = row.line;
+            if row.line == 1_500 {
+                return Err(ClientError::InvalidArgument("checked: line 1500".into()));
+            }
+            Ok(())
+        });
+        let e = read.err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(e, "checked: line 1500");
+        assert_eq!(seen, 1_500);
     }
 
     /// A count from the environment (`SESAME_IMPORT_BATCH`,
