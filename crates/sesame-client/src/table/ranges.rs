@@ -443,6 +443,20 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// A table's default range index (a B+ tree) seals its records in the
+    /// unique form: the precondition is the table's, so the table says so.
+    #[test]
+    fn a_table_range_index_seals_in_the_unique_form() {
+        let schema = Schema::from_toml("[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let field = schema.fields.first().unwrap_or_else(|| unreachable!());
+        let (_, params) = binding(field).unwrap_or_else(|e| panic!("{e}"));
+        let seal = params
+            .get_or::<String>(sesame_range::bplus_ore::SEAL_PARAM, String::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(seal, "unique");
+    }
+
     #[test]
     fn a_payload_opens_only_in_its_place() {
         let index = index();
