@@ -44,7 +44,9 @@ use crate::fsutil;
 
 mod catalog;
 mod log;
+mod memo;
 mod names;
+pub(crate) use memo::{ChunkNames, CommitMemo, Seal};
 mod runs;
 pub(crate) use catalog::Catalog;
 use catalog::{CatalogLocal, Change, LocalCatalog};
@@ -726,6 +728,7 @@ impl StateCipher {
     /// AES-256-GCM-SIV(state key, aad, plain)`, the version bound into the
     /// associated data so that the server cannot pass an older copy off
     /// as a newer one.
+    #[cfg(test)]
     pub(crate) fn seal_shared<C: SharedFormat>(
         &self,
         rng: &mut dyn CryptoRngCore,
@@ -735,6 +738,23 @@ impl StateCipher {
         extras: &SharedExtras,
         chain: &C,
     ) -> Result<Vec<u8>> {
+        let memo = CommitMemo::default();
+        let shared = (state, extras, chain);
+        Ok(self.seal_shared_with(rng, index, version, shared, &memo)?.0)
+    }
+
+    /// As [`StateCipher::seal_shared`], taking the sealed bytes of each
+    /// segment the last commit (`memo`) sealed already instead of sealing
+    /// it again (the same bytes either way: `memo`); with the seal to keep
+    /// in the memo once the commit's chunks are named.
+    pub(crate) fn seal_shared_with<C: SharedFormat>(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        index: &str,
+        version: u64,
+        (state, extras, chain): (&IndexState, &SharedExtras, &C),
+        memo: &CommitMemo,
+    ) -> Result<(Vec<u8>, Seal)> {
         let plain = SharedPlainOf {
             state: wire::encode(state)?,
             extras: extras.clone(),
@@ -746,25 +766,33 @@ impl StateCipher {
             ClientError::InvalidArgument(format!("scheme name {scheme:?} is too long"))
         })?;
         let aad = self.shared_aad(format, index, scheme, version);
-        let sealed = if format >= 2 {
-            self.seal_segmented(
-                rng,
-                &self.shared_aad(format, index, scheme, 0),
-                &aad,
-                &plain,
-            )?
+        let segment_aad = self.shared_aad(format, index, scheme, 0);
+        let (sealed, mut seal) = if format >= 2 {
+            self.seal_segmented_with(rng, &segment_aad, &aad, &plain, memo)?
         } else {
-            self.aead
+            let sealed = self
+                .aead
                 .seal(rng, &aad, &plain)
-                .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?
+                .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
+            // Sealed whole: nothing a later commit could take.
+            (sealed, Seal::new([0; 32]))
         };
         let mut out = Vec::with_capacity(magic.len() + 9 + scheme.len() + sealed.len());
         out.extend_from_slice(magic);
         out.extend_from_slice(&version.to_be_bytes());
         out.push(scheme_len);
         out.extend_from_slice(scheme.as_bytes());
+        let header = out.len();
         out.extend_from_slice(&sealed);
-        Ok(out)
+        seal.finish(plain, header);
+        Ok((out, seal))
+    }
+
+    /// A keyed digest of the state key and a segments' associated data:
+    /// a [`CommitMemo`] reuses sealed segments only under the same.
+    pub(crate) fn memo_check(&self, segment_aad: &[u8]) -> [u8; 32] {
+        self.names
+            .hash("sesame-client/shared-segment-memo/v1", &[segment_aad])
     }
 
     /// Opens version `version` of the shared record of `index`, as
@@ -896,13 +924,29 @@ impl StateCipher {
 }
 
 /// First bytes of a shared state's plaintext sealed in segments
-/// ([`StateCipher::seal_segmented`]).
+/// ([`StateCipher::seal_segmented_with`]).
 const SEGMENTED: &[u8; 8] = b"SSMSEG01";
 /// Bytes of the seal of a segmented plaintext's segment list: nonce,
 /// SHA-256 and tag.
 const SEGMENT_LIST_SEAL: usize = 12 + 32 + 16;
 
 impl StateCipher {
+    /// [`StateCipher::seal_segmented_with`] with nothing to take from a
+    /// last commit.
+    #[cfg(test)]
+    pub(crate) fn seal_segmented(
+        &self,
+        rng: &mut dyn CryptoRngCore,
+        segment_aad: &[u8],
+        aad: &[u8],
+        plain: &[u8],
+    ) -> Result<Vec<u8>> {
+        let memo = CommitMemo::default();
+        Ok(self
+            .seal_segmented_with(rng, segment_aad, aad, plain, &memo)?
+            .0)
+    }
+
     /// Seals `plain` in content-defined segments ([`crate::cdc`]), each
     /// with AES-256-GCM-SIV under a nonce derived from its bytes (a keyed
     /// digest: the same segment seals to the same bytes, which says only
@@ -912,38 +956,57 @@ impl StateCipher {
     /// `"SSMSEG01" || (u32 len || segment)* || list seal`. Unchanged
     /// parts of a state seal to unchanged bytes, which the chunk layer
     /// does not send again.
-    pub(crate) fn seal_segmented(
+    ///
+    /// A segment that `memo` (the last commit) holds takes the sealed
+    /// bytes it had there, the same bytes as sealing it again. Each
+    /// segment is noted in the returned [`Seal`] (its plaintext not yet
+    /// set: [`Seal::finish`]).
+    pub(crate) fn seal_segmented_with(
         &self,
         rng: &mut dyn CryptoRngCore,
         segment_aad: &[u8],
         aad: &[u8],
         plain: &[u8],
-    ) -> Result<Vec<u8>> {
+        memo: &CommitMemo,
+    ) -> Result<(Vec<u8>, Seal)> {
         let too_large = || ClientError::InvalidArgument("client state is too large".into());
+        let check = self.memo_check(segment_aad);
+        let mut seal = Seal::new(check);
         let segment_aad = [b"segment\0".as_slice(), segment_aad].concat();
         let mut out = SEGMENTED.to_vec();
+        let mut start = 0;
         for part in crate::cdc::chunks(plain) {
-            let digest = self.names.hash(
-                "sesame-client/shared-segment-nonce/v1",
-                &[&segment_aad, part],
-            );
-            let mut nonce = [0u8; 12];
-            nonce.copy_from_slice(digest.get(..12).unwrap_or(&[0; 12]));
-            let sealed = self
-                .aead
-                .seal_with_nonce(&nonce, &segment_aad, part)
-                .map_err(|_| too_large())?;
+            let fresh;
+            let sealed = match memo.sealed(&check, part) {
+                Some(sealed) => sealed,
+                None => {
+                    let digest = self.names.hash(
+                        "sesame-client/shared-segment-nonce/v1",
+                        &[&segment_aad, part],
+                    );
+                    let mut nonce = [0u8; 12];
+                    nonce.copy_from_slice(digest.get(..12).unwrap_or(&[0; 12]));
+                    fresh = self
+                        .aead
+                        .seal_with_nonce(&nonce, &segment_aad, part)
+                        .map_err(|_| too_large())?;
+                    &fresh
+                }
+            };
             let len = u32::try_from(sealed.len()).map_err(|_| too_large())?;
             out.extend_from_slice(&len.to_be_bytes());
-            out.extend_from_slice(&sealed);
+            let at = out.len();
+            out.extend_from_slice(sealed);
+            seal.segment(part, start, at..out.len());
+            start += part.len();
         }
         let list = sesame_crypto::hash::sha256(out.get(SEGMENTED.len()..).unwrap_or_default());
-        let seal = self.aead.seal(rng, aad, &list).map_err(|_| too_large())?;
-        out.extend_from_slice(&seal);
-        Ok(out)
+        let list_seal = self.aead.seal(rng, aad, &list).map_err(|_| too_large())?;
+        out.extend_from_slice(&list_seal);
+        Ok((out, seal))
     }
 
-    /// Opens what [`StateCipher::seal_segmented`] sealed, or a plaintext
+    /// Opens what [`StateCipher::seal_segmented_with`] sealed, or a plaintext
     /// sealed whole under `aad` (the format before segments); `None` if
     /// anything does not open or match.
     pub(crate) fn open_segmented(

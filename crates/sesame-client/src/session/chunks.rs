@@ -4,7 +4,7 @@
 //! already have.
 //!
 //! The state is sealed in segments that seal to the same bytes when they
-//! hold the same bytes ([`StateCipher::seal_segmented`]), so the chunks of
+//! hold the same bytes ([`StateCipher::seal_segmented_with`]), so the chunks of
 //! the unchanged parts of a state (most of a catalog an import appends
 //! to) are the same records from one version to the next. The state
 //! record lists its chunks (`2 || (12-byte id || u32 len)*`, the id the
@@ -26,12 +26,13 @@
 //! leaves the chunks it wrote: what that commit changed, no more; they
 //! are not collected (a later commit of the same bytes uses them).
 //!
-//! [`StateCipher::seal_segmented`]: crate::state::StateCipher::seal_segmented
+//! [`StateCipher::seal_segmented_with`]: crate::state::StateCipher::seal_segmented_with
 
 use std::collections::BTreeSet;
 
 use crate::backend::{Backend, IndexRecordWrite};
 use crate::error::{ClientError, Result};
+use crate::state::{ChunkNames, CommitMemo};
 
 /// Tag of a record value held in content-named chunks.
 pub(super) const CONTENT: u8 = 2;
@@ -119,13 +120,15 @@ fn records_of(value: &[u8]) -> BTreeSet<String> {
 /// the state record) as a [`CONTENT`] value: writes now the chunks the
 /// record in force lacks (batches of up to `chunk_max` bytes), and
 /// returns the value and the deletions for the commit's write (the
-/// chunks of a value of the format before go too).
+/// chunks of a value of the format before go too). A chunk the last
+/// commit had (`memo`) takes the name it had; `names` gets every chunk's.
 pub(super) fn put_state(
     backend: &mut dyn Backend,
     index: &str,
     chunk_max: usize,
-    expected: u64,
-    bytes: &[u8],
+    (expected, bytes): (u64, &[u8]),
+    memo: &CommitMemo,
+    names: &mut ChunkNames,
 ) -> Result<(Vec<u8>, Vec<IndexRecordWrite>)> {
     let in_force = if expected == 0 {
         BTreeSet::new()
@@ -146,8 +149,11 @@ pub(super) fn put_state(
     let mut used = BTreeSet::new();
     let mut batch: Vec<IndexRecordWrite> = Vec::new();
     let mut batch_bytes = 0usize;
+    let mut start = 0;
     for chunk in chunks {
-        let id = chunk_id(chunk);
+        let id = memo.chunk_id(chunk).unwrap_or_else(|| chunk_id(chunk));
+        names.note(chunk, start, id);
+        start += chunk.len();
         let len = u32::try_from(chunk.len()).map_err(|_| {
             ClientError::InvalidArgument("a chunk of the client state is too large".into())
         })?;
@@ -191,22 +197,33 @@ impl super::Session {
         &mut self,
         expected: u64,
         bytes: &[u8],
+        memo: &CommitMemo,
+        names: &mut ChunkNames,
     ) -> Result<(Vec<u8>, Vec<IndexRecordWrite>)> {
         let chunk_max = super::shared::chunk_max(self.backend.as_mut())?;
+        let backend = self.backend.as_mut();
         if bytes.len() > INLINE_MAX.min(chunk_max / 4) {
             return put_state(
-                self.backend.as_mut(),
+                backend,
                 &self.index,
                 chunk_max,
-                expected,
-                bytes,
+                (expected, bytes),
+                memo,
+                names,
             );
         }
         let mut value = Vec::with_capacity(1 + bytes.len());
         value.push(0);
         value.extend_from_slice(bytes);
         // The chunks of the state in force, if it had any, go.
-        let (_, gone) = put_state(self.backend.as_mut(), &self.index, chunk_max, expected, &[])?;
+        let (_, gone) = put_state(
+            backend,
+            &self.index,
+            chunk_max,
+            (expected, &[]),
+            memo,
+            names,
+        )?;
         Ok((value, gone))
     }
 }
@@ -271,10 +288,44 @@ pub(super) fn get_state(
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use std::sync::Arc;
+
     use rand::{RngCore, SeedableRng};
     use sesame_crypto::Key;
+    use sesame_store::MemoryStore;
+    use zeroize::Zeroizing;
 
-    use crate::state::StateCipher;
+    use super::{put_state, records_of};
+    use crate::backend::{Backend, EmbeddedBackend, IndexRecord, IndexRecordWrite};
+    use crate::intercept::{Hook, Intercepted};
+    use crate::state::{ChunkNames, CommitMemo, StateCipher};
+
+    /// A server's shared records: every value written, by name.
+    #[derive(Clone, Default)]
+    struct Records(Arc<std::sync::Mutex<std::collections::BTreeMap<String, Vec<u8>>>>);
+
+    impl Hook for Records {
+        fn write_records(
+            &mut self,
+            _: &mut dyn Backend,
+            _: &str,
+            writes: Vec<IndexRecordWrite>,
+        ) -> crate::Result<Option<Vec<IndexRecord>>> {
+            let mut map = self.0.lock().unwrap();
+            for w in writes {
+                match w.value {
+                    Some(v) => map.insert(w.name, v),
+                    None => map.remove(&w.name),
+                };
+            }
+            Ok(None)
+        }
+    }
+
+    fn server(records: &Records) -> Intercepted<Records> {
+        let inner = EmbeddedBackend::over(Arc::new(MemoryStore::new()));
+        Intercepted::new(Box::new(inner), records.clone())
+    }
 
     fn cipher() -> StateCipher {
         StateCipher::new(&Key::from_bytes([7; 32]), "profile")
@@ -365,5 +416,113 @@ mod tests {
         assert!(c.open_segmented(b"i", b"i/v1", &mixed).is_none());
         // Truncated to nothing.
         assert!(c.open_segmented(b"i", b"i/v1", &sealed[..20]).is_none());
+    }
+
+    /// The versions of a state that commits write one after the other,
+    /// as an import changes it: appended to, a byte of its head changed,
+    /// bytes cut from its middle, cut short.
+    fn versions() -> Vec<Vec<u8>> {
+        let first = random(300_000, 10);
+        let mut appended = first.clone();
+        appended.extend_from_slice(&random(40_000, 11));
+        let mut head = appended.clone();
+        head[3] ^= 0x55;
+        let mut middle = head.clone();
+        middle.drain(150_000..160_000);
+        let short = middle[..200_000].to_vec();
+        vec![first, appended, head, middle, short]
+    }
+
+    /// One commit of `plain` with `memo` (kept in it after): the sealed
+    /// state, the record value and deletions `put_state` returns, and
+    /// how many of its segments and chunks the memo had.
+    fn commit(
+        c: &StateCipher,
+        backend: &mut dyn Backend,
+        memo: &mut CommitMemo,
+        (version, plain): (u64, &[u8]),
+    ) -> (Vec<u8>, Vec<u8>, usize, usize) {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(version);
+        let aad = format!("i/v{version}");
+        let check = c.memo_check(b"i");
+        let parts = crate::cdc::chunks(plain);
+        let reused = parts.iter().filter(|p| memo.sealed(&check, p).is_some());
+        let reused = reused.count();
+        let (sealed, mut seal) = c
+            .seal_segmented_with(&mut rng, b"i", aad.as_bytes(), plain, memo)
+            .unwrap();
+        seal.finish(Zeroizing::new(plain.to_vec()), 0);
+        let level = super::level(sealed.len(), 1 << 20);
+        let named = crate::cdc::chunks_at(&sealed, level)
+            .iter()
+            .filter(|c| memo.chunk_id(c).is_some())
+            .count();
+        let mut names = ChunkNames::default();
+        let (value, _) = put_state(backend, "i", 1 << 20, (0, &sealed), memo, &mut names).unwrap();
+        memo.keep(seal, sealed.clone(), names);
+        (sealed, value, reused, named)
+    }
+
+    /// With the last commit's memo a commit seals, names and writes
+    /// exactly what it does without one, while taking most segments and
+    /// chunks from the memo.
+    #[test]
+    fn a_commit_with_the_memo_writes_what_it_writes_without() {
+        let c = cipher();
+        let (with, without) = (Records::default(), Records::default());
+        let (mut b_with, mut b_without) = (server(&with), server(&without));
+        let mut memo = CommitMemo::default();
+        for (v, plain) in versions().iter().enumerate() {
+            let v = v as u64;
+            let (sealed, value, reused, named) = commit(&c, &mut b_with, &mut memo, (v, plain));
+            let mut fresh = CommitMemo::default();
+            let (sealed_fresh, value_fresh, none, _) =
+                commit(&c, &mut b_without, &mut fresh, (v, plain));
+            assert_eq!(none, 0);
+            assert_eq!(sealed, sealed_fresh, "version {v}");
+            assert_eq!(value, value_fresh, "version {v}");
+            assert_eq!(records_of(&value).len(), records_of(&value_fresh).len());
+            let segments = crate::cdc::chunks(plain).len();
+            if v > 0 {
+                // All but the segments around each change.
+                assert!(reused + 4 >= segments, "{reused} of {segments}");
+                assert!(named > 0, "version {v}: no chunk named from the memo");
+            }
+            let opened = c
+                .open_segmented(b"i", format!("i/v{v}").as_bytes(), &sealed)
+                .unwrap();
+            assert_eq!(&*opened, plain);
+        }
+        // Both servers hold the same chunk records.
+        assert!(!with.0.lock().unwrap().is_empty());
+        assert_eq!(*with.0.lock().unwrap(), *without.0.lock().unwrap());
+    }
+
+    /// Segments sealed under one key, or for one index, are not taken
+    /// for another: the commit seals them again.
+    #[test]
+    fn the_memo_is_not_taken_under_another_key_or_index() {
+        let (c, other) = (
+            cipher(),
+            StateCipher::new(&Key::from_bytes([8; 32]), "profile"),
+        );
+        let plain = random(200_000, 12);
+        let mut backend = server(&Records::default());
+        let mut memo = CommitMemo::default();
+        commit(&c, &mut backend, &mut memo, (1, &plain));
+        for part in crate::cdc::chunks(&plain) {
+            assert!(memo.sealed(&c.memo_check(b"i"), part).is_some());
+            assert!(memo.sealed(&other.memo_check(b"i"), part).is_none());
+            assert!(memo.sealed(&c.memo_check(b"j"), part).is_none());
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let (sealed, _) = other
+            .seal_segmented_with(&mut rng, b"i", b"i/v2", &plain, &memo)
+            .unwrap();
+        assert_eq!(
+            &*other.open_segmented(b"i", b"i/v2", &sealed).unwrap(),
+            &plain
+        );
+        assert!(c.open_segmented(b"i", b"i/v2", &sealed).is_none());
     }
 }

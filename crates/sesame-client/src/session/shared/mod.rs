@@ -127,6 +127,7 @@ impl Session {
             staged: Vec::new(),
             sidecar,
             chunk_max: chunk_max(self.backend.as_mut())?,
+            memo: Default::default(),
         };
         if let Some(header) = header {
             // Only forward: an older header than the server's is not put

@@ -13,7 +13,9 @@ use crate::backend::{Backend, IndexRecord, IndexRecordWrite};
 use crate::error::{ClientError, Result};
 use crate::intents::Intent;
 use crate::session::Session;
-use crate::state::{shared_digest, Chain, Head, IndexState, SharedExtras, StateCipher};
+use crate::state::{
+    shared_digest, Chain, ChunkNames, CommitMemo, Head, IndexState, SharedExtras, StateCipher,
+};
 
 /// The head record's value for state `version` of digest `digest`.
 pub(super) fn head_value(version: u64, digest: &[u8; 32]) -> Vec<u8> {
@@ -216,6 +218,13 @@ impl Session {
         Ok(value)
     }
 
+    /// Puts back the commit memo taken for a commit.
+    fn keep_memo(&mut self, memo: CommitMemo) {
+        if let Some(shared) = self.shared.as_mut() {
+            shared.memo = memo;
+        }
+    }
+
     /// Commits the state as the next version of the shared record, with
     /// the staged records, if the record is still at the version this
     /// session holds; [`ClientError::StaleState`] if not (nothing
@@ -244,18 +253,38 @@ impl Session {
                 .reserved_by
                 .insert(shared.device, self.state.reserved.clone());
         }
-        let blob = self.cipher.seal_shared(
+        // The last commit's seal and chunk names: what did not change is
+        // not sealed or hashed again (`state::memo`).
+        let memo = self
+            .shared
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.memo))
+            .unwrap_or_default();
+        let (blob, seal) = self.cipher.seal_shared_with(
             &mut self.rng,
             &self.index,
             next,
-            &self.state,
-            &extras,
-            &chain,
+            (&self.state, &extras, &chain),
+            &memo,
         )?;
         let digest = shared_digest(&blob);
         // Content-named chunks: the parts of the state in force that
         // did not change are not sent again (`chunks`).
-        let (value, gone) = self.put_state(expected, &blob)?;
+        let mut names = ChunkNames::default();
+        let put = self.put_state(expected, &blob, &memo, &mut names);
+        let mut memo = memo;
+        let put = match put {
+            Ok(put) => {
+                memo.keep(seal, blob, names);
+                put
+            }
+            Err(e) => {
+                self.keep_memo(memo);
+                return Err(e);
+            }
+        };
+        self.keep_memo(memo);
+        let (value, gone) = put;
         let mut writes = vec![
             IndexRecordWrite {
                 name: STATE_RECORD.into(),

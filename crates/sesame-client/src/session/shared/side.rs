@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::backend::IndexRecordWrite;
-use crate::state::{Head, SharedExtras};
+use crate::state::{CommitMemo, Head, SharedExtras};
 
 /// This device's side of an index's shared state.
 pub(crate) struct Shared {
@@ -24,6 +24,8 @@ pub(crate) struct Shared {
     pub(super) sidecar: PathBuf,
     /// The largest chunk (what one message carries, less framing).
     pub(super) chunk_max: usize,
+    /// What the last commit sealed and named (`state::memo`).
+    pub memo: CommitMemo,
 }
 
 /// What a device knows of the history of an index's shared states:
