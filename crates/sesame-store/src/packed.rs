@@ -67,7 +67,7 @@ pub use memo::ChunkMemo;
 mod form;
 use form::{
     damaged, damaged_delta, decode, decode_delta, delta_len, encode, encode_delta, encoded_len,
-    find, is_delta, put_varint, seal, Widths, FORMAT,
+    find, is_delta, put_varint, seal, Lookup, Widths, FORMAT,
 };
 
 /// The byte that follows an index generation's prefix where its chunks
@@ -331,16 +331,14 @@ impl Packed {
                     out.finish(self, &mut plan.batch)?;
                     follows = None;
                     let fence = &chunk_key[plen..];
-                    // Read whole and checked once, as a rewrite reads it.
-                    let pairs = decode(stored, chunk_key)?;
+                    // Searched in place, not decoded whole: the chunk is
+                    // not rewritten (`packed_form.rs`, `Lookup`).
+                    let pairs = Lookup::new(stored, chunk_key)?;
                     for &(key, value) in here {
                         let Some(value) = value else { continue };
                         let old = match deltas.binary_search_by(|(k, _)| k[plen..].cmp(key)) {
                             Ok(at) => Some(decode_delta(deltas[at].1, deltas[at].0, plen)?.1),
-                            Err(_) => pairs
-                                .binary_search_by(|(k, _)| (*k).cmp(key))
-                                .ok()
-                                .map(|at| pairs[at].1),
+                            Err(_) => pairs.get(key),
                         };
                         match old {
                             Some(old) if old == value => continue,

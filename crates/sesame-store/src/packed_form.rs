@@ -288,28 +288,86 @@ pub(super) fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pai
     Ok(pairs)
 }
 
+/// The pairs of a chunk as a write that appends beside it reads them: a
+/// chunk in the fixed form is searched in place (its header and length
+/// checked as [`find`] checks them, no copy and no allocation), one in the
+/// variable form is decoded and checked whole.
+///
+/// Why not decode the fixed form whole here too: an update appends a few
+/// deltas beside chunks it does not rewrite, and decoding each such chunk
+/// (some 380 pairs of a keyword index) only to look up a few keys was 3
+/// to 5 % of the samples of a 16-client update run on the server
+/// (`docs/performance.md`, issue 40 item 5). What is not checked here is
+/// what a lookup does not check either: the order of a fixed chunk's keys
+/// ([`sesame_core::Store::verify`] and every rewrite check it); the chunk is
+/// not written by the append, so no damage is carried forward.
+pub(super) enum Lookup<'a> {
+    /// The fixed form: its pairs back to back, each `width` bytes of which
+    /// the first `key` are the key.
+    Fixed {
+        body: &'a [u8],
+        key: usize,
+        width: usize,
+    },
+    /// The variable form, decoded.
+    Pairs(Vec<Pair<'a>>),
+}
+
+impl<'a> Lookup<'a> {
+    /// The chunk stored as `bytes` under `chunk_key`, checked as the
+    /// type's doc says.
+    pub(super) fn new(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Self> {
+        let reader = Reader::new(bytes, chunk_key)?;
+        Ok(match reader.fixed {
+            Some((k, v)) => Self::Fixed {
+                body: &bytes[reader.at..],
+                key: k,
+                width: k + v,
+            },
+            None => Self::Pairs(decode(bytes, chunk_key)?),
+        })
+    }
+
+    /// The value of `key` in the chunk.
+    pub(super) fn get(&self, key: &[u8]) -> Option<&'a [u8]> {
+        match self {
+            Self::Fixed {
+                body,
+                key: k,
+                width,
+            } => search_fixed(body, *k, *width, key),
+            Self::Pairs(pairs) => pairs
+                .binary_search_by(|(k, _)| (*k).cmp(key))
+                .ok()
+                .map(|at| pairs[at].1),
+        }
+    }
+}
+
+/// The value of `key` among the pairs of a fixed chunk's `body` (each
+/// `width` bytes, the first `k` of them the key), by binary search.
+fn search_fixed<'a>(body: &'a [u8], k: usize, width: usize, key: &[u8]) -> Option<&'a [u8]> {
+    let count = body.len() / width;
+    let key_at = |i: usize| &body[i * width..i * width + k];
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match key_at(mid).cmp(key) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some(&body[mid * width + k..(mid + 1) * width]),
+        }
+    }
+    None
+}
+
 /// The value of `key` in a chunk, read up to the key (every length read
 /// is checked; [`sesame_core::Store::verify`] checks whole chunks).
 pub(super) fn find(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
     let mut reader = Reader::new(bytes, chunk_key)?;
     if let Some((k, v)) = reader.fixed {
         // Pairs of one width: a binary search over them.
-        let body = &bytes[reader.at..];
-        let width = k + v;
-        let count = body.len() / width;
-        let key_at = |i: usize| &body[i * width..i * width + k];
-        let (mut lo, mut hi) = (0, count);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match key_at(mid).cmp(key) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    return Ok(Some(body[mid * width + k..(mid + 1) * width].to_vec()))
-                }
-            }
-        }
-        return Ok(None);
+        return Ok(search_fixed(&bytes[reader.at..], k, k + v, key).map(<[u8]>::to_vec));
     }
     while let Some((k, v)) = reader.next_pair()? {
         match k.cmp(key) {

@@ -186,3 +186,77 @@ fn damaged_fixed_chunks_are_errors_not_panics() {
         }
     }
 }
+
+/// A write of a few pairs beside a fixed chunk (deltas, the chunk kept)
+/// looks its keys up in the chunk in place, not decoded whole: a key the
+/// chunk holds with the same value writes nothing, with another value is
+/// an overwrite, a new key is a delta; the chunk's bytes are left as they
+/// were, and every key reads as the oracle says. A fixed chunk whose
+/// header or length is damaged is `StoreCorrupt` for such a write too,
+/// as for a lookup (the order of its keys is the check's to see, as for a
+/// lookup: the write does not rewrite the chunk).
+#[test]
+fn a_write_beside_a_fixed_chunk_reads_it_in_place_and_damage_is_an_error() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut oracle = BTreeMap::new();
+    view.write(bulk_of(0..200, &mut oracle)).unwrap();
+    let before = chunks(base.as_ref());
+    assert_eq!(before.len(), 1, "one chunk");
+    let (chunk_key, good) = before[0].clone();
+    assert_eq!(good[0], 0x03, "in the fixed form");
+    let keys: Vec<Vec<u8>> = oracle.keys().cloned().collect();
+    // Keys above the fence: the chunk's first key is its fence.
+    let (same, changed) = (keys[17].clone(), keys[150].clone());
+    let new = (10_000..).map(label).find(|k| *k > keys[0]).unwrap();
+    let same_value = oracle[&same].clone();
+    let small = || {
+        let mut b = WriteBatch::new();
+        b.put(same.clone(), same_value.clone());
+        b.put(changed.clone(), vec![0xEE; 25]);
+        b.put(new.clone(), vec![0xDD; 25]);
+        b
+    };
+    let plan = view.plan(&small()).unwrap();
+    assert_eq!(plan.overwrites, 1, "the changed key only");
+    assert_eq!(plan.batch.len(), 2, "two deltas, the chunk kept");
+    base.write(plan.batch).unwrap();
+    assert_eq!(
+        base.get(&chunk_key).unwrap().as_deref(),
+        Some(good.as_slice())
+    );
+    oracle.insert(changed.clone(), vec![0xEE; 25]);
+    oracle.insert(new.clone(), vec![0xDD; 25]);
+    for (k, v) in &oracle {
+        assert_eq!(view.get(k).unwrap().as_ref(), Some(v));
+    }
+    view.verify().unwrap();
+    // Sent again: nothing changes, nothing is an overwrite.
+    let again = view.plan(&small()).unwrap();
+    assert_eq!((again.overwrites, again.batch.len()), (0, 0));
+    let damaged: Vec<(&str, Vec<u8>)> = vec![
+        ("no lengths", vec![0x03]),
+        ("no value length", good[..2].to_vec()),
+        ("pairs of no length", vec![0x03, 0, 0]),
+        ("a pair cut short", good[..good.len() - 1].to_vec()),
+        ("a width past every chunk", {
+            let mut b = vec![0x03, 0xFF, 0xFF, 0xFF, 0x0F, 1];
+            b.extend_from_slice(&good[3..]);
+            b
+        }),
+        ("an unknown format", {
+            let mut b = good.clone();
+            b[0] = 0x07;
+            b
+        }),
+    ];
+    for (what, bytes) in damaged {
+        base.put(&chunk_key, &bytes).unwrap();
+        let err = view.plan(&small());
+        assert!(
+            matches!(&err, Err(Error::StoreCorrupt(m)) if m.contains("packed chunk")),
+            "{what}: {:?}",
+            err.map(|p| p.batch.len())
+        );
+    }
+}
