@@ -407,7 +407,7 @@ pub(crate) struct Chain {
 }
 
 /// The digest naming a shared state: SHA-256 (domain-separated) of its
-/// sealed bytes, as [`StateCipher::seal_shared`] made them.
+/// sealed bytes, as [`StateCipher::seal_shared_with`] made them.
 pub(crate) fn shared_digest(sealed: &[u8]) -> [u8; 32] {
     sesame_crypto::hash::ro("sesame-client/shared-state-digest/v1", &[sealed])
 }
@@ -722,12 +722,8 @@ impl StateCipher {
         aad
     }
 
-    /// The server's copy of `state` and `extras` as version `version` of
-    /// the shared record, at its place `chain` in the history of states:
-    /// `"SSMSHR02" || version || len(scheme) || scheme ||
-    /// AES-256-GCM-SIV(state key, aad, plain)`, the version bound into the
-    /// associated data so that the server cannot pass an older copy off
-    /// as a newer one.
+    /// [`StateCipher::seal_shared_with`] with nothing to take from a last
+    /// commit.
     #[cfg(test)]
     pub(crate) fn seal_shared<C: SharedFormat>(
         &self,
@@ -743,10 +739,17 @@ impl StateCipher {
         Ok(self.seal_shared_with(rng, index, version, shared, &memo)?.0)
     }
 
-    /// As [`StateCipher::seal_shared`], taking the sealed bytes of each
-    /// segment the last commit (`memo`) sealed already instead of sealing
-    /// it again (the same bytes either way: `memo`); with the seal to keep
-    /// in the memo once the commit's chunks are named.
+    /// The server's copy of `state` and `extras` as version `version` of
+    /// the shared record, at its place `chain` in the history of states:
+    /// `"SSMSHR02" || version || len(scheme) || scheme ||
+    /// AES-256-GCM-SIV(state key, aad, plain)`, the version bound into the
+    /// associated data so that the server cannot pass an older copy off
+    /// as a newer one.
+    ///
+    /// Each segment the last commit (`memo`) sealed already takes the
+    /// sealed bytes it had (the same bytes as sealing it again); the seal
+    /// is returned, to keep in the memo once the commit's chunks are
+    /// named.
     pub(crate) fn seal_shared_with<C: SharedFormat>(
         &self,
         rng: &mut dyn CryptoRngCore,
@@ -767,24 +770,27 @@ impl StateCipher {
         })?;
         let aad = self.shared_aad(format, index, scheme, version);
         let segment_aad = self.shared_aad(format, index, scheme, 0);
-        let (sealed, mut seal) = if format >= 2 {
-            self.seal_segmented_with(rng, &segment_aad, &aad, &plain, memo)?
+        // Room for the header, the plaintext and each segment's 20 bytes
+        // of length and tag (segments of at least 4 KiB), so that the
+        // sealed state is written in place once.
+        let room = magic.len() + 9 + scheme.len() + plain.len() + plain.len() / 128 + 4096;
+        let mut out = Vec::with_capacity(room);
+        out.extend_from_slice(magic);
+        out.extend_from_slice(&version.to_be_bytes());
+        out.push(scheme_len);
+        out.extend_from_slice(scheme.as_bytes());
+        let (out, mut seal) = if format >= 2 {
+            self.seal_segmented_with(rng, (&segment_aad, &aad), &plain, memo, out)?
         } else {
             let sealed = self
                 .aead
                 .seal(rng, &aad, &plain)
                 .map_err(|_| ClientError::InvalidArgument("client state is too large".into()))?;
+            out.extend_from_slice(&sealed);
             // Sealed whole: nothing a later commit could take.
-            (sealed, Seal::new([0; 32]))
+            (out, Seal::new([0; 32]))
         };
-        let mut out = Vec::with_capacity(magic.len() + 9 + scheme.len() + sealed.len());
-        out.extend_from_slice(magic);
-        out.extend_from_slice(&version.to_be_bytes());
-        out.push(scheme_len);
-        out.extend_from_slice(scheme.as_bytes());
-        let header = out.len();
-        out.extend_from_slice(&sealed);
-        seal.finish(plain, header);
+        seal.finish(plain);
         Ok((out, seal))
     }
 
@@ -796,7 +802,7 @@ impl StateCipher {
     }
 
     /// Opens version `version` of the shared record of `index`, as
-    /// [`StateCipher::seal_shared`] made it, with its place in the chain;
+    /// [`StateCipher::seal_shared_with`] made it, with its place in the chain;
     /// a record of the format before the chain (`SSMSHR01`) opens with
     /// none. Anything else (another version, index or profile, a flipped
     /// byte) is [`ClientError::SharedStateCorrupt`].
@@ -942,9 +948,9 @@ impl StateCipher {
         plain: &[u8],
     ) -> Result<Vec<u8>> {
         let memo = CommitMemo::default();
-        Ok(self
-            .seal_segmented_with(rng, segment_aad, aad, plain, &memo)?
-            .0)
+        let (sealed, _) =
+            self.seal_segmented_with(rng, (segment_aad, aad), plain, &memo, Vec::new())?;
+        Ok(sealed)
     }
 
     /// Seals `plain` in content-defined segments ([`crate::cdc`]), each
@@ -958,22 +964,24 @@ impl StateCipher {
     /// does not send again.
     ///
     /// A segment that `memo` (the last commit) holds takes the sealed
-    /// bytes it had there, the same bytes as sealing it again. Each
-    /// segment is noted in the returned [`Seal`] (its plaintext not yet
-    /// set: [`Seal::finish`]).
+    /// bytes it had there, the same bytes as sealing it again. The sealed
+    /// bytes are written after `out`'s (a header), and each segment is
+    /// noted in the returned [`Seal`] (its plaintext not yet set:
+    /// [`Seal::finish`]).
     pub(crate) fn seal_segmented_with(
         &self,
         rng: &mut dyn CryptoRngCore,
-        segment_aad: &[u8],
-        aad: &[u8],
+        (segment_aad, aad): (&[u8], &[u8]),
         plain: &[u8],
         memo: &CommitMemo,
+        mut out: Vec<u8>,
     ) -> Result<(Vec<u8>, Seal)> {
         let too_large = || ClientError::InvalidArgument("client state is too large".into());
         let check = self.memo_check(segment_aad);
         let mut seal = Seal::new(check);
         let segment_aad = [b"segment\0".as_slice(), segment_aad].concat();
-        let mut out = SEGMENTED.to_vec();
+        out.extend_from_slice(SEGMENTED);
+        let segments_at = out.len();
         let mut start = 0;
         for part in crate::cdc::chunks(plain) {
             let fresh;
@@ -1000,7 +1008,7 @@ impl StateCipher {
             seal.segment(part, start, at..out.len());
             start += part.len();
         }
-        let list = sesame_crypto::hash::sha256(out.get(SEGMENTED.len()..).unwrap_or_default());
+        let list = sesame_crypto::hash::sha256(out.get(segments_at..).unwrap_or_default());
         let list_seal = self.aead.seal(rng, aad, &list).map_err(|_| too_large())?;
         out.extend_from_slice(&list_seal);
         Ok((out, seal))

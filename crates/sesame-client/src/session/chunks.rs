@@ -449,9 +449,9 @@ mod tests {
         let reused = parts.iter().filter(|p| memo.sealed(&check, p).is_some());
         let reused = reused.count();
         let (sealed, mut seal) = c
-            .seal_segmented_with(&mut rng, b"i", aad.as_bytes(), plain, memo)
+            .seal_segmented_with(&mut rng, (b"i", aad.as_bytes()), plain, memo, Vec::new())
             .unwrap();
-        seal.finish(Zeroizing::new(plain.to_vec()), 0);
+        seal.finish(Zeroizing::new(plain.to_vec()));
         let level = super::level(sealed.len(), 1 << 20);
         let named = crate::cdc::chunks_at(&sealed, level)
             .iter()
@@ -517,7 +517,7 @@ mod tests {
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
         let (sealed, _) = other
-            .seal_segmented_with(&mut rng, b"i", b"i/v2", &plain, &memo)
+            .seal_segmented_with(&mut rng, (b"i", b"i/v2"), &plain, &memo, Vec::new())
             .unwrap();
         assert_eq!(
             &*other.open_segmented(b"i", b"i/v2", &sealed).unwrap(),

@@ -125,16 +125,9 @@ impl Seal {
             .push((start, sealed));
     }
 
-    /// Sets the plaintext the segments are in, and moves every sealed
-    /// range `by` bytes on (the sealed output sits after a header in the
-    /// state that is stored).
-    pub(crate) fn finish(&mut self, plain: Zeroizing<Vec<u8>>, by: usize) {
+    /// Sets the plaintext the segments are in.
+    pub(crate) fn finish(&mut self, plain: Zeroizing<Vec<u8>>) {
         self.plain = plain;
-        for ranges in self.segments.values_mut() {
-            for (_, r) in ranges.iter_mut() {
-                *r = r.start + by..r.end + by;
-            }
-        }
     }
 }
 
@@ -160,8 +153,8 @@ mod tests {
         let blob: Vec<u8> = (0..200u8).collect();
         let check = [1; 32];
         let mut seal = Seal::new(check);
-        seal.segment(&plain[10..60], 10, 50..90);
-        seal.finish(Zeroizing::new(plain.clone()), 5);
+        seal.segment(&plain[10..60], 10, 55..95);
+        seal.finish(Zeroizing::new(plain.clone()));
         let mut names = ChunkNames::default();
         names.note(&blob[20..80], 20, [9; 12]);
         let mut memo = CommitMemo::default();

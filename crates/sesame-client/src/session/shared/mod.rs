@@ -2,8 +2,9 @@
 //!
 //! On a server that keeps records beside an index (`ReadRecords`,
 //! `WriteRecords`), the index's client state lives there too, sealed under
-//! the profile's state key ([`StateCipher::seal_shared`]) with a version
-//! number. The local state file is a cache of it.
+//! the profile's state key
+//! ([`StateCipher::seal_shared_with`](crate::state::StateCipher::seal_shared_with))
+//! with a version number. The local state file is a cache of it.
 //!
 //! - Every command starts by *refreshing*: it asks for the record, sending
 //!   the version it knows, and adopts a newer one (another device's
