@@ -55,11 +55,17 @@ fn doc_aad(
     path: &str,
     context: &[u8],
 ) -> Vec<u8> {
-    let mut aad = match form {
-        Form::V1 => b"sesame-client/document/v1\0".to_vec(),
-        Form::V2 => b"sesame-client/document/v2\0".to_vec(),
-        Form::V3 => b"sesame-client/document/v3\0".to_vec(),
+    let tag: &[u8] = match form {
+        Form::V1 => b"sesame-client/document/v1\0",
+        Form::V2 => b"sesame-client/document/v2\0",
+        Form::V3 => b"sesame-client/document/v3\0",
     };
+    // Sized once: every record's open builds one (growing it by
+    // reallocation showed in a point query's profile).
+    let mut aad = Vec::with_capacity(
+        tag.len() + profile_id.len() + index.len() + path.len() + context.len() + 55,
+    );
+    aad.extend_from_slice(tag);
     for part in [profile_id, index] {
         aad.extend_from_slice(&(part.len() as u64).to_be_bytes());
         aad.extend_from_slice(part.as_bytes());

@@ -30,8 +30,15 @@ pub(crate) type Batches = (
     std::sync::Arc<std::sync::atomic::AtomicBool>,
 );
 
-/// Records fetched and decrypted per batch of a streamed answer.
+/// Records fetched and decrypted in the first batch of a streamed
+/// answer: the connection encodes and sends those rows while the engine
+/// fetches the next batch (twice as many, up to [`STREAM_BATCH`]), so a
+/// point query's rows are not all encoded after its last fetch.
+pub(crate) const FIRST_BATCH: usize = 16;
+/// Records fetched and decrypted per batch of a streamed answer, at most.
 pub(crate) const STREAM_BATCH: usize = 1024;
+/// Batches a streamed answer holds ready for its connection.
+const STREAM_AHEAD: usize = 4;
 /// How long the engine waits for a client to take the next batch before
 /// it gives up on that answer (the other connections wait meanwhile).
 const STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -115,6 +122,10 @@ fn hand_over(
     mut item: Result<Vec<Vec<Datum>>, SqlError>,
 ) -> bool {
     let start = std::time::Instant::now();
+    // A connection takes a batch within microseconds unless its client
+    // is slow: the wait starts short (a millisecond's sleep was longer
+    // than a point query's whole answer) and grows to a millisecond.
+    let mut pause = std::time::Duration::from_micros(20);
     loop {
         match tx.try_send(item) {
             Ok(()) => return true,
@@ -124,7 +135,8 @@ fn hand_over(
                     return false;
                 }
                 item = back;
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(1));
             }
         }
     }
@@ -214,7 +226,7 @@ impl Db {
     ) {
         match self.streamable(sql, stmt, settings) {
             Ok(Some((name, schema, plan, route))) => {
-                let (tx, rx) = tokio::sync::mpsc::channel(2);
+                let (tx, rx) = tokio::sync::mpsc::channel(STREAM_AHEAD);
                 let complete = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let columns = plan
                     .outputs
@@ -235,20 +247,25 @@ impl Db {
                             .as_ref()
                             .and_then(|r| r.index.as_ref())
                             .map(|e| e.to_string());
-                        t.query_batches(text.as_deref(), STREAM_BATCH, &mut |records| {
-                            if left == 0 {
-                                return false;
-                            }
-                            let rows = to_rows(&schema, records, plan.filter.as_ref());
-                            let mut out = exec::run(&each_plan, rows).rows;
-                            let dropped = skip.min(out.len());
-                            out.drain(..dropped);
-                            skip -= dropped;
-                            out.truncate(left);
-                            left -= out.len();
-                            handed = out.is_empty() || hand_over(&tx, Ok(out));
-                            handed
-                        })
+                        t.query_batches(
+                            text.as_deref(),
+                            FIRST_BATCH,
+                            STREAM_BATCH,
+                            &mut |records| {
+                                if left == 0 {
+                                    return false;
+                                }
+                                let rows = to_rows(&schema, records, plan.filter.as_ref());
+                                let mut out = exec::run(&each_plan, rows).rows;
+                                let dropped = skip.min(out.len());
+                                out.drain(..dropped);
+                                skip -= dropped;
+                                out.truncate(left);
+                                left -= out.len();
+                                handed = out.is_empty() || hand_over(&tx, Ok(out));
+                                handed
+                            },
+                        )
                         .map(drop)
                         .map_err(SqlError::from)
                     }

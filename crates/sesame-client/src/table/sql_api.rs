@@ -8,13 +8,20 @@ use super::*;
 
 impl Table {
     /// Answers a query (`None`: every record) as [`Table::query`] does and
-    /// hands the matching records to `each`, in insertion order, at most
-    /// `batch` at a time, until `each` returns `false`. Returns how many
+    /// hands the matching records to `each`, in insertion order, until
+    /// `each` returns `false`: `first` records in the first batch, then
+    /// twice as many in each next one, at most `most`. Returns how many
     /// records matched in all.
+    ///
+    /// A small first batch lets the reader start on the first rows (a
+    /// connection encoding and sending them) while the next are fetched
+    /// and decrypted; growing batches keep the cost per batch (one
+    /// store read, one hand-over) small for a large answer.
     pub fn query_batches(
         &mut self,
         text: Option<&str>,
-        batch: usize,
+        first: usize,
+        most: usize,
         each: &mut dyn FnMut(Vec<Record>) -> bool,
     ) -> Result<usize> {
         let docs: Vec<DocumentInfo> = match text {
@@ -29,7 +36,7 @@ impl Table {
         };
         let total = docs.len();
         let mut handed = Ok(());
-        for chunk in docs.chunks(batch.max(1)) {
+        for chunk in growing_chunks(&docs, first, most) {
             match self.fetch_records(chunk) {
                 Ok(records) => {
                     if !each(records) {
@@ -47,6 +54,23 @@ impl Table {
         self.covered.clear();
         handed.map(|()| total)
     }
+}
+
+/// `items` cut into consecutive chunks of `first`, then twice as many
+/// each time, at most `most` (both at least one).
+fn growing_chunks<T>(items: &[T], first: usize, most: usize) -> impl Iterator<Item = &[T]> {
+    let most = most.max(1);
+    let mut size = first.clamp(1, most);
+    let mut rest = items;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (chunk, after) = rest.split_at(size.min(rest.len()));
+        rest = after;
+        size = size.saturating_mul(2).min(most);
+        Some(chunk)
+    })
 }
 
 #[cfg(test)]
@@ -89,10 +113,15 @@ mod tests {
         (tmp, p, t)
     }
 
-    fn batches(t: &mut Table, text: Option<&str>, batch: usize) -> (Vec<usize>, Vec<Record>) {
+    fn batches(
+        t: &mut Table,
+        text: Option<&str>,
+        first: usize,
+        most: usize,
+    ) -> (Vec<usize>, Vec<Record>) {
         let (mut sizes, mut all) = (Vec::new(), Vec::new());
         let total = t
-            .query_batches(text, batch, &mut |records| {
+            .query_batches(text, first, most, &mut |records| {
                 sizes.push(records.len());
                 all.extend(records);
                 true
@@ -148,10 +177,61 @@ mod tests {
                 .iter()
                 .filter(|r| pred(int(r, 0), int(r, 1), int(r, 2)))
                 .collect();
-            let (_, got) = batches(&mut t, Some(text), 1024);
+            let (_, got) = batches(&mut t, Some(text), 1024, 1024);
             let got: Vec<&Record> = got.iter().collect();
             assert!(!got.is_empty(), "{text}");
             assert_eq!(got, want, "{text}");
         }
+    }
+
+    /// Batches start small and double up to the most, and together hold
+    /// every matching record once, in the order one batch holds them.
+    #[test]
+    fn growing_batches_hand_every_record_once_in_order() {
+        let (_tmp, _p, mut t) = table(120);
+        for text in [Some("c = 1"), Some("v between 5 and 100"), None] {
+            let (whole_sizes, whole) = batches(&mut t, text, 1024, 1024);
+            assert_eq!(whole_sizes.len(), 1, "{text:?}");
+            let (sizes, got) = batches(&mut t, text, 3, 16);
+            assert_eq!(got, whole, "{text:?}");
+            let n = whole.len();
+            let mut want = Vec::new();
+            let (mut size, mut left) = (3, n);
+            while left > 0 {
+                want.push(size.min(left));
+                left -= size.min(left);
+                size = (size * 2).min(16);
+            }
+            assert_eq!(sizes, want, "{text:?}");
+        }
+        // A reader that stops after the first batch is handed no more.
+        let mut seen = Vec::new();
+        let total = t
+            .query_batches(Some("c = 1"), 2, 8, &mut |records| {
+                seen.push(records.len());
+                false
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((seen, total), (vec![2], 40));
+    }
+
+    #[test]
+    fn growing_chunks_cover_the_items_and_never_pass_the_most() {
+        let items: Vec<u32> = (0..100).collect();
+        let sizes: Vec<usize> = growing_chunks(&items, 5, 32).map(<[u32]>::len).collect();
+        assert_eq!(sizes, [5, 10, 20, 32, 32, 1]);
+        let joined: Vec<u32> = growing_chunks(&items, 5, 32).flatten().copied().collect();
+        assert_eq!(joined, items);
+        // Sizes of zero are taken as one; a first above the most is the most.
+        let sizes: Vec<usize> = growing_chunks(&items[..4], 0, 0)
+            .map(<[u32]>::len)
+            .collect();
+        assert_eq!(sizes, [1, 1, 1, 1]);
+        let sizes: Vec<usize> = growing_chunks(&items, 64, 8).map(<[u32]>::len).collect();
+        assert_eq!(
+            sizes,
+            [8; 12].iter().copied().chain([4]).collect::<Vec<_>>()
+        );
+        assert_eq!(growing_chunks(&items[..0], 1, 1).count(), 0);
     }
 }
