@@ -128,33 +128,6 @@ pub trait RangeClient: Send {
         }
     }
 
-    /// A maker of this client's build entries on another thread, for a
-    /// build that takes them later ([`RangeClient::build_made`]): where
-    /// the server stores a part of each ciphertext that is semantically
-    /// secure on its own (Lewi-Wu's and CLOZ's right halves), the entry of
-    /// a record is that part and the sealed record, exactly what
-    /// [`build`](RangeClient::build) would send for it. `None` where the
-    /// protocol builds otherwise. The maker holds a copy of the keys.
-    fn entry_maker(&self) -> Result<Option<Box<dyn EntryMaker>>> {
-        Ok(None)
-    }
-
-    /// Builds an empty index from entries its
-    /// [`entry_maker`](RangeClient::entry_maker) made, given as
-    /// `(value, entry)` in value order: the server receives what
-    /// [`build`](RangeClient::build) of the same records in the same
-    /// order sends, in rounds at the same counts (an entry's ciphertext
-    /// was drawn when it was made instead of here). Entries out of value
-    /// order, or not of this client's form, are refused before anything
-    /// is sent.
-    fn build_made(&mut self, channel: &mut dyn Channel, entries: &[(u64, Vec<u8>)]) -> Result<()> {
-        let _ = (channel, entries);
-        Err(Error::Unsupported(format!(
-            "{} does not build from entries made ahead",
-            self.descriptor().title
-        )))
-    }
-
     /// [`build`](RangeClient::build) on checked records. The default
     /// inserts them one by one, as seed 004 requires of every protocol but
     /// Logarithmic-BRC, which builds in one batch.
@@ -220,18 +193,6 @@ pub trait RangeClient: Send {
 
     /// The client state (keys included) to persist.
     fn save_state(&self) -> Result<Vec<u8>>;
-}
-
-/// Makes a range client's build entries ([`RangeClient::entry_maker`]):
-/// the ciphertext and the sealed record of one record, encoded, with
-/// fresh randomness from `rng`, as its build would make them. Runs on a
-/// thread of its own while the caller does other work, so that the
-/// build at the end only orders and sends.
-pub trait EntryMaker: Send {
-    /// The entry of the record (`value`, `data`); `value` must fit the
-    /// client's width and `data` its record size, as for
-    /// [`RangeClient::build`].
-    fn entry(&mut self, rng: &mut dyn CryptoRngCore, value: u64, data: &[u8]) -> Result<Vec<u8>>;
 }
 
 /// A registered range protocol: its descriptor, parameters and

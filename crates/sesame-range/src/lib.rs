@@ -37,7 +37,7 @@ pub mod path_oram;
 pub mod pope;
 pub mod record;
 
-pub use api::{EntryMaker, Io, RangeAnswer, RangeClient, RangeProtocol};
+pub use api::{Io, RangeAnswer, RangeClient, RangeProtocol};
 pub use cache::CachePolicy;
 pub use local::LocalRange;
 pub use paged::{PageConfig, PagedStore};

@@ -20,9 +20,7 @@
 //! pieces of [`BUILD_PIECE`] records, committed every [`BUILD_COMMIT`],
 //! so that an import's memory does not grow with the file's range
 //! changes (`docs/tables.md`, "Importing files"), the indexes side by
-//! side on worker threads ([`fill_all`]: module `build`), from the
-//! ciphertexts and sealed records made while the batches went in where
-//! the protocol builds from those ([`Ahead`]: module `ahead`). A crash
+//! side on worker threads ([`fill_all`]: module `build`). A crash
 //! between two commits leaves the index partly built and marked dirty:
 //! repaired as above.
 
@@ -42,10 +40,8 @@ use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
 use crate::table::schema::{Binding, Field};
 
-mod ahead;
 mod build;
 mod spill;
-pub(crate) use ahead::{Ahead, Job};
 pub(crate) use build::{fill_all, workers, Fill};
 pub(crate) use spill::Spill;
 
@@ -792,108 +788,5 @@ mod tests {
             .query("v between 100 and 199", None)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(answer.total, 100);
-    }
-
-    /// An import's empty Lewi-Wu indexes get their entries made ahead, as
-    /// the batches go in, and the pairs carry them to the build; a
-    /// protocol that builds otherwise (CLWW) and an index whose client
-    /// changed since its maker's copy build from the pairs alone; the
-    /// indexes then answer for every record either way.
-    #[test]
-    fn an_import_makes_range_entries_ahead_where_its_indexes_build_from_them() {
-        use crate::table::write::Deferred;
-        use crate::table::{Record, Table, Value};
-        let schema = Schema::from_toml(
-            "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.a]\ntype = \"integer\"\n\
-             index = [\"range\"]\nbits = 16\n[fields.b]\ntype = \"integer\"\n\
-             index = [\"range\"]\nrange = \"bplus-clww\"\nbits = 16\n\
-             [fields.c]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 16\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let rows = 9_000i64;
-        let batches = |table: &mut Table, deferred: &mut Deferred| {
-            for batch in 0..3 {
-                let records = (batch * 3000..(batch + 1) * 3000)
-                    .map(|k| Record {
-                        key: k.to_string(),
-                        values: vec![
-                            Some(Value::Int(k)),
-                            Some(Value::Int((k * 7919) % rows)),
-                            Some(Value::Int((k * 31) % rows)),
-                            Some(Value::Int(k % 100)),
-                        ],
-                    })
-                    .collect();
-                table
-                    .insert_batch(records, &mut |_| {}, Some(&mut *deferred), false)
-                    .unwrap_or_else(|e| panic!("{e}"));
-            }
-        };
-        let answers = |table: &mut Table| {
-            let total = |table: &mut Table, q: &str| {
-                table
-                    .query(q, None)
-                    .unwrap_or_else(|e| panic!("{q}: {e}"))
-                    .total
-            };
-            (
-                total(table, "a between 0 and 8999"),
-                total(table, "a between 100 and 199"),
-                total(table, "b between 0 and 8999"),
-                total(table, "c between 7 and 7"),
-            )
-        };
-        for change in [false, true] {
-            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-            let profile = crate::table::write::fast_profile(dir.path());
-            let backend = crate::EmbeddedBackend::over(Arc::new(sesame_store::MemoryStore::new()));
-            let mut table = Table::create_with(&profile, "t", schema.clone(), Box::new(backend))
-                .unwrap_or_else(|e| panic!("{e}"));
-            let mut deferred = Deferred::default();
-            deferred.workers = 2;
-            deferred.inserts = Spill::with_run_pairs(4000);
-            batches(&mut table, &mut deferred);
-            if change {
-                // Another client (other keys) in the first index's place.
-                let field = table.state.schema.fields[1].clone();
-                table.ranges[0] = RangeIndex::fresh(1, &field, &mut rand_core::OsRng)
-                    .unwrap_or_else(|e| panic!("{e}"));
-            }
-            let ahead = deferred
-                .ahead
-                .take()
-                .unwrap_or_else(|| panic!("nothing was made ahead"));
-            let (mut spill, made) = ahead
-                .finish(&table.ranges)
-                .unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(made, [!change, false, true], "change: {change}");
-            let merges = spill.sorted_all(3).unwrap_or_else(|e| panic!("{e}"));
-            for (i, merge) in merges.into_iter().enumerate() {
-                let kept: Vec<_> = merge
-                    .collect::<Result<_>>()
-                    .unwrap_or_else(|e| panic!("{e}"));
-                assert_eq!(kept.len(), 9000);
-                // CLWW's pairs carry no entry; the Lewi-Wu ones do.
-                assert_eq!(
-                    kept.iter().all(|(_, _, e)| !e.is_empty()),
-                    i != 1,
-                    "index {i}"
-                );
-            }
-        }
-        // The whole path: made ahead, built from the entries.
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let profile = crate::table::write::fast_profile(dir.path());
-        let backend = crate::EmbeddedBackend::over(Arc::new(sesame_store::MemoryStore::new()));
-        let mut table = Table::create_with(&profile, "t", schema, Box::new(backend))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut deferred = Deferred::default();
-        deferred.workers = 2;
-        deferred.inserts = Spill::with_run_pairs(4000);
-        batches(&mut table, &mut deferred);
-        table
-            .finish_deferred(deferred, &mut |_| {})
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(answers(&mut table), (9000, 100, 9000, 90));
     }
 }

@@ -2,7 +2,7 @@
 //! indexes and the verified group they write to.
 
 use super::*;
-use crate::table::ranges::{self, Ahead, Fill, Job, Spill, BUILD_COMMIT};
+use crate::table::ranges::{self, Fill, Spill, BUILD_COMMIT};
 use std::collections::HashSet;
 
 /// The range changes of an import's batches, applied at its end
@@ -20,10 +20,6 @@ pub(super) struct Deferred {
     /// Threads that fill the range indexes side by side
     /// ([`ranges::fill_all`]).
     pub(super) workers: usize,
-    /// The thread that makes the empty indexes' entries as the batches
-    /// go in ([`Ahead`]), from the first batch on, where there are
-    /// `workers` (cores) to spare.
-    pub(super) ahead: Option<Ahead>,
 }
 
 impl Default for Deferred {
@@ -34,7 +30,6 @@ impl Default for Deferred {
             inserts: Spill::default(),
             commit: BUILD_COMMIT,
             workers: ranges::workers(),
-            ahead: None,
         }
     }
 }
@@ -47,8 +42,6 @@ pub(super) enum Inserts<'a> {
         spill: &'a mut Spill,
         commit: usize,
         workers: usize,
-        /// By index: its pairs carry the entries its client made ahead.
-        made: Vec<bool>,
     },
 }
 
@@ -309,45 +302,8 @@ impl Table {
             }
         }
         if let Some(d) = deferred {
-            if !d.started && d.workers > 1 {
-                // After this first batch's recovery, which may have
-                // rebuilt an index with fresh keys.
-                d.ahead = Ahead::start(
-                    &self.ranges,
-                    &self.state.ranges,
-                    &mut d.inserts,
-                    &mut self.rng,
-                )?;
-            }
             d.started = true;
             d.deletes.extend(deletes);
-            if let Some(ahead) = d.ahead.as_mut() {
-                let binder = self.binder.as_ref();
-                let mut jobs = Vec::with_capacity(inserts.len() * self.ranges.len());
-                for row in &inserts {
-                    for (i, v) in row.values.iter().enumerate() {
-                        let (Some(v), Some(index), Some(state)) =
-                            (v, self.ranges.get(i), self.state.ranges.get(i))
-                        else {
-                            continue;
-                        };
-                        let payload = if ahead.makes(i) {
-                            index.payload(binder, &state.field, row.id, *v)
-                        } else {
-                            Vec::new()
-                        };
-                        jobs.push(Job {
-                            index: i,
-                            value: *v,
-                            id: row.id,
-                            payload,
-                        });
-                    }
-                }
-                ahead.send(jobs)?;
-                self.compact_group()?;
-                return Ok(report);
-            }
             for row in &inserts {
                 for (i, v) in row.values.iter().enumerate() {
                     if let Some(v) = v {
@@ -378,22 +334,12 @@ impl Table {
             mut inserts,
             commit,
             workers,
-            ahead,
             ..
         } = deferred;
-        let made = match ahead {
-            Some(ahead) => {
-                let (spill, made) = ahead.finish(&self.ranges)?;
-                inserts = spill;
-                made
-            }
-            None => Vec::new(),
-        };
         let inserts = Inserts::Spilled {
             spill: &mut inserts,
             commit,
             workers,
-            made,
         };
         self.apply_ranges(&deletes, inserts, progress)?;
         self.compact_group()
@@ -577,7 +523,6 @@ impl Table {
             spill,
             commit,
             workers,
-            made,
         } = inserts
         {
             let merges = spill.sorted_all(self.ranges.len())?;
@@ -586,12 +531,10 @@ impl Table {
                 .iter_mut()
                 .zip(self.state.ranges.iter())
                 .zip(merges)
-                .enumerate()
-                .map(|(i, ((index, state), pairs))| Fill {
+                .map(|((index, state), pairs)| Fill {
                     index,
                     state,
                     pairs: Box::new(pairs),
-                    made: made.get(i).copied().unwrap_or(false),
                 })
                 .collect();
             let filled = ranges::fill_all(

@@ -18,7 +18,7 @@ use super::{
     ClozHash, FhOpeNumber, FhOpeOrder, Layout, Request, Response, ServerOrder, BCLO, CLOZ,
     CLOZ_INSECURE, CLWW, FH_OPE, LEWI_WU, PLAIN,
 };
-use crate::api::{bits_param, open_answer, EntryMaker, Io, RangeAnswer, RangeClient, Record};
+use crate::api::{bits_param, open_answer, Io, RangeAnswer, RangeClient, Record};
 use crate::record::RecordKey;
 
 // ---------------------------------------------------------------------
@@ -661,59 +661,6 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         Ok(())
     }
 
-    fn entry_maker(&self) -> Result<Option<Box<dyn EntryMaker>>> {
-        if !C::bulk() || !C::stores_right_halves() {
-            return Ok(None);
-        }
-        // A copy of the keys through the saved state, the one way this
-        // client is copied.
-        let copy = Self::restore(&Zeroizing::new(self.save_state()?))?;
-        Ok(Some(Box::new(Maker(copy))))
-    }
-
-    /// Decodes every entry and checks the order before the first round
-    /// is sent; then the rounds of [`build_checked`](Self::build_checked)'s
-    /// `AppendStored`, cut at the same byte counts.
-    fn build_made(&mut self, channel: &mut dyn Channel, entries: &[(u64, Vec<u8>)]) -> Result<()> {
-        if !C::bulk() || !C::stores_right_halves() {
-            return Err(Error::Unsupported(format!(
-                "{} does not build from entries made ahead",
-                C::descriptor().title
-            )));
-        }
-        let mut decoded = Vec::with_capacity(entries.len());
-        let mut last = 0u64;
-        for (value, entry) in entries {
-            if *value < last {
-                return Err(Error::InvalidArgument(
-                    "entries made ahead are not in value order".into(),
-                ));
-            }
-            last = *value;
-            crate::api::check_value(*value, self.layout.bits)?;
-            let (stored, record): (StoredOf<C>, Vec<u8>) = wire::decode(entry).map_err(|_| {
-                Error::InvalidArgument("an entry made ahead is not of this index's form".into())
-            })?;
-            decoded.push((stored, record));
-        }
-        let mut stored = Vec::new();
-        let mut bytes = 0usize;
-        let count = decoded.len();
-        for (k, (half, record)) in decoded.into_iter().enumerate() {
-            bytes += record.len() + 64;
-            stored.push((half, record));
-            if bytes >= BULK_BYTES || k + 1 == count {
-                let request = Request::AppendStored {
-                    layout: self.layout,
-                    entries: std::mem::take(&mut stored),
-                };
-                bytes = 0;
-                self.update(channel, &request)?;
-            }
-        }
-        Ok(())
-    }
-
     fn insert_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<()> {
         let ciphertext = self.scheme.encrypt(io.rng, value)?;
         self.flush_reencoding(io.channel)?;
@@ -800,19 +747,5 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
                 sealing,
             }),
         }
-    }
-}
-
-/// A B+ tree client's [`EntryMaker`]: a copy of the client (its keys),
-/// making what its build sends for a record, the stored half of the
-/// ciphertext and the sealed record, encoded together.
-struct Maker<C: ClientOrder>(BplusClient<C>);
-
-impl<C: ClientOrder> EntryMaker for Maker<C> {
-    fn entry(&mut self, rng: &mut dyn CryptoRngCore, value: u64, data: &[u8]) -> Result<Vec<u8>> {
-        self.0.check_record(value, data)?;
-        let ciphertext = self.0.scheme.encrypt(rng, value)?;
-        let record = self.0.seal(rng, value, data)?;
-        wire::encode(&(C::Server::right(&ciphertext), record))
     }
 }

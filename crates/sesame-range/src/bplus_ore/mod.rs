@@ -27,13 +27,6 @@
 //! deletion is two rounds (a query for `[v, v]`, then a delete naming the
 //! sealed record that opens to the pair), one for the baseline and for
 //! records sealed in the unique form ([`Sealing::Unique`]).
-//!
-//! A Lewi-Wu or CLOZ build may also take its entries (stored halves and
-//! sealed records) made earlier by a copy of the client, on another
-//! thread ([`RangeClient::entry_maker`](crate::RangeClient::entry_maker),
-//! [`RangeClient::build_made`](crate::RangeClient::build_made)): the same
-//! `AppendStored` rounds, cut at the same byte counts, the ciphertexts
-//! drawn when the entries were made; the server sees nothing else.
 
 //!
 //! The module's parts: `layout` (node capacities for a page size),

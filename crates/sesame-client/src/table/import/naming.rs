@@ -88,7 +88,7 @@ fn merged(spill: &mut Spill) -> Result<Merge<'_>> {
         .sorted_all(1)?
         .pop()
         .ok_or_else(|| ClientError::InvalidArgument("an import's spill has no index".into()))?;
-    Ok(Box::new(merge.map(|k| k.map(|(v, id, _)| (v, id)))))
+    Ok(Box::new(merge))
 }
 
 /// Names the records of one file of a table without a key (see the

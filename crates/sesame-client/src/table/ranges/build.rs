@@ -42,9 +42,10 @@ use sesame_core::{Channel, Meter, Params, Service, Store};
 use sesame_range::RangeProtocol;
 use zeroize::Zeroize;
 
-use super::spill::Kept;
+use super::spill::Pair;
 use super::{HostedIndex, PayloadBinder, RangeIndex, RangeState, BUILD_PIECE};
 use crate::backend::{Backend, SetupChannel};
+use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
 
 /// Threads that fill range indexes side by side: one per core (one
@@ -60,13 +61,8 @@ pub(crate) struct Fill<'a> {
     pub index: &'a mut RangeIndex,
     /// Where the backend runs it.
     pub state: &'a RangeState,
-    /// Its pairs (encoded value, record identifier, the entry made
-    /// ahead for it) in value order.
-    pub pairs: Box<dyn Iterator<Item = Result<Kept>> + Send + 'a>,
-    /// The entries were made ahead by this index's client for every
-    /// pair ([`super::Ahead`]): the build sends them
-    /// ([`sesame_range::RangeClient::build_made`]) instead of encrypting.
-    pub made: bool,
+    /// Its pairs (encoded value, record identifier) in value order.
+    pub pairs: Box<dyn Iterator<Item = Result<Pair>> + Send + 'a>,
 }
 
 /// What one index's fill did.
@@ -128,11 +124,6 @@ impl RangeIndex {
     /// the caller's dirty mark repairs (module `ranges`). `progress`
     /// hears of the records sent so far. Returns the records added.
     ///
-    /// With `made`, every pair carries the entry this index's client
-    /// made ahead for it (module `ahead`), and an empty index built in
-    /// pieces sends those ([`sesame_range::RangeClient::build_made`]):
-    /// the same requests, with ciphertexts drawn earlier.
-    ///
     /// What the server sees is what one build shows it: the same
     /// ciphertexts in the same (value) order; the pieces and commits
     /// fall at counts of records, which depend on the number of records
@@ -144,8 +135,7 @@ impl RangeIndex {
         state: &RangeState,
         binder: Option<&PayloadBinder>,
         rng: &mut dyn CryptoRngCore,
-        pairs: &mut dyn Iterator<Item = Result<Kept>>,
-        made: bool,
+        pairs: &mut dyn Iterator<Item = Result<(u64, DocId)>>,
         commit: usize,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64> {
@@ -154,7 +144,7 @@ impl RangeIndex {
         if empty && !self.client.builds_in_pieces() {
             let mut records = Vec::new();
             for pair in pairs {
-                let (v, id, _) = pair?;
+                let (v, id) = pair?;
                 records.push((v, self.payload(binder, &state.field, id, v)));
             }
             if !records.is_empty() {
@@ -165,24 +155,16 @@ impl RangeIndex {
             return Ok(records.len() as u64);
         }
         let commit = commit.max(1);
-        let made = made && empty;
         let mut piece: Vec<(u64, Vec<u8>)> = Vec::with_capacity(BUILD_PIECE.min(commit));
         let (mut added, mut uncommitted) = (0u64, 0usize);
         loop {
             let next = pairs.next().transpose()?;
-            let more = next.is_some();
-            if let Some((v, id, entry)) = next {
-                piece.push(if made {
-                    (v, entry)
-                } else {
-                    (v, self.payload(binder, &state.field, id, v))
-                });
+            if let Some((v, id)) = next {
+                piece.push((v, self.payload(binder, &state.field, id, v)));
             }
             let full = piece.len() >= BUILD_PIECE.min(commit);
-            if !piece.is_empty() && (full || !more) {
-                if made {
-                    self.client.build_made(channel.as_mut(), &piece)?;
-                } else if empty {
+            if !piece.is_empty() && (full || next.is_none()) {
+                if empty {
                     self.client.build(rng, channel.as_mut(), &piece)?;
                 } else {
                     for (v, payload) in &piece {
@@ -193,13 +175,13 @@ impl RangeIndex {
                 uncommitted += piece.len();
                 piece.clear();
                 progress(added);
-                if uncommitted >= commit && more {
+                if uncommitted >= commit && next.is_some() {
                     channel.commit()?;
                     channel = open()?;
                     uncommitted = 0;
                 }
             }
-            if !more {
+            if next.is_none() {
                 break;
             }
         }
@@ -347,7 +329,6 @@ pub(crate) fn fill_all(
                 binder,
                 &mut job.rng,
                 &mut job.fill.pairs,
-                job.fill.made,
                 commit,
                 &mut |n| progress(before + n),
             )?;
@@ -384,7 +365,6 @@ pub(crate) fn fill_all(
                         binder,
                         &mut job.rng,
                         &mut job.fill.pairs,
-                        job.fill.made,
                         commit,
                         &mut |n| {
                             let _ = asks.send(Ask {
@@ -536,7 +516,6 @@ mod tests {
                 index,
                 state,
                 pairs: Box::new(pairs),
-                made: false,
             })
             .collect();
         let mut last = 0;

@@ -4,18 +4,12 @@
 //! memory up to a bound, then sorted and written to a temporary file as
 //! sorted runs, and read back merged in value order for the build.
 //!
-//! A pair may carry the entry its index's build will send for it, made
-//! ahead on a thread of its own while the keyword index is written
-//! (module `ahead`): the ciphertext and the sealed record, kept with the
-//! pair and read back with it.
-//!
 //! Memory stays bounded whatever the file's size: at most
-//! [`RUN_PAIRS`] pairs, or 16 MiB of pairs and their entries, are held
-//! before a run is written, and the merge holds one block (at most
-//! [`BLOCK_PAIRS`] pairs and about [`BLOCK_BYTES`]) per run. The file (an
-//! anonymous temporary file, in `TMPDIR`, gone when the import ends or
-//! the process dies) holds 20 bytes per pair and range index, its entry's
-//! bytes, plus 32 bytes per block.
+//! [`RUN_PAIRS`] pairs (16 bytes each) are held before a run is written,
+//! and the merge holds one block ([`BLOCK_PAIRS`] pairs) per run. The
+//! file (an anonymous temporary file, in `TMPDIR`, gone when the import
+//! ends or the process dies) holds 16 bytes per pair and range index
+//! plus 32 bytes per block.
 //!
 //! The values are the table's plaintext, so the file is sealed: each
 //! block is AES-256-GCM-SIV under a key drawn for this import and held
@@ -40,38 +34,15 @@ use crate::error::{ClientError, Result};
 /// Pairs held in memory, every range index together, before they are
 /// written as runs (16 MiB).
 pub(crate) const RUN_PAIRS: usize = 1 << 20;
-/// Bytes of memory a spill's budget counts per pair of its
-/// `run_pairs`: pairs and entries held, together, are written as runs
-/// once they reach `run_pairs` times this (16 MiB for [`RUN_PAIRS`]), so
-/// that a spill holds no more memory with entries than its pairs alone
-/// held before (16 bytes each).
-const BUDGET_PER_PAIR: usize = 16;
-/// The default spill's budget of bytes held in memory.
-#[cfg(test)]
-pub(crate) const RUN_BYTES: usize = RUN_PAIRS * BUDGET_PER_PAIR;
-/// Pairs in a sealed block of a run, at most.
+/// Pairs in a sealed block of a run (64 KiB).
 pub(crate) const BLOCK_PAIRS: usize = 4096;
-/// Bytes of a block's plaintext past which the block ends (64 KiB).
-pub(crate) const BLOCK_BYTES: usize = 64 << 10;
-/// Bytes of an entry, at most (an entry is a ciphertext and a sealed
-/// record of a few dozen bytes).
-pub(crate) const MAX_ENTRY: usize = 64 << 10;
-/// Bytes of a pair in a block: the value, the identifier and its entry's
-/// length, big-endian (the entry follows).
-const PAIR: usize = 20;
+/// Bytes of a pair: the value and the identifier, big-endian.
+const PAIR: usize = 16;
 /// Associated data of a block: this domain, then its number.
-const DOMAIN: &[u8] = b"sesame-client/import-spill/v2";
+const DOMAIN: &[u8] = b"sesame-client/import-spill/v1";
 
 /// A pair: an encoded value and the identifier of its record.
 pub(crate) type Pair = (u64, DocId);
-/// A pair as kept: the value, the identifier, and the entry made ahead
-/// for it (empty when none was).
-pub(crate) type Kept = (u64, DocId, Vec<u8>);
-
-/// Bytes a kept pair holds in memory.
-fn held_bytes(kept: &Kept) -> usize {
-    std::mem::size_of::<Kept>() + kept.2.len()
-}
 
 /// The pairs of every range index of one import (see the module
 /// documentation).
@@ -79,11 +50,9 @@ pub(crate) struct Spill {
     /// Pairs held before a run is written (every index together).
     run_pairs: usize,
     /// Pairs not yet written, by index.
-    buffers: Vec<Vec<Kept>>,
+    buffers: Vec<Vec<Pair>>,
     /// Pairs in `buffers`.
     buffered: usize,
-    /// Bytes of `buffers` ([`held_bytes`]).
-    buffered_bytes: usize,
     /// Runs written, by index.
     runs: Vec<Vec<Run>>,
     /// Pairs pushed, by index.
@@ -146,7 +115,6 @@ impl Spill {
             run_pairs: run_pairs.max(1),
             buffers: Vec::new(),
             buffered: 0,
-            buffered_bytes: 0,
             runs: Vec::new(),
             pushed: Vec::new(),
             disk: None,
@@ -161,25 +129,6 @@ impl Spill {
         value: u64,
         id: DocId,
     ) -> Result<()> {
-        self.push_made(rng, index, value, id, Vec::new())
-    }
-
-    /// Keeps the pair (`value`, `id`) of range index `index` with the
-    /// entry made ahead for it (at most [`MAX_ENTRY`] bytes).
-    pub(crate) fn push_made(
-        &mut self,
-        rng: &mut dyn CryptoRngCore,
-        index: usize,
-        value: u64,
-        id: DocId,
-        entry: Vec<u8>,
-    ) -> Result<()> {
-        if entry.len() > MAX_ENTRY {
-            return Err(ClientError::InvalidArgument(format!(
-                "a range entry of {} bytes is larger than an import keeps ({MAX_ENTRY})",
-                entry.len()
-            )));
-        }
         if self.buffers.len() <= index {
             self.buffers.resize_with(index + 1, Vec::new);
             self.runs.resize_with(index + 1, Vec::new);
@@ -188,15 +137,11 @@ impl Spill {
         if let (Some(buffer), Some(pushed)) =
             (self.buffers.get_mut(index), self.pushed.get_mut(index))
         {
-            let kept = (value, id, entry);
-            self.buffered_bytes += held_bytes(&kept);
-            buffer.push(kept);
+            buffer.push((value, id));
             *pushed += 1;
             self.buffered += 1;
         }
-        if self.buffered >= self.run_pairs
-            || self.buffered_bytes >= self.run_pairs.saturating_mul(BUDGET_PER_PAIR)
-        {
+        if self.buffered >= self.run_pairs {
             self.write_runs(rng)?;
         }
         Ok(())
@@ -212,9 +157,8 @@ impl Spill {
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
         let pairs: usize = self.buffers.iter().map(Vec::capacity).sum();
-        let entries: usize = self.buffers.iter().flatten().map(|k| k.2.len()).sum();
         let runs: usize = self.runs.iter().map(Vec::capacity).sum();
-        pairs * std::mem::size_of::<Kept>() + entries + runs * std::mem::size_of::<Run>()
+        pairs * std::mem::size_of::<Pair>() + runs * std::mem::size_of::<Run>()
     }
 
     /// Sorts every index's buffer and writes it as a run.
@@ -235,13 +179,12 @@ impl Spill {
             if buffer.is_empty() {
                 continue;
             }
-            buffer.sort_unstable_by_key(|k| (k.0, k.1));
+            buffer.sort_unstable();
             runs.push(disk.write_run(rng, buffer)?);
             // The memory goes back, not only the length.
             *buffer = Vec::new();
         }
         self.buffered = 0;
-        self.buffered_bytes = 0;
         Ok(())
     }
 
@@ -258,7 +201,7 @@ impl Spill {
     /// that read the file side by side (each block is read at its
     /// offset, so that merges may run on threads of their own).
     pub(crate) fn sorted_all(&mut self, indexes: usize) -> Result<Vec<Merge<'_>>> {
-        let tails: Vec<Vec<Kept>> = (0..indexes).map(|i| self.take_tail(i)).collect();
+        let tails: Vec<Vec<Pair>> = (0..indexes).map(|i| self.take_tail(i)).collect();
         let this = &*self;
         tails
             .into_iter()
@@ -269,27 +212,24 @@ impl Spill {
 
     /// The pairs of range index `index` still in memory, sorted, taken
     /// out of the buffer.
-    fn take_tail(&mut self, index: usize) -> Vec<Kept> {
+    fn take_tail(&mut self, index: usize) -> Vec<Pair> {
         let mut tail = self
             .buffers
             .get_mut(index)
             .map(std::mem::take)
             .unwrap_or_default();
         self.buffered = self.buffered.saturating_sub(tail.len());
-        let bytes: usize = tail.iter().map(held_bytes).sum();
-        self.buffered_bytes = self.buffered_bytes.saturating_sub(bytes);
-        tail.sort_unstable_by_key(|k| (k.0, k.1));
+        tail.sort_unstable();
         tail
     }
 
     /// The merge of range index `index`'s runs and `tail` (sorted).
-    fn merge(&self, index: usize, tail: Vec<Kept>) -> Result<Merge<'_>> {
+    fn merge(&self, index: usize, tail: Vec<Pair>) -> Result<Merge<'_>> {
         let runs = self.runs.get(index).cloned().unwrap_or_default();
         let mut merge = Merge {
             disk: self.disk.as_ref(),
             sources: Vec::with_capacity(runs.len() + 1),
             heap: BinaryHeap::new(),
-            entries: Vec::new(),
         };
         for run in runs {
             merge.sources.push(Source::Run {
@@ -299,7 +239,6 @@ impl Spill {
             });
         }
         merge.sources.push(Source::Memory(tail.into_iter()));
-        merge.entries = vec![Vec::new(); merge.sources.len()];
         for s in 0..merge.sources.len() {
             merge.refill(s)?;
         }
@@ -308,37 +247,24 @@ impl Spill {
 }
 
 impl Disk {
-    /// Writes `pairs` (sorted) as sealed blocks at the end of the file:
-    /// a block ends after [`BLOCK_PAIRS`] pairs or once its plaintext
-    /// reaches [`BLOCK_BYTES`].
-    fn write_run(&mut self, rng: &mut dyn CryptoRngCore, pairs: &[Kept]) -> Result<Run> {
-        let mut run = Run {
+    /// Writes `pairs` (sorted) as sealed blocks at the end of the file.
+    fn write_run(&mut self, rng: &mut dyn CryptoRngCore, pairs: &[Pair]) -> Result<Run> {
+        let run = Run {
             offset: self.end,
             first: self.blocks,
-            blocks: 0,
+            blocks: pairs.len().div_ceil(BLOCK_PAIRS) as u64,
         };
         self.file
             .seek(SeekFrom::Start(self.end))
             .map_err(|e| io_error(&e))?;
         let mut out = BufWriter::new(&self.file);
-        let mut plain = Vec::with_capacity(BLOCK_BYTES + PAIR + MAX_ENTRY);
-        let mut rest = pairs;
-        while !rest.is_empty() {
+        let mut plain = Vec::with_capacity(BLOCK_PAIRS * PAIR);
+        for chunk in pairs.chunks(BLOCK_PAIRS) {
             plain.clear();
-            let mut taken = 0;
-            for (value, id, entry) in rest {
+            for (value, id) in chunk {
                 plain.extend_from_slice(&value.to_be_bytes());
                 plain.extend_from_slice(&id.to_be_bytes());
-                // At most MAX_ENTRY bytes (`push_made`).
-                plain.extend_from_slice(&(entry.len() as u32).to_be_bytes());
-                plain.extend_from_slice(entry);
-                taken += 1;
-                if taken >= BLOCK_PAIRS || plain.len() >= BLOCK_BYTES {
-                    break;
-                }
             }
-            rest = rest.get(taken..).unwrap_or_default();
-            run.blocks += 1;
             let sealed = self
                 .cipher
                 .seal(rng, &aad(self.blocks), &plain)
@@ -363,22 +289,19 @@ enum Source {
     Run {
         run: Run,
         next: u64,
-        block: std::vec::IntoIter<Kept>,
+        block: std::vec::IntoIter<Pair>,
     },
     /// The pairs that stayed in memory, sorted.
-    Memory(std::vec::IntoIter<Kept>),
+    Memory(std::vec::IntoIter<Pair>),
 }
 
-/// The pairs of one range index in order (by value, then identifier),
-/// each with its entry: an iterator of `Result<(value, id, entry)>` (an
-/// error ends it).
+/// The pairs of one range index in order: an iterator of
+/// `Result<(value, id)>` (an error ends it).
 pub(crate) struct Merge<'a> {
     disk: Option<&'a Disk>,
     sources: Vec<Source>,
-    /// The next pair of each source that has one, by (value, id).
+    /// The next pair of each source that has one.
     heap: BinaryHeap<Reverse<(Pair, usize)>>,
-    /// The entries of the pairs on the heap, by source.
-    entries: Vec<Vec<u8>>,
 }
 
 impl Merge<'_> {
@@ -405,11 +328,8 @@ impl Merge<'_> {
                 None => None,
             },
         };
-        if let Some((value, id, entry)) = next {
-            if let Some(slot) = self.entries.get_mut(s) {
-                *slot = entry;
-            }
-            self.heap.push(Reverse(((value, id), s)));
+        if let Some(pair) = next {
+            self.heap.push(Reverse((pair, s)));
         }
         Ok(())
     }
@@ -419,11 +339,11 @@ impl Disk {
     /// Reads and opens block `n` of `run` (its blocks before `n` read
     /// already: `run.offset` is where block `n` starts); returns its pairs
     /// and where the next block starts.
-    fn read_block(&self, run: &Run, n: u64) -> Result<(Vec<Kept>, u64)> {
+    fn read_block(&self, run: &Run, n: u64) -> Result<(Vec<Pair>, u64)> {
         let mut len = [0u8; 4];
         read_at(&self.file, &mut len, run.offset).map_err(|_| damaged())?;
         let len = u32::from_be_bytes(len) as usize;
-        if len > BLOCK_BYTES + PAIR + MAX_ENTRY + Aes256GcmSiv::OVERHEAD {
+        if len > BLOCK_PAIRS * PAIR + Aes256GcmSiv::OVERHEAD {
             return Err(damaged());
         }
         let mut sealed = vec![0u8; len];
@@ -432,28 +352,18 @@ impl Disk {
             .cipher
             .open(&aad(run.first + n), &sealed)
             .map_err(|_| damaged())?;
-        if plain.is_empty() {
+        if plain.is_empty() || plain.len() % PAIR != 0 {
             return Err(damaged());
         }
-        let mut pairs = Vec::new();
-        let mut rest = plain.as_slice();
-        while !rest.is_empty() {
-            let (head, tail) = rest.split_first_chunk::<PAIR>().ok_or_else(damaged)?;
-            let (v, head) = head.split_first_chunk::<8>().ok_or_else(damaged)?;
-            let (id, size) = head.split_first_chunk::<8>().ok_or_else(damaged)?;
-            let size: [u8; 4] = size.try_into().map_err(|_| damaged())?;
-            let size = u32::from_be_bytes(size) as usize;
-            if size > tail.len() {
-                return Err(damaged());
-            }
-            let (entry, tail) = tail.split_at(size);
-            pairs.push((
-                u64::from_be_bytes(*v),
-                u64::from_be_bytes(*id),
-                entry.to_vec(),
-            ));
-            rest = tail;
-        }
+        let pairs = plain
+            .chunks_exact(PAIR)
+            .map(|c| {
+                let (v, id) = c.split_at(8);
+                let v: [u8; 8] = v.try_into().unwrap_or_default();
+                let id: [u8; 8] = id.try_into().unwrap_or_default();
+                (u64::from_be_bytes(v), u64::from_be_bytes(id))
+            })
+            .collect();
         Ok((pairs, run.offset + 4 + len as u64))
     }
 }
@@ -482,20 +392,15 @@ fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<
 }
 
 impl Iterator for Merge<'_> {
-    type Item = Result<Kept>;
+    type Item = Result<Pair>;
 
-    fn next(&mut self) -> Option<Result<Kept>> {
-        let Reverse(((value, id), s)) = self.heap.pop()?;
-        let entry = self
-            .entries
-            .get_mut(s)
-            .map(std::mem::take)
-            .unwrap_or_default();
+    fn next(&mut self) -> Option<Result<Pair>> {
+        let Reverse((pair, s)) = self.heap.pop()?;
         if let Err(e) = self.refill(s) {
             self.heap.clear();
             return Some(Err(e));
         }
-        Some(Ok((value, id, entry)))
+        Some(Ok(pair))
     }
 }
 
@@ -510,10 +415,7 @@ mod tests {
     }
 
     fn merged(spill: &mut Spill, index: usize) -> Result<Vec<Pair>> {
-        spill
-            .sorted(index)?
-            .map(|k| k.map(|(v, id, _)| (v, id)))
-            .collect()
+        spill.sorted(index)?.collect()
     }
 
     /// Pairs pushed in any order come back sorted, each once, whether
@@ -538,7 +440,7 @@ mod tests {
             most = most.max(spill.held());
         }
         assert!(
-            most <= 2 * 1000 * std::mem::size_of::<Kept>() + 4096,
+            most <= 2 * 1000 * std::mem::size_of::<Pair>() + 4096,
             "{most} bytes held"
         );
         assert_eq!(
@@ -617,8 +519,7 @@ mod tests {
         let mut spill = fill(&mut rng);
         let mut f = file(&spill);
         let bytes = read_all(&mut f);
-        let per_block = BLOCK_BYTES.div_ceil(PAIR).min(BLOCK_PAIRS);
-        let block = 4 + per_block * PAIR + Aes256GcmSiv::OVERHEAD;
+        let block = 4 + BLOCK_PAIRS * PAIR + Aes256GcmSiv::OVERHEAD;
         let swapped = [
             &bytes[block..2 * block],
             &bytes[..block],
@@ -672,50 +573,5 @@ mod tests {
             merged(&mut spill, 0).unwrap_or_else(|e| panic!("{e}")),
             pushed
         );
-    }
-
-    /// Pairs pushed with entries made ahead come back sorted with their
-    /// own entries, through the file and from memory; runs are written
-    /// once the pairs and entries held reach [`RUN_BYTES`], so that
-    /// larger entries do not raise the memory held; an entry larger than
-    /// [`MAX_ENTRY`] is refused.
-    #[test]
-    fn entries_come_back_with_their_pairs_and_memory_stays_bounded() {
-        let mut rng = rand_core::OsRng;
-        let mut spill = Spill::default();
-        let entry = |v: u64, id: u64| -> Vec<u8> {
-            let len = 100 + (id % 300) as usize;
-            (0..len)
-                .map(|k| (v as usize + id as usize + k) as u8)
-                .collect()
-        };
-        let pushed = pairs(150_000);
-        let mut most = 0;
-        for &(v, id) in &pushed {
-            spill
-                .push_made(&mut rng, 1, v, id, entry(v, id))
-                .unwrap_or_else(|e| panic!("{e}"));
-            most = most.max(spill.held());
-        }
-        assert!(spill.disk.is_some(), "nothing was spilled");
-        assert!(most <= 2 * RUN_BYTES, "{most} bytes held");
-        let mut want = pushed;
-        want.sort_unstable();
-        let got: Vec<Kept> = spill
-            .sorted(1)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .collect::<Result<_>>()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(got.len(), want.len());
-        for ((v, id, e), (wv, wid)) in got.iter().zip(&want) {
-            assert_eq!((*v, *id), (*wv, *wid));
-            assert!(
-                *e == entry(*v, *id),
-                "pair ({v}, {id}) came back with another entry"
-            );
-        }
-        assert!(spill
-            .push_made(&mut rng, 0, 1, 1, vec![0; MAX_ENTRY + 1])
-            .is_err());
     }
 }
