@@ -255,36 +255,36 @@ impl Session {
         }
         // The last commit's seal and chunk names: what did not change is
         // not sealed or hashed again (`state::memo`).
-        let memo = self
+        let mut memo = self
             .shared
             .as_mut()
             .map(|s| std::mem::take(&mut s.memo))
             .unwrap_or_default();
-        let (blob, seal) = self.cipher.seal_shared_with(
+        let sealed = self.cipher.seal_shared_with(
             &mut self.rng,
             &self.index,
             next,
             (&self.state, &extras, &chain),
             &memo,
-        )?;
-        let digest = shared_digest(&blob);
-        // Content-named chunks: the parts of the state in force that
-        // did not change are not sent again (`chunks`).
-        let mut names = ChunkNames::default();
-        let put = self.put_state(expected, &blob, &memo, &mut names);
-        let mut memo = memo;
-        let put = match put {
-            Ok(put) => {
-                memo.keep(seal, blob, names);
-                put
-            }
+        );
+        let (blob, seal) = match sealed {
+            Ok(sealed) => sealed,
             Err(e) => {
                 self.keep_memo(memo);
                 return Err(e);
             }
         };
+        let digest = shared_digest(&blob);
+        // Content-named chunks: the parts of the state in force that
+        // did not change are not sent again (`chunks`).
+        let mut names = ChunkNames::default();
+        let put = self.put_state(expected, &blob, &memo, &mut names);
+        if put.is_ok() {
+            memo.keep(seal, blob, names);
+        }
+        // A failed commit keeps the last one's memo: it still holds.
         self.keep_memo(memo);
-        let (value, gone) = put;
+        let (value, gone) = put?;
         let mut writes = vec![
             IndexRecordWrite {
                 name: STATE_RECORD.into(),
