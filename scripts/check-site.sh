@@ -4,12 +4,14 @@
 #   scripts/check-site.sh [DIR]
 #
 # DIR is the output folder of a `sesame bench` run (its index.html,
-# explore.html and one folder per experiment). Without DIR, a `--quick`
-# run of every experiment is made first into target/check-site (about two
-# minutes in a release build; data sets from $SESAME_DATA, default data/),
-# with the binary $SESAME_BIN when it is set (the test command passes the
-# one its test build made, which spares a release build), else a release
-# build of the CLI.
+# explore.html and one folder per experiment). Without DIR, a run of every
+# experiment is made first into target/check-site, at the scale
+# $SESAME_CHECK_SITE_SCALE names (`quick` by default: about two minutes in
+# a release build; `tiny`: the harness's own test scale, every page and
+# chart with fewer points, about twenty seconds in a debug build; data sets
+# from $SESAME_DATA, default data/), with the binary $SESAME_BIN when it is
+# set (the test command passes the one its test build made, which spares a
+# release build), else a release build of the CLI.
 #
 # Every page is opened with the fragment #selfcheck: its inlined check
 # reads the charts as drawn, panel by panel (both axes with tick labels and
@@ -56,8 +58,16 @@ if [ -z "$dir" ]; then
     else
         sesame=(cargo run --release -q -p sesame-cli --)
     fi
-    echo "check-site: sesame bench all --quick --out $dir" >&2
-    "${sesame[@]}" bench all --quick \
+    scale=${SESAME_CHECK_SITE_SCALE:-quick}
+    case "$scale" in
+        quick | tiny) ;;
+        *)
+            echo "check-site: SESAME_CHECK_SITE_SCALE is quick or tiny, not '$scale'" >&2
+            exit 2
+            ;;
+    esac
+    echo "check-site: sesame bench all --$scale --out $dir" >&2
+    "${sesame[@]}" bench all "--$scale" \
         --data "${SESAME_DATA:-data}" --out "$dir" >"$dir.log" 2>&1 || {
         tail -n 30 "$dir.log" >&2
         echo "check-site: the bench run failed (log: $dir.log)" >&2

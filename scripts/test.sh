@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The project's tests: every crate's tests (scripts/run-tests.py: the test
-# binaries of `cargo test --workspace`, two at a time, then the doc tests),
+# binaries of `cargo test --workspace`, two at a time beside a lane for
+# the ones that mostly wait on a Redis Cluster, then the doc tests),
 # the Python package built in a fresh virtual environment and its pytest
 # suite (python/tests), then the benchmark site checked in headless Chromium
-# (scripts/check-site.sh: a --quick run of every experiment with the test
-# build's `sesame`; skipped with a note without Chromium unless
+# (scripts/check-site.sh: a --tiny run of every experiment with the test
+# build's `sesame`, every page and chart at the harness's test scale; skipped with a note without Chromium unless
 # SESAME_CHECK_SITE_REQUIRE=1). Between the two, the external-client suite
 # of `sesame sql` (tests/sql: psql, psycopg 3, SQLAlchemy with pandas and
 # node-postgres against SQLite as the oracle; a missing tool skips with a
@@ -49,7 +50,7 @@ fi
 
 python3 scripts/run-tests.py
 
-SESAME_BIN="$PWD/target/debug/sesame" scripts/check-site.sh >"$SITE_LOG" 2>&1 &
+SESAME_BIN="$PWD/target/debug/sesame" SESAME_CHECK_SITE_SCALE=tiny scripts/check-site.sh >"$SITE_LOG" 2>&1 &
 SITE=$!
 
 wait "$PIP" || { cat "$VENV/pip.log" >&2; echo "scripts/test.sh: pip install failed" >&2; exit 1; }

@@ -295,7 +295,16 @@ fn a_lost_answer_to_a_search_that_writes_is_recovered_whatever_its_size() {
     assert!(matches!(err, ClientError::Unacknowledged { .. }), "{err}");
     store.heal();
     assert_eq!(found(&p, "all").len(), 600);
-    check_oracle(&p, &oracle);
+    // Every keyword shared by many documents, and one document's keyword
+    // in fifty (each UEDSSE search re-encrypts what it finds).
+    for (w, paths) in &oracle {
+        let sampled = w
+            .strip_prefix("doc")
+            .is_none_or(|i| i.parse::<usize>().is_ok_and(|i| i % 50 == 7));
+        if sampled {
+            assert_eq!(&found(&p, w), paths, "keyword {w}");
+        }
+    }
 }
 
 /// Two profiles share one tenant, each under its own index prefix: each

@@ -3,7 +3,7 @@
 //! and its store backends.
 //!
 //! - [`proto`]: the `sesame.v1.Sesame` gRPC protocol: method paths and the
-//!   messages, generated from `proto/sesame.proto` at build time;
+//!   messages, generated from `proto/sesame.proto` (`scripts/gen-proto.sh`);
 //! - [`client`]: the async client ([`SesameClient`]) and its
 //!   configuration ([`ClientConfig`]: URL, token, CA);
 //! - [`blocking`]: a synchronous client over its own runtime, with

@@ -1,9 +1,10 @@
 //! The gRPC protocol `sesame.v1.Sesame`: messages and method paths.
 //!
-//! The messages are generated at build time from `proto/sesame.proto` in
-//! this crate, the file other languages generate their clients from, by a
-//! pure-Rust protobuf compiler (no `protoc` to install). A test checks
-//! that every method named there has its path here.
+//! The messages are generated from `proto/sesame.proto` in this crate, the
+//! file other languages generate their clients from, by a pure-Rust
+//! protobuf compiler (`scripts/gen-proto.sh`; no `protoc` to install), into
+//! `sesame.v1.rs`. Tests check that the generated file is the `.proto`
+//! file's as it is and that every method named there has its path here.
 //!
 //! Scheme messages travel as opaque bytes: each is a versioned wire message
 //! of the index's scheme (`sesame_core::wire`, first byte the wire version),
@@ -65,11 +66,14 @@ pub mod path {
     ];
 }
 
-/// The messages, generated from `proto/sesame.proto` at build time (see
-/// `build.rs`); each carries the comment the `.proto` file gives it.
+/// The messages, generated from `proto/sesame.proto` by
+/// `scripts/gen-proto.sh` (`protogen/`: `protox`, then `prost-build`) into
+/// `sesame.v1.rs`; each carries the comment the `.proto` file gives it.
+/// The file names the `.proto` file's SHA-256, which
+/// `tests::the_messages_are_generated_from_the_proto_file` checks.
 mod generated {
     #![allow(missing_docs, unreachable_pub, clippy::all)]
-    include!(concat!(env!("OUT_DIR"), "/sesame.v1.rs"));
+    include!("sesame.v1.rs");
 }
 
 pub use generated::*;
@@ -81,6 +85,27 @@ pub const DEFAULT_MAX_MESSAGE: usize = 64 << 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The checked-in messages were generated from the `.proto` file as it
+    /// is: a changed `.proto` file fails here until `scripts/gen-proto.sh`
+    /// runs again.
+    #[test]
+    fn the_messages_are_generated_from_the_proto_file() {
+        use sha2::Digest;
+        let proto = include_bytes!("../proto/sesame.proto");
+        let digest = hex::encode(sha2::Sha256::digest(proto));
+        let generated = include_str!("sesame.v1.rs");
+        let head: String = generated.lines().take(3).collect();
+        assert!(
+            head.contains(&format!("proto-sha256: {digest}")),
+            "proto/sesame.proto changed since src/sesame.v1.rs was generated: \
+             run scripts/gen-proto.sh"
+        );
+        let mut edited = proto.to_vec();
+        edited.extend_from_slice(b"\n");
+        let other = hex::encode(sha2::Sha256::digest(&edited));
+        assert!(!head.contains(&other));
+    }
 
     /// Every `rpc` of the `.proto` file has its method path here.
     #[test]
