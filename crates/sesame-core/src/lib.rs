@@ -31,4 +31,7 @@ pub use network::NetworkModel;
 pub use scheme::{
     BackwardPrivacy, Entry, NewServer, Params, QueryKind, SchemeDescriptor, SchemeKind,
 };
-pub use store::{Conditional, IoCounter, IoCounts, Prefixed, Store, WriteBatch, WriteOp};
+pub use store::{
+    Conditional, IoCounter, IoCounts, Prefixed, Store, WriteBatch, WriteInFlight, WriteMarks,
+    WriteOp,
+};

@@ -146,6 +146,9 @@ impl IoCounts {
 /// Thread-safe operation counters a backend embeds.
 #[derive(Debug, Default)]
 pub struct IoCounter {
+    /// Write calls begun and settled ([`IoCounter::begin_write`]).
+    writes_begun: AtomicU64,
+    writes_settled: AtomicU64,
     reads: AtomicU64,
     writes: AtomicU64,
     scans: AtomicU64,
@@ -176,6 +179,23 @@ impl IoCounter {
             .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
+    /// Marks a write call begun, before anything of it can be seen; the
+    /// guard marks it settled when dropped, once what it wrote can be
+    /// seen (or it failed). See [`WriteMarks`].
+    pub fn begin_write(&self) -> WriteInFlight<'_> {
+        self.writes_begun.fetch_add(1, Ordering::SeqCst);
+        WriteInFlight(self)
+    }
+
+    /// The write calls begun and settled so far.
+    pub fn write_marks(&self) -> WriteMarks {
+        // Settled first: a write counted settled here is counted begun
+        // below too.
+        let settled = self.writes_settled.load(Ordering::SeqCst);
+        let begun = self.writes_begun.load(Ordering::SeqCst);
+        WriteMarks { begun, settled }
+    }
+
     /// The counts so far.
     pub fn counts(&self) -> IoCounts {
         IoCounts {
@@ -187,6 +207,33 @@ impl IoCounter {
             bytes_written: self.bytes_written.load(Ordering::Relaxed),
         }
     }
+}
+
+/// A write call in flight ([`IoCounter::begin_write`]): settled when
+/// dropped.
+#[derive(Debug)]
+#[must_use = "the write is settled when the guard is dropped"]
+pub struct WriteInFlight<'a>(&'a IoCounter);
+
+impl Drop for WriteInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.writes_settled.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// How many write calls a store has begun and settled in this process
+/// ([`Store::write_marks`]): a reader that reads `settled` before its
+/// reads and finds `begun` unchanged at that value after them knows that
+/// no write was in flight at any moment of its reads, so that they all
+/// saw one state of the store (`sesame_store::packed::ChunkMemo` holds
+/// only what it read so). A write is begun before anything of it can be
+/// seen and settled once all of it can.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteMarks {
+    /// Write calls begun.
+    pub begun: u64,
+    /// Write calls settled (applied or failed).
+    pub settled: u64,
 }
 
 /// One conditional batch of a group ([`Store::write_if_group`]): the
@@ -320,6 +367,15 @@ pub trait Store: Send + Sync {
     /// Operation counts since the store was opened.
     fn io_counts(&self) -> IoCounts;
 
+    /// The write calls begun and settled on this store ([`WriteMarks`]),
+    /// where every write of the store goes through this handle in this
+    /// process and is marked; `None` (the default) where the store cannot
+    /// say (another process or server may write it, or a wrapper does not
+    /// pass them on).
+    fn write_marks(&self) -> Option<WriteMarks> {
+        None
+    }
+
     /// Makes every committed batch durable (a no-op where commits already
     /// are).
     fn flush(&self) -> Result<()> {
@@ -374,6 +430,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         fn scan_from(&self, prefix: &[u8], from: &[u8], descending: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
         fn ordered_probes(&self) -> bool;
         fn io_counts(&self) -> IoCounts;
+        fn write_marks(&self) -> Option<WriteMarks>;
         fn flush(&self) -> Result<()>;
         fn backend(&self) -> &'static str;
         fn health(&self) -> Result<()>;
@@ -478,6 +535,8 @@ impl<S: Store> Store for Prefixed<S> {
     forward_store_calls! { |s| s.inner;
         fn ordered_probes(&self) -> bool;
         fn io_counts(&self) -> IoCounts;
+        // Every write through the view is a write of the store it views.
+        fn write_marks(&self) -> Option<WriteMarks>;
         fn flush(&self) -> Result<()>;
         fn backend(&self) -> &'static str;
         fn health(&self) -> Result<()>;

@@ -101,6 +101,12 @@ macro_rules! forward_store {
             $inner.io_counts()
         }
     };
+    (@one $s:ident, $inner:expr, write_marks) => {
+        fn write_marks(&self) -> Option<$crate::__core::WriteMarks> {
+            let $s = self;
+            $inner.write_marks()
+        }
+    };
     (@one $s:ident, $inner:expr, backend) => {
         fn backend(&self) -> &'static str {
             let $s = self;

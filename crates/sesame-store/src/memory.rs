@@ -72,8 +72,9 @@ impl Store for MemoryStore {
         if batch.is_empty() {
             return Ok(());
         }
-        // Counted under the write lock: a reader that sees the new count
-        // reads after the write is applied (`packed::ChunkMemo`).
+        // Marked begun before the lock and settled after it is released
+        // (the guard is dropped last): see `Store::write_marks`.
+        let _marked = self.io.begin_write();
         let mut map = self.write_map();
         self.io.batch(&batch);
         for op in batch.into_ops() {
@@ -90,6 +91,7 @@ impl Store for MemoryStore {
     }
 
     fn write_if(&self, expect: &[(&[u8], Option<&[u8]>)], batch: &WriteBatch) -> Result<bool> {
+        let _marked = self.io.begin_write();
         let mut map = self.write_map();
         for (key, want) in expect {
             let held = map.get(*key).map(Vec::as_slice);
@@ -116,6 +118,11 @@ impl Store for MemoryStore {
     }
 
     crate::ordered_scans!();
+
+    /// Every write of a memory store goes through its handle and is marked.
+    fn write_marks(&self) -> Option<sesame_core::WriteMarks> {
+        Some(self.io.write_marks())
+    }
 
     fn backend(&self) -> &'static str {
         "memory"

@@ -26,7 +26,13 @@
 //!   ([`Store::scan_from`]): the stored pair at or before `prefix ‖ key`, the
 //!   key's own delta (the answer), its chunk (the answer is in it), or
 //!   another delta of the chunk, which names the chunk's fence: then one
-//!   point read of the chunk. So at most two reads, one chunk's bytes;
+//!   more probe, back from the key to the chunk (at most [`MAX_DELTAS`]
+//!   deltas and the chunk, read together so that a write between the two
+//!   probes cannot leave a chunk that no longer holds the key; the chunk
+//!   must be the one the delta names; the test
+//!   `a_write_between_a_lookups_probes_hides_no_key` in
+//!   `tests/packed_memo.rs` writes between them). So at most two reads,
+//!   one chunk's bytes;
 //! - a chunk is its pairs in ascending key order, in the *fixed* form
 //!   (`0x03`, the keys' and the values' common lengths, then keys and
 //!   values back to back) when they all share their lengths (a keyword
@@ -694,18 +700,62 @@ impl Packed {
     ) -> Result<Option<Vec<u8>>> {
         Ok(match at {
             Some((stored, bytes)) if is_delta(&bytes) => {
-                let (fence, value) = decode_delta(&bytes, &stored, self.prefix.len())?;
+                let (_, value) = decode_delta(&bytes, &stored, self.prefix.len())?;
                 if stored == full {
                     Some(value.to_vec())
                 } else {
                     // Another delta of the key's chunk: the chunk itself.
-                    let (chunk_key, chunk) = self.chunk_of_delta(fence, &stored)?;
-                    find(&chunk, &chunk_key, key)?
+                    self.answer_past_deltas(key, full)?
                 }
             }
             Some((chunk_key, bytes)) => find(&bytes, &chunk_key, key)?,
             None => None,
         })
+    }
+}
+
+impl Packed {
+    /// The answer for `key` (`full`: with the prefix) when the stored pair
+    /// at or before it is another delta of its chunk: the pairs from the
+    /// key back to its chunk, read in one probe (a chunk has at most
+    /// [`MAX_DELTAS`] deltas), so that the chunk is the one of the state
+    /// the deltas were read in. Read in two probes (the delta, then the
+    /// chunk it names), a write between them that merges the chunk's
+    /// deltas and splits it leaves at the fence a chunk that no longer
+    /// holds the key: the key would be answered absent.
+    fn answer_past_deltas(&self, key: &[u8], full: &[u8]) -> Result<Option<Vec<u8>>> {
+        let window = self
+            .base
+            .scan_from(&self.prefix, full, true, MAX_DELTAS + 2)?;
+        // The chunk the nearest delta names: the first chunk back from it.
+        let mut named: Option<(&[u8], Vec<u8>)> = None;
+        for (stored, bytes) in &window {
+            if !is_delta(bytes) {
+                return match named {
+                    Some((delta, fence)) if *stored != fence => {
+                        Err(damaged_delta(delta, "the chunk it names is missing"))
+                    }
+                    _ => find(bytes, stored, key),
+                };
+            }
+            let (fence, value) = decode_delta(bytes, stored, self.prefix.len())?;
+            if stored == full {
+                return Ok(Some(value.to_vec()));
+            }
+            if named.is_none() {
+                named = Some((stored, self.full(fence)));
+            }
+        }
+        // More deltas than a chunk holds before its chunk (or none left):
+        // the chunk the last one names, read on its own.
+        match window.last() {
+            Some((stored, bytes)) => {
+                let (fence, _) = decode_delta(bytes, stored, self.prefix.len())?;
+                let (chunk_key, chunk) = self.chunk_of_delta(fence, stored)?;
+                find(&chunk, &chunk_key, key)
+            }
+            None => Ok(None),
+        }
     }
 }
 

@@ -14,16 +14,22 @@
 //! its range, exactly what [`Packed`]'s own lookup finds.
 //!
 //! Why it is never stale: every held chunk is labelled with the base
-//! store's write count ([`sesame_core::IoCounts::writes`]) read *before*
-//! the chunk was read, and a lookup uses the memo only while the store's
-//! count is still that label; any write through any handle of the base
-//! store raises the count after it is applied, and drops every held
-//! chunk at the next lookup. So the memo serves only a base store that
-//! counts every write after it is applied and that no other process
-//! writes while the memo lives: [`crate::RedbStore`] (its file is
-//! locked by the process that opened it) and [`crate::MemoryStore`]; the
-//! embedded client uses it only on those, and only when it is turned on
-//! (`sesame sql`). A damaged chunk is refused when it is read, as
+//! store's count of settled writes ([`sesame_core::WriteMarks`]) read
+//! *before* the chunk was read, and a lookup uses the memo only while the
+//! store's count is still that label; any write through any handle of the
+//! base store is settled after it is applied, and drops every held chunk
+//! at the next lookup. A chunk and the key after it are two probes of the
+//! store: the chunk is held only when no write was in flight at any
+//! moment of them (the writes begun, read after the probes, are still the
+//! label), so that the two saw one state; a write between them (a merge
+//! of two chunks, then the key after the first is past its pairs) would
+//! otherwise leave a chunk held over a range it no longer holds whole.
+//! So the memo serves only a base store that marks every write
+//! ([`Store::write_marks`]) and that no other process writes while the
+//! memo lives: [`crate::RedbStore`] (its file is locked by the process
+//! that opened it) and [`crate::MemoryStore`]; on any other a lookup goes
+//! to the store as without the memo. The embedded client turns it on only
+//! for `sesame sql`. A damaged chunk is refused when it is read, as
 //! [`Packed`] refuses it, and is not held.
 //!
 //! What the store sees: the probes of the chunks read for the first time
@@ -78,9 +84,14 @@ impl Packed {
         key: &[u8],
         full: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        // Read before the store: a write after it moves the count, and
-        // what is read now is then never used again.
-        let count = self.base.io_counts().writes;
+        // Read before the store: a write settled after it moves the count,
+        // and what is read now is then never used again.
+        let Some(before) = self.base.write_marks() else {
+            // A store that cannot say when it was written: no memo.
+            let at = self.base.scan_from(&self.prefix, full, true, 1)?;
+            return self.answer(key, full, at.into_iter().next());
+        };
+        let count = before.settled;
         if let Some(value) = memo.lookup(&self.prefix, key, full, count) {
             return Ok(value);
         }
@@ -106,7 +117,17 @@ impl Packed {
         };
         let held = Held::read(bytes, &chunk_key, self.prefix.len(), end)?;
         let value = held.find(key);
-        memo.hold(chunk_key, held, count, self.base.io_counts().writes);
+        // The chunk and the key after it were read in two probes: held
+        // only when no write was in flight at any moment of them (one was
+        // settled before the first, none begun since), so that both saw
+        // one state of the store.
+        let quiet = self
+            .base
+            .write_marks()
+            .is_some_and(|after| after.begun == count);
+        if quiet {
+            memo.hold(chunk_key, held, count);
+        }
         Ok(value)
     }
 }
@@ -332,12 +353,9 @@ impl ChunkMemo {
         (ours && held.end.as_deref().is_none_or(|end| full < end)).then(|| held.clone())
     }
 
-    /// Holds `chunk` (read after the base store's write count was
-    /// `count`) unless the count has moved since (`now`).
-    pub(crate) fn hold(&self, chunk_key: Vec<u8>, chunk: Held, count: u64, now: u64) {
-        if count != now {
-            return;
-        }
+    /// Holds `chunk`, read while the base store's settled writes were
+    /// `count` and none was in flight.
+    pub(crate) fn hold(&self, chunk_key: Vec<u8>, chunk: Held, count: u64) {
         let size = chunk.size(&chunk_key);
         if size > self.max_bytes {
             return;

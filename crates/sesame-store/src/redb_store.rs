@@ -789,6 +789,9 @@ impl Store for RedbStore {
     /// transaction: nothing of the group is written.
     fn write_if_group(&self, group: &[Conditional<'_>]) -> Result<Vec<bool>> {
         let map = |e: redb::Error| from_redb(&self.label, e);
+        // Begun before the transaction and settled once its commit can be
+        // seen or it failed: see `Store::write_marks`.
+        let _marked = self.io.begin_write();
         let applied = self.run(|db| {
             // redb has one write transaction at a time: the checks below
             // and the writes cannot interleave with another batch.
@@ -840,6 +843,13 @@ impl Store for RedbStore {
     }
 
     crate::ordered_scans!();
+
+    /// The file is locked by the process that opened it, and every write
+    /// of this handle is marked (the copy of `compact` moves the same
+    /// pairs while every other operation waits).
+    fn write_marks(&self) -> Option<sesame_core::WriteMarks> {
+        Some(self.io.write_marks())
+    }
 
     fn backend(&self) -> &'static str {
         "redb"

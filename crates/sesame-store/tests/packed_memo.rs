@@ -302,6 +302,9 @@ impl Store for Recording {
     fn io_counts(&self) -> IoCounts {
         self.inner.io_counts()
     }
+    fn write_marks(&self) -> Option<sesame_core::WriteMarks> {
+        self.inner.write_marks()
+    }
     fn backend(&self) -> &'static str {
         "recording"
     }
@@ -383,4 +386,119 @@ fn a_memo_keeps_the_chunks_of_two_views_apart() {
     assert_eq!(second.get(&low).unwrap(), None);
     assert_eq!(second.get(&high).unwrap(), Some(b"second's".to_vec()));
     assert_eq!(first.get(&high).unwrap(), None);
+}
+
+/// A store that, when a probe it answers finds a delta first, lets a
+/// writer run once before the answer reaches the reader: the reader's
+/// next probe sees the store after that write.
+struct WriteAfterDelta {
+    inner: Arc<dyn Store>,
+    armed: std::sync::atomic::AtomicBool,
+    meddle: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Store for WriteAfterDelta {
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> sesame_core::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let found = self.inner.scan_from(prefix, from, descending, limit)?;
+        // 0x02: a delta (`packed_form.rs`).
+        let delta_first = found.first().is_some_and(|(_, v)| v.first() == Some(&0x02));
+        if delta_first && self.armed.swap(false, Ordering::SeqCst) {
+            (self.meddle)();
+        }
+        Ok(found)
+    }
+    sesame_store::forward_store!(|s| s.inner;
+        get, get_many, write, write_if, scan_prefix, ordered_probes, io_counts, write_marks, backend);
+}
+
+/// A lookup whose first probe finds another delta of the key's chunk, then
+/// a write that merges that chunk's deltas and splits it before the
+/// lookup's next probe: every old key is still found, through a view with
+/// a memo and through one without (the chunk named by the delta, read on
+/// its own, would no longer hold the key).
+#[test]
+fn a_write_between_a_lookups_probes_hides_no_key() {
+    const OLD: u32 = 1_200;
+    let fresh = || {
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let writer = Packed::new(base.clone(), PREFIX);
+        let mut bulk = WriteBatch::new();
+        for i in 0..OLD {
+            bulk.put(label(i), value(i, 0));
+        }
+        writer.write(bulk).unwrap();
+        // A few new keys: deltas beside their chunks.
+        for i in OLD..OLD + 40 {
+            let mut one = WriteBatch::new();
+            one.put(label(i), value(i, 1));
+            writer.write(one).unwrap();
+        }
+        base
+    };
+    let probe = fresh();
+    // The old keys whose first probe finds another key's delta.
+    let behind_a_delta: Vec<u32> = (0..OLD)
+        .step_by(7)
+        .filter(|&i| {
+            let mut full = PREFIX.to_vec();
+            full.extend_from_slice(&label(i));
+            let at = probe.scan_from(PREFIX, &full, true, 1).unwrap();
+            at.first()
+                .is_some_and(|(k, v)| v.first() == Some(&0x02) && *k != full)
+        })
+        .collect();
+    assert!(
+        (10..=200).contains(&behind_a_delta.len()),
+        "{}",
+        behind_a_delta.len()
+    );
+    let mut moved = 0;
+    for (n, &i) in behind_a_delta.iter().enumerate() {
+        let inner = fresh();
+        let writer = Packed::new(inner.clone(), PREFIX);
+        let chunks = || {
+            let stored = inner.scan_prefix(PREFIX).unwrap();
+            stored
+                .iter()
+                .filter(|(_, v)| v.first() != Some(&0x02))
+                .count()
+        };
+        let before_chunks = chunks();
+        let meddle = {
+            let writer = Packed::new(inner.clone(), PREFIX);
+            Box::new(move || {
+                // A bulk of new keys: every chunk merged and split.
+                let mut bulk = WriteBatch::new();
+                for j in 10_000..14_000 {
+                    bulk.put(label(j), value(j, 2));
+                }
+                writer.write(bulk).unwrap();
+            })
+        };
+        let base: Arc<dyn Store> = Arc::new(WriteAfterDelta {
+            inner: inner.clone(),
+            armed: std::sync::atomic::AtomicBool::new(true),
+            meddle,
+        });
+        let view = if n % 2 == 0 {
+            Packed::new(base, PREFIX)
+        } else {
+            Packed::with_memo(base, PREFIX, Arc::new(ChunkMemo::new(64 << 20)))
+        };
+        assert_eq!(
+            view.get(&label(i)).unwrap(),
+            Some(value(i, 0)),
+            "old key {i} (lookup {n})"
+        );
+        assert_eq!(writer.get(&label(i)).unwrap(), Some(value(i, 0)));
+        moved += usize::from(chunks() > before_chunks);
+    }
+    // The write did split chunks under the lookups.
+    assert_eq!(moved, behind_a_delta.len());
 }
