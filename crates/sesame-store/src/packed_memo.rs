@@ -210,7 +210,8 @@ const SHARED: u32 = u32::MAX;
 
 #[derive(Default)]
 struct Chunks {
-    /// The base store's write count the chunks were read at.
+    /// The base store's settled writes (`Store::write_marks`) the chunks
+    /// were read at.
     label: u64,
     /// By full chunk key.
     held: BTreeMap<Vec<u8>, Arc<Held>>,
@@ -290,7 +291,7 @@ impl ChunkMemo {
     }
 
     /// The answer of the held chunks for `key` of the view `prefix`
-    /// (`full`: the two together), while the base store's write count is
+    /// (`full`: the two together), while the base store's settled writes are
     /// still `count`: `None` when no held chunk's range holds the key.
     pub(crate) fn lookup(
         &self,
@@ -333,7 +334,7 @@ impl ChunkMemo {
     }
 
     /// The held chunk whose range holds `full` (a full key), while the
-    /// base store's write count is still `count`.
+    /// base store's settled writes are still `count`.
     pub(crate) fn chunk_for(&self, prefix: &[u8], full: &[u8], count: u64) -> Option<Arc<Held>> {
         let mut chunks = self.lock();
         if chunks.label != count {
