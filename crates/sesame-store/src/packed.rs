@@ -715,6 +715,13 @@ impl Packed {
 }
 
 impl Packed {
+    /// [`Store::get`] without a memo: one probe at or before `full`, and
+    /// a second back to the chunk when it finds another delta.
+    fn get_plain(&self, key: &[u8], full: &[u8]) -> Result<Option<Vec<u8>>> {
+        let at = self.base.scan_from(&self.prefix, full, true, 1)?;
+        self.answer(key, full, at.into_iter().next())
+    }
+
     /// The answer for `key` (`full`: with the prefix) when the stored pair
     /// at or before it is another delta of its chunk: the pairs from the
     /// key back to its chunk, read in one probe (a chunk has at most
@@ -764,10 +771,7 @@ impl Store for Packed {
         let full = self.full(key);
         let value = match &self.memo {
             Some(memo) => self.get_through(memo, key, &full)?,
-            None => {
-                let at = self.base.scan_from(&self.prefix, &full, true, 1)?;
-                self.answer(key, &full, at.into_iter().next())?
-            }
+            None => self.get_plain(key, &full)?,
         };
         self.io.read(value.as_ref().map_or(0, Vec::len));
         Ok(value)

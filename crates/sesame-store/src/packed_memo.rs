@@ -56,6 +56,8 @@
 //! Tests (`tests/packed_memo.rs`):
 //! `a_memo_answers_as_the_store_after_writes_by_another_handle`,
 //! `a_reader_beside_a_writer_sees_every_write_that_returned`,
+//! `a_write_between_a_lookups_probes_hides_no_key`,
+//! `a_chunk_read_while_a_write_is_in_flight_is_not_held`,
 //! `a_memo_never_holds_a_chunk_with_deltas`, `a_memo_refuses_a_damaged_chunk`,
 //! `a_memo_keeps_the_chunks_of_two_views_apart`,
 //! `a_memo_reads_only_chunks_a_plain_view_reads_and_their_successors`;
@@ -88,8 +90,7 @@ impl Packed {
         // and what is read now is then never used again.
         let Some(before) = self.base.write_marks() else {
             // A store that cannot say when it was written: no memo.
-            let at = self.base.scan_from(&self.prefix, full, true, 1)?;
-            return self.answer(key, full, at.into_iter().next());
+            return self.get_plain(key, full);
         };
         let count = before.settled;
         if let Some(value) = memo.lookup(&self.prefix, key, full, count) {

@@ -502,3 +502,54 @@ fn a_write_between_a_lookups_probes_hides_no_key() {
     // The write did split chunks under the lookups.
     assert_eq!(moved, behind_a_delta.len());
 }
+
+/// A memory store that reports one more write begun than it has settled
+/// while `in_flight` is set: a write in flight, as another thread's would
+/// be between its start and its commit.
+struct InFlight {
+    inner: Arc<dyn Store>,
+    in_flight: std::sync::atomic::AtomicBool,
+}
+
+impl Store for InFlight {
+    fn write_marks(&self) -> Option<sesame_core::WriteMarks> {
+        let mut marks = self.inner.write_marks()?;
+        if self.in_flight.load(Ordering::SeqCst) {
+            marks.begun += 1;
+        }
+        Some(marks)
+    }
+    sesame_store::forward_store!(|s| s.inner;
+        get, get_many, write, write_if, scan_prefix, scan_from, ordered_probes, io_counts, backend);
+}
+
+/// A chunk whose two probes may have seen a write in flight is answered
+/// but not held; once no write is in flight, the same lookups hold it.
+#[test]
+fn a_chunk_read_while_a_write_is_in_flight_is_not_held() {
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store = Arc::new(InFlight {
+        inner: inner.clone(),
+        in_flight: std::sync::atomic::AtomicBool::new(true),
+    });
+    let base: Arc<dyn Store> = store.clone();
+    let (reader, memo, writer) = views(base);
+    let mut bulk = WriteBatch::new();
+    for i in 0..3_000 {
+        bulk.put(label(i), value(i, 0));
+    }
+    writer.write(bulk).unwrap();
+    for i in (0..3_000).step_by(97) {
+        assert_eq!(reader.get(&label(i)).unwrap(), Some(value(i, 0)));
+    }
+    assert_eq!(
+        memo.held(),
+        0,
+        "a chunk was held while a write was in flight"
+    );
+    store.in_flight.store(false, Ordering::SeqCst);
+    for i in (0..3_000).step_by(97) {
+        assert_eq!(reader.get(&label(i)).unwrap(), Some(value(i, 0)));
+    }
+    assert!(memo.held() > 0, "no chunk was held with no write in flight");
+}
