@@ -54,7 +54,8 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// The bytes of packed index chunks each embedded table keeps in memory
 /// between lookups (`sesame_store::packed::ChunkMemo`; docs/sql.md,
 /// "Memory"): the flights' keyword index is about 105 MB, about 200 MB
-/// held with its per-pair tables (7 entries a record, 2.4 million pairs).
+/// held with the room counted for its hash table (7 entries a record,
+/// 2.4 million pairs).
 pub const CHUNK_MEMO_BYTES: usize = 256 << 20;
 
 /// How `sesame sql` listens.

@@ -39,15 +39,20 @@
 //! no write intervenes, plus the chunk that follows each one read.
 //!
 //! How a held key is found: besides the chunks by their keys, the memo
-//! keeps one hash table over every held pair (the hash of its view's
-//! prefix and its key, under a key drawn per memo, to its chunk and its
-//! place there), so that a lookup of a held key is a probe of that table
-//! and one comparison of the key and of the view, not a search down the
-//! chunks and through one (a dozen cache misses each in a memo of a few
-//! hundred megabytes). A key the table does not send to its own pair in
-//! its own view (a key not held, or two held keys sharing a hash) is
-//! looked up through its chunk as before; so the table only shortens the
-//! way to an answer the held chunk gives, and is emptied with the chunks.
+//! keeps one hash table over the held keys that lookups asked for (the
+//! hash of its view's prefix and its key, under a key drawn per memo, to
+//! its chunk and its place there), so that a lookup of such a key again is
+//! a probe of that table and one comparison of the key and of the view,
+//! not a search down the chunks and through one (a dozen cache misses
+//! each in a memo of a few hundred megabytes). A key enters the table when
+//! a lookup finds it through its held chunk, not when the chunk is held:
+//! a chunk is read for one key and holds hundreds, and entering them all
+//! (a cache miss each in a table of millions) made the chunk's first read
+//! cost several times the read itself. A key the table does not send to
+//! its own pair in its own view (a key not entered, or two keys sharing a
+//! hash) is looked up through its chunk as before; so the table only
+//! shortens the way to an answer the held chunk gives, and is emptied
+//! with the chunks.
 //!
 //! Bounded: all held chunks together (with their entries in the hash
 //! table) take at most the bytes given to [`ChunkMemo::new`]; when a
@@ -63,7 +68,8 @@
 //! `a_memo_reads_only_chunks_a_plain_view_reads_and_their_successors`;
 //! and of the hash table (this module):
 //! `a_key_whose_hash_is_shared_is_answered_through_its_chunk`,
-//! `the_index_never_answers_a_key_of_another_view`.
+//! `the_index_never_answers_a_key_of_another_view`,
+//! `the_index_holds_the_keys_looked_up_not_every_held_pair`.
 //!
 //! [`Packed`]: crate::packed::Packed
 
@@ -193,11 +199,17 @@ impl Held {
 
     /// The value of `key` (the view's key, without its prefix).
     pub(crate) fn find(&self, key: &[u8]) -> Option<Vec<u8>> {
-        let at = |r: &Range<u32>| &self.bytes[r.start as usize..r.end as usize];
+        let i = self.position(key)?;
+        self.pair(i).map(|(_, v)| v.to_vec())
+    }
+
+    /// The place of `key` (the view's key, without its prefix) among the
+    /// pairs.
+    fn position(&self, key: &[u8]) -> Option<usize> {
+        let at = |r: &Range<u32>| self.bytes.get(r.start as usize..r.end as usize);
         self.pairs
-            .binary_search_by(|(k, _)| at(k).cmp(key))
+            .binary_search_by(|(k, _)| at(k).unwrap_or_default().cmp(key))
             .ok()
-            .map(|i| at(&self.pairs[i].1).to_vec())
     }
 }
 
@@ -214,8 +226,8 @@ struct Chunks {
     /// The base store's settled writes (`Store::write_marks`) the chunks
     /// were read at.
     label: u64,
-    /// By full chunk key.
-    held: BTreeMap<Vec<u8>, Arc<Held>>,
+    /// By full chunk key, with its place in `list`.
+    held: BTreeMap<Vec<u8>, (u32, Arc<Held>)>,
     /// The held chunks in the order they were held, each with its view
     /// (a place in `views`): what [`Chunks::index`] points into.
     list: Vec<(u32, Arc<Held>)>,
@@ -321,8 +333,33 @@ impl ChunkMemo {
                 }
             }
         }
-        self.chunk_for(prefix, full, count)
-            .map(|held| held.find(key))
+        let (at, held) = self.chunk_for(prefix, full, count)?;
+        let Some(i) = held.position(key) else {
+            return Some(None);
+        };
+        let value = held.pair(i).map(|(_, v)| v.to_vec());
+        // Found through its chunk: the key enters the index, so that its
+        // next lookup is one probe.
+        if let Ok(i) = u32::try_from(i) {
+            let hash = self.key_hash(prefix, key);
+            let mut chunks = self.lock();
+            let same = chunks
+                .list
+                .get(at as usize)
+                .is_some_and(|(_, h)| Arc::ptr_eq(h, &held));
+            if chunks.label == count && same {
+                chunks
+                    .index
+                    .entry(hash)
+                    .and_modify(|e| {
+                        if *e != (at, i) {
+                            *e = (SHARED, 0);
+                        }
+                    })
+                    .or_insert((at, i));
+            }
+        }
+        Some(value)
     }
 
     /// The hash of the key `key` of the view `prefix` in
@@ -336,7 +373,13 @@ impl ChunkMemo {
 
     /// The held chunk whose range holds `full` (a full key), while the
     /// base store's settled writes are still `count`.
-    pub(crate) fn chunk_for(&self, prefix: &[u8], full: &[u8], count: u64) -> Option<Arc<Held>> {
+    /// Its place in [`Chunks::list`] comes with it.
+    pub(crate) fn chunk_for(
+        &self,
+        prefix: &[u8],
+        full: &[u8],
+        count: u64,
+    ) -> Option<(u32, Arc<Held>)> {
         let mut chunks = self.lock();
         if chunks.label != count {
             *chunks = Chunks {
@@ -345,14 +388,14 @@ impl ChunkMemo {
             };
             return None;
         }
-        let (chunk_key, held) = chunks
+        let (chunk_key, (at, held)) = chunks
             .held
             .range::<[u8], _>((std::ops::Bound::Unbounded, std::ops::Bound::Included(full)))
             .next_back()?;
         // A chunk of this view (another view's may lie just before it),
         // and the key before the stored key that follows it.
         let ours = held.prefix_len == prefix.len() && chunk_key.starts_with(prefix);
-        (ours && held.end.as_deref().is_none_or(|end| full < end)).then(|| held.clone())
+        (ours && held.end.as_deref().is_none_or(|end| full < end)).then(|| (*at, held.clone()))
     }
 
     /// Holds `chunk`, read while the base store's settled writes were
@@ -388,21 +431,13 @@ impl ChunkMemo {
         let Ok(view) = u32::try_from(view) else {
             return;
         };
+        // Its keys enter the index one by one, when a lookup finds them
+        // through the chunk (`ChunkMemo::lookup`): a chunk is read for one
+        // key, and holds hundreds that may never be looked up.
         let chunk = Arc::new(chunk);
-        chunks.index.reserve(chunk.pairs.len());
-        for i in 0..chunk.pairs.len() {
-            let (Some((key, _)), Ok(i)) = (chunk.pair(i), u32::try_from(i)) else {
-                continue;
-            };
-            chunks
-                .index
-                .entry(self.key_hash(prefix, key))
-                .and_modify(|e| *e = (SHARED, 0))
-                .or_insert((at, i));
-        }
         chunks.bytes += size;
         chunks.list.push((view, chunk.clone()));
-        chunks.held.insert(chunk_key, chunk);
+        chunks.held.insert(chunk_key, (at, chunk));
     }
 
     /// How many chunks are held now.
@@ -495,6 +530,44 @@ mod tests {
             let want = (i < 1_000).then_some(2);
             assert_eq!(first(get(&b, i)), want, "key {i}");
             assert_eq!(first(get(&a, i)), Some(1));
+        }
+    }
+
+    /// Holding a chunk enters none of its pairs in the index; a key
+    /// enters it when a lookup finds it through its held chunk, and is
+    /// then answered through the index (the same answer as the store's).
+    #[test]
+    fn the_index_holds_the_keys_looked_up_not_every_held_pair() {
+        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        fill(&base, b"a/", 3_000, 1);
+        let memo = Arc::new(ChunkMemo::new(64 << 20));
+        let view = Packed::with_memo(base.clone(), b"a/", memo.clone());
+        let plain = Packed::new(base, b"a/");
+        let asked: Vec<u32> = (0..3_000).step_by(10).collect();
+        for i in &asked {
+            assert_eq!(get(&view, *i), get(&plain, *i), "key {i}");
+        }
+        let held = memo.held();
+        assert!(held > 1, "the chunks are held");
+        let pairs: usize = memo.lock().list.iter().map(|(_, h)| h.pairs.len()).sum();
+        assert!(pairs >= 3_000, "every pair is in a held chunk: {pairs}");
+        let entered = memo.lock().index.len();
+        assert!(
+            entered <= asked.len() - held,
+            "{entered} keys entered after {} lookups that read {held} chunks",
+            asked.len()
+        );
+        for i in &asked {
+            assert_eq!(get(&view, *i), get(&plain, *i), "key {i}, again");
+        }
+        let chunks = memo.lock();
+        assert_eq!(chunks.index.len(), asked.len(), "every key asked is entered");
+        for i in &asked {
+            let hit = chunks.index.get(&memo.key_hash(b"a/", &key(*i))).copied();
+            let (at, place) = hit.unwrap_or_else(|| panic!("key {i} is not entered"));
+            let (_, chunk) = &chunks.list[at as usize];
+            let (k, _) = chunk.pair(place as usize).unwrap_or_else(|| panic!("key {i}"));
+            assert_eq!(k, key(*i).as_slice(), "key {i} is entered at its own pair");
         }
     }
 }
