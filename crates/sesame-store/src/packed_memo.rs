@@ -214,7 +214,9 @@ impl Held {
 }
 
 /// What one pair costs in [`Chunks::index`] (its entry and the hash
-/// table's spare room), counted against the memo's bound.
+/// table's spare room), counted against the memo's bound for every held
+/// pair, entered or not, so that the bound holds however many lookups
+/// enter.
 const INDEX_BYTES_PER_PAIR: usize = 24;
 
 /// An entry of [`Chunks::index`] that two held keys share the hash of:
