@@ -563,12 +563,18 @@ mod tests {
             assert_eq!(get(&view, *i), get(&plain, *i), "key {i}, again");
         }
         let chunks = memo.lock();
-        assert_eq!(chunks.index.len(), asked.len(), "every key asked is entered");
+        assert_eq!(
+            chunks.index.len(),
+            asked.len(),
+            "every key asked is entered"
+        );
         for i in &asked {
             let hit = chunks.index.get(&memo.key_hash(b"a/", &key(*i))).copied();
             let (at, place) = hit.unwrap_or_else(|| panic!("key {i} is not entered"));
             let (_, chunk) = &chunks.list[at as usize];
-            let (k, _) = chunk.pair(place as usize).unwrap_or_else(|| panic!("key {i}"));
+            let (k, _) = chunk
+                .pair(place as usize)
+                .unwrap_or_else(|| panic!("key {i}"));
             assert_eq!(k, key(*i).as_slice(), "key {i} is entered at its own pair");
         }
     }
