@@ -481,15 +481,21 @@ mod tests {
         view.get(&key(i)).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// A key whose hash another held key shares (made so here for every
-    /// key) is still answered, through its chunk, as the store answers.
-    #[test]
-    fn a_key_whose_hash_is_shared_is_answered_through_its_chunk() {
+    /// 3,000 pairs under `a/` in a memory store: a memo, a view through
+    /// it and a plain view.
+    fn three_thousand_keys() -> (Arc<ChunkMemo>, Packed, Packed) {
         let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
         fill(&base, b"a/", 3_000, 1);
         let memo = Arc::new(ChunkMemo::new(64 << 20));
         let view = Packed::with_memo(base.clone(), b"a/", memo.clone());
-        let plain = Packed::new(base, b"a/");
+        (memo, view, Packed::new(base, b"a/"))
+    }
+
+    /// A key whose hash another held key shares (made so here for every
+    /// key) is still answered, through its chunk, as the store answers.
+    #[test]
+    fn a_key_whose_hash_is_shared_is_answered_through_its_chunk() {
+        let (memo, view, plain) = three_thousand_keys();
         for i in 0..3_100 {
             assert_eq!(get(&view, i), get(&plain, i), "key {i}");
         }
@@ -540,11 +546,7 @@ mod tests {
     /// then answered through the index (the same answer as the store's).
     #[test]
     fn the_index_holds_the_keys_looked_up_not_every_held_pair() {
-        let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        fill(&base, b"a/", 3_000, 1);
-        let memo = Arc::new(ChunkMemo::new(64 << 20));
-        let view = Packed::with_memo(base.clone(), b"a/", memo.clone());
-        let plain = Packed::new(base, b"a/");
+        let (memo, view, plain) = three_thousand_keys();
         let asked: Vec<u32> = (0..3_000).step_by(10).collect();
         for i in &asked {
             assert_eq!(get(&view, *i), get(&plain, *i), "key {i}");
