@@ -315,8 +315,8 @@ impl ChunkMemo {
         full: &[u8],
         count: u64,
     ) -> Option<Option<Vec<u8>>> {
+        let hash = self.key_hash(prefix, key);
         {
-            let hash = self.key_hash(prefix, key);
             let chunks = self.lock();
             if chunks.label == count {
                 if let Some(&(at, i)) = chunks.index.get(&hash) {
@@ -343,7 +343,6 @@ impl ChunkMemo {
         // Found through its chunk: the key enters the index, so that its
         // next lookup is one probe.
         if let Ok(i) = u32::try_from(i) {
-            let hash = self.key_hash(prefix, key);
             let mut chunks = self.lock();
             let same = chunks
                 .list
