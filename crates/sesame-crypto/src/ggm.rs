@@ -248,6 +248,41 @@ impl GgmTree {
         Ok(out)
     }
 
+    /// The minimal cover of the first `count` leaves, `0..count`, left to
+    /// right: one node per bit set in `count`, at most `depth` nodes (a
+    /// holder derives every leaf below `count` and none from `count` on:
+    /// the range-constrained key of Diana). Fails if `count > 2^depth`.
+    /// One Prf call, with one nested Prg call per level descended.
+    pub fn prefix_cover(&self, count: u64) -> Result<Vec<GgmNode>> {
+        if u128::from(count) > leaf_count(self.depth) {
+            return Err(Error::OutOfDomain {
+                value: count,
+                size: leaf_count(self.depth),
+            });
+        }
+        let _prf = counter::enter(Primitive::Prf);
+        let mut out = Vec::new();
+        let mut start = 0u128;
+        for below in (0..=self.depth).rev() {
+            let span = 1u128 << below;
+            if u128::from(count) & span == 0 {
+                continue;
+            }
+            let level = self.depth - below;
+            // start < count <= 2^depth and is a multiple of 2^below, so
+            // the prefix is below 2^level <= 2^64.
+            let prefix = (start >> below) as u64;
+            out.push(GgmNode {
+                depth: self.depth,
+                level,
+                prefix,
+                key: descend(&self.root, level, 0, prefix),
+            });
+            start += span;
+        }
+        Ok(out)
+    }
+
     /// The key punctured at `revoked`: its [`cover`](Self::cover).
     pub fn puncture(&self, revoked: &[u64]) -> Result<PuncturedKey> {
         Ok(PuncturedKey {
@@ -483,6 +518,24 @@ impl GgmNode {
         (first..=last).contains(&i)
     }
 
+    /// The values of leaves `first..=last` below this node, in ascending
+    /// order, in one descent that expands each node on their paths once
+    /// (about two Prg calls a leaf for a long run). Fails if `first >
+    /// last` or the node does not cover both. One Prf call per leaf.
+    pub fn leaves_in(&self, first: u64, last: u64) -> Result<Vec<Key<16>>> {
+        if !self.covers(first) {
+            return Err(Error::LeafNotCovered { leaf: first });
+        }
+        if !self.covers(last) || last < first {
+            return Err(Error::LeafNotCovered { leaf: last });
+        }
+        let (start, _) = self.leaves();
+        let relative: Vec<u64> = (first - start..=last - start).collect();
+        counter::record(Primitive::Prf, relative.len() as u64 - 1);
+        let _prf = counter::enter(Primitive::Prf);
+        Ok(descend_many(&self.key, self.depth - self.level, &relative))
+    }
+
     /// The value of leaf `i` derived from this node; fails if the node does
     /// not cover `i`. One Prf call with `depth - level` nested Prg calls.
     pub fn leaf(&self, i: u64) -> Result<Key<16>> {
@@ -538,6 +591,40 @@ mod tests {
 
     fn tree(depth: u8) -> GgmTree {
         GgmTree::new(Key::from_bytes([3; 16]), depth).expect("depth <= 64")
+    }
+
+    #[test]
+    fn a_prefix_cover_gives_the_leaves_below_its_count_and_no_other() {
+        let t = tree(6);
+        for count in [0u64, 1, 2, 5, 37, 63, 64] {
+            let cover = t.prefix_cover(count).expect("count <= 64");
+            assert_eq!(cover.len(), count.count_ones() as usize, "count {count}");
+            let mut next = 0;
+            for node in &cover {
+                let (first, last) = node.leaves();
+                assert_eq!(first, next, "count {count}: nodes left to right, no gap");
+                let keys = node.leaves_in(first, last).expect("its own leaves");
+                for (i, k) in (first..=last).zip(&keys) {
+                    assert_eq!(*k, t.leaf(i).expect("in range"), "leaf {i}");
+                }
+                next = last + 1;
+            }
+            assert_eq!(next, count, "the cover ends at its count");
+        }
+        assert!(t.prefix_cover(65).is_err());
+        let cover = t.prefix_cover(37).expect("in range");
+        let last = cover.last().expect("37 has bits");
+        assert!(last.leaves_in(36, 37).is_err(), "leaf 37 is not below the cover");
+        assert!(last.leaves_in(36, 35).is_err());
+        let t32 = tree(32);
+        let top = t32.prefix_cover(u64::from(u32::MAX)).expect("in range");
+        assert_eq!(top.len(), 32);
+        let tail = top.last().expect("bits").leaves().1;
+        assert_eq!(tail, u64::from(u32::MAX) - 1);
+        assert_eq!(
+            top.last().expect("bits").leaves_in(tail, tail).expect("covered")[0],
+            t32.leaf(tail).expect("in range")
+        );
     }
 
     #[test]

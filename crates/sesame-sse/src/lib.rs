@@ -8,6 +8,7 @@ pub mod aura;
 pub mod chlh15;
 pub mod common;
 pub mod conjunctive;
+pub mod diana;
 pub mod fast;
 pub mod janus_pp;
 pub mod kpr12;
@@ -31,6 +32,7 @@ pub fn schemes() -> Vec<KeywordScheme> {
         pibas::scheme(),
         two_lev::scheme(),
         fast::scheme(),
+        diana::scheme(),
         uedsse::scheme(),
         simple::scheme(),
         aura::scheme(),

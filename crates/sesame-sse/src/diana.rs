@@ -1,0 +1,612 @@
+//! Diana: the forward-private dynamic scheme of Bost, Minaud and
+//! Ohrimenko, "Forward and Backward Private Searchable Encryption from
+//! Constrained Cryptographic Primitives", ACM CCS 2017, built from a
+//! range-constrained PRF (a GGM tree) and hashing only.
+//!
+//! For each keyword w the client keeps one counter `c`, the number of its
+//! updates. From `F(k, w)` it takes the root `r_w` of a GGM tree of depth
+//! 32 and a tweak `t_w`. Update `c` of (op, w, ind) uses leaf
+//! `s_c = GGM(r_w, c)` and stores
+//!
+//! ```text
+//! (label ‖ pad) = H(t_w ‖ s_c)      label: 16 bytes, pad: 9 bytes
+//! T[label] = (ind ‖ op) ⊕ pad
+//! ```
+//!
+//! A search sends `t_w` and the minimal cover of the leaves `0..c` (one
+//! GGM node per bit set in `c`, [`GgmTree::prefix_cover`]). The server
+//! derives every leaf below the cover, newest first, looks their labels up
+//! a batch at a time and cancels additions against later deletions. The
+//! cover gives no leaf from `c` on: updates after a search are unlinkable
+//! to it (forward privacy).
+//!
+//! Against FAST (module `fast`), an entry carries no key of the chain: 26
+//! bytes (a 17-byte store key, a 9-byte value) instead of 42, and a search
+//! reads its labels in batches instead of one label after the other. The
+//! client keeps a counter per keyword instead of a 16-byte state; a search
+//! token has up to 32 nodes instead of one state. See
+//! `docs/schemes/diana.md` for leakage and deviations.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use rand_core::CryptoRngCore;
+use serde::{Deserialize, Serialize};
+use sesame_core::{
+    BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
+    SchemeDescriptor, SchemeKind, Store, WriteBatch,
+};
+use sesame_crypto::ggm::{GgmNode, GgmTree};
+use sesame_crypto::hash::sha256;
+use sesame_crypto::key::Key;
+use sesame_crypto::prf::HmacPrf;
+use zeroize::Zeroize;
+
+use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap, Update, UpdateOp};
+use crate::common;
+
+/// Descriptor of Diana.
+pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
+    name: "diana",
+    title: "Diana (forward-private SSE from a range-constrained PRF)",
+    citation: "R. Bost, B. Minaud, O. Ohrimenko. Forward and Backward Private Searchable \
+               Encryption from Constrained Cryptographic Primitives. ACM CCS 2017",
+    kind: SchemeKind::DynamicSse,
+    forward_private: true,
+    backward_privacy: BackwardPrivacy::None,
+    queries: &[QueryKind::Exact],
+    leakage: "Update: the number of keywords of the update and the time; nothing links it to \
+              earlier searches (forward privacy). Search: the search pattern (t_w is \
+              deterministic), the number of updates on the keyword and which entries they are, \
+              and, response-revealing, every identifier the keyword was ever updated with: \
+              live results, deleted identifiers and which deletion cancelled which addition \
+              (no backward privacy).",
+    doc: "docs/schemes/diana.md",
+};
+
+/// The registry entry of Diana.
+pub fn scheme() -> KeywordScheme {
+    common::keyword_scheme!(&DESCRIPTOR, &[], DianaClient, DianaServer)
+}
+
+/// Security parameter λ in bytes: tree nodes, leaves, tweaks, labels.
+pub const LAMBDA: usize = 16;
+
+/// Depth of a keyword's GGM tree: a keyword takes at most `2^32 - 1`
+/// updates.
+pub const DEPTH: u8 = 32;
+
+/// Bytes of a label: the first half of `H(t_w ‖ s_c)`.
+pub const LABEL_LEN: usize = 16;
+
+/// Bytes of an encrypted entry: `ind (8) ‖ op (1)`.
+pub const VALUE_LEN: usize = 8 + 1;
+
+/// Leaves a search derives and looks up together.
+const SEARCH_BATCH: u64 = 4096;
+
+/// Operation byte of an addition.
+const OP_ADD: u8 = 0;
+/// Operation byte of a deletion.
+const OP_DEL: u8 = 1;
+
+/// Domain byte of the random oracle.
+const H: u8 = 1;
+
+/// An index entry: (label, encrypted value).
+pub type Entry = ([u8; LABEL_LEN], [u8; VALUE_LEN]);
+
+crate::common::redacted_debug!(Request);
+
+/// A Diana request.
+#[derive(PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Stores entries; `reset` first removes the earlier index.
+    Put {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// The entries.
+        entries: Vec<Entry>,
+    },
+    /// The identifiers of the keyword whose tweak and cover these are.
+    Search {
+        /// Keyword tweak `t_w`.
+        tw: [u8; LAMBDA],
+        /// The minimal cover of the leaves `0..c` of the keyword's tree,
+        /// left to right.
+        cover: Vec<GgmNode>,
+    },
+}
+
+/// A Diana response: stored, or the identifiers a search found.
+pub type Response = crate::common::IdsResponse;
+
+/// `H(t_w ‖ s)`: SHA-256 over one 33-byte block, split into the label
+/// (its first 16 bytes) and the pad of the value (the next 9); one Hash
+/// call. Public so that a test can play a server that tries to derive
+/// labels from what it was sent.
+pub fn oracle(tw: &[u8; LAMBDA], leaf: &[u8; LAMBDA]) -> ([u8; LABEL_LEN], [u8; VALUE_LEN]) {
+    let mut input = [0u8; 1 + 2 * LAMBDA];
+    input[0] = H;
+    input[1..=LAMBDA].copy_from_slice(tw);
+    input[LAMBDA + 1..].copy_from_slice(leaf);
+    let mut out = sha256(&input);
+    input.zeroize();
+    let mut label = [0u8; LABEL_LEN];
+    label.copy_from_slice(&out[..LABEL_LEN]);
+    let mut pad = [0u8; VALUE_LEN];
+    pad.copy_from_slice(&out[LABEL_LEN..LABEL_LEN + VALUE_LEN]);
+    out.zeroize();
+    (label, pad)
+}
+
+/// The entry of update (op, doc) at leaf `leaf` of the keyword of tweak
+/// `tw`.
+fn seal(op: UpdateOp, doc: DocId, tw: &[u8; LAMBDA], leaf: &[u8; LAMBDA]) -> Entry {
+    let (label, mut pad) = oracle(tw, leaf);
+    let mut value = [0u8; VALUE_LEN];
+    value[..8].copy_from_slice(&doc.to_le_bytes());
+    value[8] = match op {
+        UpdateOp::Add => OP_ADD,
+        UpdateOp::Delete => OP_DEL,
+    };
+    for (v, p) in value.iter_mut().zip(pad) {
+        *v ^= p;
+    }
+    pad.zeroize();
+    (label, value)
+}
+
+/// A keyword's GGM root and tweak: `F(k, w)` split in two halves.
+#[derive(Clone, Copy, zeroize::Zeroize)]
+struct KeywordKeys {
+    root: [u8; LAMBDA],
+    tw: [u8; LAMBDA],
+}
+
+fn keyword_keys(prf: &HmacPrf, keyword: &[u8]) -> KeywordKeys {
+    let mut full = prf.eval_bytes(keyword);
+    let mut keys = KeywordKeys {
+        root: [0; LAMBDA],
+        tw: [0; LAMBDA],
+    };
+    keys.root.copy_from_slice(&full[..LAMBDA]);
+    keys.tw.copy_from_slice(&full[LAMBDA..2 * LAMBDA]);
+    full.zeroize();
+    keys
+}
+
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
+struct State {
+    master: [u8; 32],
+    counts: Vec<(Vec<u8>, u32)>,
+}
+
+/// A keyword's count of updates, and its keys once computed in this
+/// process (they follow from the master key, so they are never saved).
+#[derive(Clone, Copy, zeroize::Zeroize)]
+struct Slot {
+    count: u32,
+    keys: Option<KeywordKeys>,
+}
+
+/// The client half of Diana: the master key and, per keyword, its count
+/// of updates.
+pub struct DianaClient {
+    master: Key<32>,
+    prf: HmacPrf,
+    counts: BTreeMap<Vec<u8>, Slot>,
+}
+
+impl std::fmt::Debug for DianaClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DianaClient")
+            .field("keywords", &self.counts.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for DianaClient {
+    fn drop(&mut self) {
+        for slot in self.counts.values_mut() {
+            slot.zeroize();
+        }
+    }
+}
+
+impl DianaClient {
+    /// A client with a fresh key. No parameters.
+    pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
+        params.only(DESCRIPTOR.name, &[])?;
+        Ok(Self::with_key(Key::generate(rng), BTreeMap::new()))
+    }
+
+    fn with_key(master: Key<32>, counts: BTreeMap<Vec<u8>, Slot>) -> Self {
+        let prf = HmacPrf::new(&master.derive("sesame-sse/diana/keyword"));
+        Self {
+            master,
+            prf,
+            counts,
+        }
+    }
+
+    /// A client from saved state.
+    pub fn restore(bytes: &[u8]) -> Result<Self> {
+        let s: State = sesame_core::wire::decode(bytes)?;
+        let mut counts = BTreeMap::new();
+        for (w, count) in &s.counts {
+            let slot = Slot {
+                count: *count,
+                keys: None,
+            };
+            if count == &u32::MAX || counts.insert(w.clone(), slot).is_some() {
+                return Err(Error::Malformed(
+                    "Diana state lists a keyword twice or past its last leaf".into(),
+                ));
+            }
+        }
+        Ok(Self::with_key(Key::from_bytes(s.master), counts))
+    }
+
+    /// Takes the next leaf of `keyword`: its keys and the leaf's position.
+    /// Fails once the keyword has taken `2^32 - 1` updates.
+    fn take_leaf(&mut self, keyword: &[u8]) -> Result<(KeywordKeys, u64)> {
+        let prf = &self.prf;
+        let slot = self.counts.entry(keyword.to_vec()).or_insert(Slot {
+            count: 0,
+            keys: None,
+        });
+        if slot.count == u32::MAX - 1 {
+            return Err(Error::InvalidArgument(
+                "a Diana keyword takes at most 2^32 - 1 updates".into(),
+            ));
+        }
+        let keys = *slot
+            .keys
+            .get_or_insert_with(|| keyword_keys(prf, keyword));
+        let position = u64::from(slot.count);
+        slot.count += 1;
+        Ok((keys, position))
+    }
+
+    /// The entries of several updates, each sorted by label: every
+    /// keyword's leaf derived in one side-by-side descent of the trees
+    /// ([`GgmTree::leaves_under`]).
+    fn entries(&mut self, updates: &[(UpdateOp, DocId, &[Vec<u8>])]) -> Result<Vec<Vec<Entry>>> {
+        let mut taken = Vec::new();
+        for &(op, doc, keywords) in updates {
+            common::check_doc(doc)?;
+            for w in keywords {
+                taken.push((op, doc, self.take_leaf(w)?));
+            }
+        }
+        let roots: Vec<Key<16>> = taken
+            .iter()
+            .map(|(_, _, (keys, _))| Key::from_bytes(keys.root))
+            .collect();
+        let root_refs: Vec<&Key<16>> = roots.iter().collect();
+        let positions: Vec<u64> = taken.iter().map(|(_, _, (_, p))| *p).collect();
+        let leaves = GgmTree::leaves_under(&root_refs, DEPTH, &positions)
+            ?;
+        let mut sealed = taken
+            .iter()
+            .zip(&leaves)
+            .map(|((op, doc, (keys, _)), leaf)| seal(*op, *doc, &keys.tw, leaf.as_bytes()));
+        let mut out = Vec::with_capacity(updates.len());
+        for &(_, _, keywords) in updates {
+            let mut entries: Vec<Entry> = sealed.by_ref().take(keywords.len()).collect();
+            // The order of the entries says nothing about the keywords.
+            entries.sort_unstable_by_key(|e| e.0);
+            out.push(entries);
+        }
+        for (_, _, (keys, _)) in &mut taken {
+            keys.zeroize();
+        }
+        Ok(out)
+    }
+
+    /// The requests that store `entries` (sorted by label), in chunks.
+    fn put_requests(entries: Vec<Entry>) -> Result<Vec<Vec<u8>>> {
+        common::chunked_requests(entries, entry_size, |entries| Request::Put {
+            reset: false,
+            entries,
+        })
+    }
+}
+
+/// Payload bytes of an entry in a request.
+fn entry_size(_: &Entry) -> usize {
+    LABEL_LEN + VALUE_LEN
+}
+
+impl KeywordClient for DianaClient {
+    fn descriptor(&self) -> &'static SchemeDescriptor {
+        &DESCRIPTOR
+    }
+
+    fn setup_checked(&mut self, Io { rng: _, channel }: Io<'_>, db: &Multimap) -> Result<()> {
+        self.counts.clear();
+        let mut pairs = Vec::new();
+        for (w, ids) in db {
+            for id in common::normalise(ids.clone()) {
+                pairs.push((id, std::slice::from_ref(w)));
+            }
+        }
+        let updates: Vec<(UpdateOp, DocId, &[Vec<u8>])> = pairs
+            .iter()
+            .map(|&(id, w)| (UpdateOp::Add, id, w))
+            .collect();
+        let mut entries: Vec<Entry> = self.entries(&updates)?.into_iter().flatten().collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        upload(channel, entries)
+    }
+
+    fn prepares_updates(&self) -> bool {
+        true
+    }
+
+    /// A deletion removes the pair from search results.
+    fn supports_deletion(&self) -> bool {
+        true
+    }
+
+    fn prepare_checked(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        (op, doc, keywords): Update<'_>,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let entries = self.entries(&[(op, doc, keywords)])?;
+        Self::put_requests(entries.into_iter().flatten().collect()).map(Some)
+    }
+
+    fn prepare_updates(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        updates: &[(UpdateOp, DocId, &[Vec<u8>])],
+    ) -> Result<Option<Vec<Vec<Vec<u8>>>>> {
+        let entries = self.entries(updates)?;
+        entries
+            .into_iter()
+            .map(Self::put_requests)
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// Every keyword's leaf of a batch is derived in one descent.
+    fn batches_updates(&self) -> bool {
+        true
+    }
+
+    fn check_update_response(&self, response: &[u8]) -> Result<()> {
+        common::check_answered("Diana", Response::Stored, response)
+    }
+
+    fn search_token(
+        &mut self,
+        _rng: &mut dyn CryptoRngCore,
+        keyword: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let Some(slot) = self.counts.get(keyword).copied() else {
+            return Ok(None);
+        };
+        let mut keys = slot
+            .keys
+            .unwrap_or_else(|| keyword_keys(&self.prf, keyword));
+        let tree = GgmTree::new(Key::from_bytes(keys.root), DEPTH)
+            ?;
+        let cover = tree
+            .prefix_cover(u64::from(slot.count))
+            ?;
+        let request = Request::Search { tw: keys.tw, cover };
+        keys.zeroize();
+        sesame_core::wire::encode(&request).map(Some)
+    }
+
+    fn resolve(&mut self, _keyword: &[u8], response: &[u8]) -> Result<Vec<DocId>> {
+        Response::sorted_ids(sesame_core::wire::decode(response)?, "Diana")
+    }
+
+    fn save_state(&self) -> Result<Vec<u8>> {
+        sesame_core::wire::encode(&State {
+            master: *self.master.as_bytes(),
+            counts: self
+                .counts
+                .iter()
+                .map(|(w, slot)| (w.clone(), slot.count))
+                .collect(),
+        })
+    }
+}
+
+fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
+    crate::common::upload(
+        channel,
+        entries,
+        entry_size,
+        |reset, entries| Request::Put { reset, entries },
+        common::answered("Diana", Response::Stored),
+    )
+}
+
+/// Store key of a label.
+fn entry_key(label: &[u8; LABEL_LEN]) -> [u8; LABEL_LEN + 1] {
+    common::prefixed(b'e', label)
+}
+
+/// The server half of Diana.
+pub struct DianaServer {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for DianaServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DianaServer").finish_non_exhaustive()
+    }
+}
+
+/// Checks that `cover` is a cover of the leaves `0..c` of a tree of
+/// [`DEPTH`]: nodes of that depth, left to right, each starting where the
+/// one before ends, the first at leaf 0.
+fn check_cover(cover: &[GgmNode]) -> Result<()> {
+    let mut next = 0u64;
+    for node in cover {
+        let (first, last) = node.leaves();
+        if node.depth() != DEPTH || first != next {
+            return Err(Error::Malformed(
+                "a Diana search's cover is not the leaves of one tree from leaf 0 on".into(),
+            ));
+        }
+        next = last.saturating_add(1);
+    }
+    Ok(())
+}
+
+impl DianaServer {
+    /// A server keeping its index in `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// The live identifiers of the keyword of tweak `tw` whose leaves
+    /// `cover` covers, sorted: its entries read newest first, a batch of
+    /// leaves at a time, until the cover's first leaf or a label that is
+    /// not stored (where FAST's walk ends too: the work is bounded by the
+    /// entries stored, whatever the cover claims). A deletion cancels
+    /// every older addition of its identifier (set semantics).
+    pub fn search(&self, tw: [u8; LAMBDA], cover: &[GgmNode]) -> Result<Vec<DocId>> {
+        check_cover(cover)?;
+        let mut ids = Vec::new();
+        let mut deleted: HashSet<DocId> = HashSet::new();
+        for node in cover.iter().rev() {
+            let (first, last) = node.leaves();
+            let mut end = u128::from(last) + 1;
+            while end > u128::from(first) {
+                // end - first <= 2^32, so the batch's start fits a u64.
+                let start = end.saturating_sub(u128::from(SEARCH_BATCH)).max(u128::from(first)) as u64;
+                let leaves = node
+                    .leaves_in(start, (end - 1) as u64)
+                    .map_err(|e| Error::Malformed(e.to_string()))?;
+                let mut pads = Vec::with_capacity(leaves.len());
+                let mut keys = Vec::with_capacity(leaves.len());
+                for leaf in &leaves {
+                    let (label, pad) = oracle(&tw, leaf.as_bytes());
+                    keys.push(entry_key(&label));
+                    pads.push(pad);
+                }
+                let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+                let values = self.store.get_many(&refs)?;
+                for (value, pad) in values.iter().zip(&pads).rev() {
+                    let Some(value) = value else {
+                        return Ok(common::normalise(ids));
+                    };
+                    let (id, op) = open(value, pad)?;
+                    match op {
+                        OP_ADD if !deleted.contains(&id) => ids.push(id),
+                        OP_ADD => {}
+                        _ => {
+                            deleted.insert(id);
+                        }
+                    }
+                }
+                pads.zeroize();
+                end = u128::from(start);
+            }
+        }
+        Ok(common::normalise(ids))
+    }
+}
+
+/// The identifier and operation of a stored value under its pad.
+fn open(value: &[u8], pad: &[u8; VALUE_LEN]) -> Result<(DocId, u8)> {
+    let value: [u8; VALUE_LEN] = value
+        .try_into()
+        .map_err(|_| Error::StoreCorrupt(format!("Diana entry of {} bytes", value.len())))?;
+    let mut plain = [0u8; VALUE_LEN];
+    for ((o, v), p) in plain.iter_mut().zip(value).zip(pad) {
+        *o = v ^ p;
+    }
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&plain[..8]);
+    match plain[8] {
+        op @ (OP_ADD | OP_DEL) => Ok((DocId::from_le_bytes(id), op)),
+        op => Err(Error::StoreCorrupt(format!(
+            "Diana entry with operation {op}"
+        ))),
+    }
+}
+
+impl Handler for DianaServer {
+    type Request = Request;
+    type Response = Response;
+
+    /// Every entry is stored under the label of a leaf used once: no two
+    /// updates write the same label, and a stored value never changes.
+    fn write_once(&self) -> bool {
+        true
+    }
+
+    /// Entries are found by their labels.
+    fn packable(&self) -> bool {
+        true
+    }
+
+    fn handle(&mut self, request: Request) -> Result<Response> {
+        match request {
+            Request::Put { reset, entries } => {
+                if reset {
+                    crate::common::clear(self.store.as_ref(), b"")?;
+                }
+                let mut batch = WriteBatch::with_capacity(entries.len());
+                for (label, value) in entries {
+                    batch.put(entry_key(&label).to_vec(), value.to_vec());
+                }
+                self.store.write(batch)?;
+                Ok(Response::Stored)
+            }
+            Request::Search { tw, cover } => Ok(Response::Ids(self.search(tw, &cover)?)),
+        }
+    }
+
+    fn io_counts(&self) -> IoCounts {
+        self.store.io_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> GgmTree {
+        GgmTree::new(Key::from_bytes([7; 16]), DEPTH).expect("depth 32")
+    }
+
+    #[test]
+    fn a_cover_must_start_at_leaf_zero_without_gaps() {
+        let cover = tree().prefix_cover(13).expect("in range");
+        assert!(check_cover(&cover).is_ok());
+        assert!(check_cover(&cover[1..]).is_err(), "a cover missing its first node");
+        let mut gap = tree().prefix_cover(13).expect("in range");
+        gap.remove(1);
+        assert!(check_cover(&gap).is_err(), "a cover with a gap");
+        let shallow = GgmTree::new(Key::from_bytes([7; 16]), 8)
+            .expect("depth 8")
+            .prefix_cover(3)
+            .expect("in range");
+        assert!(check_cover(&shallow).is_err(), "a tree of another depth");
+    }
+
+    #[test]
+    fn a_sealed_entry_opens_under_its_leaf_only() {
+        let tw = [1u8; LAMBDA];
+        let leaves = tree().leaves(&[0, 1]).expect("in range");
+        let (label, value) = seal(UpdateOp::Delete, 42, &tw, leaves[0].as_bytes());
+        let (same, pad) = oracle(&tw, leaves[0].as_bytes());
+        assert_eq!(label, same);
+        assert_eq!(open(&value, &pad).expect("its pad"), (42, OP_DEL));
+        let (other, pad1) = oracle(&tw, leaves[1].as_bytes());
+        assert_ne!(label, other);
+        let wrong = open(&value, &pad1);
+        assert!(!matches!(wrong, Ok((42, OP_DEL))));
+        assert!(open(&value[..8], &pad).is_err(), "a truncated entry");
+    }
+}
