@@ -11,7 +11,7 @@
 //!   equality = 'carrier',           -- fields answered by =
 //!   prefix = 'dest:3',              -- LIKE 'abc%', up to 3 characters
 //!   range = 'dep_delay:16, price:24, dep_time',  -- comparisons (bits)
-//!   keyword_scheme = 'fast',        -- the equality and prefix fields' scheme
+//!   keyword_scheme = 'diana',       -- the equality and prefix fields' scheme
 //!   range_scheme = 'bplus-lewi-wu'  -- the range fields' protocol
 //! );
 //! ```
