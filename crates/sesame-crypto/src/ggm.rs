@@ -614,7 +614,10 @@ mod tests {
         assert!(t.prefix_cover(65).is_err());
         let cover = t.prefix_cover(37).expect("in range");
         let last = cover.last().expect("37 has bits");
-        assert!(last.leaves_in(36, 37).is_err(), "leaf 37 is not below the cover");
+        assert!(
+            last.leaves_in(36, 37).is_err(),
+            "leaf 37 is not below the cover"
+        );
         assert!(last.leaves_in(36, 35).is_err());
         let t32 = tree(32);
         let top = t32.prefix_cover(u64::from(u32::MAX)).expect("in range");
@@ -622,7 +625,10 @@ mod tests {
         let tail = top.last().expect("bits").leaves().1;
         assert_eq!(tail, u64::from(u32::MAX) - 1);
         assert_eq!(
-            top.last().expect("bits").leaves_in(tail, tail).expect("covered")[0],
+            top.last()
+                .expect("bits")
+                .leaves_in(tail, tail)
+                .expect("covered")[0],
             t32.leaf(tail).expect("in range")
         );
     }

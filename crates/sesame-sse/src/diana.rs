@@ -261,9 +261,7 @@ impl DianaClient {
                 "a Diana keyword takes at most 2^32 - 1 updates".into(),
             ));
         }
-        let keys = *slot
-            .keys
-            .get_or_insert_with(|| keyword_keys(prf, keyword));
+        let keys = *slot.keys.get_or_insert_with(|| keyword_keys(prf, keyword));
         let position = u64::from(slot.count);
         slot.count += 1;
         Ok((keys, position))
@@ -286,8 +284,7 @@ impl DianaClient {
             .collect();
         let root_refs: Vec<&Key<16>> = roots.iter().collect();
         let positions: Vec<u64> = taken.iter().map(|(_, _, (_, p))| *p).collect();
-        let leaves = GgmTree::leaves_under(&root_refs, DEPTH, &positions)
-            ?;
+        let leaves = GgmTree::leaves_under(&root_refs, DEPTH, &positions)?;
         let mut sealed = taken
             .iter()
             .zip(&leaves)
@@ -392,11 +389,8 @@ impl KeywordClient for DianaClient {
         let mut keys = slot
             .keys
             .unwrap_or_else(|| keyword_keys(&self.prf, keyword));
-        let tree = GgmTree::new(Key::from_bytes(keys.root), DEPTH)
-            ?;
-        let cover = tree
-            .prefix_cover(u64::from(slot.count))
-            ?;
+        let tree = GgmTree::new(Key::from_bytes(keys.root), DEPTH)?;
+        let cover = tree.prefix_cover(u64::from(slot.count))?;
         let request = Request::Search { tw: keys.tw, cover };
         keys.zeroize();
         sesame_core::wire::encode(&request).map(Some)
@@ -482,7 +476,9 @@ impl DianaServer {
             let mut end = u128::from(last) + 1;
             while end > u128::from(first) {
                 // end - first <= 2^32, so the batch's start fits a u64.
-                let start = end.saturating_sub(u128::from(SEARCH_BATCH)).max(u128::from(first)) as u64;
+                let start = end
+                    .saturating_sub(u128::from(SEARCH_BATCH))
+                    .max(u128::from(first)) as u64;
                 let leaves = node
                     .leaves_in(start, (end - 1) as u64)
                     .map_err(|e| Error::Malformed(e.to_string()))?;
@@ -584,7 +580,10 @@ mod tests {
     fn a_cover_must_start_at_leaf_zero_without_gaps() {
         let cover = tree().prefix_cover(13).expect("in range");
         assert!(check_cover(&cover).is_ok());
-        assert!(check_cover(&cover[1..]).is_err(), "a cover missing its first node");
+        assert!(
+            check_cover(&cover[1..]).is_err(),
+            "a cover missing its first node"
+        );
         let mut gap = tree().prefix_cover(13).expect("in range");
         gap.remove(1);
         assert!(check_cover(&gap).is_err(), "a cover with a gap");
