@@ -383,7 +383,7 @@ def test_a_table_answers_like_a_python_filter(tmp_path, protocol):
     with pytest.raises(sesame.SesameError, match="column|expected"):
         t.query("delay <")
     steps = t.explain('carrier = "UA" and delay > 5')
-    assert [s["scheme"] for s in steps] == ["fast", protocol]
+    assert [s["scheme"] for s in steps] == ["diana", protocol]
     # Deletion, then the file import of the same rows restores them once.
     gone = t.delete('carrier = "AA"')
     assert gone == sum(1 for r in rows.values() if r["carrier"] == "AA")
