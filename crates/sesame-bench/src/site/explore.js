@@ -267,12 +267,18 @@
   function drawChart(rs, chart, rows) {
     var log = logs(chart);
     var data = seriesOf(chart, rows, log);
+    // Whether a log y axis has anything of ours to draw: values of zero
+    // (an attack that recovered nothing) have no place on it.
+    var positive = seriesOf(chart, rows, { x: log.x, y: true }).series.some(function (se) {
+      return !se.paper && se.points.length > 0;
+    });
     // Taller than the plot when the legend needs it.
     var height = Math.max(H, M.top + 20 + 18 * data.series.length);
     var svg = s('svg', {
       'class': 'chart', width: W + LEGEND, height: height, viewBox: '0 0 ' + (W + LEGEND) + ' ' + height,
       'data-chart': chart.file, 'data-ylog': log.y ? '1' : '0',
-      'data-kind': data.cats ? 'bars' : 'lines'
+      'data-kind': data.cats ? 'bars' : 'lines',
+      'data-positive': positive ? '1' : '0'
     });
     s('rect', { x: 0, y: 0, width: W + LEGEND, height: height, fill: '#fff' }, svg);
     var x0 = M.left;
@@ -598,7 +604,10 @@
         problems.push(name + ': an axis has no name');
       }
       var ours = svg.querySelectorAll('g.series[data-paper="0"] .point');
-      if (ours.length < 1) {
+      // On a log axis a chart whose values are all zero draws no point
+      // (the same chart on a linear axis is checked for its points).
+      var empty = svg.getAttribute('data-ylog') === '1' && svg.getAttribute('data-positive') === '0';
+      if (ours.length < 1 && !empty) {
         problems.push(name + ': no data series');
       }
     });
