@@ -239,43 +239,58 @@ impl DianaClient {
                 count: *count,
                 keys: None,
             };
-            if count == &u32::MAX || counts.insert(w.clone(), slot).is_some() {
-                return Err(Error::Malformed(
-                    "Diana state lists a keyword twice or past its last leaf".into(),
-                ));
+            if counts.insert(w.clone(), slot).is_some() {
+                return Err(Error::Malformed("Diana state lists a keyword twice".into()));
             }
         }
         Ok(Self::with_key(Key::from_bytes(s.master), counts))
     }
 
-    /// Takes the next leaf of `keyword`: its keys and the leaf's position.
-    /// Fails once the keyword has taken `2^32 - 1` updates.
-    fn take_leaf(&mut self, keyword: &[u8]) -> Result<(KeywordKeys, u64)> {
+    /// Checks that every keyword of `updates` has a leaf left for each
+    /// of its updates (a keyword takes at most `2^32 - 1`), before any
+    /// counter moves: a refused batch leaves the state as it was.
+    fn check_room(&self, updates: &[(UpdateOp, DocId, &[Vec<u8>])]) -> Result<()> {
+        let mut wanted: BTreeMap<&[u8], u64> = BTreeMap::new();
+        for &(_, doc, keywords) in updates {
+            common::check_doc(doc)?;
+            for w in keywords {
+                *wanted.entry(w.as_slice()).or_insert(0) += 1;
+            }
+        }
+        for (w, more) in wanted {
+            let count = self.counts.get(w).map_or(0, |s| u64::from(s.count));
+            if count + more > u64::from(u32::MAX) {
+                return Err(Error::InvalidArgument(
+                    "a Diana keyword takes at most 2^32 - 1 updates".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the next leaf of `keyword`: its keys and the leaf's position
+    /// ([`DianaClient::check_room`] has checked there is one).
+    fn take_leaf(&mut self, keyword: &[u8]) -> (KeywordKeys, u64) {
         let prf = &self.prf;
         let slot = self.counts.entry(keyword.to_vec()).or_insert(Slot {
             count: 0,
             keys: None,
         });
-        if slot.count == u32::MAX - 1 {
-            return Err(Error::InvalidArgument(
-                "a Diana keyword takes at most 2^32 - 1 updates".into(),
-            ));
-        }
         let keys = *slot.keys.get_or_insert_with(|| keyword_keys(prf, keyword));
         let position = u64::from(slot.count);
-        slot.count += 1;
-        Ok((keys, position))
+        slot.count = slot.count.saturating_add(1);
+        (keys, position)
     }
 
     /// The entries of several updates, each sorted by label: every
     /// keyword's leaf derived in one side-by-side descent of the trees
     /// ([`GgmTree::leaves_under`]).
     fn entries(&mut self, updates: &[(UpdateOp, DocId, &[Vec<u8>])]) -> Result<Vec<Vec<Entry>>> {
+        self.check_room(updates)?;
         let mut taken = Vec::new();
         for &(op, doc, keywords) in updates {
-            common::check_doc(doc)?;
             for w in keywords {
-                taken.push((op, doc, self.take_leaf(w)?));
+                taken.push((op, doc, self.take_leaf(w)));
             }
         }
         let roots: Vec<Key<16>> = taken
@@ -592,6 +607,38 @@ mod tests {
             .prefix_cover(3)
             .expect("in range");
         assert!(check_cover(&shallow).is_err(), "a tree of another depth");
+    }
+
+    #[test]
+    fn a_keyword_past_its_last_leaf_is_refused_and_nothing_moves() {
+        let mut client = DianaClient::with_key(Key::from_bytes([3; 32]), BTreeMap::new());
+        let full = Slot {
+            count: u32::MAX - 1,
+            keys: None,
+        };
+        client.counts.insert(b"w".to_vec(), full);
+        let w = [b"w".to_vec()];
+        let v = [b"v".to_vec()];
+        let two: [(UpdateOp, DocId, &[Vec<u8>]); 3] = [
+            (UpdateOp::Add, 1, &v),
+            (UpdateOp::Add, 1, &w),
+            (UpdateOp::Add, 2, &w),
+        ];
+        assert!(matches!(
+            client.entries(&two),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(client.counts[b"w".as_slice()].count, u32::MAX - 1);
+        assert!(
+            !client.counts.contains_key(b"v".as_slice()),
+            "nothing taken"
+        );
+        let one = client.entries(&two[1..2]).expect("the last leaf");
+        assert_eq!(one.len(), 1);
+        assert_eq!(client.counts[b"w".as_slice()].count, u32::MAX);
+        let restored =
+            DianaClient::restore(&client.save_state().expect("saved")).expect("restored");
+        assert_eq!(restored.counts[b"w".as_slice()].count, u32::MAX);
     }
 
     #[test]
