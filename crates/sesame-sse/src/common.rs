@@ -313,6 +313,29 @@ pub(crate) fn clear(store: &dyn Store, prefix: &[u8]) -> Result<()> {
     store.write(batch)
 }
 
+/// Stores each labelled entry under `prefix ‖ label` in one write, after
+/// removing the whole index when `reset` (a setup's first request): the
+/// put of the schemes whose entries are fixed labels (PiBas, FAST,
+/// Diana).
+pub(crate) fn put_labelled<const N: usize, V: Into<Vec<u8>>>(
+    store: &dyn Store,
+    reset: bool,
+    prefix: u8,
+    entries: Vec<([u8; N], V)>,
+) -> Result<()> {
+    if reset {
+        clear(store, b"")?;
+    }
+    let mut batch = WriteBatch::with_capacity(entries.len());
+    for (label, value) in entries {
+        let mut key = Vec::with_capacity(N + 1);
+        key.push(prefix);
+        key.extend_from_slice(&label);
+        batch.put(key, value.into());
+    }
+    store.write(batch)
+}
+
 /// The answer of the schemes whose server stores entries and answers a
 /// search with identifiers (PiBas, 2Lev, FAST, Aura, Janus++, SUISE): one
 /// type, so the same wire form in each.

@@ -34,7 +34,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store,
 };
 use sesame_crypto::ggm::{GgmNode, GgmTree};
 use sesame_crypto::hash::sha256;
@@ -564,14 +564,7 @@ impl Handler for DianaServer {
     fn handle(&mut self, request: Request) -> Result<Response> {
         match request {
             Request::Put { reset, entries } => {
-                if reset {
-                    crate::common::clear(self.store.as_ref(), b"")?;
-                }
-                let mut batch = WriteBatch::with_capacity(entries.len());
-                for (label, value) in entries {
-                    batch.put(entry_key(&label).to_vec(), value.to_vec());
-                }
-                self.store.write(batch)?;
+                common::put_labelled(self.store.as_ref(), reset, b'e', entries)?;
                 Ok(Response::Stored)
             }
             Request::Search { tw, cover } => Ok(Response::Ids(self.search(tw, &cover)?)),

@@ -45,7 +45,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store,
 };
 use sesame_crypto::counter::{self, Primitive};
 use sesame_crypto::hash::sha256;
@@ -653,26 +653,14 @@ impl Handler for FastServer {
 
     fn handle(&mut self, request: Request) -> Result<Response> {
         match request {
+            // Both forms in the same key space (`e`): entry_key and
+            // short_entry_key.
             Request::Put { reset, entries } => {
-                if reset {
-                    crate::common::clear(self.store.as_ref(), b"")?;
-                }
-                let mut batch = WriteBatch::with_capacity(entries.len());
-                for (label, value) in entries {
-                    batch.put(entry_key(&label).to_vec(), value.to_vec());
-                }
-                self.store.write(batch)?;
+                common::put_labelled(self.store.as_ref(), reset, b'e', entries)?;
                 Ok(Response::Stored)
             }
             Request::PutShort { reset, entries } => {
-                if reset {
-                    crate::common::clear(self.store.as_ref(), b"")?;
-                }
-                let mut batch = WriteBatch::with_capacity(entries.len());
-                for (label, value) in entries {
-                    batch.put(short_entry_key(&label).to_vec(), value.to_vec());
-                }
-                self.store.write(batch)?;
+                common::put_labelled(self.store.as_ref(), reset, b'e', entries)?;
                 Ok(Response::Stored)
             }
             Request::Search { tw, st } => Ok(Response::Ids(self.search(tw, st)?)),

@@ -19,7 +19,7 @@ use rand_core::CryptoRngCore;
 use serde::{Deserialize, Serialize};
 use sesame_core::{
     BackwardPrivacy, Channel, Error, Handler, IoCounts, Params, QueryKind, Result,
-    SchemeDescriptor, SchemeKind, Store, WriteBatch,
+    SchemeDescriptor, SchemeKind, Store,
 };
 use sesame_crypto::key::Key;
 use sesame_crypto::prf::HmacPrf;
@@ -243,15 +243,9 @@ impl Handler for PiBasServer {
 
     fn handle(&mut self, request: Request) -> Result<Response> {
         match request {
+            // Under dict_key's `d ‖ label`.
             Request::Put { reset, entries } => {
-                if reset {
-                    common::clear(self.store.as_ref(), b"")?;
-                }
-                let mut batch = WriteBatch::with_capacity(entries.len());
-                for (label, value) in entries {
-                    batch.put(dict_key(&label).to_vec(), value);
-                }
-                self.store.write(batch)?;
+                common::put_labelled(self.store.as_ref(), reset, b'd', entries)?;
                 Ok(Response::Stored)
             }
             Request::Search { k1, k2 } => Ok(Response::Ids(self.search(k1, k2)?)),
