@@ -62,10 +62,8 @@ use sesame_core::{Params, QueryKind};
 
 use crate::error::{ClientError, Result};
 
-/// The default keyword scheme of a table's equality and prefix fields:
-/// Diana, whose entries are 26 bytes against FAST's 41 with the same
-/// leakage (`docs/schemes/diana.md`). Tables created before keep the
-/// scheme their schema names (FAST).
+/// The default keyword scheme of a table's equality and prefix fields
+/// (Diana: FAST's leakage in 26-byte entries; `docs/tables.md`).
 pub const DEFAULT_EQUALITY: &str = "diana";
 /// The default scheme of a verified group.
 pub const DEFAULT_VERIFIED: &str = "si-sse-rv";
