@@ -46,6 +46,21 @@ pub trait Backend {
     /// static rebuild stores documents from another thread).
     fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel + Send>>;
 
+    /// Asks that the documents of index `index` be stored packed where
+    /// this backend can ([`sesame_store::packed`]: many to one stored
+    /// value, in chunks of about 16 KB), from the next
+    /// [`Backend::document_channel`] on. A table asks it for its records
+    /// (tens of bytes each, one redb pair each otherwise, in pages that
+    /// an import in identifier order leaves half full); the documents of
+    /// a document index (pieces of a page) stay as they are. The
+    /// embedded backend packs an index's documents when its store has
+    /// ordered probes and the index holds no document stored otherwise
+    /// (a table made by an earlier version keeps its layout). The default
+    /// keeps the layout every backend has (a server's store).
+    fn pack_documents(&mut self, index: &str) {
+        let _ = index;
+    }
+
     /// Removes every generation of index `index` but `keep`.
     fn drop_other_generations(&mut self, index: &str, keep: u64) -> Result<()>;
 
@@ -374,6 +389,10 @@ pub struct EmbeddedBackend {
     /// Packed chunks kept between lookups, on a store file this process
     /// holds locked ([`set_chunk_memo_bytes`]).
     memo: Option<Arc<ChunkMemo>>,
+    /// Indexes whose documents were asked to be packed
+    /// ([`Backend::pack_documents`]), each with whether they are (found
+    /// on the first [`Backend::document_channel`]).
+    packed_docs: HashMap<String, Option<bool>>,
 }
 
 /// The bytes of packed chunks an embedded backend keeps in memory
@@ -434,6 +453,7 @@ impl EmbeddedBackend {
             meter: Meter::new(),
             packed: HashMap::new(),
             memo: None,
+            packed_docs: HashMap::new(),
         }
     }
 
@@ -510,6 +530,29 @@ impl EmbeddedBackend {
                 Some(packed),
             ),
         })
+    }
+}
+
+impl EmbeddedBackend {
+    /// Whether the documents of `index` (under `prefix`) are packed:
+    /// asked for ([`Backend::pack_documents`]), on a store with ordered
+    /// probes, and the first key under the prefix (if any) a chunk's or a
+    /// delta's. Found once per process and index.
+    fn packs_documents(&mut self, index: &str, prefix: &[u8]) -> Result<bool> {
+        let Some(known) = self.packed_docs.get(index).copied() else {
+            return Ok(false);
+        };
+        if let Some(packs) = known {
+            return Ok(packs);
+        }
+        let packs = self.store.ordered_probes() && {
+            let first = self.store.scan_from(prefix, prefix, false, 1)?;
+            first
+                .first()
+                .is_none_or(|(k, _)| k[prefix.len()..].starts_with(PACKED))
+        };
+        self.packed_docs.insert(index.to_owned(), Some(packs));
+        Ok(packs)
     }
 }
 
@@ -621,9 +664,25 @@ impl Backend for EmbeddedBackend {
         self.scheme_channel(scheme, view)
     }
 
+    fn pack_documents(&mut self, index: &str) {
+        self.packed_docs.entry(index.to_owned()).or_insert(None);
+    }
+
     fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel + Send>> {
+        let prefix = format!("d/{index}/").into_bytes();
+        let server = if self.packs_documents(index, &prefix)? {
+            let mut chunks = prefix;
+            chunks.extend_from_slice(PACKED);
+            let view: Arc<dyn Store> = Arc::new(match &self.memo {
+                Some(memo) => Packed::with_memo(self.store.clone(), chunks, memo.clone()),
+                None => Packed::new(self.store.clone(), chunks),
+            });
+            DocServer::new(view, Vec::new())
+        } else {
+            DocServer::new(self.store.clone(), prefix)
+        };
         Ok(Box::new(LocalChannel::with_meter(
-            Typed(DocServer::new(self.store.clone(), format!("d/{index}/"))),
+            Typed(server),
             self.meter.clone(),
         )))
     }
@@ -686,6 +745,9 @@ impl Backend for EmbeddedBackend {
 
     fn remove_index(&mut self, index: &str) -> Result<()> {
         self.packed.retain(|(name, _, _), _| name != index);
+        if let Some(packs) = self.packed_docs.get_mut(index) {
+            *packs = None;
+        }
         let prefixes = [
             index_prefix(index),
             format!("d/{index}/").into_bytes(),

@@ -160,6 +160,10 @@ impl<H: Hook> Backend for Intercepted<H> {
         fn setup_channel(index: &str, generation: u64, scheme: &KeywordScheme) -> Result<Box<dyn SetupChannel>>;
     }
 
+    fn pack_documents(&mut self, index: &str) {
+        self.inner.pack_documents(index)
+    }
+
     fn meter(&self) -> &Meter {
         self.inner.meter()
     }

@@ -73,7 +73,7 @@ pub use memo::ChunkMemo;
 mod form;
 use form::{
     damaged, damaged_delta, decode, decode_delta, delta_len, encode, encode_delta, encoded_len,
-    find, is_delta, put_varint, seal, Lookup, Widths, FORMAT,
+    find, is_delta, is_fixed, put_varint, seal, Lookup, Widths, FORMAT,
 };
 
 /// The byte that follows an index generation's prefix where its chunks
@@ -775,6 +775,68 @@ impl Store for Packed {
         };
         self.io.read(value.as_ref().map_or(0, Vec::len));
         Ok(value)
+    }
+
+    /// Without a memo, the keys are sought in ascending order through
+    /// one [`Window`]: each chunk they fall in is read once (with its
+    /// deltas, reading ahead while they fall in neighbouring chunks) and
+    /// decoded once, where one `get` per key would read and search a
+    /// chunk per key. A table's records read by a query (thousands of
+    /// identifiers, tens to a chunk) are the case it serves. With a memo,
+    /// each key goes through it as [`Store::get`] does.
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        if self.memo.is_some() || keys.len() < 2 {
+            return keys.iter().map(|k| self.get(k)).collect();
+        }
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        let mut out = vec![None; keys.len()];
+        let plen = self.prefix.len();
+        let mut window = Window::default();
+        let mut at = 0;
+        while at < order.len() {
+            window.seek(self, keys[order[at]])?;
+            let Some((chunk_key, stored, deltas)) = window.current() else {
+                break; // The view holds no chunk.
+            };
+            let end = window.next_fence(plen);
+            let from = at;
+            while order
+                .get(at)
+                .is_some_and(|&i| end.is_none_or(|end| keys[i] < end))
+            {
+                at += 1;
+            }
+            // A chunk of one width is searched in place for each key (a
+            // keyword index: a key or two a chunk); one of mixed widths
+            // is read once for all of them (a table's records).
+            let pairs = match is_fixed(stored) {
+                true => None,
+                false => Some(decode(stored, chunk_key)?),
+            };
+            for &i in &order[from..at] {
+                let key = keys[i];
+                out[i] = match deltas.binary_search_by(|(k, _)| k[plen..].cmp(key)) {
+                    Ok(d) => Some(decode_delta(deltas[d].1, deltas[d].0, plen)?.1.to_vec()),
+                    Err(_) => match &pairs {
+                        Some(pairs) => pairs
+                            .binary_search_by(|(k, _)| (*k).cmp(key))
+                            .ok()
+                            .map(|p| pairs[p].1.to_vec()),
+                        None => find(stored, chunk_key, key)?,
+                    },
+                };
+            }
+            if at == from {
+                // Not reached: the chunk sought holds the key's range. A
+                // guard against looping on a window that does not.
+                at += 1;
+            }
+        }
+        for value in &out {
+            self.io.read(value.as_ref().map_or(0, Vec::len));
+        }
+        Ok(out)
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {

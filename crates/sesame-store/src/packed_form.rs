@@ -153,6 +153,12 @@ pub(super) fn damaged_delta(key: &[u8], what: &str) -> Error {
     Error::StoreCorrupt(format!("packed delta {shown}: {what}"))
 }
 
+/// Whether a chunk is stored in the fixed form (searched in place by
+/// [`find`]; a chunk in the variable form is read pair by pair).
+pub(super) fn is_fixed(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&FIXED)
+}
+
 pub(super) fn is_delta(bytes: &[u8]) -> bool {
     bytes.first() == Some(&DELTA)
 }

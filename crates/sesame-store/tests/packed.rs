@@ -822,3 +822,59 @@ fn a_compaction_cut_short_leaves_a_valid_layout() {
         assert_eq!(view.scan_prefix(b"").unwrap(), all);
     }
 }
+
+/// `get_many` reads each chunk once for all the keys it holds: the
+/// answers of a batch of keys (unsorted, some twice, some missing, some
+/// below every fence or above the last, some in deltas, some deleted)
+/// are `get`'s and the oracle's, in the order asked, and reading every
+/// key probes the base store about once per chunk, where `get` probes
+/// at least once per key.
+#[test]
+fn get_many_reads_each_chunk_once_and_answers_as_get() {
+    let base: Arc<dyn Store> = Arc::new(RedbStore::open_in_memory().unwrap());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut oracle = BTreeMap::new();
+    view.write(bulk_of(0..12_000, &mut oracle)).unwrap();
+    for update in 0..60u32 {
+        let mut batch = WriteBatch::new();
+        for j in 0..6 {
+            let i = 50_000 + update * 6 + j;
+            batch.put(label(i), vec![j as u8; 25]);
+            oracle.insert(label(i), vec![j as u8; 25]);
+        }
+        if update % 10 == 0 {
+            batch.delete(label(update * 7));
+            oracle.remove(&label(update * 7));
+        }
+        view.write(batch).unwrap();
+    }
+    assert!(deltas(base.as_ref()) > 0, "no delta to read");
+    let mut keys: Vec<Vec<u8>> = (0..12_000u32)
+        .rev()
+        .chain(50_000..50_360)
+        .chain(90_000..90_050)
+        .map(label)
+        .collect();
+    keys.extend([b"".to_vec(), b"\xff".to_vec(), label(5), label(50_001)]);
+    let scans = base.io_counts().scans;
+    let asked: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let many = view.get_many(&asked).unwrap();
+    let probes = base.io_counts().scans - scans;
+    let chunk_count = chunks(base.as_ref()).len() - deltas(base.as_ref());
+    println!(
+        "{} keys over {chunk_count} chunks read in {probes} probes",
+        keys.len()
+    );
+    assert!(
+        probes < 2 * chunk_count as u64,
+        "{probes} probes for {chunk_count} chunks"
+    );
+    assert_eq!(many.len(), keys.len());
+    for (key, value) in keys.iter().zip(&many) {
+        assert_eq!(value.as_ref(), oracle.get(key), "{key:?}");
+        assert_eq!(value, &view.get(key).unwrap(), "{key:?}");
+    }
+    assert_eq!(view.get_many(&[]).unwrap(), Vec::<Option<Vec<u8>>>::new());
+    let empty = Packed::new(Arc::new(MemoryStore::new()), PREFIX);
+    assert_eq!(empty.get_many(&asked[..3]).unwrap(), vec![None, None, None]);
+}

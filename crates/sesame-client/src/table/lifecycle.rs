@@ -361,7 +361,13 @@ impl Table {
         let mut states = Vec::new();
         for (position, field) in schema.fields.iter().enumerate() {
             if field.range.is_some() {
-                let index = RangeIndex::fresh(position, field, &mut rng)?;
+                // A new table's payloads are the identifier alone.
+                let index = RangeIndex::fresh(
+                    position,
+                    field,
+                    crate::table::ranges::UNTAGGED_PAYLOAD,
+                    &mut rng,
+                )?;
                 states.push(RangeState {
                     field: field.name.clone(),
                     index: if legacy {
@@ -450,6 +456,7 @@ impl Table {
         }
         // The keyword index is new where it runs: its session shares its
         // fresh state there.
+        backend.pack_documents(&rows);
         let session = profile.session_with(&rows, backend)?;
         crate::fsutil::create_private_dir(&profile.table_dir())?;
         let shared = session.is_shared().then_some(shared::Seen {

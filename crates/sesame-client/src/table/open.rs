@@ -132,6 +132,7 @@ impl Table {
             }
         }
         // The keyword index's lock first: a local state is read under it.
+        backend.pack_documents(&rows_name);
         let rows = profile.session_with(&rows_name, backend)?;
         let plain = match adopted {
             Some(plain) => plain,

@@ -119,15 +119,45 @@ pub(crate) fn binding(field: &Field) -> Result<(RangeProtocol, Params)> {
     Ok((protocol, params))
 }
 
+/// The payload bytes a fresh index's leaves are sized for (the
+/// protocol's `payload`, where it takes one and the schema names none):
+/// the identifier (8 bytes), with the table's tag (16 more) where the
+/// table's payloads carry one; where there is no binder (a table of a
+/// build before incarnations), 34, which sizes a unique-form record as
+/// the random form's 16-byte default did. Sized exactly, a leaf of
+/// Lewi-Wu ciphertexts of a 16-bit field holds 78 entries where the
+/// default's 16 bytes in the random form left room for 52
+/// (`docs/schemes/bplus_ore.md`, "Sealed records").
+pub(crate) fn payload_bytes(binder: Option<&PayloadBinder>) -> u32 {
+    match binder {
+        None => 34,
+        Some(b) if b.tags => UNTAGGED_PAYLOAD + TAG_LEN as u32,
+        Some(_) => UNTAGGED_PAYLOAD,
+    }
+}
+
+/// The payload of a new table's range entry: the record identifier.
+pub(crate) const UNTAGGED_PAYLOAD: u32 = 8;
+
 impl RangeIndex {
-    /// A fresh client (fresh keys) for `field`.
+    /// A fresh client (fresh keys) for `field`, its leaves sized for
+    /// payloads of `payload` bytes ([`payload_bytes`]) where the
+    /// protocol takes the parameter and the schema names none.
     pub(crate) fn fresh(
         position: usize,
         field: &Field,
+        payload: u32,
         rng: &mut dyn CryptoRngCore,
     ) -> Result<RangeIndex> {
         Self::with_client(position, field, |protocol, params| {
-            (protocol.new_client)(rng, params).map_err(|e| {
+            let mut params = params.clone();
+            let named = !params
+                .get_or::<String>("payload", String::new())?
+                .is_empty();
+            if !named && protocol.params.iter().any(|(name, _)| *name == "payload") {
+                params.set("payload", payload);
+            }
+            (protocol.new_client)(rng, &params).map_err(|e| {
                 ClientError::InvalidArgument(format!(
                     "field {:?}: {} does not accept its parameters: {e}",
                     field.name, protocol.descriptor.name
@@ -435,7 +465,8 @@ mod tests {
         let schema = Schema::from_toml("[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n")
             .unwrap_or_else(|e| panic!("{e}"));
         let field = schema.fields.first().unwrap_or_else(|| unreachable!());
-        RangeIndex::fresh(0, field, &mut rand_core::OsRng).unwrap_or_else(|e| panic!("{e}"))
+        RangeIndex::fresh(0, field, UNTAGGED_PAYLOAD, &mut rand_core::OsRng)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn binder(incarnation: u8) -> PayloadBinder {
@@ -527,8 +558,9 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(position, field)| {
-                let index = RangeIndex::fresh(position, field, &mut rand_core::OsRng)
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let index =
+                    RangeIndex::fresh(position, field, UNTAGGED_PAYLOAD, &mut rand_core::OsRng)
+                        .unwrap_or_else(|e| panic!("{e}"));
                 let server = index
                     .serve(Arc::new(sesame_store::MemoryStore::new()))
                     .unwrap_or_else(|e| panic!("{e}"));

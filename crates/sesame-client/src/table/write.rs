@@ -582,7 +582,12 @@ impl Table {
                 .ok_or_else(|| ClientError::InvalidArgument("a range field vanished".into()))?
                 .clone();
             let mut records = Vec::new();
-            let mut fresh = RangeIndex::fresh(index.field, &field, &mut self.rng)?;
+            let mut fresh = RangeIndex::fresh(
+                index.field,
+                &field,
+                ranges::payload_bytes(self.binder.as_ref()),
+                &mut self.rng,
+            )?;
             for (id, record) in &all {
                 if let Some(Some(v)) = record.values.get(index.field) {
                     let v = field.encode(v)?;

@@ -16,7 +16,7 @@ use zeroize::Zeroizing;
 
 use super::{
     ClozHash, FhOpeNumber, FhOpeOrder, Layout, Request, Response, ServerOrder, BCLO, CLOZ,
-    CLOZ_INSECURE, CLWW, FH_OPE, LEWI_WU, PLAIN,
+    CLOZ_INSECURE, CLWW, FH_OPE, LEWI_WU, PLAIN, UNIQUE_RECORDS,
 };
 use crate::api::{bits_param, open_answer, Io, RangeAnswer, RangeClient, Record};
 use crate::record::RecordKey;
@@ -443,10 +443,15 @@ impl<C: ClientOrder> BplusClient<C> {
         let payload: u32 = params.get_or("payload", 16)?;
         let sealing: Sealing = params.get_or("seal", Sealing::Random)?;
         let (scheme, extra) = C::generate(rng, params, bits)?;
+        let unique = C::sealed() && sealing == Sealing::Unique && payload <= 1 << 20;
         let layout = Layout {
             bits,
             extra,
-            payload,
+            payload: if unique {
+                payload | UNIQUE_RECORDS
+            } else {
+                payload
+            },
         };
         layout
             .check()

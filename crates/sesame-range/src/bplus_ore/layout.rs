@@ -18,13 +18,34 @@ pub struct Layout {
     /// The scheme's second parameter: BCLO's ciphertext width, Lewi-Wu's
     /// block width, FH-OPE's ciphertext width; 0 for the others.
     pub extra: u32,
-    /// Payload bytes per record that leaves are sized for.
+    /// Payload bytes per record that leaves are sized for, with
+    /// [`UNIQUE_RECORDS`] set where records are sealed in the unique form.
     pub payload: u32,
 }
 
+/// Set in [`Layout::payload`] by a client that seals its records in the
+/// unique form ([`crate::record::RecordKey::seal_unique`]: the value in
+/// the bytes its width needs, the payload and the tag, 10 + 12 bytes
+/// fewer than a record under a stored nonce for a 16-bit value): leaves
+/// are then sized for records of that form, and a page holds as many
+/// entries as it has room for. A tree laid out without it (every tree
+/// of an earlier build, every client of the random form) keeps the
+/// sizes of the random form.
+pub const UNIQUE_RECORDS: u32 = 1 << 31;
+
 impl Layout {
+    /// The payload bytes leaves are sized for.
+    pub fn payload_bytes(&self) -> usize {
+        (self.payload & !UNIQUE_RECORDS) as usize
+    }
+
+    /// Whether leaves are sized for records of the unique form.
+    pub fn unique_records(&self) -> bool {
+        self.payload & UNIQUE_RECORDS != 0
+    }
+
     pub(super) fn check(&self) -> Result<()> {
-        if !(1..=64).contains(&self.bits) || self.extra > 128 || self.payload > 1 << 20 {
+        if !(1..=64).contains(&self.bits) || self.extra > 128 || self.payload_bytes() > 1 << 20 {
             return Err(Error::Protocol(format!(
                 "impossible B+ tree layout {self:?}"
             )));

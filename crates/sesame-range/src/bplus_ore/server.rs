@@ -8,7 +8,7 @@ use sesame_core::{wire, Error, Handler, IoCounts, Result, Store};
 use super::{capacity, len_prefix, Layout, PageNodes, Request, Response, ServerOrder, MAX_RECORD};
 use crate::btree::{BTree, Capacity, Node, NodeId, NodeStore};
 use crate::paged::PageConfig;
-use crate::record::RecordKey;
+use crate::record::{value_bytes, RecordKey};
 
 pub(super) struct Ready<O> {
     layout: Layout,
@@ -95,9 +95,14 @@ impl<O: ServerOrder> BplusServer<O> {
         layout.check()?;
         let key_bytes = O::key_bytes(&layout);
         // Sealed or not, records are sized the same way (the baseline's
-        // are 16 bytes shorter, which only leaves room).
-        let payload = layout.payload as usize;
-        let value_bytes = record_bytes(true, payload) + len_prefix(record_bytes(true, payload));
+        // are 16 bytes shorter, which only leaves room); the unique form
+        // for what it takes.
+        let payload = layout.payload_bytes();
+        let record = match layout.unique_records() {
+            true => RecordKey::unique_sealed_len(value_bytes(layout.bits), payload),
+            false => record_bytes(true, payload),
+        };
+        let value_bytes = record + len_prefix(record);
         let capacity = capacity(self.page.page_size, key_bytes, value_bytes)?;
         let order = O::new(&layout)?;
         if self.nodes.meta.layout.is_none() {

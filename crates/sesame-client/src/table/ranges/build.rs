@@ -481,7 +481,10 @@ mod tests {
             .fields
             .iter()
             .enumerate()
-            .map(|(i, f)| RangeIndex::fresh(i, f, &mut keys).unwrap_or_else(|e| panic!("{e}")))
+            .map(|(i, f)| {
+                RangeIndex::fresh(i, f, crate::table::ranges::UNTAGGED_PAYLOAD, &mut keys)
+                    .unwrap_or_else(|e| panic!("{e}"))
+            })
             .collect();
         let states: Vec<RangeState> = schema
             .fields
