@@ -20,11 +20,12 @@ fn lewi_wu() -> RangeProtocol {
     sesame_range::protocol("bplus-lewi-wu").expect("registered")
 }
 
-/// A Lewi-Wu B+ tree of 16-bit values in process, its client sealing as
-/// `seal` says (the default where `None`).
+/// A Lewi-Wu B+ tree of 16-bit values and 8-byte payloads in process,
+/// its client sealing as `seal` says (the default where `None`).
 fn setup(seal: Option<&str>, rng: &mut ChaCha20Rng) -> LocalRange {
     let mut params = Params::new();
-    params.set("bits", 16);
+    // Leaves sized for the 8-byte identifiers the records carry.
+    params.set("bits", 16).set("payload", 8);
     if let Some(seal) = seal {
         params.set("seal", seal);
     }
@@ -74,7 +75,11 @@ fn unique_seals_store_fewer_bytes_and_delete_in_one_round() {
         let stored = s.store.scan_prefix(b"n").expect("scan");
         let page = PageConfig::default().page_size;
         for (k, v) in &stored {
-            assert!(v.len() <= page, "{seal:?}: node {k:?} of {} bytes", v.len());
+            assert!(
+                k.len() + v.len() + 12 <= page,
+                "{seal:?}: node {k:?} of {} bytes does not fit a page with its key",
+                v.len()
+            );
         }
         let nodes = stored.len();
         let bytes = stored_bytes(&s);

@@ -68,6 +68,15 @@ pub(super) fn len_prefix(len: usize) -> usize {
     varint_bytes(usize::BITS - len.leading_zeros())
 }
 
+/// Bytes of a page left, in a tree of [`UNIQUE_RECORDS`], for the
+/// node's key in the store (about 50 bytes in a profile:
+/// `i/<index>/<generation>/`, the node's own key) and the store
+/// engine's framing of one pair (redb: 12 bytes), so that a full node
+/// and its key fill one redb page rather than spill into a run of two.
+/// (Trees of the random form keep the sizes their build gave them:
+/// their leaves never came near a page's end.)
+pub const STORE_KEY_ROOM: usize = 128;
+
 /// Bound on a node's bytes beyond its entries: kind tag, vector lengths,
 /// the next-leaf pointer, the wire version.
 pub const NODE_HEADER_BYTES: usize = 16;

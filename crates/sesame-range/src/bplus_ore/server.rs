@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use sesame_core::{wire, Error, Handler, IoCounts, Result, Store};
 
-use super::{capacity, len_prefix, Layout, PageNodes, Request, Response, ServerOrder, MAX_RECORD};
+use super::{
+    capacity, len_prefix, Layout, PageNodes, Request, Response, ServerOrder, MAX_RECORD,
+    STORE_KEY_ROOM,
+};
 use crate::btree::{BTree, Capacity, Node, NodeId, NodeStore};
 use crate::paged::PageConfig;
 use crate::record::{value_bytes, RecordKey};
@@ -103,7 +106,11 @@ impl<O: ServerOrder> BplusServer<O> {
             false => record_bytes(true, payload),
         };
         let value_bytes = record + len_prefix(record);
-        let capacity = capacity(self.page.page_size, key_bytes, value_bytes)?;
+        let page = match layout.unique_records() {
+            true => self.page.page_size.saturating_sub(STORE_KEY_ROOM),
+            false => self.page.page_size,
+        };
+        let capacity = capacity(page, key_bytes, value_bytes)?;
         let order = O::new(&layout)?;
         if self.nodes.meta.layout.is_none() {
             self.nodes.meta.layout = Some(layout);
