@@ -789,7 +789,7 @@ impl Store for Packed {
             return keys.iter().map(|k| self.get(k)).collect();
         }
         let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
         let mut out = vec![None; keys.len()];
         let plen = self.prefix.len();
         let mut window = Window::default();
