@@ -836,12 +836,8 @@ fn get_many_reads_each_chunk_once_and_answers_as_get() {
     let mut oracle = BTreeMap::new();
     view.write(bulk_of(0..12_000, &mut oracle)).unwrap();
     for update in 0..60u32 {
-        let mut batch = WriteBatch::new();
-        for j in 0..6 {
-            let i = 50_000 + update * 6 + j;
-            batch.put(label(i), vec![j as u8; 25]);
-            oracle.insert(label(i), vec![j as u8; 25]);
-        }
+        let from = 50_000 + update * 6;
+        let mut batch = bulk_of(from..from + 6, &mut oracle);
         if update % 10 == 0 {
             batch.delete(label(update * 7));
             oracle.remove(&label(update * 7));
