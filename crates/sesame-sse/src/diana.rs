@@ -26,6 +26,20 @@
 //! client keeps a counter per keyword instead of a 16-byte state; a search
 //! token has up to 32 nodes instead of one state. See
 //! `docs/schemes/diana.md` for leakage and deviations.
+//!
+//! **Short labels** (`labels = 12`, what a table's keyword index takes):
+//! entries are stored under the first 12 bytes of their label, 22 bytes
+//! an entry. A label is a random-oracle output on a leaf the server has
+//! not been given, so before a search covers it the server can guess it
+//! with probability 2^-96, and cutting it reveals nothing more of it. Two
+//! entries of one index share a short label with probability about
+//! n^2 / 2^97 for n entries (2^-33 at 2^32 entries): the later one then
+//! overwrites the earlier (a result lost, never a secret revealed; a
+//! packed store counts it as an overwrite of a write-once index). A
+//! search asks for short labels (`SearchShort`), and the
+//! server looks up the first 12 bytes of each label it derives. The
+//! client's saved state records the length (a state of 16-byte labels
+//! keeps the encoding of earlier builds, which they still read).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -66,7 +80,15 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 
 /// The registry entry of Diana.
 pub fn scheme() -> KeywordScheme {
-    common::keyword_scheme!(&DESCRIPTOR, &[], DianaClient, DianaServer)
+    common::keyword_scheme!(
+        &DESCRIPTOR,
+        &[(
+            LABELS,
+            "16: bytes of an entry's label, 16 or 12 (module documentation)"
+        )],
+        DianaClient,
+        DianaServer
+    )
 }
 
 /// Security parameter λ in bytes: tree nodes, leaves, tweaks, labels.
@@ -78,6 +100,13 @@ pub const DEPTH: u8 = 32;
 
 /// Bytes of a label: the first half of `H(t_w ‖ s_c)`.
 pub const LABEL_LEN: usize = 16;
+
+/// Bytes of a short label (`labels = 12`): the first 12 bytes of a
+/// label. What a table's keyword index takes (module documentation).
+pub const SHORT_LABEL_LEN: usize = 12;
+
+/// The parameter that chooses the label's length.
+const LABELS: &str = "labels";
 
 /// Bytes of an encrypted entry: `ind (8) ‖ op (1)`.
 pub const VALUE_LEN: usize = 8 + 1;
@@ -95,6 +124,9 @@ const H: u8 = 1;
 
 /// An index entry: (label, encrypted value).
 pub type Entry = ([u8; LABEL_LEN], [u8; VALUE_LEN]);
+
+/// An entry under a short label.
+pub type ShortEntry = ([u8; SHORT_LABEL_LEN], [u8; VALUE_LEN]);
 
 crate::common::redacted_debug!(Request);
 
@@ -114,6 +146,23 @@ pub enum Request {
         tw: [u8; LAMBDA],
         /// The minimal cover of the leaves `0..c` of the keyword's tree,
         /// left to right.
+        cover: Vec<GgmNode>,
+    },
+    /// [`Request::Put`] of a client of short labels (variants after the
+    /// first two, so that requests of 16-byte labels, pending intents
+    /// included, keep their encoding).
+    PutShort {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// The entries.
+        entries: Vec<ShortEntry>,
+    },
+    /// [`Request::Search`] of a client of short labels: the server looks
+    /// up the first [`SHORT_LABEL_LEN`] bytes of each label it derives.
+    SearchShort {
+        /// Keyword tweak `t_w`.
+        tw: [u8; LAMBDA],
+        /// As [`Request::Search`]'s.
         cover: Vec<GgmNode>,
     },
 }
@@ -182,6 +231,16 @@ struct State {
     counts: Vec<(Vec<u8>, u32)>,
 }
 
+/// The state of a client of short labels: [`State`]'s fields and the
+/// label's length after them (one byte more: neither form decodes as
+/// the other, the encoding refusing trailing bytes and a missing field).
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
+struct StateWithLabels {
+    master: [u8; 32],
+    counts: Vec<(Vec<u8>, u32)>,
+    labels: u8,
+}
+
 /// A keyword's count of updates, and its keys once computed in this
 /// process (they follow from the master key, so they are never saved).
 #[derive(Clone, Copy, zeroize::Zeroize)]
@@ -196,6 +255,8 @@ pub struct DianaClient {
     master: Key<32>,
     prf: HmacPrf,
     counts: BTreeMap<Vec<u8>, Slot>,
+    /// Entries under [`SHORT_LABEL_LEN`]-byte labels.
+    short: bool,
 }
 
 impl std::fmt::Debug for DianaClient {
@@ -215,35 +276,55 @@ impl Drop for DianaClient {
 }
 
 impl DianaClient {
-    /// A client with a fresh key. No parameters.
+    /// A client with a fresh key. One parameter: `labels`, the bytes of
+    /// a label, `16` (the default) or `12` (module documentation).
     pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
-        params.only(DESCRIPTOR.name, &[])?;
-        Ok(Self::with_key(Key::generate(rng), BTreeMap::new()))
+        params.only(DESCRIPTOR.name, &[LABELS])?;
+        let short = match params.get_or(LABELS, LABEL_LEN)? {
+            LABEL_LEN => false,
+            SHORT_LABEL_LEN => true,
+            n => {
+                return Err(Error::InvalidArgument(format!(
+                    "Diana labels={n}: a label has {LABEL_LEN} or {SHORT_LABEL_LEN} bytes"
+                )))
+            }
+        };
+        Ok(Self::with_key(Key::generate(rng), BTreeMap::new(), short))
     }
 
-    fn with_key(master: Key<32>, counts: BTreeMap<Vec<u8>, Slot>) -> Self {
+    fn with_key(master: Key<32>, counts: BTreeMap<Vec<u8>, Slot>, short: bool) -> Self {
         let prf = HmacPrf::new(&master.derive("sesame-sse/diana/keyword"));
         Self {
             master,
             prf,
             counts,
+            short,
         }
     }
 
-    /// A client from saved state.
+    /// A client from saved state (of either label length).
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        let s: State = sesame_core::wire::decode(bytes)?;
+        let (master, saved, short) = match sesame_core::wire::decode::<State>(bytes) {
+            Ok(s) => (s.master, s.counts.clone(), false),
+            Err(full) => {
+                let s: StateWithLabels = sesame_core::wire::decode(bytes).map_err(|_| full)?;
+                if usize::from(s.labels) != SHORT_LABEL_LEN {
+                    return Err(Error::Malformed(format!(
+                        "Diana state with labels of {} bytes",
+                        s.labels
+                    )));
+                }
+                (s.master, s.counts.clone(), true)
+            }
+        };
         let mut counts = BTreeMap::new();
-        for (w, count) in &s.counts {
-            let slot = Slot {
-                count: *count,
-                keys: None,
-            };
-            if counts.insert(w.clone(), slot).is_some() {
+        for (w, count) in saved {
+            let slot = Slot { count, keys: None };
+            if counts.insert(w, slot).is_some() {
                 return Err(Error::Malformed("Diana state lists a keyword twice".into()));
             }
         }
-        Ok(Self::with_key(Key::from_bytes(s.master), counts))
+        Ok(Self::with_key(Key::from_bytes(master), counts, short))
     }
 
     /// Checks that every keyword of `updates` has a leaf left for each
@@ -318,17 +399,42 @@ impl DianaClient {
     }
 
     /// The requests that store `entries` (sorted by label), in chunks.
-    fn put_requests(entries: Vec<Entry>) -> Result<Vec<Vec<u8>>> {
-        common::chunked_requests(entries, entry_size, |entries| Request::Put {
-            reset: false,
-            entries,
-        })
+    fn put_requests(&self, entries: Vec<Entry>) -> Result<Vec<Vec<u8>>> {
+        if self.short {
+            common::chunked_requests(shorten(entries), short_size, |entries| Request::PutShort {
+                reset: false,
+                entries,
+            })
+        } else {
+            common::chunked_requests(entries, entry_size, |entries| Request::Put {
+                reset: false,
+                entries,
+            })
+        }
     }
 }
 
 /// Payload bytes of an entry in a request.
 fn entry_size(_: &Entry) -> usize {
     LABEL_LEN + VALUE_LEN
+}
+
+/// Payload bytes of an entry of a short label in a request.
+fn short_size(_: &ShortEntry) -> usize {
+    SHORT_LABEL_LEN + VALUE_LEN
+}
+
+/// `entries` under the first [`SHORT_LABEL_LEN`] bytes of their labels
+/// (in the same order: a label's first bytes sort as the label does).
+fn shorten(entries: Vec<Entry>) -> Vec<ShortEntry> {
+    entries
+        .into_iter()
+        .map(|(label, value)| {
+            let mut short = [0u8; SHORT_LABEL_LEN];
+            short.copy_from_slice(&label[..SHORT_LABEL_LEN]);
+            (short, value)
+        })
+        .collect()
 }
 
 impl KeywordClient for DianaClient {
@@ -350,7 +456,15 @@ impl KeywordClient for DianaClient {
             .collect();
         let mut entries: Vec<Entry> = self.entries(&updates)?.into_iter().flatten().collect();
         entries.sort_unstable_by_key(|e| e.0);
-        upload(channel, entries)
+        if self.short {
+            upload(channel, shorten(entries), short_size, |reset, entries| {
+                Request::PutShort { reset, entries }
+            })
+        } else {
+            upload(channel, entries, entry_size, |reset, entries| {
+                Request::Put { reset, entries }
+            })
+        }
     }
 
     fn prepares_updates(&self) -> bool {
@@ -368,7 +482,8 @@ impl KeywordClient for DianaClient {
         (op, doc, keywords): Update<'_>,
     ) -> Result<Option<Vec<Vec<u8>>>> {
         let entries = self.entries(&[(op, doc, keywords)])?;
-        Self::put_requests(entries.into_iter().flatten().collect()).map(Some)
+        self.put_requests(entries.into_iter().flatten().collect())
+            .map(Some)
     }
 
     fn prepare_updates(
@@ -379,7 +494,7 @@ impl KeywordClient for DianaClient {
         let entries = self.entries(updates)?;
         entries
             .into_iter()
-            .map(Self::put_requests)
+            .map(|e| self.put_requests(e))
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }
@@ -406,7 +521,10 @@ impl KeywordClient for DianaClient {
             .unwrap_or_else(|| keyword_keys(&self.prf, keyword));
         let tree = GgmTree::new(Key::from_bytes(keys.root), DEPTH)?;
         let cover = tree.prefix_cover(u64::from(slot.count))?;
-        let request = Request::Search { tw: keys.tw, cover };
+        let request = match self.short {
+            true => Request::SearchShort { tw: keys.tw, cover },
+            false => Request::Search { tw: keys.tw, cover },
+        };
         keys.zeroize();
         sesame_core::wire::encode(&request).map(Some)
     }
@@ -416,23 +534,36 @@ impl KeywordClient for DianaClient {
     }
 
     fn save_state(&self) -> Result<Vec<u8>> {
-        sesame_core::wire::encode(&State {
-            master: *self.master.as_bytes(),
-            counts: self
-                .counts
-                .iter()
-                .map(|(w, slot)| (w.clone(), slot.count))
-                .collect(),
-        })
+        let master = *self.master.as_bytes();
+        let counts = self
+            .counts
+            .iter()
+            .map(|(w, slot)| (w.clone(), slot.count))
+            .collect();
+        if self.short {
+            sesame_core::wire::encode(&StateWithLabels {
+                master,
+                counts,
+                labels: SHORT_LABEL_LEN as u8,
+            })
+        } else {
+            // The form of earlier builds, which they still read.
+            sesame_core::wire::encode(&State { master, counts })
+        }
     }
 }
 
-fn upload(channel: &mut dyn Channel, entries: Vec<Entry>) -> Result<()> {
+fn upload<E>(
+    channel: &mut dyn Channel,
+    entries: Vec<E>,
+    size: fn(&E) -> usize,
+    request: impl Fn(bool, Vec<E>) -> Request,
+) -> Result<()> {
     crate::common::upload(
         channel,
         entries,
-        entry_size,
-        |reset, entries| Request::Put { reset, entries },
+        size,
+        request,
         common::answered("Diana", Response::Stored),
     )
 }
@@ -482,7 +613,17 @@ impl DianaServer {
     /// not stored (where FAST's walk ends too: the work is bounded by the
     /// entries stored, whatever the cover claims). A deletion cancels
     /// every older addition of its identifier (set semantics).
-    pub fn search(&self, tw: [u8; LAMBDA], cover: &[GgmNode]) -> Result<Vec<DocId>> {
+    ///
+    /// `label_len` is the stored labels' length ([`LABEL_LEN`] or
+    /// [`SHORT_LABEL_LEN`]): the first bytes of each derived label are
+    /// looked up.
+    pub fn search(
+        &self,
+        tw: [u8; LAMBDA],
+        cover: &[GgmNode],
+        label_len: usize,
+    ) -> Result<Vec<DocId>> {
+        let key_len = 1 + label_len.min(LABEL_LEN);
         check_cover(cover)?;
         let mut ids = Vec::new();
         let mut deleted: HashSet<DocId> = HashSet::new();
@@ -504,7 +645,7 @@ impl DianaServer {
                     keys.push(entry_key(&label));
                     pads.push(pad);
                 }
-                let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+                let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..key_len]).collect();
                 let values = self.store.get_many(&refs)?;
                 for (value, pad) in values.iter().zip(&pads).rev() {
                     let Some(value) = value else {
@@ -567,7 +708,14 @@ impl Handler for DianaServer {
                 common::put_labelled(self.store.as_ref(), reset, b'e', entries)?;
                 Ok(Response::Stored)
             }
-            Request::Search { tw, cover } => Ok(Response::Ids(self.search(tw, &cover)?)),
+            Request::Search { tw, cover } => Ok(Response::Ids(self.search(tw, &cover, LABEL_LEN)?)),
+            Request::PutShort { reset, entries } => {
+                common::put_labelled(self.store.as_ref(), reset, b'e', entries)?;
+                Ok(Response::Stored)
+            }
+            Request::SearchShort { tw, cover } => {
+                Ok(Response::Ids(self.search(tw, &cover, SHORT_LABEL_LEN)?))
+            }
         }
     }
 
@@ -604,7 +752,7 @@ mod tests {
 
     #[test]
     fn a_keyword_past_its_last_leaf_is_refused_and_nothing_moves() {
-        let mut client = DianaClient::with_key(Key::from_bytes([3; 32]), BTreeMap::new());
+        let mut client = DianaClient::with_key(Key::from_bytes([3; 32]), BTreeMap::new(), false);
         let full = Slot {
             count: u32::MAX - 1,
             keys: None,

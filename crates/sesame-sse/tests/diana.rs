@@ -19,76 +19,154 @@ use sesame_sse::diana::{self, DianaServer, Request};
 use sesame_sse::{KeywordClient, Multimap, UpdateOp};
 use sesame_store::MemoryStore;
 
-/// The labels an update request stores.
-fn labels_of(request: &[u8]) -> Vec<[u8; diana::LABEL_LEN]> {
+/// The labels an update request stores (16 or 12 bytes).
+fn labels_of(request: &[u8]) -> Vec<Vec<u8>> {
     match sesame_core::wire::decode(request).unwrap() {
-        Request::Put { entries, .. } => entries.into_iter().map(|(l, _)| l).collect(),
-        Request::Search { .. } => panic!("not an update"),
+        Request::Put { entries, .. } => entries.into_iter().map(|(l, _)| l.to_vec()).collect(),
+        Request::PutShort { entries, .. } => entries.into_iter().map(|(l, _)| l.to_vec()).collect(),
+        _ => panic!("not an update"),
     }
 }
 
-/// Every label the server can derive from a search request it was sent.
-fn derivable(request: &[u8]) -> HashSet<[u8; diana::LABEL_LEN]> {
-    let Request::Search { tw, cover } = sesame_core::wire::decode(request).unwrap() else {
-        panic!("not a search");
+/// Every label the server can derive from a search request it was sent,
+/// cut to the length the request says the labels have.
+fn derivable(request: &[u8]) -> HashSet<Vec<u8>> {
+    let (tw, cover, len) = match sesame_core::wire::decode(request).unwrap() {
+        Request::Search { tw, cover } => (tw, cover, diana::LABEL_LEN),
+        Request::SearchShort { tw, cover } => (tw, cover, diana::SHORT_LABEL_LEN),
+        _ => panic!("not a search"),
     };
     let mut out = HashSet::new();
     for node in &cover {
         let (first, last) = node.leaves();
         for leaf in node.leaves_in(first, last).unwrap() {
-            out.insert(diana::oracle(&tw, leaf.as_bytes()).0);
+            out.insert(diana::oracle(&tw, leaf.as_bytes()).0[..len].to_vec());
         }
     }
     out
 }
 
+/// A client of `labels` (the default where `None`) and its server over
+/// `store`, set up empty.
+fn setup(
+    labels: Option<usize>,
+    store: &Arc<MemoryStore>,
+    rng: &mut ChaCha20Rng,
+) -> (
+    Box<dyn KeywordClient>,
+    LocalChannel<Box<dyn sesame_core::Service>>,
+) {
+    let scheme = sesame_sse::scheme("diana").unwrap();
+    let mut params = Params::new();
+    if let Some(labels) = labels {
+        params.set("labels", labels);
+    }
+    let mut client = (scheme.new_client)(rng, &params).unwrap();
+    let mut channel = LocalChannel::new(scheme.server(store.clone(), &Params::new()).unwrap());
+    client.setup(rng, &mut channel, &Multimap::new()).unwrap();
+    (client, channel)
+}
+
+/// For either label length: the server derives from a search exactly the
+/// labels written before it, and none of the updates after it stores one
+/// of them (forward privacy); the search answers every live identifier.
 #[test]
 fn a_search_gives_the_server_the_labels_before_it_and_none_after() {
+    for labels in [None, Some(diana::SHORT_LABEL_LEN)] {
+        let mut rng = ChaCha20Rng::seed_from_u64(31);
+        let store = Arc::new(MemoryStore::new());
+        let (mut client, mut channel) = setup(labels, &store, &mut rng);
+        let w = vec![b"alpha".to_vec()];
+        let mut send = |client: &mut Box<dyn KeywordClient>, rng: &mut ChaCha20Rng, op, doc| {
+            let requests = client.prepare_update(rng, op, doc, &w).unwrap().unwrap();
+            let mut labels = Vec::new();
+            for r in &requests {
+                labels.extend(labels_of(r));
+                client
+                    .check_update_response(&channel.call(r).unwrap())
+                    .unwrap();
+            }
+            labels
+        };
+        let mut before = Vec::new();
+        for doc in 1..=13 {
+            before.extend(send(&mut client, &mut rng, UpdateOp::Add, doc));
+        }
+        before.extend(send(&mut client, &mut rng, UpdateOp::Delete, 4));
+        let want = labels.unwrap_or(diana::LABEL_LEN);
+        assert!(before.iter().all(|l| l.len() == want), "{labels:?}");
+        let token = client.search_token(&mut rng, b"alpha").unwrap().unwrap();
+        let known = derivable(&token);
+        // The server derives exactly the labels written so far ...
+        assert_eq!(known.len(), 14);
+        for label in &before {
+            assert!(known.contains(label), "a label written before the search");
+        }
+        // ... and none written after, however many.
+        for doc in 20..60 {
+            for label in send(&mut client, &mut rng, UpdateOp::Add, doc) {
+                assert!(
+                    !known.contains(&label),
+                    "an update after the search stores a label the search gave"
+                );
+            }
+        }
+        let found = client.search(&mut rng, &mut channel, b"alpha").unwrap();
+        let mut expect: Vec<u64> = (1..=13).filter(|&d| d != 4).chain(20..60).collect();
+        expect.sort_unstable();
+        assert_eq!(found, expect, "{labels:?}");
+    }
+}
+
+/// `labels = 12`: the same answers as 16-byte labels, 4 bytes fewer per
+/// stored entry, a state that survives a save and a restore (and says
+/// its label length: a restored client searches the entries it wrote),
+/// and any other length refused.
+#[test]
+fn short_labels_answer_the_same_in_fewer_bytes() {
+    let mut stored = Vec::new();
+    for labels in [None, Some(diana::SHORT_LABEL_LEN)] {
+        let mut rng = ChaCha20Rng::seed_from_u64(8);
+        let store = Arc::new(MemoryStore::new());
+        let (mut client, mut channel) = setup(labels, &store, &mut rng);
+        for doc in 1..=50u64 {
+            let kw = vec![format!("w{}", doc % 5).into_bytes(), b"all".to_vec()];
+            for r in client
+                .prepare_update(&mut rng, UpdateOp::Add, doc, &kw)
+                .unwrap()
+                .unwrap()
+            {
+                client
+                    .check_update_response(&channel.call(&r).unwrap())
+                    .unwrap();
+            }
+        }
+        let saved = client.save_state().unwrap();
+        let scheme = sesame_sse::scheme("diana").unwrap();
+        let mut restored = (scheme.restore_client)(&saved).unwrap();
+        let all = restored.search(&mut rng, &mut channel, b"all").unwrap();
+        assert_eq!(all, (1..=50).collect::<Vec<u64>>(), "{labels:?}");
+        let w3 = restored.search(&mut rng, &mut channel, b"w3").unwrap();
+        assert_eq!(w3, (1..=50).filter(|d| d % 5 == 3).collect::<Vec<u64>>());
+        let pairs = store.scan_prefix(b"").unwrap();
+        assert_eq!(pairs.len(), 100);
+        let key_len = 1 + labels.unwrap_or(diana::LABEL_LEN);
+        assert!(pairs
+            .iter()
+            .all(|(k, v)| k.len() == key_len && v.len() == 9));
+        stored.push(pairs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>());
+    }
+    assert_eq!(stored[0] - stored[1], 100 * 4);
     let scheme = sesame_sse::scheme("diana").unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(31);
-    let mut client = (scheme.new_client)(&mut rng, &Params::new()).unwrap();
-    let store = Arc::new(MemoryStore::new());
-    let mut channel = LocalChannel::new(scheme.server(store.clone(), &Params::new()).unwrap());
-    client
-        .setup(&mut rng, &mut channel, &Multimap::new())
-        .unwrap();
-    let w = vec![b"alpha".to_vec()];
-    let mut send = |client: &mut Box<dyn KeywordClient>, rng: &mut ChaCha20Rng, op, doc| {
-        let requests = client.prepare_update(rng, op, doc, &w).unwrap().unwrap();
-        let mut labels = Vec::new();
-        for r in &requests {
-            labels.extend(labels_of(r));
-            client
-                .check_update_response(&channel.call(r).unwrap())
-                .unwrap();
-        }
-        labels
-    };
-    let mut before = Vec::new();
-    for doc in 1..=13 {
-        before.extend(send(&mut client, &mut rng, UpdateOp::Add, doc));
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    for bad in [8, 15, 32] {
+        let mut params = Params::new();
+        params.set("labels", bad);
+        assert!(
+            (scheme.new_client)(&mut rng, &params).is_err(),
+            "labels={bad}"
+        );
     }
-    before.extend(send(&mut client, &mut rng, UpdateOp::Delete, 4));
-    let token = client.search_token(&mut rng, b"alpha").unwrap().unwrap();
-    let known = derivable(&token);
-    // The server derives exactly the labels written so far ...
-    assert_eq!(known.len(), 14);
-    for label in &before {
-        assert!(known.contains(label), "a label written before the search");
-    }
-    // ... and none written after, however many.
-    for doc in 20..60 {
-        for label in send(&mut client, &mut rng, UpdateOp::Add, doc) {
-            assert!(
-                !known.contains(&label),
-                "an update after the search stores a label the search gave"
-            );
-        }
-    }
-    let found = client.search(&mut rng, &mut channel, b"alpha").unwrap();
-    let mut expect: Vec<u64> = (1..=13).filter(|&d| d != 4).chain(20..60).collect();
-    expect.sort_unstable();
-    assert_eq!(found, expect);
 }
 
 #[test]
