@@ -137,8 +137,8 @@ const ROWS: usize = 3_000;
 
 /// A server over a wrapped store with tenants alice and bob; alice's
 /// profile bound to it with a table of one equality field, 3,000 rows
-/// imported, then 40 more (whose keyword entries land beside the chunks
-/// as deltas).
+/// imported, then 40 more in five imports (whose keyword entries land
+/// beside the chunks as deltas).
 fn setup() -> Setup {
     let store = Arc::new(Wrapped::new());
     let certs = sesame_server::certs::localhost().unwrap();
@@ -178,9 +178,19 @@ fn setup() -> Setup {
     table
         .import(&csv("a.csv", 0..ROWS), Format::Csv, &mut |_| {})
         .unwrap();
-    table
-        .import(&csv("b.csv", ROWS..ROWS + 40), Format::Csv, &mut |_| {})
-        .unwrap();
+    // Eight rows at a time: each import brings the few chunks it touches
+    // a pair or two each, which are appended as deltas (40 rows at once
+    // over the five or six chunks could count as a bulk and rewrite them:
+    // how the labels fall is random).
+    for first in (ROWS..ROWS + 40).step_by(8) {
+        table
+            .import(
+                &csv(&format!("b{first}.csv"), first..first + 8),
+                Format::Csv,
+                &mut |_| {},
+            )
+            .unwrap();
+    }
     let backend = NetworkBackend::connect(&binding).unwrap();
     Setup {
         _tmp: tmp,
