@@ -621,6 +621,67 @@ pub fn shuffled(rng: &mut dyn CryptoRngCore, n: usize) -> Vec<u64> {
     v
 }
 
+/// The two label lengths of a scheme whose client may store its entries
+/// under short labels (FAST, Diana): its `labels` parameter and the two
+/// forms of its saved state.
+pub(crate) struct LabelLengths {
+    /// The scheme's name, for errors.
+    pub scheme: &'static str,
+    /// The default length.
+    pub long: usize,
+    /// The short one.
+    pub short: usize,
+}
+
+/// A saved state of a client of [`LabelLengths`]: of long labels (the
+/// encoding of earlier builds) or of short ones.
+pub(crate) enum Saved<L, S> {
+    /// Long labels.
+    Long(L),
+    /// Short labels.
+    Short(S),
+}
+
+impl LabelLengths {
+    /// Whether `params` chooses short labels (`labels`, the long length
+    /// by default); another length is refused.
+    pub(crate) fn short(&self, params: &sesame_core::Params) -> Result<bool> {
+        match params.get_or("labels", self.long)? {
+            n if n == self.long => Ok(false),
+            n if n == self.short => Ok(true),
+            n => Err(Error::InvalidArgument(format!(
+                "{} labels={n}: a label has {} or {} bytes",
+                self.scheme, self.long, self.short
+            ))),
+        }
+    }
+
+    /// Decodes a saved state: as `L` (long labels), else as `S`, whose
+    /// recorded length (`labels`) must be the short one. Neither form
+    /// decodes as the other (the short one has a byte more; the encoding
+    /// refuses trailing bytes and a missing field).
+    pub(crate) fn restore<L: DeserializeOwned, S: DeserializeOwned>(
+        &self,
+        bytes: &[u8],
+        labels: impl Fn(&S) -> u8,
+    ) -> Result<Saved<L, S>> {
+        match sesame_core::wire::decode::<L>(bytes) {
+            Ok(long) => Ok(Saved::Long(long)),
+            Err(full) => {
+                let short: S = sesame_core::wire::decode(bytes).map_err(|_| full)?;
+                if usize::from(labels(&short)) != self.short {
+                    return Err(Error::Malformed(format!(
+                        "{} state with labels of {} bytes",
+                        self.scheme,
+                        labels(&short)
+                    )));
+                }
+                Ok(Saved::Short(short))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,7 +57,7 @@ use sesame_crypto::prf::HmacPrf;
 use zeroize::Zeroize;
 
 use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap, Update, UpdateOp};
-use crate::common;
+use crate::common::{self, LabelLengths, Saved};
 
 /// Descriptor of Diana.
 pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
@@ -107,6 +107,13 @@ pub const SHORT_LABEL_LEN: usize = 12;
 
 /// The parameter that chooses the label's length.
 const LABELS: &str = "labels";
+
+/// Diana's two label lengths.
+const LENGTHS: LabelLengths = LabelLengths {
+    scheme: "Diana",
+    long: LABEL_LEN,
+    short: SHORT_LABEL_LEN,
+};
 
 /// Bytes of an encrypted entry: `ind (8) ‖ op (1)`.
 pub const VALUE_LEN: usize = 8 + 1;
@@ -280,15 +287,7 @@ impl DianaClient {
     /// a label, `16` (the default) or `12` (module documentation).
     pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
         params.only(DESCRIPTOR.name, &[LABELS])?;
-        let short = match params.get_or(LABELS, LABEL_LEN)? {
-            LABEL_LEN => false,
-            SHORT_LABEL_LEN => true,
-            n => {
-                return Err(Error::InvalidArgument(format!(
-                    "Diana labels={n}: a label has {LABEL_LEN} or {SHORT_LABEL_LEN} bytes"
-                )))
-            }
-        };
+        let short = LENGTHS.short(params)?;
         Ok(Self::with_key(Key::generate(rng), BTreeMap::new(), short))
     }
 
@@ -304,19 +303,11 @@ impl DianaClient {
 
     /// A client from saved state (of either label length).
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        let (master, saved, short) = match sesame_core::wire::decode::<State>(bytes) {
-            Ok(s) => (s.master, s.counts.clone(), false),
-            Err(full) => {
-                let s: StateWithLabels = sesame_core::wire::decode(bytes).map_err(|_| full)?;
-                if usize::from(s.labels) != SHORT_LABEL_LEN {
-                    return Err(Error::Malformed(format!(
-                        "Diana state with labels of {} bytes",
-                        s.labels
-                    )));
-                }
-                (s.master, s.counts.clone(), true)
-            }
-        };
+        let (master, saved, short) =
+            match LENGTHS.restore::<State, StateWithLabels>(bytes, |s| s.labels)? {
+                Saved::Long(s) => (s.master, s.counts.clone(), false),
+                Saved::Short(s) => (s.master, s.counts.clone(), true),
+            };
         let mut counts = BTreeMap::new();
         for (w, count) in saved {
             let slot = Slot { count, keys: None };

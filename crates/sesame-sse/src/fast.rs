@@ -54,7 +54,7 @@ use sesame_crypto::prf::HmacPrf;
 use zeroize::Zeroize;
 
 use crate::api::{DocId, Io, KeywordClient, KeywordScheme, Multimap, Update, UpdateOp};
-use crate::common;
+use crate::common::{self, LabelLengths, Saved};
 
 /// Descriptor of FAST.
 pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
@@ -106,6 +106,13 @@ pub const VALUE_LEN: usize = 8 + 1 + LAMBDA;
 /// The parameter that chooses the label length (`32`, the default, or
 /// `16`).
 const LABELS: &str = "labels";
+
+/// FAST's two label lengths.
+const LENGTHS: LabelLengths = LabelLengths {
+    scheme: "FAST",
+    long: LABEL_LEN,
+    short: SHORT_LABEL_LEN,
+};
 
 /// Operation byte of an addition.
 const OP_ADD: u8 = 0;
@@ -291,15 +298,7 @@ impl FastClient {
     /// a label, `32` (the default) or `16` (see the module documentation).
     pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
         params.only(DESCRIPTOR.name, &[LABELS])?;
-        let short = match params.get_or(LABELS, LABEL_LEN)? {
-            LABEL_LEN => false,
-            SHORT_LABEL_LEN => true,
-            n => {
-                return Err(Error::InvalidArgument(format!(
-                    "FAST labels={n}: a label has {LABEL_LEN} or {SHORT_LABEL_LEN} bytes"
-                )))
-            }
-        };
+        let short = LENGTHS.short(params)?;
         Ok(Self::with_key(Key::generate(rng), BTreeMap::new(), short))
     }
 
@@ -324,27 +323,16 @@ impl FastClient {
             }
             Ok(states)
         }
-        match sesame_core::wire::decode::<State>(bytes) {
-            Ok(s) => Ok(Self::with_key(
-                Key::from_bytes(s.master),
-                slots(&s.states)?,
-                false,
-            )),
-            Err(full) => {
-                let s: StateWithLabels = sesame_core::wire::decode(bytes).map_err(|_| full)?;
-                if usize::from(s.labels) != SHORT_LABEL_LEN {
-                    return Err(Error::Malformed(format!(
-                        "FAST state with labels of {} bytes",
-                        s.labels
-                    )));
+        Ok(
+            match LENGTHS.restore::<State, StateWithLabels>(bytes, |s| s.labels)? {
+                Saved::Long(s) => {
+                    Self::with_key(Key::from_bytes(s.master), slots(&s.states)?, false)
                 }
-                Ok(Self::with_key(
-                    Key::from_bytes(s.master),
-                    slots(&s.states)?,
-                    true,
-                ))
-            }
-        }
+                Saved::Short(s) => {
+                    Self::with_key(Key::from_bytes(s.master), slots(&s.states)?, true)
+                }
+            },
+        )
     }
 
     /// The requests that store `entries` (sorted by label), in chunks.
