@@ -5,13 +5,16 @@
 //! - [`FeistelPrp`]: an alternating Feistel network over `b`-bit strings with
 //!   AES-128 round functions and cycle walking onto `0..n`, for any
 //!   `n <= 2^64`.
+//! - [`Aes256Block`]: AES-256 on one 16-byte block, both directions.
 //!
 //! Each `permute` or `invert` is one [`Primitive::Prp`](crate::counter::Primitive::Prp)
 //! call. The Feistel network's AES calls are nested Prf calls.
 
+mod block;
 mod feistel;
 mod knuth;
 
+pub use block::Aes256Block;
 pub use feistel::{FeistelPrp, FEISTEL_ROUNDS};
 pub use knuth::{KnuthPrp, KNUTH_MAX_DOMAIN};
 

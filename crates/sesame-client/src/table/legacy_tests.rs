@@ -302,8 +302,11 @@ fn keys(table: &mut Table, query: &str) -> Vec<i64> {
 /// identifier alone, 16 bytes less per entry.
 #[test]
 fn a_table_of_tagged_range_payloads_keeps_them() {
+    // Its range index sealed as those builds did (the unique form: a
+    // tagged payload does not fit in a nonce).
     let text = "key = \"id\"\n[fields.id]\ntype = \"integer\"\nindex = [\"equality\"]\n\
-                [fields.n]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 16\n";
+                [fields.n]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 16\n\
+                range = { scheme = \"bplus-lewi-wu\", params = { seal = \"unique\" } }\n";
     let (_tmp, _dir, p, mut table) = table_old(text);
     assert_eq!(table.state.format, TABLE_FORMAT);
     // As a build before untagged payloads made it.

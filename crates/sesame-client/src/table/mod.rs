@@ -68,6 +68,7 @@ use sesame_crypto::Key;
 mod answer;
 mod check;
 mod compact;
+mod content;
 pub mod import;
 #[cfg(test)]
 mod legacy_tests;

@@ -119,6 +119,28 @@ pub(crate) fn binding(field: &Field) -> Result<(RangeProtocol, Params)> {
     Ok((protocol, params))
 }
 
+/// Whether a fresh index of `field` carries its records in its
+/// ciphertexts' nonces (`seal=nonce`, `docs/schemes/bplus_ore.md`,
+/// "Records in the nonce"): where the schema names no sealing and the
+/// protocol can (Lewi-Wu, at most 10 bytes of value and payload: a 16-bit
+/// field and the 8-byte identifier).
+fn in_nonces_by_default(field: &Field, protocol: &RangeProtocol, params: &Params) -> Result<bool> {
+    let seal = sesame_range::bplus_ore::SEAL_PARAM;
+    let named = field
+        .range
+        .as_ref()
+        .map(|b| b.params())
+        .transpose()?
+        .is_some_and(|p| {
+            !p.get_or::<String>(seal, String::new())
+                .unwrap_or_default()
+                .is_empty()
+        });
+    let payload: u32 = params.get_or("payload", u32::MAX)?;
+    Ok(!named
+        && sesame_range::bplus_ore::seals_in_nonces(protocol.descriptor.name, field.bits, payload))
+}
+
 /// The payload bytes a fresh index's leaves are sized for (the
 /// protocol's `payload`, where it takes one and the schema names none):
 /// the identifier (8 bytes), with the table's tag (16 more) where the
@@ -149,6 +171,9 @@ impl RangeIndex {
         payload: u32,
         rng: &mut dyn CryptoRngCore,
     ) -> Result<RangeIndex> {
+        // The index's own parameters (which a server checks when it
+        // hosts the index) stay the binding's: the client's layout, sent
+        // with every request, says how its records are sealed.
         Self::with_client(position, field, |protocol, params| {
             let mut params = params.clone();
             let named = !params
@@ -156,6 +181,9 @@ impl RangeIndex {
                 .is_empty();
             if !named && protocol.params.iter().any(|(name, _)| *name == "payload") {
                 params.set("payload", payload);
+            }
+            if in_nonces_by_default(field, protocol, &params)? {
+                params.set(sesame_range::bplus_ore::SEAL_PARAM, "nonce");
             }
             (protocol.new_client)(rng, &params).map_err(|e| {
                 ClientError::InvalidArgument(format!(

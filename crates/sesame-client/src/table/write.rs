@@ -45,48 +45,68 @@ pub(super) enum Inserts<'a> {
     },
 }
 
-/// A record as it is stored: its values, and an empty key. Encoded as a
-/// [`Record`] is (postcard: the key's string, then the values).
+/// A record as builds before the compact form stored it: its values,
+/// and an empty key. Encoded as a [`Record`] is (postcard: the key's
+/// string, then the values).
 #[derive(Serialize)]
 struct StoredRecord<'a> {
     key: &'a str,
     values: &'a [Option<Value>],
 }
 
-/// The stored content of `record`: its encoding as a [`Record`] with an
-/// empty key. The key is the record's document path, which the catalog
-/// holds and the sealed blob's associated data binds
-/// (`crate::documents`, form V3): storing it in the content as well took
-/// as many bytes again as the values of a flight (`docs/tables.md`,
+/// The stored content of `record`: its values in the compact form
+/// (module `content`), without its key. The key is the record's document
+/// path, which the catalog holds and the sealed blob's associated data
+/// binds (`crate::documents`, form V3): storing it in the content as well
+/// took as many bytes again as the values of a flight (`docs/tables.md`,
 /// "Where a table's bytes go").
 pub(super) fn record_content(record: &Record) -> Result<Vec<u8>> {
-    Ok(wire::encode(&StoredRecord {
-        key: "",
-        values: &record.values,
-    })?)
+    Ok(super::content::encode(&record.values))
 }
 
-/// Whether a catalog entry's digest is of `record` stored in either form
-/// (with its key, as builds before stored it, or without).
+/// Whether a catalog entry's digest is of `record` stored in any form:
+/// compact, or as builds before stored it (postcard, with its key or
+/// without).
 pub(super) fn digest_is_of(digest: Option<[u8; 32]>, record: &Record) -> Result<bool> {
     let Some(digest) = digest else {
         return Ok(false);
     };
-    Ok(
-        digest == sesame_crypto::hash::sha256(&wire::encode(record)?)
-            || digest == sesame_crypto::hash::sha256(&record_content(record)?),
-    )
+    let sha = sesame_crypto::hash::sha256;
+    let keyless = || {
+        wire::encode(&StoredRecord {
+            key: "",
+            values: &record.values,
+        })
+    };
+    Ok(digest == sha(&record_content(record)?)
+        || digest == sha(&keyless()?)
+        || digest == sha(&wire::encode(record)?))
 }
 
-/// The record stored at `path` as `content`: a record stored without its
-/// key ([`record_content`]) takes `path` as its key; one stored with it
-/// (builds before) keeps its own.
-pub(super) fn decode_record(path: &str, content: &[u8]) -> sesame_core::Result<Record> {
-    let mut record: Record = wire::decode(content)?;
-    if record.key.is_empty() {
-        path.clone_into(&mut record.key);
+/// The content to give `record` where the table holds a record of its
+/// key with `digest`: the form that digest is of where it is of this
+/// record in a form of earlier builds (so that the record stays
+/// unchanged), else the compact form. `whole` is the keyed form.
+fn held_form(digest: &[u8; 32], record: &Record, whole: Vec<u8>) -> Result<Vec<u8>> {
+    let sha = sesame_crypto::hash::sha256;
+    if *digest == sha(&whole) {
+        return Ok(whole);
     }
-    Ok(record)
+    let keyless = wire::encode(&StoredRecord {
+        key: "",
+        values: &record.values,
+    })?;
+    if *digest == sha(&keyless) {
+        return Ok(keyless);
+    }
+    record_content(record)
+}
+
+/// The record stored at `path` as `content`, in any form (module
+/// `content`): a record stored without its key takes `path` as its key;
+/// one stored with it (builds before) keeps its own.
+pub(super) fn decode_record(path: &str, content: &[u8]) -> sesame_core::Result<Record> {
+    super::content::decode(path, content)
 }
 
 /// The values of one record's cells (`(field, text)` pairs, see
@@ -238,9 +258,10 @@ impl Table {
         } else {
             self.fetch_range_values(&replaced)?
         };
-        // A record the table holds unchanged in the form of earlier
-        // builds (its key in its content) is given in that form, so that
-        // it stays unchanged; every other is stored without its key.
+        // A record the table holds unchanged in a form of earlier builds
+        // (its key in its content, or the postcard form without it) is
+        // given in that form, so that it stays unchanged; every other is
+        // stored in the compact form.
         let held: HashMap<String, [u8; 32]> = replaced
             .into_iter()
             .filter_map(|d| d.digest.map(|g| (d.path, g)))
@@ -251,10 +272,10 @@ impl Table {
                 let whole = wire::encode(r)?;
                 let keywords =
                     padding::keywords(&self.state.schema, self.pad.as_deref(), &r.values, &whole);
-                let keyed = held
-                    .get(key.as_str())
-                    .is_some_and(|d| *d == sesame_crypto::hash::sha256(&whole));
-                let content = if keyed { whole } else { record_content(r)? };
+                let content = match held.get(key.as_str()) {
+                    Some(d) => held_form(d, r, whole)?,
+                    None => record_content(r)?,
+                };
                 items.push(Item {
                     name: key.clone(),
                     content,
@@ -737,11 +758,14 @@ mod tests {
         let profile = fast_profile(dir.path());
         let schema = Schema::from_toml(
             "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.v]\ntype = \"integer\"\n\
-             index = [\"range\"]\nbits = 8\n",
+             index = [\"range\"]\nbits = 8\n\
+             range = { scheme = \"bplus-lewi-wu\", params = { seal = \"unique\" } }\n",
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let mut table = Table::create(&profile, "t", schema).unwrap_or_else(|e| panic!("{e}"));
-        // A table of those builds: its payloads tagged (state format 4).
+        // A table of those builds: its payloads tagged (state format 4),
+        // its index sealed in the unique form (above: a payload carrying
+        // the record does not fit in a nonce).
         table.state.format = super::TABLE_FORMAT_V4;
         table.binder = table.binder.take().map(|b| b.with_tags(true));
         let ok = |r: Result<InsertReport>| r.unwrap_or_else(|e| panic!("{e}"));

@@ -16,10 +16,10 @@ use zeroize::Zeroizing;
 
 use super::{
     ClozHash, FhOpeNumber, FhOpeOrder, Layout, Request, Response, ServerOrder, BCLO, CLOZ,
-    CLOZ_INSECURE, CLWW, FH_OPE, LEWI_WU, PLAIN, UNIQUE_RECORDS,
+    CLOZ_INSECURE, CLWW, FH_OPE, LEWI_WU, NONCE_RECORDS, PLAIN, UNIQUE_RECORDS,
 };
 use crate::api::{bits_param, open_answer, Io, RangeAnswer, RangeClient, Record};
-use crate::record::RecordKey;
+use crate::record::{RecordKey, BLOCK_MESSAGE};
 
 // ---------------------------------------------------------------------
 // Client.
@@ -72,6 +72,23 @@ pub trait ClientOrder: Send + Sized + 'static {
     /// The ciphertext an insertion of `v` sends.
     fn encrypt(&mut self, rng: &mut dyn CryptoRngCore, v: u64) -> Result<FullOf<Self>>;
 
+    /// Whether the scheme's stored keys carry a 16-byte nonce the client
+    /// may choose ([`ClientOrder::encrypt_with_nonce`]), so that a record
+    /// can travel in it ([`Sealing::Nonce`]): Lewi-Wu.
+    fn nonce_records() -> bool {
+        false
+    }
+
+    /// The ciphertext of `v` under `nonce`, which the caller makes
+    /// unpredictable and never repeats (for schemes of
+    /// [`ClientOrder::nonce_records`]).
+    fn encrypt_with_nonce(&mut self, _v: u64, _nonce: &[u8; 16]) -> Result<FullOf<Self>> {
+        Err(Error::Unsupported(format!(
+            "{} stores no nonce a record could travel in",
+            Self::descriptor().title
+        )))
+    }
+
     /// The query ciphertext of the endpoint `v`, for schemes that encrypt
     /// a query's endpoints one by one (all but FH-OPE, which overrides
     /// [`ClientOrder::probes`] instead).
@@ -112,6 +129,13 @@ pub trait ClientOrder: Send + Sized + 'static {
     fn bulk() -> bool {
         true
     }
+}
+
+/// Whether records of `bits`-bit values and `payload`-byte payloads fit
+/// in a nonce ([`Sealing::Nonce`]) of a scheme that `holds_nonces`.
+pub fn nonce_fits(holds_nonces: bool, bits: u32, payload: u32) -> bool {
+    holds_nonces
+        && (payload as usize).saturating_add(crate::record::value_bytes(bits)) <= BLOCK_MESSAGE
 }
 
 /// Bytes of sealed records per `Append` round of a build (well under a
@@ -231,6 +255,12 @@ impl ClientOrder for LewiWu {
     ore_client_methods!(restore, save, encrypt);
     fn probe(&mut self, _rng: &mut dyn CryptoRngCore, v: u64) -> Result<ProbeOf<Self>> {
         self.encrypt_left_only(v)
+    }
+    fn nonce_records() -> bool {
+        true
+    }
+    fn encrypt_with_nonce(&mut self, v: u64, nonce: &[u8; 16]) -> Result<FullOf<Self>> {
+        self.encrypt_full_with_nonce(v, nonce)
     }
 }
 
@@ -368,6 +398,14 @@ pub enum Sealing {
     /// inserts each (value, payload) pair at most once in the index's
     /// life (a table's record identifiers). A deletion is then one round.
     Unique,
+    /// In the ciphertext's nonce ([`RecordKey::seal_block`]: one AES-256
+    /// block over the value, the payload and at least six bytes of
+    /// redundancy, used as a Lewi-Wu right half's nonce): no bytes of the
+    /// record's own in the tree. For the same callers as
+    /// [`Sealing::Unique`], on schemes of [`ClientOrder::nonce_records`],
+    /// with payloads of exactly the layout's `payload` bytes and at most
+    /// [`BLOCK_MESSAGE`] bytes of value and payload.
+    Nonce,
 }
 
 impl std::str::FromStr for Sealing {
@@ -377,8 +415,9 @@ impl std::str::FromStr for Sealing {
         match s {
             "random" => Ok(Sealing::Random),
             "unique" => Ok(Sealing::Unique),
+            "nonce" => Ok(Sealing::Nonce),
             _ => Err(Error::InvalidArgument(format!(
-                "seal={s:?}: expected random or unique"
+                "seal={s:?}: expected random, unique or nonce"
             ))),
         }
     }
@@ -443,15 +482,24 @@ impl<C: ClientOrder> BplusClient<C> {
         let payload: u32 = params.get_or("payload", 16)?;
         let sealing: Sealing = params.get_or("seal", Sealing::Random)?;
         let (scheme, extra) = C::generate(rng, params, bits)?;
-        let unique = C::sealed() && sealing == Sealing::Unique && payload <= 1 << 20;
+        if sealing == Sealing::Nonce && !nonce_fits(C::nonce_records(), bits, payload) {
+            return Err(Error::InvalidArgument(format!(
+                "seal=nonce needs a scheme whose ciphertexts carry a nonce (Lewi-Wu) and at \
+                 most {BLOCK_MESSAGE} bytes of value and payload; {} with {bits}-bit values \
+                 and {payload}-byte payloads",
+                C::descriptor().title
+            )));
+        }
+        let unique = C::sealed() && sealing != Sealing::Random && payload <= 1 << 20;
+        let flags = match (unique, sealing) {
+            (false, _) => 0,
+            (true, Sealing::Nonce) => UNIQUE_RECORDS | NONCE_RECORDS,
+            (true, _) => UNIQUE_RECORDS,
+        };
         let layout = Layout {
             bits,
             extra,
-            payload: if unique {
-                payload | UNIQUE_RECORDS
-            } else {
-                payload
-            },
+            payload: payload | flags,
         };
         layout
             .check()
@@ -508,9 +556,41 @@ impl<C: ClientOrder> BplusClient<C> {
     }
 
     /// Whether a record names one entry without a query first: the
-    /// baseline's plain records and the unique form are deterministic.
+    /// baseline's plain records, the unique form and records in the nonce
+    /// are deterministic.
     fn deterministic(&self) -> bool {
-        !C::sealed() || self.sealing == Sealing::Unique
+        !C::sealed() || self.sealing != Sealing::Random
+    }
+
+    /// The record of (`value`, `data`) in the block form, the nonce of
+    /// its ciphertext ([`Sealing::Nonce`]); a payload of another length
+    /// than the layout's is refused.
+    fn seal_block(&self, value: u64, data: &[u8]) -> Result<[u8; 16]> {
+        if data.len() != self.layout.payload_bytes() {
+            return Err(Error::InvalidArgument(format!(
+                "this index's records travel in nonces and take payloads of exactly {} bytes, \
+                 not {}",
+                self.layout.payload_bytes(),
+                data.len()
+            )));
+        }
+        self.record_key.seal_block(value, self.value_bytes(), data)
+    }
+
+    /// The ciphertext and the record an insertion of (`value`, `data`)
+    /// sends.
+    fn entry(
+        &mut self,
+        rng: &mut dyn CryptoRngCore,
+        value: u64,
+        data: &[u8],
+    ) -> Result<(FullOf<C>, Vec<u8>)> {
+        if self.sealing == Sealing::Nonce {
+            let nonce = Zeroizing::new(self.seal_block(value, data)?);
+            return Ok((self.scheme.encrypt_with_nonce(value, &nonce)?, Vec::new()));
+        }
+        let ciphertext = self.scheme.encrypt(rng, value)?;
+        Ok((ciphertext, self.seal(rng, value, data)?))
     }
 
     fn seal(&self, rng: &mut dyn CryptoRngCore, value: u64, data: &[u8]) -> Result<Vec<u8>> {
@@ -521,6 +601,7 @@ impl<C: ClientOrder> BplusClient<C> {
                     self.record_key
                         .seal_unique(Self::aad(), value, self.value_bytes(), data)
                 }
+                Sealing::Nonce => self.seal_block(value, data).map(|b| b.to_vec()),
             }
         } else {
             let mut plain = Vec::with_capacity(8 + data.len());
@@ -538,6 +619,11 @@ impl<C: ClientOrder> BplusClient<C> {
                     self.record_key
                         .open_unique(Self::aad(), self.value_bytes(), record)
                 }
+                Sealing::Nonce => self.record_key.open_block(
+                    self.value_bytes(),
+                    self.layout.payload_bytes(),
+                    record,
+                ),
             }
         } else {
             let (value, data) = record
@@ -639,8 +725,7 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         let mut bytes = 0usize;
         let mut rest = order.into_iter().peekable();
         while let Some((value, data)) = rest.next() {
-            let ciphertext = self.scheme.encrypt(rng, *value)?;
-            let record = self.seal(rng, *value, data)?;
+            let (ciphertext, record) = self.entry(rng, *value, data)?;
             bytes += record.len() + 64;
             if halves {
                 stored.push((C::Server::right(&ciphertext), record));
@@ -667,9 +752,8 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
     }
 
     fn insert_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<()> {
-        let ciphertext = self.scheme.encrypt(io.rng, value)?;
+        let (ciphertext, record) = self.entry(io.rng, value, data)?;
         self.flush_reencoding(io.channel)?;
-        let record = self.seal(io.rng, value, data)?;
         let request = Request::Insert {
             layout: self.layout,
             ciphertext,
@@ -680,6 +764,10 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
 
     fn delete_checked(&mut self, io: Io<'_>, value: u64, data: &[u8]) -> Result<bool> {
         let Io { rng, channel } = io;
+        if self.sealing == Sealing::Nonce && data.len() != self.layout.payload_bytes() {
+            // No entry of this tree has a payload of another length.
+            return Ok(false);
+        }
         let (lo, hi, record) = if !self.deterministic() {
             // Round 1: the sealed records of [v, v]; pick the pair's.
             let Some((lo, hi, records)) = self.fetch(rng, channel, value, value)? else {

@@ -33,19 +33,38 @@ pub struct Layout {
 /// sizes of the random form.
 pub const UNIQUE_RECORDS: u32 = 1 << 31;
 
+/// Set in [`Layout::payload`], with [`UNIQUE_RECORDS`], by a client
+/// whose records travel in its ciphertexts' nonces (`seal=nonce`:
+/// [`crate::record::RecordKey::seal_block`], Lewi-Wu only): the tree
+/// stores an empty record beside each right half, a query answers each
+/// entry's nonce as its record, and a deletion names the entry by its
+/// nonce. Every payload then takes exactly the layout's payload bytes.
+pub const NONCE_RECORDS: u32 = 1 << 30;
+
 impl Layout {
     /// The payload bytes leaves are sized for.
     pub fn payload_bytes(&self) -> usize {
-        (self.payload & !UNIQUE_RECORDS) as usize
+        (self.payload & !(UNIQUE_RECORDS | NONCE_RECORDS)) as usize
     }
 
-    /// Whether leaves are sized for records of the unique form.
+    /// Whether leaves are sized for records of the unique form (or hold
+    /// them in the nonces).
     pub fn unique_records(&self) -> bool {
         self.payload & UNIQUE_RECORDS != 0
     }
 
+    /// Whether each entry's record is its ciphertext's nonce.
+    pub fn nonce_records(&self) -> bool {
+        self.payload & NONCE_RECORDS != 0
+    }
+
     pub(super) fn check(&self) -> Result<()> {
-        if !(1..=64).contains(&self.bits) || self.extra > 128 || self.payload_bytes() > 1 << 20 {
+        let nonce_without_unique = self.nonce_records() && !self.unique_records();
+        if !(1..=64).contains(&self.bits)
+            || self.extra > 128
+            || self.payload_bytes() > 1 << 20
+            || nonce_without_unique
+        {
             return Err(Error::Protocol(format!(
                 "impossible B+ tree layout {self:?}"
             )));

@@ -310,12 +310,21 @@ fn entry<C: ClientOrder>(params: &'static [(&'static str, &'static str)]) -> Ran
 /// The name of the parameter that chooses a client's [`Sealing`].
 pub const SEAL_PARAM: &str = "seal";
 
+/// Whether a B+ tree protocol named `protocol` can carry records of
+/// `bits`-bit values and `payload`-byte payloads in its ciphertexts'
+/// nonces ([`Sealing::Nonce`]).
+pub fn seals_in_nonces(protocol: &str, bits: u32, payload: u32) -> bool {
+    nonce_fits(protocol == LEWI_WU.name, bits, payload)
+}
+
 const SEAL: (&str, &str) = (
     SEAL_PARAM,
     "random (records sealed under a stored random nonce) or unique (no stored nonce and \
      values in the bytes their width needs, for a caller that inserts each (value, payload) \
-     pair at most once; docs/schemes/bplus_ore.md, \"Sealed records\"); the baseline's \
-     records are plain either way",
+     pair at most once; docs/schemes/bplus_ore.md, \"Sealed records\") or nonce (Lewi-Wu \
+     only, for the same callers: value and payload in one enciphered block that is the right \
+     half's nonce, at most 10 bytes of them and payloads of exactly `payload` bytes; \
+     \"Records in the nonce\"); the baseline's records are plain either way",
 );
 
 /// The protocols of this module: the baseline, then one per ORE scheme.

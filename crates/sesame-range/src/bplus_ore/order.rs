@@ -35,6 +35,18 @@ pub trait ServerOrder: Comparator + Sized {
     fn remap(_stored: &mut Self::Right, _changes: &[(u64, u64)]) -> Result<()> {
         Err(Error::Protocol("this scheme has no re-encoding".into()))
     }
+
+    /// The 16-byte nonce a stored key carries, for schemes whose client
+    /// may choose it and carry a record in it ([`super::NONCE_RECORDS`]):
+    /// Lewi-Wu's right halves. `None` for the others.
+    fn nonce(_stored: &Self::Right) -> Option<&[u8; 16]> {
+        None
+    }
+
+    /// Whether [`ServerOrder::nonce`] gives every stored key's nonce.
+    fn holds_nonces() -> bool {
+        false
+    }
 }
 
 impl ServerOrder for PlainComparator {
@@ -76,6 +88,12 @@ impl ServerOrder for LewiWuComparator {
         let slots = 1usize << block;
         let trits = (layout.bits.div_ceil(block) as usize * slots).div_ceil(4);
         16 + len_prefix(trits) + trits
+    }
+    fn nonce(stored: &Self::Right) -> Option<&[u8; 16]> {
+        Some(&stored.nonce)
+    }
+    fn holds_nonces() -> bool {
+        true
     }
 }
 

@@ -35,6 +35,13 @@ impl<O: ServerOrder> Ready<O> {
         if record.len() > MAX_RECORD {
             return Err(Error::Protocol("record too large".into()));
         }
+        if self.layout.nonce_records() && !record.is_empty() {
+            return Err(Error::Protocol(
+                "a record of this tree is its ciphertext's nonce: the entry's own record \
+                 must be empty"
+                    .into(),
+            ));
+        }
         if wire::encode(stored)?.len() > self.key_bytes + 1 {
             return Err(Error::Protocol(
                 "ciphertext larger than the scheme's parameters allow".into(),
@@ -101,9 +108,16 @@ impl<O: ServerOrder> BplusServer<O> {
         // are 16 bytes shorter, which only leaves room); the unique form
         // for what it takes.
         let payload = layout.payload_bytes();
-        let record = match layout.unique_records() {
-            true => RecordKey::unique_sealed_len(value_bytes(layout.bits), payload),
-            false => record_bytes(true, payload),
+        if layout.nonce_records() && !O::holds_nonces() {
+            return Err(Error::Protocol(
+                "records in the nonce need a scheme whose stored keys carry a nonce (Lewi-Wu)"
+                    .into(),
+            ));
+        }
+        let record = match (layout.nonce_records(), layout.unique_records()) {
+            (true, _) => 0,
+            (false, true) => RecordKey::unique_sealed_len(value_bytes(layout.bits), payload),
+            (false, false) => record_bytes(true, payload),
         };
         let value_bytes = record + len_prefix(record);
         let page = match layout.unique_records() {
@@ -203,12 +217,16 @@ impl<O: ServerOrder> BplusServer<O> {
     fn query(&mut self, layout: Layout, lo: O::Left, hi: O::Left) -> Result<Response> {
         let (ready, mut tree) = self.tree(layout)?;
         let order = &ready.order;
+        let nonces = layout.nonce_records();
         let mut out = Vec::new();
         tree.scan(
             |k| order.compare(&lo, k),
             |k| order.compare(&hi, k),
-            |_, v| {
-                out.push(v.clone());
+            |k, v| {
+                out.push(match nonces {
+                    true => nonce_record::<O>(k)?,
+                    false => v.clone(),
+                });
                 Ok(())
             },
         )?;
@@ -224,10 +242,14 @@ impl<O: ServerOrder> BplusServer<O> {
     ) -> Result<Response> {
         let (ready, mut tree) = self.tree(layout)?;
         let order = &ready.order;
+        let nonces = layout.nonce_records();
         let found = tree.delete(
             |k| order.compare(&lo, k),
             |k| order.compare(&hi, k),
-            |_, v| Ok(*v == record),
+            |k, v| match nonces {
+                true => Ok(nonce_record::<O>(k)? == record),
+                false => Ok(*v == record),
+            },
         )?;
         Ok(Response::Deleted(found.is_some()))
     }
@@ -264,6 +286,14 @@ impl<O: ServerOrder> BplusServer<O> {
         }
         Ok(Response::Done)
     }
+}
+
+/// The record an entry of a tree of [`super::NONCE_RECORDS`] holds: its
+/// stored key's nonce.
+fn nonce_record<O: ServerOrder>(stored: &O::Right) -> Result<Vec<u8>> {
+    O::nonce(stored)
+        .map(|n| n.to_vec())
+        .ok_or_else(|| Error::Protocol("this scheme's stored keys carry no nonce".into()))
 }
 
 impl<O: ServerOrder> Handler for BplusServer<O> {
