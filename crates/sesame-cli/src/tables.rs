@@ -39,7 +39,10 @@ pub(crate) fn table(dir: &Path, cmd: TableCommand) -> Result<(), CliError> {
             if space {
                 match t.space()? {
                     Some(s) => {
-                        out.push_str("\nWhere the bytes go (keys and values in the store):\n");
+                        out.push_str(
+                            "\nWhere the bytes go (keys and values in the store; the catalog as \
+                             the client files that hold it):\n",
+                        );
                         out.push_str(&s.describe());
                     }
                     None => out.push_str(

@@ -175,8 +175,7 @@ impl DocWriter {
             &path,
             &self.context,
         );
-        seal_content(&self.aead, &mut self.compressor, &aad, &file.content)
-        .map_err(|e| match e {
+        seal_content(&self.aead, &mut self.compressor, &aad, &file.content).map_err(|e| match e {
             ClientError::InvalidArgument(_) => {
                 ClientError::InvalidArgument(format!("document {id}: {e}"))
             }

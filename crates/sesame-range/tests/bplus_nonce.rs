@@ -101,6 +101,9 @@ fn records_in_the_nonce_take_no_bytes_of_their_own_and_answer_the_same() {
     );
 }
 
+/// What a lying server does to an answer's records.
+type Alteration<'a> = Box<dyn FnMut(&mut Vec<Vec<u8>>) + 'a>;
+
 /// A channel that plays a server altering the records of its answers.
 struct Lying<'a, F: FnMut(&mut Vec<Vec<u8>>)> {
     inner: &'a mut dyn Channel,
@@ -148,7 +151,7 @@ fn a_server_that_alters_moves_or_swaps_a_record_is_refused() {
     let outside = raw_answer(&mut s, &mut rng, 0, lo - 1);
     let foreign = raw_answer(&mut other, &mut rng, lo, hi);
     assert!(!outside.is_empty() && !foreign.is_empty());
-    let alterations: Vec<(&str, Box<dyn FnMut(&mut Vec<Vec<u8>>)>)> = vec![
+    let alterations: Vec<(&str, Alteration)> = vec![
         (
             "a flipped bit",
             Box::new(|r: &mut Vec<Vec<u8>>| r[0][5] ^= 0x10),

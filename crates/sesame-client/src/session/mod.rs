@@ -433,6 +433,30 @@ impl Session {
         self.backend.space()
     }
 
+    /// Bytes of the index's client state on this machine: its state
+    /// file and the catalog's runs beside it (`NAME.state`,
+    /// `NAME.<run>.catalog`); files that vanish while they are counted
+    /// count nothing.
+    pub fn state_file_bytes(&self) -> Result<u64> {
+        let Some(dir) = self.state_path.parent() else {
+            return Ok(0);
+        };
+        let own = format!("{}.", self.index);
+        let entries = std::fs::read_dir(dir).map_err(|e| ClientError::io("read", dir, &e))?;
+        let mut bytes = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let ours = name.strip_prefix(&own).is_some_and(|rest| {
+                rest == "state" || (rest.ends_with(".catalog") && !rest.contains('/'))
+            });
+            if ours {
+                bytes += entry.metadata().map_or(0, |m| m.len());
+            }
+        }
+        Ok(bytes)
+    }
+
     /// Rewrites the profile's store into a fresh file, giving back the
     /// free pages that copy-on-write commits leave (see
     /// [`sesame_store::RedbStore::vacuum`]): every stored pair is kept,

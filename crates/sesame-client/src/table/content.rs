@@ -115,7 +115,7 @@ fn decode_compact(mut rest: &[u8]) -> sesame_core::Result<Vec<Option<Value>>> {
     // The unused bits of the last kinds byte, and the bytes after the
     // values, are refused: one record has one encoding.
     let used = 2 * count;
-    if used % 8 != 0 && kinds.last().is_some_and(|k| k >> (used % 8) != 0) {
+    if !used.is_multiple_of(8) && kinds.last().is_some_and(|k| k >> (used % 8) != 0) {
         return Err(malformed("stray kind bits"));
     }
     if !rest.is_empty() {

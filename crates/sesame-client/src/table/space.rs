@@ -1,7 +1,8 @@
-//! Where a table's bytes go in the store ([`Table::space`]): its records
-//! (the keyword index's stored documents), its keyword index, each range
-//! index and the verified group, as keys and values before the store's
-//! own overhead (`sesame compact` and the store's `space` report that);
+//! Where a table's bytes go ([`Table::space`]): its records (the keyword
+//! index's stored documents), its keyword index, each range index and the
+//! verified group, as keys and values in the store before the store's
+//! own overhead (`sesame compact` and the store's `space` report that),
+//! and the records' catalog, as the client files that hold it;
 //! and the compact entry formats a new table's indexes are created with
 //! ([`keyword_params`]). Where each byte of a record and of an index entry
 //! goes, and what each format leaks, is in `docs/tables.md` ("Where a
@@ -29,11 +30,17 @@ pub(super) fn keyword_params(binding: &schema::Binding) -> Result<Params> {
     Ok(params)
 }
 
+/// The part that is not in the store: the records' catalog (each
+/// record's name, identifier, size and SHA-256) and the keyword index's
+/// client state, as the files the profile keeps them in (sealed, on this
+/// machine).
+pub const CATALOG_PART: &str = "catalog (client files)";
+
 /// Bytes of one part of a table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
-    /// What it is: `records`, `keyword index`, `range index dep_time`,
-    /// `verified group`.
+    /// What it is: `records`, [`CATALOG_PART`], `keyword index`,
+    /// `range index dep_time`, `verified group`.
     pub what: String,
     /// Bytes of keys and values.
     pub bytes: u64,
@@ -87,6 +94,7 @@ impl Table {
     /// every generation counted); `None` where the store is not here (a
     /// table on a server).
     pub fn space(&mut self) -> Result<Option<TableSpace>> {
+        let catalog = self.rows.state_file_bytes()?;
         let backend = self.rows.backend.as_mut();
         let Some((keyword, records)) = backend.index_bytes(&self.rows_name)? else {
             return Ok(None);
@@ -95,6 +103,10 @@ impl Table {
             Part {
                 what: "records".into(),
                 bytes: records,
+            },
+            Part {
+                what: CATALOG_PART.into(),
+                bytes: catalog,
             },
             Part {
                 what: "keyword index".into(),
@@ -119,5 +131,80 @@ impl Table {
             records: self.len(),
             parts,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(profile: &crate::Profile, name: &str) -> Table {
+        let schema = Schema::from_toml(
+            "key = \"k\"\n[fields.k]\ntype = \"integer\"\n[fields.c]\ntype = \"string\"\n\
+             index = [\"equality\"]\n[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n\
+             bits = 16\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        Table::create(profile, name, schema).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn insert(t: &mut Table, keys: std::ops::Range<i64>) {
+        let rows = keys
+            .map(|k| Record {
+                key: k.to_string(),
+                values: vec![
+                    Some(Value::Int(k)),
+                    Some(Value::Text(format!("c{}", k % 5))),
+                    Some(Value::Int(k % 1000)),
+                ],
+            })
+            .collect();
+        t.insert(rows, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn part(space: &TableSpace, what: &str) -> u64 {
+        space
+            .parts
+            .iter()
+            .find(|p| p.what == what)
+            .unwrap_or_else(|| panic!("no part {what}"))
+            .bytes
+    }
+
+    /// The space counts the records' catalog, as the files of this
+    /// table's index alone (another table's beside them are not counted),
+    /// and it grows with the records; every part is named in the report.
+    #[test]
+    fn the_catalog_is_counted_as_its_own_files() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let profile = crate::table::write::fast_profile(dir.path());
+        let mut a = table(&profile, "a");
+        insert(&mut a, 0..50);
+        let small = a.space().unwrap_or_else(|e| panic!("{e}"));
+        let small = small.unwrap_or_else(|| panic!("an embedded table has a space"));
+        drop(a);
+        let mut b = table(&profile, "b");
+        insert(&mut b, 0..3000);
+        drop(b);
+        let mut a = Table::open(&profile, "a").unwrap_or_else(|e| panic!("{e}"));
+        let again = a.space().unwrap_or_else(|e| panic!("{e}"));
+        let again = again.unwrap_or_else(|| panic!("an embedded table has a space"));
+        assert!(part(&small, CATALOG_PART) > 0);
+        assert!(part(&again, CATALOG_PART) < 2 * part(&small, CATALOG_PART));
+        insert(&mut a, 50..3000);
+        let large = a.space().unwrap_or_else(|e| panic!("{e}"));
+        let large = large.unwrap_or_else(|| panic!("an embedded table has a space"));
+        assert!(part(&large, CATALOG_PART) > 10 * part(&small, CATALOG_PART));
+        let report = large.describe();
+        for what in [
+            "records",
+            CATALOG_PART,
+            "keyword index",
+            "range index v",
+            "total",
+        ] {
+            assert!(report.contains(what), "{what} missing from {report}");
+        }
     }
 }
