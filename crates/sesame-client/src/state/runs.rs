@@ -22,6 +22,17 @@
 //! and a run is never rewritten: a new or merged run is a new file, named
 //! by the state only once its bytes are synced, and the files the saved
 //! state no longer names are deleted after the save.
+//!
+//! A block's plaintext is the wire encoding of its items, or, where zstd
+//! (level 1) makes it shorter, [`ZSTD_BLOCK`], the encoding's length (8
+//! bytes, big-endian) and the compressed encoding ([`pack_block`]): an
+//! imported table's names share their file's prefix (`flights.csv#` and
+//! 12 hexadecimal digits of the source, 25 bytes) and spend two digits a
+//! byte, which the compression takes back (`docs/client.md`, "The
+//! catalog on disk"). Blocks of either kind are read; a run of an
+//! earlier build holds the first kind only. The files are this
+//! machine's alone (a server never sees them), so what a compressed
+//! length says of the names reaches no one who lacks the key.
 
 use super::names::NameSorter;
 use super::*;
@@ -37,6 +48,48 @@ const RUN_MAGIC: &[u8; 8] = b"SSMCAT02";
 const RUN_MAGIC_V1: &[u8; 8] = b"SSMCAT01";
 /// Entries in a block of a run.
 pub(super) const BLOCK: usize = 1024;
+
+/// The first byte of a block's plaintext compressed with zstd (a wire
+/// encoding starts with its version, 1).
+const ZSTD_BLOCK: u8 = 0xc3;
+
+/// The largest encoding a compressed block may claim: 1,024 entries of
+/// paths up to 64 KiB. A claim beyond it is refused before anything is
+/// allocated for it.
+const MAX_BLOCK_PLAIN: u64 = 1 << 26;
+
+/// A block's plaintext from the wire encoding of its items: compressed
+/// where that is shorter (module docs).
+fn pack_block(encoded: Zeroizing<Vec<u8>>) -> Zeroizing<Vec<u8>> {
+    let Ok(compressed) = zstd::bulk::compress(&encoded, 1) else {
+        return encoded;
+    };
+    let compressed = Zeroizing::new(compressed);
+    if 9 + compressed.len() >= encoded.len() || encoded.len() as u64 > MAX_BLOCK_PLAIN {
+        return encoded;
+    }
+    let mut out = Zeroizing::new(Vec::with_capacity(9 + compressed.len()));
+    out.push(ZSTD_BLOCK);
+    out.extend_from_slice(&(encoded.len() as u64).to_be_bytes());
+    out.extend_from_slice(&compressed);
+    out
+}
+
+/// The wire encoding a block's plaintext holds, of either kind; `None`
+/// where a compressed one claims too much, does not decompress, or not
+/// to the length it claims.
+fn unpack_block(plain: Zeroizing<Vec<u8>>) -> Option<Zeroizing<Vec<u8>>> {
+    if plain.first() != Some(&ZSTD_BLOCK) {
+        return Some(plain);
+    }
+    let (len, body) = plain.get(1..)?.split_first_chunk::<8>()?;
+    let len = u64::from_be_bytes(*len);
+    if len > MAX_BLOCK_PLAIN {
+        return None;
+    }
+    let out = Zeroizing::new(zstd::bulk::decompress(body, len as usize).ok()?);
+    (out.len() as u64 == len).then_some(out)
+}
 
 #[cfg(test)]
 thread_local! {
@@ -233,7 +286,7 @@ impl RunStore {
         key: impl Fn(&T) -> u64,
     ) -> Result<BlockRef> {
         let too_large = || ClientError::InvalidArgument("catalog block is too large".into());
-        let plain = Zeroizing::new(wire::encode(items)?);
+        let plain = pack_block(Zeroizing::new(wire::encode(items)?));
         let sealed = self.aead.seal(rng, aad, &plain).map_err(|_| too_large())?;
         let len = u32::try_from(sealed.len()).map_err(|_| too_large())?;
         out.write_all(&sealed)
@@ -269,6 +322,7 @@ impl RunStore {
             }
         })?;
         let plain = Zeroizing::new(self.aead.open(aad, &sealed).map_err(|_| corrupt())?);
+        let plain = unpack_block(plain).ok_or_else(corrupt)?;
         let items: Vec<T> = wire::decode(&plain).map_err(|_| corrupt())?;
         let ordered = items.windows(2).all(|w| key(&w[0]) <= key(&w[1]));
         if !ordered
@@ -654,5 +708,71 @@ impl Iterator for Merge {
             }
         }
         taken.map(Ok)
+    }
+}
+
+#[cfg(test)]
+mod block_tests {
+    use super::*;
+
+    fn encoded(names: usize) -> Zeroizing<Vec<u8>> {
+        let items: Vec<(u64, String)> = (0..names)
+            .map(|i| {
+                (
+                    i as u64,
+                    format!("flights.csv#a1b2c3d4e5f6:{:016x}", i * 7919),
+                )
+            })
+            .collect();
+        Zeroizing::new(wire::encode(&items).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    /// A block of names that share a prefix is compressed, to under half
+    /// its encoding, and comes back whole; a block too short to gain is
+    /// kept as it is, and an encoding of an earlier build (the wire
+    /// version first) passes through unchanged.
+    #[test]
+    fn blocks_compress_where_it_pays_and_come_back_whole() {
+        let long = encoded(1024);
+        let packed = pack_block(long.clone());
+        assert_eq!(packed.first(), Some(&ZSTD_BLOCK));
+        assert!(
+            packed.len() * 2 < long.len(),
+            "{} of {}",
+            packed.len(),
+            long.len()
+        );
+        assert_eq!(
+            unpack_block(packed).map(|p| p.to_vec()),
+            Some(long.to_vec())
+        );
+        let short = encoded(1);
+        assert_eq!(&pack_block(short.clone())[..], &short[..]);
+        assert_eq!(
+            unpack_block(short.clone()).map(|p| p.to_vec()),
+            Some(short.to_vec())
+        );
+    }
+
+    /// A compressed block that claims more than the bound, a length
+    /// other than its content's, or holds damaged or cut bytes is
+    /// refused (no panic, nothing allocated for the claim).
+    #[test]
+    fn a_compressed_block_that_lies_is_refused() {
+        let packed = pack_block(encoded(1024));
+        let claim = |len: u64| {
+            let mut p = packed.clone();
+            p[1..9].copy_from_slice(&len.to_be_bytes());
+            p
+        };
+        assert!(unpack_block(claim(MAX_BLOCK_PLAIN + 1)).is_none());
+        assert!(unpack_block(claim(u64::MAX)).is_none());
+        let real = u64::from_be_bytes(packed[1..9].try_into().unwrap_or_default());
+        assert!(unpack_block(claim(real - 1)).is_none());
+        assert!(unpack_block(claim(real + 1)).is_none());
+        let mut cut = packed.clone();
+        cut.truncate(packed.len() / 2);
+        assert!(unpack_block(cut).is_none());
+        assert!(unpack_block(Zeroizing::new(vec![ZSTD_BLOCK, 0, 0])).is_none());
     }
 }
