@@ -113,12 +113,11 @@ fn seal_content(
     Ok(sealed)
 }
 
-/// Opens a blob of [`Form::V4`] (its nonce put back in front).
+/// Opens a blob of [`Form::V4`] under the fixed nonce.
 fn open_v4(aead: &Aes256GcmSiv, aad: &[u8], blob: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
-    let mut full = Vec::with_capacity(FIXED_NONCE.len() + blob.len());
-    full.extend_from_slice(&FIXED_NONCE);
-    full.extend_from_slice(blob);
-    aead.open(aad, &full).ok().map(Zeroizing::new)
+    aead.open_with_nonce(&FIXED_NONCE, aad, blob)
+        .ok()
+        .map(Zeroizing::new)
 }
 
 /// Opens a sealed document of any form, as the document at `path`: the

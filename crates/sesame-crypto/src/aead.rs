@@ -141,10 +141,18 @@ impl Aes256GcmSiv {
     /// (too short, wrong key, wrong `aad`, altered bytes) is the same
     /// opaque [`Error::Decryption`].
     pub fn open(&self, aad: &[u8], ciphertext: &[u8]) -> Result<Vec<u8>> {
-        counter::record(Primitive::Ske, 1);
         let Some((nonce, rest)) = ciphertext.split_first_chunk::<12>() else {
+            counter::record(Primitive::Ske, 1);
             return Err(Error::Decryption);
         };
+        self.open_with_nonce(nonce, aad, rest)
+    }
+
+    /// Opens `ciphertext || tag` sealed under `nonce`, which the sealed
+    /// bytes do not hold (a fixed nonce the reader knows); one Ske call,
+    /// the same opaque [`Error::Decryption`] as [`Aes256GcmSiv::open`].
+    pub fn open_with_nonce(&self, nonce: &[u8; 12], aad: &[u8], rest: &[u8]) -> Result<Vec<u8>> {
+        counter::record(Primitive::Ske, 1);
         let Some((body, tag)) = rest.split_last_chunk::<16>() else {
             return Err(Error::Decryption);
         };

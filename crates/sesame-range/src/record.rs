@@ -149,10 +149,11 @@ impl RecordKey {
     /// [`Error::Crypto`].
     pub fn open_unique(&self, aad: &[u8], value_bytes: usize, sealed: &[u8]) -> Result<Record> {
         let width = unique_width(value_bytes).map_err(|_| Error::Crypto)?;
-        let mut full = Vec::with_capacity(UNIQUE_NONCE.len() + sealed.len());
-        full.extend_from_slice(&UNIQUE_NONCE);
-        full.extend_from_slice(sealed);
-        let plain = Zeroizing::new(self.aead.open(&unique_aad(width, aad), &full)?);
+        let plain = Zeroizing::new(self.aead.open_with_nonce(
+            &UNIQUE_NONCE,
+            &unique_aad(width, aad),
+            sealed,
+        )?);
         let (value, data) = plain.split_at_checked(width).ok_or(Error::Crypto)?;
         let mut be = [0u8; 8];
         be[8 - width..].copy_from_slice(value);

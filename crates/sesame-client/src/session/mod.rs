@@ -447,9 +447,9 @@ impl Session {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let ours = name.strip_prefix(&own).is_some_and(|rest| {
-                rest == "state" || (rest.ends_with(".catalog") && !rest.contains('/'))
-            });
+            let ours = name
+                .strip_prefix(&own)
+                .is_some_and(|rest| rest == "state" || rest.ends_with(".catalog"));
             if ours {
                 bytes += entry.metadata().map_or(0, |m| m.len());
             }

@@ -71,35 +71,36 @@ pub(super) fn digest_is_of(digest: Option<[u8; 32]>, record: &Record) -> Result<
     let Some(digest) = digest else {
         return Ok(false);
     };
-    let sha = sesame_crypto::hash::sha256;
-    let keyless = || {
-        wire::encode(&StoredRecord {
-            key: "",
-            values: &record.values,
-        })
-    };
-    Ok(digest == sha(&record_content(record)?)
-        || digest == sha(&keyless()?)
-        || digest == sha(&wire::encode(record)?))
+    Ok(
+        digest == sesame_crypto::hash::sha256(&record_content(record)?)
+            || earlier_form(&digest, record, wire::encode(record)?)?.is_some(),
+    )
 }
 
 /// The content to give `record` where the table holds a record of its
-/// key with `digest`: the form that digest is of where it is of this
-/// record in a form of earlier builds (so that the record stays
-/// unchanged), else the compact form. `whole` is the keyed form.
+/// key with `digest`: the form of earlier builds that digest is of, if
+/// any (so that the record stays unchanged), else the compact form.
+/// `whole` is the keyed form.
 fn held_form(digest: &[u8; 32], record: &Record, whole: Vec<u8>) -> Result<Vec<u8>> {
+    match earlier_form(digest, record, whole)? {
+        Some(content) => Ok(content),
+        None => record_content(record),
+    }
+}
+
+/// `record` in the form of earlier builds that `digest` is of: `whole`
+/// (the keyed form), or the postcard form without the key; `None` where
+/// it is of neither.
+fn earlier_form(digest: &[u8; 32], record: &Record, whole: Vec<u8>) -> Result<Option<Vec<u8>>> {
     let sha = sesame_crypto::hash::sha256;
     if *digest == sha(&whole) {
-        return Ok(whole);
+        return Ok(Some(whole));
     }
     let keyless = wire::encode(&StoredRecord {
         key: "",
         values: &record.values,
     })?;
-    if *digest == sha(&keyless) {
-        return Ok(keyless);
-    }
-    record_content(record)
+    Ok((*digest == sha(&keyless)).then_some(keyless))
 }
 
 /// The record stored at `path` as `content`, in any form (module
