@@ -53,9 +53,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 /// The bytes of packed index chunks each embedded table keeps in memory
 /// between lookups (`sesame_store::packed::ChunkMemo`; docs/sql.md,
-/// "Memory"): the flights' keyword index is about 105 MB, about 200 MB
-/// held with the room counted for its hash table (7 entries a record,
-/// 2.4 million pairs).
+/// "Memory"): the flights' keyword and record chunks are 75 MB, about
+/// 204 MB held with the 48 bytes counted for each of their 2.7 million
+/// pairs (its place, its head and its share of the hash table).
 pub const CHUNK_MEMO_BYTES: usize = 256 << 20;
 
 /// How `sesame sql` listens.

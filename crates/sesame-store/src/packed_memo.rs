@@ -54,6 +54,17 @@
 //! shortens the way to an answer the held chunk gives, and is emptied
 //! with the chunks.
 //!
+//! How a key is found in its held chunk: each held chunk keeps, beside
+//! its bytes, the bytes its keys share (those of its first and last key)
+//! and a dense array of each key's next eight bytes as a number (its
+//! head). A search guesses the key's place by interpolation between the
+//! first and the last head (labels and identifiers spread evenly), gallops
+//! from the guess to the heads equal to the key's, and compares whole
+//! keys there only. A binary search over the pairs read a pair's range
+//! and then its key's bytes at every step, two cache misses a step; it
+//! was a fifth of a point query's time in `sesame sql`
+//! (`docs/performance.md`, "A held chunk searched by its keys' heads").
+//!
 //! Bounded: all held chunks together (with their entries in the hash
 //! table) take at most the bytes given to [`ChunkMemo::new`]; when a
 //! chunk would pass that, the memo is emptied and filled again.
@@ -68,6 +79,8 @@
 //! `a_memo_reads_only_chunks_a_plain_view_reads_and_their_successors`;
 //! and of the hash table (this module):
 //! `a_key_whose_hash_is_shared_is_answered_through_its_chunk`,
+//! `a_search_by_heads_finds_what_a_search_of_keys_finds` (proptest),
+//! `the_gallop_finds_the_first_place_from_any_guess`,
 //! `the_index_never_answers_a_key_of_another_view`,
 //! `the_index_holds_the_keys_looked_up_not_every_held_pair`.
 //!
