@@ -169,10 +169,8 @@ pub(crate) struct Held {
     /// its last key share).
     common: Range<u32>,
     /// Per pair: the eight bytes of its key after `common` (zeros past
-    /// its end), big-endian, so that a search reads one dense array
-    /// rather than a pair's range and its key's bytes at every step (two
-    /// cache misses a step in a memo of hundreds of megabytes: most of a
-    /// point query's time in `sesame sql`, `docs/performance.md`).
+    /// its end), big-endian: what a search reads (see the module's
+    /// docs, "How a key is found in its held chunk").
     heads: Vec<u64>,
 }
 
