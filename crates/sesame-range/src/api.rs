@@ -174,6 +174,15 @@ pub trait RangeClient: Send {
         None
     }
 
+    /// The one payload length this client takes, where it takes no other
+    /// (a B+ tree whose records travel in its ciphertexts' nonces: the
+    /// layout's `payload`, `docs/schemes/bplus_ore.md`, "Records in the
+    /// nonce"); `None` where any length up to
+    /// [`max_record`](RangeClient::max_record) goes.
+    fn payload_len(&self) -> Option<usize> {
+        None
+    }
+
     /// Whether every record reaches the server sealed
     /// ([`crate::record::RecordKey`]: AES-256-GCM-SIV over the value and
     /// the record) under a key of this client alone, drawn when the

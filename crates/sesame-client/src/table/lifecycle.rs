@@ -366,6 +366,7 @@ impl Table {
                     position,
                     field,
                     crate::table::ranges::UNTAGGED_PAYLOAD,
+                    0,
                     &mut rng,
                 )?;
                 states.push(RangeState {

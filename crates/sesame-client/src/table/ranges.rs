@@ -119,12 +119,12 @@ pub(crate) fn binding(field: &Field) -> Result<(RangeProtocol, Params)> {
     Ok((protocol, params))
 }
 
-/// Whether a fresh index of `field` carries its records in its
-/// ciphertexts' nonces (`seal=nonce`, `docs/schemes/bplus_ore.md`,
-/// "Records in the nonce"): where the schema names no sealing and the
-/// protocol can (Lewi-Wu, at most 10 bytes of value and payload: a 16-bit
-/// field and the 8-byte identifier).
-fn in_nonces_by_default(field: &Field, protocol: &RangeProtocol, params: &Params) -> Result<bool> {
+/// Whether a fresh index of `field` with payloads of `payload` bytes
+/// carries its records in its ciphertexts' nonces (`seal=nonce`,
+/// `docs/schemes/bplus_ore.md`, "Records in the nonce"): where the schema
+/// names no sealing and the protocol can (Lewi-Wu, at most 10 bytes of
+/// value and payload).
+fn in_nonces_by_default(field: &Field, protocol: &RangeProtocol, payload: u32) -> Result<bool> {
     let seal = sesame_range::bplus_ore::SEAL_PARAM;
     let named = field
         .range
@@ -136,9 +136,40 @@ fn in_nonces_by_default(field: &Field, protocol: &RangeProtocol, params: &Params
                 .unwrap_or_default()
                 .is_empty()
         });
-    let payload: u32 = params.get_or("payload", u32::MAX)?;
     Ok(!named
         && sesame_range::bplus_ore::seals_in_nonces(protocol.descriptor.name, field.bits, payload))
+}
+
+/// The fewest bytes a range entry gives a record identifier: identifiers
+/// below 2^40 (`docs/tables.md`, "Limits").
+pub(crate) const MIN_ID_BYTES: u32 = 5;
+
+/// The payload of a fresh index of `field` whose payloads are the
+/// identifier alone ([`UNTAGGED_PAYLOAD`]), when a shorter identifier
+/// lets value and identifier travel in one nonce block (a field of 17 to
+/// 40 bits: the block holds 10 bytes of them, so 10 less the value's
+/// bytes, at least [`MIN_ID_BYTES`]) and the table's identifiers so far
+/// (`ids_so_far`, the largest given) leave 256 times room below the
+/// width's limit; `None` where the full identifier fits, or no shorter
+/// one does.
+fn short_identifier(
+    field: &Field,
+    protocol: &RangeProtocol,
+    ids_so_far: u64,
+) -> Result<Option<u32>> {
+    if in_nonces_by_default(field, protocol, UNTAGGED_PAYLOAD)? {
+        return Ok(None);
+    }
+    let value = sesame_range::record::value_bytes(field.bits);
+    let Some(short) = sesame_range::record::BLOCK_MESSAGE
+        .checked_sub(value)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| (MIN_ID_BYTES..UNTAGGED_PAYLOAD).contains(n))
+    else {
+        return Ok(None);
+    };
+    let room = ids_so_far < 1 << (8 * short - 8);
+    Ok((room && in_nonces_by_default(field, protocol, short)?).then_some(short))
 }
 
 /// The payload bytes a fresh index's leaves are sized for (the
@@ -164,11 +195,15 @@ pub(crate) const UNTAGGED_PAYLOAD: u32 = 8;
 impl RangeIndex {
     /// A fresh client (fresh keys) for `field`, its leaves sized for
     /// payloads of `payload` bytes ([`payload_bytes`]) where the
-    /// protocol takes the parameter and the schema names none.
+    /// protocol takes the parameter and the schema names none. Payloads
+    /// of the identifier alone may take a shorter identifier where that
+    /// puts the records in the nonces ([`short_identifier`]; `ids_so_far`:
+    /// the table's largest identifier given so far).
     pub(crate) fn fresh(
         position: usize,
         field: &Field,
         payload: u32,
+        ids_so_far: u64,
         rng: &mut dyn CryptoRngCore,
     ) -> Result<RangeIndex> {
         // The index's own parameters (which a server checks when it
@@ -179,10 +214,17 @@ impl RangeIndex {
             let named = !params
                 .get_or::<String>("payload", String::new())?
                 .is_empty();
+            let mut payload = payload;
             if !named && protocol.params.iter().any(|(name, _)| *name == "payload") {
+                if payload == UNTAGGED_PAYLOAD {
+                    if let Some(short) = short_identifier(field, protocol, ids_so_far)? {
+                        payload = short;
+                    }
+                }
                 params.set("payload", payload);
             }
-            if in_nonces_by_default(field, protocol, &params)? {
+            let payload: u32 = params.get_or("payload", u32::MAX)?;
+            if in_nonces_by_default(field, protocol, payload)? {
                 params.set(sesame_range::bplus_ore::SEAL_PARAM, "nonce");
             }
             (protocol.new_client)(rng, &params).map_err(|e| {
@@ -226,6 +268,16 @@ impl RangeIndex {
     /// Whether a query may change the index or the client state.
     pub(crate) fn query_writes(&self) -> bool {
         self.client.query_writes()
+    }
+
+    /// The bytes of a record identifier in this index's untagged
+    /// payloads: 8, or fewer where its records travel in nonces with a
+    /// short identifier ([`short_identifier`]).
+    fn id_bytes(&self) -> usize {
+        self.client
+            .payload_len()
+            .filter(|n| (MIN_ID_BYTES as usize..UNTAGGED_PAYLOAD as usize).contains(n))
+            .unwrap_or(UNTAGGED_PAYLOAD as usize)
     }
 }
 
@@ -374,18 +426,34 @@ impl RangeIndex {
     /// matches from the keyword index's document store, so that each
     /// record is stored once (builds before this one carried a copy in
     /// every range index: see [`RangeIndex::carrying_payload`]).
+    ///
+    /// An untagged payload holds the identifier in [`Self::id_bytes`]
+    /// bytes, big-endian; an identifier that does not fit them is refused
+    /// (`docs/tables.md`, "Limits").
     pub(crate) fn payload(
         &self,
         binder: Option<&PayloadBinder>,
         field: &str,
         id: DocId,
         value: u64,
-    ) -> Vec<u8> {
-        let mut out = id.to_be_bytes().to_vec();
+    ) -> Result<Vec<u8>> {
         if let Some(b) = binder.filter(|b| self.tagged(b)) {
+            let mut out = id.to_be_bytes().to_vec();
             out.extend_from_slice(&b.tag(field, id, value, &[]));
+            return Ok(out);
         }
-        out
+        let width = self.id_bytes();
+        let bytes = id.to_be_bytes();
+        let (high, low) = bytes.split_at(8 - width);
+        if high.iter().any(|&b| b != 0) {
+            return Err(ClientError::InvalidArgument(format!(
+                "record identifier {id} does not fit the {width}-byte identifiers of the range \
+                 index of field {field:?} (identifiers below 2^{}): copy the table into a new \
+                 one, whose identifiers start again at 1",
+                8 * width
+            )));
+        }
+        Ok(low.to_vec())
     }
 
     /// The identifier in a payload this index returned for value `value`
@@ -410,8 +478,11 @@ impl RangeIndex {
                 if value < lo || value > hi {
                     return Err(refused());
                 }
-                let id = <[u8; 8]>::try_from(payload).map_err(|_| refused())?;
-                Ok((u64::from_be_bytes(id), None))
+                if payload.len() != self.id_bytes() {
+                    return Err(refused());
+                }
+                let id = payload.iter().fold(0u64, |id, &b| id << 8 | u64::from(b));
+                Ok((id, None))
             }
             _ => open_payload(binder, &state.index, &state.field, value, (lo, hi), payload),
         }
@@ -489,11 +560,13 @@ mod tests {
     use crate::table::schema::Schema;
     use sesame_core::LocalChannel;
 
+    /// The index of a 16-bit field (whole identifiers in its payloads).
     fn index() -> RangeIndex {
-        let schema = Schema::from_toml("[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let schema =
+            Schema::from_toml("[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\nbits = 16\n")
+                .unwrap_or_else(|e| panic!("{e}"));
         let field = schema.fields.first().unwrap_or_else(|| unreachable!());
-        RangeIndex::fresh(0, field, UNTAGGED_PAYLOAD, &mut rand_core::OsRng)
+        RangeIndex::fresh(0, field, UNTAGGED_PAYLOAD, 0, &mut rand_core::OsRng)
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -556,7 +629,9 @@ mod tests {
     fn a_payload_carries_no_copy_of_the_record() {
         let index = index();
         let b = binder(1).with_tags(true);
-        let payload = index.payload(Some(&b), "v", 7, 40);
+        let payload = index
+            .payload(Some(&b), "v", 7, 40)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(payload.len(), 8 + TAG_LEN);
         assert_eq!(
             open_payload(Some(&b), "i", "v", 40, (0, 100), &payload)
@@ -566,19 +641,23 @@ mod tests {
         );
         assert!(open_payload(Some(&b), "i", "v", 41, (0, 100), &payload).is_err());
         assert!(open_payload(Some(&b), "i", "w", 40, (0, 100), &payload).is_err());
-        assert_eq!(index.payload(None, "v", 7, 40), 7u64.to_be_bytes().to_vec());
+        assert_eq!(
+            index.payload(None, "v", 7, 40).ok(),
+            Some(7u64.to_be_bytes().to_vec())
+        );
     }
 
     /// A range index, its state and a channel to its server.
     type Served = (RangeIndex, RangeState, LocalChannel<Box<dyn Service>>);
 
-    /// The two range indexes of fields `a` and `b` over `protocol`, each
-    /// with its own server over a store of its own, and their states.
-    fn two_indexes(protocol: &str) -> Vec<Served> {
+    /// The two range indexes of fields `a` and `b` of `bits` bits over
+    /// `protocol`, each with its own server over a store of its own, and
+    /// their states.
+    fn two_indexes(protocol: &str, bits: u32) -> Vec<Served> {
         let schema = Schema::from_toml(&format!(
             "insecure = true\n[fields.a]\ntype = \"integer\"\nindex = [\"range\"]\n\
-             range = \"{protocol}\"\nbits = 16\n[fields.b]\ntype = \"integer\"\n\
-             index = [\"range\"]\nrange = \"{protocol}\"\nbits = 16\n"
+             range = \"{protocol}\"\nbits = {bits}\n[fields.b]\ntype = \"integer\"\n\
+             index = [\"range\"]\nrange = \"{protocol}\"\nbits = {bits}\n"
         ))
         .unwrap_or_else(|e| panic!("{e}"));
         schema
@@ -587,7 +666,7 @@ mod tests {
             .enumerate()
             .map(|(position, field)| {
                 let index =
-                    RangeIndex::fresh(position, field, UNTAGGED_PAYLOAD, &mut rand_core::OsRng)
+                    RangeIndex::fresh(position, field, UNTAGGED_PAYLOAD, 0, &mut rand_core::OsRng)
                         .unwrap_or_else(|e| panic!("{e}"));
                 let server = index
                     .serve(Arc::new(sesame_store::MemoryStore::new()))
@@ -654,16 +733,25 @@ mod tests {
     /// other values: refused with payloads of the identifier alone
     /// (Lewi-Wu: the protocol's seal under the index's own key) as with
     /// tagged ones (the plaintext baseline: the table's tag), never
-    /// answered with another index's records. An honest answer is read.
+    /// answered with another index's records; so with the short
+    /// identifiers of a 40-bit field's nonce blocks. An honest answer is
+    /// read.
     #[test]
     fn an_index_answered_with_another_indexs_entries_is_refused() {
-        for (protocol, payload_len) in [("bplus-lewi-wu", 8), ("bplus-plain", 8 + TAG_LEN)] {
+        for (protocol, bits, payload_len) in [
+            ("bplus-lewi-wu", 16, 8),
+            ("bplus-lewi-wu", 40, 5),
+            ("bplus-plain", 16, 8 + TAG_LEN),
+        ] {
             let b = binder(1);
-            let mut indexes = two_indexes(protocol);
+            let mut indexes = two_indexes(protocol, bits);
             let mut lengths = std::collections::BTreeSet::new();
             for (index, state, channel) in &mut indexes {
                 let records: Vec<_> = (1..=20u64)
-                    .map(|id| (id * 3, index.payload(Some(&b), &state.field, id, id * 3)))
+                    .map(|id| {
+                        let p = index.payload(Some(&b), &state.field, id, id * 3);
+                        (id * 3, p.unwrap_or_else(|e| panic!("{e}")))
+                    })
                     .collect();
                 lengths.extend(records.iter().map(|(_, p)| p.len()));
                 index
@@ -702,7 +790,98 @@ mod tests {
                 (0, 29),
             );
             assert!(got.is_err(), "{protocol}: other values accepted: {got:?}");
-            assert_eq!(lengths, [payload_len].into(), "{protocol}");
+            assert_eq!(lengths, [payload_len].into(), "{protocol} {bits}");
+        }
+    }
+
+    /// The index of a `bits`-bit field made fresh when the table has
+    /// given identifiers up to `ids_so_far`, with a server of its own.
+    fn served(bits: u32, ids_so_far: u64) -> Served {
+        let schema = Schema::from_toml(&format!(
+            "[fields.v]\ntype = \"integer\"\nindex = [\"range\"]\nbits = {bits}\n"
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let field = schema.fields.first().unwrap_or_else(|| unreachable!());
+        let index = RangeIndex::fresh(
+            0,
+            field,
+            UNTAGGED_PAYLOAD,
+            ids_so_far,
+            &mut rand_core::OsRng,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let server = index
+            .serve(Arc::new(sesame_store::MemoryStore::new()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let state = RangeState {
+            field: "v".into(),
+            index: "i-v".into(),
+            generation: 0,
+            client: Vec::new(),
+            records: 0,
+            dirty: false,
+        };
+        (index, state, LocalChannel::new(server))
+    }
+
+    /// A field of 17 to 40 bits gives its records' identifiers 10 less
+    /// its value's bytes, so that value and identifier travel in one
+    /// nonce block; a 16-bit field the whole 8 bytes in the block; a
+    /// wider field, or a table whose identifiers leave less than 256
+    /// times room below the short width's limit, the unique form.
+    #[test]
+    fn fields_up_to_40_bits_carry_short_identifiers_in_their_nonces() {
+        for (bits, ids_so_far, in_nonce) in [
+            (16, 0, Some(8)),
+            (24, 0, Some(7)),
+            (32, 0, Some(6)),
+            (40, 0, Some(5)),
+            (40, (1 << 32) - 1, Some(5)),
+            (40, 1 << 32, None),
+            (48, 0, None),
+        ] {
+            let (index, ..) = served(bits, ids_so_far);
+            let case = format!("{bits} bits, {ids_so_far} ids so far");
+            assert_eq!(index.client.payload_len(), in_nonce, "{case}");
+            assert_eq!(index.id_bytes(), in_nonce.unwrap_or(8), "{case}");
+        }
+    }
+
+    /// Short identifiers round-trip through a server up to their width's
+    /// limit; one past it is refused with an error naming the field, and
+    /// a payload of another length than the index's is refused as an
+    /// answer.
+    #[test]
+    fn short_identifiers_answer_to_their_limit_and_refuse_beyond() {
+        let b = binder(1);
+        let (mut index, state, mut channel) = served(40, 0);
+        let top = (1u64 << 40) - 1;
+        for (v, id) in [(5u64, 1u64), (6, 256), (7, top)] {
+            let p = index
+                .payload(Some(&b), "v", id, v)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(p.len(), 5);
+            index
+                .client
+                .insert(&mut rand_core::OsRng, &mut channel, v, &p)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let got =
+            ids(&mut index, &state, &b, &mut channel, (0, 10)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, [1, 256, top]);
+        match index.payload(Some(&b), "v", top + 1, 8) {
+            Err(ClientError::InvalidArgument(m)) => {
+                assert!(m.contains("field \"v\"") && m.contains("2^40"), "{m}");
+            }
+            other => panic!("an identifier past 2^40 was taken: {other:?}"),
+        }
+        for len in [4, 6, 8] {
+            let payload = vec![0; len];
+            let got = index.open_payload(Some(&b), &state, 5, (0, 10), &payload);
+            assert!(
+                matches!(got, Err(ClientError::AnswerNotVerified(_))),
+                "{len}: {got:?}"
+            );
         }
     }
 
@@ -723,8 +902,12 @@ mod tests {
         };
         let old = binder(1).with_tags(true);
         let new = binder(1);
-        let tagged = index.payload(Some(&old), "v", 7, 40);
-        let bare = index.payload(Some(&new), "v", 7, 40);
+        let tagged = index
+            .payload(Some(&old), "v", 7, 40)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bare = index
+            .payload(Some(&new), "v", 7, 40)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((tagged.len(), bare.len()), (8 + TAG_LEN, 8));
         let open = |b: &PayloadBinder, p: &[u8]| {
             index

@@ -482,7 +482,7 @@ impl Table {
                 if let Some(Some(v)) = row.values.get(i) {
                     // The short payload of this build, else the one
                     // carrying the record that earlier builds wrote.
-                    let short = index.payload(binder, &state.field, row.id, *v);
+                    let short = index.payload(binder, &state.field, row.id, *v)?;
                     let mut found =
                         index
                             .client
@@ -513,10 +513,14 @@ impl Table {
             let records: Vec<(u64, Vec<u8>)> = inserts
                 .iter()
                 .filter_map(|row| match row.values.get(i) {
-                    Some(Some(v)) => Some((*v, index.payload(binder, &state.field, row.id, *v))),
+                    Some(Some(v)) => Some(
+                        index
+                            .payload(binder, &state.field, row.id, *v)
+                            .map(|p| (*v, p)),
+                    ),
                     _ => None,
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             if state.records == 0 && !records.is_empty() {
                 index
                     .client
@@ -604,16 +608,19 @@ impl Table {
                 .ok_or_else(|| ClientError::InvalidArgument("a range field vanished".into()))?
                 .clone();
             let mut records = Vec::new();
+            // Identifiers given so far: the next one less one.
+            let most = self.rows.state.next_doc.saturating_sub(1);
             let mut fresh = RangeIndex::fresh(
                 index.field,
                 &field,
                 ranges::payload_bytes(self.binder.as_ref()),
+                most,
                 &mut self.rng,
             )?;
             for (id, record) in &all {
                 if let Some(Some(v)) = record.values.get(index.field) {
                     let v = field.encode(v)?;
-                    let payload = fresh.payload(self.binder.as_ref(), &field.name, *id, v);
+                    let payload = fresh.payload(self.binder.as_ref(), &field.name, *id, v)?;
                     records.push((v, payload));
                 }
             }
@@ -795,7 +802,9 @@ mod tests {
                 let Some(Some(v)) = row.values.first() else {
                     continue;
                 };
-                let short = index.payload(binder, &state.field, row.id, *v);
+                let short = index
+                    .payload(binder, &state.field, row.id, *v)
+                    .unwrap_or_else(|e| panic!("{e}"));
                 let carrying =
                     index.carrying_payload(binder, &state.field, row.id, *v, &row.content);
                 assert_ne!(short, carrying);

@@ -697,6 +697,10 @@ impl<C: ClientOrder> RangeClient for BplusClient<C> {
         C::sealed()
     }
 
+    fn payload_len(&self) -> Option<usize> {
+        (self.sealing == Sealing::Nonce).then(|| self.layout.payload_bytes())
+    }
+
     fn bits(&self) -> u32 {
         self.layout.bits
     }

@@ -145,7 +145,7 @@ impl RangeIndex {
             let mut records = Vec::new();
             for pair in pairs {
                 let (v, id) = pair?;
-                records.push((v, self.payload(binder, &state.field, id, v)));
+                records.push((v, self.payload(binder, &state.field, id, v)?));
             }
             if !records.is_empty() {
                 self.client.build(rng, channel.as_mut(), &records)?;
@@ -160,7 +160,7 @@ impl RangeIndex {
         loop {
             let next = pairs.next().transpose()?;
             if let Some((v, id)) = next {
-                piece.push((v, self.payload(binder, &state.field, id, v)));
+                piece.push((v, self.payload(binder, &state.field, id, v)?));
             }
             let full = piece.len() >= BUILD_PIECE.min(commit);
             if !piece.is_empty() && (full || next.is_none()) {
@@ -482,7 +482,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                RangeIndex::fresh(i, f, crate::table::ranges::UNTAGGED_PAYLOAD, &mut keys)
+                RangeIndex::fresh(i, f, crate::table::ranges::UNTAGGED_PAYLOAD, 0, &mut keys)
                     .unwrap_or_else(|e| panic!("{e}"))
             })
             .collect();
