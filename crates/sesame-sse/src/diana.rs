@@ -40,6 +40,16 @@
 //! server looks up the first 12 bytes of each label it derives. The
 //! client's saved state records the length (a state of 16-byte labels
 //! keeps the encoding of earlier builds, which they still read).
+//!
+//! **Short identifiers** (`ids = 5`, with `labels = 12`: what a table's
+//! keyword index takes): an entry's value is `(ind ‖ op) ⊕ pad` over the
+//! identifier's five low bytes and the operation, 6 bytes instead of 9,
+//! 18 bytes an entry in all. The client refuses an identifier of 2^40 or
+//! more before any counter moves. The pad is the first 6 bytes of the
+//! same oracle output, so what the server learns is unchanged: it opens
+//! each entry a search gives it to the same identifier and operation. It
+//! tells the value's form by its length (a search asks for short labels
+//! as above). The state records both lengths.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -82,10 +92,17 @@ pub static DESCRIPTOR: SchemeDescriptor = SchemeDescriptor {
 pub fn scheme() -> KeywordScheme {
     common::keyword_scheme!(
         &DESCRIPTOR,
-        &[(
-            LABELS,
-            "16: bytes of an entry's label, 16 or 12 (module documentation)"
-        )],
+        &[
+            (
+                LABELS,
+                "16: bytes of an entry's label, 16 or 12 (module documentation)"
+            ),
+            (
+                IDS,
+                "8: bytes of a document identifier in an entry, 8 or 5 (identifiers below \
+                 2^40; with labels = 12)"
+            )
+        ],
         DianaClient,
         DianaServer
     )
@@ -118,6 +135,16 @@ const LENGTHS: LabelLengths = LabelLengths {
 /// Bytes of an encrypted entry: `ind (8) ‖ op (1)`.
 pub const VALUE_LEN: usize = 8 + 1;
 
+/// Bytes of an identifier in an entry of short identifiers (`ids = 5`):
+/// identifiers below 2^40.
+pub const SHORT_ID_LEN: usize = 5;
+
+/// Bytes of an encrypted entry of short identifiers: `ind (5) ‖ op (1)`.
+pub const SHORT_VALUE_LEN: usize = SHORT_ID_LEN + 1;
+
+/// The parameter that chooses the identifier's length.
+const IDS: &str = "ids";
+
 /// Leaves a search derives and looks up together.
 const SEARCH_BATCH: u64 = 4096;
 
@@ -134,6 +161,9 @@ pub type Entry = ([u8; LABEL_LEN], [u8; VALUE_LEN]);
 
 /// An entry under a short label.
 pub type ShortEntry = ([u8; SHORT_LABEL_LEN], [u8; VALUE_LEN]);
+
+/// An entry under a short label with a short identifier.
+pub type CompactEntry = ([u8; SHORT_LABEL_LEN], [u8; SHORT_VALUE_LEN]);
 
 crate::common::redacted_debug!(Request);
 
@@ -172,6 +202,14 @@ pub enum Request {
         /// As [`Request::Search`]'s.
         cover: Vec<GgmNode>,
     },
+    /// [`Request::Put`] of a client of short labels and short
+    /// identifiers (`ids = 5`; its searches are [`Request::SearchShort`]).
+    PutCompact {
+        /// Remove the earlier index first.
+        reset: bool,
+        /// The entries.
+        entries: Vec<CompactEntry>,
+    },
 }
 
 /// A Diana response: stored, or the identifiers a search found.
@@ -197,16 +235,19 @@ pub fn oracle(tw: &[u8; LAMBDA], leaf: &[u8; LAMBDA]) -> ([u8; LABEL_LEN], [u8; 
 }
 
 /// The entry of update (op, doc) at leaf `leaf` of the keyword of tweak
-/// `tw`.
-fn seal(op: UpdateOp, doc: DocId, tw: &[u8; LAMBDA], leaf: &[u8; LAMBDA]) -> Entry {
+/// `tw`, its identifier in `id_len` bytes (8, or [`SHORT_ID_LEN`]: the
+/// value's first [`SHORT_VALUE_LEN`] bytes are the entry's, the rest
+/// zeros).
+fn seal(op: UpdateOp, doc: DocId, tw: &[u8; LAMBDA], leaf: &[u8; LAMBDA], id_len: usize) -> Entry {
     let (label, mut pad) = oracle(tw, leaf);
     let mut value = [0u8; VALUE_LEN];
-    value[..8].copy_from_slice(&doc.to_le_bytes());
-    value[8] = match op {
+    let id_len = id_len.min(8);
+    value[..id_len].copy_from_slice(&doc.to_le_bytes()[..id_len]);
+    value[id_len] = match op {
         UpdateOp::Add => OP_ADD,
         UpdateOp::Delete => OP_DEL,
     };
-    for (v, p) in value.iter_mut().zip(pad) {
+    for (v, p) in value.iter_mut().zip(pad).take(id_len + 1) {
         *v ^= p;
     }
     pad.zeroize();
@@ -248,6 +289,17 @@ struct StateWithLabels {
     labels: u8,
 }
 
+/// The state of a client of short labels and short identifiers:
+/// [`StateWithLabels`]'s fields and the identifier's length (a byte more
+/// again: no form decodes as another).
+#[derive(Serialize, Deserialize, zeroize::ZeroizeOnDrop)]
+struct StateWithIds {
+    master: [u8; 32],
+    counts: Vec<(Vec<u8>, u32)>,
+    labels: u8,
+    ids: u8,
+}
+
 /// A keyword's count of updates, and its keys once computed in this
 /// process (they follow from the master key, so they are never saved).
 #[derive(Clone, Copy, zeroize::Zeroize)]
@@ -264,6 +316,8 @@ pub struct DianaClient {
     counts: BTreeMap<Vec<u8>, Slot>,
     /// Entries under [`SHORT_LABEL_LEN`]-byte labels.
     short: bool,
+    /// Entries with [`SHORT_ID_LEN`]-byte identifiers (and short labels).
+    short_ids: bool,
 }
 
 impl std::fmt::Debug for DianaClient {
@@ -283,12 +337,26 @@ impl Drop for DianaClient {
 }
 
 impl DianaClient {
-    /// A client with a fresh key. One parameter: `labels`, the bytes of
-    /// a label, `16` (the default) or `12` (module documentation).
+    /// A client with a fresh key. Two parameters: `labels`, the bytes of
+    /// a label, `16` (the default) or `12`; `ids`, the bytes of an
+    /// identifier, `8` (the default) or `5` with `labels = 12` (module
+    /// documentation).
     pub fn new(rng: &mut dyn CryptoRngCore, params: &Params) -> Result<Self> {
-        params.only(DESCRIPTOR.name, &[LABELS])?;
+        params.only(DESCRIPTOR.name, &[LABELS, IDS])?;
         let short = LENGTHS.short(params)?;
-        Ok(Self::with_key(Key::generate(rng), BTreeMap::new(), short))
+        let short_ids = match params.get_or(IDS, 8usize)? {
+            8 => false,
+            SHORT_ID_LEN if short => true,
+            n => {
+                return Err(Error::InvalidArgument(format!(
+                    "Diana ids={n}: an identifier has 8 bytes, or {SHORT_ID_LEN} with \
+                     labels={SHORT_LABEL_LEN}"
+                )))
+            }
+        };
+        let mut client = Self::with_key(Key::generate(rng), BTreeMap::new(), short);
+        client.short_ids = short_ids;
+        Ok(client)
     }
 
     fn with_key(master: Key<32>, counts: BTreeMap<Vec<u8>, Slot>, short: bool) -> Self {
@@ -298,16 +366,37 @@ impl DianaClient {
             prf,
             counts,
             short,
+            short_ids: false,
         }
     }
 
-    /// A client from saved state (of either label length).
+    /// The bytes of an identifier in this client's entries.
+    fn id_len(&self) -> usize {
+        if self.short_ids {
+            SHORT_ID_LEN
+        } else {
+            8
+        }
+    }
+
+    /// A client from saved state (of any label and identifier length).
     pub fn restore(bytes: &[u8]) -> Result<Self> {
-        let (master, saved, short) =
-            match LENGTHS.restore::<State, StateWithLabels>(bytes, |s| s.labels)? {
+        let compact = sesame_core::wire::decode::<StateWithIds>(bytes).ok();
+        if let Some(s) = &compact {
+            if (usize::from(s.labels), usize::from(s.ids)) != (SHORT_LABEL_LEN, SHORT_ID_LEN) {
+                return Err(Error::Malformed(format!(
+                    "Diana state with labels of {} bytes and identifiers of {}",
+                    s.labels, s.ids
+                )));
+            }
+        }
+        let (master, saved, short) = match &compact {
+            Some(s) => (s.master, s.counts.clone(), true),
+            None => match LENGTHS.restore::<State, StateWithLabels>(bytes, |s| s.labels)? {
                 Saved::Long(s) => (s.master, s.counts.clone(), false),
                 Saved::Short(s) => (s.master, s.counts.clone(), true),
-            };
+            },
+        };
         let mut counts = BTreeMap::new();
         for (w, count) in saved {
             let slot = Slot { count, keys: None };
@@ -315,7 +404,9 @@ impl DianaClient {
                 return Err(Error::Malformed("Diana state lists a keyword twice".into()));
             }
         }
-        Ok(Self::with_key(Key::from_bytes(master), counts, short))
+        let mut client = Self::with_key(Key::from_bytes(master), counts, short);
+        client.short_ids = compact.is_some();
+        Ok(client)
     }
 
     /// Checks that every keyword of `updates` has a leaf left for each
@@ -325,6 +416,12 @@ impl DianaClient {
         let mut wanted: BTreeMap<&[u8], u64> = BTreeMap::new();
         for &(_, doc, keywords) in updates {
             common::check_doc(doc)?;
+            if self.short_ids && doc >> (8 * SHORT_ID_LEN) != 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "document identifier {doc} does not fit this Diana index's \
+                     {SHORT_ID_LEN}-byte identifiers (ids = {SHORT_ID_LEN}: below 2^40)"
+                )));
+            }
             for w in keywords {
                 *wanted.entry(w.as_slice()).or_insert(0) += 1;
             }
@@ -372,10 +469,11 @@ impl DianaClient {
         let root_refs: Vec<&Key<16>> = roots.iter().collect();
         let positions: Vec<u64> = taken.iter().map(|(_, _, (_, p))| *p).collect();
         let leaves = GgmTree::leaves_under(&root_refs, DEPTH, &positions)?;
+        let id_len = self.id_len();
         let mut sealed = taken
             .iter()
             .zip(&leaves)
-            .map(|((op, doc, (keys, _)), leaf)| seal(*op, *doc, &keys.tw, leaf.as_bytes()));
+            .map(|((op, doc, (keys, _)), leaf)| seal(*op, *doc, &keys.tw, leaf.as_bytes(), id_len));
         let mut out = Vec::with_capacity(updates.len());
         for &(_, _, keywords) in updates {
             let mut entries: Vec<Entry> = sealed.by_ref().take(keywords.len()).collect();
@@ -391,7 +489,14 @@ impl DianaClient {
 
     /// The requests that store `entries` (sorted by label), in chunks.
     fn put_requests(&self, entries: Vec<Entry>) -> Result<Vec<Vec<u8>>> {
-        if self.short {
+        if self.short_ids {
+            common::chunked_requests(compact(entries), compact_size, |entries| {
+                Request::PutCompact {
+                    reset: false,
+                    entries,
+                }
+            })
+        } else if self.short {
             common::chunked_requests(shorten(entries), short_size, |entries| Request::PutShort {
                 reset: false,
                 entries,
@@ -413,6 +518,25 @@ fn entry_size(_: &Entry) -> usize {
 /// Payload bytes of an entry of a short label in a request.
 fn short_size(_: &ShortEntry) -> usize {
     SHORT_LABEL_LEN + VALUE_LEN
+}
+
+/// Payload bytes of an entry of a short label and identifier in a
+/// request.
+fn compact_size(_: &CompactEntry) -> usize {
+    SHORT_LABEL_LEN + SHORT_VALUE_LEN
+}
+
+/// `entries` (sealed with short identifiers) under short labels, their
+/// values cut to [`SHORT_VALUE_LEN`] bytes.
+fn compact(entries: Vec<Entry>) -> Vec<CompactEntry> {
+    shorten(entries)
+        .into_iter()
+        .map(|(label, value)| {
+            let mut short = [0u8; SHORT_VALUE_LEN];
+            short.copy_from_slice(&value[..SHORT_VALUE_LEN]);
+            (label, short)
+        })
+        .collect()
 }
 
 /// `entries` under the first [`SHORT_LABEL_LEN`] bytes of their labels
@@ -447,7 +571,11 @@ impl KeywordClient for DianaClient {
             .collect();
         let mut entries: Vec<Entry> = self.entries(&updates)?.into_iter().flatten().collect();
         entries.sort_unstable_by_key(|e| e.0);
-        if self.short {
+        if self.short_ids {
+            upload(channel, compact(entries), compact_size, |reset, entries| {
+                Request::PutCompact { reset, entries }
+            })
+        } else if self.short {
             upload(channel, shorten(entries), short_size, |reset, entries| {
                 Request::PutShort { reset, entries }
             })
@@ -531,7 +659,14 @@ impl KeywordClient for DianaClient {
             .iter()
             .map(|(w, slot)| (w.clone(), slot.count))
             .collect();
-        if self.short {
+        if self.short_ids {
+            sesame_core::wire::encode(&StateWithIds {
+                master,
+                counts,
+                labels: SHORT_LABEL_LEN as u8,
+                ids: SHORT_ID_LEN as u8,
+            })
+        } else if self.short {
             sesame_core::wire::encode(&StateWithLabels {
                 master,
                 counts,
@@ -659,18 +794,22 @@ impl DianaServer {
     }
 }
 
-/// The identifier and operation of a stored value under its pad.
+/// The identifier and operation of a stored value under its pad: a
+/// value of [`VALUE_LEN`] bytes holds an 8-byte identifier, one of
+/// [`SHORT_VALUE_LEN`] a [`SHORT_ID_LEN`]-byte one.
 fn open(value: &[u8], pad: &[u8; VALUE_LEN]) -> Result<(DocId, u8)> {
-    let value: [u8; VALUE_LEN] = value
-        .try_into()
-        .map_err(|_| Error::StoreCorrupt(format!("Diana entry of {} bytes", value.len())))?;
+    let id_len = match value.len() {
+        VALUE_LEN => 8,
+        SHORT_VALUE_LEN => SHORT_ID_LEN,
+        n => return Err(Error::StoreCorrupt(format!("Diana entry of {n} bytes"))),
+    };
     let mut plain = [0u8; VALUE_LEN];
     for ((o, v), p) in plain.iter_mut().zip(value).zip(pad) {
         *o = v ^ p;
     }
     let mut id = [0u8; 8];
-    id.copy_from_slice(&plain[..8]);
-    match plain[8] {
+    id[..id_len].copy_from_slice(&plain[..id_len]);
+    match plain[id_len] {
         op @ (OP_ADD | OP_DEL) => Ok((DocId::from_le_bytes(id), op)),
         op => Err(Error::StoreCorrupt(format!(
             "Diana entry with operation {op}"
@@ -706,6 +845,10 @@ impl Handler for DianaServer {
             }
             Request::SearchShort { tw, cover } => {
                 Ok(Response::Ids(self.search(tw, &cover, SHORT_LABEL_LEN)?))
+            }
+            Request::PutCompact { reset, entries } => {
+                common::put_labelled(self.store.as_ref(), reset, b'e', entries)?;
+                Ok(Response::Stored)
             }
         }
     }
@@ -777,7 +920,7 @@ mod tests {
     fn a_sealed_entry_opens_under_its_leaf_only() {
         let tw = [1u8; LAMBDA];
         let leaves = tree().leaves(&[0, 1]).expect("in range");
-        let (label, value) = seal(UpdateOp::Delete, 42, &tw, leaves[0].as_bytes());
+        let (label, value) = seal(UpdateOp::Delete, 42, &tw, leaves[0].as_bytes(), 8);
         let (same, pad) = oracle(&tw, leaves[0].as_bytes());
         assert_eq!(label, same);
         assert_eq!(open(&value, &pad).expect("its pad"), (42, OP_DEL));
@@ -786,5 +929,11 @@ mod tests {
         let wrong = open(&value, &pad1);
         assert!(!matches!(wrong, Ok((42, OP_DEL))));
         assert!(open(&value[..8], &pad).is_err(), "a truncated entry");
+        // A short identifier's entry: its value's first 6 bytes.
+        let (_, value) = seal(UpdateOp::Add, 42, &tw, leaves[0].as_bytes(), SHORT_ID_LEN);
+        let short = &value[..SHORT_VALUE_LEN];
+        assert_eq!(open(short, &pad).expect("its pad"), (42, OP_ADD));
+        assert!(!matches!(open(short, &pad1), Ok((42, OP_ADD))));
+        assert!(open(&value[..SHORT_VALUE_LEN - 1], &pad).is_err());
     }
 }

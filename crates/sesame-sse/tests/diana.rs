@@ -24,6 +24,9 @@ fn labels_of(request: &[u8]) -> Vec<Vec<u8>> {
     match sesame_core::wire::decode(request).unwrap() {
         Request::Put { entries, .. } => entries.into_iter().map(|(l, _)| l.to_vec()).collect(),
         Request::PutShort { entries, .. } => entries.into_iter().map(|(l, _)| l.to_vec()).collect(),
+        Request::PutCompact { entries, .. } => {
+            entries.into_iter().map(|(l, _)| l.to_vec()).collect()
+        }
         _ => panic!("not an update"),
     }
 }
@@ -46,10 +49,18 @@ fn derivable(request: &[u8]) -> HashSet<Vec<u8>> {
     out
 }
 
-/// A client of `labels` (the default where `None`) and its server over
-/// `store`, set up empty.
+/// The three forms of Diana's entries: the default, short labels, and
+/// short labels with short identifiers (`labels`, `ids`).
+const FORMS: [(Option<usize>, Option<usize>); 3] = [
+    (None, None),
+    (Some(diana::SHORT_LABEL_LEN), None),
+    (Some(diana::SHORT_LABEL_LEN), Some(diana::SHORT_ID_LEN)),
+];
+
+/// A client of `labels` and `ids` (the defaults where `None`) and its
+/// server over `store`, set up empty.
 fn setup(
-    labels: Option<usize>,
+    (labels, ids): (Option<usize>, Option<usize>),
     store: &Arc<MemoryStore>,
     rng: &mut ChaCha20Rng,
 ) -> (
@@ -60,6 +71,9 @@ fn setup(
     let mut params = Params::new();
     if let Some(labels) = labels {
         params.set("labels", labels);
+    }
+    if let Some(ids) = ids {
+        params.set("ids", ids);
     }
     let mut client = (scheme.new_client)(rng, &params).unwrap();
     let mut channel = LocalChannel::new(scheme.server(store.clone(), &Params::new()).unwrap());
@@ -72,10 +86,10 @@ fn setup(
 /// of them (forward privacy); the search answers every live identifier.
 #[test]
 fn a_search_gives_the_server_the_labels_before_it_and_none_after() {
-    for labels in [None, Some(diana::SHORT_LABEL_LEN)] {
+    for form @ (labels, _) in FORMS {
         let mut rng = ChaCha20Rng::seed_from_u64(31);
         let store = Arc::new(MemoryStore::new());
-        let (mut client, mut channel) = setup(labels, &store, &mut rng);
+        let (mut client, mut channel) = setup(form, &store, &mut rng);
         let w = vec![b"alpha".to_vec()];
         let mut send = |client: &mut Box<dyn KeywordClient>, rng: &mut ChaCha20Rng, op, doc| {
             let requests = client.prepare_update(rng, op, doc, &w).unwrap().unwrap();
@@ -114,21 +128,21 @@ fn a_search_gives_the_server_the_labels_before_it_and_none_after() {
         let found = client.search(&mut rng, &mut channel, b"alpha").unwrap();
         let mut expect: Vec<u64> = (1..=13).filter(|&d| d != 4).chain(20..60).collect();
         expect.sort_unstable();
-        assert_eq!(found, expect, "{labels:?}");
+        assert_eq!(found, expect, "{form:?}");
     }
 }
 
 /// `labels = 12`: the same answers as 16-byte labels, 4 bytes fewer per
-/// stored entry, a state that survives a save and a restore (and says
-/// its label length: a restored client searches the entries it wrote),
-/// and any other length refused.
+/// stored entry; `ids = 5` beside it, 3 bytes fewer again; a state that
+/// survives a save and a restore (and says its lengths: a restored
+/// client searches the entries it wrote), and any other length refused.
 #[test]
 fn short_labels_answer_the_same_in_fewer_bytes() {
     let mut stored = Vec::new();
-    for labels in [None, Some(diana::SHORT_LABEL_LEN)] {
+    for form @ (labels, ids) in FORMS {
         let mut rng = ChaCha20Rng::seed_from_u64(8);
         let store = Arc::new(MemoryStore::new());
-        let (mut client, mut channel) = setup(labels, &store, &mut rng);
+        let (mut client, mut channel) = setup(form, &store, &mut rng);
         for doc in 1..=50u64 {
             let kw = vec![format!("w{}", doc % 5).into_bytes(), b"all".to_vec()];
             for r in client
@@ -145,18 +159,23 @@ fn short_labels_answer_the_same_in_fewer_bytes() {
         let scheme = sesame_sse::scheme("diana").unwrap();
         let mut restored = (scheme.restore_client)(&saved).unwrap();
         let all = restored.search(&mut rng, &mut channel, b"all").unwrap();
-        assert_eq!(all, (1..=50).collect::<Vec<u64>>(), "{labels:?}");
+        assert_eq!(all, (1..=50).collect::<Vec<u64>>(), "{form:?}");
         let w3 = restored.search(&mut rng, &mut channel, b"w3").unwrap();
         assert_eq!(w3, (1..=50).filter(|d| d % 5 == 3).collect::<Vec<u64>>());
         let pairs = store.scan_prefix(b"").unwrap();
         assert_eq!(pairs.len(), 100);
         let key_len = 1 + labels.unwrap_or(diana::LABEL_LEN);
+        let value_len = match ids {
+            Some(_) => diana::SHORT_VALUE_LEN,
+            None => diana::VALUE_LEN,
+        };
         assert!(pairs
             .iter()
-            .all(|(k, v)| k.len() == key_len && v.len() == 9));
+            .all(|(k, v)| k.len() == key_len && v.len() == value_len));
         stored.push(pairs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>());
     }
     assert_eq!(stored[0] - stored[1], 100 * 4);
+    assert_eq!(stored[1] - stored[2], 100 * 3);
     let scheme = sesame_sse::scheme("diana").unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(9);
     for bad in [8, 15, 32] {
@@ -167,6 +186,48 @@ fn short_labels_answer_the_same_in_fewer_bytes() {
             "labels={bad}"
         );
     }
+    // Short identifiers need short labels; no other identifier length.
+    for (labels, ids) in [(16, 5), (12, 4), (12, 6), (12, 9)] {
+        let mut params = Params::new();
+        params.set("labels", labels);
+        params.set("ids", ids);
+        assert!(
+            (scheme.new_client)(&mut rng, &params).is_err(),
+            "labels={labels} ids={ids}"
+        );
+    }
+}
+
+/// With `ids = 5` an identifier of 2^40 or more is refused before any
+/// counter moves (the next update of the keyword still lands where a
+/// search finds it), and the largest that fits is found.
+#[test]
+fn short_identifiers_refuse_what_does_not_fit_and_keep_the_state() {
+    let mut rng = ChaCha20Rng::seed_from_u64(10);
+    let store = Arc::new(MemoryStore::new());
+    let (mut client, mut channel) = setup(FORMS[2], &store, &mut rng);
+    let w = vec![b"w".to_vec()];
+    let top = (1u64 << 40) - 1;
+    let refused = client.prepare_update(&mut rng, UpdateOp::Add, top + 1, &w);
+    match refused {
+        Err(sesame_core::Error::InvalidArgument(m)) => assert!(m.contains("2^40"), "{m}"),
+        other => panic!("an identifier past 2^40 was taken: {other:?}"),
+    }
+    for doc in [1, top] {
+        for r in client
+            .prepare_update(&mut rng, UpdateOp::Add, doc, &w)
+            .unwrap()
+            .unwrap()
+        {
+            client
+                .check_update_response(&channel.call(&r).unwrap())
+                .unwrap();
+        }
+    }
+    assert_eq!(
+        client.search(&mut rng, &mut channel, b"w").unwrap(),
+        [1, top]
+    );
 }
 
 #[test]

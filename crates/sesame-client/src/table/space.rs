@@ -14,9 +14,10 @@ use sesame_core::Params;
 /// The parameters a new table's keyword index is created with: the
 /// schema's, and unless the schema chooses, entries under short labels:
 /// for FAST 16-byte labels (`labels=16`: 41 bytes an entry instead of
-/// 57), for Diana 12-byte ones (`labels=12`: 22 bytes instead of 26);
-/// the security arguments are in `sesame_sse::fast` and
-/// `sesame_sse::diana`. Tables created before keep the form their
+/// 57), for Diana 12-byte ones (`labels=12`: 22 bytes instead of 26)
+/// and 5-byte identifiers (`ids=5`: 19 bytes; a table's identifiers stay
+/// below 2^40, `docs/tables.md`, "Limits"); the security arguments are
+/// in `sesame_sse::fast` and `sesame_sse::diana`. Tables created before keep the form their
 /// index's saved state records.
 pub(super) fn keyword_params(binding: &schema::Binding) -> Result<Params> {
     let mut params = binding.params()?;
@@ -25,6 +26,9 @@ pub(super) fn keyword_params(binding: &schema::Binding) -> Result<Params> {
             params.set("labels", sesame_sse::fast::SHORT_LABEL_LEN);
         } else if binding.scheme == sesame_sse::diana::DESCRIPTOR.name {
             params.set("labels", sesame_sse::diana::SHORT_LABEL_LEN);
+            if params.get_or("ids", 0u32)? == 0 {
+                params.set("ids", sesame_sse::diana::SHORT_ID_LEN);
+            }
         }
     }
     Ok(params)
