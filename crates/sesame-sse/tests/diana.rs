@@ -81,7 +81,26 @@ fn setup(
     (client, channel)
 }
 
-/// For either label length: the server derives from a search exactly the
+/// Sends the addition of `doc` under `keywords` and checks each answer.
+fn add(
+    client: &mut Box<dyn KeywordClient>,
+    channel: &mut dyn Channel,
+    rng: &mut ChaCha20Rng,
+    doc: u64,
+    keywords: &[Vec<u8>],
+) {
+    for r in client
+        .prepare_update(rng, UpdateOp::Add, doc, keywords)
+        .unwrap()
+        .unwrap()
+    {
+        client
+            .check_update_response(&channel.call(&r).unwrap())
+            .unwrap();
+    }
+}
+
+/// For each form of entries: the server derives from a search exactly the
 /// labels written before it, and none of the updates after it stores one
 /// of them (forward privacy); the search answers every live identifier.
 #[test]
@@ -145,15 +164,7 @@ fn short_labels_answer_the_same_in_fewer_bytes() {
         let (mut client, mut channel) = setup(form, &store, &mut rng);
         for doc in 1..=50u64 {
             let kw = vec![format!("w{}", doc % 5).into_bytes(), b"all".to_vec()];
-            for r in client
-                .prepare_update(&mut rng, UpdateOp::Add, doc, &kw)
-                .unwrap()
-                .unwrap()
-            {
-                client
-                    .check_update_response(&channel.call(&r).unwrap())
-                    .unwrap();
-            }
+            add(&mut client, &mut channel, &mut rng, doc, &kw);
         }
         let saved = client.save_state().unwrap();
         let scheme = sesame_sse::scheme("diana").unwrap();
@@ -214,15 +225,7 @@ fn short_identifiers_refuse_what_does_not_fit_and_keep_the_state() {
         other => panic!("an identifier past 2^40 was taken: {other:?}"),
     }
     for doc in [1, top] {
-        for r in client
-            .prepare_update(&mut rng, UpdateOp::Add, doc, &w)
-            .unwrap()
-            .unwrap()
-        {
-            client
-                .check_update_response(&channel.call(&r).unwrap())
-                .unwrap();
-        }
+        add(&mut client, &mut channel, &mut rng, doc, &w);
     }
     assert_eq!(
         client.search(&mut rng, &mut channel, b"w").unwrap(),
