@@ -526,16 +526,19 @@ fn compact_size(_: &CompactEntry) -> usize {
     SHORT_LABEL_LEN + SHORT_VALUE_LEN
 }
 
+/// The first `N` bytes of `bytes` (which holds at least `N`).
+fn first<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&bytes[..N]);
+    out
+}
+
 /// `entries` (sealed with short identifiers) under short labels, their
 /// values cut to [`SHORT_VALUE_LEN`] bytes.
 fn compact(entries: Vec<Entry>) -> Vec<CompactEntry> {
-    shorten(entries)
+    entries
         .into_iter()
-        .map(|(label, value)| {
-            let mut short = [0u8; SHORT_VALUE_LEN];
-            short.copy_from_slice(&value[..SHORT_VALUE_LEN]);
-            (label, short)
-        })
+        .map(|(label, value)| (first(&label), first(&value)))
         .collect()
 }
 
@@ -544,11 +547,7 @@ fn compact(entries: Vec<Entry>) -> Vec<CompactEntry> {
 fn shorten(entries: Vec<Entry>) -> Vec<ShortEntry> {
     entries
         .into_iter()
-        .map(|(label, value)| {
-            let mut short = [0u8; SHORT_LABEL_LEN];
-            short.copy_from_slice(&label[..SHORT_LABEL_LEN]);
-            (short, value)
-        })
+        .map(|(label, value)| (first(&label), value))
         .collect()
 }
 
