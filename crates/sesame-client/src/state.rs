@@ -43,6 +43,7 @@ use crate::error::{ClientError, Result};
 use crate::fsutil;
 
 mod catalog;
+mod forms;
 mod log;
 mod memo;
 mod names;
@@ -122,7 +123,17 @@ pub struct DocumentInfo {
     pub size: u64,
     /// SHA-256 of its content; `None` for documents added by a build that
     /// did not record it (found by fetching the document when needed).
+    /// An entry read from a catalog block of the compact form holds the
+    /// first 16 bytes, then zeros (module `forms`): compare it with a
+    /// content's SHA-256 through [`digest_matches`].
     pub digest: Option<[u8; 32]>,
+}
+
+/// Whether the digest a catalog entry keeps is the SHA-256 `of` a
+/// content: on their first 16 bytes, all that a catalog block of the
+/// compact form keeps (module `forms`, "The digest kept").
+pub(crate) fn digest_matches(kept: &[u8; 32], of: &[u8; 32]) -> bool {
+    kept[..16] == of[..16]
 }
 
 /// [`DocumentInfo`] as format 1 and 2 stored it.

@@ -12,7 +12,7 @@ use zeroize::{Zeroize, Zeroizing};
 
 use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
-use crate::state::DocumentInfo;
+use crate::state::{digest_matches, DocumentInfo};
 
 /// Bytes of documents per request to the document service, at most.
 pub(crate) const BATCH_BYTES: u64 = 16 << 20;
@@ -161,7 +161,7 @@ impl Drop for DocRecord {
 /// caught here.
 pub(crate) fn check_digest(doc: &DocumentInfo, record: DocRecord) -> Result<DocRecord> {
     match doc.digest {
-        Some(d) if d != sesame_crypto::hash::sha256(&record.content) => {
+        Some(d) if !digest_matches(&d, &sesame_crypto::hash::sha256(&record.content)) => {
             Err(ClientError::DocumentNotAsAdded(doc.id))
         }
         _ => Ok(record),

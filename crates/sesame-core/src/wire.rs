@@ -72,6 +72,43 @@ pub fn decode_raw<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     Ok(value)
 }
 
+/// Unsigned LEB128 integers for the hand-laid forms beside postcard (a
+/// table record's compact values, a catalog block's columns): seven bits a
+/// byte, low bits first, and only the shortest form of a number reads
+/// back, so that a form built of them has one encoding.
+pub mod varint {
+    /// Appends `n`.
+    pub fn put(out: &mut Vec<u8>, mut n: u64) {
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+
+    /// Takes a number from the front of `rest`; what is wrong where it is
+    /// refused: cut short, over 64 bits, or longer than its shortest form.
+    pub fn take(rest: &mut &[u8]) -> Result<u64, &'static str> {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&b, after) = rest.split_first().ok_or("a number cut short")?;
+            *rest = after;
+            let bits = u64::from(b & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err("a number over 64 bits");
+            }
+            n |= bits << shift;
+            if b & 0x80 == 0 {
+                if b == 0 && shift > 0 {
+                    return Err("a number not in its shortest form");
+                }
+                return Ok(n);
+            }
+        }
+        Err("a number over 64 bits")
+    }
+}
+
 /// A `Vec<u8>` field through serde's byte-string methods
 /// (`#[serde(with = "sesame_core::wire::bytes")]`): postcard writes the
 /// same bytes as for a plain `Vec<u8>` (its length, then the bytes), so

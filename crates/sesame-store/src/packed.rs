@@ -73,7 +73,7 @@ pub use memo::ChunkMemo;
 mod form;
 use form::{
     damaged, damaged_delta, decode, decode_delta, delta_len, encode, encode_delta, encoded_len,
-    find, is_delta, is_fixed, put_varint, seal, Lookup, Widths, FORMAT,
+    expand, expand_owned, find, is_delta, is_fixed, put_varint, seal, Lookup, Widths, FORMAT,
 };
 
 /// The byte that follows an index generation's prefix where its chunks
@@ -129,7 +129,8 @@ fn unpack(
             continue;
         }
         fence = key.get(prefix_len..);
-        for (k, v) in decode(bytes, key)? {
+        let bytes = expand(bytes, key)?;
+        for (k, v) in decode(&bytes, key)? {
             if keep(k) {
                 pairs.insert(k.to_vec(), v.to_vec());
             }
@@ -357,8 +358,9 @@ impl Packed {
                     continue;
                 }
             }
-            let old = match chunk_key {
-                Some(key) => {
+            let expanded = chunk_key.map(|key| expand(stored, key)).transpose()?;
+            let old = match (chunk_key, expanded.as_deref()) {
+                (Some(key), Some(stored)) => {
                     let pairs = decode(stored, key)?;
                     let mut appended = Vec::with_capacity(deltas.len());
                     for (k, bytes) in &deltas {
@@ -366,7 +368,7 @@ impl Packed {
                     }
                     merge(&pairs, &appended).0
                 }
-                None => Vec::new(),
+                _ => Vec::new(),
             };
             let (merged, overwrites) = merge(&old, here);
             plan.overwrites += overwrites;
@@ -487,7 +489,7 @@ impl Building {
     /// Puts the chunk in `batch` in its stored form.
     fn put(self, view: &Packed, batch: &mut WriteBatch) -> Result<()> {
         let key = view.full(&self.fence);
-        let bytes = seal(self.variable, self.widths, &key)?;
+        let bytes = seal(self.variable, &key)?;
         batch.put(key, bytes);
         Ok(())
     }
@@ -812,17 +814,14 @@ impl Store for Packed {
             // is read once for all of them (a table's records).
             let pairs = match is_fixed(stored) {
                 true => None,
-                false => Some(decode(stored, chunk_key)?),
+                false => Some(Lookup::new(stored, chunk_key)?),
             };
             for &i in &order[from..at] {
                 let key = keys[i];
                 out[i] = match deltas.binary_search_by(|(k, _)| k[plen..].cmp(key)) {
                     Ok(d) => Some(decode_delta(deltas[d].1, deltas[d].0, plen)?.1.to_vec()),
                     Err(_) => match &pairs {
-                        Some(pairs) => pairs
-                            .binary_search_by(|(k, _)| (*k).cmp(key))
-                            .ok()
-                            .map(|p| pairs[p].1.to_vec()),
+                        Some(pairs) => pairs.get(key).map(<[u8]>::to_vec),
                         None => find(stored, chunk_key, key)?,
                     },
                 };
@@ -982,7 +981,8 @@ impl Packed {
             }
             appended.push((&key[plen..], Some(value)));
         }
-        let (merged, _) = merge(&decode(bytes, chunk_key)?, &appended);
+        let bytes = expand(bytes, chunk_key)?;
+        let (merged, _) = merge(&decode(&bytes, chunk_key)?, &appended);
         batch.delete(chunk_key.clone());
         for (key, _) in deltas {
             batch.delete(key.clone());
@@ -1011,7 +1011,8 @@ impl Packed {
             .collect();
         for (n, &i) in chunks.iter().enumerate() {
             let (chunk_key, bytes) = &stored[i];
-            let pairs = decode(bytes, chunk_key)?;
+            let bytes = expand(bytes, chunk_key)?;
+            let pairs = decode(&bytes, chunk_key)?;
             let fence = &chunk_key[plen..];
             let next = chunks.get(n + 1).map(|&j| &stored[j].0[plen..]);
             let inside = |k: &[u8]| k >= fence && next.is_none_or(|n| k < n);

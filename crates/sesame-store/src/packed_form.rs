@@ -12,20 +12,47 @@
 //!   a 17-byte key and a 25-byte value) is written in this form: 42 bytes
 //!   an entry where the variable form takes 44.
 //!
-//! Both forms hold the same pairs in the same order; which one a chunk is
-//! in says only that its pairs share their lengths, which a reader of the
-//! store learned already from the chunk's length and its pairs' count
-//! (the server sees the keys and values: they are the scheme's entries).
+//! Either form may state its keys' common prefix once (*prefixed*):
+//!
+//! - `0x04`: the fixed form with a prefix: the prefix's length (LEB128),
+//!   the prefix, the length of the rest of each key (LEB128), the values'
+//!   length (LEB128), then per pair the rest of its key and its value;
+//! - `0x05`: the variable form with a prefix: the prefix's length and the
+//!   prefix, then per pair the rest of its key's length, the rest, the
+//!   value's length, the value.
+//!
+//! A chunk's keys are sorted, so the bytes its first and last key share
+//! are shared by all: a keyword index's labels spread evenly, and a chunk
+//! of a few hundred of them shares its view's mark and a byte or two of
+//! label; a record store's keys are `h` and an identifier in 8 bytes
+//! big-endian, and a chunk of consecutive identifiers shares seven. A
+//! chunk of two pairs or more whose keys share two bytes or more is
+//! written prefixed: 2 bytes a keyword entry of a large index and 7 a
+//! table's record fewer (`docs/storage.md`, "Packed entries"). One
+//! shared byte (a small index's chunks share their view's mark alone)
+//! is left as the unprefixed forms wrote it: a byte a pair at most, and
+//! those chunks stay byte for byte what earlier builds wrote. A prefixed chunk is read by
+//! putting the prefix back ([`expand`]: the chunk in its unprefixed form,
+//! which the rest of the view reads as before), or, for a lookup, searched
+//! in place ([`find`], [`Lookup`]).
+//!
+//! The forms hold the same pairs in the same order; which one a chunk is
+//! in says only that its pairs share their lengths or a prefix, which a
+//! reader of the store learned already from the keys themselves (the
+//! server sees the keys and values: they are the scheme's entries).
 //! Chunks written before the fixed form existed are in the variable form
 //! and read as they are; a chunk is rewritten in the fixed form when a
 //! write rewrites it. A build before the fixed form refuses a fixed chunk
-//! as damaged ("unknown format 3"), it does not misread it.
+//! as damaged ("unknown format 3"), it does not misread it; a build
+//! before the prefixed forms refuses them so ("unknown format 4" or "5").
 //!
 //! A delta is `0x02`, its chunk's fence's length (LEB128), the fence, then
 //! the value.
 //!
 //! Every length read is checked: a damaged chunk or delta is
 //! [`Error::StoreCorrupt`] naming it, never a panic.
+
+use std::borrow::Cow;
 
 use sesame_core::{Error, Result};
 
@@ -39,6 +66,12 @@ const DELTA: u8 = 0x02;
 
 /// The first byte of a chunk in the fixed form.
 const FIXED: u8 = 0x03;
+
+/// The first byte of a chunk in the fixed form with its keys' prefix.
+const FIXED_PREFIXED: u8 = 0x04;
+
+/// The first byte of a chunk in the variable form with its keys' prefix.
+const VARIABLE_PREFIXED: u8 = 0x05;
 
 pub(super) fn varint_len(mut n: usize) -> usize {
     let mut len = 1;
@@ -95,24 +128,96 @@ impl Widths {
     }
 }
 
+/// The fewest bytes of a prefix a chunk states ([`encode`]).
+const MIN_PREFIX: usize = 2;
+
 /// The stored chunk of `pairs` (sorted, each key once): the fixed form
-/// when they share their lengths, else the variable form.
+/// when they share their lengths, else the variable form; prefixed when
+/// two pairs or more share [`MIN_PREFIX`] bytes or more of their keys.
 pub(super) fn encode(pairs: &[Pair<'_>]) -> Vec<u8> {
     let widths = pairs.iter().fold(Widths::Empty, |w, (k, v)| w.with(k, v));
+    let prefix = match (pairs.first(), pairs.last()) {
+        (Some((first, _)), Some((last, _))) if pairs.len() > 1 => {
+            let n = first
+                .iter()
+                .zip(last.iter())
+                .take_while(|(a, b)| a == b)
+                .count();
+            if n >= MIN_PREFIX {
+                &first[..n]
+            } else {
+                &[][..]
+            }
+        }
+        _ => &[][..],
+    };
+    let p = prefix.len();
     match widths {
-        Widths::Uniform(k, v) if k + v > 0 => {
-            let mut out = Vec::with_capacity(widths.stored_len(pairs.len(), 0));
-            out.push(FIXED);
-            put_varint(&mut out, k);
+        Widths::Uniform(k, v) if k - p + v > 0 => {
+            let mut out =
+                Vec::with_capacity(widths.stored_len(pairs.len(), 0) + varint_len(p) + p + 1);
+            if p == 0 {
+                out.push(FIXED);
+            } else {
+                out.push(FIXED_PREFIXED);
+                put_varint(&mut out, p);
+                out.extend_from_slice(prefix);
+            }
+            put_varint(&mut out, k - p);
             put_varint(&mut out, v);
             for (key, value) in pairs {
-                out.extend_from_slice(key);
+                out.extend_from_slice(&key[p..]);
+                out.extend_from_slice(value);
+            }
+            out
+        }
+        _ if p > 0 => {
+            let size: usize = pairs.iter().map(|(k, v)| encoded_len(&k[p..], v)).sum();
+            let mut out = Vec::with_capacity(1 + varint_len(p) + p + size);
+            out.push(VARIABLE_PREFIXED);
+            put_varint(&mut out, p);
+            out.extend_from_slice(prefix);
+            for (key, value) in pairs {
+                put_varint(&mut out, key.len() - p);
+                out.extend_from_slice(&key[p..]);
+                put_varint(&mut out, value.len());
                 out.extend_from_slice(value);
             }
             out
         }
         _ => encode_variable(pairs),
     }
+}
+
+/// The chunk stored as `bytes` under `chunk_key` in a form without a
+/// prefix: as it is, or, for a prefixed chunk, its pairs written again
+/// with their whole keys (checked as [`decode`] checks them).
+pub(super) fn expand<'a>(bytes: &'a [u8], chunk_key: &[u8]) -> Result<Cow<'a, [u8]>> {
+    let (prefix, suffixes) = decode_parts(bytes, chunk_key)?;
+    if prefix.is_empty() {
+        return Ok(Cow::Borrowed(bytes));
+    }
+    let keys: Vec<Vec<u8>> = suffixes.iter().map(|(k, _)| [prefix, k].concat()).collect();
+    let pairs: Vec<Pair<'_>> = keys
+        .iter()
+        .zip(&suffixes)
+        .map(|(k, (_, v))| (k.as_slice(), *v))
+        .collect();
+    let widths = pairs.iter().fold(Widths::Empty, |w, (k, v)| w.with(k, v));
+    Ok(Cow::Owned(match widths {
+        Widths::Uniform(k, v) if k + v > 0 => {
+            let mut out = Vec::with_capacity(widths.stored_len(pairs.len(), 0));
+            out.push(FIXED);
+            put_varint(&mut out, k);
+            put_varint(&mut out, v);
+            for (key, value) in &pairs {
+                out.extend_from_slice(key);
+                out.extend_from_slice(value);
+            }
+            out
+        }
+        _ => encode_variable(&pairs),
+    }))
 }
 
 /// The chunk of `pairs` in the variable form, whatever their lengths.
@@ -129,14 +234,19 @@ fn encode_variable(pairs: &[Pair<'_>]) -> Vec<u8> {
     out
 }
 
-/// A chunk built in the variable form, stored in the form its pairs
-/// allow: the variable form given as it is, or rewritten in the fixed
-/// form.
-pub(super) fn seal(variable: Vec<u8>, widths: Widths, chunk_key: &[u8]) -> Result<Vec<u8>> {
-    match widths {
-        Widths::Uniform(k, v) if k + v > 0 => Ok(encode(&decode(&variable, chunk_key)?)),
-        _ => Ok(variable),
+/// [`expand`] of an owned chunk: the same bytes where it is not prefixed.
+pub(super) fn expand_owned(bytes: Vec<u8>, chunk_key: &[u8]) -> Result<Vec<u8>> {
+    match expand(&bytes, chunk_key)? {
+        Cow::Owned(expanded) => Ok(expanded),
+        Cow::Borrowed(_) => Ok(bytes),
     }
+}
+
+/// A chunk built in the variable form, stored in the form its pairs
+/// allow ([`encode`]: fixed where they share their lengths, prefixed
+/// where they share a first byte).
+pub(super) fn seal(variable: Vec<u8>, chunk_key: &[u8]) -> Result<Vec<u8>> {
+    Ok(encode(&decode(&variable, chunk_key)?))
 }
 
 pub(super) fn damaged(chunk_key: &[u8], what: &str) -> Error {
@@ -153,10 +263,11 @@ pub(super) fn damaged_delta(key: &[u8], what: &str) -> Error {
     Error::StoreCorrupt(format!("packed delta {shown}: {what}"))
 }
 
-/// Whether a chunk is stored in the fixed form (searched in place by
-/// [`find`]; a chunk in the variable form is read pair by pair).
+/// Whether a chunk is stored in the fixed form, with a prefix or not
+/// (searched in place by [`find`]; a chunk in the variable form is read
+/// pair by pair).
 pub(super) fn is_fixed(bytes: &[u8]) -> bool {
-    bytes.first() == Some(&FIXED)
+    matches!(bytes.first(), Some(&FIXED | &FIXED_PREFIXED))
 }
 
 pub(super) fn is_delta(bytes: &[u8]) -> bool {
@@ -192,6 +303,7 @@ pub(super) fn decode_delta<'a>(
         at: 1,
         chunk_key: key,
         fixed: None,
+        prefix: &[],
     };
     let fence = reader
         .slice()
@@ -207,8 +319,12 @@ struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
     chunk_key: &'a [u8],
-    /// The key and value lengths of a chunk in the fixed form.
+    /// The key and value lengths of a chunk in the fixed form (of the
+    /// rest of the keys, after the prefix).
     fixed: Option<(usize, usize)>,
+    /// The keys' common prefix (empty: not a prefixed form); the pairs
+    /// read are the rest of each key and its value.
+    prefix: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
@@ -218,10 +334,18 @@ impl<'a> Reader<'a> {
             at: 1,
             chunk_key,
             fixed: None,
+            prefix: &[],
         };
-        match bytes.first() {
-            Some(&FORMAT) => {}
-            Some(&FIXED) => {
+        let form = bytes.first().copied();
+        if matches!(form, Some(FIXED_PREFIXED | VARIABLE_PREFIXED)) {
+            reader.prefix = reader.slice()?;
+            if reader.prefix.is_empty() {
+                return Err(damaged(chunk_key, "an empty prefix"));
+            }
+        }
+        match form {
+            Some(FORMAT | VARIABLE_PREFIXED) => {}
+            Some(FIXED | FIXED_PREFIXED) => {
                 let (k, v) = (reader.varint()?, reader.varint()?);
                 let width = k
                     .checked_add(v)
@@ -281,8 +405,10 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Every pair of a chunk, checked to be in strictly ascending order.
-pub(super) fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pair<'a>>> {
+/// A chunk's keys' common prefix (empty where its form has none) and
+/// every pair with the rest of its key, checked to be in strictly
+/// ascending order.
+fn decode_parts<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<(&'a [u8], Vec<Pair<'a>>)> {
     let mut reader = Reader::new(bytes, chunk_key)?;
     let mut pairs: Vec<Pair<'a>> = Vec::new();
     while let Some(pair) = reader.next_pair()? {
@@ -291,7 +417,23 @@ pub(super) fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pai
         }
         pairs.push(pair);
     }
-    Ok(pairs)
+    if !reader.prefix.is_empty() && pairs.len() < 2 {
+        return Err(damaged(chunk_key, "a prefix for fewer than two pairs"));
+    }
+    Ok((reader.prefix, pairs))
+}
+
+/// Every pair of a chunk in a form without a prefix ([`expand`] puts a
+/// prefixed chunk's back first), checked to be in strictly ascending
+/// order.
+pub(super) fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pair<'a>>> {
+    match decode_parts(bytes, chunk_key)? {
+        (prefix, pairs) if prefix.is_empty() => Ok(pairs),
+        _ => Err(damaged(
+            chunk_key,
+            "a prefixed chunk read whole without its prefix",
+        )),
+    }
 }
 
 /// The pairs of a chunk as a write that appends beside it reads them: a
@@ -309,14 +451,19 @@ pub(super) fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pai
 /// not written by the append, so no damage is carried forward.
 pub(super) enum Lookup<'a> {
     /// The fixed form: its pairs back to back, each `width` bytes of which
-    /// the first `key` are the key.
+    /// the first `key` are the key (after `prefix`, the keys' common
+    /// prefix, empty where the form has none).
     Fixed {
+        prefix: &'a [u8],
         body: &'a [u8],
         key: usize,
         width: usize,
     },
-    /// The variable form, decoded.
-    Pairs(Vec<Pair<'a>>),
+    /// The variable form, decoded: the rest of each key after `prefix`.
+    Pairs {
+        prefix: &'a [u8],
+        pairs: Vec<Pair<'a>>,
+    },
 }
 
 impl<'a> Lookup<'a> {
@@ -326,11 +473,15 @@ impl<'a> Lookup<'a> {
         let reader = Reader::new(bytes, chunk_key)?;
         Ok(match reader.fixed {
             Some((k, v)) => Self::Fixed {
+                prefix: reader.prefix,
                 body: &bytes[reader.at..],
                 key: k,
                 width: k + v,
             },
-            None => Self::Pairs(decode(bytes, chunk_key)?),
+            None => {
+                let (prefix, pairs) = decode_parts(bytes, chunk_key)?;
+                Self::Pairs { prefix, pairs }
+            }
         })
     }
 
@@ -338,14 +489,18 @@ impl<'a> Lookup<'a> {
     pub(super) fn get(&self, key: &[u8]) -> Option<&'a [u8]> {
         match self {
             Self::Fixed {
+                prefix,
                 body,
                 key: k,
                 width,
-            } => search_fixed(body, *k, *width, key),
-            Self::Pairs(pairs) => pairs
-                .binary_search_by(|(k, _)| (*k).cmp(key))
-                .ok()
-                .map(|at| pairs[at].1),
+            } => search_fixed(body, *k, *width, key.strip_prefix(*prefix)?),
+            Self::Pairs { prefix, pairs } => {
+                let rest = key.strip_prefix(*prefix)?;
+                pairs
+                    .binary_search_by(|(k, _)| (*k).cmp(rest))
+                    .ok()
+                    .map(|at| pairs[at].1)
+            }
         }
     }
 }
@@ -371,6 +526,9 @@ fn search_fixed<'a>(body: &'a [u8], k: usize, width: usize, key: &[u8]) -> Optio
 /// is checked; [`sesame_core::Store::verify`] checks whole chunks).
 pub(super) fn find(bytes: &[u8], chunk_key: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
     let mut reader = Reader::new(bytes, chunk_key)?;
+    let Some(key) = key.strip_prefix(reader.prefix) else {
+        return Ok(None);
+    };
     if let Some((k, v)) = reader.fixed {
         // Pairs of one width: a binary search over them.
         return Ok(search_fixed(&bytes[reader.at..], k, k + v, key).map(<[u8]>::to_vec));

@@ -93,7 +93,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use sesame_core::{Result, Store};
 
-use super::{decode, is_delta, Packed};
+use super::{decode, expand_owned, is_delta, Packed};
 
 impl Packed {
     /// [`Store::get`] through `memo`: a held chunk answers; else the
@@ -194,6 +194,7 @@ impl Held {
         prefix_len: usize,
         end: Option<Vec<u8>>,
     ) -> Result<Self> {
+        let bytes = expand_owned(bytes, chunk_key)?;
         let base = bytes.as_ptr() as usize;
         let range = |s: &[u8]| {
             let start = s.as_ptr() as usize - base;

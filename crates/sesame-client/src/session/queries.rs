@@ -9,7 +9,7 @@ use zeroize::{Zeroize, Zeroizing};
 use crate::doc_service::{DocClient, DocId};
 use crate::error::{ClientError, Result};
 use crate::intents::{Intent, IntentOp};
-use crate::state::DocumentInfo;
+use crate::state::{digest_matches, DocumentInfo};
 use crate::tokenize::query_keyword;
 
 /// Documents whose keywords `check` searches for.
@@ -272,7 +272,7 @@ impl Session {
             match record {
                 Ok(r) => {
                     let digest = sesame_crypto::hash::sha256(&r.content);
-                    if doc.digest.is_some_and(|d| d != digest) {
+                    if doc.digest.is_some_and(|d| !digest_matches(&d, &digest)) {
                         problems.push(format!(
                             "document {} ({}) does not hold what was added",
                             doc.id, doc.path

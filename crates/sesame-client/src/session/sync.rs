@@ -14,7 +14,7 @@ use crate::doc_service::DocId;
 use crate::error::{ClientError, Result};
 use crate::intents::{Intent, IntentOp};
 use crate::scheme::new_client;
-use crate::state::DocumentInfo;
+use crate::state::{digest_matches, DocumentInfo};
 use crate::stored::StoredGate;
 use crate::tokenize::tokenize_bytes;
 
@@ -146,7 +146,10 @@ impl Session {
         for (item, existing) in incoming.into_iter().zip(current) {
             let mut kept = false;
             for doc in existing.iter() {
-                let same = !kept && self.stored_digest(doc).ok() == Some(item.digest);
+                let same = !kept
+                    && self
+                        .stored_digest(doc)
+                        .is_ok_and(|d| digest_matches(&d, &item.digest));
                 if same {
                     kept = true;
                 } else {

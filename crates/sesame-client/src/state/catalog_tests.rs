@@ -437,59 +437,106 @@ fn a_swapped_or_cut_name_block_is_refused() {
     assert_eq!(found.len(), n as usize);
 }
 
-/// States of formats 5 and 6 whose runs were written before the name
-/// index (`SSMCAT01`, as earlier builds wrote them) load, and a batch
-/// finds its names in them (reading them whole); the runs a later save
-/// merges are written with a name index, and answer the same.
+/// States of formats 5 and 6 whose runs earlier builds wrote load, and a
+/// batch finds its names in them: runs written before the name index
+/// (`SSMCAT01`, read whole) and runs of 64-bit name hashes with blocks in
+/// the wire form (`SSMCAT02`); the runs a later save merges are written
+/// in this build's layout (`SSMCAT03`: 32-bit name hashes, compact
+/// blocks), and answer the same.
 #[test]
-fn states_of_formats_5_and_6_with_runs_before_the_name_index_load_and_migrate() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let path = dir.path().join("t.state");
-    let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p")
-        .with_catalog(1_000, 1 << 20)
-        .with_log_from(4 * 1024);
-    runs::WRITE_V1.with(|w| w.set(true));
-    let mut state = state_of(4_000);
-    save(&cipher, &path, &state);
-    for id in 4_001..=5_000 {
-        state.catalog.insert(id, doc(id));
-    }
-    save(&cipher, &path, &state);
-    runs::WRITE_V1.with(|w| w.set(false));
-    let wanted = |state: &IndexState| {
-        let names: Vec<String> = [1u64, 2_500, 4_000, 4_001, 5_000]
+fn states_with_runs_of_earlier_layouts_load_and_migrate() {
+    for layout in [1u8, 2] {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("t.state");
+        let cipher = StateCipher::new(&Key::from_bytes([9; 32]), "p")
+            .with_catalog(1_000, 1 << 20)
+            .with_log_from(4 * 1024);
+        runs::WRITE_EARLIER.with(|w| w.set(Some(layout)));
+        let mut state = state_of(4_000);
+        save(&cipher, &path, &state);
+        for id in 4_001..=5_000 {
+            state.catalog.insert(id, doc(id));
+        }
+        save(&cipher, &path, &state);
+        runs::WRITE_EARLIER.with(|w| w.set(None));
+        let magics = || -> Vec<[u8; 8]> {
+            let mut out: Vec<[u8; 8]> = std::fs::read_dir(dir.path())
+                .unwrap_or_else(|e| panic!("{e}"))
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".catalog"))
+                .map(|e| {
+                    let bytes = std::fs::read(e.path()).unwrap_or_else(|e| panic!("{e}"));
+                    let mut m = [0u8; 8];
+                    m.copy_from_slice(&bytes[..8]);
+                    m
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        let earlier = if layout == 1 {
+            *b"SSMCAT01"
+        } else {
+            *b"SSMCAT02"
+        };
+        assert_eq!(magics(), vec![earlier; 2], "layout {layout}");
+        let wanted = |state: &IndexState| {
+            let names: Vec<String> = [1u64, 2_500, 4_000, 4_001, 5_000]
+                .iter()
+                .map(|id| doc(*id).path)
+                .collect();
+            let set: HashSet<&str> = names.iter().map(String::as_str).collect();
+            let found = state
+                .catalog
+                .with_paths(&set)
+                .unwrap_or_else(|e| panic!("{e}"));
+            found.iter().map(|d| (d.id, d.digest)).collect::<Vec<_>>()
+        };
+        let mut loaded = load(&cipher, &path);
+        let before = loaded.catalog.name_blocks();
+        assert_eq!(before.len(), 2, "two runs");
+        assert!(
+            before.iter().all(|n| n.is_some() == (layout == 2)),
+            "runs of layout {layout}"
+        );
+        let want: Vec<_> = [1u64, 2_500, 4_000, 4_001, 5_000]
             .iter()
-            .map(|id| doc(*id).path)
+            .map(|&id| (id, doc(id).digest))
             .collect();
-        let set: HashSet<&str> = names.iter().map(String::as_str).collect();
-        let found = state
+        assert_eq!(wanted(&loaded), want);
+        // A run as large as the newest: the newest runs merge into one.
+        for id in 5_001..=9_000 {
+            loaded.catalog.insert(id, doc(id));
+        }
+        let full = DocumentInfo {
+            digest: Some([0xab; 32]),
+            ..doc(9_001)
+        };
+        loaded.catalog.insert(9_001, full);
+        save(&cipher, &path, &loaded);
+        assert_eq!(magics(), vec![*b"SSMCAT03"], "merged into one run");
+        let again = load(&cipher, &path);
+        assert!(
+            again.catalog.name_blocks().iter().all(Option::is_some),
+            "the merged run has a name index"
+        );
+        assert_eq!(wanted(&again), want);
+        // The merged run keeps the first 16 bytes of a digest, and they
+        // match the whole digest (and no other).
+        let kept = again
             .catalog
-            .with_paths(&set)
-            .unwrap_or_else(|e| panic!("{e}"));
-        found.iter().map(|d| d.id).collect::<Vec<u64>>()
-    };
-    let mut loaded = load(&cipher, &path);
-    let before = loaded.catalog.name_blocks();
-    assert_eq!(before.len(), 2, "two runs");
-    assert!(
-        before.iter().all(Option::is_none),
-        "runs of the earlier layout"
-    );
-    assert_eq!(wanted(&loaded), vec![1, 2_500, 4_000, 4_001, 5_000]);
-    // A run as large as the newest: the newest runs merge into one.
-    for id in 5_001..=9_000 {
-        loaded.catalog.insert(id, doc(id));
+            .get(&9_001)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .and_then(|d| d.digest)
+            .unwrap_or_else(|| panic!("no digest kept"));
+        assert_eq!(kept[..16], [0xab; 16]);
+        assert_eq!(kept[16..], [0; 16]);
+        assert!(digest_matches(&kept, &[0xab; 32]));
+        let mut other = [0xab; 32];
+        other[15] = 0;
+        assert!(!digest_matches(&kept, &other));
+        assert_eq!(again.catalog.len(), 9_001);
     }
-    save(&cipher, &path, &loaded);
-    let again = load(&cipher, &path);
-    let after = again.catalog.name_blocks();
-    assert_eq!(after.len(), 1, "merged into one run");
-    assert!(
-        after.iter().all(Option::is_some),
-        "the merged run has a name index"
-    );
-    assert_eq!(wanted(&again), vec![1, 2_500, 4_000, 4_001, 5_000]);
-    assert_eq!(again.catalog.len(), 9_000);
 }
 
 /// A run of more name pairs than its writer sorts in memory

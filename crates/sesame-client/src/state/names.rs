@@ -82,15 +82,16 @@ impl NameSorter {
         }
     }
 
-    /// Adds the entry `id` named `name`.
+    /// Adds the entry `id` whose name has the hash `hash` (as the run
+    /// holds it).
     pub(super) fn push(
         &mut self,
         store: &RunStore,
         rng: &mut dyn CryptoRngCore,
-        name: &str,
+        hash: u64,
         id: u64,
     ) -> Result<()> {
-        self.pairs.push((store.name_hash(name), id));
+        self.pairs.push((hash, id));
         if self.pairs.len() >= SPILL_AT {
             self.spill_segment(store, rng)?;
         }
@@ -270,8 +271,18 @@ impl RunStore {
         let Some(names) = run.names.as_ref() else {
             return Ok(false);
         };
+        let narrow: Vec<u64>;
+        let hashes = if run.narrow {
+            narrow = hashes.iter().map(|&h| RunStore::narrow_hash(h)).collect();
+            narrow.as_slice()
+        } else {
+            hashes
+        };
         let mut current: Option<(usize, Vec<NamePair>)> = None;
-        for &h in hashes {
+        for (i, &h) in hashes.iter().enumerate() {
+            if i > 0 && hashes.get(i - 1) == Some(&h) {
+                continue;
+            }
             let mut b = names.partition_point(|blk| blk.last < h);
             while let Some(at) = names.get(b).filter(|blk| blk.first <= h) {
                 if current.as_ref().is_none_or(|(c, _)| *c != b) {

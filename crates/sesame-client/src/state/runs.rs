@@ -34,6 +34,7 @@
 //! machine's alone (a server never sees them), so what a compressed
 //! length says of the names reaches no one who lacks the key.
 
+use super::forms::{self, BlockItem};
 use super::names::NameSorter;
 use super::*;
 use std::collections::HashMap;
@@ -41,9 +42,12 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
-/// First bytes of a run file written with a name index (module
-/// `names`).
-const RUN_MAGIC: &[u8; 8] = b"SSMCAT02";
+/// First bytes of a run file written with a name index of 32-bit
+/// hashes (module `names`).
+const RUN_MAGIC: &[u8; 8] = b"SSMCAT03";
+/// First bytes of a run file written with a name index of 64-bit
+/// hashes: still read.
+const RUN_MAGIC_V2: &[u8; 8] = b"SSMCAT02";
 /// First bytes of a run file written before the name index: still read.
 const RUN_MAGIC_V1: &[u8; 8] = b"SSMCAT01";
 /// Entries in a block of a run.
@@ -93,17 +97,22 @@ fn unpack_block(plain: Zeroizing<Vec<u8>>) -> Option<Zeroizing<Vec<u8>>> {
 
 #[cfg(test)]
 thread_local! {
-    /// Runs this thread writes are written as before the name index
-    /// (`SSMCAT01`): the tests make the runs of earlier builds.
-    pub(super) static WRITE_V1: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The layout of the runs this thread writes, where not this build's
+    /// (`Some(1)`: `SSMCAT01`, before the name index; `Some(2)`:
+    /// `SSMCAT02`, 64-bit name hashes and blocks in the wire form): the
+    /// tests make the runs of earlier builds.
+    pub(super) static WRITE_EARLIER: std::cell::Cell<Option<u8>> =
+        const { std::cell::Cell::new(None) };
 }
 
-/// Whether runs are written as before the name index (tests only).
-fn write_v1() -> bool {
+/// The layout of the runs written: 3 (`SSMCAT03`), or an earlier one in
+/// tests.
+fn written_layout() -> u8 {
     #[cfg(test)]
-    return WRITE_V1.with(|w| w.get());
-    #[cfg(not(test))]
-    false
+    if let Some(layout) = WRITE_EARLIER.with(std::cell::Cell::get) {
+        return layout;
+    }
+    3
 }
 
 /// An entry of a run: an identifier and its origin, or `None`: removed
@@ -147,6 +156,9 @@ pub(super) struct Run {
     pub r: RunRef,
     blocks: Vec<BlockRef>,
     pub(super) names: Option<Vec<BlockRef>>,
+    /// Whether the name index's hashes are cut to 32 bits
+    /// ([`RunStore::narrow_hash`]; `SSMCAT03`).
+    pub(super) narrow: bool,
     pub(super) file: Mutex<File>,
     pub(super) path: PathBuf,
 }
@@ -266,6 +278,13 @@ impl RunStore {
         u64::from_be_bytes(first)
     }
 
+    /// The hash a run of 32-bit name hashes (`SSMCAT03`) holds for a name
+    /// of [`RunStore::name_hash`] `hash`: its first 32 bits, so that the
+    /// order of hashes is kept.
+    pub(super) fn narrow_hash(hash: u64) -> u64 {
+        hash >> 32
+    }
+
     /// Counts a block read from a run file.
     pub(super) fn count_read(&self) {
         self.reads
@@ -275,7 +294,7 @@ impl RunStore {
     /// Seals `items` (keyed by `key`, in order) as a block written to
     /// `out` at `offset`; where it is.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn seal_block<T: Serialize>(
+    pub(super) fn seal_block<T: BlockItem>(
         &self,
         rng: &mut dyn CryptoRngCore,
         out: &mut impl Write,
@@ -286,7 +305,12 @@ impl RunStore {
         key: impl Fn(&T) -> u64,
     ) -> Result<BlockRef> {
         let too_large = || ClientError::InvalidArgument("catalog block is too large".into());
-        let plain = pack_block(Zeroizing::new(wire::encode(items)?));
+        let encoded = if written_layout() < 3 {
+            wire::encode(items)?
+        } else {
+            forms::encode(items)?
+        };
+        let plain = pack_block(Zeroizing::new(encoded));
         let sealed = self.aead.seal(rng, aad, &plain).map_err(|_| too_large())?;
         let len = u32::try_from(sealed.len()).map_err(|_| too_large())?;
         out.write_all(&sealed)
@@ -302,7 +326,7 @@ impl RunStore {
     /// Reads and opens the block `at` of `file` (at `path`), sealed with
     /// `aad`: its items, whose keys must run from `at.first` to
     /// `at.last` without decreasing.
-    pub(super) fn open_block<T: serde::de::DeserializeOwned>(
+    pub(super) fn open_block<T: BlockItem>(
         &self,
         file: &mut File,
         path: &Path,
@@ -323,7 +347,7 @@ impl RunStore {
         })?;
         let plain = Zeroizing::new(self.aead.open(aad, &sealed).map_err(|_| corrupt())?);
         let plain = unpack_block(plain).ok_or_else(corrupt)?;
-        let items: Vec<T> = wire::decode(&plain).map_err(|_| corrupt())?;
+        let items: Vec<T> = forms::decode(&plain).ok_or_else(corrupt)?;
         let ordered = items.windows(2).all(|w| key(&w[0]) <= key(&w[1]));
         if !ordered
             || items.first().map(&key) != Some(at.first)
@@ -389,9 +413,13 @@ impl RunStore {
         let too_large = || ClientError::InvalidArgument("catalog block is too large".into());
         let file = File::create(path).map_err(io)?;
         let mut out = BufWriter::new(file);
-        let v1 = write_v1();
-        out.write_all(if v1 { RUN_MAGIC_V1 } else { RUN_MAGIC })
-            .map_err(io)?;
+        let layout = written_layout();
+        let magic = match layout {
+            1 => RUN_MAGIC_V1,
+            2 => RUN_MAGIC_V2,
+            _ => RUN_MAGIC,
+        };
+        out.write_all(magic).map_err(io)?;
         let mut offset = RUN_MAGIC.len() as u64;
         let mut blocks: Vec<BlockRef> = Vec::new();
         let mut names = NameSorter::new(self, id);
@@ -407,8 +435,14 @@ impl RunStore {
                     ));
                 }
                 last_id = Some(*i);
-                if let Some(d) = d.as_ref().filter(|_| !v1) {
-                    names.push(self, rng, &d.path, *i)?;
+                if let Some(d) = d.as_ref().filter(|_| layout > 1) {
+                    let hash = self.name_hash(&d.path);
+                    let hash = if layout > 2 {
+                        Self::narrow_hash(hash)
+                    } else {
+                        hash
+                    };
+                    names.push(self, rng, hash, *i)?;
                 }
             }
             let done = next.is_none();
@@ -432,10 +466,10 @@ impl RunStore {
         };
         let (first, last) = (first.first, last.last);
         let names = names.write(self, rng, &mut out, path, offset)?;
-        let (what, plain) = if v1 {
-            ("footer", wire::encode(&blocks)?)
-        } else {
-            ("footer/names", wire::encode(&Footer { blocks, names })?)
+        let (what, plain) = match layout {
+            1 => ("footer", wire::encode(&blocks)?),
+            2 => ("footer/names", wire::encode(&Footer { blocks, names })?),
+            _ => ("footer/names32", wire::encode(&Footer { blocks, names })?),
         };
         let footer = self
             .aead
@@ -491,10 +525,16 @@ impl RunStore {
         }
         // The footer's associated data says which layout it is: a run's
         // first bytes cannot make it read as the other.
-        let (blocks, names) = if &magic == RUN_MAGIC {
+        let narrow = &magic == RUN_MAGIC;
+        let (blocks, names) = if narrow || &magic == RUN_MAGIC_V2 {
+            let what = if narrow {
+                "footer/names32"
+            } else {
+                "footer/names"
+            };
             let plain = self
                 .aead
-                .open(&self.aad(&r.id, "footer/names", r.entries), &footer)
+                .open(&self.aad(&r.id, what, r.entries), &footer)
                 .map_err(|_| corrupt())?;
             let f: Footer = wire::decode(&plain).map_err(|_| corrupt())?;
             (f.blocks, Some(f.names))
@@ -511,6 +551,7 @@ impl RunStore {
             r: r.clone(),
             blocks,
             names,
+            narrow,
             file: Mutex::new(file),
             path,
         })

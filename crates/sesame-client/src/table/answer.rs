@@ -1,6 +1,7 @@
 //! Planning, explaining and answering queries, and fetching records.
 
 use super::*;
+use crate::state::digest_matches;
 
 impl Table {
     /// Parses and plans a query without running it.
@@ -341,7 +342,9 @@ impl Table {
             .map(|d| match taken.remove(&d.id) {
                 // A record carried by a range payload is the one the
                 // catalog recorded, or nothing of it is used.
-                Some((_, digest)) if d.digest.is_some_and(|want| want != digest) => {
+                Some((_, digest))
+                    if d.digest.is_some_and(|want| !digest_matches(&want, &digest)) =>
+                {
                     Err(ClientError::DocumentNotAsAdded(d.id))
                 }
                 Some((mut record, _)) => {

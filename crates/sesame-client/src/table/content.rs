@@ -124,34 +124,12 @@ fn decode_compact(mut rest: &[u8]) -> sesame_core::Result<Vec<Option<Value>>> {
     Ok(values)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
+fn put_varint(out: &mut Vec<u8>, n: u64) {
+    sesame_core::wire::varint::put(out, n);
 }
 
 fn take_varint(rest: &mut &[u8]) -> sesame_core::Result<u64> {
-    let mut n = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&b, after) = rest
-            .split_first()
-            .ok_or_else(|| malformed("a number cut short"))?;
-        *rest = after;
-        let bits = u64::from(b & 0x7f);
-        if shift == 63 && bits > 1 {
-            return Err(malformed("a number over 64 bits"));
-        }
-        n |= bits << shift;
-        if b & 0x80 == 0 {
-            if b == 0 && shift > 0 {
-                return Err(malformed("a number not in its shortest form"));
-            }
-            return Ok(n);
-        }
-    }
-    Err(malformed("a number over 64 bits"))
+    sesame_core::wire::varint::take(rest).map_err(malformed)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! indexes and the verified group they write to.
 
 use super::*;
+use crate::state::digest_matches;
 use crate::table::ranges::{self, Fill, Spill, BUILD_COMMIT};
 use std::collections::HashSet;
 
@@ -71,10 +72,10 @@ pub(super) fn digest_is_of(digest: Option<[u8; 32]>, record: &Record) -> Result<
     let Some(digest) = digest else {
         return Ok(false);
     };
-    Ok(
-        digest == sesame_crypto::hash::sha256(&record_content(record)?)
-            || earlier_form(&digest, record, wire::encode(record)?)?.is_some(),
-    )
+    Ok(digest_matches(
+        &digest,
+        &sesame_crypto::hash::sha256(&record_content(record)?),
+    ) || earlier_form(&digest, record, wire::encode(record)?)?.is_some())
 }
 
 /// The content to give `record` where the table holds a record of its
@@ -93,14 +94,14 @@ fn held_form(digest: &[u8; 32], record: &Record, whole: Vec<u8>) -> Result<Vec<u
 /// it is of neither.
 fn earlier_form(digest: &[u8; 32], record: &Record, whole: Vec<u8>) -> Result<Option<Vec<u8>>> {
     let sha = sesame_crypto::hash::sha256;
-    if *digest == sha(&whole) {
+    if digest_matches(digest, &sha(&whole)) {
         return Ok(Some(whole));
     }
     let keyless = wire::encode(&StoredRecord {
         key: "",
         values: &record.values,
     })?;
-    Ok((*digest == sha(&keyless)).then_some(keyless))
+    Ok(digest_matches(digest, &sha(&keyless)).then_some(keyless))
 }
 
 /// The record stored at `path` as `content`, in any form (module

@@ -260,3 +260,155 @@ fn a_write_beside_a_fixed_chunk_reads_it_in_place_and_damage_is_an_error() {
         );
     }
 }
+
+/// Keys that share a prefix state it once, in the bytes
+/// `packed_form.rs` documents (pinned): `0x04` for pairs of one width,
+/// `0x05` for the variable form; the pairs read back by lookups, scans,
+/// a write of deltas beside the chunk and the check; a chunk left with
+/// one pair is written without a prefix, as is a chunk whose keys share
+/// one byte (`a_chunk_of_pairs_of_one_width_is_stored_in_the_fixed_form`
+/// and the tests of keyword entries above: a view's mark alone).
+#[test]
+fn chunks_whose_keys_share_a_prefix_state_it_once() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let mut batch = WriteBatch::new();
+    batch.put(b"xab".to_vec(), b"1".to_vec());
+    batch.put(b"xac".to_vec(), b"2".to_vec());
+    batch.put(b"hx1".to_vec(), b"1".to_vec());
+    batch.put(b"hx22".to_vec(), b"22".to_vec());
+    view.write(batch).unwrap();
+    // One chunk of the four: they share no first byte.
+    assert_eq!(chunks(base.as_ref()).len(), 1);
+    view.delete(b"hx1").unwrap();
+    view.delete(b"hx22").unwrap();
+    // (The chunk keeps its fence, `hx1`.)
+    let stored = chunks(base.as_ref());
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        stored[0].1,
+        vec![0x04, 2, b'x', b'a', 1, 1, b'b', b'1', b'c', b'2']
+    );
+    assert_eq!(view.get(b"xac").unwrap(), Some(b"2".to_vec()));
+    let mut batch = WriteBatch::new();
+    batch.delete(b"xab".to_vec());
+    batch.delete(b"xac".to_vec());
+    batch.put(b"hx1".to_vec(), b"1".to_vec());
+    batch.put(b"hx22".to_vec(), b"22".to_vec());
+    view.write(batch).unwrap();
+    let stored = chunks(base.as_ref());
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        stored[0].1,
+        vec![0x05, 2, b'h', b'x', 1, b'1', 1, b'1', 2, b'2', b'2', 2, b'2', b'2']
+    );
+    assert_eq!(view.get(b"hx22").unwrap(), Some(b"22".to_vec()));
+    assert_eq!(view.get(b"hx1").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(view.get(b"hx2").unwrap(), None);
+    assert_eq!(view.get(b"hy1").unwrap(), None);
+    assert_eq!(
+        view.get_many(&[&b"hx1"[..], &b"hz"[..], &b"hx22"[..]])
+            .unwrap(),
+        vec![Some(b"1".to_vec()), None, Some(b"22".to_vec())]
+    );
+    assert_eq!(
+        view.scan_prefix(b"hx2").unwrap(),
+        vec![(b"hx22".to_vec(), b"22".to_vec())]
+    );
+    view.verify().unwrap();
+    view.delete(b"hx1").unwrap();
+    let stored = chunks(base.as_ref());
+    assert_eq!(
+        stored[0].1,
+        fixed_of(&[(b"hx22", b"22")]),
+        "one pair: no prefix"
+    );
+}
+
+/// A table's records (keys `h` and an 8-byte identifier, values of many
+/// lengths): consecutive identifiers share seven bytes, stated once a
+/// chunk; every record reads back, and a write beside the chunks (deltas)
+/// and a rewrite keep them.
+#[test]
+fn records_of_consecutive_identifiers_state_their_shared_bytes_once() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let key = |id: u64| [&b"h"[..], &id.to_be_bytes()].concat();
+    let mut oracle = BTreeMap::new();
+    let mut batch = WriteBatch::new();
+    for id in 1_000..1_200u64 {
+        let value = vec![id as u8; 40 + (id % 7) as usize];
+        batch.put(key(id), value.clone());
+        oracle.insert(key(id), value);
+    }
+    view.write(batch).unwrap();
+    let plain: usize = oracle.iter().map(|(k, v)| 2 + k.len() + v.len()).sum();
+    let stored = chunks(base.as_ref());
+    let bytes: usize = stored.iter().map(|(_, b)| b.len()).sum();
+    for (k, b) in &stored {
+        assert_eq!(b[0], 0x05, "chunk {k:02x?}");
+        assert!(b[1] >= 7, "chunk {k:02x?}: a prefix of {}", b[1]);
+    }
+    assert!(
+        bytes + 6 * oracle.len() <= plain,
+        "{bytes} stored for {plain}"
+    );
+    let mut small = WriteBatch::new();
+    small.put(key(1_050), b"changed".to_vec());
+    small.delete(key(1_100));
+    view.write(small).unwrap();
+    oracle.insert(key(1_050), b"changed".to_vec());
+    oracle.remove(&key(1_100));
+    for (k, v) in &oracle {
+        assert_eq!(view.get(k).unwrap().as_ref(), Some(v));
+    }
+    assert_eq!(view.get(&key(1_100)).unwrap(), None);
+    assert_eq!(
+        view.scan_prefix(b"h").unwrap(),
+        oracle.clone().into_iter().collect::<Vec<_>>()
+    );
+    view.verify().unwrap();
+}
+
+/// A damaged prefixed chunk is a `StoreCorrupt` error on every path that
+/// reads it, never a panic: an empty prefix, a prefix for one pair, a
+/// prefix past the end, a pair cut short, and every cut of a good one.
+#[test]
+fn damaged_prefixed_chunks_are_errors_not_panics() {
+    let base: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let view = Packed::new(base.clone(), PREFIX);
+    let key = stored_key(b"hx1");
+    let good = vec![
+        0x05, 2, b'h', b'x', 1, b'1', 1, b'1', 2, b'2', b'2', 2, b'2', b'2',
+    ];
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("an empty prefix", vec![0x05, 0, 2, b'h', b'1', 1, b'1']),
+        (
+            "a prefix for one pair",
+            vec![0x05, 2, b'h', b'x', 1, b'1', 1, b'1'],
+        ),
+        (
+            "a fixed prefix for one pair",
+            vec![0x04, 2, b'h', b'x', 1, 1, b'1', b'1'],
+        ),
+        ("a prefix past the end", vec![0x05, 9, b'h']),
+        ("a pair cut short", good[..good.len() - 1].to_vec()),
+    ];
+    for (what, bytes) in cases {
+        base.put(&key, &bytes).unwrap();
+        for err in [view.scan_prefix(b"").map(drop), view.verify()] {
+            assert!(
+                matches!(&err, Err(Error::StoreCorrupt(m)) if m.contains("packed chunk")),
+                "{what}: {err:?}"
+            );
+        }
+    }
+    for cut in 0..good.len() {
+        base.put(&key, &good[..cut]).unwrap();
+        let _ = view.get(b"hx22");
+        let _ = view.get_many(&[&b"hx1"[..], &b"hx22"[..]]);
+        assert!(view.verify().is_err(), "a chunk cut to {cut} bytes passed");
+    }
+    base.put(&key, &good).unwrap();
+    assert_eq!(view.get(b"hx22").unwrap(), Some(b"22".to_vec()));
+}
