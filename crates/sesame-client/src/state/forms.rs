@@ -7,15 +7,22 @@
 //!   from 0) shifted left by three bits over its kind (bit 0: an entry,
 //!   not a removal; bit 1: it has a digest; bit 2: its document's
 //!   identifier is not the entry's, and is written in the next column);
-//!   those other identifiers; per entry, the bytes its path shares with
-//!   the path before it, the length of the rest, and the size; the rests
-//!   of the paths; then the first [`DIGEST_KEPT`] bytes of each digest.
+//!   those other identifiers; then, over the entries that are not
+//!   removals, a column of the bytes each path shares with the path
+//!   before it, one of the lengths of the rests, one of the sizes; the
+//!   rests of the paths; then the first [`DIGEST_KEPT`] bytes of each
+//!   digest.
 //!   Postcard wrote each entry's identifier twice, a path whole and 32
-//!   bytes of digest: a flight's entry of an import went from about 51
-//!   bytes to about 28 (after the zstd pass that a block gets where it
-//!   pays, module `runs`).
+//!   bytes of digest.
 //! - **Name pairs** ([`NAMES_FORM`]): the number of pairs, the hashes (in
-//!   order) as steps from the one before, then the identifiers.
+//!   order) as steps from the one before, then the identifiers. A run of
+//!   this build holds 32-bit hashes (`runs`, `SSMCAT03`), so a step is
+//!   two or three bytes where postcard spent ten on a 64-bit hash.
+//!
+//! With the zstd pass a block gets where it pays (module `runs`), the
+//! flights' catalog went from 63.5 to 33.8 bytes a record, entries and
+//! name index together (`docs/performance.md`, "A compact catalog and
+//! chunks that state their keys' prefix once").
 //!
 //! Every number is a LEB128 varint in its shortest form
 //! (`sesame_core::wire::varint`); a block whose bytes do not decode to
@@ -40,6 +47,7 @@
 
 use serde::{de::DeserializeOwned, Serialize};
 use sesame_core::wire::{self, varint};
+use zeroize::Zeroizing;
 
 use super::names::NamePair;
 use super::runs::Entry;
@@ -114,7 +122,10 @@ impl BlockItem for Entry {
         let mut heads = vec![ENTRIES_FORM];
         varint::put(&mut heads, items.len() as u64);
         let (mut others, mut shared, mut lens, mut sizes) = (vec![], vec![], vec![], vec![]);
-        let (mut rests, mut digests) = (vec![], vec![]);
+        // The names and digests are the catalog's secrets: the copies
+        // made here are wiped when dropped, as the sealed block's
+        // plaintext is (module `runs`).
+        let (mut rests, mut digests) = (Zeroizing::new(vec![]), Zeroizing::new(vec![]));
         let mut before: Option<u64> = None;
         let mut path_before = "";
         for (id, doc) in items {
@@ -143,8 +154,8 @@ impl BlockItem for Entry {
             }
             varint::put(&mut heads, step.checked_mul(8)? | kind);
         }
-        for column in [others, shared, lens, sizes, rests, digests] {
-            heads.extend_from_slice(&column);
+        for column in [&others, &shared, &lens, &sizes, &*rests, &*digests] {
+            heads.extend_from_slice(column);
         }
         Some(heads)
     }

@@ -2,15 +2,17 @@
 //! names (`Catalog::with_paths`) in the blocks that can hold them, not
 //! by reading every block of the catalog.
 //!
-//! A run written since (`SSMCAT02`) holds, after its blocks of entries,
+//! A run written since `SSMCAT02` holds, after its blocks of entries,
 //! blocks of up to [`NAME_BLOCK`] pairs (keyed hash of an entry's name,
 //! its identifier) sorted by hash, sealed like the entries' blocks
 //! (AES-256-GCM-SIV under the catalog key, the profile, the index, the
 //! run id and the block's number in the associated data, here under
 //! `"names"`); its sealed footer lists them (first and last hash,
 //! offset, length), beside the entries' blocks. The hash is
-//! HMAC-SHA256 under a key derived from the catalog key, cut to 64
-//! bits: two names may share a hash, so every identifier found is
+//! HMAC-SHA256 under a key derived from the catalog key, cut to 32 bits
+//! (`RunStore::narrow_hash`: its first 32 bits, so that the order of
+//! the 64-bit hashes a batch looks up is kept; a run of `SSMCAT02` holds
+//! 64): two names may share a hash, so every identifier found is
 //! checked against its entry (which also tells whether a newer run or
 //! the overlay replaced or removed it). A name block moved, swapped,
 //! taken from another run or index, or cut short is refused when read

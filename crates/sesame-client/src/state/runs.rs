@@ -2,11 +2,14 @@
 //! file, read through a bounded cache.
 //!
 //! A run is an immutable file `indexes/NAME.<run id>.catalog`:
-//! `"SSMCAT02" || block* || name block* || footer || u32 footer length`
-//! (the name blocks: module `names`; a run written before them,
-//! `"SSMCAT01" || block* || footer || u32 footer length`, is still read,
-//! its footer sealed as `"footer"` rather than `"footer/names"`, so that
-//! neither opens as the other). A block holds up
+//! `"SSMCAT03" || block* || name block* || footer || u32 footer length`
+//! (the name blocks: module `names`, of 32-bit hashes; its blocks in the
+//! compact forms of module `forms`). Runs of earlier builds are still
+//! read: `"SSMCAT02"`, the same with 64-bit name hashes, and
+//! `"SSMCAT01" || block* || footer || u32 footer length`, before the
+//! name index; their footers are sealed as `"footer/names"` and
+//! `"footer"` where this build's is `"footer/names32"`, so that no layout
+//! opens as another. A block holds up
 //! to [`BLOCK`] entries in identifier order (an identifier and its origin,
 //! or a removal that hides the entry of an older run), sealed with
 //! AES-256-GCM-SIV under the catalog key (derived from the state key) with
