@@ -255,6 +255,10 @@ pub struct NetworkBackend {
     meter: Meter,
     /// The server's limits once asked.
     limits: Option<Limits>,
+    /// Indexes whose documents were asked to be packed
+    /// ([`Backend::pack_documents`]): their puts say so, and the server
+    /// packs an index that holds no document yet.
+    packed_docs: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for NetworkBackend {
@@ -272,6 +276,7 @@ impl NetworkBackend {
             prefix: binding.index_prefix.clone(),
             meter: Meter::new(),
             limits: None,
+            packed_docs: std::collections::HashSet::new(),
         })
     }
 
@@ -437,11 +442,16 @@ impl Backend for NetworkBackend {
         self.drop_index(index)
     }
 
+    fn pack_documents(&mut self, index: &str) {
+        self.packed_docs.insert(index.to_owned());
+    }
+
     fn document_channel(&mut self, index: &str) -> Result<Box<dyn Channel + Send>> {
         Ok(Box::new(RemoteDocs {
             conn: self.conn.clone(),
             index: self.remote(index)?,
             meter: self.meter.clone(),
+            packed: self.packed_docs.contains(index),
         }))
     }
 
@@ -892,6 +902,9 @@ struct RemoteDocs {
     conn: Connection,
     index: String,
     meter: Meter,
+    /// Whether its puts ask for packed documents
+    /// ([`Backend::pack_documents`]).
+    packed: bool,
 }
 
 impl RemoteDocs {
@@ -906,6 +919,7 @@ impl RemoteDocs {
                         .into_iter()
                         .map(|(id, blob)| proto::Document { id, blob })
                         .collect(),
+                    packed: self.packed,
                 };
                 match self.conn.with_retries(|mut c| {
                     let r = request.clone();

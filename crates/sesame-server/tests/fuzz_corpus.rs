@@ -168,6 +168,7 @@ fn write_seed_corpus() {
             id: 7,
             blob: b"ciphertext".to_vec(),
         }],
+        packed: false,
     };
     let seeds: Vec<(&str, u8, Vec<u8>)> = vec![
         ("upload", 1, upload.encode_to_vec()),

@@ -138,6 +138,7 @@ fn add(engine: &Engine, index: &str, t: u64, doc: u64) -> Result<u64, EngineErro
                     id: doc,
                     blob: blob(t, doc),
                 }],
+                packed: false,
             },
         )
         .map(|r| r.added)

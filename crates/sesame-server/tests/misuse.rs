@@ -410,6 +410,7 @@ fn reads_work_while_the_store_refuses_writes() {
             id: u64::from(id),
             blob: vec![id; 100],
         }],
+        packed: false,
     };
     conn.block_on(c.put_documents(put(1))).unwrap();
 

@@ -1,9 +1,28 @@
 //! Encrypted documents stored beside an index: put (never replacing
 //! other content), get, delete and list, each write committed with the
 //! index's document count and replay record.
+//!
+//! **Packed documents.** An index's documents lie in the layout of
+//! `sesame_store::documents` under `d/<tenant>/<index>/`, one stored pair
+//! per document (a head) and per piece of a long one; or, for an index
+//! whose first put asked for it (`PutDocumentsRequest.packed`: a table's
+//! records, tens of bytes each) on a store with ordered probes (redb),
+//! in that same layout inside a packed view (`sesame_store::packed`)
+//! under `d/<tenant>/<index>/#`, as an embedded profile keeps a table's
+//! records (`docs/storage.md`, "Packed entries"). Which layout an index
+//! has is read off the store, by one bounded probe of the first key under
+//! its prefix ([`Engine::doc_layout`]): an index that holds documents
+//! keeps their layout whatever a request says, so a client of an earlier
+//! build (which never asks) and one of this build share an index safely.
+//! Stored plain, the flights' records were 40.0 MB of keys and values on
+//! the server (a 60-byte key each); packed, 21.2 MB (`docs/performance.md`,
+//! "A compact catalog and chunks that state their keys' prefix once").
 
-use sesame_core::WriteBatch;
+use std::sync::Arc;
+
+use sesame_core::{Store, WriteBatch, WriteOp};
 use sesame_store::documents;
+use sesame_store::packed::{Packed, CHUNKS_MARK};
 
 use super::{request_id, Engine, RequestDigest};
 use crate::error::EngineError;
@@ -11,7 +30,62 @@ use crate::keys;
 use crate::proto;
 use crate::records::IndexMeta;
 
+/// Where an index's documents lie ([`Engine::doc_layout`]): the store
+/// their layout's keys are read from and the prefix of those keys, and
+/// the packed view whose plan turns a write into the base store's writes
+/// (`None`: plain, written as they are).
+struct DocLayout {
+    store: Arc<dyn Store>,
+    prefix: Vec<u8>,
+    packed: Option<Arc<Packed>>,
+}
+
+impl DocLayout {
+    /// Adds to `batch` the store writes of the documents' writes `writes`.
+    fn apply(&self, writes: WriteBatch, batch: &mut WriteBatch) -> Result<(), EngineError> {
+        let writes = match &self.packed {
+            Some(packed) => packed.plan(&writes)?.batch,
+            None => writes,
+        };
+        for op in writes.into_ops() {
+            match op {
+                WriteOp::Put { key, value } => batch.put(key, value),
+                WriteOp::Delete { key } => batch.delete(key),
+            };
+        }
+        Ok(())
+    }
+}
+
 impl Engine {
+    /// The layout of the documents of `index` (see the module's
+    /// documentation): packed where its prefix holds a packed view's
+    /// chunks, or holds nothing and `asked` on a store with ordered
+    /// probes; else plain.
+    fn doc_layout(&self, tenant: &str, index: &str, asked: bool) -> Result<DocLayout, EngineError> {
+        let prefix = keys::doc_prefix(tenant, index);
+        let first = self.store.scan_from(&prefix, &prefix, false, 1)?;
+        let packed = match first.first() {
+            Some((key, _)) => key.get(prefix.len()) == Some(&CHUNKS_MARK),
+            None => asked && self.store.ordered_probes(),
+        };
+        if !packed {
+            return Ok(DocLayout {
+                store: self.store.clone(),
+                prefix,
+                packed: None,
+            });
+        }
+        let mut chunks = prefix;
+        chunks.push(CHUNKS_MARK);
+        let view = Arc::new(Packed::new(self.store.clone(), chunks));
+        Ok(DocLayout {
+            store: view.clone(),
+            prefix: Vec::new(),
+            packed: Some(view),
+        })
+    }
+
     /// Stores encrypted documents, with the index's document count (and
     /// the replay record) in the same transaction.
     pub fn put_documents(
@@ -44,7 +118,7 @@ impl Engine {
         meta: &mut IndexMeta,
         batch: &mut WriteBatch,
     ) -> Result<proto::PutDocumentsResponse, EngineError> {
-        let prefix = keys::doc_prefix(tenant, &req.index);
+        let layout = self.doc_layout(tenant, &req.index, req.packed)?;
         // A stored document is never replaced by other content: two
         // clients sharing one profile's ids would otherwise lose one's
         // documents silently. The same content again is a no-op.
@@ -53,7 +127,7 @@ impl Engine {
             .iter()
             .map(|d| (d.id, d.blob.as_slice()))
             .collect();
-        let new = documents::new_documents(self.store.as_ref(), &prefix, &docs)?.map_err(
+        let new = documents::new_documents(layout.store.as_ref(), &layout.prefix, &docs)?.map_err(
             |documents::Conflict(id)| {
                 EngineError::Conflict(format!(
                     "document {id} is already stored with other content; nothing was stored \
@@ -62,7 +136,9 @@ impl Engine {
             },
         )?;
         let added = new.len() as u64;
-        documents::put(batch, &prefix, new);
+        let mut writes = WriteBatch::new();
+        documents::put(&mut writes, &layout.prefix, new);
+        layout.apply(writes, batch)?;
         let bytes = batch.bytes();
         if bytes > self.limits.max_transaction_bytes {
             return Err(EngineError::ResourceExhausted(format!(
@@ -85,8 +161,9 @@ impl Engine {
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.read();
         self.meta(tenant, &req.index)?;
+        let layout = self.doc_layout(tenant, &req.index, false)?;
         let prefix = keys::doc_prefix(tenant, &req.index);
-        let found = documents::read(self.store.as_ref(), &prefix, &req.ids)?;
+        let found = documents::read(layout.store.as_ref(), &layout.prefix, &req.ids)?;
         if let Some(log) = &self.view_log {
             let events: Vec<sesame_core::view::Event> = req
                 .ids
@@ -133,8 +210,15 @@ impl Engine {
             "DeleteDocuments",
             replay,
             |meta, batch| {
-                let prefix = keys::doc_prefix(tenant, &req.index);
-                let deleted = documents::delete(self.store.as_ref(), &prefix, &req.ids, batch)?;
+                let layout = self.doc_layout(tenant, &req.index, false)?;
+                let mut writes = WriteBatch::new();
+                let deleted = documents::delete(
+                    layout.store.as_ref(),
+                    &layout.prefix,
+                    &req.ids,
+                    &mut writes,
+                )?;
+                layout.apply(writes, batch)?;
                 let gone = deleted.iter().filter(|&&d| d).count();
                 meta.documents = meta.documents.saturating_sub(gone as u64);
                 Ok(proto::DeleteDocumentsResponse { deleted })
@@ -182,8 +266,8 @@ impl Engine {
         let lock = self.lock_of(tenant, &req.index);
         let _g = lock.read();
         self.meta(tenant, &req.index)?;
-        let prefix = keys::doc_prefix(tenant, &req.index);
-        let ids = documents::list(self.store.as_ref(), &prefix)?;
+        let layout = self.doc_layout(tenant, &req.index, false)?;
+        let ids = documents::list(layout.store.as_ref(), &layout.prefix)?;
         Ok(proto::ListDocumentsResponse { ids })
     }
 }

@@ -148,6 +148,7 @@ fn an_answer_from_a_replay_record_waits_for_the_store_to_confirm_it() {
                     id: 1,
                     blob: vec![1; 8],
                 }],
+                packed: false,
             },
         )
     };
@@ -275,6 +276,7 @@ fn two_engines_on_one_store_lose_no_commit() {
                                     id: t * 1000 + i,
                                     blob: vec![t as u8; 8],
                                 }],
+                                packed: false,
                             },
                         )
                         .expect("an add")
@@ -516,4 +518,97 @@ fn a_second_server_sharing_the_store_is_seen_through_the_chunk_cache() {
     assert_eq!(entry(9), Some(vec![2; 25]), "b's entry");
     assert_eq!(entry(10), Some(vec![1; 25]), "a's later entry");
     assert_eq!(entry(0), Some(vec![1; 25]), "a's first entry");
+}
+
+/// Documents put with `packed` into an index that holds none lie in a
+/// packed view under `d/t/<index>/#` (a store with ordered probes), a
+/// few stored pairs for 209 documents; an index that holds plain
+/// documents stays plain when a later put asks, and a packed one stays
+/// packed when a later put does not: puts, gets, lists and deletes
+/// answer alike in both, and a dropped index leaves nothing behind.
+#[test]
+fn documents_asked_packed_are_packed_and_answer_as_plain_ones() {
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::new(store.clone(), Limits::default()).expect("a fresh engine");
+    for index in ["a", "b"] {
+        create(&engine, index, "fast").expect("created");
+    }
+    let put = |index: &str, ids: std::ops::Range<u64>, packed: bool| {
+        let req = proto::PutDocumentsRequest {
+            index: index.into(),
+            request_id: Vec::new(),
+            documents: ids
+                .map(|id| proto::Document {
+                    id,
+                    blob: vec![id as u8; 30 + (id % 5) as usize],
+                })
+                .collect(),
+            packed,
+        };
+        engine.put_documents("t", req).expect("a put").added
+    };
+    assert_eq!(put("a", 1..200, true), 199);
+    assert_eq!(put("b", 1..200, false), 199);
+    assert_eq!(put("b", 200..210, true), 10);
+    assert_eq!(put("a", 200..210, false), 10);
+    // The same content again adds nothing; other content is refused.
+    assert_eq!(put("a", 100..105, true), 0);
+    let clash = proto::PutDocumentsRequest {
+        index: "a".into(),
+        request_id: Vec::new(),
+        documents: vec![proto::Document {
+            id: 7,
+            blob: vec![9; 3],
+        }],
+        packed: true,
+    };
+    assert!(matches!(
+        engine.put_documents("t", clash),
+        Err(EngineError::Conflict(_))
+    ));
+    let stored = |index: &str| {
+        store
+            .scan_prefix(&keys::doc_prefix("t", index))
+            .expect("a scan")
+    };
+    let under_a = stored("a");
+    assert!(under_a.len() <= 4, "{} stored pairs", under_a.len());
+    let chunk_mark = keys::doc_prefix("t", "a").len();
+    assert!(under_a.iter().all(|(k, _)| k[chunk_mark] == b'#'));
+    assert!(stored("b").len() >= 209);
+    assert!(stored("b").iter().all(|(k, _)| k[chunk_mark] != b'#'));
+    for index in ["a", "b"] {
+        let list = |engine: &Engine| {
+            let req = proto::ListDocumentsRequest {
+                index: index.into(),
+            };
+            engine.list_documents("t", req).expect("a list").ids
+        };
+        assert_eq!(list(&engine), (1..210).collect::<Vec<u64>>(), "{index}");
+        let req = proto::GetDocumentsRequest {
+            index: index.into(),
+            ids: vec![5, 150, 205, 999],
+        };
+        let got = engine.get_documents("t", req).expect("a get").documents;
+        let want = |id: u64| vec![id as u8; 30 + (id % 5) as usize];
+        assert_eq!(got[0].blob, want(5), "{index}");
+        assert_eq!(got[1].blob, want(150), "{index}");
+        assert_eq!(got[2].blob, want(205), "{index}");
+        assert!(!got[3].found, "{index}");
+        let req = proto::DeleteDocumentsRequest {
+            index: index.into(),
+            request_id: Vec::new(),
+            ids: vec![5, 205, 999],
+        };
+        let deleted = engine.delete_documents("t", req).expect("a delete").deleted;
+        assert_eq!(deleted, vec![true, true, false], "{index}");
+        let left: Vec<u64> = (1..210).filter(|&i| i != 5 && i != 205).collect();
+        assert_eq!(list(&engine), left, "{index}");
+    }
+    let drop = proto::DropIndexRequest {
+        index: "a".into(),
+        ..Default::default()
+    };
+    engine.drop_index("t", drop).expect("dropped");
+    assert!(stored("a").is_empty(), "the packed documents are gone");
 }

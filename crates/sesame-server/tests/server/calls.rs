@@ -50,6 +50,7 @@ fn static_and_dynamic_indexes_documents_and_stats() {
                 blob: b"one".to_vec(),
             },
         ],
+        packed: false,
     };
     assert_eq!(
         conn.block_on(c.put_documents(put.clone())).unwrap().added,
@@ -80,6 +81,7 @@ fn static_and_dynamic_indexes_documents_and_stats() {
                 blob: b"TWO".to_vec(),
             },
         ],
+        packed: false,
     };
     let err = conn.block_on(c.put_documents(clash)).unwrap_err();
     assert_eq!(err.code(), Code::Aborted, "{err:?}");
@@ -99,6 +101,7 @@ fn static_and_dynamic_indexes_documents_and_stats() {
         index: "dyn".into(),
         request_id: new_request_id().to_vec(),
         documents: vec![doc(7, &big), doc(7, &big[..10])],
+        packed: false,
     };
     let err = conn.block_on(c.put_documents(twice)).unwrap_err();
     assert!(err.message().contains("other content"), "{}", err.message());
@@ -106,6 +109,7 @@ fn static_and_dynamic_indexes_documents_and_stats() {
         index: "dyn".into(),
         request_id: new_request_id().to_vec(),
         documents: vec![doc(7, &big), doc(7, &big)],
+        packed: false,
     };
     assert_eq!(conn.block_on(c.put_documents(put_big)).unwrap().added, 1);
     let got = conn.block_on(c.get_documents("dyn", vec![7])).unwrap();
