@@ -49,6 +49,7 @@ mod memo;
 mod names;
 pub(crate) use memo::{ChunkNames, CommitMemo, Seal};
 mod runs;
+mod shared_form;
 pub(crate) use catalog::Catalog;
 use catalog::{CatalogLocal, Change, LocalCatalog};
 pub(crate) use log::remove_logs;
@@ -103,7 +104,10 @@ const TABLE_AAD_VERSION: u8 = 100;
 const MAGIC_V2: &[u8; 8] = b"SSMIDX02";
 /// Magic of the server's shared copy of a state, with its place in the
 /// chain of states ([`Chain`]).
-const SHARED_MAGIC: &[u8; 8] = b"SSMSHR02";
+const SHARED_MAGIC: &[u8; 8] = b"SSMSHR03";
+/// Magic of a shared state written with its catalog as a map of postcard
+/// entries (read; written only by tests of its adoption).
+const SHARED_MAGIC_V2: &[u8; 8] = b"SSMSHR02";
 /// Magic of a shared state written before the chain (read, never
 /// written).
 const SHARED_MAGIC_V1: &[u8; 8] = b"SSMSHR01";
@@ -451,6 +455,18 @@ pub(crate) trait SharedFormat: Serialize + Clone {
 
 impl SharedFormat for Chain {
     const MAGIC: &'static [u8; 8] = SHARED_MAGIC;
+    const FORMAT: u8 = 3;
+}
+
+/// The format before the catalog's compact blocks (`SSMSHR02`: written
+/// only by tests of its adoption).
+#[cfg(test)]
+#[derive(Clone, Serialize)]
+pub(crate) struct ChainV2(pub Chain);
+
+#[cfg(test)]
+impl SharedFormat for ChainV2 {
+    const MAGIC: &'static [u8; 8] = SHARED_MAGIC_V2;
     const FORMAT: u8 = 2;
 }
 
@@ -769,8 +785,13 @@ impl StateCipher {
         (state, extras, chain): (&IndexState, &SharedExtras, &C),
         memo: &CommitMemo,
     ) -> Result<(Vec<u8>, Seal)> {
+        let state_bytes = if C::FORMAT >= 3 {
+            shared_form::encode(state)?
+        } else {
+            Zeroizing::new(wire::encode(state)?)
+        };
         let plain = SharedPlainOf {
-            state: wire::encode(state)?,
+            state: state_bytes.to_vec(),
             extras: extras.clone(),
             chain: chain.clone(),
         };
@@ -827,6 +848,8 @@ impl StateCipher {
             index: index.to_owned(),
         };
         let (format, rest) = if let Some(rest) = bytes.strip_prefix(SHARED_MAGIC.as_slice()) {
+            (3, rest)
+        } else if let Some(rest) = bytes.strip_prefix(SHARED_MAGIC_V2.as_slice()) {
             (2, rest)
         } else {
             let rest = bytes
@@ -846,9 +869,14 @@ impl StateCipher {
                 sealed,
             )
             .ok_or_else(corrupt)?;
-        let (state, extras, chain) = if format == 2 {
+        let (state, extras, chain) = if format >= 2 {
             let mut shared: SharedPlain = wire::decode(&plain).map_err(|_| corrupt())?;
-            let state: IndexState = wire::decode(&shared.state).map_err(|_| corrupt())?;
+            let state: IndexState = if format == 3 {
+                shared_form::decode(&shared.state).ok_or_else(corrupt)?
+            } else {
+                wire::decode(&shared.state).map_err(|_| corrupt())?
+            };
+            shared.state.zeroize();
             let chain = std::mem::take(&mut shared.chain);
             (state, std::mem::take(&mut shared.extras), Some(chain))
         } else {

@@ -67,7 +67,7 @@ const MAX_BLOCK_PLAIN: u64 = 1 << 26;
 
 /// A block's plaintext from the wire encoding of its items: compressed
 /// where that is shorter (module docs).
-fn pack_block(encoded: Zeroizing<Vec<u8>>) -> Zeroizing<Vec<u8>> {
+pub(super) fn pack_block(encoded: Zeroizing<Vec<u8>>) -> Zeroizing<Vec<u8>> {
     let Ok(compressed) = zstd::bulk::compress(&encoded, 1) else {
         return encoded;
     };
@@ -85,7 +85,7 @@ fn pack_block(encoded: Zeroizing<Vec<u8>>) -> Zeroizing<Vec<u8>> {
 /// The wire encoding a block's plaintext holds, of either kind; `None`
 /// where a compressed one claims too much, does not decompress, or not
 /// to the length it claims.
-fn unpack_block(plain: Zeroizing<Vec<u8>>) -> Option<Zeroizing<Vec<u8>>> {
+pub(super) fn unpack_block(plain: Zeroizing<Vec<u8>>) -> Option<Zeroizing<Vec<u8>>> {
     if plain.first() != Some(&ZSTD_BLOCK) {
         return Some(plain);
     }

@@ -283,3 +283,78 @@ fn a_log_grown_past_its_snapshot_is_compacted() {
     let loaded = cipher.load(&path, "t").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(loaded.next_doc, 9);
 }
+
+/// A shared record of this build (`SSMSHR03`) carries the catalog as a
+/// catalog run's compact blocks: it opens with every entry (each digest
+/// cut to its first 16 bytes) and the state's other fields as they were,
+/// in under half the bytes of the record before (`SSMSHR02`, the catalog
+/// a map of postcard entries), which still opens whole. Neither opens
+/// relabelled as the other.
+#[test]
+fn shared_records_carry_the_catalog_in_blocks_and_the_format_before_opens() {
+    let cipher = cipher();
+    let mut rng = OsRng;
+    let mut state = IndexState::new("fast", &sesame_core::Params::new(), vec![1, 2, 3]);
+    state.generation = 4;
+    state.next_doc = 3_001;
+    state.reserved = vec![3_001];
+    state.garbage = vec![17];
+    state.pending = vec![PendingRef {
+        id: [3; 16],
+        documents: 2,
+    }];
+    let full = |id: u64| DocumentInfo {
+        digest: Some([id as u8 ^ 0x5a; 32]),
+        ..doc(id)
+    };
+    for id in 1..=3_000 {
+        state.catalog.insert(id, full(id));
+    }
+    let extras = SharedExtras::default();
+    let chain = Chain::default();
+    let new = cipher
+        .seal_shared(&mut rng, "i", 9, &state, &extras, &chain)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let old = cipher
+        .seal_shared(&mut rng, "i", 9, &state, &extras, &ChainV2(chain.clone()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&new[..8], b"SSMSHR03");
+    assert_eq!(&old[..8], b"SSMSHR02");
+    assert!(
+        new.len() * 2 < old.len(),
+        "{} against {}",
+        new.len(),
+        old.len()
+    );
+    for (record, cut) in [(&new, true), (&old, false)] {
+        let (opened, _, got) = cipher
+            .open_shared("i", 9, record)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, Some(chain.clone()));
+        assert_eq!(
+            (opened.generation, opened.next_doc, &opened.client),
+            (4, 3_001, &vec![1, 2, 3])
+        );
+        assert_eq!(
+            (&opened.reserved, &opened.garbage),
+            (&vec![3_001], &vec![17])
+        );
+        assert_eq!(opened.pending, state.pending);
+        assert_eq!(opened.catalog.len(), 3_000);
+        for e in opened.catalog.iter() {
+            let (id, d) = e.unwrap_or_else(|e| panic!("{e}"));
+            let mut want = full(id);
+            if cut {
+                if let Some(g) = want.digest.as_mut() {
+                    g[16..].fill(0);
+                }
+            }
+            assert_eq!(d, want);
+        }
+    }
+    for (record, other) in [(&new, b"SSMSHR02"), (&old, b"SSMSHR03")] {
+        let mut relabelled = record.clone();
+        relabelled[..8].copy_from_slice(other);
+        assert!(cipher.open_shared("i", 9, &relabelled).is_err());
+    }
+}
