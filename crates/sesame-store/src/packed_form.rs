@@ -428,7 +428,7 @@ fn decode_parts<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<(&'a [u8], V
 /// order.
 pub(super) fn decode<'a>(bytes: &'a [u8], chunk_key: &'a [u8]) -> Result<Vec<Pair<'a>>> {
     match decode_parts(bytes, chunk_key)? {
-        (prefix, pairs) if prefix.is_empty() => Ok(pairs),
+        ([], pairs) => Ok(pairs),
         _ => Err(damaged(
             chunk_key,
             "a prefixed chunk read whole without its prefix",

@@ -277,7 +277,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn entry() -> impl Strategy<Value = (u64, Option<(bool, String, u64, Option<[u8; 32]>)>)> {
+    /// A document's shape: another identifier or not, its path, size and
+    /// digest.
+    type Shape = (bool, String, u64, Option<[u8; 32]>);
+
+    /// A step from the identifier before, and an entry's shape (`None`:
+    /// a removal).
+    type Step = (u64, Option<Shape>);
+
+    fn entry() -> impl Strategy<Value = Step> {
         (
             1u64..1_000,
             prop::option::of((
@@ -290,7 +298,7 @@ mod tests {
     }
 
     /// Entries in increasing order from steps and shapes.
-    fn entries(steps: Vec<(u64, Option<(bool, String, u64, Option<[u8; 32]>)>)>) -> Vec<Entry> {
+    fn entries(steps: Vec<Step>) -> Vec<Entry> {
         let mut id = 0;
         steps
             .into_iter()

@@ -605,10 +605,7 @@ fn documents_asked_packed_are_packed_and_answer_as_plain_ones() {
         let left: Vec<u64> = (1..210).filter(|&i| i != 5 && i != 205).collect();
         assert_eq!(list(&engine), left, "{index}");
     }
-    let drop = proto::DropIndexRequest {
-        index: "a".into(),
-        ..Default::default()
-    };
+    let drop = proto::DropIndexRequest { index: "a".into() };
     engine.drop_index("t", drop).expect("dropped");
     assert!(stored("a").is_empty(), "the packed documents are gone");
 }
