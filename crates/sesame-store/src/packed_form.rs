@@ -193,10 +193,12 @@ pub(super) fn encode(pairs: &[Pair<'_>]) -> Vec<u8> {
 /// prefix: as it is, or, for a prefixed chunk, its pairs written again
 /// with their whole keys (checked as [`decode`] checks them).
 pub(super) fn expand<'a>(bytes: &'a [u8], chunk_key: &[u8]) -> Result<Cow<'a, [u8]>> {
-    let (prefix, suffixes) = decode_parts(bytes, chunk_key)?;
-    if prefix.is_empty() {
+    // A chunk of another form is given as it is, not decoded here: its
+    // reader decodes and checks it.
+    if !matches!(bytes.first(), Some(&FIXED_PREFIXED | &VARIABLE_PREFIXED)) {
         return Ok(Cow::Borrowed(bytes));
     }
+    let (prefix, suffixes) = decode_parts(bytes, chunk_key)?;
     let keys: Vec<Vec<u8>> = suffixes.iter().map(|(k, _)| [prefix, k].concat()).collect();
     let pairs: Vec<Pair<'_>> = keys
         .iter()
