@@ -64,10 +64,15 @@ impl Engine {
     /// probes; else plain.
     fn doc_layout(&self, tenant: &str, index: &str, asked: bool) -> Result<DocLayout, EngineError> {
         let prefix = keys::doc_prefix(tenant, index);
-        let first = self.store.scan_from(&prefix, &prefix, false, 1)?;
-        let packed = match first.first() {
-            Some((key, _)) => key.get(prefix.len()) == Some(&CHUNKS_MARK),
-            None => asked && self.store.ordered_probes(),
+        // A store without ordered probes never holds packed documents,
+        // and its `scan_from` would read every document under the
+        // prefix: it is not probed.
+        let packed = self.store.ordered_probes() && {
+            let first = self.store.scan_from(&prefix, &prefix, false, 1)?;
+            match first.first() {
+                Some((key, _)) => key.get(prefix.len()) == Some(&CHUNKS_MARK),
+                None => asked,
+            }
         };
         if !packed {
             return Ok(DocLayout {

@@ -608,4 +608,39 @@ fn documents_asked_packed_are_packed_and_answer_as_plain_ones() {
     let drop = proto::DropIndexRequest { index: "a".into() };
     engine.drop_index("t", drop).expect("dropped");
     assert!(stored("a").is_empty(), "the packed documents are gone");
+
+    // A store without ordered probes (PostgreSQL, a Redis Cluster) keeps
+    // documents plain, asked or not.
+    let unordered = Arc::new(Unordered(MemoryStore::new()));
+    let engine = Engine::new(unordered.clone(), Limits::default()).expect("a fresh engine");
+    create(&engine, "a", "fast").expect("created");
+    let req = proto::PutDocumentsRequest {
+        index: "a".into(),
+        request_id: Vec::new(),
+        documents: (1..50)
+            .map(|id| proto::Document {
+                id,
+                blob: vec![1; 30],
+            })
+            .collect(),
+        packed: true,
+    };
+    assert_eq!(engine.put_documents("t", req).expect("a put").added, 49);
+    let plain = unordered
+        .0
+        .scan_prefix(&keys::doc_prefix("t", "a"))
+        .expect("a scan");
+    assert!(plain.len() >= 49);
+    assert!(plain.iter().all(|(k, _)| k[chunk_mark] != b'#'));
+}
+
+/// A memory store that says it has no ordered probes, as PostgreSQL and
+/// a Redis Cluster do.
+struct Unordered(MemoryStore);
+
+impl Store for Unordered {
+    sesame_store::forward_store!(|s| s.0; write, write_if, scan_prefix, io_counts, get, get_many, scan_from);
+    fn backend(&self) -> &'static str {
+        "unordered-memory"
+    }
 }
