@@ -5,7 +5,7 @@
 //! | function | peer | decoders |
 //! |---|---|---|
 //! | [`document_messages`] | the server (or, embedded, the store) | document-service requests and responses, the document server over a fresh store |
-//! | [`local_files`] | whoever can write the profile directory | the profile header, the server binding, a decrypted index state (formats 1 to 3), a decrypted pending intent, a shared-state note (`indexes/NAME.shared`) |
+//! | [`local_files`] | whoever can write the profile directory | the profile header, the server binding, a decrypted index state (formats 1 to 3), a shared record's state (`SSMSHR03`), a catalog run's block of either form, a decrypted pending intent, a shared-state note (`indexes/NAME.shared`) |
 
 use std::sync::Arc;
 

@@ -477,12 +477,15 @@ impl SharedFormat for () {
 }
 
 /// Decodes a decrypted state as [`StateCipher::load`] does, in both
-/// formats (for the fuzz targets).
+/// formats, a shared record's state and a catalog run's blocks (for the
+/// fuzz targets).
 pub(crate) fn parse_plain(bytes: &[u8]) {
     let _ = wire::decode::<IndexState>(bytes);
     let _ = wire::decode::<LocalState>(bytes);
     let _ = wire::decode::<IndexStateV2>(bytes);
     let _ = wire::decode::<IndexStateV1>(bytes);
+    let _ = shared_form::decode(bytes);
+    forms::parse_blocks(bytes);
 }
 
 /// `len ‖ scheme ‖ sealed`: the scheme name (in clear, bound into the

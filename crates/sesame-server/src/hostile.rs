@@ -8,7 +8,7 @@
 //! | [`server_request`] | a client | every request message, then the engine (scheme calls included) |
 //! | [`scheme_request`] | a client | every scheme's server half, on a fresh in-memory store |
 //! | [`client_response`] | the server | every response message, the server report, replay details, and every scheme client's response handling |
-//! | [`stored_record`] | the store | index metadata, replay records, the tokens file |
+//! | [`stored_record`] | the store | index metadata, replay records, the tokens file, a packed documents chunk (`get_documents`, `list_documents`) |
 //!
 //! [`corpus_inputs`] makes the inputs of the corpus smoke runs (this
 //! crate's and the client's `tests/fuzz_corpus.rs`) from a target's
@@ -325,7 +325,8 @@ fn split(data: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
-/// Records read back from the store, and the tokens file.
+/// Records read back from the store (a packed documents chunk among
+/// them), and the tokens file.
 pub fn stored_record(data: &[u8]) {
     let _ = IndexMeta::decode(data);
     let _ = ReplayRecord::decode(data);
@@ -336,6 +337,24 @@ pub fn stored_record(data: &[u8]) {
     }
     // A damaged record under an index: the engine must refuse, not panic.
     let e = engine();
+    // First as a chunk of packed documents (any form, prefixed ones
+    // included), read by a get and a list.
+    let mut chunk = crate::keys::doc_prefix(TENANT, "pibas");
+    chunk.extend_from_slice(b"#h");
+    let _ = e.store().put(&chunk, data);
+    let _ = e.get_documents(
+        TENANT,
+        proto::GetDocumentsRequest {
+            index: "pibas".into(),
+            ids: vec![1, 2],
+        },
+    );
+    let _ = e.list_documents(
+        TENANT,
+        proto::ListDocumentsRequest {
+            index: "pibas".into(),
+        },
+    );
     let _ = e.store().put(&crate::keys::meta_key(TENANT, "pibas"), data);
     let _ = e.list_indexes(TENANT, proto::ListIndexesRequest {});
     let _ = e.get_documents(

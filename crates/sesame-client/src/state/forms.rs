@@ -93,6 +93,13 @@ pub(super) fn decode<T: BlockItem>(bytes: &[u8]) -> Option<Vec<T>> {
     }
 }
 
+/// Decodes `bytes` as a block of entries and of name pairs, in either
+/// form (for the fuzz targets).
+pub(super) fn parse_blocks(bytes: &[u8]) {
+    let _ = decode::<Entry>(bytes);
+    let _ = decode::<NamePair>(bytes);
+}
+
 fn take(rest: &mut &[u8]) -> Option<u64> {
     varint::take(rest).ok()
 }
@@ -374,6 +381,37 @@ mod tests {
                 let _ = decode::<NamePair>(&bytes);
             }
         }
+    }
+
+    /// The compact forms' bytes, pinned (as the module documents them),
+    /// so that a change of the stored form cannot pass unnoticed.
+    #[test]
+    fn the_compact_forms_bytes_are_as_documented() {
+        let doc = |id, path: &str, digest| DocumentInfo {
+            id,
+            path: path.into(),
+            size: 300,
+            digest,
+        };
+        let entries: Vec<Entry> = vec![
+            (5, Some(doc(5, "ab1", Some([0xaa; 32])))),
+            (6, None),
+            (8, Some(doc(9, "ab22", None))),
+        ];
+        let mut want = vec![ENTRIES_FORM, 3];
+        // Heads: step 5, entry with a digest; step 1, a removal; step 2,
+        // an entry of another identifier.
+        want.extend([5 << 3 | 3, 1 << 3, 2 << 3 | 5]);
+        want.push(9); // the other identifier
+        want.extend([0, 2]); // bytes shared with the path before
+        want.extend([3, 2]); // lengths of the rests
+        want.extend([0xac, 0x02, 0xac, 0x02]); // sizes, 300 twice
+        want.extend(b"ab122"); // the rests
+        want.extend([0xaa; 16]); // the digest's first 16 bytes
+        assert_eq!(encode(&entries).unwrap_or_else(|e| panic!("{e}")), want);
+        let pairs: Vec<NamePair> = vec![(7, 1), (7, 300), (200, 2)];
+        let want = vec![NAMES_FORM, 3, 7, 0, 193, 1, 1, 0xac, 0x02, 2];
+        assert_eq!(encode(&pairs).unwrap_or_else(|e| panic!("{e}")), want);
     }
 
     /// What the compact form cannot hold is written in the wire form:
