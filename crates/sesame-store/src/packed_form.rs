@@ -152,85 +152,65 @@ pub(super) fn encode(pairs: &[Pair<'_>]) -> Vec<u8> {
         _ => &[][..],
     };
     let p = prefix.len();
-    match widths {
-        Widths::Uniform(k, v) if k - p + v > 0 => {
-            let mut out =
-                Vec::with_capacity(widths.stored_len(pairs.len(), 0) + varint_len(p) + p + 1);
-            if p == 0 {
-                out.push(FIXED);
-            } else {
-                out.push(FIXED_PREFIXED);
-                put_varint(&mut out, p);
-                out.extend_from_slice(prefix);
-            }
-            put_varint(&mut out, k - p);
-            put_varint(&mut out, v);
-            for (key, value) in pairs {
-                out.extend_from_slice(&key[p..]);
-                out.extend_from_slice(value);
-            }
-            out
-        }
-        _ if p > 0 => {
-            let size: usize = pairs.iter().map(|(k, v)| encoded_len(&k[p..], v)).sum();
-            let mut out = Vec::with_capacity(1 + varint_len(p) + p + size);
-            out.push(VARIABLE_PREFIXED);
-            put_varint(&mut out, p);
-            out.extend_from_slice(prefix);
-            for (key, value) in pairs {
-                put_varint(&mut out, key.len() - p);
-                out.extend_from_slice(&key[p..]);
-                put_varint(&mut out, value.len());
-                out.extend_from_slice(value);
-            }
-            out
-        }
-        _ => encode_variable(pairs),
-    }
+    let fixed = matches!(widths, Widths::Uniform(k, v) if k - p + v > 0);
+    let rests: Vec<Pair<'_>> = pairs.iter().map(|(k, v)| (&k[p..], *v)).collect();
+    write_chunk(fixed, prefix, &[], &rests)
 }
 
 /// The chunk stored as `bytes` under `chunk_key` in a form without a
 /// prefix: as it is, or, for a prefixed chunk, its pairs written again
-/// with their whole keys (checked as [`decode`] checks them).
+/// with their whole keys in the form of the same kind (checked as
+/// [`decode`] checks them).
 pub(super) fn expand<'a>(bytes: &'a [u8], chunk_key: &[u8]) -> Result<Cow<'a, [u8]>> {
     // A chunk of another form is given as it is, not decoded here: its
     // reader decodes and checks it.
-    if !matches!(bytes.first(), Some(&FIXED_PREFIXED | &VARIABLE_PREFIXED)) {
-        return Ok(Cow::Borrowed(bytes));
-    }
-    let (prefix, suffixes) = decode_parts(bytes, chunk_key)?;
-    let keys: Vec<Vec<u8>> = suffixes.iter().map(|(k, _)| [prefix, k].concat()).collect();
-    let pairs: Vec<Pair<'_>> = keys
-        .iter()
-        .zip(&suffixes)
-        .map(|(k, (_, v))| (k.as_slice(), *v))
-        .collect();
-    let widths = pairs.iter().fold(Widths::Empty, |w, (k, v)| w.with(k, v));
-    Ok(Cow::Owned(match widths {
-        Widths::Uniform(k, v) if k + v > 0 => {
-            let mut out = Vec::with_capacity(widths.stored_len(pairs.len(), 0));
-            out.push(FIXED);
-            put_varint(&mut out, k);
-            put_varint(&mut out, v);
-            for (key, value) in &pairs {
-                out.extend_from_slice(key);
-                out.extend_from_slice(value);
-            }
-            out
-        }
-        _ => encode_variable(&pairs),
-    }))
+    let fixed = match bytes.first() {
+        Some(&FIXED_PREFIXED) => true,
+        Some(&VARIABLE_PREFIXED) => false,
+        _ => return Ok(Cow::Borrowed(bytes)),
+    };
+    let (prefix, rests) = decode_parts(bytes, chunk_key)?;
+    Ok(Cow::Owned(write_chunk(fixed, &[], prefix, &rests)))
 }
 
-/// The chunk of `pairs` in the variable form, whatever their lengths.
-fn encode_variable(pairs: &[Pair<'_>]) -> Vec<u8> {
-    let size: usize = pairs.iter().map(|(k, v)| encoded_len(k, v)).sum();
-    let mut out = Vec::with_capacity(1 + size);
-    out.push(FORMAT);
+/// A chunk in the fixed form (`fixed`: `pairs` share their lengths and
+/// are not empty) or the variable one, whose keys are `leading` and each
+/// pair's key, with the prefix `stated` written once (a prefixed form;
+/// empty: an unprefixed one). [`encode`] states the shared prefix and
+/// [`expand`] writes it before each key again; neither copies a key.
+fn write_chunk(fixed: bool, stated: &[u8], leading: &[u8], pairs: &[Pair<'_>]) -> Vec<u8> {
+    let lead = leading.len();
+    let body: usize = pairs
+        .iter()
+        .map(|(k, v)| match fixed {
+            true => lead + k.len() + v.len(),
+            false => encoded_len(k, v) + lead + 1,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(1 + varint_len(stated.len()) + stated.len() + 20 + body);
+    out.push(match (fixed, stated.is_empty()) {
+        (true, true) => FIXED,
+        (true, false) => FIXED_PREFIXED,
+        (false, true) => FORMAT,
+        (false, false) => VARIABLE_PREFIXED,
+    });
+    if !stated.is_empty() {
+        put_varint(&mut out, stated.len());
+        out.extend_from_slice(stated);
+    }
+    if let (true, Some((k, v))) = (fixed, pairs.first()) {
+        put_varint(&mut out, lead + k.len());
+        put_varint(&mut out, v.len());
+    }
     for (key, value) in pairs {
-        put_varint(&mut out, key.len());
+        if !fixed {
+            put_varint(&mut out, lead + key.len());
+        }
+        out.extend_from_slice(leading);
         out.extend_from_slice(key);
-        put_varint(&mut out, value.len());
+        if !fixed {
+            put_varint(&mut out, value.len());
+        }
         out.extend_from_slice(value);
     }
     out
