@@ -289,3 +289,71 @@ fn a_table_is_served_from_postgresql() {
         }
     }
 }
+
+/// A table's records are packed on a server over redb or memory (chunks
+/// under the rows index's `d/…/#`, not a pair each); a server that swaps
+/// two of them inside their chunk is caught: the query that reads them
+/// is refused, it does not answer with the other record's values.
+#[test]
+fn records_packed_on_the_server_and_a_swap_in_a_chunk_is_refused() {
+    let certs = sesame_server::certs::localhost().unwrap();
+    let token = Tokens::generate(&mut OsRng);
+    let server = Server::start(Arc::new(MemoryStore::new()), certs, token);
+    let tmp = tempfile::tempdir().unwrap();
+    let p = support::profile_at(&tmp.path().join("p"), "fast");
+    p.bind_server(&server.binding()).unwrap();
+    let mut table = Table::create(&p, "t", schema("bplus-lewi-wu", "fast")).unwrap();
+    let mut oracle = Oracle::new();
+    let mut rng = StdRng::seed_from_u64(11);
+    insert(&mut table, &mut oracle, &mut rng, 0..40);
+    check(&mut table, &oracle, &mut rng, "packed on the server");
+    // The rows index's documents: one chunk, no plain pair a record.
+    let keys = server.store.scan_prefix(b"d/").unwrap();
+    let chunk = keys
+        .iter()
+        .find_map(|(k, _)| {
+            let at = k.iter().position(|&b| b == b'#')?;
+            Some(k[..=at].to_vec())
+        })
+        .unwrap_or_else(|| panic!("no packed documents on the server"));
+    let under: Vec<&Vec<u8>> = keys
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with(&chunk[..chunk.len() - 1]))
+        .collect();
+    assert!(
+        under.len() < 5,
+        "{} stored pairs for 40 records",
+        under.len()
+    );
+    let view = sesame_store::packed::Packed::new(server.store.clone(), chunk);
+    // The 40 records (and the rows index's own documents, if any).
+    let records = view.scan_prefix(b"h").unwrap();
+    assert!(records.len() >= 40, "{} documents", records.len());
+    // Two documents of the same length swapped in their chunk (one of
+    // them at least a record the query reads).
+    let (a, b) = records
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| {
+            let b = records[i + 1..].iter().find(|b| b.1.len() == a.1.len())?;
+            Some((a.clone(), b.clone()))
+        })
+        .unwrap_or_else(|| panic!("no two records of one length"));
+    let mut swap = sesame_core::WriteBatch::new();
+    swap.put(a.0.clone(), b.1.clone());
+    swap.put(b.0.clone(), a.1.clone());
+    view.write(swap).unwrap();
+    let err = table
+        .query("v between -512 and 511", None)
+        .map(|r| r.records.len())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            sesame_client::ClientError::DocumentCorrupt(_)
+                | sesame_client::ClientError::DocumentNotAsAdded(_)
+        ),
+        "{err}"
+    );
+}

@@ -82,7 +82,7 @@ pub(super) fn encode(state: &IndexState) -> Result<Zeroizing<Vec<u8>>> {
         }
         if block.len() == BLOCK || (done && !block.is_empty()) {
             let encoded = Zeroizing::new(forms::encode(&block)?);
-            blocks.push(Blob(pack_block(encoded).to_vec()));
+            blocks.push(Blob(std::mem::take(&mut *pack_block(encoded))));
             block.clear();
         }
         if done {

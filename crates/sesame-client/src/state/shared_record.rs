@@ -153,13 +153,14 @@ impl StateCipher {
         (state, extras, chain): (&IndexState, &SharedExtras, &C),
         memo: &CommitMemo,
     ) -> Result<(Vec<u8>, Seal)> {
-        let state_bytes = if C::FORMAT >= 3 {
+        let mut state_bytes = if C::FORMAT >= 3 {
             shared_form::encode(state)?
         } else {
             Zeroizing::new(wire::encode(state)?)
         };
         let plain = SharedPlainOf {
-            state: state_bytes.to_vec(),
+            // Moved, not copied (the plaintext wipes it when dropped).
+            state: std::mem::take(&mut *state_bytes),
             extras: extras.clone(),
             chain: chain.clone(),
         };
