@@ -1,6 +1,7 @@
 //! A table's keyword index merged into its chunks on a Sesame server
 //! (`CompactIndex`, `crates/sesame-server/src/engine/compact.rs`,
-//! `NetworkBackend::compact_on_server`): no delta is left and every answer
+//! `NetworkBackend::compact_on_server`): no delta or pending record is
+//! left and every answer
 //! is as before, a compaction cut short leaves a valid layout that the
 //! next one finishes, and a token of another tenant, or none, compacts
 //! nothing.
@@ -41,9 +42,11 @@ struct Wrapped {
     faults: AtomicU64,
 }
 
-/// A packed chunk's or delta's key: `i/` (or, spread, `e/`) and `/#`.
+/// A packed chunk's, delta's or pending record's key: `i/` (or, spread,
+/// `e/`) and `/#`, or ending in `/+`.
 fn is_chunk_key(key: &[u8]) -> bool {
-    (key.starts_with(b"i/") || key.starts_with(b"e/")) && key.windows(2).any(|w| w == b"/#")
+    (key.starts_with(b"i/") || key.starts_with(b"e/"))
+        && (key.windows(2).any(|w| w == b"/#") || key.ends_with(b"/+"))
 }
 
 /// A compaction's batch: it deletes chunks or deltas and writes no metadata
@@ -112,13 +115,16 @@ impl Store for Wrapped {
     }
 }
 
-/// Deltas (chunk keys whose value is `0x02`) in the server's store.
+/// Pairs not yet in a chunk on the server: deltas (chunk keys whose
+/// value is `0x02`) and pending records (keys ending in `/+`).
 fn deltas(store: &dyn Store) -> usize {
     store
         .scan_prefix(b"")
         .unwrap()
         .iter()
-        .filter(|(key, value)| is_chunk_key(key) && value.first() == Some(&2))
+        .filter(|(key, value)| {
+            is_chunk_key(key) && (value.first() == Some(&2) || key.ends_with(b"/+"))
+        })
         .count()
 }
 

@@ -32,6 +32,6 @@ pub use scheme::{
     BackwardPrivacy, Entry, NewServer, Params, QueryKind, SchemeDescriptor, SchemeKind,
 };
 pub use store::{
-    Conditional, IoCounter, IoCounts, Prefixed, Store, WriteBatch, WriteInFlight, WriteMarks,
-    WriteOp,
+    Conditional, IoCounter, IoCounts, Prefixed, Store, StoredValue, WriteBatch, WriteInFlight,
+    WriteMarks, WriteOp,
 };

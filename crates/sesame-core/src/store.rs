@@ -236,6 +236,38 @@ pub struct WriteMarks {
     pub settled: u64,
 }
 
+/// A stored value as a scan hands it out ([`Store::scan_from_shared`]):
+/// shared with the store where the store holds it in memory (a server's
+/// cache of packed chunks), else the scan's own copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredValue {
+    /// The scan's own copy.
+    Owned(Vec<u8>),
+    /// The store's bytes, shared.
+    Shared(std::sync::Arc<[u8]>),
+}
+
+impl std::ops::Deref for StoredValue {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Owned(v) => v,
+            Self::Shared(v) => v,
+        }
+    }
+}
+
+impl StoredValue {
+    /// The bytes as an owned vector (a copy when shared).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            Self::Owned(v) => v,
+            Self::Shared(v) => v.to_vec(),
+        }
+    }
+}
+
 /// One conditional batch of a group ([`Store::write_if_group`]): the
 /// keys with the value each must hold (`None`: absent), and the writes.
 pub type Conditional<'a> = (&'a [(&'a [u8], Option<&'a [u8]>)], &'a WriteBatch);
@@ -355,6 +387,25 @@ pub trait Store: Send + Sync {
         Ok(pairs)
     }
 
+    /// [`Store::scan_from`], with values shared rather than copied where
+    /// the store holds them in memory: a packed plan reads whole chunks
+    /// (up to 16 KB) to place a few keys, and a copy of each was most of
+    /// its time on a server (`docs/scaling.md`). The default copies, as
+    /// `scan_from` does; counted as `scan_from` is.
+    fn scan_from_shared(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, StoredValue)>> {
+        Ok(self
+            .scan_from(prefix, from, descending, limit)?
+            .into_iter()
+            .map(|(k, v)| (k, StoredValue::Owned(v)))
+            .collect())
+    }
+
     /// Whether [`Store::scan_from`] is a bounded probe here, not the
     /// default's filtered full scan: layouts that probe on every lookup
     /// (packed entries) are used only where it is. A wrapper forwards it
@@ -428,6 +479,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         fn commit_groups(&self) -> usize;
         fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
         fn scan_from(&self, prefix: &[u8], from: &[u8], descending: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+        fn scan_from_shared(&self, prefix: &[u8], from: &[u8], descending: bool, limit: usize) -> Result<Vec<(Vec<u8>, StoredValue)>>;
         fn ordered_probes(&self) -> bool;
         fn io_counts(&self) -> IoCounts;
         fn write_marks(&self) -> Option<WriteMarks>;

@@ -7,6 +7,7 @@
 //! | `x/<tenant>/<index>`              | the index's [`IndexMeta`](crate::records::IndexMeta) |
 //! | `i/<tenant>/<index>/<generation>/…` | the scheme server's entries          |
 //! | `e/<tenant>/<index>/<generation>/…` | the same, for an index whose scheme writes each entry once (spread over a Redis Cluster's shards) |
+//! | `…/<generation>/#…`, `…/<generation>/+` | a packed index's chunks and its pending record (`sesame_store::packed`) |
 //! | `d/<tenant>/<index>/b<id>`        | an encrypted document (id big-endian)  |
 //! | `r/<tenant>/<index>/<request id>` | a [`ReplayRecord`](crate::records::ReplayRecord) |
 //! | `v/<tenant>/<index>/<name>`       | a client's record: version (8 bytes, big-endian), then its value |

@@ -122,6 +122,21 @@ impl IndexMeta {
         prefix.push(sesame_store::packed::CHUNKS_MARK);
         prefix
     }
+
+    /// The packed view of one generation's entries as the engine reads
+    /// and writes them: its chunks under [`IndexMeta::chunks_prefix`], its
+    /// small writes pending beside them
+    /// ([`sesame_store::packed::pending_key`] of the generation's prefix).
+    pub fn packed_view(
+        &self,
+        base: std::sync::Arc<dyn sesame_core::Store>,
+        (tenant, index): (&str, &str),
+        generation: u64,
+    ) -> sesame_store::packed::Packed {
+        let held = self.generation_prefix(tenant, index, generation);
+        sesame_store::packed::Packed::new(base, self.chunks_prefix(tenant, index, generation))
+            .with_pending(sesame_store::packed::pending_key(&held))
+    }
 }
 
 impl ReplayRecord {

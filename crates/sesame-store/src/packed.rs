@@ -42,6 +42,11 @@
 //!   (lengths in LEB128; `packed_form.rs`). A delta's value replaces the
 //!   chunk's pair of the same key.
 //!
+//! A view may also hold its small writes in one stored pair outside its
+//! prefix until there are enough to merge ([`Packed::with_pending`],
+//! `packed_pending.rs`): the server's views do, so an update's entries
+//! dirty one leaf of its store rather than one a delta.
+//!
 //! Every write of the view is one batch of the base store, so the base's
 //! atomicity and durability carry over unchanged; [`Packed::plan`] gives
 //! that batch to a host that commits it together with its own records.
@@ -63,18 +68,26 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use sesame_core::{IoCounter, IoCounts, Result, Store, WriteBatch, WriteOp};
+use sesame_core::{IoCounter, IoCounts, Result, Store, StoredValue, WriteBatch, WriteOp};
 
 #[path = "packed_memo.rs"]
 mod memo;
 pub use memo::ChunkMemo;
 
+#[path = "packed_pending.rs"]
+mod pending;
+pub use pending::{pending_key, PENDING_BYTES, PENDING_MARK, PENDING_OPS};
+
 #[path = "packed_form.rs"]
 mod form;
+
+#[path = "packed_window.rs"]
+mod window;
 use form::{
     damaged, damaged_delta, decode, decode_delta, delta_len, encode, encode_delta, encoded_len,
     expand, expand_owned, find, is_delta, is_fixed, put_varint, seal, Lookup, Widths, FORMAT,
 };
+use window::Window;
 
 /// The byte that follows an index generation's prefix where its chunks
 /// lie: the embedded backend and the server keep a packed generation
@@ -82,22 +95,28 @@ use form::{
 pub const CHUNKS_MARK: u8 = b'#';
 
 /// Every pair under `prefix` as a scheme's server sees them: the plain
-/// pairs, and the pairs packed under `prefix ‖ CHUNKS_MARK`, with full
-/// keys, in key order. For tools and tests that count a generation's
+/// pairs, and the pairs packed under `prefix ‖ CHUNKS_MARK` with those
+/// pending at [`pending_key`]`(prefix)`, with full keys, in key order. For tools and tests that count a generation's
 /// entries.
 pub fn pairs_under(base: &dyn Store, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut chunks = prefix.to_vec();
     chunks.push(CHUNKS_MARK);
+    let pending = pending_key(prefix);
     let mut pairs = Vec::new();
     let mut stored = Vec::new();
+    let mut held = Vec::new();
     for (key, value) in base.scan_prefix(prefix)? {
         if key.starts_with(&chunks) {
             stored.push((key, value));
+        } else if key == pending {
+            held = pending::pending_pairs(&key, &value)?;
         } else {
             pairs.push((key, value));
         }
     }
-    for (k, v) in unpack(chunks.len(), &stored, |_| true)? {
+    let mut packed = unpack(chunks.len(), &stored, |_| true)?;
+    packed.extend(held);
+    for (k, v) in packed {
         let mut full = prefix.to_vec();
         full.extend_from_slice(&k);
         pairs.push((full, v));
@@ -185,6 +204,8 @@ pub struct Packed {
     memo: Option<Arc<ChunkMemo>>,
     /// The bulk rewrite's budget of one write ([`MERGE_BYTES`]).
     merge_bytes: usize,
+    /// Where small writes are held ([`Packed::with_pending`]).
+    pending: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Packed {
@@ -220,6 +241,7 @@ impl Packed {
             writer: Mutex::new(()),
             memo: None,
             merge_bytes: MERGE_BYTES,
+            pending: None,
         }
     }
 
@@ -254,10 +276,10 @@ impl Packed {
     /// The chunk whose range holds `key`: the one at or before it (found
     /// through a delta of it when one lies between), else (a key below
     /// every fence) the first one. Returns its full key and encoding.
-    fn chunk_for(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn chunk_for(&self, key: &[u8]) -> Result<Option<(Vec<u8>, StoredValue)>> {
         let at = self
             .base
-            .scan_from(&self.prefix, &self.full(key), true, 1)?;
+            .scan_from_shared(&self.prefix, &self.full(key), true, 1)?;
         if let Some((stored, bytes)) = at.into_iter().next() {
             if is_delta(&bytes) {
                 let (fence, _) = decode_delta(&bytes, &stored, self.prefix.len())?;
@@ -265,7 +287,9 @@ impl Packed {
             }
             return Ok(Some((stored, bytes)));
         }
-        let first = self.base.scan_from(&self.prefix, &self.prefix, false, 1)?;
+        let first = self
+            .base
+            .scan_from_shared(&self.prefix, &self.prefix, false, 1)?;
         match first.into_iter().next() {
             Some((stored, bytes)) if is_delta(&bytes) => {
                 Err(damaged_delta(&stored, "it lies before every chunk"))
@@ -276,10 +300,11 @@ impl Packed {
 
     /// The chunk of fence `fence` that the delta stored under `delta`
     /// names: its full key and encoding.
-    fn chunk_of_delta(&self, fence: &[u8], delta: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    fn chunk_of_delta(&self, fence: &[u8], delta: &[u8]) -> Result<(Vec<u8>, StoredValue)> {
         let key = self.full(fence);
-        match self.base.get(&key)? {
-            Some(bytes) if !is_delta(&bytes) => Ok((key, bytes)),
+        let at = self.base.scan_from_shared(&self.prefix, &key, false, 1)?;
+        match at.into_iter().next() {
+            Some((stored, bytes)) if stored == key && !is_delta(&bytes) => Ok((key, bytes)),
             _ => Err(damaged_delta(delta, "the chunk it names is missing")),
         }
     }
@@ -303,6 +328,14 @@ impl Packed {
             }
             ops.into_iter().collect()
         };
+        match &self.pending {
+            Some(key) => self.plan_with_pending(key, &ops),
+            None => self.plan_ops(&ops),
+        }
+    }
+
+    /// The plan of `ops` (sorted, each key once) into the chunks.
+    fn plan_ops(&self, ops: &[(&[u8], Option<&[u8]>)]) -> Result<Plan> {
         let plen = self.prefix.len();
         let mut plan = Plan::default();
         let mut chunks = Window::default();
@@ -571,98 +604,6 @@ impl Emitter {
     }
 }
 
-/// Consecutive chunks (each followed by its deltas) read ahead while a
-/// batch is planned, so that a batch touching neighbouring chunks (a bulk
-/// upload) reads them in a few ordered probes rather than two per chunk.
-/// The front pair is the chunk that holds the key last sought.
-#[derive(Default)]
-struct Window {
-    /// Stored pairs in key order: chunks, each followed by its deltas.
-    pairs: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
-    /// No pair follows the last one held.
-    at_end: bool,
-    /// How many pairs the next read-ahead asks for.
-    ahead: usize,
-}
-
-/// The most pairs (chunks and deltas) one read-ahead asks for.
-const MAX_AHEAD: usize = 256;
-
-impl Window {
-    /// Where the chunk after the front one is held.
-    fn next_at(&self) -> Option<usize> {
-        (1..self.pairs.len()).find(|&i| !is_delta(&self.pairs[i].1))
-    }
-
-    /// Makes the front chunk the one whose range holds `key` (none: the
-    /// view holds no chunk), with all its deltas held, reading ahead while
-    /// keys come in neighbouring chunks and probing afresh when they skip
-    /// some.
-    fn seek(&mut self, view: &Packed, key: &[u8]) -> Result<()> {
-        let plen = view.prefix.len();
-        let mut passed = 0;
-        loop {
-            while let Some(next) = self.next_at() {
-                if &self.pairs[next].0[plen..] > key {
-                    break;
-                }
-                self.pairs.drain(..next);
-                passed += 1;
-            }
-            if self.next_at().is_some() || (!self.pairs.is_empty() && self.at_end) {
-                return Ok(());
-            }
-            if self.pairs.is_empty() || passed > 1 {
-                // First use, or chunks without keys were passed: probe.
-                self.pairs.clear();
-                self.ahead = 2;
-                passed = 0;
-                match view.chunk_for(key)? {
-                    Some(chunk) => {
-                        self.pairs.push_back(chunk);
-                        self.at_end = false;
-                    }
-                    None => {
-                        self.at_end = true;
-                        return Ok(());
-                    }
-                }
-                continue;
-            }
-            let mut after = self.pairs[self.pairs.len() - 1].0.clone();
-            after.push(0);
-            let more = view
-                .base
-                .scan_from(&view.prefix, &after, false, self.ahead)?;
-            self.at_end = more.len() < self.ahead;
-            self.ahead = (self.ahead * 2).min(MAX_AHEAD);
-            self.pairs.extend(more);
-        }
-    }
-
-    /// The chunk whose range holds the key last sought: its full key, its
-    /// encoding, and its deltas (full keys and stored values).
-    fn current(&self) -> Option<(&[u8], &[u8], Vec<Pair<'_>>)> {
-        let (key, bytes) = self.pairs.front()?;
-        let end = self.next_at().unwrap_or(self.pairs.len());
-        let deltas = (1..end)
-            .map(|i| (self.pairs[i].0.as_slice(), self.pairs[i].1.as_slice()))
-            .collect();
-        Some((key, bytes, deltas))
-    }
-
-    /// The chunk after the current one: its full key and encoding.
-    fn next_chunk(&self) -> Option<(&[u8], &[u8])> {
-        self.next_at()
-            .map(|i| (self.pairs[i].0.as_slice(), self.pairs[i].1.as_slice()))
-    }
-
-    /// The fence that ends the current chunk's range (`None`: the last).
-    fn next_fence(&self, prefix_len: usize) -> Option<&[u8]> {
-        self.next_chunk().map(|(k, _)| &k[prefix_len..])
-    }
-}
-
 /// `old` (sorted) with `ops` (sorted, one per key) applied, and how many
 /// puts changed a stored value.
 fn merge<'a>(old: &[Pair<'a>], ops: &[(&'a [u8], Option<&'a [u8]>)]) -> (Vec<Pair<'a>>, usize) {
@@ -698,7 +639,7 @@ impl Packed {
         &self,
         key: &[u8],
         full: &[u8],
-        at: Option<(Vec<u8>, Vec<u8>)>,
+        at: Option<(Vec<u8>, StoredValue)>,
     ) -> Result<Option<Vec<u8>>> {
         Ok(match at {
             Some((stored, bytes)) if is_delta(&bytes) => {
@@ -717,79 +658,10 @@ impl Packed {
 }
 
 impl Packed {
-    /// [`Store::get`] without a memo: one probe at or before `full`, and
-    /// a second back to the chunk when it finds another delta.
-    fn get_plain(&self, key: &[u8], full: &[u8]) -> Result<Option<Vec<u8>>> {
-        let at = self.base.scan_from(&self.prefix, full, true, 1)?;
-        self.answer(key, full, at.into_iter().next())
-    }
-
-    /// The answer for `key` (`full`: with the prefix) when the stored pair
-    /// at or before it is another delta of its chunk: the pairs from the
-    /// key back to its chunk, read in one probe (a chunk has at most
-    /// [`MAX_DELTAS`] deltas), so that the chunk is the one of the state
-    /// the deltas were read in. Read in two probes (the delta, then the
-    /// chunk it names), a write between them that merges the chunk's
-    /// deltas and splits it leaves at the fence a chunk that no longer
-    /// holds the key: the key would be answered absent.
-    fn answer_past_deltas(&self, key: &[u8], full: &[u8]) -> Result<Option<Vec<u8>>> {
-        let window = self
-            .base
-            .scan_from(&self.prefix, full, true, MAX_DELTAS + 2)?;
-        // The chunk the nearest delta names: the first chunk back from it.
-        let mut named: Option<(&[u8], Vec<u8>)> = None;
-        for (stored, bytes) in &window {
-            if !is_delta(bytes) {
-                return match named {
-                    Some((delta, fence)) if *stored != fence => {
-                        Err(damaged_delta(delta, "the chunk it names is missing"))
-                    }
-                    _ => find(bytes, stored, key),
-                };
-            }
-            let (fence, value) = decode_delta(bytes, stored, self.prefix.len())?;
-            if stored == full {
-                return Ok(Some(value.to_vec()));
-            }
-            if named.is_none() {
-                named = Some((stored, self.full(fence)));
-            }
-        }
-        // More deltas than a chunk holds before its chunk (or none left):
-        // the chunk the last one names, read on its own.
-        match window.last() {
-            Some((stored, bytes)) => {
-                let (fence, _) = decode_delta(bytes, stored, self.prefix.len())?;
-                let (chunk_key, chunk) = self.chunk_of_delta(fence, stored)?;
-                find(&chunk, &chunk_key, key)
-            }
-            None => Ok(None),
-        }
-    }
-}
-
-impl Store for Packed {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let full = self.full(key);
-        let value = match &self.memo {
-            Some(memo) => self.get_through(memo, key, &full)?,
-            None => self.get_plain(key, &full)?,
-        };
-        self.io.read(value.as_ref().map_or(0, Vec::len));
-        Ok(value)
-    }
-
-    /// Without a memo, the keys are sought in ascending order through
-    /// one [`Window`]: each chunk they fall in is read once (with its
-    /// deltas, reading ahead while they fall in neighbouring chunks) and
-    /// decoded once, where one `get` per key would read and search a
-    /// chunk per key. A table's records read by a query (thousands of
-    /// identifiers, tens to a chunk) are the case it serves. With a memo,
-    /// each key goes through it as [`Store::get`] does.
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        if self.memo.is_some() || keys.len() < 2 {
-            return keys.iter().map(|k| self.get(k)).collect();
-        }
+    /// The chunks' values of `keys` (any order), sought in ascending order
+    /// through one [`Window`] ([`Store::get_many`]); the pending record is
+    /// not read.
+    fn chunk_values(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys[a].cmp(keys[b]));
         let mut out = vec![None; keys.len()];
@@ -832,6 +704,100 @@ impl Store for Packed {
                 at += 1;
             }
         }
+        Ok(out)
+    }
+
+    /// [`Store::get`] without a memo: one probe at or before `full`, and
+    /// a second back to the chunk when it finds another delta.
+    fn get_plain(&self, key: &[u8], full: &[u8]) -> Result<Option<Vec<u8>>> {
+        let at = self.base.scan_from_shared(&self.prefix, full, true, 1)?;
+        self.answer(key, full, at.into_iter().next())
+    }
+
+    /// The answer for `key` (`full`: with the prefix) when the stored pair
+    /// at or before it is another delta of its chunk: the pairs from the
+    /// key back to its chunk, read in one probe (a chunk has at most
+    /// [`MAX_DELTAS`] deltas), so that the chunk is the one of the state
+    /// the deltas were read in. Read in two probes (the delta, then the
+    /// chunk it names), a write between them that merges the chunk's
+    /// deltas and splits it leaves at the fence a chunk that no longer
+    /// holds the key: the key would be answered absent.
+    fn answer_past_deltas(&self, key: &[u8], full: &[u8]) -> Result<Option<Vec<u8>>> {
+        let window = self
+            .base
+            .scan_from_shared(&self.prefix, full, true, MAX_DELTAS + 2)?;
+        // The chunk the nearest delta names: the first chunk back from it.
+        let mut named: Option<(&[u8], Vec<u8>)> = None;
+        for (stored, bytes) in &window {
+            if !is_delta(bytes) {
+                return match named {
+                    Some((delta, fence)) if *stored != fence => {
+                        Err(damaged_delta(delta, "the chunk it names is missing"))
+                    }
+                    _ => find(bytes, stored, key),
+                };
+            }
+            let (fence, value) = decode_delta(bytes, stored, self.prefix.len())?;
+            if stored == full {
+                return Ok(Some(value.to_vec()));
+            }
+            if named.is_none() {
+                named = Some((stored, self.full(fence)));
+            }
+        }
+        // More deltas than a chunk holds before its chunk (or none left):
+        // the chunk the last one names, read on its own.
+        match window.last() {
+            Some((stored, bytes)) => {
+                let (fence, _) = decode_delta(bytes, stored, self.prefix.len())?;
+                let (chunk_key, chunk) = self.chunk_of_delta(fence, stored)?;
+                find(&chunk, &chunk_key, key)
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl Store for Packed {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let full = self.full(key);
+        // The pending record first, then the chunks (`packed_pending.rs`).
+        let value = match self.pending_value(key)? {
+            Some(value) => Some(value),
+            None => match &self.memo {
+                Some(memo) => self.get_through(memo, key, &full)?,
+                None => self.get_plain(key, &full)?,
+            },
+        };
+        self.io.read(value.as_ref().map_or(0, Vec::len));
+        Ok(value)
+    }
+
+    /// Without a memo, the keys are sought in ascending order through
+    /// one [`Window`]: each chunk they fall in is read once (with its
+    /// deltas, reading ahead while they fall in neighbouring chunks) and
+    /// decoded once, where one `get` per key would read and search a
+    /// chunk per key. A table's records read by a query (thousands of
+    /// identifiers, tens to a chunk) are the case it serves. With a memo,
+    /// each key goes through it as [`Store::get`] does.
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        if self.memo.is_some() || keys.len() < 2 {
+            return keys.iter().map(|k| self.get(k)).collect();
+        }
+        // The pending record first, then the chunks (`packed_pending.rs`).
+        let record = self.pending_record()?;
+        let held = match &record {
+            Some((at, bytes)) => Some(Lookup::new(bytes, at)?),
+            None => None,
+        };
+        let mut out = self.chunk_values(keys)?;
+        if let Some(held) = held {
+            for (value, key) in out.iter_mut().zip(keys) {
+                if let Some(v) = held.get(key) {
+                    *value = Some(v.to_vec());
+                }
+            }
+        }
         for value in &out {
             self.io.read(value.as_ref().map_or(0, Vec::len));
         }
@@ -852,6 +818,11 @@ impl Store for Packed {
         // The chunk whose range holds the first key under `prefix` may lie
         // before it; every later chunk and delta lies under it.
         let full = self.full(prefix);
+        // The pending record first, then the chunks (`packed_pending.rs`).
+        let held = match self.pending_record()? {
+            Some((at, bytes)) => pending::pending_pairs(at, &bytes)?,
+            None => Vec::new(),
+        };
         let mut stored = Vec::new();
         let before = self.base.scan_from(&self.prefix, &full, true, 1)?;
         if let Some((key, bytes)) = before.into_iter().next() {
@@ -859,13 +830,15 @@ impl Store for Packed {
                 // Its chunk lies before `full` (a fence is below its
                 // deltas' keys), not under it.
                 let (fence, _) = decode_delta(&bytes, &key, self.prefix.len())?;
-                stored.push(self.chunk_of_delta(fence, &key)?);
+                let (chunk_key, chunk) = self.chunk_of_delta(fence, &key)?;
+                stored.push((chunk_key, chunk.into_vec()));
             } else if key < full {
                 stored.push((key, bytes));
             }
         }
         stored.extend(self.base.scan_prefix(&full)?);
-        let pairs = unpack(self.prefix.len(), &stored, |k| k.starts_with(prefix))?;
+        let mut pairs = unpack(self.prefix.len(), &stored, |k| k.starts_with(prefix))?;
+        pairs.extend(held.into_iter().filter(|(k, _)| k.starts_with(prefix)));
         crate::counted_scan(&self.io, pairs.into_iter().collect())
     }
 
@@ -901,7 +874,8 @@ const COMPACT_PAGE: usize = 128;
 const COMPACT_BATCH_BYTES: usize = 4 << 20;
 
 impl Packed {
-    /// Merges every chunk's deltas into the chunk: each chunk that has
+    /// Merges the pending record ([`Packed::with_pending`]) and every
+    /// chunk's deltas into the chunks: each chunk that has
     /// deltas is written again with them in it (split as a plan splits a
     /// chunk that outgrows [`CHUNK_BYTES`]) and its deltas are deleted.
     /// Returns how many chunks were rewritten.
@@ -921,6 +895,11 @@ impl Packed {
     /// (the host keeps other writers of the prefix apart).
     pub fn compact(&self) -> Result<usize> {
         let _one_at_a_time = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        // The pending record first (its pairs may land as deltas, which
+        // the pass below merges).
+        if let Some(batch) = self.merge_pending()? {
+            self.base.write(batch)?;
+        }
         let mut from = self.prefix.clone();
         // The chunk being read and its deltas so far.
         let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
@@ -1004,6 +983,9 @@ impl Packed {
     /// A damaged chunk or delta is [`StoreCorrupt`](sesame_core::Error::StoreCorrupt) naming it.
     /// (What [`Store::verify`] adds to the base store's own check.)
     pub fn check_chunks(&self) -> Result<()> {
+        if let Some((at, bytes)) = self.pending_record()? {
+            pending::pending_pairs(at, &bytes)?;
+        }
         let plen = self.prefix.len();
         let stored = self.base.scan_prefix(&self.prefix)?;
         let chunks: Vec<usize> = (0..stored.len())

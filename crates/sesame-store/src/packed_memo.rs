@@ -91,7 +91,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use sesame_core::{Result, Store};
+use sesame_core::{Result, Store, StoredValue};
 
 use super::{decode, expand_owned, is_delta, Packed};
 
@@ -119,7 +119,7 @@ impl Packed {
         let (chunk_key, bytes) = match at.into_iter().next() {
             Some((k, b)) if !is_delta(&b) => (k, b),
             // A delta, or nothing at or before the key: as without the memo.
-            other => return self.answer(key, full, other),
+            other => return self.answer(key, full, other.map(|(k, b)| (k, StoredValue::Owned(b)))),
         };
         let mut after = chunk_key.clone();
         after.push(0);
@@ -131,7 +131,7 @@ impl Packed {
         {
             // Deltas beside the chunk: answered as without the memo.
             Some((_, next)) if is_delta(&next) => {
-                return self.answer(key, full, Some((chunk_key, bytes)));
+                return self.answer(key, full, Some((chunk_key, StoredValue::Owned(bytes))));
             }
             next => next.map(|(k, _)| k),
         };

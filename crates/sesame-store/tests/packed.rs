@@ -1,6 +1,6 @@
 //! The packed view (`sesame_store::packed`): the store suite through it,
 //! its chunk layout, deltas appended beside chunks and merged into them,
-//! and damaged chunks and deltas.
+//! damaged chunks and deltas, and pending pairs (`packed_pending/`).
 
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
@@ -874,3 +874,6 @@ fn get_many_reads_each_chunk_once_and_answers_as_get() {
     let empty = Packed::new(Arc::new(MemoryStore::new()), PREFIX);
     assert_eq!(empty.get_many(&asked[..3]).unwrap(), vec![None, None, None]);
 }
+
+#[path = "packed_pending/mod.rs"]
+mod pending;

@@ -223,14 +223,14 @@ impl Engine {
     ) -> (Arc<Overlay>, Option<Arc<Packed>>) {
         let limit = self.limits.max_transaction_bytes;
         if meta.packed {
-            let prefix = meta.chunks_prefix(tenant, index, generation);
+            // The cache holds the generation's chunks and its pending
+            // record together, so a request reads both in one state.
+            let held = meta.generation_prefix(tenant, index, generation);
             let base = match seen {
-                Some(seen) => self
-                    .chunks
-                    .view(&self.store, (tenant, index), &prefix, seen),
+                Some(seen) => self.chunks.view(&self.store, (tenant, index), &held, seen),
                 None => self.store.clone(),
             };
-            let packed = Arc::new(Packed::new(base, prefix));
+            let packed = Arc::new(meta.packed_view(base, (tenant, index), generation));
             let overlay = Overlay::new(packed.clone(), Vec::new(), limit);
             (Arc::new(overlay), Some(packed))
         } else {

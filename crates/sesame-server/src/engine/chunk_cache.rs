@@ -20,10 +20,11 @@
 //! no later request reads that label again, and the request that read
 //! them fails its conditional commit, as it did without a cache.
 //!
-//! The copy holds every stored pair under the generation's chunks
-//! prefix: its chunks and the deltas appended beside them
-//! (`sesame_store::packed`), so a commit's small appends carry the copy
-//! forward as they do a rewritten chunk.
+//! The copy holds every stored pair under the generation's prefix: its
+//! chunks, the deltas appended beside them, and its pending record
+//! (`sesame_store::packed`, `packed_pending.rs`), so a commit's small
+//! writes carry the copy forward as a rewritten chunk does, and a request
+//! reads the record and the chunks in one state.
 //!
 //! Bounded: an index's generation of more than [`MAX_INDEX_PAIRS`] stored
 //! pairs (chunks and deltas) or of more than a quarter of [`MAX_BYTES`] is
@@ -50,7 +51,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use sesame_core::{Store, WriteBatch, WriteOp};
+use sesame_core::{Store, StoredValue, WriteBatch, WriteOp};
 
 use super::Token;
 
@@ -70,7 +71,7 @@ type Chunks = BTreeMap<Vec<u8>, Arc<[u8]>>;
 
 /// The cached chunks of one index.
 struct Cached {
-    /// Where they lie (the generation's chunks prefix).
+    /// Where they lie (the generation's prefix).
     prefix: Vec<u8>,
     /// The commit token they are the chunks of.
     token: Vec<u8>,
@@ -270,6 +271,46 @@ impl CachedChunks {
     fn ours(&self, key: &[u8]) -> bool {
         key.starts_with(&self.prefix)
     }
+
+    /// [`Store::scan_from`] over the copy, each value given by `value`.
+    fn scan_with<V>(
+        &self,
+        (prefix, from, descending, limit): (&[u8], &[u8], bool, usize),
+        value: impl Fn(&Arc<[u8]>) -> V,
+    ) -> Vec<(Vec<u8>, V)> {
+        let pair = |(k, v): (&Vec<u8>, &Arc<[u8]>)| (k.clone(), value(v));
+        // The keys under `prefix` are one range of the map: bounded by it,
+        // the scan compares no key against the prefix.
+        let end = prefix_end(prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        if descending {
+            if from < prefix {
+                return Vec::new();
+            }
+            let top = match upper {
+                Bound::Excluded(end) if from >= end => Bound::Excluded(end),
+                _ => Bound::Included(from),
+            };
+            self.chunks
+                .range::<[u8], _>((Bound::Included(prefix), top))
+                .rev()
+                .take(limit)
+                .map(pair)
+                .collect()
+        } else {
+            let start = from.max(prefix);
+            if let Bound::Excluded(end) = upper {
+                if start >= end {
+                    return Vec::new();
+                }
+            }
+            self.chunks
+                .range::<[u8], _>((Bound::Included(start), upper))
+                .take(limit)
+                .map(pair)
+                .collect()
+        }
+    }
 }
 
 impl Store for CachedChunks {
@@ -309,39 +350,24 @@ impl Store for CachedChunks {
         if !self.ours(prefix) {
             return self.base.scan_from(prefix, from, descending, limit);
         }
-        let pair = |(k, v): (&Vec<u8>, &Arc<[u8]>)| (k.clone(), v.to_vec());
-        // The keys under `prefix` are one range of the map: bounded by it,
-        // the scan compares no key against the prefix (a packed plan's
-        // read-ahead scans here for every update).
-        let end = prefix_end(prefix);
-        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        Ok(if descending {
-            if from < prefix {
-                return Ok(Vec::new());
-            }
-            let top = match upper {
-                Bound::Excluded(end) if from >= end => Bound::Excluded(end),
-                _ => Bound::Included(from),
-            };
-            self.chunks
-                .range::<[u8], _>((Bound::Included(prefix), top))
-                .rev()
-                .take(limit)
-                .map(pair)
-                .collect()
-        } else {
-            let start = from.max(prefix);
-            if let Bound::Excluded(end) = upper {
-                if start >= end {
-                    return Ok(Vec::new());
-                }
-            }
-            self.chunks
-                .range::<[u8], _>((Bound::Included(start), upper))
-                .take(limit)
-                .map(pair)
-                .collect()
-        })
+        Ok(self.scan_with((prefix, from, descending, limit), |v| v.to_vec()))
+    }
+
+    /// The scan without a copy of the cached chunks' bytes: a packed
+    /// plan's read-ahead scans here for every update.
+    fn scan_from_shared(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        descending: bool,
+        limit: usize,
+    ) -> sesame_core::Result<Vec<(Vec<u8>, StoredValue)>> {
+        if !self.ours(prefix) {
+            return self.base.scan_from_shared(prefix, from, descending, limit);
+        }
+        Ok(self.scan_with((prefix, from, descending, limit), |v| {
+            StoredValue::Shared(v.clone())
+        }))
     }
 
     fn ordered_probes(&self) -> bool {

@@ -1,5 +1,7 @@
-//! `CompactIndex`: a packed generation's deltas merged into their chunks
-//! on the server, as [`Packed::compact`] does on an embedded store.
+//! `CompactIndex`: a packed generation's pending record and deltas merged
+//! into its chunks on the server, as
+//! [`Packed::compact`](sesame_store::packed::Packed::compact) does on an
+//! embedded store.
 //!
 //! An import through a server appends each batch's entries beside their
 //! chunks as deltas (`sesame_store::packed`). The client sends this
@@ -8,7 +10,7 @@
 //! the server (`docs/performance.md`, "The flights' import over loopback
 //! TLS").
 //!
-//! How: [`Packed::compact`] runs on a thread of its own over the store,
+//! How: [`Packed::compact`](sesame_store::packed::Packed::compact) runs on a thread of its own over the store,
 //! with its writes handed back to the request's thread, which commits each
 //! batch (at most 4 MiB of chunks) conditionally on the index's commit
 //! token ([`Engine::commit_if`]), under the index's exclusive lock. So
@@ -32,7 +34,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use sesame_core::{Store, WriteBatch, WriteOp};
-use sesame_store::packed::Packed;
 
 use super::{Engine, Token};
 use crate::error::EngineError;
@@ -103,16 +104,16 @@ impl Engine {
                 done: true,
             });
         }
-        let prefix = meta.chunks_prefix(tenant, &req.index, req.generation);
         let (to_commit, batches) = sync_channel(0);
         let (answer, answers) = sync_channel(1);
-        let view = Packed::new(
+        let view = meta.packed_view(
             Arc::new(Handed {
                 base: self.store.clone(),
                 batches: to_commit,
                 answers: Mutex::new(answers),
             }),
-            prefix,
+            (tenant, &req.index),
+            req.generation,
         );
         let start = Instant::now();
         let mut written = 0u64;

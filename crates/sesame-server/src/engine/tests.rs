@@ -470,7 +470,7 @@ fn two_engines_writing_one_packed_index_lose_no_entry() {
     let stored = sesame_store::packed::pairs_under(store.as_ref(), &chunks[..chunks.len() - 1])
         .expect("the entries");
     assert_eq!(stored.len() as u32, THREADS * CALLS * ENTRIES);
-    let view = sesame_store::packed::Packed::new(store.clone(), chunks.clone());
+    let view = meta.packed_view(store.clone(), ("t", "a"), 0);
     for t in 0..THREADS {
         for c in 0..CALLS {
             for e in 0..ENTRIES {
@@ -479,10 +479,12 @@ fn two_engines_writing_one_packed_index_lose_no_entry() {
             }
         }
     }
-    let before = store.scan_prefix(&chunks).expect("a scan");
+    // The generation: its chunks and its pending record.
+    let generation = &chunks[..chunks.len() - 1];
+    let before = store.scan_prefix(generation).expect("a scan");
     let err = call(&engines[0], vec![(label(1, 1, 1), [9; 25])]).unwrap_err();
     assert!(matches!(err, EngineError::Conflict(_)), "{err:?}");
-    assert_eq!(store.scan_prefix(&chunks).expect("a scan"), before);
+    assert_eq!(store.scan_prefix(generation).expect("a scan"), before);
 }
 
 /// The packed chunks an engine keeps between requests
@@ -513,7 +515,7 @@ fn a_second_server_sharing_the_store_is_seen_through_the_chunk_cache() {
     assert!(matches!(err, EngineError::Conflict(_)), "{err:?}");
     call(&a, vec![(label(10), [1; 25])]).expect("a later update of a");
     let meta = a.meta("t", "i").expect("its record");
-    let view = sesame_store::packed::Packed::new(store.clone(), meta.chunks_prefix("t", "i", 0));
+    let view = meta.packed_view(store.clone(), ("t", "i"), 0);
     let entry = |n: u8| packed_entry(&view, &label(n));
     assert_eq!(entry(9), Some(vec![2; 25]), "b's entry");
     assert_eq!(entry(10), Some(vec![1; 25]), "a's later entry");
