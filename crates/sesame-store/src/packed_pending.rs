@@ -39,17 +39,20 @@ use std::borrow::Cow;
 
 use sesame_core::{Result, Store, StoredValue};
 
-use super::{decode, encode, expand, Lookup, Packed, Plan, MAX_APPEND};
+use super::{decode, encode, expand, find, Packed, Plan, MAX_APPEND};
 
 /// The byte after a generation's prefix where its pending record lies
 /// (its chunks lie under [`super::CHUNKS_MARK`]).
 pub const PENDING_MARK: u8 = b'+';
 
 /// The most encoded bytes a pending record holds: a write that would
-/// pass them merges. 8,000 bytes: about 190 of FAST's entries (17-byte
-/// keys, 25-byte values), some 23 updates of 8 keywords, in one page of
-/// 8 KB.
-pub const PENDING_BYTES: usize = 8_000;
+/// pass them merges. 32,000 bytes: about 760 of FAST's entries (17-byte
+/// keys, 25-byte values), some 95 updates of 8 keywords, in one redb page
+/// of 32 KB. Measured at 16 clients on the server against 8,000, 16,000
+/// and 64,000 (`docs/scaling.md`, "Pending pairs"): the most updates a
+/// second; a larger record costs more to write again on every update
+/// than its rarer merges save.
+pub const PENDING_BYTES: usize = 32_000;
 
 /// The most pairs of one write that may be held pending: a write that
 /// brings more (an upload, an import's batch) goes to the chunks.
@@ -94,7 +97,9 @@ impl Packed {
         let Some((at, record)) = self.pending_record()? else {
             return Ok(None);
         };
-        Ok(Lookup::new(&record, at)?.get(key).map(<[u8]>::to_vec))
+        // Read up to the key, not decoded whole: a record in the variable
+        // form holds hundreds of pairs.
+        find(&record, at, key)
     }
 
     /// [`Packed::plan`] for a view with a pending record: `ops` held in
