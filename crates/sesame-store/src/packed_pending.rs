@@ -5,7 +5,7 @@
 //! Why: a delta is one insertion at a pseudorandom key of the base store,
 //! so an update of 8 keyword entries dirties 8 leaves of redb's B-tree,
 //! each written back whole at the commit. On the server at 16 clients
-//! that was about 14.5 writes of 4 KB to the disk per update (read from
+//! that was about 14.6 writes of 4 KB to the disk per update (read from
 //! `/proc/diskstats` over a `sesame bench server` run), and the commit
 //! lane's `fdatasync` waits grew with them: a scattered 4 KB write cost
 //! about 25 µs of `fdatasync` on this machine's disk, 120 of them about

@@ -80,6 +80,17 @@ fn bulk_of(ids: std::ops::Range<u32>, oracle: &mut BTreeMap<Vec<u8>, Vec<u8>>) -
     bulk
 }
 
+/// A FAST-like update: `label(first + j)` put to 25 bytes of `j` for
+/// each of 8 `j`, each pair also put in `oracle`.
+fn update_of(first: u32, oracle: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> WriteBatch {
+    let mut batch = WriteBatch::new();
+    for j in 0..8 {
+        batch.put(label(first + j), vec![j as u8; 25]);
+        oracle.insert(label(first + j), vec![j as u8; 25]);
+    }
+    batch
+}
+
 fn chunks(base: &dyn Store) -> Vec<(Vec<u8>, Vec<u8>)> {
     base.scan_prefix(PREFIX).unwrap()
 }
@@ -395,12 +406,7 @@ fn small_writes_append_deltas_that_lookups_read() {
     let mut appended = 0;
     let mut rewrites = 0;
     for update in 0..400u32 {
-        let mut batch = WriteBatch::new();
-        for j in 0..8 {
-            let i = 100_000 + update * 8 + j;
-            batch.put(label(i), vec![j as u8; 25]);
-            oracle.insert(label(i), vec![j as u8; 25]);
-        }
+        let batch = update_of(100_000 + update * 8, &mut oracle);
         let plan = view.plan(&batch).unwrap();
         assert_eq!(plan.overwrites, 0);
         if plan.batch.bytes() < 2_000 {

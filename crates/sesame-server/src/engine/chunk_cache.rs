@@ -392,10 +392,10 @@ mod tests {
         [PREFIX, k].concat()
     }
 
-    /// Scans of the cached copy answer what the store itself answers, at
-    /// the prefix's edges too: `from` before, inside and past the prefix,
-    /// both directions, a prefix that ends in `0xff` bytes, and pairs of
-    /// the copy just outside the prefix asked for.
+    /// Scans of the cached copy (copied or shared) answer what the store
+    /// itself answers, at the prefix's edges too: `from` before, inside
+    /// and past the prefix, both directions, a prefix that ends in `0xff`
+    /// bytes, and pairs of the copy just outside the prefix asked for.
     #[test]
     fn cached_scans_answer_as_the_store_does() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -437,12 +437,20 @@ mod tests {
                 for from in froms {
                     for descending in [false, true] {
                         for limit in [1, 2, 100] {
+                            let want = store.scan_from(prefix, from, descending, limit).unwrap();
                             assert_eq!(
                                 view.scan_from(prefix, from, descending, limit).unwrap(),
-                                store.scan_from(prefix, from, descending, limit).unwrap(),
+                                want,
                                 "cached {cached:?}, prefix {prefix:?}, from {from:?}, \
                                  descending {descending}, limit {limit}"
                             );
+                            let shared: Vec<(Vec<u8>, Vec<u8>)> = view
+                                .scan_from_shared(prefix, from, descending, limit)
+                                .unwrap()
+                                .into_iter()
+                                .map(|(k, v)| (k, v.to_vec()))
+                                .collect();
+                            assert_eq!(shared, want, "shared: cached {cached:?}, from {from:?}");
                         }
                     }
                 }

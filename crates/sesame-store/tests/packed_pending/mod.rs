@@ -78,12 +78,7 @@ fn small_writes_are_one_pending_pair_until_merged() {
     assert_eq!(base.get(PENDING).unwrap(), None, "a bulk was held pending");
     let (mut held, mut merged) = (0, 0);
     for update in 0..300u32 {
-        let mut batch = WriteBatch::new();
-        for j in 0..8 {
-            let i = 100_000 + update * 8 + j;
-            batch.put(label(i), vec![j as u8; 25]);
-            oracle.insert(label(i), vec![j as u8; 25]);
-        }
+        let batch = update_of(100_000 + update * 8, &mut oracle);
         let plan = view.plan(&batch).unwrap();
         assert_eq!(plan.overwrites, 0);
         let ops = plan.batch.ops();
@@ -357,13 +352,8 @@ fn compacting_merges_the_pending_record() {
     let mut oracle = BTreeMap::new();
     view.write(bulk_of(0..3_000, &mut oracle)).unwrap();
     for update in 0..10u32 {
-        let mut batch = WriteBatch::new();
-        for j in 0..8 {
-            let i = 200_000 + update * 8 + j;
-            batch.put(label(i), vec![j as u8; 25]);
-            oracle.insert(label(i), vec![j as u8; 25]);
-        }
-        view.write(batch).unwrap();
+        view.write(update_of(200_000 + update * 8, &mut oracle))
+            .unwrap();
     }
     assert!(base.get(PENDING).unwrap().is_some());
     assert!(view.compact().unwrap() > 0);
