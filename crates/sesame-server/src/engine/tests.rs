@@ -1,6 +1,7 @@
 //! The engine's unit tests: two engines over one store (two servers on
 //! one database), replay records, compare-and-swap records, generations,
-//! write-once batches.
+//! write-once batches, a packed index's pending record under a second
+//! server's merge.
 
 use super::indexes::RESERVATION_TTL_SECS;
 use super::*;
@@ -645,4 +646,119 @@ impl Store for Unordered {
     fn backend(&self) -> &'static str {
         "unordered-memory"
     }
+}
+
+/// A memory store that runs `hook` once, right after the next read of a
+/// commit token (`c/...`) returns: another server's commit landing
+/// between a request's read of the token and its reads of the entries.
+struct AfterTokenRead {
+    inner: Arc<MemoryStore>,
+    hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl AfterTokenRead {
+    fn after<T>(&self, keys: &[&[u8]], read: sesame_core::Result<T>) -> sesame_core::Result<T> {
+        if keys.iter().any(|k| k.starts_with(b"c/")) {
+            let hook = self
+                .hook
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
+        read
+    }
+}
+
+impl Store for AfterTokenRead {
+    fn get(&self, key: &[u8]) -> sesame_core::Result<Option<Vec<u8>>> {
+        self.after(&[key], self.inner.get(key))
+    }
+
+    fn get_many(&self, keys: &[&[u8]]) -> sesame_core::Result<Vec<Option<Vec<u8>>>> {
+        self.after(keys, self.inner.get_many(keys))
+    }
+
+    sesame_store::forward_store!(|s| s.inner; write, write_if, write_if_group, commit_groups,
+        scan_prefix, scan_from, ordered_probes, io_counts, backend);
+}
+
+/// A search on server `a` while server `b` merges the index's pending
+/// record into its chunks, between `a`'s read of the commit token and its
+/// reads of the entries: the search finds every document. `a` reads the
+/// record and the chunks from its cache under the token it read, one
+/// state; with the cache holding the chunks alone (the record read from
+/// the store, already deleted by the merge, and the chunks from the
+/// cache, from before it) the search found none of them.
+#[test]
+fn a_merge_by_another_server_during_a_search_hides_no_entry() {
+    use rand_chacha::rand_core::SeedableRng;
+    use sesame_sse::UpdateOp;
+
+    let memory = Arc::new(MemoryStore::new());
+    let hooked = Arc::new(AfterTokenRead {
+        inner: memory.clone(),
+        hook: Mutex::new(None),
+    });
+    let a = Arc::new(Engine::new(hooked.clone(), Limits::default()).expect("a fresh engine"));
+    let b = Arc::new(Engine::new(memory.clone(), Limits::default()).expect("a second engine"));
+    create(&a, "i", "fast").expect("created");
+    let scheme = sesame_sse::scheme("fast").expect("FAST");
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+    let mut client = (scheme.new_client)(&mut rng, &sesame_core::Params::new()).expect("a client");
+    let call = |engine: &Engine, messages: Vec<Vec<u8>>| {
+        engine
+            .call(
+                "t",
+                proto::CallRequest {
+                    index: "i".into(),
+                    scheme: "fast".into(),
+                    generation: 0,
+                    request_id: Vec::new(),
+                    messages,
+                },
+            )
+            .expect("a call")
+    };
+    for doc in 1..=4u64 {
+        let messages = client
+            .prepare_update(&mut rng, UpdateOp::Add, doc, &[b"w".to_vec()])
+            .expect("prepared")
+            .expect("FAST prepares its updates");
+        call(&a, messages);
+    }
+    let meta = a.meta("t", "i").expect("its record");
+    let record = sesame_store::packed::pending_key(&meta.generation_prefix("t", "i", 0));
+    assert!(
+        memory.get(&record).expect("a read").is_some(),
+        "the updates were not held pending"
+    );
+    // b's put of more pairs than a record takes merges the record.
+    let b_for_hook = b.clone();
+    *hooked.hook.lock().expect("the hook") = Some(Box::new(move || {
+        let entries = (0..=sesame_store::packed::PENDING_OPS as u8)
+            .map(|n| ([n; 32], [n; 25]))
+            .collect();
+        fast_put(&b_for_hook, "i", entries).expect("b's merging put");
+    }));
+    let token = client
+        .search_token(&mut rng, b"w")
+        .expect("a token")
+        .expect("a keyword it added");
+    let response = call(&a, vec![token]);
+    assert!(
+        hooked.hook.lock().expect("the hook").is_none(),
+        "b never merged"
+    );
+    assert_eq!(
+        memory.get(&record).expect("a read"),
+        None,
+        "b's put did not merge the record"
+    );
+    let found = client
+        .resolve(b"w", &response.messages[0])
+        .expect("resolved");
+    assert_eq!(found, vec![1, 2, 3, 4]);
 }
